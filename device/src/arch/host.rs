@@ -1,0 +1,116 @@
+//! The host CPU: the CPU backend runs device code on ordinary threads, and the tests and
+//! the host's drain run the very same protocol code.
+//!
+//! This is the one arch module that links `std`: it needs thread-locals (each host thread
+//! plays one GPU thread, with its own ids and context) and the scheduler (`yield_now`,
+//! `sleep`) so that 64 spinning "GPU threads" on 2 cores still make progress.
+
+extern crate std;
+
+use core::cell::Cell;
+
+use crate::context::Context;
+use crate::group::SingleLane;
+
+/// Host atomics.
+///
+/// x86-64 and AArch64 atomics are coherent across every agent in the system (the other
+/// cores and the kernel's SQPOLL thread, which reads the rings with `smp_load_acquire`),
+/// so core's atomics are already system scope.
+pub mod atomic {
+    pub use core::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64};
+}
+
+/// On the CPU backend a warp is one thread.
+pub type Warp = SingleLane;
+
+/// What a spinning thread does: give the core away. Many more "GPU threads" than cores
+/// run here, and the one we wait for may need this core.
+#[inline]
+pub fn relax() {
+    std::thread::yield_now();
+}
+
+/// What a thread that has spun for a long time does (a slow pipe reader, say).
+#[inline]
+pub fn doze() {
+    std::thread::sleep(std::time::Duration::from_micros(50));
+}
+
+/// The ids of one CPU-backend thread, as a 1-D launch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadIds {
+    /// Index of the thread in its block.
+    pub thread_idx: u32,
+    /// Index of the block in the grid.
+    pub block_idx: u32,
+    /// Threads per block.
+    pub block_dim: u32,
+    /// Blocks in the grid.
+    pub grid_dim: u32,
+}
+
+std::thread_local! {
+    static CURRENT: Cell<(*const Context, ThreadIds)> =
+        const { Cell::new((core::ptr::null(), ThreadIds { thread_idx: 0, block_idx: 0, block_dim: 1, grid_dim: 1 })) };
+}
+
+/// The context of the kernel this thread runs, or null outside a kernel.
+#[inline]
+pub fn context() -> *const Context {
+    CURRENT.with(|c| c.get().0)
+}
+
+fn ids() -> ThreadIds {
+    CURRENT.with(|c| c.get().1)
+}
+
+/// Index of the calling thread in its block.
+pub fn thread_idx() -> u32 {
+    ids().thread_idx
+}
+/// Index of the calling thread's block.
+pub fn block_idx() -> u32 {
+    ids().block_idx
+}
+/// Threads per block.
+pub fn block_dim() -> u32 {
+    ids().block_dim
+}
+/// Blocks in the grid.
+pub fn grid_dim() -> u32 {
+    ids().grid_dim
+}
+
+/// Makes the calling host thread a "GPU thread" of a kernel until the guard drops.
+///
+/// The CPU backend calls this on each thread it starts; tests call it to run device code.
+///
+/// # Safety
+/// `ctx` must point to an initialised [`Context`] that outlives the guard.
+pub unsafe fn enter(ctx: *const Context, ids: ThreadIds) -> EnterGuard {
+    let prev = CURRENT.with(|c| c.replace((ctx, ids)));
+    EnterGuard { prev }
+}
+
+/// Restores the thread's previous context when dropped.
+pub struct EnterGuard {
+    prev: (*const Context, ThreadIds),
+}
+
+impl Drop for EnterGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.prev));
+    }
+}
+
+/// Outside any kernel (no context installed), host-built device code prints with std.
+pub fn print_without_context(stderr: bool, newline: bool, args: core::fmt::Arguments) {
+    use std::io::Write;
+    let nl: &str = if newline { "\n" } else { "" };
+    if stderr {
+        let _ = std::io::stderr().lock().write_fmt(format_args!("{args}{nl}"));
+    } else {
+        let _ = std::io::stdout().lock().write_fmt(format_args!("{args}{nl}"));
+    }
+}

@@ -1,0 +1,93 @@
+//! A combining try-lock: "run this exclusively, now or by whoever holds the lock".
+//!
+//! Nobody ever blocks on it. A caller that finds the lock held leaves a *request* and
+//! returns; the holder, before it leaves, sees the request and runs the work once more.
+//! This is how the SQ tail is published and how a print stream is flushed: the work is
+//! idempotent ("advance as far as is ready"), so many requests fold into one run.
+//!
+//! ```text
+//!   requester                              holder
+//!   (its input is already visible)         ...
+//!   pending.swap(1, AcqRel)      ──┐       lock.store(0, Release)
+//!   fence(SeqCst)                  │       fence(SeqCst)
+//!   lock.load(Relaxed) == 1 ?      └─────▶ pending.load(Relaxed) == 1 ? -> run again
+//! ```
+//! The two SeqCst fences make it impossible for both sides to miss each other (the
+//! store-buffering pattern): either the requester sees the lock free and takes it, or the
+//! holder sees the request. Requests are read-modify-writes so that they extend the release
+//! sequence: the holder's `pending.swap(0, AcqRel)` synchronises with *every* requester
+//! before it, making each requester's input visible to the run.
+//!
+//! Scope: system (all atomics here are `crate::sync` atomics). On GPUs only one lane of a
+//! warp calls it, so a lane never contends with its own warp.
+
+use crate::sync::{fence, AtomicU32, Ordering};
+
+/// The lock word and the request word.
+#[repr(C)]
+pub struct Combiner {
+    lock: AtomicU32,
+    pending: AtomicU32,
+}
+
+impl Combiner {
+    /// An unlocked combiner with no request.
+    pub const fn new() -> Self {
+        Combiner { lock: AtomicU32::new(0), pending: AtomicU32::new(0) }
+    }
+
+    /// Leaves a request without trying to run it: the next `run` (by anyone) will.
+    #[inline]
+    pub fn request(&self) {
+        // AcqRel RMW, system scope: extends the release sequence (see the module docs).
+        self.pending.swap(1, Ordering::AcqRel);
+    }
+
+    /// Whether a request is waiting.
+    #[inline]
+    pub fn requested(&self) -> bool {
+        self.pending.load(Ordering::Acquire) != 0
+    }
+
+    /// Runs `work` exclusively: here, or, if another agent holds the lock, by that agent
+    /// before it releases. Returns `true` if this call ran it at least once.
+    pub fn run(&self, mut work: impl FnMut()) -> bool {
+        self.request();
+        // SeqCst fence, system scope: orders our request before our look at the lock,
+        // against the holder's release-then-look (store-buffering, see the module docs).
+        fence(Ordering::SeqCst);
+        let mut ran = false;
+        loop {
+            if self.lock.load(Ordering::Relaxed) != 0 {
+                return ran;
+            }
+            // Acquire, system scope: the previous holder's work happens-before ours.
+            if self.lock.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+                return ran;
+            }
+            // AcqRel swap, system scope: synchronises with every request made so far.
+            while self.pending.swap(0, Ordering::AcqRel) != 0 {
+                work();
+                ran = true;
+            }
+            // Release, system scope: our work happens-before the next holder's.
+            self.lock.store(0, Ordering::Release);
+            // SeqCst fence: pairs with the requesters' fence (see the module docs).
+            fence(Ordering::SeqCst);
+            if self.pending.load(Ordering::Relaxed) == 0 {
+                return ran;
+            }
+        }
+    }
+
+    /// Whether some agent is inside `run` right now.
+    pub fn busy(&self) -> bool {
+        self.lock.load(Ordering::Acquire) != 0
+    }
+}
+
+impl Default for Combiner {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,104 @@
+//! The runtime context: everything a kernel needs to do I/O, in one block of memory the
+//! host fills before launch. Kernels find it through a global (GPUs) or a thread-local
+//! (the CPU backend), so they need no extra argument to print.
+
+use crate::ring::Ring;
+use crate::stream::Stream;
+use crate::sync::{AtomicU32, Ordering};
+use crate::uapi::Cqe;
+
+/// `"gpuio\0\0"` plus the layout version; the host writes it, the device checks it.
+pub const CONTEXT_MAGIC: u64 = 0x6770_7569_6f00_0001;
+
+/// Number of print streams: stdout and stderr.
+pub const STREAMS: usize = 2;
+
+/// Index of the stdout stream.
+pub const STDOUT: usize = 0;
+
+/// What a CQE's `user_data` says it completes.
+const KIND_SHIFT: u32 = 56;
+const KIND_STREAM: u64 = 1;
+
+/// `user_data` for flight `seq` of stream `index`.
+pub(crate) fn user_data_for_stream(index: u32, seq: u32) -> u64 {
+    (KIND_STREAM << KIND_SHIFT) | ((index as u64) << 32) | seq as u64
+}
+
+/// The shared runtime state (see the module docs).
+#[repr(C)]
+pub struct Context {
+    /// [`CONTEXT_MAGIC`].
+    pub magic: u64,
+    /// The io_uring.
+    pub ring: Ring,
+    /// stdout, stderr.
+    pub streams: [Stream; STREAMS],
+    /// The stream `eprint!` uses: 1, or 0 when stdout and stderr are the same file (so
+    /// that the two never interleave inside a line or overwrite each other).
+    pub stderr_stream: u32,
+    /// CQEs whose `user_data` matched nothing (a bug if ever non-zero).
+    pub stray_completions: AtomicU32,
+}
+
+// SAFETY: the raw pointers in a Context point to memory shared by design between all
+// agents; every access to it goes through the ring and stream protocols.
+unsafe impl Sync for Context {}
+unsafe impl Send for Context {}
+
+impl Context {
+    /// The stream `print!` (`stderr == false`) or `eprint!` writes to.
+    #[inline]
+    pub fn stream(&self, stderr: bool) -> &Stream {
+        if stderr {
+            &self.streams[self.stderr_stream as usize % STREAMS]
+        } else {
+            &self.streams[STDOUT]
+        }
+    }
+
+    /// Consumes available completions and routes each to its stream.
+    pub fn reap(&self) -> bool {
+        self.ring.reap(|cqe| self.dispatch(cqe))
+    }
+
+    fn dispatch(&self, cqe: Cqe) {
+        let kind = cqe.user_data >> KIND_SHIFT;
+        let index = ((cqe.user_data >> 32) & 0xff_ffff) as usize;
+        if kind == KIND_STREAM && index < STREAMS {
+            self.streams[index].complete(cqe.user_data as u32, cqe.res);
+        } else {
+            self.stray_completions.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Flushes `stream`, or asks whoever is flushing it to go on.
+    #[inline]
+    pub fn flush(&self, stream: &Stream) {
+        stream.flusher.run(|| stream.flush_work(self));
+    }
+
+    /// What a thread waiting for log space does: reap, then flush.
+    ///
+    /// Never called from inside a flush: a flush that waited on another flush's
+    /// submission could wait on itself (tickets are taken in order).
+    pub fn help(&self, stream: &Stream) {
+        self.reap();
+        self.flush(stream);
+    }
+
+    /// Reaps, and flushes every stream a completion asked to be flushed.
+    pub fn progress(&self) {
+        self.reap();
+        for s in &self.streams {
+            if s.flusher.requested() {
+                self.flush(s);
+            }
+        }
+    }
+
+    /// Whether everything submitted has completed and every stream is written out.
+    pub fn idle(&self) -> bool {
+        self.streams.iter().all(|s| s.idle()) && self.ring.idle()
+    }
+}

@@ -1,0 +1,42 @@
+//! Groups of lanes that execute one call together (a warp or wavefront).
+//!
+//! A `println!` executed by the lanes of a warp becomes one record: the lanes' lines are
+//! laid out back to back, one lane reserves space for all of them with one atomic, and
+//! they go out in one write. [`Group`] is the little a print needs from the hardware.
+//! The CPU backend's warp is a [`SingleLane`]; tests use a simulated multi-lane group.
+
+/// The lanes executing the current call together.
+///
+/// Every lane of the group calls each method the same number of times, in the same order
+/// (they are collective operations, like CUDA's `__shfl_sync`).
+pub trait Group {
+    /// Whether this lane is the group's leader (the lane that talks to the ring).
+    fn is_leader(&self) -> bool;
+    /// The sum of `v` over the lanes before this one (in lane order), and over all lanes.
+    fn exclusive_sum(&self, v: u64) -> (u64, u64);
+    /// The leader's `v`, returned on every lane.
+    fn broadcast(&self, v: u64) -> u64;
+    /// Waits until every lane reached this point; writes before it are visible after it.
+    fn sync(&self);
+}
+
+/// A group of one: every call is its own record.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SingleLane;
+
+impl Group for SingleLane {
+    #[inline(always)]
+    fn is_leader(&self) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn exclusive_sum(&self, v: u64) -> (u64, u64) {
+        (0, v)
+    }
+    #[inline(always)]
+    fn broadcast(&self, v: u64) -> u64 {
+        v
+    }
+    #[inline(always)]
+    fn sync(&self) {}
+}

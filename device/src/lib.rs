@@ -1,0 +1,68 @@
+//! gpuio's device runtime: GPU threads do I/O by filling io_uring submission queue entries
+//! in host memory that the kernel's SQPOLL thread consumes.
+//!
+//! `no_std`, core only, no allocation. One source builds for `amdgcn-amd-amdhsa`,
+//! `nvptx64-nvidia-cuda` and the host CPU (where the CPU backend runs kernels on threads).
+//!
+//! ```
+//! // A kernel body: any Display/Debug argument, std's format syntax.
+//! fn kernel() {
+//!     let tid = gpuio_device::thread_idx();
+//!     gpuio_device::println!("hello from thread {tid} ({:?})", (1.5, "x"));
+//! }
+//! # kernel(); // outside a kernel (no context) the host build falls back to std's stdout
+//! ```
+//!
+//! Modules, in the order data flows: [`print`] formats, [`stream`] appends to a log and
+//! flushes, [`ring`] submits and reaps, [`uapi`] is the kernel's ABI, [`sync`] and
+//! [`arch`] are the atomics and the target-specific parts.
+#![no_std]
+#![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch, stdarch_nvptx))]
+#![cfg_attr(target_arch = "amdgpu", feature(stdarch_amdgpu, core_intrinsics, link_llvm_intrinsics))]
+#![cfg_attr(any(target_arch = "amdgpu", target_arch = "nvptx64"), allow(internal_features))]
+
+pub mod arch;
+pub mod combine;
+pub mod context;
+pub mod group;
+pub mod print;
+pub mod ring;
+pub mod stream;
+pub mod sync;
+pub mod uapi;
+
+pub use arch::{block_dim, block_idx, grid_dim, thread_idx};
+pub use context::Context;
+
+/// The global index of the calling thread: `block_idx * block_dim + thread_idx`.
+#[inline]
+pub fn global_thread_idx() -> u64 {
+    block_idx() as u64 * block_dim() as u64 + thread_idx() as u64
+}
+
+/// Prints to the runtime's stdout, like std's `print!`.
+#[macro_export]
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::print::print_to(false, false, format_args!($($arg)*)) };
+}
+
+/// Prints a line to the runtime's stdout, like std's `println!`. The line appears exactly
+/// once, whole; a thread's lines keep their order.
+#[macro_export]
+macro_rules! println {
+    () => { $crate::print::print_to(false, true, format_args!("")) };
+    ($($arg:tt)*) => { $crate::print::print_to(false, true, format_args!($($arg)*)) };
+}
+
+/// Prints to the runtime's stderr, like std's `eprint!`.
+#[macro_export]
+macro_rules! eprint {
+    ($($arg:tt)*) => { $crate::print::print_to(true, false, format_args!($($arg)*)) };
+}
+
+/// Prints a line to the runtime's stderr, like std's `eprintln!`.
+#[macro_export]
+macro_rules! eprintln {
+    () => { $crate::print::print_to(true, true, format_args!("")) };
+    ($($arg:tt)*) => { $crate::print::print_to(true, true, format_args!($($arg)*)) };
+}

@@ -1,0 +1,150 @@
+//! `print!`, `println!`, `eprint!`, `eprintln!`: std's format syntax, no allocation.
+//!
+//! A line is formatted into a small buffer on the thread's stack. If it fits (the common
+//! case), the lanes of the warp add up their lengths, one lane reserves space for all of
+//! them, each lane copies its line into its place, and one flush sends them out. A longer
+//! line is measured first (a formatting pass that only counts), then formatted straight
+//! into its reserved space, in pieces if it is longer than the whole log: it stays whole
+//! and contiguous at any length.
+
+use core::fmt::{self, Write};
+
+use crate::context::Context;
+use crate::group::Group;
+use crate::stream::Stream;
+
+/// Lines up to this many bytes (newline included) take the fast path.
+pub const LINE_BUF: usize = 256;
+
+/// Prints `args` (and a newline if `newline`) to stdout or stderr. Used by the macros.
+#[doc(hidden)]
+#[inline(never)]
+pub fn print_to(stderr: bool, newline: bool, args: fmt::Arguments) {
+    let ctx = crate::arch::context();
+    if ctx.is_null() {
+        #[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
+        crate::arch::host::print_without_context(stderr, newline, args);
+        return;
+    }
+    // SAFETY: the host installs a context that outlives every kernel that can see it.
+    let ctx = unsafe { &*ctx };
+    emit(&crate::arch::Warp::default(), ctx, ctx.stream(stderr), newline, args);
+}
+
+/// Prints one record for the group `g`: every lane's line, back to back, in lane order.
+///
+/// Every lane of `g` must call this together (it is a collective operation).
+pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args: fmt::Arguments) {
+    let mut line = LineBuf::new();
+    let fits = line.format(args, newline);
+    let my_len = if fits { line.len as u64 } else { 0 };
+    let (before, total) = g.exclusive_sum(my_len);
+    let mut base = 0;
+    if g.is_leader() && total > 0 {
+        base = stream.reserve(total);
+    }
+    let base = g.broadcast(base);
+    if my_len > 0 {
+        stream.fill(ctx, base + before, line.bytes());
+    }
+    g.sync();
+    if g.is_leader() && total > 0 {
+        ctx.flush(stream);
+    }
+    if !fits {
+        emit_long(ctx, stream, newline, args);
+    }
+    if g.is_leader() {
+        ctx.progress();
+    }
+}
+
+/// The slow path: measure, reserve, format in place.
+fn emit_long(ctx: &Context, stream: &Stream, newline: bool, args: fmt::Arguments) {
+    let mut count = Count(0);
+    let _ = count.write_fmt(args);
+    let len = count.0 + newline as u64;
+    if len == 0 {
+        return;
+    }
+    let pos = stream.reserve(len);
+    let body_end = pos + len - newline as u64;
+    let mut w = InPlace { ctx, stream, pos, end: body_end };
+    let _ = w.write_fmt(args);
+    // A Display that printed less the second time: pad, so the range is whole.
+    while w.pos < body_end {
+        let n = (body_end - w.pos).min(64) as usize;
+        stream.fill(ctx, w.pos, &[b' '; 64][..n]);
+        w.pos += n as u64;
+    }
+    if newline {
+        stream.fill(ctx, body_end, b"\n");
+    }
+    ctx.flush(stream);
+}
+
+/// A line on the stack.
+struct LineBuf {
+    buf: [u8; LINE_BUF],
+    len: usize,
+}
+
+impl LineBuf {
+    fn new() -> Self {
+        LineBuf { buf: [0; LINE_BUF], len: 0 }
+    }
+
+    /// Formats into the buffer; `false` if it did not fit (or a Display failed).
+    fn format(&mut self, args: fmt::Arguments, newline: bool) -> bool {
+        // A literal with no arguments needs no formatting machinery.
+        let ok = match args.as_str() {
+            Some(s) => self.write_str(s).is_ok(),
+            None => self.write_fmt(args).is_ok(),
+        };
+        ok && (!newline || self.write_str("\n").is_ok())
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl Write for LineBuf {
+    #[inline]
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        if end > LINE_BUF {
+            return Err(fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// Counts formatted bytes.
+struct Count(u64);
+
+impl Write for Count {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0 += s.len() as u64;
+        Ok(())
+    }
+}
+
+/// Formats straight into a reserved range, never past its end.
+struct InPlace<'a> {
+    ctx: &'a Context,
+    stream: &'a Stream,
+    pos: u64,
+    end: u64,
+}
+
+impl Write for InPlace<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let n = (s.len() as u64).min(self.end - self.pos) as usize;
+        self.stream.fill(self.ctx, self.pos, &s.as_bytes()[..n]);
+        self.pos += n as u64;
+        Ok(())
+    }
+}

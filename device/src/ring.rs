@@ -1,0 +1,264 @@
+//! The io_uring rings, seen from the device: submission and completion.
+//!
+//! Read this module top to bottom; it is the whole submission protocol.
+//!
+//! # Memory
+//! The host creates the ring with `IORING_SETUP_SQPOLL | NO_MMAP | NO_SQARRAY` on memory it
+//! allocated and made GPU-visible, and fills a [`Ring`] with pointers into it:
+//!
+//! | word / array | written by | read by |
+//! |---|---|---|
+//! | `sq_head` | kernel (`smp_store_release`) | submitters: is my slot free? |
+//! | `sq_tail` | the publisher (below), `Release` | kernel (`smp_load_acquire`) |
+//! | `sq_flags` | kernel (`NEED_WAKEUP`) | the host's waker |
+//! | `sqes[]` | the submitter that owns the slot | kernel, after it sees the tail |
+//! | `cq_tail` | kernel (`smp_store_release`) | the reaper |
+//! | `cq_head` | the reaper, `Release` | kernel; submitters: how many credits? |
+//! | `cqes[]` | kernel | the reaper |
+//! | `ready[]`, `tickets`, `published` | submitters / publisher | submitters / publisher |
+//!
+//! Every atomic here is a `crate::sync` atomic: **system scope** on every target.
+//!
+//! # Submitting one SQE ([`Ring::submit`])
+//! 1. **Ticket.** `tickets.fetch_add(1)` gives the SQ position `t` the SQE will occupy.
+//!    Tickets are handed out in one total order; nothing else is ordered by it (Relaxed).
+//! 2. **Wait for the slot and a credit** (backpressure, invariants 2 and 4):
+//!    - the slot `t & mask` last held SQE `t - sq_entries`; it is free once the kernel's
+//!      head has passed it: `t - sq_head < sq_entries`. (Acquire on `sq_head`: the kernel
+//!      read the old SQE before it released the head; our writes come after.)
+//!    - every SQE makes exactly one CQE, so `t + 1 - cq_head` bounds the requests in flight
+//!      plus unreaped CQEs once `t` is published. Waiting for `t - cq_head < cq_entries`
+//!      means the CQ can never overflow; flushing an overflowed CQ takes a syscall that a
+//!      GPU cannot make.
+//!    While waiting, the submitter *helps*: it reaps completions, which frees credits.
+//! 3. **Write** the SQE with plain stores. The slot is ours alone.
+//! 4. **Ready.** `ready[t & mask].store(t + 1, Release)`: the SQE bytes, and the payload the
+//!    caller wrote before submitting, happen-before anyone who acquires this flag.
+//! 5. **Publish** (invariant 1 and 2). The tail may only move over fully written SQEs, in
+//!    order. Whoever gets the publisher [`Combiner`] walks `ready[]` from `published`
+//!    (Acquire per flag) and stores the new tail with Release. The kernel's acquire of the
+//!    tail then sees every SQE below it, and the payloads they point at: happens-before is
+//!    transitive through the flag's release/acquire and the tail's release/acquire. A
+//!    submitter that finds the publisher busy leaves a request, and the busy publisher walks
+//!    again before it leaves, so no ready SQE is stranded.
+//!
+//! # Waking the kernel
+//! SQPOLL sleeps after `sq_thread_idle` ms without work and sets `IORING_SQ_NEED_WAKEUP`.
+//! A GPU cannot make the `io_uring_enter` syscall, so the device never does: the host's
+//! waker watches the flag (see `host/src/waker.rs`).
+//!
+//! # Completions ([`Ring::reap`])
+//! Whoever gets the reaper combiner reads CQEs from `cq_head` to the kernel's `cq_tail`
+//! (Acquire: the kernel wrote the CQE, and finished with the request's buffers, before it
+//! released the tail), hands each to a dispatch function, then stores `cq_head` (Release:
+//! our reads of those CQE slots happen-before the kernel refills them, and the credits they
+//! free are seen only after the dispatch that recycles their buffers).
+
+use crate::combine::Combiner;
+use crate::sync::{AtomicU32, Backoff, Ordering, Padded, SharedCell};
+use crate::uapi::{Cqe, Sqe};
+
+/// The device's view of one io_uring instance (see the module docs).
+#[repr(C)]
+pub struct Ring {
+    /// Kernel: SQ head.
+    pub sq_head: *const AtomicU32,
+    /// Kernel: SQ tail (we store it).
+    pub sq_tail: *const AtomicU32,
+    /// Kernel: SQ flags (`IORING_SQ_NEED_WAKEUP`).
+    pub sq_flags: *const AtomicU32,
+    /// Kernel: the SQE array (`sq_entries` slots).
+    pub sqes: *const SharedCell<Sqe>,
+    /// Kernel: CQ head (we store it).
+    pub cq_head: *const AtomicU32,
+    /// Kernel: CQ tail.
+    pub cq_tail: *const AtomicU32,
+    /// Kernel: the CQE array (`cq_entries` slots).
+    pub cqes: *const SharedCell<Cqe>,
+    /// Ours: one ready flag per SQ slot; slot `t & mask` is ready for ticket `t` when it
+    /// holds `t + 1`. Zero-initialised.
+    pub ready: *const AtomicU32,
+    /// SQ size (a power of two).
+    pub sq_entries: u32,
+    /// CQ size (a power of two, at least `sq_entries`).
+    pub cq_entries: u32,
+    /// Next ticket (SQ position) to hand out.
+    pub tickets: Padded<AtomicU32>,
+    /// The tail as last published; written only by the publisher.
+    pub published: Padded<AtomicU32>,
+    /// Serialises tail publication.
+    pub publisher: Combiner,
+    /// Serialises CQ consumption.
+    pub reaper: Combiner,
+}
+
+impl Ring {
+    /// A ring over kernel memory at the given addresses. All counters start at zero, as the
+    /// kernel's do on a new ring.
+    ///
+    /// # Safety
+    /// Every pointer must stay valid, and be accessed only through this protocol, for as
+    /// long as the ring is used. `ready` must point to `sq_entries` zeroed words.
+    /// `sq_entries` and `cq_entries` are powers of two with `cq_entries >= sq_entries`.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn new(
+        sq_head: *const AtomicU32,
+        sq_tail: *const AtomicU32,
+        sq_flags: *const AtomicU32,
+        sqes: *const SharedCell<Sqe>,
+        cq_head: *const AtomicU32,
+        cq_tail: *const AtomicU32,
+        cqes: *const SharedCell<Cqe>,
+        ready: *const AtomicU32,
+        sq_entries: u32,
+        cq_entries: u32,
+    ) -> Ring {
+        Ring {
+            sq_head,
+            sq_tail,
+            sq_flags,
+            sqes,
+            cq_head,
+            cq_tail,
+            cqes,
+            ready,
+            sq_entries,
+            cq_entries,
+            tickets: Padded(AtomicU32::new(0)),
+            published: Padded(AtomicU32::new(0)),
+            publisher: Combiner::new(),
+            reaper: Combiner::new(),
+        }
+    }
+
+    // SAFETY (for the accessors below): `Ring::new`'s contract keeps every pointer valid
+    // while the ring is in use, and indices are masked to the array sizes.
+    fn sq_head(&self) -> &AtomicU32 {
+        unsafe { &*self.sq_head }
+    }
+    fn sq_tail(&self) -> &AtomicU32 {
+        unsafe { &*self.sq_tail }
+    }
+    fn cq_head(&self) -> &AtomicU32 {
+        unsafe { &*self.cq_head }
+    }
+    fn cq_tail(&self) -> &AtomicU32 {
+        unsafe { &*self.cq_tail }
+    }
+    fn ready(&self, t: u32) -> &AtomicU32 {
+        unsafe { &*self.ready.add((t & (self.sq_entries - 1)) as usize) }
+    }
+    fn sqe(&self, t: u32) -> &SharedCell<Sqe> {
+        unsafe { &*self.sqes.add((t & (self.sq_entries - 1)) as usize) }
+    }
+    fn cqe(&self, h: u32) -> &SharedCell<Cqe> {
+        unsafe { &*self.cqes.add((h & (self.cq_entries - 1)) as usize) }
+    }
+
+    /// Submits one SQE; returns its ticket. Waits (helping with `help`, which should reap)
+    /// while the SQ slot is occupied or the CQ has no credit.
+    ///
+    /// Whatever the SQE points at must be fully written before the call.
+    pub fn submit(&self, sqe: &Sqe, mut help: impl FnMut()) -> u32 {
+        // 1. Ticket. Relaxed, system scope: uniqueness is all it provides.
+        let t = self.tickets.fetch_add(1, Ordering::Relaxed);
+
+        // 2. Slot free and a CQ credit.
+        let mut backoff = Backoff::new();
+        loop {
+            // Acquire, system scope: pairs with the kernel's smp_store_release of the head
+            // after it consumed SQE `t - sq_entries` (write-after-read on the slot).
+            let sq_head = self.sq_head().load(Ordering::Acquire);
+            // Acquire, system scope: pairs with the reaper's release of `cq_head`.
+            let cq_head = self.cq_head().load(Ordering::Acquire);
+            if t.wrapping_sub(sq_head) < self.sq_entries && t.wrapping_sub(cq_head) < self.cq_entries {
+                break;
+            }
+            help();
+            backoff.snooze();
+        }
+
+        // 3. Write. SAFETY: slot `t & mask` belongs to ticket `t` alone: its previous
+        // occupant was consumed (acquire above) and no one reads it before step 4.
+        unsafe { self.sqe(t).write(*sqe) };
+
+        // 4. Ready. Release, system scope: the SQE and the caller's payload happen-before
+        // the publisher's acquire of this flag.
+        self.ready(t).store(t.wrapping_add(1), Ordering::Release);
+
+        // 5. Publish.
+        self.publish();
+        t
+    }
+
+    /// Moves the SQ tail over every ready SQE, in order.
+    fn publish(&self) {
+        self.publisher.run(|| {
+            // Only the publisher writes `published`; the combiner's lock orders holders.
+            let start = self.published.load(Ordering::Relaxed);
+            let mut tail = start;
+            // Acquire, system scope: pairs with the submitters' release in step 4. The walk
+            // cannot run past a lap: SQE `t >= start + sq_entries` cannot have been
+            // written, since the kernel's head is at most `start`.
+            while self.ready(tail).load(Ordering::Acquire) == tail.wrapping_add(1) {
+                tail = tail.wrapping_add(1);
+            }
+            if tail != start {
+                self.published.store(tail, Ordering::Release);
+                // Release, system scope: every SQE below `tail` (and its payload) happens-
+                // before the kernel's smp_load_acquire of the tail. Invariant 1.
+                self.sq_tail().store(tail, Ordering::Release);
+            }
+        });
+    }
+
+    /// Consumes every CQE present, passing each to `dispatch`, exclusively. If another
+    /// agent is reaping, leaves it a request instead. Returns `false` at once if the CQ
+    /// looks empty.
+    pub fn reap(&self, mut dispatch: impl FnMut(Cqe)) -> bool {
+        // A cheap look first: most calls find nothing.
+        if self.cq_tail().load(Ordering::Relaxed) == self.cq_head().load(Ordering::Relaxed) {
+            return false;
+        }
+        self.reaper.run(|| {
+            // Only the reaper writes the head.
+            let mut head = self.cq_head().load(Ordering::Relaxed);
+            // Acquire, system scope: pairs with the kernel's smp_store_release of the CQ
+            // tail; the CQEs, and the kernel's last use of each request's buffers,
+            // happen-before our reads.
+            let tail = self.cq_tail().load(Ordering::Acquire);
+            while head != tail {
+                // SAFETY: the kernel published this CQE (acquire above) and will not
+                // rewrite the slot until we move the head past it.
+                let cqe = unsafe { self.cqe(head).read() };
+                dispatch(cqe);
+                head = head.wrapping_add(1);
+            }
+            // Release, system scope: our reads of the slots, and the dispatch's recycling,
+            // happen-before the kernel reuses the slots and submitters use the credits.
+            self.cq_head().store(head, Ordering::Release);
+        })
+    }
+
+    /// Whether every submitted SQE has been published, consumed and reaped.
+    pub fn idle(&self) -> bool {
+        let tickets = self.tickets.load(Ordering::Acquire);
+        tickets == self.published.load(Ordering::Acquire) && tickets == self.cq_head().load(Ordering::Acquire)
+    }
+
+    /// SQEs submitted so far (tickets handed out).
+    pub fn submitted(&self) -> u32 {
+        self.tickets.load(Ordering::Relaxed)
+    }
+
+    /// Whether the kernel has SQEs it has not consumed yet (for the host's waker).
+    pub fn has_unconsumed(&self) -> bool {
+        self.sq_tail().load(Ordering::Acquire) != self.sq_head().load(Ordering::Acquire)
+    }
+
+    /// The kernel's SQ flags (for the host's waker).
+    pub fn sq_flags(&self) -> u32 {
+        // SAFETY: valid per `Ring::new`.
+        unsafe { &*self.sq_flags }.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,438 @@
+//! Print streams: a byte log in host-visible memory, filled by many threads, written out
+//! by group commit.
+//!
+//! # Why a log and not one SQE per line
+//! One SQE per line caps throughput at the SQPOLL thread's per-request cost
+//! (`shared/reference/MEASURED.md`: 1.5 M lines/s per line, 176 M per block of lines).
+//! Here lines are appended to a log; whoever flushes submits one write for everything
+//! that is complete, so a burst of lines costs a handful of SQEs.
+//!
+//! # Positions
+//! A stream counts bytes with 64-bit logical positions that never wrap in practice.
+//! Position `p` lives at `buf[p % cap]`. Three counters move forward:
+//!
+//! ```text
+//!   released <= flushed <= reserved
+//!   |-- being written by the kernel --|-- written by threads, or being written --|
+//! ```
+//! - `reserved`: producers take `[s, s + len)` with one `fetch_add` (a warp: one for all
+//!   its lanes' lines).
+//! - a producer may write position `p` once `p < released + cap` (backpressure: invariant
+//!   6; nothing is dropped, the producer waits and helps).
+//! - each written byte sets its bit in `bits` (Release); the flusher scans the bits from
+//!   `flushed` for the complete prefix (Acquire) and submits it as a write (a *flight*).
+//! - when a flight's CQE arrives the reaper clears its bits and moves `released` over it,
+//!   in flight order. Only then can producers reuse those bytes (invariant 3: never when the
+//!   SQ head moves; the kernel may have punted the write to io-wq and read it later).
+//!
+//! # Order and wholeness (invariant 5)
+//! A record (a line, or a warp's lines) is one contiguous range, so it is never torn by
+//! another record. Writes reach the file in position order:
+//! - **positional** streams (regular files not opened with `O_APPEND`) write each flight
+//!   at `base + position` with its own offset; many flights may be in flight, and their
+//!   completion order does not matter.
+//! - **serial** streams (pipes, terminals, `O_APPEND` files) write at the current file
+//!   position, one flight at a time (`max_flights == 1`); a short write (a pipe that took
+//!   only part) is resubmitted from where it stopped before anything newer.
+//!
+//! # Errors (invariant 7)
+//! A failed write is counted with its errno and the bytes and lines it lost; the host's
+//! `synchronize` reports them. The stream carries on with newer lines.
+
+use crate::context::Context;
+use crate::sync::{copy_to_cells, read_cells, AtomicI32, AtomicU32, AtomicU64, Backoff, Ordering, Padded, SharedCell};
+use crate::uapi::{Sqe, IORING_OP_WRITE, OFF_CURRENT_POSITION};
+use crate::combine::Combiner;
+
+/// Largest single write: Linux caps one write at `0x7ffff000` bytes.
+pub const MAX_WRITE: u64 = 1 << 30;
+
+/// Flight states.
+const FREE: u32 = 0;
+const IN_FLIGHT: u32 = 1;
+const RESUBMIT: u32 = 2;
+const DONE: u32 = 3;
+
+/// One write in flight: `[start, end)`, of which `[cursor, end)` is still to be written.
+#[repr(C)]
+pub struct Flight {
+    pub start: AtomicU64,
+    pub cursor: AtomicU64,
+    pub end: AtomicU64,
+    pub state: AtomicU32,
+    pub _pad: u32,
+}
+
+impl Flight {
+    /// An unused flight.
+    pub const fn new() -> Self {
+        Flight {
+            start: AtomicU64::new(0),
+            cursor: AtomicU64::new(0),
+            end: AtomicU64::new(0),
+            state: AtomicU32::new(FREE),
+            _pad: 0,
+        }
+    }
+}
+
+impl Default for Flight {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Failed writes of one stream, for the host's report. Written only by the reaper.
+#[repr(C)]
+pub struct WriteErrors {
+    /// Write requests that failed (a short write resubmitted is not a failure).
+    pub failed_writes: AtomicU32,
+    /// The errno of the latest failure.
+    pub last_errno: AtomicI32,
+    /// Bytes that were not written.
+    pub lost_bytes: AtomicU64,
+    /// Line ends (`\n`) among them.
+    pub lost_lines: AtomicU64,
+}
+
+impl WriteErrors {
+    const fn new() -> Self {
+        WriteErrors {
+            failed_writes: AtomicU32::new(0),
+            last_errno: AtomicI32::new(0),
+            lost_bytes: AtomicU64::new(0),
+            lost_lines: AtomicU64::new(0),
+        }
+    }
+}
+
+/// One output stream (see the module docs).
+#[repr(C)]
+pub struct Stream {
+    /// File descriptor written to.
+    pub fd: i32,
+    /// 1: positional (explicit offsets, many flights); 0: serial.
+    pub positional: u32,
+    /// Positional streams: file offset of position 0. Set by the host between kernels.
+    pub base: AtomicU64,
+    /// The log bytes (`cap` of them).
+    pub buf: *const SharedCell<u8>,
+    /// Log size in bytes: a power of two, at least 64.
+    pub cap: u64,
+    /// One bit per log byte: written and not yet released. `cap / 64` words, zeroed.
+    pub bits: *const AtomicU64,
+    /// `max_flights` flights.
+    pub flights: *const Flight,
+    /// Flights in flight at most: a power of two; 1 for serial streams.
+    pub max_flights: u32,
+    /// This stream's index in the context (goes into `user_data`).
+    pub index: u32,
+    /// Bytes handed to producers.
+    pub reserved: Padded<AtomicU64>,
+    /// Bytes whose writes completed; producers may use positions below `released + cap`.
+    pub released: Padded<AtomicU64>,
+    /// Bytes handed to flights. Written only by the flusher.
+    pub flushed: AtomicU64,
+    /// Next flight to start. Written only by the flusher.
+    pub flight_head: AtomicU32,
+    /// Oldest flight not yet released. Written only by the reaper.
+    pub flight_tail: AtomicU32,
+    /// Serialises flushing.
+    pub flusher: Combiner,
+    /// Failed writes.
+    pub errors: WriteErrors,
+}
+
+impl Stream {
+    /// A stream writing to `fd` from the given log memory.
+    ///
+    /// # Safety
+    /// `buf` (`cap` bytes), `bits` (`cap / 64` zeroed words) and `flights` (`max_flights`
+    /// unused flights) stay valid while the stream is used. `cap` is a power of two of at
+    /// least 64; `max_flights` is a power of two, and 1 unless `positional`.
+    pub unsafe fn new(
+        index: u32,
+        fd: i32,
+        positional: bool,
+        base: u64,
+        buf: *const SharedCell<u8>,
+        cap: u64,
+        bits: *const AtomicU64,
+        flights: *const Flight,
+        max_flights: u32,
+    ) -> Stream {
+        Stream {
+            fd,
+            positional: positional as u32,
+            base: AtomicU64::new(base),
+            buf,
+            cap,
+            bits,
+            flights,
+            max_flights,
+            index,
+            reserved: Padded(AtomicU64::new(0)),
+            released: Padded(AtomicU64::new(0)),
+            flushed: AtomicU64::new(0),
+            flight_head: AtomicU32::new(0),
+            flight_tail: AtomicU32::new(0),
+            flusher: Combiner::new(),
+            errors: WriteErrors::new(),
+        }
+    }
+
+    // SAFETY (accessors): `Stream::new`'s contract; indices are masked to array sizes.
+    fn bit_word(&self, pos: u64) -> &AtomicU64 {
+        unsafe { &*self.bits.add(((pos & (self.cap - 1)) / 64) as usize) }
+    }
+    fn flight(&self, seq: u32) -> &Flight {
+        unsafe { &*self.flights.add((seq & (self.max_flights - 1)) as usize) }
+    }
+    fn cell(&self, pos: u64) -> *const SharedCell<u8> {
+        unsafe { self.buf.add((pos & (self.cap - 1)) as usize) }
+    }
+
+    // ---------------------------------------------------------------- producers
+
+    /// Reserves `len` bytes; returns the first position. Relaxed, system scope: the range
+    /// is ours alone; when we may write it is decided by `released` (Acquire).
+    #[inline]
+    pub fn reserve(&self, len: u64) -> u64 {
+        self.reserved.fetch_add(len, Ordering::Relaxed)
+    }
+
+    /// Writes `bytes` at reserved position `pos` and marks them written, waiting for space
+    /// (and helping the flush along) piece by piece. A record longer than the log goes out
+    /// in log-sized pieces, still contiguous in the output.
+    pub fn fill(&self, ctx: &Context, pos: u64, bytes: &[u8]) {
+        let mut pos = pos;
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let room = self.wait_room(ctx, pos);
+            let n = rest.len().min(room as usize);
+            self.put(pos, &rest[..n]);
+            self.commit(pos, pos + n as u64);
+            pos += n as u64;
+            rest = &rest[n..];
+        }
+    }
+
+    /// Waits until position `pos` may be written; returns how many bytes from `pos` may.
+    fn wait_room(&self, ctx: &Context, pos: u64) -> u64 {
+        let mut backoff = Backoff::new();
+        loop {
+            // Acquire, system scope: pairs with the reaper's release of `released`; the
+            // kernel's reads of the bytes we will overwrite, and the clearing of their
+            // bits, happen-before our writes.
+            let released = self.released.load(Ordering::Acquire);
+            let limit = released + self.cap;
+            if pos < limit {
+                return limit - pos;
+            }
+            ctx.help(self);
+            backoff.snooze();
+        }
+    }
+
+    /// Copies bytes into the log at `pos`, wrapping at the end.
+    fn put(&self, pos: u64, bytes: &[u8]) {
+        let first = bytes.len().min((self.cap - (pos & (self.cap - 1))) as usize);
+        // SAFETY: `[pos, pos + len)` is reserved by us and below `released + cap`, so no
+        // other producer, flight or kernel write touches these cells (see `wait_room`).
+        unsafe {
+            copy_to_cells(self.cell(pos), &bytes[..first]);
+            copy_to_cells(self.cell(0), &bytes[first..]);
+        }
+    }
+
+    /// Marks `[s, e)` written. Release, system scope, per bitmap word: the bytes
+    /// happen-before the flusher's acquire of the bits, and so the kernel's read.
+    fn commit(&self, s: u64, e: u64) {
+        let mut p = s;
+        while p < e {
+            let word_end = (p & !63) + 64;
+            let hi = e.min(word_end);
+            let lo_bit = p & 63;
+            let n = hi - p;
+            let mask = if n == 64 { !0 } else { ((1u64 << n) - 1) << lo_bit };
+            self.bit_word(p).fetch_or(mask, Ordering::Release);
+            p = hi;
+        }
+    }
+
+    // ---------------------------------------------------------------- the flusher
+
+    /// Submits writes for what is complete. Called only through `flusher.run`.
+    pub(crate) fn flush_work(&self, ctx: &Context) {
+        // Remainders of short writes first: they come before anything newer.
+        let head = self.flight_head.load(Ordering::Relaxed);
+        let mut seq = self.flight_tail.load(Ordering::Acquire);
+        while seq != head {
+            // Acquire: pairs with the reaper's release of RESUBMIT (and the new cursor).
+            if self.flight(seq).state.load(Ordering::Acquire) == RESUBMIT {
+                self.flight(seq).state.store(IN_FLIGHT, Ordering::Relaxed);
+                self.submit_flight(ctx, seq);
+            }
+            seq = seq.wrapping_add(1);
+        }
+        loop {
+            let head = self.flight_head.load(Ordering::Relaxed);
+            // Acquire: pairs with the reaper's release of the tail; the slot is free.
+            let tail = self.flight_tail.load(Ordering::Acquire);
+            if head.wrapping_sub(tail) >= self.max_flights {
+                return; // the reaper requests another flush when a flight lands
+            }
+            let start = self.flushed.load(Ordering::Relaxed);
+            // Acquire: bits of released bytes were cleared before `released` moved.
+            let window = self.released.load(Ordering::Acquire) + self.cap;
+            let limit = self.reserved.load(Ordering::Relaxed).min(window);
+            let ready = self.complete_prefix(start, limit);
+            if ready == start {
+                return;
+            }
+            let wrap = (start | (self.cap - 1)) + 1;
+            let end = ready.min(wrap).min(start + MAX_WRITE);
+            let f = self.flight(head);
+            f.start.store(start, Ordering::Relaxed);
+            f.cursor.store(start, Ordering::Relaxed);
+            f.end.store(end, Ordering::Relaxed);
+            // Release: the flight's fields happen-before the reaper's use of them (also
+            // ordered through the SQE's publication and the kernel's CQE).
+            f.state.store(IN_FLIGHT, Ordering::Release);
+            self.flushed.store(end, Ordering::Release);
+            self.flight_head.store(head.wrapping_add(1), Ordering::Release);
+            self.submit_flight(ctx, head);
+        }
+    }
+
+    /// The first position at or after `from`, below `limit`, whose byte is not written.
+    fn complete_prefix(&self, from: u64, limit: u64) -> u64 {
+        let mut p = from;
+        while p < limit {
+            // Acquire, system scope: pairs with the producers' release in `commit`.
+            let word = self.bit_word(p).load(Ordering::Acquire);
+            let missing = !word >> (p & 63);
+            if missing != 0 {
+                return (p + missing.trailing_zeros() as u64).min(limit);
+            }
+            p = (p & !63) + 64;
+        }
+        limit
+    }
+
+    /// Submits the unwritten part of flight `seq`.
+    fn submit_flight(&self, ctx: &Context, seq: u32) {
+        let f = self.flight(seq);
+        let cursor = f.cursor.load(Ordering::Relaxed);
+        let end = f.end.load(Ordering::Relaxed);
+        let off = if self.positional != 0 {
+            self.base.load(Ordering::Relaxed).wrapping_add(cursor)
+        } else {
+            OFF_CURRENT_POSITION
+        };
+        let sqe = Sqe {
+            opcode: IORING_OP_WRITE,
+            fd: self.fd,
+            off,
+            addr: self.cell(cursor) as u64,
+            len: (end - cursor) as u32,
+            user_data: crate::context::user_data_for_stream(self.index, seq),
+            ..Sqe::default()
+        };
+        // Help by reaping only: a flush must never start another submission from inside
+        // this one (see `Context::help`).
+        ctx.ring.submit(&sqe, || {
+            ctx.reap();
+        });
+    }
+
+    // ---------------------------------------------------------------- the reaper
+
+    /// A write of flight `seq` completed with `res`. Called only by the reaper.
+    pub(crate) fn complete(&self, seq: u32, res: i32) {
+        let f = self.flight(seq);
+        let cursor = f.cursor.load(Ordering::Relaxed);
+        let end = f.end.load(Ordering::Relaxed);
+        if res < 0 || res == 0 {
+            // A write that fails, or makes no progress, loses the rest of the flight.
+            let errno = if res < 0 { -res } else { 5 /* EIO */ };
+            self.lose(cursor, end, errno);
+            f.state.store(DONE, Ordering::Relaxed);
+        } else if (res as u64) < end - cursor {
+            f.cursor.store(cursor + res as u64, Ordering::Relaxed);
+            // Release: the new cursor happens-before the flusher's acquire of RESUBMIT.
+            f.state.store(RESUBMIT, Ordering::Release);
+        } else {
+            f.state.store(DONE, Ordering::Relaxed);
+        }
+        // Release finished flights in order.
+        loop {
+            let tail = self.flight_tail.load(Ordering::Relaxed);
+            if tail == self.flight_head.load(Ordering::Acquire) {
+                break;
+            }
+            let f = self.flight(tail);
+            if f.state.load(Ordering::Relaxed) != DONE {
+                break;
+            }
+            let (s, e) = (f.start.load(Ordering::Relaxed), f.end.load(Ordering::Relaxed));
+            self.clear(s, e);
+            f.state.store(FREE, Ordering::Relaxed);
+            // Release, system scope: the kernel's reads of `[s, e)` (acquired with the CQ
+            // tail) and the cleared bits happen-before a producer's acquire of `released`
+            // and its writes to `[s + cap, e + cap)`. Invariant 3.
+            self.released.store(e, Ordering::Release);
+            // Release: the flight slot is free for the flusher.
+            self.flight_tail.store(tail.wrapping_add(1), Ordering::Release);
+        }
+        self.flusher.request();
+    }
+
+    /// Clears the written-bits of `[s, e)`.
+    fn clear(&self, s: u64, e: u64) {
+        let mut p = s;
+        while p < e {
+            let word_end = (p & !63) + 64;
+            let hi = e.min(word_end);
+            let n = hi - p;
+            let word = self.bit_word(p);
+            if n == 64 {
+                // No producer can touch a word wholly inside an unreleased range.
+                word.store(0, Ordering::Relaxed);
+            } else {
+                // A partial word may be shared with a producer of the next record.
+                let mask = ((1u64 << n) - 1) << (p & 63);
+                word.fetch_and(!mask, Ordering::Relaxed);
+            }
+            p = hi;
+        }
+    }
+
+    /// Records that `[s, e)` will never be written.
+    fn lose(&self, s: u64, e: u64, errno: i32) {
+        let mut lines = 0u64;
+        let mut p = s;
+        while p < e {
+            let wrap = (p | (self.cap - 1)) + 1;
+            let hi = e.min(wrap);
+            // SAFETY: the flight's bytes stay untouched until `released` passes them.
+            unsafe { read_cells(self.cell(p), (hi - p) as usize, |b| lines += b.iter().filter(|&&c| c == b'\n').count() as u64) };
+            p = hi;
+        }
+        let errs = &self.errors;
+        errs.failed_writes.fetch_add(1, Ordering::Relaxed);
+        errs.last_errno.store(errno, Ordering::Relaxed);
+        errs.lost_bytes.fetch_add(e - s, Ordering::Relaxed);
+        errs.lost_lines.fetch_add(lines, Ordering::Relaxed);
+    }
+
+    // ---------------------------------------------------------------- state
+
+    /// Whether every reserved byte has been written out (or reported lost).
+    pub fn idle(&self) -> bool {
+        let reserved = self.reserved.load(Ordering::Acquire);
+        self.flushed.load(Ordering::Acquire) == reserved
+            && self.released.load(Ordering::Acquire) == reserved
+            && self.flight_head.load(Ordering::Acquire) == self.flight_tail.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,152 @@
+//! The atomics and shared cells the protocol is written with.
+//!
+//! Protocol code names `crate::sync::{AtomicU32, AtomicU64, fence, Ordering}` and never
+//! `core::sync::atomic` directly, so that:
+//! - on every target the atomics are **system scope** (visible to the host CPU, the GPU and
+//!   the kernel's SQPOLL thread): see `arch::atomic` for how each target guarantees that;
+//! - under `--cfg loom` the same code runs on loom's model-checked atomics and cells.
+//!
+//! [`SharedCell`] marks memory that is written without atomics but handed between agents by
+//! the atomics' release/acquire pairs (SQE slots, payload bytes). Under loom it is loom's
+//! `UnsafeCell`, which reports any access not ordered by a happens-before edge.
+
+#[cfg(not(loom))]
+pub use crate::arch::atomic::{fence, AtomicI32, AtomicU32, AtomicU64};
+pub use core::sync::atomic::Ordering;
+#[cfg(loom)]
+pub use loom::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64};
+
+/// Memory written with plain stores and published through an atomic release/acquire pair.
+#[cfg(not(loom))]
+#[repr(transparent)]
+pub struct SharedCell<T>(core::cell::UnsafeCell<T>);
+
+#[cfg(loom)]
+pub struct SharedCell<T>(loom::cell::UnsafeCell<T>);
+
+// SAFETY: every access goes through the unsafe `read`/`write`/`copy_*` functions, whose
+// callers guarantee (by the protocol's release/acquire edges) that no two agents access a
+// cell concurrently with at least one writing.
+unsafe impl<T: Send> Sync for SharedCell<T> {}
+
+impl<T: Copy> SharedCell<T> {
+    /// A cell holding `v`.
+    pub fn new(v: T) -> Self {
+        #[cfg(not(loom))]
+        return Self(core::cell::UnsafeCell::new(v));
+        #[cfg(loom)]
+        return Self(loom::cell::UnsafeCell::new(v));
+    }
+
+    /// Reads the value.
+    ///
+    /// # Safety
+    /// No other agent may be writing this cell; the last write must happen-before this read.
+    #[inline(always)]
+    pub unsafe fn read(&self) -> T {
+        #[cfg(not(loom))]
+        // SAFETY: exclusive-or-shared access guaranteed by the caller.
+        return unsafe { core::ptr::read_volatile(self.0.get()) };
+        #[cfg(loom)]
+        // SAFETY: as above; loom checks it.
+        return self.0.with(|p| unsafe { *p });
+    }
+
+    /// Writes the value.
+    ///
+    /// # Safety
+    /// No other agent may be accessing this cell; earlier accesses must happen-before.
+    #[inline(always)]
+    pub unsafe fn write(&self, v: T) {
+        #[cfg(not(loom))]
+        // SAFETY: exclusive access guaranteed by the caller.
+        unsafe {
+            core::ptr::write(self.0.get(), v)
+        };
+        #[cfg(loom)]
+        // SAFETY: as above; loom checks it.
+        self.0.with_mut(|p| unsafe { *p = v });
+    }
+}
+
+/// Copies `src` into the cells starting at `dst`.
+///
+/// # Safety
+/// `dst .. dst + src.len()` are valid cells that no other agent accesses concurrently.
+#[inline(always)]
+pub unsafe fn copy_to_cells(dst: *const SharedCell<u8>, src: &[u8]) {
+    #[cfg(not(loom))]
+    // SAFETY: SharedCell<u8> is a transparent UnsafeCell<u8>, so the cells are plain,
+    // writable bytes; the caller guarantees exclusivity.
+    unsafe {
+        core::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len())
+    };
+    #[cfg(loom)]
+    for (i, b) in src.iter().enumerate() {
+        // SAFETY: as above, cell by cell.
+        unsafe { (*dst.add(i)).write(*b) };
+    }
+}
+
+/// Reads `len` bytes starting at `src` through `f`, one contiguous slice at a time.
+///
+/// # Safety
+/// The cells are valid, and no agent writes them concurrently.
+pub unsafe fn read_cells(src: *const SharedCell<u8>, len: usize, mut f: impl FnMut(&[u8])) {
+    #[cfg(not(loom))]
+    // SAFETY: transparent UnsafeCell<u8> cells, not written concurrently (caller).
+    f(unsafe { core::slice::from_raw_parts(src as *const u8, len) });
+    #[cfg(loom)]
+    for i in 0..len {
+        // SAFETY: as above, cell by cell.
+        f(&[unsafe { (*src.add(i)).read() }]);
+    }
+}
+
+/// Hints that the caller is spinning; lets a model checker or the OS run someone else.
+#[inline(always)]
+pub fn relax() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    crate::arch::relax();
+}
+
+/// A value alone on its cache line(s), so that hot counters do not share lines.
+#[repr(C, align(128))]
+pub struct Padded<T>(pub T);
+
+impl<T> core::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// Escalating wait for spin loops: a few pauses, then [`relax`], then long dozes (a waiter
+/// behind a slow pipe reader should not burn a core).
+pub struct Backoff(u32);
+
+impl Backoff {
+    /// A fresh backoff.
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> Self {
+        Backoff(0)
+    }
+
+    /// Waits a little, longer on each call.
+    #[inline]
+    pub fn snooze(&mut self) {
+        self.0 = self.0.saturating_add(1);
+        #[cfg(loom)]
+        loom::thread::yield_now();
+        #[cfg(not(loom))]
+        if self.0 < 8 {
+            core::hint::spin_loop();
+        } else if self.0 < 4096 {
+            crate::arch::relax();
+        } else {
+            crate::arch::doze();
+        }
+    }
+}

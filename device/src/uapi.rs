@@ -1,0 +1,171 @@
+//! The Linux io_uring user ABI, as far as gpuio uses it.
+//!
+//! Our own copy, like liburing's: Debian's kernel headers (6.1) lack `NO_MMAP`,
+//! `NO_SQARRAY` and `user_addr`, and the device side must not depend on any system header.
+//! Every layout is asserted at compile time against the kernel's `include/uapi/linux/io_uring.h`.
+
+use core::mem::{offset_of, size_of};
+
+/// A submission queue entry (`struct io_uring_sqe`), 64 bytes.
+///
+/// Only the plain form is used: no SQE128. Union members are named after the opcode
+/// family that uses them (`rw_flags` is also `fsync_flags`, `open_flags`, ...).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sqe {
+    /// `IORING_OP_*`.
+    pub opcode: u8,
+    /// `IOSQE_*`.
+    pub flags: u8,
+    /// Request priority.
+    pub ioprio: u16,
+    /// File descriptor the request works on.
+    pub fd: i32,
+    /// File offset; `u64::MAX` means "the current file position".
+    pub off: u64,
+    /// Buffer address (or path address for OPENAT).
+    pub addr: u64,
+    /// Buffer length (or mode for OPENAT).
+    pub len: u32,
+    /// `rw_flags` / `fsync_flags` / `open_flags`.
+    pub rw_flags: u32,
+    /// Returned unchanged in the completion.
+    pub user_data: u64,
+    /// Registered buffer index.
+    pub buf_index: u16,
+    /// Credentials personality.
+    pub personality: u16,
+    /// `splice_fd_in` / `file_index`.
+    pub splice_fd_in: i32,
+    /// Third address (unused here).
+    pub addr3: u64,
+    /// Reserved.
+    pub pad2: u64,
+}
+
+/// A completion queue entry (`struct io_uring_cqe`), 16 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cqe {
+    /// The submission's `user_data`.
+    pub user_data: u64,
+    /// Result: bytes transferred, a file descriptor, or `-errno`.
+    pub res: i32,
+    /// `IORING_CQE_F_*`.
+    pub flags: u32,
+}
+
+/// `struct io_sqring_offsets`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SqringOffsets {
+    pub head: u32,
+    pub tail: u32,
+    pub ring_mask: u32,
+    pub ring_entries: u32,
+    pub flags: u32,
+    pub dropped: u32,
+    pub array: u32,
+    pub resv1: u32,
+    /// With `IORING_SETUP_NO_MMAP`: the address of the SQE array.
+    pub user_addr: u64,
+}
+
+/// `struct io_cqring_offsets`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CqringOffsets {
+    pub head: u32,
+    pub tail: u32,
+    pub ring_mask: u32,
+    pub ring_entries: u32,
+    pub overflow: u32,
+    pub cqes: u32,
+    pub flags: u32,
+    pub resv1: u32,
+    /// With `IORING_SETUP_NO_MMAP`: the address of the rings (heads, tails, CQEs).
+    pub user_addr: u64,
+}
+
+/// `struct io_uring_params`, in and out of `io_uring_setup(2)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Params {
+    pub sq_entries: u32,
+    pub cq_entries: u32,
+    pub flags: u32,
+    pub sq_thread_cpu: u32,
+    pub sq_thread_idle: u32,
+    pub features: u32,
+    pub wq_fd: u32,
+    pub resv: [u32; 3],
+    pub sq_off: SqringOffsets,
+    pub cq_off: CqringOffsets,
+}
+
+// Setup flags (`IORING_SETUP_*`).
+pub const IORING_SETUP_SQPOLL: u32 = 1 << 1;
+pub const IORING_SETUP_CQSIZE: u32 = 1 << 3;
+pub const IORING_SETUP_CLAMP: u32 = 1 << 4;
+pub const IORING_SETUP_R_DISABLED: u32 = 1 << 6;
+pub const IORING_SETUP_NO_MMAP: u32 = 1 << 14;
+pub const IORING_SETUP_NO_SQARRAY: u32 = 1 << 16;
+
+// SQ ring flags, written by the kernel.
+/// The SQPOLL thread is asleep and needs `IORING_ENTER_SQ_WAKEUP`.
+pub const IORING_SQ_NEED_WAKEUP: u32 = 1 << 0;
+/// The CQ ring overflowed (must never happen with gpuio's credit scheme).
+pub const IORING_SQ_CQ_OVERFLOW: u32 = 1 << 1;
+
+// `io_uring_enter(2)` flags.
+pub const IORING_ENTER_GETEVENTS: u32 = 1 << 0;
+pub const IORING_ENTER_SQ_WAKEUP: u32 = 1 << 1;
+
+// Opcodes.
+pub const IORING_OP_NOP: u8 = 0;
+pub const IORING_OP_FSYNC: u8 = 3;
+pub const IORING_OP_OPENAT: u8 = 18;
+pub const IORING_OP_CLOSE: u8 = 19;
+pub const IORING_OP_READ: u8 = 22;
+pub const IORING_OP_WRITE: u8 = 23;
+
+/// `off` value meaning "use and advance the file position" (for pipes and terminals).
+pub const OFF_CURRENT_POSITION: u64 = u64::MAX;
+
+// Feature bits reported in `Params::features`.
+pub const IORING_FEAT_NODROP: u32 = 1 << 1;
+
+const _: () = {
+    assert!(size_of::<Sqe>() == 64);
+    assert!(offset_of!(Sqe, opcode) == 0);
+    assert!(offset_of!(Sqe, flags) == 1);
+    assert!(offset_of!(Sqe, ioprio) == 2);
+    assert!(offset_of!(Sqe, fd) == 4);
+    assert!(offset_of!(Sqe, off) == 8);
+    assert!(offset_of!(Sqe, addr) == 16);
+    assert!(offset_of!(Sqe, len) == 24);
+    assert!(offset_of!(Sqe, rw_flags) == 28);
+    assert!(offset_of!(Sqe, user_data) == 32);
+    assert!(offset_of!(Sqe, buf_index) == 40);
+    assert!(offset_of!(Sqe, personality) == 42);
+    assert!(offset_of!(Sqe, splice_fd_in) == 44);
+    assert!(offset_of!(Sqe, addr3) == 48);
+    assert!(offset_of!(Sqe, pad2) == 56);
+
+    assert!(size_of::<Cqe>() == 16);
+    assert!(offset_of!(Cqe, user_data) == 0);
+    assert!(offset_of!(Cqe, res) == 8);
+    assert!(offset_of!(Cqe, flags) == 12);
+
+    assert!(size_of::<SqringOffsets>() == 40);
+    assert!(offset_of!(SqringOffsets, user_addr) == 32);
+    assert!(size_of::<CqringOffsets>() == 40);
+    assert!(offset_of!(CqringOffsets, cqes) == 20);
+    assert!(offset_of!(CqringOffsets, user_addr) == 32);
+
+    assert!(size_of::<Params>() == 120);
+    assert!(offset_of!(Params, sq_thread_idle) == 16);
+    assert!(offset_of!(Params, features) == 20);
+    assert!(offset_of!(Params, sq_off) == 40);
+    assert!(offset_of!(Params, cq_off) == 80);
+};

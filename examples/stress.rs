@@ -1,0 +1,99 @@
+//! Prints `--lines` lines from each of `--threads` threads, to check for loss.
+//!
+//! `cargo run --release --example stress -- --threads T --lines L --output PATH [--width W]`
+//!
+//! Every line is `t=<thread> i=<seq>`, padded with `.` to `W` bytes including the newline
+//! (`--width 0`, the default, pads nothing); `seq` counts `0..L` per thread. `--output -`
+//! prints to stdout. Optional: `--block B` threads per block, `--log-bytes N`,
+//! `--sq-entries N`. Check the output with `cargo run --release --example check -- ...`.
+use std::fmt;
+use std::os::fd::AsRawFd;
+
+use gpuio::device::println;
+
+/// `t=.. i=..` padded with dots to `width` bytes (newline included).
+struct Line {
+    t: u64,
+    i: u32,
+    width: u32,
+}
+
+impl fmt::Display for Line {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let digits = |mut v: u64| {
+            let mut n = 1;
+            while v >= 10 {
+                v /= 10;
+                n += 1;
+            }
+            n
+        };
+        write!(f, "t={} i={}", self.t, self.i)?;
+        let len = 2 + digits(self.t) + 3 + digits(self.i as u64) + 1;
+        for _ in len..self.width as u64 {
+            f.write_str(".")?;
+        }
+        Ok(())
+    }
+}
+
+fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: Option<T>) -> T {
+    match args.iter().position(|a| a == name) {
+        Some(i) => match args.get(i + 1).map(|v| v.parse()) {
+            Some(Ok(v)) => v,
+            _ => fail(&format!("{name} needs a value")),
+        },
+        None => default.unwrap_or_else(|| fail(&format!("{name} is required"))),
+    }
+}
+
+fn fail(msg: &str) -> ! {
+    eprintln!("stress: {msg}\nusage: stress --threads T --lines L --output PATH|- [--width W] [--block B] [--log-bytes N] [--sq-entries N]");
+    std::process::exit(2)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let threads: u32 = arg(&args, "--threads", None);
+    let lines: u32 = arg(&args, "--lines", None);
+    let output: String = arg(&args, "--output", None);
+    let width: u32 = arg(&args, "--width", Some(0));
+    let block: u32 = arg(&args, "--block", Some(threads.clamp(1, 1024)));
+    let log_bytes: usize = arg(&args, "--log-bytes", Some(4 << 20));
+    let sq_entries: u32 = arg(&args, "--sq-entries", Some(256));
+    if threads == 0 || threads % block != 0 {
+        fail("--threads must be a positive multiple of --block");
+    }
+    let file = (output != "-").then(|| {
+        std::fs::File::create(&output).unwrap_or_else(|e| fail(&format!("cannot create {output}: {e}")))
+    });
+    let fd = file.as_ref().map_or(1, |f| f.as_raw_fd());
+    let rt = gpuio::Runtime::builder()
+        .stdout_fd(fd)
+        .log_bytes(log_bytes)
+        .sq_entries(sq_entries)
+        .build()
+        .unwrap_or_else(|e| fail(&e.to_string()));
+    let start = std::time::Instant::now();
+    rt.launch(threads / block, block, move || {
+        let t = gpuio::device::global_thread_idx();
+        for i in 0..lines {
+            println!("{}", Line { t, i, width });
+        }
+    })
+    .unwrap_or_else(|e| fail(&e.to_string()));
+    let result = rt.synchronize();
+    let secs = start.elapsed().as_secs_f64();
+    let total = threads as u64 * lines as u64;
+    eprintln!(
+        "stress: {threads} threads x {lines} lines = {total} lines in {:.3} s ({:.2} M lines/s), {} SQEs, {} SQPOLL wakeups",
+        secs,
+        total as f64 / secs / 1e6,
+        rt.stats().sqes,
+        rt.stats().wakeups
+    );
+    if let Err(e) = result {
+        eprintln!("stress: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,21 @@
+//! gpuio's host runtime: creates the io_uring (SQPOLL, rings in memory we own), fills the
+//! device context, runs kernels on a backend and drains their I/O.
+//!
+//! ```
+//! use gpuio_host::Runtime;
+//! let rt = Runtime::new()?;
+//! rt.launch(2, 4, || gpuio_device::println!("hello from thread {}", gpuio_device::global_thread_idx()))?;
+//! rt.synchronize()?; // every line is out, or the error says which were lost
+//! # Ok::<(), gpuio_host::Error>(())
+//! ```
+
+pub mod backend;
+pub mod error;
+pub mod memory;
+pub mod runtime;
+pub mod uring;
+mod waker;
+
+pub use backend::Backend;
+pub use error::{Error, OutputErrors, PrintErrors, Result};
+pub use runtime::{Builder, Runtime, Stats};

@@ -1,0 +1,81 @@
+//! Host memory shared with the kernel and the GPU: anonymous, page-aligned mappings.
+//!
+//! Anonymous private pages are what io_uring's `NO_MMAP` mode can pin and what
+//! `cuMemHostRegister` / `hsa_amd_memory_lock` can make GPU-visible. (`cudaHostAlloc`
+//! memory is device-file backed, and io_uring cannot pin it.)
+
+use std::io;
+use std::ptr::NonNull;
+
+/// An anonymous read-write mapping, zero-filled, unmapped on drop.
+pub struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a Mapping is plain memory; who may touch which bytes is decided by the protocols
+// that use it.
+unsafe impl Send for Mapping {}
+unsafe impl Sync for Mapping {}
+
+/// The system page size.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory effects.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+/// Rounds `n` up to a multiple of `align` (a power of two).
+pub fn round_up(n: usize, align: usize) -> usize {
+    (n + align - 1) & !(align - 1)
+}
+
+impl Mapping {
+    /// Maps `len` bytes (rounded up to pages), zeroed and populated.
+    pub fn new(len: usize) -> io::Result<Mapping> {
+        let len = round_up(len.max(1), page_size());
+        // SAFETY: an anonymous private mapping at an address of the kernel's choice
+        // aliases nothing.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping { ptr: NonNull::new(p as *mut u8).expect("mmap returned null"), len })
+    }
+
+    /// First byte.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Length in bytes (whole pages).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the mapping is empty (never: at least one page).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: we own the mapping; every user of it is gone (the runtime drops its
+        // mappings only after the ring is closed and no kernel runs).
+        unsafe { libc::munmap(self.ptr.as_ptr() as *mut _, self.len) };
+    }
+}

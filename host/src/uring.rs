@@ -1,0 +1,167 @@
+//! Creating the io_uring: raw syscalls, `SQPOLL | NO_MMAP | NO_SQARRAY`, on memory we own.
+//!
+//! The `io-uring` crate cannot do `NO_MMAP`, hides the ring pointers and writes its cached
+//! SQ tail back on drop (it would clobber the device's tail), so we talk to the kernel
+//! directly. Our own UAPI copy lives in `gpuio_device::uapi`.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use gpuio_device::uapi::*;
+
+use crate::error::{Error, Result};
+use crate::memory::{page_size, round_up, Mapping};
+
+/// Size the kernel gives `struct io_rings` before the CQE array, with slack: the kernel
+/// reports the real offsets after setup and we check them against what we mapped.
+const RINGS_HEADER: usize = 4096;
+
+/// A live io_uring whose rings live in memory we mapped.
+pub struct Uring {
+    /// Rings first, so the kernel releases its pins before we unmap.
+    fd: OwnedFd,
+    /// `io_uring_setup`'s output.
+    pub params: Params,
+    /// SQE array.
+    pub sqes: Mapping,
+    /// Heads, tails, flags and CQEs.
+    pub rings: Mapping,
+}
+
+/// Ring configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct UringConfig {
+    /// SQ entries (power of two).
+    pub sq_entries: u32,
+    /// CQ entries (power of two, >= sq_entries).
+    pub cq_entries: u32,
+    /// Milliseconds of idleness before SQPOLL sleeps.
+    pub sq_thread_idle_ms: u32,
+}
+
+impl Uring {
+    /// Creates the ring (see the module docs).
+    pub fn new(cfg: UringConfig) -> Result<Uring> {
+        if !cfg.sq_entries.is_power_of_two() || !cfg.cq_entries.is_power_of_two() || cfg.cq_entries < cfg.sq_entries {
+            return Err(Error::Config(format!(
+                "ring sizes must be powers of two with cq >= sq (sq {}, cq {})",
+                cfg.sq_entries, cfg.cq_entries
+            )));
+        }
+        let sqes = Mapping::new(cfg.sq_entries as usize * size_of::<Sqe>())
+            .map_err(|e| Error::Os { what: "mmap of the SQE array", source: e })?;
+        let rings_len = round_up(RINGS_HEADER + cfg.cq_entries as usize * size_of::<Cqe>(), page_size());
+        let rings = Mapping::new(rings_len).map_err(|e| Error::Os { what: "mmap of the rings", source: e })?;
+
+        let mut p = Params {
+            flags: IORING_SETUP_SQPOLL | IORING_SETUP_NO_MMAP | IORING_SETUP_NO_SQARRAY | IORING_SETUP_CQSIZE,
+            cq_entries: cfg.cq_entries,
+            sq_thread_idle: cfg.sq_thread_idle_ms,
+            ..Params::default()
+        };
+        p.sq_off.user_addr = sqes.as_ptr() as u64;
+        p.cq_off.user_addr = rings.as_ptr() as u64;
+        // SAFETY: io_uring_setup reads and writes `p` (a valid io_uring_params) and pins
+        // the two mappings, which outlive the fd (field order drops the fd first).
+        let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, cfg.sq_entries, &mut p as *mut Params) };
+        if fd < 0 {
+            return Err(diagnose_setup(io::Error::last_os_error(), read_io_uring_disabled()));
+        }
+        // SAFETY: the syscall returned a new file descriptor that we alone own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+
+        if p.sq_entries != cfg.sq_entries || p.cq_entries != cfg.cq_entries {
+            return Err(Error::Config(format!(
+                "the kernel resized the rings (sq {} -> {}, cq {} -> {})",
+                cfg.sq_entries, p.sq_entries, cfg.cq_entries, p.cq_entries
+            )));
+        }
+        let cq_end = p.cq_off.cqes as usize + p.cq_entries as usize * size_of::<Cqe>();
+        let hdr_max = [p.sq_off.head, p.sq_off.tail, p.sq_off.flags, p.cq_off.head, p.cq_off.tail]
+            .into_iter()
+            .max()
+            .unwrap_or(0) as usize;
+        if cq_end > rings.len() || hdr_max + 4 > rings.len() {
+            return Err(Error::Config(format!(
+                "the kernel's ring layout ({cq_end} bytes) exceeds the {} bytes mapped",
+                rings.len()
+            )));
+        }
+        if p.features & IORING_FEAT_NODROP == 0 {
+            return Err(Error::UringUnavailable(
+                "the kernel lacks IORING_FEAT_NODROP (Linux 5.5+), so completions could be lost".into(),
+            ));
+        }
+        Ok(Uring { fd, params: p, sqes, rings })
+    }
+
+    /// The ring's file descriptor.
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Address of a u32 in the rings region at `off`.
+    pub fn ring_word(&self, off: u32) -> *mut u32 {
+        // SAFETY: `off` is one of the kernel's offsets, checked against the mapping in new.
+        unsafe { self.rings.as_ptr().add(off as usize) as *mut u32 }
+    }
+
+    /// Wakes the SQPOLL thread (`IORING_ENTER_SQ_WAKEUP`).
+    pub fn wake_sqpoll(&self) {
+        // SAFETY: io_uring_enter with no submissions and no arguments touches no memory.
+        unsafe {
+            libc::syscall(libc::SYS_io_uring_enter, self.fd(), 0u32, 0u32, IORING_ENTER_SQ_WAKEUP, 0usize, 0usize)
+        };
+    }
+}
+
+/// `/proc/sys/kernel/io_uring_disabled`, if readable.
+fn read_io_uring_disabled() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled").ok()?.trim().parse().ok()
+}
+
+/// Explains why `io_uring_setup` failed, naming the cause.
+pub fn diagnose_setup(err: io::Error, io_uring_disabled: Option<u32>) -> Error {
+    let why = match err.raw_os_error() {
+        Some(libc::ENOSYS) => "io_uring_setup returned ENOSYS: this kernel has no io_uring support".to_string(),
+        Some(libc::EPERM) => match io_uring_disabled {
+            Some(2) => "io_uring_setup returned EPERM: io_uring is disabled system-wide (sysctl kernel.io_uring_disabled=2)"
+                .to_string(),
+            Some(1) => "io_uring_setup returned EPERM: io_uring is limited to the group in kernel.io_uring_group \
+                        (sysctl kernel.io_uring_disabled=1) and this process is not in it"
+                .to_string(),
+            _ => "io_uring_setup returned EPERM: blocked by a seccomp filter or security module \
+                  (Docker's default seccomp profile does this)"
+                .to_string(),
+        },
+        Some(libc::EINVAL) => "io_uring_setup returned EINVAL: the kernel rejects SQPOLL|NO_MMAP|NO_SQARRAY \
+                               (these need Linux 6.6 or newer)"
+            .to_string(),
+        Some(libc::ENOMEM) => "io_uring_setup returned ENOMEM: out of memory or over RLIMIT_MEMLOCK".to_string(),
+        _ => format!("io_uring_setup failed: {err}"),
+    };
+    Error::UringUnavailable(why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setup_errors_name_their_cause() {
+        let msg = |errno, sysctl| diagnose_setup(io::Error::from_raw_os_error(errno), sysctl).to_string();
+        assert!(msg(libc::ENOSYS, None).contains("no io_uring support"));
+        assert!(msg(libc::EPERM, Some(2)).contains("io_uring_disabled=2"));
+        assert!(msg(libc::EPERM, Some(1)).contains("io_uring_group"));
+        assert!(msg(libc::EPERM, Some(0)).contains("seccomp"));
+        assert!(msg(libc::EINVAL, Some(0)).contains("6.6"));
+    }
+
+    #[test]
+    fn rejects_bad_sizes() {
+        let e = Uring::new(UringConfig { sq_entries: 3, cq_entries: 8, sq_thread_idle_ms: 1 });
+        assert!(matches!(e, Err(Error::Config(_))));
+        let e = Uring::new(UringConfig { sq_entries: 16, cq_entries: 8, sq_thread_idle_ms: 1 });
+        assert!(matches!(e, Err(Error::Config(_))));
+    }
+}

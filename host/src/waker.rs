@@ -1,0 +1,97 @@
+//! The SQPOLL waker: a parked host thread that never touches data (invariant 9).
+//!
+//! The kernel's SQPOLL thread sleeps after `sq_thread_idle` ms without work and sets
+//! `IORING_SQ_NEED_WAKEUP`; from then on it consumes nothing until someone calls
+//! `io_uring_enter(IORING_ENTER_SQ_WAKEUP)`. A GPU cannot make that syscall. While kernels
+//! run (or a drain is under way) this thread looks every 50 µs: if SQEs wait unconsumed
+//! and the flag is set, it wakes SQPOLL. Otherwise it stays parked.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use gpuio_device::uapi::IORING_SQ_NEED_WAKEUP;
+
+use crate::runtime::Shared;
+
+/// How often an active waker looks at the flag.
+const POLL: Duration = Duration::from_micros(50);
+/// How long an idle waker stays parked before it looks anyway.
+const PARKED: Duration = Duration::from_millis(100);
+
+pub(crate) struct Waker {
+    state: Arc<State>,
+    handle: Option<JoinHandle<()>>,
+}
+
+struct State {
+    stop: AtomicBool,
+    /// Kernels running or drains under way.
+    active: AtomicUsize,
+    /// SQ_WAKEUP calls made.
+    wakeups: AtomicU64,
+}
+
+impl Waker {
+    pub(crate) fn start(shared: Arc<Shared>) -> std::io::Result<Waker> {
+        let state = Arc::new(State { stop: AtomicBool::new(false), active: AtomicUsize::new(0), wakeups: AtomicU64::new(0) });
+        let st = state.clone();
+        let handle = thread::Builder::new().name("gpuio-waker".into()).spawn(move || run(&shared, &st))?;
+        Ok(Waker { state, handle: Some(handle) })
+    }
+
+    /// Kernels are running: look often.
+    pub(crate) fn activate(&self) {
+        if self.state.active.fetch_add(1, Ordering::SeqCst) == 0 {
+            if let Some(h) = &self.handle {
+                h.thread().unpark();
+            }
+        }
+    }
+
+    /// One activity ended.
+    pub(crate) fn deactivate(&self) {
+        self.state.active.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn wakeups(&self) -> u64 {
+        self.state.wakeups.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Waker {
+    fn drop(&mut self) {
+        self.state.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            h.thread().unpark();
+            let _ = h.join();
+        }
+    }
+}
+
+fn run(shared: &Shared, state: &State) {
+    // Sleep precisely: the default 50 µs timer slack would double our polling interval.
+    // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64, 0u64, 0u64, 0u64) };
+    while !state.stop.load(Ordering::SeqCst) {
+        if wake_if_needed(shared) {
+            state.wakeups.fetch_add(1, Ordering::Relaxed);
+        }
+        if state.active.load(Ordering::SeqCst) > 0 {
+            thread::sleep(POLL);
+        } else {
+            thread::park_timeout(PARKED);
+        }
+    }
+}
+
+/// Wakes SQPOLL if it sleeps while SQEs wait. Returns whether it did.
+pub(crate) fn wake_if_needed(shared: &Shared) -> bool {
+    let ring = &shared.context().ring;
+    if ring.has_unconsumed() && ring.sq_flags() & IORING_SQ_NEED_WAKEUP != 0 {
+        shared.uring.wake_sqpoll();
+        return true;
+    }
+    false
+}
