@@ -6,36 +6,7 @@
 //! (`--width 0`, the default, pads nothing); `seq` counts `0..L` per thread. `--output -`
 //! prints to stdout. Optional: `--block B` threads per block, `--log-bytes N`,
 //! `--sq-entries N`. Check the output with `cargo run --release --example check -- ...`.
-use std::fmt;
 use std::os::fd::AsRawFd;
-
-use gpuio::device::println;
-
-/// `t=.. i=..` padded with dots to `width` bytes (newline included).
-struct Line {
-    t: u64,
-    i: u32,
-    width: u32,
-}
-
-impl fmt::Display for Line {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let digits = |mut v: u64| {
-            let mut n = 1;
-            while v >= 10 {
-                v /= 10;
-                n += 1;
-            }
-            n
-        };
-        write!(f, "t={} i={}", self.t, self.i)?;
-        let len = 2 + digits(self.t) + 3 + digits(self.i as u64) + 1;
-        for _ in len..self.width as u64 {
-            f.write_str(".")?;
-        }
-        Ok(())
-    }
-}
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: Option<T>) -> T {
     match args.iter().position(|a| a == name) {
@@ -75,12 +46,7 @@ fn main() {
         .build()
         .unwrap_or_else(|e| fail(&e.to_string()));
     let start = std::time::Instant::now();
-    rt.launch(threads / block, block, move || {
-        let t = gpuio::device::global_thread_idx();
-        for i in 0..lines {
-            println!("{}", Line { t, i, width });
-        }
-    })
+    rt.launch(threads / block, block, move || gpuio_kernels::stress(lines, width))
     .unwrap_or_else(|e| fail(&e.to_string()));
     let result = rt.synchronize();
     let secs = start.elapsed().as_secs_f64();

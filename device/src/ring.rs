@@ -262,3 +262,8 @@ impl Ring {
         unsafe { &*self.sq_flags }.load(Ordering::Acquire)
     }
 }
+
+// SAFETY: the pointers point to memory shared by design with the kernel and other agents;
+// every access goes through the protocol above.
+unsafe impl Sync for Ring {}
+unsafe impl Send for Ring {}

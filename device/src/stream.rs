@@ -436,3 +436,8 @@ impl Stream {
             && self.flight_head.load(Ordering::Acquire) == self.flight_tail.load(Ordering::Acquire)
     }
 }
+
+// SAFETY: the pointers point to memory shared by design; every access goes through the
+// stream protocol above.
+unsafe impl Sync for Stream {}
+unsafe impl Send for Stream {}

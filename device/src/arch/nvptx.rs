@@ -16,7 +16,7 @@ pub mod atomic {
     use core::sync::atomic::Ordering;
 
     macro_rules! rmw {
-        ($ptr:expr, $v:expr, $o:expr, $op:literal, $reg:ident, $t:ty) => {{
+        ($ptr:expr, $v:expr, $o:expr, $op:expr, $reg:ident, $t:ty) => {{
             let p = $ptr;
             let v: $t = $v;
             let r: $t;

@@ -1,0 +1,120 @@
+//! gpuio's example kernels.
+//!
+//! One source, three targets: `gpuio`'s build script builds this crate for
+//! `nvptx64-nvidia-cuda` and `amdgcn-amd-amdhsa` with `gpuio-linker` (each kernel becomes an
+//! exported `extern "gpu-kernel"` entry point), and on the host it is an ordinary library
+//! whose kernels are plain functions that the CPU backend runs on its threads.
+#![no_std]
+#![cfg_attr(
+    any(target_arch = "nvptx64", target_arch = "amdgpu"),
+    feature(abi_gpu_kernel, core_intrinsics)
+)]
+#![cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), allow(internal_features))]
+
+use core::fmt;
+
+use gpuio_device::{block_dim, global_thread_idx, grid_dim, println};
+
+/// Declares a kernel: on GPU targets an exported (`#[no_mangle]`) `extern "gpu-kernel"`
+/// entry point, on the host a plain `pub fn` of the same name and signature.
+macro_rules! kernel {
+    ($(#[$attr:meta])* pub fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+        $(#[$attr])*
+        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+        #[no_mangle]
+        pub extern "gpu-kernel" fn $name($($arg: $ty),*) $body
+
+        $(#[$attr])*
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        pub fn $name($($arg: $ty),*) $body
+    };
+}
+
+kernel! {
+    /// Prints `hello from thread <global thread index> of <threads in the grid>`, one line
+    /// per thread.
+    pub fn hello() {
+        let total = grid_dim() as u64 * block_dim() as u64;
+        println!("hello from thread {} of {}", global_thread_idx(), total);
+    }
+}
+
+kernel! {
+    /// Prints `lines` lines `t=<global thread index> i=<line number>` per thread, padded
+    /// with `.` to `width` bytes including the newline (`width` 0: no padding; a longer
+    /// line is never cut).
+    pub fn stress(lines: u32, width: u32) {
+        let t = global_thread_idx();
+        for i in 0..lines {
+            println!("{}", Padded { t, i, width });
+        }
+    }
+}
+
+/// The text of one [`stress`] line, without its newline.
+struct Padded {
+    t: u64,
+    i: u32,
+    width: u32,
+}
+
+impl fmt::Display for Padded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut w = Counting { inner: f, written: 0 };
+        fmt::Write::write_fmt(&mut w, format_args!("t={} i={}", self.t, self.i))?;
+        // The newline that println! appends counts towards the width.
+        let mut dots = (self.width as usize).saturating_sub(w.written + 1);
+        const DOTS: &str = "................................................................";
+        while dots > 0 {
+            let n = dots.min(DOTS.len());
+            f.write_str(&DOTS[..n])?;
+            dots -= n;
+        }
+        Ok(())
+    }
+}
+
+/// Passes text through, counting its bytes.
+struct Counting<'a, W: fmt::Write + ?Sized> {
+    inner: &'a mut W,
+    written: usize,
+}
+
+impl<W: fmt::Write + ?Sized> fmt::Write for Counting<'_, W> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.written += s.len();
+        self.inner.write_str(s)
+    }
+}
+
+/// A panic on the GPU traps: the launch fails with an error the host reports, instead of
+/// the kernel hanging or carrying on.
+#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    core::intrinsics::abort()
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::string::{String, ToString};
+
+    use super::Padded;
+
+    fn line(t: u64, i: u32, width: u32) -> String {
+        Padded { t, i, width }.to_string() + "\n"
+    }
+
+    #[test]
+    fn padding() {
+        assert_eq!(line(3, 7, 0), "t=3 i=7\n");
+        assert_eq!(line(3, 7, 8), "t=3 i=7\n");
+        assert_eq!(line(3, 7, 4), "t=3 i=7\n");
+        assert_eq!(line(3, 7, 12), "t=3 i=7....\n");
+        let long = line(12345, 678, 200);
+        assert_eq!(long.len(), 200);
+        assert!(long.starts_with("t=12345 i=678...."));
+        assert!(long.ends_with(".\n"));
+    }
+}

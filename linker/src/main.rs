@@ -1,0 +1,85 @@
+//! `gpuio-linker`: builds a kernel crate into a GPU code object from the command line.
+//!
+//! ```text
+//! gpuio-linker --target nvptx  --arch sm_90  --manifest-path kernels/Cargo.toml --out DIR
+//! gpuio-linker --target amdgcn --arch gfx90a [--code-object-version 5] --manifest-path ... --out DIR
+//! ```
+//!
+//! Prints the path of the code object it wrote.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use gpuio_linker::{build_kernel_crate, ensure_components, GpuTarget, DEFAULT_AMDHSA_CODE_OBJECT_VERSION};
+
+const USAGE: &str = "usage: gpuio-linker --target nvptx|amdgcn --arch ARCH [--code-object-version N] \
+                     --manifest-path PATH/Cargo.toml --out DIR";
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(path) => {
+            println!("{}", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("gpuio-linker: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<PathBuf, String> {
+    let (mut kind, mut arch, mut cov, mut manifest, mut out) = (None, None, None, None, None);
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        if flag == "-h" || flag == "--help" {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
+        let value = args.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        match flag.as_str() {
+            "--target" => kind = Some(value),
+            "--arch" => arch = Some(value),
+            "--code-object-version" => {
+                cov = Some(
+                    value
+                        .parse::<u32>()
+                        .map_err(|e| format!("--code-object-version {value}: {e}"))?,
+                )
+            }
+            "--manifest-path" => manifest = Some(PathBuf::from(value)),
+            "--out" => out = Some(PathBuf::from(value)),
+            _ => return Err(format!("unknown argument {flag}\n{USAGE}")),
+        }
+    }
+    let missing = |what: &str| format!("missing {what}\n{USAGE}");
+    let arch = arch.ok_or_else(|| missing("--arch"))?;
+    let target = match kind.as_deref() {
+        Some("nvptx") | Some("nvptx64") => GpuTarget::Nvptx { sm: arch },
+        Some("amdgcn") | Some("amdgpu") => GpuTarget::Amdgcn {
+            gfx: arch,
+            code_object_version: cov.unwrap_or(DEFAULT_AMDHSA_CODE_OBJECT_VERSION),
+        },
+        Some(other) => return Err(format!("unknown target {other} (nvptx or amdgcn)")),
+        None => return Err(missing("--target")),
+    };
+    let manifest = manifest.ok_or_else(|| missing("--manifest-path"))?;
+    let out = out.ok_or_else(|| missing("--out"))?;
+    let dir = match manifest.parent() {
+        Some(p) if manifest.file_name().is_some_and(|n| n == "Cargo.toml") => p.to_path_buf(),
+        _ => {
+            return Err(format!(
+                "--manifest-path must name a Cargo.toml, not {}",
+                manifest.display()
+            ))
+        }
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        dir
+    };
+    std::fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+    ensure_components(&[&target]).map_err(|e| e.to_string())?;
+    build_kernel_crate(&dir, &target, &out).map_err(|e| e.to_string())
+}

@@ -1,0 +1,162 @@
+//! The GPU code objects that build.rs produced from `kernels/` are well formed, without any
+//! GPU: the PTX module declares the kernels, the target and the context global; the amdgcn
+//! object is an AMDGPU ELF for gfx90a (code object v5) exporting the kernel descriptors and
+//! the context global, with no undefined symbols.
+
+use std::path::Path;
+
+fn read(var: &str, path: &str) -> Vec<u8> {
+    assert!(
+        !path.is_empty(),
+        "{var} is empty: this build skipped the GPU kernels (GPUIO_SKIP_GPU_BUILD=1); rebuild without it"
+    );
+    std::fs::read(Path::new(path)).unwrap_or_else(|e| panic!("reading {var}={path}: {e}"))
+}
+
+#[test]
+fn ptx_declares_kernels_target_and_context() {
+    let ptx = read("GPUIO_KERNELS_PTX", env!("GPUIO_KERNELS_PTX"));
+    let ptx = String::from_utf8(ptx).expect("PTX is text");
+    let lines: Vec<&str> = ptx.lines().map(str::trim).collect();
+    assert!(lines.contains(&".target sm_90"), "no `.target sm_90`");
+    for kernel in ["hello", "stress"] {
+        let entry = format!(".visible .entry {kernel}(");
+        assert!(lines.iter().any(|l| l.starts_with(&entry)), "no `{entry}`");
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(".visible .global") && l.contains(" gpuio_context[")),
+        "no visible global `gpuio_context`"
+    );
+    // An `.extern` function is one nobody defined: the module would fail to load.
+    assert!(
+        !lines.iter().any(|l| l.starts_with(".extern")),
+        "the PTX has undefined (.extern) symbols"
+    );
+}
+
+#[test]
+fn hsaco_is_gfx90a_code_object_with_kernels_and_context() {
+    let elf = Elf::parse(read("GPUIO_KERNELS_HSACO", env!("GPUIO_KERNELS_HSACO")));
+    const EM_AMDGPU: u16 = 224;
+    const ELFOSABI_AMDGPU_HSA: u8 = 64;
+    const ELFABIVERSION_AMDGPU_HSA_V5: u8 = 3;
+    const EF_AMDGPU_MACH: u32 = 0xff;
+    const EF_AMDGPU_MACH_AMDGCN_GFX90A: u32 = 0x3f;
+    const ET_DYN: u16 = 3;
+    assert_eq!(elf.machine(), EM_AMDGPU, "e_machine");
+    assert_eq!(elf.os_abi(), ELFOSABI_AMDGPU_HSA, "EI_OSABI");
+    assert_eq!(
+        elf.abi_version(),
+        ELFABIVERSION_AMDGPU_HSA_V5,
+        "EI_ABIVERSION (code object v5)"
+    );
+    assert_eq!(elf.kind(), ET_DYN, "e_type");
+    assert_eq!(
+        elf.flags() & EF_AMDGPU_MACH,
+        EF_AMDGPU_MACH_AMDGCN_GFX90A,
+        "e_flags mach"
+    );
+
+    let symbols = elf.dynamic_symbols();
+    for name in ["hello.kd", "stress.kd", "gpuio_context", "hello", "stress"] {
+        let sym = symbols
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no dynamic symbol {name}"));
+        assert!(sym.defined, "{name} is undefined");
+    }
+    let undefined: Vec<&str> = symbols.iter().filter(|s| !s.defined).map(|s| s.name.as_str()).collect();
+    assert!(undefined.is_empty(), "undefined dynamic symbols: {undefined:?}");
+}
+
+/// Just enough of a little-endian ELF64 reader for the checks above.
+struct Elf {
+    bytes: Vec<u8>,
+}
+
+struct Symbol {
+    name: String,
+    defined: bool,
+}
+
+impl Elf {
+    fn parse(bytes: Vec<u8>) -> Elf {
+        assert!(bytes.len() >= 64 && bytes[..4] == *b"\x7fELF", "not an ELF file");
+        assert_eq!(bytes[4], 2, "not ELFCLASS64");
+        assert_eq!(bytes[5], 1, "not little-endian");
+        Elf { bytes }
+    }
+
+    fn u8(&self, at: usize) -> u8 {
+        self.bytes[at]
+    }
+    fn u16(&self, at: usize) -> u16 {
+        u16::from_le_bytes(self.bytes[at..at + 2].try_into().unwrap())
+    }
+    fn u32(&self, at: usize) -> u32 {
+        u32::from_le_bytes(self.bytes[at..at + 4].try_into().unwrap())
+    }
+    fn u64(&self, at: usize) -> usize {
+        u64::from_le_bytes(self.bytes[at..at + 8].try_into().unwrap()) as usize
+    }
+
+    fn os_abi(&self) -> u8 {
+        self.u8(7)
+    }
+    fn abi_version(&self) -> u8 {
+        self.u8(8)
+    }
+    fn kind(&self) -> u16 {
+        self.u16(16)
+    }
+    fn machine(&self) -> u16 {
+        self.u16(18)
+    }
+    fn flags(&self) -> u32 {
+        self.u32(48)
+    }
+
+    /// Section headers as (sh_type, sh_link, sh_offset, sh_size, sh_entsize).
+    fn sections(&self) -> Vec<(u32, usize, usize, usize, usize)> {
+        let (off, entsize, count) = (self.u64(40), self.u16(58) as usize, self.u16(60) as usize);
+        assert_eq!(entsize, 64, "e_shentsize");
+        (0..count)
+            .map(|i| {
+                let h = off + i * entsize;
+                (
+                    self.u32(h + 4),
+                    self.u32(h + 40) as usize,
+                    self.u64(h + 24),
+                    self.u64(h + 32),
+                    self.u64(h + 56),
+                )
+            })
+            .collect()
+    }
+
+    /// The `.dynsym` symbols (without the null symbol at index 0).
+    fn dynamic_symbols(&self) -> Vec<Symbol> {
+        const SHT_DYNSYM: u32 = 11;
+        let sections = self.sections();
+        let &(_, link, off, size, entsize) = sections.iter().find(|s| s.0 == SHT_DYNSYM).expect("no .dynsym section");
+        assert_eq!(entsize, 24, "Elf64_Sym size");
+        let (_, _, strtab, strsize, _) = sections[link];
+        let strings = &self.bytes[strtab..strtab + strsize];
+        (1..size / entsize)
+            .map(|i| {
+                let s = off + i * entsize;
+                let name_at = self.u32(s) as usize;
+                let len = strings[name_at..]
+                    .iter()
+                    .position(|&b| b == 0)
+                    .expect("unterminated symbol name");
+                Symbol {
+                    name: String::from_utf8_lossy(&strings[name_at..name_at + len]).into_owned(),
+                    defined: self.u16(s + 6) != 0, // st_shndx != SHN_UNDEF
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,413 @@
+//! println! end to end on the CPU backend, against the machine's real io_uring (SQPOLL).
+//!
+//! Each test checks one of the invariants in `shared/DESIGN.md` and fails if it is broken.
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use gpuio::device::group::Group;
+use gpuio::device::{eprintln, print, println};
+use gpuio::{Backend, Error, Runtime};
+
+/// Aborts the test binary if the test runs longer than `secs`: a protocol bug shows as a
+/// failure naming the test, never as a CI run that hangs.
+struct Watchdog(Arc<std::sync::atomic::AtomicBool>);
+
+fn watchdog(name: &'static str, secs: u64) -> Watchdog {
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let d = done.clone();
+    std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < until {
+            if d.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!("test {name} hung for {secs} s: aborting");
+        std::process::abort();
+    });
+    Watchdog(done)
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+fn builder() -> gpuio::Builder {
+    Runtime::builder().backend(Backend::Cpu)
+}
+
+fn temp_file(name: &str) -> (std::fs::File, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("gpuio-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+    (f, path)
+}
+
+/// Checks `t=<t> i=<i>` lines: each exactly once, whole, in per-thread order.
+fn check_lines(out: &[u8], threads: u64, lines: u64) {
+    let text = std::str::from_utf8(out).expect("output is UTF-8 (no torn multi-byte writes)");
+    assert!(text.is_empty() || text.ends_with('\n'), "output ends mid-line");
+    let mut next = vec![0u64; threads as usize];
+    let mut n = 0u64;
+    for line in text.lines() {
+        let (t, i) = line
+            .strip_prefix("t=")
+            .and_then(|r| r.split_once(" i="))
+            .unwrap_or_else(|| panic!("torn or foreign line {n}: {line:?}"));
+        let t: usize = t.parse().unwrap_or_else(|_| panic!("torn line {line:?}"));
+        let i: u64 = i.parse().unwrap_or_else(|_| panic!("torn line {line:?}"));
+        assert_eq!(i, next[t], "thread {t}: line out of order or duplicated");
+        next[t] += 1;
+        n += 1;
+    }
+    assert_eq!(n, threads * lines, "lines lost or added");
+    assert!(next.iter().all(|&c| c == lines), "a thread lost lines");
+}
+
+fn stress_kernel(lines: u64) -> impl Fn() + Send + Sync + 'static {
+    move || {
+        let t = gpuio::device::global_thread_idx();
+        for i in 0..lines {
+            println!("t={t} i={i}");
+        }
+    }
+}
+
+#[test]
+fn sixty_four_threads_hundred_thousand_lines_into_a_file() {
+    let _wd = watchdog("sixty_four_threads_hundred_thousand_lines_into_a_file", 120);
+    let (f, path) = temp_file("many.txt");
+    let rt = builder().stdout_fd(f.as_raw_fd()).build().unwrap();
+    rt.launch(1, 64, stress_kernel(100_000)).unwrap();
+    rt.synchronize().unwrap();
+    drop(rt);
+    check_lines(&std::fs::read(&path).unwrap(), 64, 100_000);
+}
+
+#[test]
+fn tiny_ring_and_arena_apply_backpressure() {
+    let _wd = watchdog("tiny_ring_and_arena_apply_backpressure", 120);
+    let (f, path) = temp_file("tiny.txt");
+    let log = 256u64;
+    let rt = builder().stdout_fd(f.as_raw_fd()).sq_entries(8).log_bytes(log as usize).max_flights(2).build().unwrap();
+    rt.launch(4, 8, stress_kernel(2_000)).unwrap();
+    rt.synchronize().unwrap();
+    let out = std::fs::read(&path).unwrap();
+    // The 256-byte log was filled and recycled hundreds of times, and the 8-entry SQ
+    // wrapped many times: producers must have waited for space, and nothing was dropped.
+    let sqes = rt.stats().sqes as u64;
+    assert!(out.len() as u64 > 100 * log, "output {} bytes", out.len());
+    assert!(sqes >= out.len() as u64 / log, "{sqes} SQEs for {} bytes through a {log}-byte log", out.len());
+    assert!(sqes > 8 * 10, "SQ of 8 wrapped only {sqes} times");
+    drop(rt);
+    check_lines(&out, 32, 2_000);
+}
+
+#[test]
+fn a_slow_pipe_reader_loses_nothing_and_the_writers_wait() {
+    let _wd = watchdog("a_slow_pipe_reader_loses_nothing_and_the_writers_wait", 120);
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two fds that we then own.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: fresh fds from pipe2.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // A 4 KiB pipe (the minimum is a page), so the writers outrun the reader at once.
+    // SAFETY: fcntl on our own fd.
+    unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+
+    let start = Instant::now();
+    let reader = std::thread::spawn(move || {
+        let mut file = std::fs::File::from(r);
+        let mut out = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            match file.read(&mut buf) {
+                Ok(0) => return out,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(e) => panic!("read: {e}"),
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+
+    let threads = 8u64;
+    let lines = 1_000u64; // ~15 KB per thread, ~120 KB: over 100 reads of 1 KiB, >= 100 ms
+    let last_line_at = Arc::new(AtomicU64::new(0));
+    let rt = builder().stdout_fd(w.as_raw_fd()).log_bytes(4096).build().unwrap();
+    let stamp = last_line_at.clone();
+    rt.launch(1, threads as u32, move || {
+        let t = gpuio::device::global_thread_idx();
+        for i in 0..lines {
+            println!("t={t} i={i}");
+        }
+        stamp.fetch_max(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    drop(rt);
+    drop(w);
+    let out = reader.join().unwrap();
+    check_lines(&out, threads, lines);
+    // The writers could not finish before the reader had taken most of the output: they
+    // waited (backpressure) instead of dropping or buffering without bound.
+    let waited = Duration::from_micros(last_line_at.load(Ordering::Relaxed));
+    assert!(waited > Duration::from_millis(50), "writers finished after {waited:?}: they did not wait for the reader");
+}
+
+#[test]
+fn printing_to_a_closed_fd_is_reported_and_nothing_hangs() {
+    let _wd = watchdog("printing_to_a_closed_fd_is_reported_and_nothing_hangs", 120);
+    let (f, _) = temp_file("closed.txt");
+    let fd = f.as_raw_fd();
+    drop(f); // `fd` is now closed (and, in this test, not reused: we pick a high number)
+    let closed = 1_000_000 + fd; // beyond any open descriptor
+    let rt = builder().stdout_fd(closed).build().unwrap();
+    rt.launch(1, 4, stress_kernel(10)).unwrap();
+    let started = Instant::now();
+    match rt.synchronize() {
+        Err(Error::Print(p)) => {
+            assert_eq!(p.outputs.len(), 1, "{p}");
+            let o = &p.outputs[0];
+            assert_eq!(o.fd, closed);
+            assert_eq!(o.errno, libc::EBADF);
+            assert!(o.failed_writes >= 1);
+            assert_eq!(o.lost_lines, 40, "every line is counted as lost");
+            assert!(p.to_string().contains("Bad file descriptor"), "{p}");
+        }
+        other => panic!("expected a print error, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // The errors were reported once; the runtime goes on working.
+    rt.synchronize().unwrap();
+}
+
+#[test]
+fn formatting_matches_std() {
+    let _wd = watchdog("formatting_matches_std", 120);
+    let (f, path) = temp_file("fmt.txt");
+    let rt = builder().stdout_fd(f.as_raw_fd()).build().unwrap();
+    rt.launch(1, 1, || {
+        println!("{} {:?} {:>6.2} {:#x} {:08b} {:e}", "str", ("tuple", 1), 3.14159f64, 255u32, 5u8, 1234.5f32);
+        print!("no newline, ");
+        print!("then one\n");
+        println!();
+        println!("{{braces}} {name}", name = "named");
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    drop(rt);
+    let expected = format!(
+        "{} {:?} {:>6.2} {:#x} {:08b} {:e}\nno newline, then one\n\n{{braces}} {name}\n",
+        "str",
+        ("tuple", 1),
+        3.14159f64,
+        255u32,
+        5u8,
+        1234.5f32,
+        name = "named"
+    );
+    assert_eq!(std::fs::read_to_string(path).unwrap(), expected);
+}
+
+#[test]
+fn long_lines_stay_whole() {
+    let _wd = watchdog("long_lines_stay_whole", 120);
+    let (f, path) = temp_file("long.txt");
+    // A log smaller than one line: 64 KiB and 200 KiB lines go out in pieces, whole.
+    let rt = builder().stdout_fd(f.as_raw_fd()).log_bytes(4096).sq_entries(8).build().unwrap();
+    rt.launch(1, 4, || {
+        let t = gpuio::device::thread_idx() as u8;
+        let c = (b'a' + t) as char;
+        for len in [100usize, 64 * 1024, 200 * 1024] {
+            println!("{}", Repeat(c, len));
+        }
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    drop(rt);
+    let out = std::fs::read_to_string(path).unwrap();
+    let mut per_thread = std::collections::HashMap::<char, Vec<usize>>::new();
+    for line in out.lines() {
+        let c = line.chars().next().unwrap();
+        assert!(line.chars().all(|x| x == c), "a line was torn by another thread's line");
+        per_thread.entry(c).or_default().push(line.len());
+    }
+    assert_eq!(per_thread.len(), 4);
+    for lens in per_thread.values() {
+        assert_eq!(lens, &[100, 64 * 1024, 200 * 1024]);
+    }
+}
+
+struct Repeat(char, usize);
+
+impl std::fmt::Display for Repeat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let chunk: String = std::iter::repeat_n(self.0, 1000).collect();
+        let mut left = self.1;
+        while left > 0 {
+            let n = left.min(1000);
+            f.write_str(&chunk[..n])?;
+            left -= n;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one() {
+    let _wd = watchdog("stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one", 120);
+    let (out, out_path) = temp_file("out.txt");
+    let (err, err_path) = temp_file("err.txt");
+    let rt = builder().stdout_fd(out.as_raw_fd()).stderr_fd(err.as_raw_fd()).build().unwrap();
+    rt.launch(1, 2, || {
+        println!("out {}", gpuio::device::thread_idx());
+        eprintln!("err {}", gpuio::device::thread_idx());
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    drop(rt);
+    let mut o: Vec<String> = std::fs::read_to_string(out_path).unwrap().lines().map(String::from).collect();
+    let mut e: Vec<String> = std::fs::read_to_string(err_path).unwrap().lines().map(String::from).collect();
+    o.sort();
+    e.sort();
+    assert_eq!(o, ["out 0", "out 1"]);
+    assert_eq!(e, ["err 0", "err 1"]);
+
+    // `> file 2>&1`: both go to one file. Two positional streams would overwrite each
+    // other at the same offsets; one shared stream keeps every line.
+    let (both, both_path) = temp_file("both.txt");
+    let rt = builder().stdout_fd(both.as_raw_fd()).stderr_fd(both.as_raw_fd()).build().unwrap();
+    rt.launch(1, 8, || {
+        for i in 0..500 {
+            println!("t={} i={i}", gpuio::device::thread_idx());
+            eprintln!("t={} i={i}", 8 + gpuio::device::thread_idx());
+        }
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    drop(rt);
+    check_lines(&std::fs::read(both_path).unwrap(), 16, 500);
+}
+
+#[test]
+fn host_writes_between_kernels_stay_in_order() {
+    let _wd = watchdog("host_writes_between_kernels_stay_in_order", 120);
+    let (f, path) = temp_file("interleave.txt");
+    let mut file = f.try_clone().unwrap();
+    let rt = builder().stdout_fd(f.as_raw_fd()).build().unwrap();
+    for k in 0..3 {
+        use std::io::Write;
+        writeln!(file, "host {k}").unwrap();
+        rt.launch(1, 1, move || println!("kernel {k}")).unwrap();
+        rt.synchronize().unwrap();
+    }
+    drop(rt);
+    assert_eq!(std::fs::read_to_string(path).unwrap(), "host 0\nkernel 0\nhost 1\nkernel 1\nhost 2\nkernel 2\n");
+}
+
+/// A simulated warp of `n` lanes on `n` host threads, for the aggregation path (a CPU
+/// backend warp has one lane).
+struct SimWarp {
+    lanes: usize,
+    barrier: Barrier,
+    slots: Mutex<Vec<u64>>,
+}
+
+struct Lane<'a> {
+    warp: &'a SimWarp,
+    lane: usize,
+}
+
+impl Group for Lane<'_> {
+    fn is_leader(&self) -> bool {
+        self.lane == 0
+    }
+    fn exclusive_sum(&self, v: u64) -> (u64, u64) {
+        self.warp.slots.lock().unwrap()[self.lane] = v;
+        self.warp.barrier.wait();
+        let slots = self.warp.slots.lock().unwrap().clone();
+        self.warp.barrier.wait();
+        (slots[..self.lane].iter().sum(), slots.iter().sum())
+    }
+    fn broadcast(&self, v: u64) -> u64 {
+        if self.lane == 0 {
+            self.warp.slots.lock().unwrap()[0] = v;
+        }
+        self.warp.barrier.wait();
+        let v = self.warp.slots.lock().unwrap()[0];
+        self.warp.barrier.wait();
+        v
+    }
+    fn sync(&self) {
+        self.warp.barrier.wait();
+    }
+}
+
+#[test]
+fn a_warp_println_is_one_record_in_lane_order() {
+    let _wd = watchdog("a_warp_println_is_one_record_in_lane_order", 120);
+    let (f, path) = temp_file("warp.txt");
+    let lanes = 4;
+    let warps = 6;
+    let prints = 300;
+    // A small log and many warps: records would interleave if lanes reserved separately.
+    let rt = builder().stdout_fd(f.as_raw_fd()).log_bytes(1024).sq_entries(8).build().unwrap();
+    let ctx = rt.context();
+    let stream = ctx.stream(false);
+    std::thread::scope(|s| {
+        for w in 0..warps {
+            let warp = Arc::new(SimWarp { lanes, barrier: Barrier::new(lanes), slots: Mutex::new(vec![0; lanes]) });
+            for lane in 0..lanes {
+                let warp = warp.clone();
+                s.spawn(move || {
+                    let g = Lane { warp: &warp, lane };
+                    assert_eq!(g.warp.lanes, lanes);
+                    for i in 0..prints {
+                        // Lanes print lines of different lengths, as real lanes would.
+                        gpuio::device::print::emit(
+                            &g,
+                            ctx,
+                            stream,
+                            true,
+                            format_args!("w={w} i={i} lane={lane}{}", ".".repeat(lane * 3)),
+                        );
+                    }
+                });
+            }
+        }
+    });
+    let sqes_before_drain = rt.stats().sqes;
+    rt.synchronize().unwrap();
+    drop(rt);
+    let text = std::fs::read_to_string(path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), warps * lanes * prints);
+    // Every group of `lanes` consecutive lines is one warp's print, lanes 0..n in order.
+    for rec in lines.chunks(lanes) {
+        let head = rec[0].split(" lane=").next().unwrap();
+        for (lane, line) in rec.iter().enumerate() {
+            assert_eq!(*line, format!("{head} lane={lane}{}", ".".repeat(lane * 3)), "record torn: {rec:?}");
+        }
+    }
+    // One reservation per warp print: never more SQEs than warp prints (group commit
+    // usually folds many records into one SQE).
+    assert!(sqes_before_drain as usize <= warps * prints, "{sqes_before_drain} SQEs");
+}
+
+#[test]
+fn forcing_an_unavailable_backend_is_an_explained_error() {
+    let _wd = watchdog("forcing_an_unavailable_backend_is_an_explained_error", 120);
+    match Runtime::builder().backend(Backend::Cuda).build() {
+        Err(Error::BackendUnavailable { backend: "cuda", reason }) => assert!(!reason.is_empty()),
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("this build has no CUDA backend, yet it was accepted"),
+    }
+}
