@@ -7,7 +7,12 @@ use std::io::{BufRead, BufReader, Read};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let get = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let get = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
     let threads: u64 = get("--threads").and_then(|v| v.parse().ok()).expect("--threads T");
     let lines: u64 = get("--lines").and_then(|v| v.parse().ok()).expect("--lines L");
     let width: usize = get("--width").and_then(|v| v.parse().ok()).unwrap_or(0);
@@ -50,7 +55,10 @@ fn check(mut r: impl BufRead, threads: u64, lines: u64, width: usize) -> String 
         });
         match fault {
             Ok(()) => seen += 1,
-            Err(e) if faults.len() < 5 => faults.push(format!("line {n}: {e}: {:?}", String::from_utf8_lossy(&buf[..buf.len().min(80)]))),
+            Err(e) if faults.len() < 5 => faults.push(format!(
+                "line {n}: {e}: {:?}",
+                String::from_utf8_lossy(&buf[..buf.len().min(80)])
+            )),
             Err(_) => {}
         }
     }
@@ -62,7 +70,11 @@ fn check(mut r: impl BufRead, threads: u64, lines: u64, width: usize) -> String 
     if faults.is_empty() && seen == threads * lines {
         format!("OK {seen} lines: every line exactly once, whole, in per-thread order")
     } else {
-        format!("FAIL ({seen} good of {} expected, {n} read): {}", threads * lines, faults.join("; "))
+        format!(
+            "FAIL ({seen} good of {} expected, {n} read): {}",
+            threads * lines,
+            faults.join("; ")
+        )
     }
 }
 
@@ -71,7 +83,10 @@ fn parse(line: &[u8], width: usize) -> Result<(u64, u64), String> {
     let s = std::str::from_utf8(line).map_err(|_| "not UTF-8".to_string())?;
     let body = s.strip_suffix('\n').ok_or("no newline (torn)")?;
     let core = body.trim_end_matches('.');
-    let (t, i) = core.strip_prefix("t=").and_then(|r| r.split_once(" i=")).ok_or("malformed")?;
+    let (t, i) = core
+        .strip_prefix("t=")
+        .and_then(|r| r.split_once(" i="))
+        .ok_or("malformed")?;
     let t: u64 = t.parse().map_err(|_| "bad thread")?;
     let i: u64 = i.parse().map_err(|_| "bad seq")?;
     let want = format!("t={t} i={i}").len() + 1;

@@ -32,12 +32,11 @@ fn main() {
     let block: u32 = arg(&args, "--block", Some(threads.clamp(1, 1024)));
     let log_bytes: usize = arg(&args, "--log-bytes", Some(4 << 20));
     let sq_entries: u32 = arg(&args, "--sq-entries", Some(256));
-    if threads == 0 || threads % block != 0 {
+    if threads == 0 || !threads.is_multiple_of(block) {
         fail("--threads must be a positive multiple of --block");
     }
-    let file = (output != "-").then(|| {
-        std::fs::File::create(&output).unwrap_or_else(|e| fail(&format!("cannot create {output}: {e}")))
-    });
+    let file = (output != "-")
+        .then(|| std::fs::File::create(&output).unwrap_or_else(|e| fail(&format!("cannot create {output}: {e}"))));
     let fd = file.as_ref().map_or(1, |f| f.as_raw_fd());
     let rt = gpuio::Runtime::builder()
         .stdout_fd(fd)
@@ -47,7 +46,7 @@ fn main() {
         .unwrap_or_else(|e| fail(&e.to_string()));
     let start = std::time::Instant::now();
     rt.launch(threads / block, block, move || gpuio_kernels::stress(lines, width))
-    .unwrap_or_else(|e| fail(&e.to_string()));
+        .unwrap_or_else(|e| fail(&e.to_string()));
     let result = rt.synchronize();
     let secs = start.elapsed().as_secs_f64();
     let total = threads as u64 * lines as u64;

@@ -47,7 +47,13 @@ fn temp_file(name: &str) -> (std::fs::File, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("gpuio-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
-    let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
     (f, path)
 }
 
@@ -97,7 +103,13 @@ fn tiny_ring_and_arena_apply_backpressure() {
     let _wd = watchdog("tiny_ring_and_arena_apply_backpressure", 120);
     let (f, path) = temp_file("tiny.txt");
     let log = 256u64;
-    let rt = builder().stdout_fd(f.as_raw_fd()).sq_entries(8).log_bytes(log as usize).max_flights(2).build().unwrap();
+    let rt = builder()
+        .stdout_fd(f.as_raw_fd())
+        .sq_entries(8)
+        .log_bytes(log as usize)
+        .max_flights(2)
+        .build()
+        .unwrap();
     rt.launch(4, 8, stress_kernel(2_000)).unwrap();
     rt.synchronize().unwrap();
     let out = std::fs::read(&path).unwrap();
@@ -105,7 +117,11 @@ fn tiny_ring_and_arena_apply_backpressure() {
     // wrapped many times: producers must have waited for space, and nothing was dropped.
     let sqes = rt.stats().sqes as u64;
     assert!(out.len() as u64 > 100 * log, "output {} bytes", out.len());
-    assert!(sqes >= out.len() as u64 / log, "{sqes} SQEs for {} bytes through a {log}-byte log", out.len());
+    assert!(
+        sqes >= out.len() as u64 / log,
+        "{sqes} SQEs for {} bytes through a {log}-byte log",
+        out.len()
+    );
     assert!(sqes > 8 * 10, "SQ of 8 wrapped only {sqes} times");
     drop(rt);
     check_lines(&out, 32, 2_000);
@@ -159,7 +175,10 @@ fn a_slow_pipe_reader_loses_nothing_and_the_writers_wait() {
     // The writers could not finish before the reader had taken most of the output: they
     // waited (backpressure) instead of dropping or buffering without bound.
     let waited = Duration::from_micros(last_line_at.load(Ordering::Relaxed));
-    assert!(waited > Duration::from_millis(50), "writers finished after {waited:?}: they did not wait for the reader");
+    assert!(
+        waited > Duration::from_millis(50),
+        "writers finished after {waited:?}: they did not wait for the reader"
+    );
 }
 
 #[test]
@@ -195,7 +214,15 @@ fn formatting_matches_std() {
     let (f, path) = temp_file("fmt.txt");
     let rt = builder().stdout_fd(f.as_raw_fd()).build().unwrap();
     rt.launch(1, 1, || {
-        println!("{} {:?} {:>6.2} {:#x} {:08b} {:e}", "str", ("tuple", 1), 3.14159f64, 255u32, 5u8, 1234.5f32);
+        println!(
+            "{} {:?} {:>6.2} {:#x} {:08b} {:e}",
+            "str",
+            ("tuple", 1),
+            -12.3456f64,
+            255u32,
+            5u8,
+            1234.5f32
+        );
         print!("no newline, ");
         print!("then one\n");
         println!();
@@ -208,7 +235,7 @@ fn formatting_matches_std() {
         "{} {:?} {:>6.2} {:#x} {:08b} {:e}\nno newline, then one\n\n{{braces}} {name}\n",
         "str",
         ("tuple", 1),
-        3.14159f64,
+        -12.3456f64,
         255u32,
         5u8,
         1234.5f32,
@@ -222,7 +249,12 @@ fn long_lines_stay_whole() {
     let _wd = watchdog("long_lines_stay_whole", 120);
     let (f, path) = temp_file("long.txt");
     // A log smaller than one line: 64 KiB and 200 KiB lines go out in pieces, whole.
-    let rt = builder().stdout_fd(f.as_raw_fd()).log_bytes(4096).sq_entries(8).build().unwrap();
+    let rt = builder()
+        .stdout_fd(f.as_raw_fd())
+        .log_bytes(4096)
+        .sq_entries(8)
+        .build()
+        .unwrap();
     rt.launch(1, 4, || {
         let t = gpuio::device::thread_idx() as u8;
         let c = (b'a' + t) as char;
@@ -263,10 +295,17 @@ impl std::fmt::Display for Repeat {
 
 #[test]
 fn stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one() {
-    let _wd = watchdog("stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one", 120);
+    let _wd = watchdog(
+        "stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one",
+        120,
+    );
     let (out, out_path) = temp_file("out.txt");
     let (err, err_path) = temp_file("err.txt");
-    let rt = builder().stdout_fd(out.as_raw_fd()).stderr_fd(err.as_raw_fd()).build().unwrap();
+    let rt = builder()
+        .stdout_fd(out.as_raw_fd())
+        .stderr_fd(err.as_raw_fd())
+        .build()
+        .unwrap();
     rt.launch(1, 2, || {
         println!("out {}", gpuio::device::thread_idx());
         eprintln!("err {}", gpuio::device::thread_idx());
@@ -274,8 +313,16 @@ fn stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_on
     .unwrap();
     rt.synchronize().unwrap();
     drop(rt);
-    let mut o: Vec<String> = std::fs::read_to_string(out_path).unwrap().lines().map(String::from).collect();
-    let mut e: Vec<String> = std::fs::read_to_string(err_path).unwrap().lines().map(String::from).collect();
+    let mut o: Vec<String> = std::fs::read_to_string(out_path)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let mut e: Vec<String> = std::fs::read_to_string(err_path)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
     o.sort();
     e.sort();
     assert_eq!(o, ["out 0", "out 1"]);
@@ -284,7 +331,11 @@ fn stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_on
     // `> file 2>&1`: both go to one file. Two positional streams would overwrite each
     // other at the same offsets; one shared stream keeps every line.
     let (both, both_path) = temp_file("both.txt");
-    let rt = builder().stdout_fd(both.as_raw_fd()).stderr_fd(both.as_raw_fd()).build().unwrap();
+    let rt = builder()
+        .stdout_fd(both.as_raw_fd())
+        .stderr_fd(both.as_raw_fd())
+        .build()
+        .unwrap();
     rt.launch(1, 8, || {
         for i in 0..500 {
             println!("t={} i={i}", gpuio::device::thread_idx());
@@ -310,7 +361,10 @@ fn host_writes_between_kernels_stay_in_order() {
         rt.synchronize().unwrap();
     }
     drop(rt);
-    assert_eq!(std::fs::read_to_string(path).unwrap(), "host 0\nkernel 0\nhost 1\nkernel 1\nhost 2\nkernel 2\n");
+    assert_eq!(
+        std::fs::read_to_string(path).unwrap(),
+        "host 0\nkernel 0\nhost 1\nkernel 1\nhost 2\nkernel 2\n"
+    );
 }
 
 /// A simulated warp of `n` lanes on `n` host threads, for the aggregation path (a CPU
@@ -359,12 +413,21 @@ fn a_warp_println_is_one_record_in_lane_order() {
     let warps = 6;
     let prints = 300;
     // A small log and many warps: records would interleave if lanes reserved separately.
-    let rt = builder().stdout_fd(f.as_raw_fd()).log_bytes(1024).sq_entries(8).build().unwrap();
+    let rt = builder()
+        .stdout_fd(f.as_raw_fd())
+        .log_bytes(1024)
+        .sq_entries(8)
+        .build()
+        .unwrap();
     let ctx = rt.context();
     let stream = ctx.stream(false);
     std::thread::scope(|s| {
         for w in 0..warps {
-            let warp = Arc::new(SimWarp { lanes, barrier: Barrier::new(lanes), slots: Mutex::new(vec![0; lanes]) });
+            let warp = Arc::new(SimWarp {
+                lanes,
+                barrier: Barrier::new(lanes),
+                slots: Mutex::new(vec![0; lanes]),
+            });
             for lane in 0..lanes {
                 let warp = warp.clone();
                 s.spawn(move || {
@@ -394,7 +457,11 @@ fn a_warp_println_is_one_record_in_lane_order() {
     for rec in lines.chunks(lanes) {
         let head = rec[0].split(" lane=").next().unwrap();
         for (lane, line) in rec.iter().enumerate() {
-            assert_eq!(*line, format!("{head} lane={lane}{}", ".".repeat(lane * 3)), "record torn: {rec:?}");
+            assert_eq!(
+                *line,
+                format!("{head} lane={lane}{}", ".".repeat(lane * 3)),
+                "record torn: {rec:?}"
+            );
         }
     }
     // One reservation per warp print: never more SQEs than warp prints (group commit
@@ -406,7 +473,10 @@ fn a_warp_println_is_one_record_in_lane_order() {
 fn forcing_an_unavailable_backend_is_an_explained_error() {
     let _wd = watchdog("forcing_an_unavailable_backend_is_an_explained_error", 120);
     match Runtime::builder().backend(Backend::Cuda).build() {
-        Err(Error::BackendUnavailable { backend: "cuda", reason }) => assert!(!reason.is_empty()),
+        Err(Error::BackendUnavailable {
+            backend: "cuda",
+            reason,
+        }) => assert!(!reason.is_empty()),
         Err(e) => panic!("wrong error: {e}"),
         Ok(_) => panic!("this build has no CUDA backend, yet it was accepted"),
     }

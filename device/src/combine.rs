@@ -32,8 +32,11 @@ pub struct Combiner {
 
 impl Combiner {
     /// An unlocked combiner with no request.
-    pub const fn new() -> Self {
-        Combiner { lock: AtomicU32::new(0), pending: AtomicU32::new(0) }
+    pub fn new() -> Self {
+        Combiner {
+            lock: AtomicU32::new(0),
+            pending: AtomicU32::new(0),
+        }
     }
 
     /// Leaves a request without trying to run it: the next `run` (by anyone) will.
@@ -62,7 +65,11 @@ impl Combiner {
                 return ran;
             }
             // Acquire, system scope: the previous holder's work happens-before ours.
-            if self.lock.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            if self
+                .lock
+                .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
                 return ran;
             }
             // AcqRel swap, system scope: synchronises with every request made so far.

@@ -18,7 +18,10 @@
 //! [`arch`] are the atomics and the target-specific parts.
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch, stdarch_nvptx))]
-#![cfg_attr(target_arch = "amdgpu", feature(stdarch_amdgpu, core_intrinsics, gpu_intrinsics, link_llvm_intrinsics))]
+#![cfg_attr(
+    target_arch = "amdgpu",
+    feature(stdarch_amdgpu, core_intrinsics, gpu_intrinsics, link_llvm_intrinsics)
+)]
 #![cfg_attr(any(target_arch = "amdgpu", target_arch = "nvptx64"), allow(internal_features))]
 
 pub mod arch;

@@ -69,7 +69,12 @@ fn emit_long(ctx: &Context, stream: &Stream, newline: bool, args: fmt::Arguments
     }
     let pos = stream.reserve(len);
     let body_end = pos + len - newline as u64;
-    let mut w = InPlace { ctx, stream, pos, end: body_end };
+    let mut w = InPlace {
+        ctx,
+        stream,
+        pos,
+        end: body_end,
+    };
     let _ = w.write_fmt(args);
     // A Display that printed less the second time: pad, so the range is whole.
     while w.pos < body_end {
@@ -91,7 +96,10 @@ struct LineBuf {
 
 impl LineBuf {
     fn new() -> Self {
-        LineBuf { buf: [0; LINE_BUF], len: 0 }
+        LineBuf {
+            buf: [0; LINE_BUF],
+            len: 0,
+        }
     }
 
     /// Formats into the buffer; `false` if it did not fit (or a Display failed).

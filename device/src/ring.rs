@@ -30,7 +30,7 @@
 //!      plus unreaped CQEs once `t` is published. Waiting for `t - cq_head < cq_entries`
 //!      means the CQ can never overflow; flushing an overflowed CQ takes a syscall that a
 //!      GPU cannot make.
-//!    While waiting, the submitter *helps*: it reaps completions, which frees credits.
+//!      While waiting, the submitter *helps*: it reaps completions, which frees credits.
 //! 3. **Write** the SQE with plain stores. The slot is ours alone.
 //! 4. **Ready.** `ready[t & mask].store(t + 1, Release)`: the SQE bytes, and the payload the
 //!    caller wrote before submitting, happen-before anyone who acquires this flag.

@@ -39,10 +39,10 @@
 //! A failed write is counted with its errno and the bytes and lines it lost; the host's
 //! `synchronize` reports them. The stream carries on with newer lines.
 
+use crate::combine::Combiner;
 use crate::context::Context;
 use crate::sync::{copy_to_cells, read_cells, AtomicI32, AtomicU32, AtomicU64, Backoff, Ordering, Padded, SharedCell};
 use crate::uapi::{Sqe, IORING_OP_WRITE, OFF_CURRENT_POSITION};
-use crate::combine::Combiner;
 
 /// Largest single write: Linux caps one write at `0x7ffff000` bytes.
 pub const MAX_WRITE: u64 = 1 << 30;
@@ -65,7 +65,7 @@ pub struct Flight {
 
 impl Flight {
     /// An unused flight.
-    pub const fn new() -> Self {
+    pub fn new() -> Self {
         Flight {
             start: AtomicU64::new(0),
             cursor: AtomicU64::new(0),
@@ -96,7 +96,7 @@ pub struct WriteErrors {
 }
 
 impl WriteErrors {
-    const fn new() -> Self {
+    fn new() -> Self {
         WriteErrors {
             failed_writes: AtomicU32::new(0),
             last_errno: AtomicI32::new(0),
@@ -150,6 +150,7 @@ impl Stream {
     /// `buf` (`cap` bytes), `bits` (`cap / 64` zeroed words) and `flights` (`max_flights`
     /// unused flights) stay valid while the stream is used. `cap` is a power of two of at
     /// least 64; `max_flights` is a power of two, and 1 unless `positional`.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn new(
         index: u32,
         fd: i32,
@@ -353,9 +354,13 @@ impl Stream {
         let f = self.flight(seq);
         let cursor = f.cursor.load(Ordering::Relaxed);
         let end = f.end.load(Ordering::Relaxed);
-        if res < 0 || res == 0 {
+        if res <= 0 {
             // A write that fails, or makes no progress, loses the rest of the flight.
-            let errno = if res < 0 { -res } else { 5 /* EIO */ };
+            let errno = if res < 0 {
+                -res
+            } else {
+                5 /* EIO */
+            };
             self.lose(cursor, end, errno);
             f.state.store(DONE, Ordering::Relaxed);
         } else if (res as u64) < end - cursor {
@@ -416,7 +421,11 @@ impl Stream {
             let wrap = (p | (self.cap - 1)) + 1;
             let hi = e.min(wrap);
             // SAFETY: the flight's bytes stay untouched until `released` passes them.
-            unsafe { read_cells(self.cell(p), (hi - p) as usize, |b| lines += b.iter().filter(|&&c| c == b'\n').count() as u64) };
+            unsafe {
+                read_cells(self.cell(p), (hi - p) as usize, |b| {
+                    lines += b.iter().filter(|&&c| c == b'\n').count() as u64
+                })
+            };
             p = hi;
         }
         let errs = &self.errors;

@@ -36,7 +36,9 @@ impl Backend {
             "cpu" => Ok(Some(Backend::Cpu)),
             "cuda" => Ok(Some(Backend::Cuda)),
             "hsa" | "amd" | "rocm" => Ok(Some(Backend::Hsa)),
-            other => Err(Error::Config(format!("GPUIO_BACKEND={other:?}: expected cpu, cuda, hsa or auto"))),
+            other => Err(Error::Config(format!(
+                "GPUIO_BACKEND={other:?}: expected cpu, cuda, hsa or auto"
+            ))),
         }
     }
 
@@ -59,7 +61,10 @@ pub fn select(requested: Option<Backend>) -> Result<(Backend, Option<String>)> {
     };
     match requested {
         Some(Backend::Cpu) => Ok((Backend::Cpu, None)),
-        Some(b) => Err(Error::BackendUnavailable { backend: b.name(), reason: availability(b).unwrap_err() }),
+        Some(b) => Err(Error::BackendUnavailable {
+            backend: b.name(),
+            reason: availability(b).unwrap_err(),
+        }),
         None => {
             let mut why = Vec::new();
             for b in [Backend::Cuda, Backend::Hsa] {
@@ -68,7 +73,13 @@ pub fn select(requested: Option<Backend>) -> Result<(Backend, Option<String>)> {
                     Err(e) => why.push(format!("{}: {e}", b.name())),
                 }
             }
-            Ok((Backend::Cpu, Some(format!("gpuio: running kernels on the CPU backend ({})", why.join("; ")))))
+            Ok((
+                Backend::Cpu,
+                Some(format!(
+                    "gpuio: running kernels on the CPU backend ({})",
+                    why.join("; ")
+                )),
+            ))
         }
     }
 }
@@ -79,7 +90,9 @@ pub fn availability(b: Backend) -> std::result::Result<(), String> {
         Backend::Cpu => Ok(()),
         Backend::Cuda => {
             let n = probe_cuda()?;
-            Err(format!("{n} CUDA device(s) found, but this build has no CUDA backend yet"))
+            Err(format!(
+                "{n} CUDA device(s) found, but this build has no CUDA backend yet"
+            ))
         }
         Backend::Hsa => {
             probe_hsa()?;
@@ -126,7 +139,10 @@ fn probe_cuda() -> std::result::Result<i32, String> {
     type CuDeviceGetCount = unsafe extern "C" fn(*mut i32) -> i32;
     // SAFETY: the CUDA driver API's documented signatures.
     let (init, count) = unsafe {
-        (lib.symbol::<CuInit>(c"cuInit"), lib.symbol::<CuDeviceGetCount>(c"cuDeviceGetCount"))
+        (
+            lib.symbol::<CuInit>(c"cuInit"),
+            lib.symbol::<CuDeviceGetCount>(c"cuDeviceGetCount"),
+        )
     };
     let (init, count) = init.zip(count).ok_or("libcuda.so.1 lacks cuInit/cuDeviceGetCount")?;
     // SAFETY: documented calls with valid arguments.
@@ -145,16 +161,24 @@ fn probe_cuda() -> std::result::Result<i32, String> {
 
 /// Whether HSA initialises, or why not.
 fn probe_hsa() -> std::result::Result<(), String> {
-    let lib = Library::open(c"libhsa-runtime64.so.1")
-        .ok_or("libhsa-runtime64.so.1 not found (no ROCm runtime installed)")?;
+    let lib =
+        Library::open(c"libhsa-runtime64.so.1").ok_or("libhsa-runtime64.so.1 not found (no ROCm runtime installed)")?;
     type HsaInit = unsafe extern "C" fn() -> u32;
     // SAFETY: documented HSA signatures.
-    let (init, shut) = unsafe { (lib.symbol::<HsaInit>(c"hsa_init"), lib.symbol::<HsaInit>(c"hsa_shut_down")) };
+    let (init, shut) = unsafe {
+        (
+            lib.symbol::<HsaInit>(c"hsa_init"),
+            lib.symbol::<HsaInit>(c"hsa_shut_down"),
+        )
+    };
     let (init, shut) = init.zip(shut).ok_or("libhsa-runtime64.so.1 lacks hsa_init")?;
     // SAFETY: documented calls.
     let rc = unsafe { init() };
     if rc == 0x1008 {
-        return Err("hsa_init failed with 0x1008 (HSA_STATUS_ERROR_OUT_OF_RESOURCES): /dev/kfd is absent, no AMD GPU driver".into());
+        return Err(
+            "hsa_init failed with 0x1008 (HSA_STATUS_ERROR_OUT_OF_RESOURCES): /dev/kfd is absent, no AMD GPU driver"
+                .into(),
+        );
     }
     if rc != 0 {
         return Err(format!("hsa_init failed with status {rc:#x}"));

@@ -53,7 +53,10 @@ impl Mapping {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Mapping { ptr: NonNull::new(p as *mut u8).expect("mmap returned null"), len })
+        Ok(Mapping {
+            ptr: NonNull::new(p as *mut u8).expect("mmap returned null"),
+            len,
+        })
     }
 
     /// First byte.

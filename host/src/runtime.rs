@@ -101,10 +101,16 @@ impl Builder {
     pub fn build(self) -> Result<Runtime> {
         let (backend, notice) = backend::select(self.backend)?;
         if !self.log_bytes.is_power_of_two() || self.log_bytes < 64 {
-            return Err(Error::Config(format!("log_bytes must be a power of two >= 64, not {}", self.log_bytes)));
+            return Err(Error::Config(format!(
+                "log_bytes must be a power of two >= 64, not {}",
+                self.log_bytes
+            )));
         }
         if !self.max_flights.is_power_of_two() {
-            return Err(Error::Config(format!("max_flights must be a power of two, not {}", self.max_flights)));
+            return Err(Error::Config(format!(
+                "max_flights must be a power of two, not {}",
+                self.max_flights
+            )));
         }
         let cq_entries = self.cq_entries.unwrap_or(self.sq_entries.saturating_mul(2));
         let uring = Uring::new(UringConfig {
@@ -113,13 +119,21 @@ impl Builder {
             sq_thread_idle_ms: self.sq_thread_idle_ms,
         })?;
         let shared = Arc::new(Shared::new(uring, &self)?);
-        let waker = Waker::start(shared.clone()).map_err(|e| Error::Os { what: "starting the waker thread", source: e })?;
+        let waker = Waker::start(shared.clone()).map_err(|e| Error::Os {
+            what: "starting the waker thread",
+            source: e,
+        })?;
         if let Some(n) = notice {
             if std::env::var_os("GPUIO_QUIET").is_none() {
                 eprintln!("{n}");
             }
         }
-        Ok(Runtime { shared, waker, backend, kernels: Mutex::new(Vec::new()) })
+        Ok(Runtime {
+            shared,
+            waker,
+            backend,
+            kernels: Mutex::new(Vec::new()),
+        })
     }
 }
 
@@ -152,7 +166,11 @@ impl Layout {
             at = round_up(at + log_bytes, 4096);
             *s = (flights, bits, buf);
         }
-        Layout { ready, streams, total: at }
+        Layout {
+            ready,
+            streams,
+            total: at,
+        }
     }
 }
 
@@ -190,7 +208,10 @@ impl Shared {
     fn new(uring: Uring, cfg: &Builder) -> Result<Shared> {
         let p = uring.params;
         let layout = Layout::new(p.sq_entries, cfg.log_bytes, cfg.max_flights);
-        let arena = Mapping::new(layout.total).map_err(|e| Error::Os { what: "mmap of the arena", source: e })?;
+        let arena = Mapping::new(layout.total).map_err(|e| Error::Os {
+            what: "mmap of the arena",
+            source: e,
+        })?;
         let base = arena.as_ptr();
         let fds = [cfg.stdout_fd, cfg.stderr_fd];
         // SAFETY: every pointer below points into `uring`'s or `arena`'s mappings at the
@@ -248,7 +269,11 @@ impl Shared {
     /// Streams that print to distinct files.
     fn live_streams(&self) -> impl Iterator<Item = &Stream> {
         let ctx = self.context();
-        ctx.streams.iter().enumerate().filter(move |(i, _)| *i == 0 || ctx.stderr_stream as usize == *i).map(|(_, s)| s)
+        ctx.streams
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| *i == 0 || ctx.stderr_stream as usize == *i)
+            .map(|(_, s)| s)
     }
 }
 
@@ -295,7 +320,10 @@ impl Runtime {
 
     /// Counters.
     pub fn stats(&self) -> Stats {
-        Stats { sqes: self.context().ring.submitted(), wakeups: self.waker.wakeups() }
+        Stats {
+            sqes: self.context().ring.submitted(),
+            wakeups: self.waker.wakeups(),
+        }
     }
 
     /// Launches `kernel` on `grid * block` threads (CPU backend: one host thread each,
@@ -305,11 +333,16 @@ impl Runtime {
         F: Fn() + Send + Sync + 'static,
     {
         if self.backend != Backend::Cpu {
-            return Err(Error::BackendUnavailable { backend: self.backend.name(), reason: "closures run only on the CPU backend".into() });
+            return Err(Error::BackendUnavailable {
+                backend: self.backend.name(),
+                reason: "closures run only on the CPU backend".into(),
+            });
         }
         let n = grid as u64 * block as u64;
         if n == 0 || n > 1 << 16 {
-            return Err(Error::Config(format!("the CPU backend runs 1..=65536 threads, not {grid} x {block}")));
+            return Err(Error::Config(format!(
+                "the CPU backend runs 1..=65536 threads, not {grid} x {block}"
+            )));
         }
         let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
         if kernels.is_empty() {
@@ -318,13 +351,21 @@ impl Runtime {
         self.waker.activate();
         let kernel = Arc::new(kernel);
         for i in 0..n as u32 {
-            let ids = ThreadIds { thread_idx: i % block, block_idx: i / block, block_dim: block, grid_dim: grid };
+            let ids = ThreadIds {
+                thread_idx: i % block,
+                block_idx: i / block,
+                block_dim: block,
+                grid_dim: grid,
+            };
             let (shared, kernel) = (self.shared.clone(), kernel.clone());
             let spawned = std::thread::Builder::new().stack_size(256 << 10).spawn(move || {
                 // SAFETY: `shared` (and so the context) outlives this thread: we hold an Arc.
                 let _in_kernel = unsafe { enter(shared.context(), ids) };
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kernel())).map_err(|p| {
-                    let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+                    let msg = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned());
                     format!("thread {i} panicked: {}", msg.unwrap_or_else(|| "(no message)".into()))
                 })
             });
@@ -333,7 +374,10 @@ impl Runtime {
                 Err(e) => {
                     drop(kernels);
                     let _ = self.synchronize();
-                    return Err(Error::Os { what: "spawning a kernel thread", source: e });
+                    return Err(Error::Os {
+                        what: "spawning a kernel thread",
+                        source: e,
+                    });
                 }
             }
         }
@@ -414,7 +458,10 @@ impl Runtime {
     fn settle_positions(&self) {
         for s in self.shared.live_streams() {
             if s.positional != 0 {
-                let end = s.base.load(Ordering::Acquire).wrapping_add(s.reserved.load(Ordering::Acquire));
+                let end = s
+                    .base
+                    .load(Ordering::Acquire)
+                    .wrapping_add(s.reserved.load(Ordering::Acquire));
                 // SAFETY: lseek on the stream's fd moves only its offset.
                 unsafe { libc::lseek(s.fd, end as libc::off_t, libc::SEEK_SET) };
             }

@@ -48,10 +48,15 @@ impl Uring {
                 cfg.sq_entries, cfg.cq_entries
             )));
         }
-        let sqes = Mapping::new(cfg.sq_entries as usize * size_of::<Sqe>())
-            .map_err(|e| Error::Os { what: "mmap of the SQE array", source: e })?;
+        let sqes = Mapping::new(cfg.sq_entries as usize * size_of::<Sqe>()).map_err(|e| Error::Os {
+            what: "mmap of the SQE array",
+            source: e,
+        })?;
         let rings_len = round_up(RINGS_HEADER + cfg.cq_entries as usize * size_of::<Cqe>(), page_size());
-        let rings = Mapping::new(rings_len).map_err(|e| Error::Os { what: "mmap of the rings", source: e })?;
+        let rings = Mapping::new(rings_len).map_err(|e| Error::Os {
+            what: "mmap of the rings",
+            source: e,
+        })?;
 
         let mut p = Params {
             flags: IORING_SETUP_SQPOLL | IORING_SETUP_NO_MMAP | IORING_SETUP_NO_SQARRAY | IORING_SETUP_CQSIZE,
@@ -77,10 +82,16 @@ impl Uring {
             )));
         }
         let cq_end = p.cq_off.cqes as usize + p.cq_entries as usize * size_of::<Cqe>();
-        let hdr_max = [p.sq_off.head, p.sq_off.tail, p.sq_off.flags, p.cq_off.head, p.cq_off.tail]
-            .into_iter()
-            .max()
-            .unwrap_or(0) as usize;
+        let hdr_max = [
+            p.sq_off.head,
+            p.sq_off.tail,
+            p.sq_off.flags,
+            p.cq_off.head,
+            p.cq_off.tail,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0) as usize;
         if cq_end > rings.len() || hdr_max + 4 > rings.len() {
             return Err(Error::Config(format!(
                 "the kernel's ring layout ({cq_end} bytes) exceeds the {} bytes mapped",
@@ -92,7 +103,12 @@ impl Uring {
                 "the kernel lacks IORING_FEAT_NODROP (Linux 5.5+), so completions could be lost".into(),
             ));
         }
-        Ok(Uring { fd, params: p, sqes, rings })
+        Ok(Uring {
+            fd,
+            params: p,
+            sqes,
+            rings,
+        })
     }
 
     /// The ring's file descriptor.
@@ -110,14 +126,26 @@ impl Uring {
     pub fn wake_sqpoll(&self) {
         // SAFETY: io_uring_enter with no submissions and no arguments touches no memory.
         unsafe {
-            libc::syscall(libc::SYS_io_uring_enter, self.fd(), 0u32, 0u32, IORING_ENTER_SQ_WAKEUP, 0usize, 0usize)
+            libc::syscall(
+                libc::SYS_io_uring_enter,
+                self.fd(),
+                0u32,
+                0u32,
+                IORING_ENTER_SQ_WAKEUP,
+                0usize,
+                0usize,
+            )
         };
     }
 }
 
 /// `/proc/sys/kernel/io_uring_disabled`, if readable.
 fn read_io_uring_disabled() -> Option<u32> {
-    std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled").ok()?.trim().parse().ok()
+    std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Explains why `io_uring_setup` failed, naming the cause.
@@ -125,8 +153,10 @@ pub fn diagnose_setup(err: io::Error, io_uring_disabled: Option<u32>) -> Error {
     let why = match err.raw_os_error() {
         Some(libc::ENOSYS) => "io_uring_setup returned ENOSYS: this kernel has no io_uring support".to_string(),
         Some(libc::EPERM) => match io_uring_disabled {
-            Some(2) => "io_uring_setup returned EPERM: io_uring is disabled system-wide (sysctl kernel.io_uring_disabled=2)"
-                .to_string(),
+            Some(2) => {
+                "io_uring_setup returned EPERM: io_uring is disabled system-wide (sysctl kernel.io_uring_disabled=2)"
+                    .to_string()
+            }
             Some(1) => "io_uring_setup returned EPERM: io_uring is limited to the group in kernel.io_uring_group \
                         (sysctl kernel.io_uring_disabled=1) and this process is not in it"
                 .to_string(),
@@ -159,9 +189,17 @@ mod tests {
 
     #[test]
     fn rejects_bad_sizes() {
-        let e = Uring::new(UringConfig { sq_entries: 3, cq_entries: 8, sq_thread_idle_ms: 1 });
+        let e = Uring::new(UringConfig {
+            sq_entries: 3,
+            cq_entries: 8,
+            sq_thread_idle_ms: 1,
+        });
         assert!(matches!(e, Err(Error::Config(_))));
-        let e = Uring::new(UringConfig { sq_entries: 16, cq_entries: 8, sq_thread_idle_ms: 1 });
+        let e = Uring::new(UringConfig {
+            sq_entries: 16,
+            cq_entries: 8,
+            sq_thread_idle_ms: 1,
+        });
         assert!(matches!(e, Err(Error::Config(_))));
     }
 }

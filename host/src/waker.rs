@@ -35,10 +35,19 @@ struct State {
 
 impl Waker {
     pub(crate) fn start(shared: Arc<Shared>) -> std::io::Result<Waker> {
-        let state = Arc::new(State { stop: AtomicBool::new(false), active: AtomicUsize::new(0), wakeups: AtomicU64::new(0) });
+        let state = Arc::new(State {
+            stop: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            wakeups: AtomicU64::new(0),
+        });
         let st = state.clone();
-        let handle = thread::Builder::new().name("gpuio-waker".into()).spawn(move || run(&shared, &st))?;
-        Ok(Waker { state, handle: Some(handle) })
+        let handle = thread::Builder::new()
+            .name("gpuio-waker".into())
+            .spawn(move || run(&shared, &st))?;
+        Ok(Waker {
+            state,
+            handle: Some(handle),
+        })
     }
 
     /// Kernels are running: look often.
