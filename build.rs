@@ -9,8 +9,8 @@
 //! first. A failed GPU build fails the build, with the compiler's messages.
 //!
 //! `GPUIO_SKIP_GPU_BUILD=1` skips the GPU builds (e.g. for a quick host-only check): both
-//! variables are then empty, and whatever loads a code object (the GPU backends, the
-//! `gpu_code_objects` test) fails at run time.
+//! variables then name empty files, and whatever loads a code object (the GPU backends,
+//! the `gpu_code_objects` test) fails at run time.
 
 use std::path::{Path, PathBuf};
 
@@ -29,13 +29,21 @@ fn main() {
     }
     println!("cargo:rerun-if-env-changed=GPUIO_SKIP_GPU_BUILD");
 
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     if std::env::var_os("GPUIO_SKIP_GPU_BUILD").is_some_and(|v| v == "1") {
-        println!("cargo:rustc-env=GPUIO_KERNELS_PTX=");
-        println!("cargo:rustc-env=GPUIO_KERNELS_HSACO=");
+        // Empty files, so that `include_str!(env!(..))` still compiles; loading them fails
+        // at run time with a clear error.
+        for (var, name) in [
+            ("GPUIO_KERNELS_PTX", "skipped.ptx"),
+            ("GPUIO_KERNELS_HSACO", "skipped.hsaco"),
+        ] {
+            let path = out_dir.join(name);
+            std::fs::write(&path, b"").expect("write to OUT_DIR");
+            println!("cargo:rustc-env={var}={}", path.display());
+        }
         return;
     }
 
-    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     let nvptx = GpuTarget::nvptx("sm_90");
     let amdgcn = GpuTarget::amdgcn("gfx90a");
     if let Err(e) = ensure_components(&[&nvptx, &amdgcn]) {

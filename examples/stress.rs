@@ -8,6 +8,9 @@
 //! `--sq-entries N`. Check the output with `cargo run --release --example check -- ...`.
 use std::os::fd::AsRawFd;
 
+/// The example kernels (`kernels/`), built for sm_90 by build.rs.
+const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
+
 fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: Option<T>) -> T {
     match args.iter().position(|a| a == name) {
         Some(i) => match args.get(i + 1).map(|v| v.parse()) {
@@ -29,8 +32,8 @@ fn main() {
     let lines: u32 = arg(&args, "--lines", None);
     let output: String = arg(&args, "--output", None);
     let width: u32 = arg(&args, "--width", Some(0));
-    let block: u32 = arg(&args, "--block", Some(threads.clamp(1, 1024)));
-    let log_bytes: usize = arg(&args, "--log-bytes", Some(4 << 20));
+    let block: u32 = arg(&args, "--block", Some(threads.clamp(1, 256)));
+    let log_bytes: usize = arg(&args, "--log-bytes", Some(0));
     let sq_entries: u32 = arg(&args, "--sq-entries", Some(256));
     if threads == 0 || !threads.is_multiple_of(block) {
         fail("--threads must be a positive multiple of --block");
@@ -38,15 +41,28 @@ fn main() {
     let file = (output != "-")
         .then(|| std::fs::File::create(&output).unwrap_or_else(|e| fail(&format!("cannot create {output}: {e}"))));
     let fd = file.as_ref().map_or(1, |f| f.as_raw_fd());
-    let rt = gpuio::Runtime::builder()
+    let mut builder = gpuio::Runtime::builder();
+    if log_bytes != 0 {
+        builder = builder.log_bytes(log_bytes);
+    }
+    let rt = builder
         .stdout_fd(fd)
-        .log_bytes(log_bytes)
         .sq_entries(sq_entries)
         .build()
         .unwrap_or_else(|e| fail(&e.to_string()));
+    let module = match rt.backend() {
+        gpuio::Backend::Cuda => {
+            eprintln!("stress: on {}", rt.device_name().unwrap_or("a CUDA GPU"));
+            Some(rt.load_module(PTX).unwrap_or_else(|e| fail(&e.to_string())))
+        }
+        _ => None,
+    };
     let start = std::time::Instant::now();
-    rt.launch(threads / block, block, move || gpuio_kernels::stress(lines, width))
-        .unwrap_or_else(|e| fail(&e.to_string()));
+    let launched = match &module {
+        Some(m) => m.launch("stress", threads / block, block, &[lines.into(), width.into()]),
+        None => rt.launch(threads / block, block, move || gpuio_kernels::stress(lines, width)),
+    };
+    launched.unwrap_or_else(|e| fail(&e.to_string()));
     let result = rt.synchronize();
     let secs = start.elapsed().as_secs_f64();
     let total = threads as u64 * lines as u64;
@@ -57,6 +73,7 @@ fn main() {
         rt.stats().sqes,
         rt.stats().wakeups
     );
+    drop(module);
     if let Err(e) = result {
         eprintln!("stress: {e}");
         std::process::exit(1);

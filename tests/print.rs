@@ -419,7 +419,7 @@ fn a_warp_println_is_one_record_in_lane_order() {
         .sq_entries(8)
         .build()
         .unwrap();
-    let ctx = rt.context();
+    let ctx = rt.context().expect("the CPU backend keeps its context in host memory");
     let stream = ctx.stream(false);
     std::thread::scope(|s| {
         for w in 0..warps {

@@ -18,8 +18,9 @@
 //! sequence: the holder's `pending.swap(0, AcqRel)` synchronises with *every* requester
 //! before it, making each requester's input visible to the run.
 //!
-//! Scope: system (all atomics here are `crate::sync` atomics). On GPUs only one lane of a
-//! warp calls it, so a lane never contends with its own warp.
+//! Scope: system (all atomics here are `crate::sync` atomics). Several lanes of one warp
+//! may call it at once (each waiting lane helps); that is safe because nobody ever waits
+//! for the lock, so lanes of one warp cannot deadlock on it.
 
 use crate::sync::{fence, AtomicU32, Ordering};
 

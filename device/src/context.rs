@@ -97,6 +97,26 @@ impl Context {
         }
     }
 
+    /// Runs the protocol until every stream is written out and every request completed.
+    /// `waiting` runs between rounds (the host wakes SQPOLL there; a GPU cannot).
+    ///
+    /// Only while no kernel prints into this context: the host's drain on the CPU
+    /// backend, the `gpuio_drain` kernel on GPUs.
+    pub fn drain(&self, mut waiting: impl FnMut()) {
+        let mut backoff = crate::sync::Backoff::new();
+        loop {
+            self.progress();
+            for s in &self.streams {
+                self.flush(s);
+            }
+            if self.idle() {
+                return;
+            }
+            waiting();
+            backoff.snooze();
+        }
+    }
+
     /// Whether everything submitted has completed and every stream is written out.
     pub fn idle(&self) -> bool {
         self.streams.iter().all(|s| s.idle()) && self.ring.idle()

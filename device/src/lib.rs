@@ -22,6 +22,7 @@
     target_arch = "amdgpu",
     feature(stdarch_amdgpu, core_intrinsics, gpu_intrinsics, link_llvm_intrinsics)
 )]
+#![cfg_attr(any(target_arch = "amdgpu", target_arch = "nvptx64"), feature(abi_gpu_kernel))]
 #![cfg_attr(any(target_arch = "amdgpu", target_arch = "nvptx64"), allow(internal_features))]
 
 pub mod arch;
@@ -41,6 +42,20 @@ pub use context::Context;
 #[inline]
 pub fn global_thread_idx() -> u64 {
     block_idx() as u64 * block_dim() as u64 + thread_idx() as u64
+}
+
+/// Writes out everything the kernels of this context printed. The host launches it on one
+/// thread after they finished (GPU backends: the host never runs protocol code on a
+/// context in device memory, and PCIe atomics are not atomic against the CPU's).
+/// Every GPU code object that links this crate exports it.
+#[cfg(any(target_arch = "amdgpu", target_arch = "nvptx64"))]
+#[no_mangle]
+pub extern "gpu-kernel" fn gpuio_drain() {
+    let ctx = arch::context();
+    if !ctx.is_null() {
+        // SAFETY: the host installed a context that outlives every kernel of this module.
+        unsafe { &*ctx }.drain(|| {});
+    }
 }
 
 /// Prints to the runtime's stdout, like std's `print!`.

@@ -54,9 +54,9 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     if !fits {
         emit_long(ctx, stream, newline, args);
     }
-    if g.is_leader() {
-        ctx.progress();
-    }
+    // No reaping here: completions are reaped by a flush that finds its flights full, by
+    // threads waiting for log space, and by the drain. (On a GPU, looking at the CQ means
+    // reads across PCIe; doing it on every print costs more than the print.)
 }
 
 /// The slow path: measure, reserve, format in place.

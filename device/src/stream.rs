@@ -230,7 +230,11 @@ impl Stream {
             if pos < limit {
                 return limit - pos;
             }
-            ctx.help(self);
+            // Help, unless another agent is flushing already: thousands of waiting GPU
+            // threads piling onto the flusher's words would only slow it down.
+            if !self.flusher.busy() {
+                ctx.help(self);
+            }
             backoff.snooze();
         }
     }
@@ -281,7 +285,13 @@ impl Stream {
             // Acquire: pairs with the reaper's release of the tail; the slot is free.
             let tail = self.flight_tail.load(Ordering::Acquire);
             if head.wrapping_sub(tail) >= self.max_flights {
-                return; // the reaper requests another flush when a flight lands
+                // All flights are out: collect completions (reaping never submits, so this
+                // cannot wait on ourselves), then look again.
+                ctx.reap();
+                if head.wrapping_sub(self.flight_tail.load(Ordering::Acquire)) >= self.max_flights {
+                    return; // the reaper requests another flush when a flight lands
+                }
+                continue;
             }
             let start = self.flushed.load(Ordering::Relaxed);
             // Acquire: bits of released bytes were cleared before `released` moved.

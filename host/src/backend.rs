@@ -4,7 +4,10 @@
 //! backend that cannot run here is an error that says why. Detection loads the driver
 //! libraries at run time: building needs neither CUDA nor ROCm.
 
-use std::ffi::{c_void, CStr};
+use std::sync::Arc;
+
+use crate::cuda::Cuda;
+use crate::dl::Library;
 
 use crate::error::{Error, Result};
 
@@ -52,111 +55,53 @@ impl Backend {
     }
 }
 
-/// Picks the backend: `requested`, else `GPUIO_BACKEND`, else the first available.
-/// Returns the backend and, when the choice fell back, a one-line notice of why.
-pub fn select(requested: Option<Backend>) -> Result<(Backend, Option<String>)> {
+/// A backend, ready to run kernels.
+pub(crate) enum Opened {
+    Cpu,
+    Cuda(Arc<Cuda>),
+}
+
+/// Opens the backend: `requested`, else `GPUIO_BACKEND`, else the first available.
+/// Returns it and, when the choice fell back to the CPU, a one-line notice of why.
+pub(crate) fn open(requested: Option<Backend>) -> Result<(Opened, Option<String>)> {
     let requested = match requested {
         Some(b) => Some(b),
         None => Backend::from_env()?,
     };
     match requested {
-        Some(Backend::Cpu) => Ok((Backend::Cpu, None)),
-        Some(b) => Err(Error::BackendUnavailable {
-            backend: b.name(),
-            reason: availability(b).unwrap_err(),
+        Some(Backend::Cpu) => Ok((Opened::Cpu, None)),
+        Some(Backend::Cuda) => {
+            Cuda::open()
+                .map(|c| (Opened::Cuda(c), None))
+                .map_err(|reason| Error::BackendUnavailable {
+                    backend: "cuda",
+                    reason,
+                })
+        }
+        Some(Backend::Hsa) => Err(Error::BackendUnavailable {
+            backend: "hsa",
+            reason: hsa_unavailable(),
         }),
         None => {
-            let mut why = Vec::new();
-            for b in [Backend::Cuda, Backend::Hsa] {
-                match availability(b) {
-                    Ok(()) => return Ok((b, None)),
-                    Err(e) => why.push(format!("{}: {e}", b.name())),
-                }
-            }
+            let cuda = match Cuda::open() {
+                Ok(c) => return Ok((Opened::Cuda(c), None)),
+                Err(e) => e,
+            };
+            let why = format!("cuda: {cuda}; hsa: {}", hsa_unavailable());
             Ok((
-                Backend::Cpu,
-                Some(format!(
-                    "gpuio: running kernels on the CPU backend ({})",
-                    why.join("; ")
-                )),
+                Opened::Cpu,
+                Some(format!("gpuio: running kernels on the CPU backend ({why})")),
             ))
         }
     }
 }
 
-/// Whether `b` can run kernels here; the error says why not.
-pub fn availability(b: Backend) -> std::result::Result<(), String> {
-    match b {
-        Backend::Cpu => Ok(()),
-        Backend::Cuda => {
-            let n = probe_cuda()?;
-            Err(format!(
-                "{n} CUDA device(s) found, but this build has no CUDA backend yet"
-            ))
-        }
-        Backend::Hsa => {
-            probe_hsa()?;
-            Err("an AMD GPU agent was found, but this build has no HSA backend yet".into())
-        }
+/// Why the HSA backend cannot run here.
+fn hsa_unavailable() -> String {
+    match probe_hsa() {
+        Ok(()) => "an AMD GPU agent was found, but this build has no HSA backend yet".into(),
+        Err(e) => e,
     }
-}
-
-/// A library opened with `dlopen`, closed on drop.
-struct Library(*mut c_void);
-
-impl Library {
-    fn open(name: &CStr) -> Option<Library> {
-        // SAFETY: dlopen with a valid C string; the handle is closed on drop.
-        let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if h.is_null() {
-            None
-        } else {
-            Some(Library(h))
-        }
-    }
-
-    /// # Safety
-    /// `T` must be the symbol's real type (a function pointer type).
-    unsafe fn symbol<T: Copy>(&self, name: &CStr) -> Option<T> {
-        // SAFETY: valid handle and C string.
-        let p = unsafe { libc::dlsym(self.0, name.as_ptr()) };
-        // SAFETY: the caller guarantees `T` is a pointer-sized function type.
-        (!p.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut c_void, T>(&p) })
-    }
-}
-
-impl Drop for Library {
-    fn drop(&mut self) {
-        // SAFETY: the handle came from dlopen.
-        unsafe { libc::dlclose(self.0) };
-    }
-}
-
-/// Number of CUDA devices, or why there are none.
-fn probe_cuda() -> std::result::Result<i32, String> {
-    let lib = Library::open(c"libcuda.so.1").ok_or("libcuda.so.1 not found (no NVIDIA driver installed)")?;
-    type CuInit = unsafe extern "C" fn(u32) -> i32;
-    type CuDeviceGetCount = unsafe extern "C" fn(*mut i32) -> i32;
-    // SAFETY: the CUDA driver API's documented signatures.
-    let (init, count) = unsafe {
-        (
-            lib.symbol::<CuInit>(c"cuInit"),
-            lib.symbol::<CuDeviceGetCount>(c"cuDeviceGetCount"),
-        )
-    };
-    let (init, count) = init.zip(count).ok_or("libcuda.so.1 lacks cuInit/cuDeviceGetCount")?;
-    // SAFETY: documented calls with valid arguments.
-    let rc = unsafe { init(0) };
-    if rc != 0 {
-        return Err(format!("cuInit failed with CUresult {rc} (100 = no device)"));
-    }
-    let mut n = 0;
-    // SAFETY: as above.
-    let rc = unsafe { count(&mut n) };
-    if rc != 0 || n == 0 {
-        return Err(format!("no CUDA device (cuDeviceGetCount: CUresult {rc}, {n} devices)"));
-    }
-    Ok(n)
 }
 
 /// Whether HSA initialises, or why not.
@@ -201,16 +146,16 @@ mod tests {
 
     #[test]
     fn forced_unavailable_backend_says_why() {
-        // No GPU backend exists in this build, so forcing one is always an explained error.
-        for b in [Backend::Cuda, Backend::Hsa] {
-            match select(Some(b)) {
-                Err(Error::BackendUnavailable { backend, reason }) => {
-                    assert_eq!(backend, b.name());
-                    assert!(!reason.is_empty());
-                }
-                other => panic!("expected an explained error, got {other:?}"),
-            }
+        // This build has no HSA backend, so forcing it is always an explained error.
+        match open(Some(Backend::Hsa)) {
+            Err(Error::BackendUnavailable { backend: "hsa", reason }) => assert!(!reason.is_empty()),
+            Err(e) => panic!("wrong error: {e}"),
+            Ok(_) => panic!("HSA accepted, but this build has no HSA backend"),
         }
-        assert_eq!(select(Some(Backend::Cpu)).unwrap().0, Backend::Cpu);
+        // CUDA either opens (a GPU machine) or says why not.
+        if let Err(e) = open(Some(Backend::Cuda)) {
+            assert!(matches!(e, Error::BackendUnavailable { backend: "cuda", ref reason } if !reason.is_empty()));
+        }
+        assert!(matches!(open(Some(Backend::Cpu)).unwrap().0, Opened::Cpu));
     }
 }

@@ -16,6 +16,8 @@ pub enum Error {
     Config(String),
     /// Prints that were fire-and-forget failed; nothing hung, the rest went out.
     Print(PrintErrors),
+    /// A CUDA driver call failed.
+    Cuda(String),
     /// Kernel threads panicked (CPU backend) or a kernel faulted.
     Kernel(String),
 }
@@ -30,6 +32,7 @@ impl fmt::Display for Error {
             }
             Error::Config(why) => write!(f, "invalid configuration: {why}"),
             Error::Print(p) => write!(f, "{p}"),
+            Error::Cuda(why) => write!(f, "CUDA: {why}"),
             Error::Kernel(why) => write!(f, "kernel failed: {why}"),
         }
     }

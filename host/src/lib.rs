@@ -10,6 +10,8 @@
 //! ```
 
 pub mod backend;
+pub mod cuda;
+mod dl;
 pub mod error;
 pub mod memory;
 pub mod runtime;
@@ -17,5 +19,6 @@ pub mod uring;
 mod waker;
 
 pub use backend::Backend;
+pub use cuda::Arg;
 pub use error::{Error, OutputErrors, PrintErrors, Result};
-pub use runtime::{Builder, Runtime, Stats};
+pub use runtime::{Builder, GpuModule, Runtime, Stats};

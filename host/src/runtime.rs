@@ -2,6 +2,7 @@
 //! and a backend that runs kernels.
 
 use std::os::fd::RawFd;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -13,11 +14,12 @@ use gpuio_device::sync::{AtomicU32, AtomicU64, Ordering, SharedCell};
 use gpuio_device::uapi::{Cqe, Sqe};
 use gpuio_device::Context;
 
-use crate::backend::{self, Backend};
+use crate::backend::{self, Backend, Opened};
+use crate::cuda::{Arg, CuDevicePtr, Cuda, Module};
 use crate::error::{Error, OutputErrors, PrintErrors, Result};
 use crate::memory::{round_up, Mapping};
 use crate::uring::{Uring, UringConfig};
-use crate::waker::{self, Waker};
+use crate::waker::Waker;
 
 /// Builds a [`Runtime`].
 ///
@@ -32,11 +34,12 @@ pub struct Builder {
     backend: Option<Backend>,
     sq_entries: u32,
     cq_entries: Option<u32>,
-    log_bytes: usize,
+    log_bytes: Option<usize>,
     max_flights: u32,
     stdout_fd: RawFd,
     stderr_fd: RawFd,
     sq_thread_idle_ms: u32,
+    gpu_stack_bytes: usize,
 }
 
 impl Default for Builder {
@@ -45,11 +48,12 @@ impl Default for Builder {
             backend: None,
             sq_entries: 256,
             cq_entries: None,
-            log_bytes: 4 << 20,
+            log_bytes: None,
             max_flights: 16,
             stdout_fd: 1,
             stderr_fd: 2,
             sq_thread_idle_ms: 50,
+            gpu_stack_bytes: 8 << 10,
         }
     }
 }
@@ -70,10 +74,11 @@ impl Builder {
         self.cq_entries = Some(n);
         self
     }
-    /// Bytes of log per print stream (a power of two >= 64; default 4 MiB). Lines of any
+    /// Bytes of log per print stream (a power of two >= 64; default 4 MiB on the CPU
+    /// backend, 64 MiB on GPUs, where far more threads print at once). Lines of any
     /// length fit: longer ones go out in pieces, still whole and in order.
     pub fn log_bytes(mut self, n: usize) -> Self {
-        self.log_bytes = n;
+        self.log_bytes = Some(n);
         self
     }
     /// Writes in flight per regular-file stream (a power of two; default 16).
@@ -97,13 +102,24 @@ impl Builder {
         self
     }
 
+    /// Per-thread stack for GPU kernels (default 8 KiB; `core::fmt` needs more than
+    /// CUDA's 1 KiB default).
+    pub fn gpu_stack_bytes(mut self, n: usize) -> Self {
+        self.gpu_stack_bytes = n;
+        self
+    }
+
     /// Creates the runtime.
     pub fn build(self) -> Result<Runtime> {
-        let (backend, notice) = backend::select(self.backend)?;
-        if !self.log_bytes.is_power_of_two() || self.log_bytes < 64 {
+        let (opened, notice) = backend::open(self.backend)?;
+        let log_bytes = match (&opened, self.log_bytes) {
+            (_, Some(n)) => n,
+            (Opened::Cpu, None) => 4 << 20,
+            (Opened::Cuda(_), None) => 64 << 20,
+        };
+        if !log_bytes.is_power_of_two() || log_bytes < 64 {
             return Err(Error::Config(format!(
-                "log_bytes must be a power of two >= 64, not {}",
-                self.log_bytes
+                "log_bytes must be a power of two >= 64, not {log_bytes}"
             )));
         }
         if !self.max_flights.is_power_of_two() {
@@ -118,7 +134,14 @@ impl Builder {
             cq_entries,
             sq_thread_idle_ms: self.sq_thread_idle_ms,
         })?;
-        let shared = Arc::new(Shared::new(uring, &self)?);
+        let (backend, cuda) = match opened {
+            Opened::Cpu => (Backend::Cpu, None),
+            Opened::Cuda(c) => {
+                c.set_stack_size(self.gpu_stack_bytes)?;
+                (Backend::Cuda, Some(c))
+            }
+        };
+        let shared = Arc::new(Shared::new(uring, &self, log_bytes, cuda.clone())?);
         let waker = Waker::start(shared.clone()).map_err(|e| Error::Os {
             what: "starting the waker thread",
             source: e,
@@ -128,27 +151,52 @@ impl Builder {
                 eprintln!("{n}");
             }
         }
+        let gpu = cuda.map(|cuda| Gpu {
+            cuda,
+            drain: Mutex::new(None),
+            launched: AtomicBool::new(false),
+        });
         Ok(Runtime {
             shared,
             waker,
             backend,
             kernels: Mutex::new(Vec::new()),
+            gpu,
         })
     }
 }
 
-/// Memory and ring shared with the device, the waker and kernel threads.
-pub(crate) struct Shared {
-    /// Dropped first: closing the ring stops SQPOLL before the memory goes.
-    pub(crate) uring: Uring,
-    arena: Mapping,
+/// Where the protocol state (the [`Context`], ready flags, bitmaps, flights) lives.
+enum State {
+    /// CPU backend: host memory, shared by the kernel threads and the host's drain.
+    Host(Mapping),
+    /// CUDA backend: device memory, touched only by GPU code. (On PCIe GPUs, GPU atomics on
+    /// host memory are slow and not atomic against the CPU's.) The host reads and writes
+    /// it with copies, only while no kernel runs; `image` is the host-side copy.
+    Device {
+        cuda: Arc<Cuda>,
+        dptr: CuDevicePtr,
+        image: Mutex<Mapping>,
+    },
 }
 
-/// Where each part of the arena lives.
+/// Memory and ring shared with the device, the waker and kernel threads.
+pub(crate) struct Shared {
+    /// Closed before the memory below goes: SQPOLL stops reading it.
+    pub(crate) uring: Uring,
+    /// The print logs: host memory the kernel reads (GPU-registered on GPU backends).
+    logs: Mapping,
+    state: State,
+}
+
+/// Where each part lives: offsets into the state region and into the logs.
 struct Layout {
     ready: usize,
-    streams: [(usize, usize, usize); STREAMS], // flights, bits, buf
-    total: usize,
+    flights: [usize; STREAMS],
+    bits: [usize; STREAMS],
+    state_len: usize,
+    bufs: [usize; STREAMS],
+    logs_len: usize,
 }
 
 impl Layout {
@@ -156,20 +204,22 @@ impl Layout {
         let mut at = round_up(size_of::<Context>(), 128);
         let ready = at;
         at = round_up(at + sq_entries as usize * 4, 128);
-        let mut streams = [(0, 0, 0); STREAMS];
-        for s in &mut streams {
-            let flights = at;
+        let (mut flights, mut bits) = ([0; STREAMS], [0; STREAMS]);
+        for i in 0..STREAMS {
+            flights[i] = at;
             at = round_up(at + max_flights as usize * size_of::<Flight>(), 128);
-            let bits = at;
-            at = round_up(at + log_bytes / 8, 4096);
-            let buf = at;
-            at = round_up(at + log_bytes, 4096);
-            *s = (flights, bits, buf);
+            bits[i] = at;
+            at = round_up(at + log_bytes / 8, 128);
         }
+        let state_len = round_up(at, 4096);
+        let bufs = std::array::from_fn(|i| i * log_bytes);
         Layout {
             ready,
-            streams,
-            total: at,
+            flights,
+            bits,
+            state_len,
+            bufs,
+            logs_len: STREAMS * log_bytes,
         }
     }
 }
@@ -205,20 +255,47 @@ fn same_file(a: RawFd, b: RawFd) -> bool {
 }
 
 impl Shared {
-    fn new(uring: Uring, cfg: &Builder) -> Result<Shared> {
+    fn new(uring: Uring, cfg: &Builder, log_bytes: usize, cuda: Option<Arc<Cuda>>) -> Result<Shared> {
         let p = uring.params;
-        let layout = Layout::new(p.sq_entries, cfg.log_bytes, cfg.max_flights);
-        let arena = Mapping::new(layout.total).map_err(|e| Error::Os {
-            what: "mmap of the arena",
-            source: e,
-        })?;
-        let base = arena.as_ptr();
+        let layout = Layout::new(p.sq_entries, log_bytes, cfg.max_flights);
+        let os = |what| move |e| Error::Os { what, source: e };
+        let logs = Mapping::new(layout.logs_len).map_err(os("mmap of the print logs"))?;
+        // The state region's address as the agents that run the protocol see it, and the
+        // host memory the Context is first written to.
+        let (state, state_base, image_ptr) = match cuda {
+            None => {
+                let m = Mapping::new(layout.state_len).map_err(os("mmap of the protocol state"))?;
+                let base = m.as_ptr();
+                (State::Host(m), base, base)
+            }
+            Some(cuda) => {
+                // SAFETY: the three mappings stay mapped until Shared drops, which
+                // unregisters them first (see Drop).
+                unsafe {
+                    cuda.register(uring.sqes.as_ptr(), uring.sqes.len())?;
+                    cuda.register(uring.rings.as_ptr(), uring.rings.len())?;
+                    cuda.register(logs.as_ptr(), logs.len())?;
+                }
+                let dptr = cuda.alloc_zeroed(layout.state_len)?;
+                let image = Mapping::new(size_of::<Context>()).map_err(os("mmap of the context image"))?;
+                let ptr = image.as_ptr();
+                (
+                    State::Device {
+                        cuda,
+                        dptr,
+                        image: Mutex::new(image),
+                    },
+                    dptr as *mut u8,
+                    ptr,
+                )
+            }
+        };
         let fds = [cfg.stdout_fd, cfg.stderr_fd];
-        // SAFETY: every pointer below points into `uring`'s or `arena`'s mappings at the
-        // kernel's offsets or at our layout's, which the mappings cover; all of it lives as
-        // long as `Shared`, which outlives every kernel and the waker (they hold an Arc).
-        // The arena is zeroed, which is the initial state of the ready flags, bits and
-        // flights; the Context is written once here, before anyone else can see it.
+        // SAFETY: every pointer below points into `uring`'s, `logs`' or the state region's
+        // memory, at the kernel's offsets or at our layout's, which those regions cover;
+        // all of it lives as long as `Shared`, which outlives every kernel and the waker.
+        // The state region is zeroed: the initial state of ready flags, bits and flights.
+        // The Context is written once here, before any agent can see it.
         unsafe {
             let w = |off: u32| uring.ring_word(off) as *const AtomicU32;
             let ring = Ring::new(
@@ -229,22 +306,21 @@ impl Shared {
                 w(p.cq_off.head),
                 w(p.cq_off.tail),
                 uring.rings.as_ptr().add(p.cq_off.cqes as usize) as *const SharedCell<Cqe>,
-                base.add(layout.ready) as *const AtomicU32,
+                state_base.add(layout.ready) as *const AtomicU32,
                 p.sq_entries,
                 p.cq_entries,
             );
             let streams: [Stream; STREAMS] = std::array::from_fn(|i| {
-                let (flights, bits, buf) = layout.streams[i];
                 let (positional, pos) = output_mode(fds[i]);
                 Stream::new(
                     i as u32,
                     fds[i],
                     positional,
                     pos,
-                    base.add(buf) as *const SharedCell<u8>,
-                    cfg.log_bytes as u64,
-                    base.add(bits) as *const AtomicU64,
-                    base.add(flights) as *const Flight,
+                    logs.as_ptr().add(layout.bufs[i]) as *const SharedCell<u8>,
+                    log_bytes as u64,
+                    state_base.add(layout.bits[i]) as *const AtomicU64,
+                    state_base.add(layout.flights[i]) as *const Flight,
                     if positional { cfg.max_flights } else { 1 },
                 )
             });
@@ -255,25 +331,109 @@ impl Shared {
                 stderr_stream: if same_file(fds[0], fds[1]) { 0 } else { 1 },
                 stray_completions: AtomicU32::new(0),
             };
-            std::ptr::write(base as *mut Context, ctx);
+            std::ptr::write(image_ptr as *mut Context, ctx);
         }
-        Ok(Shared { uring, arena })
+        if let State::Device { cuda, dptr, image } = &state {
+            let image = image.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: the image holds the Context just written.
+            let bytes = unsafe { std::slice::from_raw_parts(image.as_ptr(), size_of::<Context>()) };
+            cuda.copy_to_device(*dptr, bytes)?;
+        }
+        Ok(Shared { uring, logs, state })
     }
 
-    /// The device context at the start of the arena.
-    pub(crate) fn context(&self) -> &Context {
-        // SAFETY: written in `new`, lives as long as `self`.
-        unsafe { &*(self.arena.as_ptr() as *const Context) }
+    /// The context, for the CPU backend (None when it lives on a GPU).
+    pub(crate) fn host_context(&self) -> Option<&Context> {
+        match &self.state {
+            // SAFETY: written in `new`, lives as long as `self`.
+            State::Host(m) => Some(unsafe { &*(m.as_ptr() as *const Context) }),
+            State::Device { .. } => None,
+        }
+    }
+
+    /// Runs `f` on the context, or on a fresh copy of it when it lives on a GPU.
+    /// Only while no kernel runs.
+    fn with_context<R>(&self, f: impl FnOnce(&Context) -> R) -> Result<R> {
+        match &self.state {
+            State::Host(_) => Ok(f(self.host_context().expect("host state"))),
+            State::Device { cuda, dptr, image } => {
+                let image = image.lock().unwrap_or_else(|e| e.into_inner());
+                // SAFETY: the image mapping is size_of::<Context>() bytes (at least).
+                let bytes = unsafe { std::slice::from_raw_parts_mut(image.as_ptr(), size_of::<Context>()) };
+                cuda.copy_from_device(bytes, *dptr)?;
+                // SAFETY: a byte copy of a valid Context (plain data and atomics).
+                Ok(f(unsafe { &*(image.as_ptr() as *const Context) }))
+            }
+        }
+    }
+
+    /// Stores `v` into the field `field` selects. Only while no kernel runs.
+    fn store<A: AtomicWord>(&self, field: impl Fn(&Context) -> &A, v: A::Value) -> Result<()> {
+        match &self.state {
+            State::Host(_) => {
+                field(self.host_context().expect("host state")).set(v);
+                Ok(())
+            }
+            State::Device { cuda, dptr, image } => {
+                let image = image.lock().unwrap_or_else(|e| e.into_inner());
+                // SAFETY: the image holds a Context (written in `new`, refreshed by copies).
+                let ctx = unsafe { &*(image.as_ptr() as *const Context) };
+                let offset = field(ctx) as *const A as usize - image.as_ptr() as usize;
+                field(ctx).set(v);
+                cuda.copy_to_device(*dptr + offset as u64, A::bytes(v).as_ref())
+            }
+        }
     }
 
     /// Streams that print to distinct files.
-    fn live_streams(&self) -> impl Iterator<Item = &Stream> {
-        let ctx = self.context();
+    fn live_streams(ctx: &Context) -> impl Iterator<Item = &Stream> {
         ctx.streams
             .iter()
             .enumerate()
             .filter(move |(i, _)| *i == 0 || ctx.stderr_stream as usize == *i)
             .map(|(_, s)| s)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let State::Device { cuda, dptr, .. } = &self.state {
+            // SAFETY: registered in `new`; no kernel runs any more (the runtime
+            // synchronized before dropping its last reference).
+            unsafe {
+                cuda.unregister(self.logs.as_ptr());
+                cuda.unregister(self.uring.rings.as_ptr());
+                cuda.unregister(self.uring.sqes.as_ptr());
+            }
+            cuda.free(*dptr);
+        }
+    }
+}
+
+/// An atomic field of the context that the host may set between kernels.
+trait AtomicWord {
+    type Value: Copy;
+    fn set(&self, v: Self::Value);
+    fn bytes(v: Self::Value) -> impl AsRef<[u8]>;
+}
+
+impl AtomicWord for AtomicU64 {
+    type Value = u64;
+    fn set(&self, v: u64) {
+        self.store(v, Ordering::Release)
+    }
+    fn bytes(v: u64) -> impl AsRef<[u8]> {
+        v.to_ne_bytes()
+    }
+}
+
+impl AtomicWord for AtomicU32 {
+    type Value = u32;
+    fn set(&self, v: u32) {
+        self.store(v, Ordering::Release)
+    }
+    fn bytes(v: u32) -> impl AsRef<[u8]> {
+        v.to_ne_bytes()
     }
 }
 
@@ -288,6 +448,15 @@ pub struct Stats {
 
 type KernelThread = JoinHandle<std::result::Result<(), String>>;
 
+/// The CUDA side of a runtime.
+struct Gpu {
+    cuda: Arc<Cuda>,
+    /// A module whose `gpuio_drain` kernel drains the context.
+    drain: Mutex<Option<Arc<Module>>>,
+    /// Kernels launched since the last synchronize.
+    launched: AtomicBool,
+}
+
 /// A gpuio runtime: creates the ring, runs kernels, drains their I/O.
 pub struct Runtime {
     /// Dropped after synchronize and the waker (see `Drop`).
@@ -295,6 +464,39 @@ pub struct Runtime {
     waker: Waker,
     backend: Backend,
     kernels: Mutex<Vec<KernelThread>>,
+    gpu: Option<Gpu>,
+}
+
+/// A GPU code object loaded into a runtime, with its context global set.
+pub struct GpuModule<'rt> {
+    rt: &'rt Runtime,
+    module: Arc<Module>,
+}
+
+impl GpuModule<'_> {
+    /// Launches kernel `name` on `grid` blocks of `block` threads (asynchronous;
+    /// [`Runtime::synchronize`] waits). `args` must match the kernel's parameters.
+    pub fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+        let gpu = self.rt.gpu.as_ref().expect("a GpuModule exists only on a GPU runtime");
+        if !gpu.launched.load(Ordering::Acquire) {
+            self.rt.rebase_positions()?;
+        }
+        self.module.launch(name, grid, block, args)?;
+        if !gpu.launched.swap(true, Ordering::AcqRel) {
+            self.rt.waker.activate();
+        }
+        Ok(())
+    }
+
+    /// The device address and size of a global variable of the module.
+    pub fn global(&self, name: &str) -> Result<(CuDevicePtr, usize)> {
+        self.module.global(name)
+    }
+
+    /// The CUDA driver (for copies to and from the module's globals, say).
+    pub fn cuda(&self) -> &Arc<Cuda> {
+        &self.rt.gpu.as_ref().expect("GPU runtime").cuda
+    }
 }
 
 impl Runtime {
@@ -313,17 +515,50 @@ impl Runtime {
         self.backend
     }
 
-    /// The device context (for host code that drives the protocol itself, like tests).
-    pub fn context(&self) -> &Context {
-        self.shared.context()
+    /// The GPU's name, on a GPU backend.
+    pub fn device_name(&self) -> Option<&str> {
+        self.gpu.as_ref().map(|g| g.cuda.device_name())
     }
 
-    /// Counters.
+    /// The device context, on the CPU backend (for host code that drives the protocol
+    /// itself, like tests). `None` on GPU backends, where it lives in device memory.
+    pub fn context(&self) -> Option<&Context> {
+        self.shared.host_context()
+    }
+
+    /// Counters (read while no kernel runs; zero if they cannot be read).
     pub fn stats(&self) -> Stats {
+        let sqes = self.shared.with_context(|c| c.ring.submitted()).unwrap_or(0);
         Stats {
-            sqes: self.context().ring.submitted(),
+            sqes,
             wakeups: self.waker.wakeups(),
         }
+    }
+
+    /// Loads a PTX module (CUDA backend) and points its `gpuio_context` at this runtime.
+    pub fn load_module(&self, ptx: &str) -> Result<GpuModule<'_>> {
+        let gpu = self.gpu.as_ref().ok_or_else(|| Error::BackendUnavailable {
+            backend: "cuda",
+            reason: format!("this runtime runs on the {} backend", self.backend.name()),
+        })?;
+        let State::Device { dptr, .. } = &self.shared.state else {
+            unreachable!("GPU runtimes keep state on the device")
+        };
+        let module = Arc::new(Module::load(&gpu.cuda, ptx)?);
+        let (global, size) = module.global("gpuio_context")?;
+        if size != 8 {
+            return Err(Error::Config(format!(
+                "gpuio_context is {size} bytes, expected a pointer"
+            )));
+        }
+        gpu.cuda.copy_to_device(global, &dptr.to_ne_bytes())?;
+        let mut drain = gpu.drain.lock().unwrap_or_else(|e| e.into_inner());
+        if drain.is_none() {
+            // Every module that links gpuio-device exports the drain kernel; check early.
+            module.function("gpuio_drain")?;
+            *drain = Some(module.clone());
+        }
+        Ok(GpuModule { rt: self, module })
     }
 
     /// Launches `kernel` on `grid * block` threads (CPU backend: one host thread each,
@@ -335,7 +570,7 @@ impl Runtime {
         if self.backend != Backend::Cpu {
             return Err(Error::BackendUnavailable {
                 backend: self.backend.name(),
-                reason: "closures run only on the CPU backend".into(),
+                reason: "closures run only on the CPU backend; load a module and launch it".into(),
             });
         }
         let n = grid as u64 * block as u64;
@@ -346,7 +581,7 @@ impl Runtime {
         }
         let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
         if kernels.is_empty() {
-            self.rebase_positions();
+            self.rebase_positions()?;
         }
         self.waker.activate();
         let kernel = Arc::new(kernel);
@@ -359,8 +594,9 @@ impl Runtime {
             };
             let (shared, kernel) = (self.shared.clone(), kernel.clone());
             let spawned = std::thread::Builder::new().stack_size(256 << 10).spawn(move || {
+                let ctx = shared.host_context().expect("CPU backend");
                 // SAFETY: `shared` (and so the context) outlives this thread: we hold an Arc.
-                let _in_kernel = unsafe { enter(shared.context(), ids) };
+                let _in_kernel = unsafe { enter(ctx, ids) };
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kernel())).map_err(|p| {
                     let msg = p
                         .downcast_ref::<&str>()
@@ -398,17 +634,33 @@ impl Runtime {
                 Err(_) => failures.push("a kernel thread died".into()),
             }
         }
-        self.drain();
+        if let Some(ctx) = self.shared.host_context() {
+            ctx.drain(|| {
+                self.shared.uring.wake_sqpoll_if_needed();
+            });
+        }
         if had_kernels {
             self.waker.deactivate();
         }
-        self.settle_positions();
+        if let Some(gpu) = &self.gpu {
+            if gpu.launched.swap(false, Ordering::AcqRel) {
+                let drained = gpu.cuda.synchronize().and_then(|_| {
+                    let drain = gpu.drain.lock().unwrap_or_else(|e| e.into_inner());
+                    let m = drain.as_ref().expect("a kernel was launched, so a module is loaded");
+                    m.launch("gpuio_drain", 1, 1, &[])?;
+                    gpu.cuda.synchronize()
+                });
+                self.waker.deactivate();
+                drained?;
+            }
+        }
+        self.settle_positions()?;
         if !failures.is_empty() {
             let n = failures.len();
             failures.truncate(4);
             return Err(Error::Kernel(format!("{n} thread(s) failed: {}", failures.join("; "))));
         }
-        let errors = self.take_print_errors();
+        let errors = self.take_print_errors()?;
         if errors.outputs.is_empty() {
             Ok(())
         } else {
@@ -416,48 +668,35 @@ impl Runtime {
         }
     }
 
-    /// Runs the protocol from the host until nothing is pending.
-    fn drain(&self) {
-        let ctx = self.context();
-        let mut spins = 0u32;
-        loop {
-            ctx.progress();
-            for s in &ctx.streams {
-                ctx.flush(s);
-            }
-            if ctx.idle() {
-                return;
-            }
-            waker::wake_if_needed(&self.shared);
-            spins += 1;
-            if spins < 64 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(std::time::Duration::from_micros(20));
-            }
-        }
-    }
-
     /// Positional streams: make position 0 the fd's current offset (the host may have
     /// written to the file between kernels). Only while no kernel runs.
-    fn rebase_positions(&self) {
-        for s in self.shared.live_streams() {
-            if s.positional != 0 && s.idle() {
-                // SAFETY: lseek only queries the offset of the fd.
-                let pos = unsafe { libc::lseek(s.fd, 0, libc::SEEK_CUR) };
-                if pos >= 0 {
-                    let reserved = s.reserved.load(Ordering::Acquire);
-                    s.base.store((pos as u64).wrapping_sub(reserved), Ordering::Release);
-                }
-            }
+    fn rebase_positions(&self) -> Result<()> {
+        let bases = self.shared.with_context(|ctx| {
+            Shared::live_streams(ctx)
+                .filter(|s| s.positional != 0 && s.idle())
+                .filter_map(|s| {
+                    // SAFETY: lseek only queries the offset of the fd.
+                    let pos = unsafe { libc::lseek(s.fd, 0, libc::SEEK_CUR) };
+                    (pos >= 0).then(|| {
+                        (
+                            s.index as usize,
+                            (pos as u64).wrapping_sub(s.reserved.load(Ordering::Acquire)),
+                        )
+                    })
+                })
+                .collect::<Vec<_>>()
+        })?;
+        for (i, base) in bases {
+            self.shared.store(|c| &c.streams[i].base, base)?;
         }
+        Ok(())
     }
 
     /// Positional streams: leave the fd's offset after the last byte printed, as if the
     /// lines had been written with write(2).
-    fn settle_positions(&self) {
-        for s in self.shared.live_streams() {
-            if s.positional != 0 {
+    fn settle_positions(&self) -> Result<()> {
+        self.shared.with_context(|ctx| {
+            for s in Shared::live_streams(ctx).filter(|s| s.positional != 0) {
                 let end = s
                     .base
                     .load(Ordering::Acquire)
@@ -465,25 +704,34 @@ impl Runtime {
                 // SAFETY: lseek on the stream's fd moves only its offset.
                 unsafe { libc::lseek(s.fd, end as libc::off_t, libc::SEEK_SET) };
             }
-        }
+        })
     }
 
-    fn take_print_errors(&self) -> PrintErrors {
-        let mut outputs = Vec::new();
-        for s in self.shared.live_streams() {
-            let e = &s.errors;
-            let failed = e.failed_writes.swap(0, Ordering::AcqRel);
-            if failed > 0 {
-                outputs.push(OutputErrors {
-                    fd: s.fd,
-                    failed_writes: failed,
-                    errno: e.last_errno.load(Ordering::Acquire),
-                    lost_bytes: e.lost_bytes.swap(0, Ordering::AcqRel),
-                    lost_lines: e.lost_lines.swap(0, Ordering::AcqRel),
-                });
-            }
+    fn take_print_errors(&self) -> Result<PrintErrors> {
+        let outputs = self.shared.with_context(|ctx| {
+            Shared::live_streams(ctx)
+                .filter(|s| s.errors.failed_writes.load(Ordering::Acquire) > 0)
+                .map(|s| {
+                    let e = &s.errors;
+                    OutputErrors {
+                        fd: s.fd,
+                        failed_writes: e.failed_writes.load(Ordering::Acquire),
+                        errno: e.last_errno.load(Ordering::Acquire),
+                        lost_bytes: e.lost_bytes.load(Ordering::Acquire),
+                        lost_lines: e.lost_lines.load(Ordering::Acquire),
+                    }
+                })
+                .collect::<Vec<_>>()
+        })?;
+        for o in &outputs {
+            let i = self
+                .shared
+                .with_context(|ctx| ctx.streams.iter().position(|s| s.fd == o.fd).unwrap_or(0))?;
+            self.shared.store(|c| &c.streams[i].errors.failed_writes, 0)?;
+            self.shared.store(|c| &c.streams[i].errors.lost_bytes, 0)?;
+            self.shared.store(|c| &c.streams[i].errors.lost_lines, 0)?;
         }
-        PrintErrors { outputs }
+        Ok(PrintErrors { outputs })
     }
 }
 

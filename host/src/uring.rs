@@ -139,6 +139,24 @@ impl Uring {
     }
 }
 
+impl Uring {
+    /// Wakes SQPOLL if it sleeps while SQEs wait (invariant 9). Reads only the kernel's
+    /// head, tail and flags: it never touches data. Returns whether it woke it.
+    pub fn wake_sqpoll_if_needed(&self) -> bool {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let word = |off: u32| {
+            // SAFETY: kernel-maintained u32 words at the kernel's offsets in our mapping.
+            unsafe { &*(self.ring_word(off) as *const AtomicU32) }.load(Ordering::Acquire)
+        };
+        let p = &self.params;
+        if word(p.sq_off.tail) != word(p.sq_off.head) && word(p.sq_off.flags) & IORING_SQ_NEED_WAKEUP != 0 {
+            self.wake_sqpoll();
+            return true;
+        }
+        false
+    }
+}
+
 /// `/proc/sys/kernel/io_uring_disabled`, if readable.
 fn read_io_uring_disabled() -> Option<u32> {
     std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")

@@ -11,8 +11,6 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use gpuio_device::uapi::IORING_SQ_NEED_WAKEUP;
-
 use crate::runtime::Shared;
 
 /// How often an active waker looks at the flag.
@@ -84,7 +82,7 @@ fn run(shared: &Shared, state: &State) {
     // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64, 0u64, 0u64, 0u64) };
     while !state.stop.load(Ordering::SeqCst) {
-        if wake_if_needed(shared) {
+        if shared.uring.wake_sqpoll_if_needed() {
             state.wakeups.fetch_add(1, Ordering::Relaxed);
         }
         if state.active.load(Ordering::SeqCst) > 0 {
@@ -93,14 +91,4 @@ fn run(shared: &Shared, state: &State) {
             thread::park_timeout(PARKED);
         }
     }
-}
-
-/// Wakes SQPOLL if it sleeps while SQEs wait. Returns whether it did.
-pub(crate) fn wake_if_needed(shared: &Shared) -> bool {
-    let ring = &shared.context().ring;
-    if ring.has_unconsumed() && ring.sq_flags() & IORING_SQ_NEED_WAKEUP != 0 {
-        shared.uring.wake_sqpoll();
-        return true;
-    }
-    false
 }

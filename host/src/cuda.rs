@@ -1,0 +1,430 @@
+//! The few CUDA driver API calls gpuio needs, loaded from `libcuda.so.1` at run time.
+//!
+//! Building needs no CUDA; where the driver or a GPU is absent, [`Cuda::open`] says why.
+
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::sync::Arc;
+
+use crate::dl::Library;
+use crate::error::{Error, Result};
+
+type CuResult = i32;
+type CuDevice = i32;
+type CuContext = *mut c_void;
+type CuModule = *mut c_void;
+type CuFunction = *mut c_void;
+/// A device address.
+pub type CuDevicePtr = u64;
+
+const CUDA_ERROR_NOT_READY: CuResult = 600;
+const CU_MEMHOSTREGISTER_PORTABLE: u32 = 1;
+const CU_MEMHOSTREGISTER_DEVICEMAP: u32 = 2;
+const CU_LIMIT_STACK_SIZE: i32 = 0;
+const CU_LIMIT_PRINTF_FIFO_SIZE: i32 = 1;
+
+macro_rules! driver_api {
+    ($($name:ident: fn($($arg:ty),*);)*) => {
+        /// Driver entry points (signatures from `cuda.h`).
+        #[allow(non_snake_case)]
+        struct Api {
+            $($name: unsafe extern "C" fn($($arg),*) -> CuResult,)*
+        }
+
+        impl Api {
+            fn load(lib: &Library) -> std::result::Result<Api, String> {
+                // SAFETY: each symbol is declared with its documented `cuda.h` signature.
+                unsafe {
+                    Ok(Api {
+                        $($name: lib
+                            .symbol(&CString::new(stringify!($name)).unwrap())
+                            .ok_or(concat!("libcuda.so.1 lacks ", stringify!($name)))?,)*
+                    })
+                }
+            }
+        }
+    };
+}
+
+driver_api! {
+    cuInit: fn(u32);
+    cuDeviceGet: fn(*mut CuDevice, i32);
+    cuDeviceGetCount: fn(*mut i32);
+    cuDeviceGetName: fn(*mut c_char, i32, CuDevice);
+    cuDevicePrimaryCtxRetain: fn(*mut CuContext, CuDevice);
+    cuDevicePrimaryCtxRelease_v2: fn(CuDevice);
+    cuCtxSetCurrent: fn(CuContext);
+    cuCtxSynchronize: fn();
+    cuCtxSetLimit: fn(i32, usize);
+    cuStreamQuery: fn(*mut c_void);
+    cuModuleLoadData: fn(*mut CuModule, *const c_void);
+    cuModuleUnload: fn(CuModule);
+    cuModuleGetFunction: fn(*mut CuFunction, CuModule, *const c_char);
+    cuModuleGetGlobal_v2: fn(*mut CuDevicePtr, *mut usize, CuModule, *const c_char);
+    cuMemAlloc_v2: fn(*mut CuDevicePtr, usize);
+    cuMemFree_v2: fn(CuDevicePtr);
+    cuMemsetD8_v2: fn(CuDevicePtr, u8, usize);
+    cuMemcpyHtoD_v2: fn(CuDevicePtr, *const c_void, usize);
+    cuMemcpyDtoH_v2: fn(*mut c_void, CuDevicePtr, usize);
+    cuMemHostRegister_v2: fn(*mut c_void, usize, u32);
+    cuMemHostUnregister: fn(*mut c_void);
+    cuMemHostGetDevicePointer_v2: fn(*mut CuDevicePtr, *mut c_void, u32);
+    cuLaunchKernel: fn(CuFunction, u32, u32, u32, u32, u32, u32, u32, *mut c_void, *mut *mut c_void, *mut *mut c_void);
+    cuGetErrorName: fn(CuResult, *mut *const c_char);
+}
+
+/// The CUDA driver with device 0's primary context current on the calling thread.
+pub struct Cuda {
+    api: Api,
+    device: CuDevice,
+    context: CuContext,
+    name: String,
+    _lib: Library,
+}
+
+// SAFETY: driver API handles may be used from any thread; every call first makes the
+// primary context current on the calling thread (`bind`).
+unsafe impl Send for Cuda {}
+unsafe impl Sync for Cuda {}
+
+impl Cuda {
+    /// Loads the driver, initialises it and retains device 0's primary context.
+    pub fn open() -> std::result::Result<Arc<Cuda>, String> {
+        let lib = Library::open(c"libcuda.so.1").ok_or("libcuda.so.1 not found (no NVIDIA driver installed)")?;
+        let api = Api::load(&lib)?;
+        let mut cuda = Cuda {
+            api,
+            device: 0,
+            context: std::ptr::null_mut(),
+            name: String::new(),
+            _lib: lib,
+        };
+        // SAFETY: documented calls with valid out-pointers.
+        unsafe {
+            let rc = (cuda.api.cuInit)(0);
+            if rc != 0 {
+                return Err(format!("cuInit failed: {}", cuda.error_name(rc)));
+            }
+            let mut n = 0;
+            let rc = (cuda.api.cuDeviceGetCount)(&mut n);
+            if rc != 0 || n == 0 {
+                return Err(format!("no CUDA device ({}, {n} devices)", cuda.error_name(rc)));
+            }
+            let mut device = 0;
+            cuda.check_str((cuda.api.cuDeviceGet)(&mut device, 0), "cuDeviceGet")?;
+            cuda.device = device;
+            let mut ctx = std::ptr::null_mut();
+            cuda.check_str(
+                (cuda.api.cuDevicePrimaryCtxRetain)(&mut ctx, cuda.device),
+                "cuDevicePrimaryCtxRetain",
+            )?;
+            cuda.context = ctx;
+            let mut name = [0 as c_char; 256];
+            (cuda.api.cuDeviceGetName)(name.as_mut_ptr(), 256, cuda.device);
+            cuda.name = CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned();
+        }
+        cuda.bind().map_err(|e| e.to_string())?;
+        Ok(Arc::new(cuda))
+    }
+
+    /// The device's name.
+    pub fn device_name(&self) -> &str {
+        &self.name
+    }
+
+    fn error_name(&self, rc: CuResult) -> String {
+        let mut p: *const c_char = std::ptr::null();
+        // SAFETY: cuGetErrorName writes a pointer to a static string (or leaves it null).
+        unsafe { (self.api.cuGetErrorName)(rc, &mut p) };
+        if p.is_null() {
+            format!("CUresult {rc}")
+        } else {
+            // SAFETY: a NUL-terminated static string from the driver.
+            format!("{} ({rc})", unsafe { CStr::from_ptr(p) }.to_string_lossy())
+        }
+    }
+
+    fn check_str(&self, rc: CuResult, what: &str) -> std::result::Result<(), String> {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(format!("{what} failed: {}", self.error_name(rc)))
+        }
+    }
+
+    fn check(&self, rc: CuResult, what: &str) -> Result<()> {
+        self.check_str(rc, what).map_err(Error::Cuda)
+    }
+
+    /// Makes the primary context current on the calling thread.
+    pub fn bind(&self) -> Result<()> {
+        // SAFETY: a context retained in `open`.
+        self.check(unsafe { (self.api.cuCtxSetCurrent)(self.context) }, "cuCtxSetCurrent")
+    }
+
+    /// Makes host memory GPU-visible at the same address (unified addressing).
+    ///
+    /// # Safety
+    /// `ptr .. ptr + len` is mapped memory that stays mapped until `unregister`.
+    pub unsafe fn register(&self, ptr: *mut u8, len: usize) -> Result<()> {
+        self.bind()?;
+        let flags = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP;
+        // SAFETY: the caller keeps the range mapped.
+        self.check(
+            unsafe { (self.api.cuMemHostRegister_v2)(ptr as *mut c_void, len, flags) },
+            "cuMemHostRegister",
+        )?;
+        let mut dptr = 0;
+        // SAFETY: a registered host pointer.
+        self.check(
+            unsafe { (self.api.cuMemHostGetDevicePointer_v2)(&mut dptr, ptr as *mut c_void, 0) },
+            "cuMemHostGetDevicePointer",
+        )?;
+        if dptr != ptr as u64 {
+            // SAFETY: registered just above.
+            unsafe { (self.api.cuMemHostUnregister)(ptr as *mut c_void) };
+            return Err(Error::Cuda(format!(
+                "registered host memory {ptr:p} has device address {dptr:#x}: gpuio needs unified addressing"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Undoes `register`.
+    ///
+    /// # Safety
+    /// `ptr` was registered, and no kernel that may touch it is running.
+    pub unsafe fn unregister(&self, ptr: *mut u8) {
+        let _ = self.bind();
+        // SAFETY: the caller's contract.
+        unsafe { (self.api.cuMemHostUnregister)(ptr as *mut c_void) };
+    }
+
+    /// Allocates zeroed device memory.
+    pub fn alloc_zeroed(&self, len: usize) -> Result<CuDevicePtr> {
+        self.bind()?;
+        let mut d = 0;
+        // SAFETY: valid out-pointer.
+        self.check(unsafe { (self.api.cuMemAlloc_v2)(&mut d, len) }, "cuMemAlloc")?;
+        // SAFETY: `d` is a fresh allocation of `len` bytes.
+        self.check(unsafe { (self.api.cuMemsetD8_v2)(d, 0, len) }, "cuMemsetD8")?;
+        Ok(d)
+    }
+
+    /// Frees device memory.
+    pub fn free(&self, d: CuDevicePtr) {
+        let _ = self.bind();
+        // SAFETY: `d` came from `alloc_zeroed`; the caller no longer uses it.
+        unsafe { (self.api.cuMemFree_v2)(d) };
+    }
+
+    /// Copies host bytes to the device.
+    pub fn copy_to_device(&self, dst: CuDevicePtr, src: &[u8]) -> Result<()> {
+        self.bind()?;
+        // SAFETY: `src` is valid for its length; the driver checks `dst`.
+        self.check(
+            unsafe { (self.api.cuMemcpyHtoD_v2)(dst, src.as_ptr() as *const c_void, src.len()) },
+            "cuMemcpyHtoD",
+        )
+    }
+
+    /// Copies device bytes to the host.
+    pub fn copy_from_device(&self, dst: &mut [u8], src: CuDevicePtr) -> Result<()> {
+        self.bind()?;
+        // SAFETY: `dst` is valid for its length; the driver checks `src`.
+        self.check(
+            unsafe { (self.api.cuMemcpyDtoH_v2)(dst.as_mut_ptr() as *mut c_void, src, dst.len()) },
+            "cuMemcpyDtoH",
+        )
+    }
+
+    /// Sets the per-thread stack size (core::fmt needs more than the 1 KiB default).
+    pub fn set_stack_size(&self, bytes: usize) -> Result<()> {
+        self.bind()?;
+        // SAFETY: a documented limit.
+        self.check(
+            unsafe { (self.api.cuCtxSetLimit)(CU_LIMIT_STACK_SIZE, bytes) },
+            "cuCtxSetLimit(stack)",
+        )
+    }
+
+    /// Sets the device printf FIFO size (for comparisons with CUDA's own printf).
+    pub fn set_printf_fifo(&self, bytes: usize) -> Result<()> {
+        self.bind()?;
+        // SAFETY: a documented limit.
+        self.check(
+            unsafe { (self.api.cuCtxSetLimit)(CU_LIMIT_PRINTF_FIFO_SIZE, bytes) },
+            "cuCtxSetLimit(printf)",
+        )
+    }
+
+    /// Whether the default stream has finished its work (errors surface as `Err`).
+    pub fn idle(&self) -> Result<bool> {
+        self.bind()?;
+        // SAFETY: the null stream is always valid.
+        match unsafe { (self.api.cuStreamQuery)(std::ptr::null_mut()) } {
+            0 => Ok(true),
+            CUDA_ERROR_NOT_READY => Ok(false),
+            rc => Err(Error::Kernel(format!("kernel failed: {}", self.error_name(rc)))),
+        }
+    }
+
+    /// Waits for all work on the context.
+    pub fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        // SAFETY: no arguments.
+        let rc = unsafe { (self.api.cuCtxSynchronize)() };
+        if rc != 0 {
+            return Err(Error::Kernel(format!("kernel failed: {}", self.error_name(rc))));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Cuda {
+    fn drop(&mut self) {
+        // SAFETY: balanced with the retain in `open`.
+        unsafe { (self.api.cuDevicePrimaryCtxRelease_v2)(self.device) };
+    }
+}
+
+/// A loaded PTX module.
+pub struct Module {
+    cuda: Arc<Cuda>,
+    handle: CuModule,
+}
+
+// SAFETY: module handles are context-wide, usable from any thread with the context bound.
+unsafe impl Send for Module {}
+unsafe impl Sync for Module {}
+
+/// A kernel argument, passed by value.
+#[derive(Clone, Copy, Debug)]
+pub enum Arg {
+    /// `u32`/`i32` (as its bits).
+    U32(u32),
+    /// `u64`/`i64`, or a device pointer.
+    U64(u64),
+    /// `f32`.
+    F32(f32),
+    /// `f64`.
+    F64(f64),
+}
+
+impl From<u32> for Arg {
+    fn from(v: u32) -> Arg {
+        Arg::U32(v)
+    }
+}
+impl From<i32> for Arg {
+    fn from(v: i32) -> Arg {
+        Arg::U32(v as u32)
+    }
+}
+impl From<u64> for Arg {
+    fn from(v: u64) -> Arg {
+        Arg::U64(v)
+    }
+}
+impl From<f32> for Arg {
+    fn from(v: f32) -> Arg {
+        Arg::F32(v)
+    }
+}
+impl From<f64> for Arg {
+    fn from(v: f64) -> Arg {
+        Arg::F64(v)
+    }
+}
+
+impl Module {
+    /// Loads PTX text.
+    pub fn load(cuda: &Arc<Cuda>, ptx: &str) -> Result<Module> {
+        cuda.bind()?;
+        let text = CString::new(ptx).map_err(|_| Error::Config("PTX text contains a NUL byte".into()))?;
+        let mut handle = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated PTX image and a valid out-pointer.
+        cuda.check(
+            unsafe { (cuda.api.cuModuleLoadData)(&mut handle, text.as_ptr() as *const c_void) },
+            "cuModuleLoadData",
+        )?;
+        Ok(Module {
+            cuda: cuda.clone(),
+            handle,
+        })
+    }
+
+    /// The address and size of a global variable.
+    pub fn global(&self, name: &str) -> Result<(CuDevicePtr, usize)> {
+        self.cuda.bind()?;
+        let cname = CString::new(name).map_err(|_| Error::Config(format!("bad symbol name {name:?}")))?;
+        let (mut d, mut n) = (0, 0);
+        // SAFETY: valid out-pointers and a loaded module.
+        self.cuda.check(
+            unsafe { (self.cuda.api.cuModuleGetGlobal_v2)(&mut d, &mut n, self.handle, cname.as_ptr()) },
+            &format!("cuModuleGetGlobal({name})"),
+        )?;
+        Ok((d, n))
+    }
+
+    pub(crate) fn function(&self, name: &str) -> Result<CuFunction> {
+        self.cuda.bind()?;
+        let cname = CString::new(name).map_err(|_| Error::Config(format!("bad kernel name {name:?}")))?;
+        let mut f = std::ptr::null_mut();
+        // SAFETY: valid out-pointer and a loaded module.
+        self.cuda.check(
+            unsafe { (self.cuda.api.cuModuleGetFunction)(&mut f, self.handle, cname.as_ptr()) },
+            &format!("cuModuleGetFunction({name})"),
+        )?;
+        Ok(f)
+    }
+
+    /// Launches `name` on `grid` blocks of `block` threads with `args` (asynchronous).
+    ///
+    /// The caller must pass exactly the kernel's parameters, in order and by type: the
+    /// driver cannot check them against a PTX signature.
+    pub fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+        let f = self.function(name)?;
+        let mut values: Vec<[u8; 8]> = args
+            .iter()
+            .map(|a| match *a {
+                Arg::U32(v) => widen(&v.to_ne_bytes()),
+                Arg::U64(v) => v.to_ne_bytes(),
+                Arg::F32(v) => widen(&v.to_ne_bytes()),
+                Arg::F64(v) => v.to_ne_bytes(),
+            })
+            .collect();
+        let mut ptrs: Vec<*mut c_void> = values.iter_mut().map(|v| v.as_mut_ptr() as *mut c_void).collect();
+        // SAFETY: `ptrs` holds one pointer per kernel parameter, each to a buffer at least
+        // as large as the parameter, alive until the call returns (the driver copies them).
+        self.cuda.check(
+            unsafe {
+                (self.cuda.api.cuLaunchKernel)(
+                    f,
+                    grid,
+                    1,
+                    1,
+                    block,
+                    1,
+                    1,
+                    0,
+                    std::ptr::null_mut(),
+                    ptrs.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            },
+            &format!("cuLaunchKernel({name})"),
+        )
+    }
+}
+
+fn widen(b: &[u8; 4]) -> [u8; 8] {
+    [b[0], b[1], b[2], b[3], 0, 0, 0, 0]
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        let _ = self.cuda.bind();
+        // SAFETY: loaded in `load`; no kernel of it runs once the runtime synchronized.
+        unsafe { (self.cuda.api.cuModuleUnload)(self.handle) };
+    }
+}

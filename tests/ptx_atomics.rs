@@ -1,0 +1,414 @@
+//! The PTX that build.rs produced from `kernels/` (sm_90) carries the memory scope and the
+//! ordering that the ring protocol needs, and the warp-aggregated print path. No GPU needed.
+//!
+//! Why read the PTX: Rust 1.95's LLVM lowers `fetch_add`/`swap`/`fetch_or` with *any*
+//! ordering to a plain `atom.*`, which PTX defines as relaxed at GPU scope: the ordering and
+//! the system scope (the host and the kernel's SQPOLL thread read these words) are silently
+//! dropped. `device/src/arch/nvptx.rs` writes those read-modify-writes in `asm!`; these tests
+//! fail if any atomic in the module escapes that path (a new `core::sync::atomic` use, a
+//! compiler change), or if an ordering the protocol relies on is missing.
+//!
+//! What the PTX holds today (sm_90, Rust 1.95), by protocol step:
+//!
+//! | instruction | protocol step |
+//! |---|---|
+//! | `atom.relaxed.sys.add.u64` / `.u32` | stream reservation (`Stream::reserve`), SQ tickets |
+//! | `atom.release.sys.or.b64` | stream commit bits (`Stream::commit`) |
+//! | `atom.acq_rel.sys.exch.b32` | combiner requests and the holder's take of them |
+//! | `atom.acquire.sys.cas.b32` | combiner lock (`compare_exchange(0, 1, Acquire, Relaxed)`) |
+//! | `fence.sc.sys` | the combiner's two store-buffering fences |
+//! | `st.release.sys.b32` | SQ tail, ready flags, CQ head, combiner unlock |
+//! | `ld.acquire.sys.b32` / `.b64` | kernel's SQ head / CQ tail, ready flags, `released` |
+//! | `activemask.b32`, `shfl.sync.*`, `bar.warp.sync` | one record per warp (`arch::Warp`) |
+//!
+//! There is no exception: every atomic instruction in the module names `.sys` and an order.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// One PTX instruction.
+struct Inst {
+    /// The function it belongs to (mangled name).
+    func: String,
+    /// The opcode with its qualifiers, e.g. `atom.acq_rel.sys.exch.b32`.
+    op: String,
+    /// The operands, e.g. `["%r1", "[%rd2]", "%r3"]`.
+    args: Vec<String>,
+}
+
+impl Inst {
+    /// The dot-separated parts of the opcode: `atom`, `acq_rel`, `sys`, `exch`, `b32`.
+    fn parts(&self) -> Vec<&str> {
+        self.op.split('.').collect()
+    }
+    fn has(&self, part: &str) -> bool {
+        self.parts().contains(&part)
+    }
+    /// `atom.*` or `red.*`: a read-modify-write in memory.
+    fn is_rmw(&self) -> bool {
+        self.op.starts_with("atom.") || self.op.starts_with("red.")
+    }
+    /// The memory order it names (`relaxed`, `acquire`, `release`, `acq_rel`, `sc`), if any.
+    fn order(&self) -> Option<&str> {
+        self.parts()
+            .into_iter()
+            .find(|p| ["relaxed", "acquire", "release", "acq_rel", "sc"].contains(p))
+    }
+}
+
+fn ptx() -> String {
+    const SKIPPED: &str = "this build skipped the GPU kernels (GPUIO_SKIP_GPU_BUILD=1); rebuild without it";
+    let path = env!("GPUIO_KERNELS_PTX");
+    assert!(!path.is_empty(), "GPUIO_KERNELS_PTX is empty: {SKIPPED}");
+    let text =
+        std::fs::read_to_string(Path::new(path)).unwrap_or_else(|e| panic!("reading GPUIO_KERNELS_PTX={path}: {e}"));
+    assert!(!text.trim().is_empty(), "{path} is empty: {SKIPPED}");
+    text
+}
+
+/// The instructions of the module, each with its function.
+fn instructions(ptx: &str) -> Vec<Inst> {
+    let mut func = String::from("<module>");
+    let mut out = Vec::new();
+    for line in ptx.lines() {
+        let line = line.split("//").next().unwrap_or("").trim();
+        if let Some(name) = function_name(line) {
+            func = name;
+            continue;
+        }
+        // Directives, declarations, braces and labels are not instructions.
+        if line.is_empty() || line.starts_with(['.', '{', '}', '$', ')']) || line.ends_with(':') {
+            continue;
+        }
+        let line = line.trim_end_matches(';').trim();
+        // A guard predicate (`@%p1` / `@!%p1`) comes first.
+        let line = match line.strip_prefix('@') {
+            Some(rest) => rest.split_once(char::is_whitespace).map_or("", |(_, i)| i.trim()),
+            None => line,
+        };
+        let (op, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+        let args = rest
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(String::from)
+            .collect();
+        out.push(Inst {
+            func: func.clone(),
+            op: op.to_string(),
+            args,
+        });
+    }
+    assert!(
+        out.iter().any(|i| i.op == "ret"),
+        "the PTX parser found no instructions"
+    );
+    out
+}
+
+/// The name of the function a `.func` / `.entry` header line opens.
+fn function_name(line: &str) -> Option<String> {
+    let rest = [".func", ".entry"].iter().find_map(|kw| {
+        line.split_once(&format!("{kw} "))
+            .filter(|(before, _)| before.split_whitespace().all(|w| w.starts_with('.')))
+            .map(|(_, rest)| rest.trim())
+    })?;
+    // `.func (.param .b32 func_retval0) name(`: skip the return parameters.
+    let rest = match rest.strip_prefix('(') {
+        Some(r) => r.split_once(')')?.1.trim(),
+        None => rest,
+    };
+    let name: String = rest.chars().take_while(|c| *c != '(' && !c.is_whitespace()).collect();
+    (!name.is_empty()).then_some(name)
+}
+
+/// The distinct opcodes of `insts` matching `pred`.
+fn ops(insts: &[Inst], pred: impl Fn(&Inst) -> bool) -> BTreeSet<&str> {
+    insts.iter().filter(|i| pred(i)).map(|i| i.op.as_str()).collect()
+}
+
+fn assert_present(insts: &[Inst], op: &str, why: &str) {
+    assert!(
+        insts.iter().any(|i| i.op == op),
+        "no `{op}` in the PTX: {why}. Atomic opcodes present: {:?}",
+        ops(insts, |i| i.is_rmw() || i.order().is_some())
+    );
+}
+
+/// (a) Every `atom`/`red` names system scope and an explicit order. A plain `atom.add`,
+/// `atom.global.exch`, `atom.or`, `atom.cas` ... is relaxed at GPU scope: the host and the
+/// kernel's SQPOLL thread would not be ordered with it, and other GPUs' (or the host's)
+/// accesses not be atomic with it.
+#[test]
+fn every_atomic_rmw_names_system_scope_and_an_order() {
+    let insts = instructions(&ptx());
+    let rmws: Vec<&Inst> = insts.iter().filter(|i| i.is_rmw()).collect();
+    assert!(
+        !rmws.is_empty(),
+        "no atom/red instruction at all: did the ring code vanish?"
+    );
+    let bad: BTreeSet<&str> = rmws
+        .iter()
+        .filter(|i| !i.has("sys") || i.order().is_none())
+        .map(|i| i.op.as_str())
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "read-modify-writes without an explicit `.sys` scope and order (PTX's default is relaxed, \
+         GPU scope; the ring lives in host memory shared with the kernel): {bad:?}. Route them \
+         through gpuio_device::sync atomics (arch/nvptx.rs writes them in asm!)."
+    );
+}
+
+/// Fences and ordered loads/stores are system scope too; nothing is narrower than `.sys`.
+#[test]
+fn fences_and_ordered_loads_and_stores_are_system_scope() {
+    let insts = instructions(&ptx());
+    let narrow = ops(&insts, |i| {
+        let memory = ["ld", "st", "atom", "red", "fence", "membar"].contains(&i.parts()[0]);
+        memory && ["gpu", "cta", "cluster", "gl"].iter().any(|s| i.has(s))
+    });
+    assert!(
+        narrow.is_empty(),
+        "memory operations at a scope narrower than the system: {narrow:?}. The SQ/CQ words, \
+         SQEs and payloads are read by the kernel on the CPU: GPU scope does not order them."
+    );
+    let unscoped = ops(&insts, |i| {
+        let ordered = i.order().is_some() && !i.is_rmw();
+        (i.op.starts_with("fence") || i.op.starts_with("membar") || ordered) && !i.has("sys")
+    });
+    assert!(
+        unscoped.is_empty(),
+        "fences or ordered loads/stores without `.sys`: {unscoped:?} (the release before the SQ \
+         tail store must cover the SQE and payload bytes for the kernel: invariant 1)"
+    );
+}
+
+/// (b) Each protocol step's atomic carries the order the step relies on.
+#[test]
+fn protocol_steps_have_the_orderings_they_need() {
+    let insts = instructions(&ptx());
+
+    // Reservations: uniqueness only, so relaxed is enough, but at system scope.
+    assert_present(
+        &insts,
+        "atom.relaxed.sys.add.u64",
+        "Stream::reserve (a warp's one fetch_add for its record) must be a system-scope atomic add",
+    );
+    assert_present(
+        &insts,
+        "atom.relaxed.sys.add.u32",
+        "Ring::submit step 1 (SQ ticket) must be a system-scope atomic add",
+    );
+
+    // Commit bits: the bytes written before them must happen-before the flusher's acquire.
+    assert_present(
+        &insts,
+        "atom.release.sys.or.b64",
+        "Stream::commit sets the written-bits with a release fetch_or (the bytes, then the bits)",
+    );
+    let weak_or = ops(&insts, |i| {
+        i.is_rmw() && i.has("or") && !matches!(i.order(), Some("release" | "acq_rel"))
+    });
+    assert!(
+        weak_or.is_empty(),
+        "fetch_or without release: {weak_or:?}. fetch_or only sets stream commit bits; without \
+         release the flusher could submit bytes still being written (invariant 5)"
+    );
+
+    // Combiner requests: AcqRel swaps extend the release sequence the holder acquires.
+    assert_present(
+        &insts,
+        "atom.acq_rel.sys.exch.b32",
+        "Combiner::request (pending.swap(1, AcqRel)) and the holder's pending.swap(0, AcqRel)",
+    );
+    let weak_exch = ops(&insts, |i| i.is_rmw() && i.has("exch") && i.order() != Some("acq_rel"));
+    assert!(
+        weak_exch.is_empty(),
+        "swaps that are not acq_rel: {weak_exch:?}. Swaps are the combiner's requests: without \
+         release a request's input (a ready SQE, a commit) may be invisible to the run it asks \
+         for; without acquire the holder's run may not see it. A stranded SQE hangs the kernel."
+    );
+
+    // Combiner lock: compare_exchange(0, 1, Acquire, Relaxed).
+    let cas: Vec<&Inst> = insts.iter().filter(|i| i.is_rmw() && i.has("cas")).collect();
+    assert!(
+        !cas.is_empty(),
+        "no atom.*.cas: Combiner::run takes its lock with compare_exchange"
+    );
+    let weak_cas: BTreeSet<&str> = cas
+        .iter()
+        .filter(|i| !matches!(i.order(), Some("acquire" | "acq_rel")))
+        .map(|i| i.op.as_str())
+        .collect();
+    assert!(
+        weak_cas.is_empty(),
+        "compare-exchanges without acquire: {weak_cas:?}. The combiner lock's CAS must acquire, or \
+         the previous holder's tail/flush work does not happen-before ours (two publishers could \
+         store an older SQ tail over a newer one: invariant 2)"
+    );
+
+    // The store-buffering fences of the combiner, and the lock release.
+    assert_present(
+        &insts,
+        "fence.sc.sys",
+        "Combiner::run's fence(SeqCst) between request and lock look (and unlock and pending \
+         look): without it requester and holder can miss each other and a request is lost",
+    );
+    for f in cas.iter().map(|i| i.func.as_str()).collect::<BTreeSet<_>>() {
+        let has = |op: &str| insts.iter().any(|i| i.func == f && i.op == op);
+        assert!(
+            has("fence.sc.sys") && has("atom.acq_rel.sys.exch.b32") && has("st.release.sys.b32"),
+            "function {f} takes a combiner lock (CAS) but lacks the rest of Combiner::run: \
+             fence.sc.sys {}, acq_rel exch {}, release unlock store {}",
+            has("fence.sc.sys"),
+            has("atom.acq_rel.sys.exch.b32"),
+            has("st.release.sys.b32")
+        );
+    }
+
+    // SQ tail and ready flags (and CQ head, unlock): release stores at system scope.
+    assert_present(
+        &insts,
+        "st.release.sys.b32",
+        "the SQ tail store must be a system-scope release: the SQEs and payloads below it \
+         happen-before the kernel's smp_load_acquire of the tail (invariant 1); so must the ready \
+         flags (Ring::submit step 4)",
+    );
+    // The kernel's SQ head and CQ tail, the ready flags: acquire loads at system scope.
+    assert_present(
+        &insts,
+        "ld.acquire.sys.b32",
+        "loads of the kernel's SQ head (slot free: invariant 2) and CQ tail (CQEs written, buffers \
+         done: invariant 3), and of the ready flags, must be system-scope acquires",
+    );
+    assert_present(
+        &insts,
+        "ld.acquire.sys.b64",
+        "Stream::wait_room's load of `released` and the flusher's loads of the commit bits must be \
+         system-scope acquires (invariants 3 and 5)",
+    );
+}
+
+/// A value a lane mask operand can hold.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Mask {
+    /// What `activemask` returned in this function.
+    Group,
+    /// All 32 lanes.
+    Full,
+}
+
+/// (c) `println!` aggregates the warp: `arch::Warp` takes `activemask` and `%laneid`, scans
+/// and broadcasts with `shfl.sync`, and waits with `bar.warp.sync`; every mask operand is the
+/// group's mask (or the full mask on the full-warp path), and the shuffle clamps are right.
+#[test]
+fn print_aggregates_the_warp() {
+    let insts = instructions(&ptx());
+    let collective = |i: &Inst| i.op == "activemask.b32" || i.op.starts_with("shfl.sync") || i.op == "bar.warp.sync";
+    let funcs: BTreeSet<&str> = insts
+        .iter()
+        .filter(|i| collective(i))
+        .map(|i| i.func.as_str())
+        .collect();
+    assert!(
+        !funcs.is_empty(),
+        "no activemask/shfl.sync/bar.warp.sync in the PTX: arch::Warp is not used by print, so \
+         every lane makes its own record (one SQE-path reservation per line instead of per warp)"
+    );
+
+    let mut seen = BTreeSet::new();
+    for f in funcs {
+        let body: Vec<&Inst> = insts.iter().filter(|i| i.func == f).collect();
+        // Registers holding a lane mask: activemask's result, the constant -1, copies of them.
+        let mut masks: BTreeMap<&str, Mask> = BTreeMap::new();
+        for i in &body {
+            let (Some(dst), src) = (i.args.first(), i.args.get(1)) else {
+                continue;
+            };
+            if i.op == "activemask.b32" {
+                masks.insert(dst, Mask::Group);
+            } else if i.op.starts_with("mov.") && i.args.len() == 2 {
+                let src = src.map(String::as_str).unwrap_or("");
+                if ["-1", "0xffffffff", "0xFFFFFFFF", "4294967295"].contains(&src) {
+                    masks.insert(dst, Mask::Full);
+                } else if let Some(&m) = masks.get(src) {
+                    masks.insert(dst, m);
+                }
+            }
+        }
+        let mask_of = |arg: &str| -> Option<Mask> {
+            match arg {
+                "-1" | "0xffffffff" | "0xFFFFFFFF" | "4294967295" => Some(Mask::Full),
+                r => masks.get(r).copied(),
+            }
+        };
+        assert!(
+            body.iter().any(|i| i.args.iter().any(|a| a == "%laneid")),
+            "{f} uses warp collectives but never reads %laneid: the exclusive sum needs the lane's rank"
+        );
+        for i in body.iter().filter(|i| collective(i)) {
+            seen.insert(i.op.as_str());
+            match i.op.as_str() {
+                "activemask.b32" => {}
+                "bar.warp.sync" => assert_eq!(
+                    mask_of(&i.args[0]),
+                    Some(Mask::Group),
+                    "{f}: `bar.warp.sync {}` must wait for exactly the group activemask returned, \
+                     or the leader flushes before every lane has committed its line",
+                    i.args[0]
+                ),
+                "shfl.sync.idx.b32" => {
+                    assert_eq!(i.args.len(), 5, "{f}: shfl.sync.idx operands {:?}", i.args);
+                    assert!(
+                        ["0x1f", "31"].contains(&i.args[3].as_str()),
+                        "{f}: shfl.sync.idx clamp operand is {}, not 0x1f: with a smaller clamp a \
+                         read from a high lane returns the reader's own value, so sums and the \
+                         broadcast reservation would be wrong (overlapping records)",
+                        i.args[3]
+                    );
+                    assert!(
+                        mask_of(&i.args[4]).is_some(),
+                        "{f}: shfl.sync.idx membermask {} is neither activemask's result nor the full \
+                         mask: shuffling with lanes outside the group hangs or reads garbage",
+                        i.args[4]
+                    );
+                }
+                "shfl.sync.up.b32" => {
+                    assert_eq!(i.args.len(), 5, "{f}: shfl.sync.up operands {:?}", i.args);
+                    assert_eq!(
+                        i.args[3], "0",
+                        "{f}: shfl.sync.up clamp operand must be 0 (no segments, lanes below the \
+                         offset keep their own value, which the scan then ignores)"
+                    );
+                    assert_eq!(
+                        mask_of(&i.args[4]),
+                        Some(Mask::Full),
+                        "{f}: shfl.sync.up membermask {} is not the full mask: the shfl.up scan is \
+                         only right when every lane is a member (a hole would feed a non-member's \
+                         value into the sums)",
+                        i.args[4]
+                    );
+                }
+                other => panic!("{f}: unexpected warp collective `{other}`"),
+            }
+        }
+    }
+    for op in [
+        "activemask.b32",
+        "shfl.sync.idx.b32",
+        "shfl.sync.up.b32",
+        "bar.warp.sync",
+    ] {
+        assert!(
+            seen.contains(op),
+            "no `{op}` in the PTX: arch::Warp's {} is missing",
+            match op {
+                "activemask.b32" => "group formation (the lanes printing together)",
+                "shfl.sync.idx.b32" => "broadcast of the reservation / generic exclusive sum",
+                "shfl.sync.up.b32" => "full-warp scan",
+                _ => "wait for every lane's line before the leader flushes",
+            }
+        );
+    }
+}
