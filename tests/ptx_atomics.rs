@@ -13,7 +13,7 @@
 //! | instruction | protocol step |
 //! |---|---|
 //! | `atom.relaxed.sys.add.u64` / `.u32` | stream reservation (`Stream::reserve`), SQ tickets |
-//! | `atom.release.sys.or.b64` | stream commit bits (`Stream::commit`) |
+//! | `fence.acq_rel.sys` then `atom.relaxed.sys.or.b64` | stream commit bits (`Stream::commit`) |
 //! | `atom.acq_rel.sys.exch.b32` | combiner requests and the holder's take of them |
 //! | `atom.acquire.sys.cas.b32` | combiner lock (`compare_exchange(0, 1, Acquire, Relaxed)`) |
 //! | `fence.sc.sys` | the combiner's two store-buffering fences |
@@ -202,18 +202,31 @@ fn protocol_steps_have_the_orderings_they_need() {
     );
 
     // Commit bits: the bytes written before them must happen-before the flusher's acquire.
+    // `Stream::commit` issues one release fence, then relaxed fetch_ors (fence-to-atomic
+    // synchronisation: one fence per record instead of a release per bitmap word). So in
+    // every function, each fetch_or must come after a release-or-stronger fence at system
+    // scope, with no other fetch_or-free path in between that could reorder it.
     assert_present(
         &insts,
-        "atom.release.sys.or.b64",
-        "Stream::commit sets the written-bits with a release fetch_or (the bytes, then the bits)",
+        "atom.relaxed.sys.or.b64",
+        "Stream::commit sets the written-bits with fetch_or (after a release fence)",
     );
-    let weak_or = ops(&insts, |i| {
-        i.is_rmw() && i.has("or") && !matches!(i.order(), Some("release" | "acq_rel"))
-    });
+    let mut unfenced = BTreeSet::new();
+    let mut fenced_in: Option<&str> = None;
+    for i in &insts {
+        if i.op.starts_with("fence.") && matches!(i.parts().get(1), Some(&"acq_rel" | &"sc")) && i.has("sys") {
+            fenced_in = Some(i.func.as_str());
+        }
+        let ordered_or = matches!(i.order(), Some("release" | "acq_rel"));
+        if i.is_rmw() && i.has("or") && !ordered_or && fenced_in != Some(i.func.as_str()) {
+            unfenced.insert(i.func.clone());
+        }
+    }
     assert!(
-        weak_or.is_empty(),
-        "fetch_or without release: {weak_or:?}. fetch_or only sets stream commit bits; without \
-         release the flusher could submit bytes still being written (invariant 5)"
+        unfenced.is_empty(),
+        "fetch_or without a preceding release fence in {unfenced:?}. fetch_or only sets stream \
+         commit bits; without release ordering the flusher could submit bytes still being \
+         written (invariant 5)"
     );
 
     // Combiner requests: AcqRel swaps extend the release sequence the holder acquires.
@@ -255,15 +268,29 @@ fn protocol_steps_have_the_orderings_they_need() {
         "Combiner::run's fence(SeqCst) between request and lock look (and unlock and pending \
          look): without it requester and holder can miss each other and a request is lost",
     );
-    for f in cas.iter().map(|i| i.func.as_str()).collect::<BTreeSet<_>>() {
-        let has = |op: &str| insts.iter().any(|i| i.func == f && i.op == op);
+    // Every function that takes a lock (CAS) releases it with a release store; every
+    // function that makes a combiner request (acq_rel exch) also has the store-buffering
+    // fence. (The reaper's try-lock, `Combiner::try_run`, makes no request and needs none.)
+    let funcs = |pred: &dyn Fn(&Inst) -> bool| {
+        insts
+            .iter()
+            .filter(|i| pred(i))
+            .map(|i| i.func.clone())
+            .collect::<BTreeSet<_>>()
+    };
+    let has = |f: &str, op: &str| insts.iter().any(|i| i.func == f && i.op == op);
+    for f in funcs(&|i| i.is_rmw() && i.has("cas")) {
         assert!(
-            has("fence.sc.sys") && has("atom.acq_rel.sys.exch.b32") && has("st.release.sys.b32"),
-            "function {f} takes a combiner lock (CAS) but lacks the rest of Combiner::run: \
-             fence.sc.sys {}, acq_rel exch {}, release unlock store {}",
-            has("fence.sc.sys"),
-            has("atom.acq_rel.sys.exch.b32"),
-            has("st.release.sys.b32")
+            has(&f, "st.release.sys.b32"),
+            "function {f} takes a lock (CAS) but never releases one with st.release.sys: the next holder \
+             would not see its work"
+        );
+    }
+    for f in funcs(&|i| i.op == "atom.acq_rel.sys.exch.b32") {
+        assert!(
+            has(&f, "fence.sc.sys"),
+            "function {f} makes combiner requests (acq_rel exch) without fence.sc.sys: a requester and \
+             the holder could miss each other, stranding a flush or a publication"
         );
     }
 

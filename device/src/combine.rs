@@ -2,6 +2,8 @@
 //!
 //! Nobody ever blocks on it. A caller that finds the lock held leaves a *request* and
 //! returns; the holder, before it leaves, sees the request and runs the work once more.
+//! Every pending request has an agent answerable for it (its maker, or the holder it
+//! saw), which is what lets a caller that finds a request pending leave at once.
 //! This is how the SQ tail is published and how a print stream is flushed: the work is
 //! idempotent ("advance as far as is ready"), so many requests fold into one run.
 //!
@@ -40,23 +42,20 @@ impl Combiner {
         }
     }
 
-    /// Leaves a request without trying to run it: the next `run` (by anyone) will.
-    #[inline]
-    pub fn request(&self) {
-        // AcqRel RMW, system scope: extends the release sequence (see the module docs).
-        self.pending.swap(1, Ordering::AcqRel);
-    }
-
-    /// Whether a request is waiting.
-    #[inline]
-    pub fn requested(&self) -> bool {
-        self.pending.load(Ordering::Acquire) != 0
-    }
-
     /// Runs `work` exclusively: here, or, if another agent holds the lock, by that agent
     /// before it releases. Returns `true` if this call ran it at least once.
     pub fn run(&self, mut work: impl FnMut()) -> bool {
-        self.request();
+        // AcqRel RMW, system scope: extends the release sequence, so the holder's swap(0)
+        // synchronises with every requester before it. If a request was already pending, its
+        // maker made sure that some agent will consume it: by running the work itself, or
+        // because the holder sees it after releasing (the fence below). That consumption
+        // is a later swap(0) in the word's modification order than ours, so it
+        // synchronises with us too, and the work it triggers sees our input. We can leave
+        // without the fence: under contention most callers do, which matters on GPUs,
+        // where a system-scope SeqCst fence is expensive.
+        if self.pending.swap(1, Ordering::AcqRel) != 0 {
+            return false;
+        }
         // SeqCst fence, system scope: orders our request before our look at the lock,
         // against the holder's release-then-look (store-buffering, see the module docs).
         fence(Ordering::SeqCst);
@@ -86,6 +85,28 @@ impl Combiner {
                 return ran;
             }
         }
+    }
+
+    /// Runs `work` once if nobody holds the lock; returns whether it ran. Leaves no
+    /// request: for work that anyone may redo later (reaping), where thousands of callers
+    /// must not queue up behind one another.
+    pub fn try_run(&self, work: impl FnOnce()) -> bool {
+        // Relaxed look first: contended callers leave without a read-modify-write.
+        if self.lock.load(Ordering::Relaxed) != 0 {
+            return false;
+        }
+        // Acquire, system scope: the previous holder's work happens-before ours.
+        if self
+            .lock
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        work();
+        // Release, system scope: our work happens-before the next holder's.
+        self.lock.store(0, Ordering::Release);
+        true
     }
 
     /// Whether some agent is inside `run` right now.

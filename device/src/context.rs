@@ -87,11 +87,12 @@ impl Context {
         self.flush(stream);
     }
 
-    /// Reaps, and flushes every stream a completion asked to be flushed.
+    /// Reaps, and flushes every stream a completion kicked.
     pub fn progress(&self) {
         self.reap();
         for s in &self.streams {
-            if s.flusher.requested() {
+            // AcqRel: pairs with the reaper's release of the kick.
+            if s.kick.swap(0, Ordering::AcqRel) != 0 {
                 self.flush(s);
             }
         }

@@ -45,10 +45,12 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     }
     let base = g.broadcast(base);
     if my_len > 0 {
-        stream.fill(ctx, base + before, line.bytes());
+        stream.put_uncommitted(ctx, base + before, line.bytes());
     }
+    // Every lane's bytes are in place; one lane marks the record written and flushes.
     g.sync();
     if g.is_leader() && total > 0 {
+        stream.commit_record(base, base + total);
         ctx.flush(stream);
     }
     if !fits {

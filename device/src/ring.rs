@@ -48,7 +48,7 @@
 //! waker watches the flag (see `host/src/waker.rs`).
 //!
 //! # Completions ([`Ring::reap`])
-//! Whoever gets the reaper combiner reads CQEs from `cq_head` to the kernel's `cq_tail`
+//! Whoever gets the reaper lock (a try-lock: the others leave at once) reads CQEs from `cq_head` to the kernel's `cq_tail`
 //! (Acquire: the kernel wrote the CQE, and finished with the request's buffers, before it
 //! released the tail), hands each to a dispatch function, then stores `cq_head` (Release:
 //! our reads of those CQE slots happen-before the kernel refills them, and the credits they
@@ -213,20 +213,20 @@ impl Ring {
     }
 
     /// Consumes every CQE present, passing each to `dispatch`, exclusively. If another
-    /// agent is reaping, leaves it a request instead. Returns `false` at once if the CQ
-    /// looks empty.
+    /// agent is reaping, returns `false` at once: only the reaper reads the CQ, so waiting
+    /// GPU threads never flood PCIe with reads of host memory. A CQE that lands after the
+    /// reaper looked is taken by the next call (waiters and flushers keep calling; the
+    /// drain calls until everything completed).
     pub fn reap(&self, mut dispatch: impl FnMut(Cqe)) -> bool {
-        // A cheap look first: most calls find nothing.
-        if self.cq_tail().load(Ordering::Relaxed) == self.cq_head().load(Ordering::Relaxed) {
-            return false;
-        }
-        self.reaper.run(|| {
+        let mut any = false;
+        self.reaper.try_run(|| {
             // Only the reaper writes the head.
             let mut head = self.cq_head().load(Ordering::Relaxed);
             // Acquire, system scope: pairs with the kernel's smp_store_release of the CQ
             // tail; the CQEs, and the kernel's last use of each request's buffers,
             // happen-before our reads.
             let tail = self.cq_tail().load(Ordering::Acquire);
+            any = head != tail;
             while head != tail {
                 // SAFETY: the kernel published this CQE (acquire above) and will not
                 // rewrite the slot until we move the head past it.
@@ -237,7 +237,8 @@ impl Ring {
             // Release, system scope: our reads of the slots, and the dispatch's recycling,
             // happen-before the kernel reuses the slots and submitters use the credits.
             self.cq_head().store(head, Ordering::Release);
-        })
+        });
+        any
     }
 
     /// Whether every submitted SQE has been published, consumed and reaped.

@@ -41,11 +41,17 @@
 
 use crate::combine::Combiner;
 use crate::context::Context;
-use crate::sync::{copy_to_cells, read_cells, AtomicI32, AtomicU32, AtomicU64, Backoff, Ordering, Padded, SharedCell};
+use crate::sync::{
+    copy_to_cells, fence, read_cells, AtomicI32, AtomicU32, AtomicU64, Backoff, Ordering, Padded, SharedCell,
+};
 use crate::uapi::{Sqe, IORING_OP_WRITE, OFF_CURRENT_POSITION};
 
 /// Largest single write: Linux caps one write at `0x7ffff000` bytes.
 pub const MAX_WRITE: u64 = 1 << 30;
+
+/// A thread waiting for log space helps every this many rounds (a performance knob;
+/// under loom every round, so that models need no idle rounds).
+const HELP_EVERY: u32 = if cfg!(loom) { 1 } else { 8 };
 
 /// Flight states.
 const FREE: u32 = 0;
@@ -139,6 +145,8 @@ pub struct Stream {
     pub flight_tail: AtomicU32,
     /// Serialises flushing.
     pub flusher: Combiner,
+    /// Set by the reaper when a flight landed: a flush may now make progress.
+    pub kick: AtomicU32,
     /// Failed writes.
     pub errors: WriteErrors,
 }
@@ -178,6 +186,7 @@ impl Stream {
             flight_head: AtomicU32::new(0),
             flight_tail: AtomicU32::new(0),
             flusher: Combiner::new(),
+            kick: AtomicU32::new(0),
             errors: WriteErrors::new(),
         }
     }
@@ -218,9 +227,32 @@ impl Stream {
         }
     }
 
+    /// Writes `bytes` (at most `cap` of them) at reserved position `pos`, waiting for
+    /// space, without marking them written: a warp's lanes each put their line, then one
+    /// lane commits the whole record after the warp synchronised (see `print::emit`).
+    pub fn put_uncommitted(&self, ctx: &Context, pos: u64, bytes: &[u8]) {
+        debug_assert!(bytes.len() as u64 <= self.cap);
+        let end = pos + bytes.len() as u64;
+        // Room for the whole range at once: `end - 1 < released + cap`.
+        if !bytes.is_empty() {
+            let mut room = self.wait_room(ctx, pos);
+            while room < bytes.len() as u64 {
+                room = self.wait_room(ctx, end - 1) + (end - 1 - pos);
+            }
+        }
+        self.put(pos, bytes);
+    }
+
+    /// Marks `[s, e)` written, for bytes that `put_uncommitted` wrote (on this thread,
+    /// or on lanes that synchronised with it).
+    pub fn commit_record(&self, s: u64, e: u64) {
+        self.commit(s, e);
+    }
+
     /// Waits until position `pos` may be written; returns how many bytes from `pos` may.
     fn wait_room(&self, ctx: &Context, pos: u64) -> u64 {
         let mut backoff = Backoff::new();
+        let mut rounds = 0u32;
         loop {
             // Acquire, system scope: pairs with the reaper's release of `released`; the
             // kernel's reads of the bytes we will overwrite, and the clearing of their
@@ -230,9 +262,10 @@ impl Stream {
             if pos < limit {
                 return limit - pos;
             }
-            // Help, unless another agent is flushing already: thousands of waiting GPU
-            // threads piling onto the flusher's words would only slow it down.
-            if !self.flusher.busy() {
+            // Help now and then, and not while another agent is flushing: thousands of
+            // waiting GPU threads piling onto the flusher's words would only slow it down.
+            rounds += 1;
+            if rounds % HELP_EVERY == 1 % HELP_EVERY && !self.flusher.busy() {
                 ctx.help(self);
             }
             backoff.snooze();
@@ -250,9 +283,12 @@ impl Stream {
         }
     }
 
-    /// Marks `[s, e)` written. Release, system scope, per bitmap word: the bytes
-    /// happen-before the flusher's acquire of the bits, and so the kernel's read.
+    /// Marks `[s, e)` written. One release fence, system scope, then relaxed ORs: the
+    /// bytes (this thread's, and those of lanes synchronised with it) happen-before the
+    /// flusher's acquire of any of these bits (fence-to-atomic synchronisation), and so
+    /// the kernel's read.
     fn commit(&self, s: u64, e: u64) {
+        fence(Ordering::Release);
         let mut p = s;
         while p < e {
             let word_end = (p & !63) + 64;
@@ -260,7 +296,7 @@ impl Stream {
             let lo_bit = p & 63;
             let n = hi - p;
             let mask = if n == 64 { !0 } else { ((1u64 << n) - 1) << lo_bit };
-            self.bit_word(p).fetch_or(mask, Ordering::Release);
+            self.bit_word(p).fetch_or(mask, Ordering::Relaxed);
             p = hi;
         }
     }
@@ -289,7 +325,7 @@ impl Stream {
                 // cannot wait on ourselves), then look again.
                 ctx.reap();
                 if head.wrapping_sub(self.flight_tail.load(Ordering::Acquire)) >= self.max_flights {
-                    return; // the reaper requests another flush when a flight lands
+                    return; // the reaper kicks the stream when a flight lands
                 }
                 continue;
             }
@@ -400,7 +436,8 @@ impl Stream {
             // Release: the flight slot is free for the flusher.
             self.flight_tail.store(tail.wrapping_add(1), Ordering::Release);
         }
-        self.flusher.request();
+        // Release: the released space and freed flight happen-before whoever takes the kick.
+        self.kick.store(1, Ordering::Release);
     }
 
     /// Clears the written-bits of `[s, e)`.

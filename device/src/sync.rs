@@ -77,9 +77,29 @@ impl<T: Copy> SharedCell<T> {
 pub unsafe fn copy_to_cells(dst: *const SharedCell<u8>, src: &[u8]) {
     #[cfg(not(loom))]
     // SAFETY: SharedCell<u8> is a transparent UnsafeCell<u8>, so the cells are plain,
-    // writable bytes; the caller guarantees exclusivity.
+    // writable bytes; the caller guarantees exclusivity. The word stores below stay inside
+    // `dst .. dst + len` and are 8-byte aligned.
     unsafe {
-        core::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len())
+        // Bytes until the destination is 8-byte aligned, then whole words, then the rest:
+        // on a GPU each store to host memory is a PCIe transaction, and an unaligned
+        // memcpy would be lowered to one per byte.
+        let d = dst as *mut u8;
+        let n = src.len();
+        let head = (d.align_offset(8)).min(n);
+        let mut i = 0;
+        while i < head {
+            *d.add(i) = src[i];
+            i += 1;
+        }
+        while i + 8 <= n {
+            let w = core::ptr::read_unaligned(src.as_ptr().add(i) as *const u64);
+            core::ptr::write(d.add(i) as *mut u64, w);
+            i += 8;
+        }
+        while i < n {
+            *d.add(i) = src[i];
+            i += 1;
+        }
     };
     #[cfg(loom)]
     for (i, b) in src.iter().enumerate() {

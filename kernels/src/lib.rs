@@ -10,6 +10,7 @@
     feature(abi_gpu_kernel, core_intrinsics)
 )]
 #![cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), allow(internal_features))]
+#![cfg_attr(target_arch = "nvptx64", feature(stdarch_nvptx))]
 
 use core::fmt;
 
@@ -49,6 +50,62 @@ kernel! {
             println!("{}", Padded { t, i, width });
         }
     }
+}
+
+/// Like [`stress`], through CUDA's own device `printf` (`vprintf`) instead of gpuio: the
+/// same bytes, `lines` lines `t=<global thread index> i=<line number>` per thread, padded
+/// with `.` to `width` bytes including the newline. For comparisons (`examples/bench_gpu.rs`).
+///
+/// nvptx only: amdgcn has no `vprintf`, and on the host there is nothing to compare with.
+/// The padding is one `%s` of a suffix of a static string of 1024 dots (CUDA documents
+/// `*` for the field width only, not for the precision), so padding beyond 1024 dots
+/// (`width` over about 1040) is cut to 1024 dots.
+#[cfg(target_arch = "nvptx64")]
+#[no_mangle]
+pub extern "gpu-kernel" fn printf_stress(lines: u32, width: u32) {
+    /// The format: the arguments are laid out like [`PrintfArgs`].
+    const FORMAT: &[u8] = b"t=%llu i=%u%s\n\0";
+    /// `vprintf`'s argument buffer: the arguments at their natural alignment, as a C
+    /// compiler lays out a variadic call's arguments for it.
+    #[repr(C)]
+    struct PrintfArgs {
+        t: u64,
+        i: u32,
+        dots: *const u8,
+    }
+    let t = global_thread_idx();
+    for i in 0..lines {
+        let text = "t= i=".len() + decimal_digits(t) + decimal_digits(i as u64);
+        let dots = (width as usize).saturating_sub(text + 1).min(PRINTF_DOTS.len() - 1);
+        let args = PrintfArgs {
+            t,
+            i,
+            dots: PRINTF_DOTS[PRINTF_DOTS.len() - 1 - dots..].as_ptr(),
+        };
+        // SAFETY: FORMAT is NUL-terminated; `args` matches its conversions (u64, u32, a
+        // pointer to a NUL-terminated string in a static) and lives until vprintf returns,
+        // which has copied everything into the printf FIFO by then.
+        unsafe { core::arch::nvptx::vprintf(FORMAT.as_ptr(), &args as *const PrintfArgs as *const _) };
+    }
+}
+
+/// 1024 dots and a NUL: [`printf_stress`] prints a suffix of it as its padding.
+#[cfg(target_arch = "nvptx64")]
+static PRINTF_DOTS: [u8; 1025] = {
+    let mut d = [b'.'; 1025];
+    d[1024] = 0;
+    d
+};
+
+/// The number of decimal digits of `n`.
+#[cfg(any(target_arch = "nvptx64", test))]
+fn decimal_digits(mut n: u64) -> usize {
+    let mut d = 1;
+    while n >= 10 {
+        n /= 10;
+        d += 1;
+    }
+    d
 }
 
 /// The text of one [`stress`] line, without its newline.
@@ -100,7 +157,7 @@ mod tests {
     extern crate std;
     use std::string::{String, ToString};
 
-    use super::Padded;
+    use super::{decimal_digits, Padded};
 
     fn line(t: u64, i: u32, width: u32) -> String {
         Padded { t, i, width }.to_string() + "\n"
@@ -116,5 +173,23 @@ mod tests {
         assert_eq!(long.len(), 200);
         assert!(long.starts_with("t=12345 i=678...."));
         assert!(long.ends_with(".\n"));
+    }
+
+    /// `printf_stress` pads by `decimal_digits`; `stress` by what `Padded` wrote.
+    #[test]
+    fn printf_padding_matches() {
+        for (t, i) in [
+            (0u64, 0u32),
+            (9, 10),
+            (12345, 678),
+            (16_777_215, 15),
+            (u64::MAX, u32::MAX),
+        ] {
+            for width in [0u32, 8, 32, 128] {
+                let text = "t= i=".len() + decimal_digits(t) + decimal_digits(i as u64);
+                let dots = (width as usize).saturating_sub(text + 1);
+                assert_eq!(line(t, i, width).len(), text + dots + 1, "t={t} i={i} width={width}");
+            }
+        }
     }
 }
