@@ -2,8 +2,9 @@
 //! device context, runs kernels on a backend and drains their I/O.
 //!
 //! ```
-//! use gpuio_host::Runtime;
-//! let rt = Runtime::new()?;
+//! use gpuio_host::{Backend, Runtime};
+//! // Closures run on the CPU backend; GPU kernels come from a code object (`load_module`).
+//! let rt = Runtime::builder().backend(Backend::Cpu).build()?;
 //! rt.launch(2, 4, || gpuio_device::println!("hello from thread {}", gpuio_device::global_thread_idx()))?;
 //! rt.synchronize()?; // every line is out, or the error says which were lost
 //! # Ok::<(), gpuio_host::Error>(())

@@ -24,7 +24,8 @@ use crate::waker::Waker;
 /// Builds a [`Runtime`].
 ///
 /// ```
-/// let rt = gpuio_host::Runtime::builder().sq_entries(64).log_bytes(1 << 16).build()?;
+/// use gpuio_host::{Backend, Runtime};
+/// let rt = Runtime::builder().backend(Backend::Cpu).sq_entries(64).log_bytes(1 << 16).build()?;
 /// rt.launch(1, 4, || gpuio_device::println!("thread {}", gpuio_device::thread_idx()))?;
 /// rt.synchronize()?;
 /// # Ok::<(), gpuio_host::Error>(())
