@@ -53,6 +53,9 @@ use std::time::{Duration, Instant};
 use gpuio::cuda::Cuda;
 use gpuio::{Arg, Backend, Error, Runtime};
 
+mod common;
+use common::{expected_bytes, statfs, verify, Check};
+
 /// The example kernels (`kernels/`), built for sm_90 by build.rs.
 const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
 
@@ -65,9 +68,13 @@ const REPORT: &str = "@bench ";
 
 const MIB: u64 = 1 << 20;
 
+const CLI: common::Cli = common::Cli {
+    name: "bench_gpu",
+    usage: USAGE,
+};
+
 fn fail(msg: &str) -> ! {
-    eprintln!("bench_gpu: {msg}\n{USAGE}");
-    std::process::exit(2)
+    CLI.fail(msg)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -105,17 +112,8 @@ struct Config {
     skip_printf_above: u64,
 }
 
-/// The value after `name`, parsed; `None` when `name` is absent.
-fn opt<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
-    let i = args.iter().position(|a| a == name)?;
-    match args.get(i + 1).map(|v| v.parse()) {
-        Some(Ok(v)) => Some(v),
-        _ => fail(&format!("{name} needs a valid value")),
-    }
-}
-
 fn list<T: std::str::FromStr>(args: &[String], name: &str, default: &str) -> Vec<T> {
-    let s: String = opt(args, name).unwrap_or_else(|| default.into());
+    let s: String = CLI.opt(args, name).unwrap_or_else(|| default.into());
     s.split(',')
         .map(|v| {
             v.trim()
@@ -140,11 +138,7 @@ fn parse_config(args: &[String]) -> Config {
         "--printf-fifo-mib",
         "--skip-printf-above",
     ];
-    for pair in args.chunks(2) {
-        if !known.contains(&pair[0].as_str()) {
-            fail(&format!("unknown option {}", pair[0]));
-        }
-    }
+    CLI.only_known(args, &known);
     let targets = list::<String>(args, "--targets", "shm,null")
         .iter()
         .map(|t| match t.as_str() {
@@ -154,18 +148,18 @@ fn parse_config(args: &[String]) -> Config {
         })
         .collect();
     let cfg = Config {
-        total: opt(args, "--total").unwrap_or(16_777_216),
+        total: CLI.opt(args, "--total").unwrap_or(16_777_216),
         lines: list(args, "--lines", "1,16"),
         widths: list(args, "--widths", "32,128"),
         targets,
-        dir: opt::<String>(args, "--dir").unwrap_or_else(|| "/dev/shm".into()).into(),
-        block: opt(args, "--block").unwrap_or(256),
-        reps: opt(args, "--reps").unwrap_or(3),
-        cold_reps: opt(args, "--cold-reps").unwrap_or(3),
-        timeout: Duration::from_secs(opt(args, "--timeout-s").unwrap_or(120)),
-        log_mib: opt(args, "--log-mib").unwrap_or(0),
-        fifo_mib: opt(args, "--printf-fifo-mib"),
-        skip_printf_above: opt(args, "--skip-printf-above").unwrap_or(0),
+        dir: CLI.opt(args, "--dir").unwrap_or_else(|| "/dev/shm".into()),
+        block: CLI.opt(args, "--block").unwrap_or(256),
+        reps: CLI.opt(args, "--reps").unwrap_or(3),
+        cold_reps: CLI.opt(args, "--cold-reps").unwrap_or(3),
+        timeout: Duration::from_secs(CLI.opt(args, "--timeout-s").unwrap_or(120)),
+        log_mib: CLI.opt(args, "--log-mib").unwrap_or(0),
+        fifo_mib: CLI.opt(args, "--printf-fifo-mib"),
+        skip_printf_above: CLI.opt(args, "--skip-printf-above").unwrap_or(0),
     };
     if cfg.reps == 0 {
         fail("--reps must be at least 1");
@@ -258,17 +252,9 @@ fn main() {
 
 fn machine_info(cfg: &Config, gpu: &str) {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .and_then(|r| r.split_once(':'))
-                .map(|(_, m)| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
-    println!("date (UTC):     {}", utc_date());
-    println!("kernel:         {}", uname_release());
+    let model = common::cpu_model();
+    println!("date (UTC):     {}", common::utc_date());
+    println!("kernel:         {}", common::uname_release());
     println!("cpu:            {model} ({cpus} CPUs)");
     println!("gpu:            {gpu}");
     let smi = Command::new("nvidia-smi")
@@ -317,51 +303,6 @@ fn machine_info(cfg: &Config, gpu: &str) {
         cfg.timeout.as_secs()
     );
     println!();
-}
-
-fn uname_release() -> String {
-    // SAFETY: uname fills the zeroed struct we own; its fields are NUL-terminated.
-    unsafe {
-        let mut u: libc::utsname = std::mem::zeroed();
-        if libc::uname(&mut u) != 0 {
-            return "unknown".into();
-        }
-        std::ffi::CStr::from_ptr(u.release.as_ptr())
-            .to_string_lossy()
-            .into_owned()
-    }
-}
-
-/// Whether `dir` is tmpfs, and the bytes free there.
-fn statfs(dir: &Path) -> std::io::Result<(bool, u64)> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
-    // SAFETY: statfs fills the zeroed struct we own; `c` is a NUL-terminated path.
-    let st = unsafe {
-        let mut st: libc::statfs = std::mem::zeroed();
-        if libc::statfs(c.as_ptr(), &mut st) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        st
-    };
-    Ok((st.f_type == libc::TMPFS_MAGIC, st.f_bavail as u64 * st.f_bsize as u64))
-}
-
-/// Today's date in UTC, `YYYY-MM-DD` (civil-from-days).
-fn utc_date() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs()) as i64;
-    let z = secs.div_euclid(86_400) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1087,49 +1028,9 @@ fn ms(d: Duration) -> f64 {
 }
 
 // ---------------------------------------------------------------------------------------
-// Expected output and the checker
+// Reading output back (the checker is in `common`)
 
-/// Bytes of `lines` lines from each of `threads` threads, each `t=<t> i=<i>` padded with
-/// dots to `width` bytes including the newline (never cut).
-fn expected_bytes(threads: u64, lines: u64, width: u32) -> u64 {
-    let w = u64::from(width);
-    let mut sum = 0;
-    for t in 0..threads {
-        let dt = digits(t);
-        for i in 0..lines {
-            sum += w.max(6 + dt + digits(i));
-        }
-    }
-    sum
-}
-
-fn digits(mut n: u64) -> u64 {
-    let mut d = 1;
-    while n >= 10 {
-        n /= 10;
-        d += 1;
-    }
-    d
-}
-
-/// What the checker found in one output file.
-#[derive(Clone, Copy, Debug, Default)]
-struct Check {
-    /// Bytes in the file.
-    bytes: u64,
-    /// Lines read (a last line without its newline counts).
-    read: u64,
-    /// Lines expected, whole and padded right, seen for the first time, after every earlier
-    /// line of their thread.
-    good: u64,
-    /// Lines not of the form `t=<t> i=<i>` + the right dots (torn, garbled, extra).
-    malformed: u64,
-    /// Repeats of a line already seen.
-    duplicate: u64,
-    /// First sightings of a line after a later line of the same thread.
-    disorder: u64,
-}
-
+/// A [`Check`] as report fields, from the child to the parent.
 impl Check {
     fn fields(&self) -> Vec<(&'static str, String)> {
         vec![
@@ -1152,20 +1053,6 @@ impl Check {
             duplicate: f("duplicate"),
             disorder: f("disorder"),
         }
-    }
-}
-
-impl std::fmt::Display for Check {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} lines read, {} good", self.read, self.good)?;
-        if self.malformed + self.duplicate + self.disorder > 0 {
-            write!(
-                f,
-                ", {} malformed, {} duplicate, {} out of order",
-                self.malformed, self.duplicate, self.disorder
-            )?;
-        }
-        Ok(())
     }
 }
 
@@ -1231,89 +1118,6 @@ fn check_file(path: &Path, threads: u64, lines: u64, width: u32) -> Check {
             Check::default()
         }
     }
-}
-
-/// Parses a decimal number without sign or leading zeros.
-fn number(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 19 || (s.len() > 1 && s[0] == b'0') {
-        return None;
-    }
-    s.iter()
-        .try_fold(0u64, |n, &c| c.is_ascii_digit().then(|| n * 10 + u64::from(c - b'0')))
-}
-
-/// Parses `t=<t> i=<i>` and exactly the dots that pad it to `width` bytes with its newline
-/// (the line without its newline).
-fn parse_line(line: &[u8], width: u32) -> Option<(u64, u64)> {
-    let rest = line.strip_prefix(b"t=")?;
-    let sp = rest.iter().position(|&c| c == b' ')?;
-    let t = number(&rest[..sp])?;
-    let rest = rest[sp + 1..].strip_prefix(b"i=")?;
-    let nd = rest.iter().position(|&c| c == b'.').unwrap_or(rest.len());
-    let i = number(&rest[..nd])?;
-    let dots = &rest[nd..];
-    let text = "t= i=".len() + sp + nd;
-    let want = (width as usize).saturating_sub(text + 1);
-    (dots.len() == want && dots.iter().all(|&c| c == b'.')).then_some((t, i))
-}
-
-/// Checks that `data` holds `lines` lines from each of `threads` threads, each exactly
-/// once, whole, padded right, in per-thread order, and nothing else.
-fn verify(data: &[u8], threads: u64, lines: u64, width: u32) -> Check {
-    let mut seen = vec![0u64; (threads * lines).div_ceil(64) as usize];
-    let mut high = vec![0u32; threads as usize]; // 1 + the highest i seen per thread
-    let mut c = Check {
-        bytes: data.len() as u64,
-        ..Check::default()
-    };
-    let w = width as usize;
-    let mut rest = data;
-    while !rest.is_empty() {
-        c.read += 1;
-        // Fast path: a line of exactly `width` bytes (the grammar admits no newline inside).
-        let fast = (w > 1 && rest.len() >= w && rest[w - 1] == b'\n')
-            .then(|| parse_line(&rest[..w - 1], width))
-            .flatten();
-        let parsed = match fast {
-            Some(ti) => {
-                rest = &rest[w..];
-                Some(ti)
-            }
-            None => {
-                let (line, whole) = match rest.iter().position(|&b| b == b'\n') {
-                    Some(n) => {
-                        let line = &rest[..n];
-                        rest = &rest[n + 1..];
-                        (line, true)
-                    }
-                    None => (std::mem::take(&mut rest), false),
-                };
-                parse_line(line, width).filter(|_| whole)
-            }
-        };
-        let (t, i) = match parsed {
-            Some((t, i)) if t < threads && i < lines => (t, i),
-            _ => {
-                c.malformed += 1;
-                continue;
-            }
-        };
-        let k = t * lines + i;
-        let (word, bit) = ((k / 64) as usize, 1u64 << (k % 64));
-        if seen[word] & bit != 0 {
-            c.duplicate += 1;
-            continue;
-        }
-        seen[word] |= bit;
-        let h = &mut high[t as usize];
-        if (i as u32) < *h {
-            c.disorder += 1;
-        } else {
-            *h = i as u32 + 1;
-            c.good += 1;
-        }
-    }
-    c
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1387,43 +1191,7 @@ fn print_table(cfg: &Config, rows: &[Row], cold: &Cold) {
             ]
         })
         .collect();
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| {
-            cells
-                .iter()
-                .map(|r| r[c].len())
-                .chain([header[c].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cols: Vec<String>| {
-        let padded: Vec<String> = cols
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(i, (s, w))| if i == 0 { format!("{s:<w$}") } else { format!("{s:>w$}") })
-            .collect();
-        format!("| {} |", padded.join(" | "))
-    };
-    let _ = writeln!(out, "{}", line(header.iter().map(|h| h.to_string()).collect()));
-    let _ = writeln!(
-        out,
-        "|{}|",
-        widths
-            .iter()
-            .enumerate()
-            .map(|(i, w)| if i == 0 {
-                format!(":{}", "-".repeat(w + 1))
-            } else {
-                format!("{}:", "-".repeat(w + 1))
-            })
-            .collect::<Vec<_>>()
-            .join("|")
-    );
-    for r in cells {
-        let _ = writeln!(out, "{}", line(r));
-    }
+    common::write_table(&mut out, &header, cells, 1);
     let _ = writeln!(out);
     let _ = writeln!(
         out,

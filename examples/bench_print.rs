@@ -22,21 +22,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{expected_bytes, verify, Check};
+
 const USAGE: &str = "usage: bench_print [--lines-total N] [--threads 1,4,16,64] [--dir /dev/shm] [--reps R] \
                      [--log-bytes N] [--sq-entries N] [--max-flights N] [--sq-idle-ms N]";
 
-fn fail(msg: &str) -> ! {
-    eprintln!("bench_print: {msg}\n{USAGE}");
-    std::process::exit(2)
-}
+const CLI: common::Cli = common::Cli {
+    name: "bench_print",
+    usage: USAGE,
+};
 
-/// The value after `name`, parsed, or `default` when `name` is absent.
-fn opt<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
-    let i = args.iter().position(|a| a == name)?;
-    match args.get(i + 1).map(|v| v.parse()) {
-        Some(Ok(v)) => Some(v),
-        _ => fail(&format!("{name} needs a valid value")),
-    }
+fn fail(msg: &str) -> ! {
+    CLI.fail(msg)
 }
 
 struct Config {
@@ -67,14 +65,10 @@ fn main() {
         "--max-flights",
         "--sq-idle-ms",
     ];
-    for pair in args.chunks(2) {
-        if !known.contains(&pair[0].as_str()) {
-            fail(&format!("unknown option {}", pair[0]));
-        }
-    }
-    let threads: String = opt(&args, "--threads").unwrap_or_else(|| "1,4,16,64".into());
+    CLI.only_known(&args, &known);
+    let threads: String = CLI.opt(&args, "--threads").unwrap_or_else(|| "1,4,16,64".into());
     let cfg = Config {
-        lines_total: opt(&args, "--lines-total").unwrap_or(4_000_000),
+        lines_total: CLI.opt(&args, "--lines-total").unwrap_or(4_000_000),
         threads: threads
             .split(',')
             .map(|t| match t.trim().parse::<u32>() {
@@ -82,14 +76,12 @@ fn main() {
                 _ => fail(&format!("--threads: bad thread count {t:?} (1..=1024)")),
             })
             .collect(),
-        dir: opt::<String>(&args, "--dir")
-            .unwrap_or_else(|| "/dev/shm".into())
-            .into(),
-        reps: opt(&args, "--reps").unwrap_or(3),
-        log_bytes: opt(&args, "--log-bytes"),
-        sq_entries: opt(&args, "--sq-entries"),
-        max_flights: opt(&args, "--max-flights"),
-        sq_idle_ms: opt(&args, "--sq-idle-ms"),
+        dir: CLI.opt(&args, "--dir").unwrap_or_else(|| "/dev/shm".into()),
+        reps: CLI.opt(&args, "--reps").unwrap_or(3),
+        log_bytes: CLI.opt(&args, "--log-bytes"),
+        sq_entries: CLI.opt(&args, "--sq-entries"),
+        max_flights: CLI.opt(&args, "--max-flights"),
+        sq_idle_ms: CLI.opt(&args, "--sq-idle-ms"),
     };
     if cfg.reps == 0 {
         fail("--reps must be at least 1");
@@ -139,20 +131,12 @@ fn std_child(args: &[String]) -> ! {
 /// Prints the machine and the settings.
 fn machine_info(cfg: &Config) {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .and_then(|r| r.split_once(':'))
-                .map(|(_, m)| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
-    println!("date (UTC):     {}", utc_date());
+    let model = common::cpu_model();
+    println!("date (UTC):     {}", common::utc_date());
     println!("nproc:          {cpus}");
-    println!("kernel:         {}", uname_release());
+    println!("kernel:         {}", common::uname_release());
     println!("cpu:            {model}");
-    let tmpfs = match is_tmpfs(&cfg.dir) {
+    let tmpfs = match common::statfs(&cfg.dir).map(|(tmpfs, _)| tmpfs) {
         Ok(true) => "tmpfs".to_string(),
         Ok(false) => {
             eprintln!(
@@ -179,50 +163,6 @@ fn machine_info(cfg: &Config) {
     println!();
 }
 
-fn uname_release() -> String {
-    // SAFETY: uname fills the zeroed struct we own; its fields are NUL-terminated.
-    unsafe {
-        let mut u: libc::utsname = std::mem::zeroed();
-        if libc::uname(&mut u) != 0 {
-            return "unknown".into();
-        }
-        std::ffi::CStr::from_ptr(u.release.as_ptr())
-            .to_string_lossy()
-            .into_owned()
-    }
-}
-
-fn is_tmpfs(dir: &Path) -> std::io::Result<bool> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
-    // SAFETY: statfs fills the zeroed struct we own; `c` is a NUL-terminated path.
-    let st = unsafe {
-        let mut st: libc::statfs = std::mem::zeroed();
-        if libc::statfs(c.as_ptr(), &mut st) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        st
-    };
-    Ok(st.f_type == libc::TMPFS_MAGIC)
-}
-
-/// Today's date in UTC, `YYYY-MM-DD` (civil-from-days).
-fn utc_date() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs()) as i64;
-    let z = secs.div_euclid(86_400) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
 /// One thread count's results.
 struct Row {
     threads: u32,
@@ -246,20 +186,6 @@ fn median(mut v: Vec<Duration>) -> Duration {
     }
 }
 
-/// Bytes of `lines` lines `t={t} i={i}\n` for each of `threads` threads.
-fn expected_bytes(threads: u64, lines: u64) -> u64 {
-    let digits = |mut n: u64| {
-        let mut d = 1;
-        while n >= 10 {
-            n /= 10;
-            d += 1;
-        }
-        d
-    };
-    let per_thread_i: u64 = (0..lines).map(|i| digits(i) + "t= i=\n".len() as u64).sum();
-    (0..threads).map(|t| digits(t) * lines + per_thread_i).sum()
-}
-
 fn bench(cfg: &Config, threads: u32) -> Row {
     let lines = cfg.lines_total / u64::from(threads);
     if lines == 0 || lines > u64::from(u32::MAX) {
@@ -269,7 +195,7 @@ fn bench(cfg: &Config, threads: u32) -> Row {
         ));
     }
     let total = lines * u64::from(threads);
-    let bytes = expected_bytes(u64::from(threads), lines);
+    let bytes = expected_bytes(u64::from(threads), lines, 0);
     let size_check = |what: &str, c: &Check| {
         if c.good == total && c.read == total && c.bytes != bytes {
             eprintln!("bench_print: {what} T={threads}: {} bytes, expected {bytes}", c.bytes);
@@ -323,7 +249,7 @@ fn out_path(cfg: &Config, what: &str, threads: u32, rep: usize) -> PathBuf {
 fn check_file(path: &Path, threads: u64, lines: u64) -> Check {
     let data = std::fs::read(path).unwrap_or_else(|e| fail(&format!("read {}: {e}", path.display())));
     let _ = std::fs::remove_file(path);
-    verify(&data, threads, lines)
+    verify(&data, threads, lines, 0)
 }
 
 fn run_gpuio(cfg: &Config, threads: u32, lines: u32, rep: usize) -> (Duration, Duration, u64, Check) {
@@ -389,100 +315,6 @@ fn run_std(cfg: &Config, threads: u32, lines: u64, rep: usize) -> (Duration, Che
     (Duration::from_nanos(ns), check_file(&path, u64::from(threads), lines))
 }
 
-/// What the checker found in one output file.
-#[derive(Clone, Copy, Debug, Default)]
-struct Check {
-    /// Bytes in the file.
-    bytes: u64,
-    /// Lines read (a last line without its newline counts).
-    read: u64,
-    /// Lines expected, whole, seen for the first time, after every earlier line of their thread.
-    good: u64,
-    /// Lines not of the form `t=<t> i=<i>\n` with `t`, `i` in range (torn, garbled, extra).
-    malformed: u64,
-    /// Repeats of a line already seen.
-    duplicate: u64,
-    /// First sightings of a line after a later line of the same thread.
-    disorder: u64,
-}
-
-impl std::fmt::Display for Check {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} lines read, {} good", self.read, self.good)?;
-        if self.malformed + self.duplicate + self.disorder > 0 {
-            write!(
-                f,
-                ", {} malformed, {} duplicate, {} out of order",
-                self.malformed, self.duplicate, self.disorder
-            )?;
-        }
-        Ok(())
-    }
-}
-
-/// Parses a decimal number without sign or leading zeros.
-fn number(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 19 || (s.len() > 1 && s[0] == b'0') {
-        return None;
-    }
-    s.iter()
-        .try_fold(0u64, |n, &c| c.is_ascii_digit().then(|| n * 10 + u64::from(c - b'0')))
-}
-
-/// Parses `t=<t> i=<i>` (without the newline).
-fn parse_line(line: &[u8]) -> Option<(u64, u64)> {
-    let rest = line.strip_prefix(b"t=")?;
-    let sp = rest.iter().position(|&c| c == b' ')?;
-    let t = number(&rest[..sp])?;
-    let i = number(rest[sp + 1..].strip_prefix(b"i=")?)?;
-    Some((t, i))
-}
-
-/// Checks that `data` holds `lines` lines from each of `threads` threads, each exactly
-/// once, whole, in per-thread order, and nothing else.
-fn verify(data: &[u8], threads: u64, lines: u64) -> Check {
-    let mut seen = vec![0u64; (threads * lines).div_ceil(64) as usize];
-    let mut high = vec![0u64; threads as usize]; // 1 + the highest i seen per thread
-    let mut c = Check {
-        bytes: data.len() as u64,
-        ..Check::default()
-    };
-    let mut rest = data;
-    while !rest.is_empty() {
-        c.read += 1;
-        let (line, whole) = match rest.iter().position(|&b| b == b'\n') {
-            Some(n) => {
-                let line = &rest[..n];
-                rest = &rest[n + 1..];
-                (line, true)
-            }
-            None => (std::mem::take(&mut rest), false),
-        };
-        let (t, i) = match parse_line(line) {
-            Some((t, i)) if whole && t < threads && i < lines => (t, i),
-            _ => {
-                c.malformed += 1;
-                continue;
-            }
-        };
-        let k = t * lines + i;
-        let (word, bit) = ((k / 64) as usize, 1u64 << (k % 64));
-        if seen[word] & bit != 0 {
-            c.duplicate += 1;
-            continue;
-        }
-        seen[word] |= bit;
-        let h = &mut high[t as usize];
-        if i < *h {
-            c.disorder += 1;
-        } else {
-            *h = i + 1;
-            c.good += 1;
-        }
-    }
-    c
-}
-
 fn print_table(rows: &[Row]) {
     let mut out = std::io::stdout().lock();
     let header = [
@@ -517,33 +349,7 @@ fn print_table(rows: &[Row]) {
             ]
         })
         .collect();
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| {
-            cells
-                .iter()
-                .map(|r| r[c].len())
-                .chain([header[c].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cols: Vec<String>| {
-        let padded: Vec<String> = cols.iter().zip(&widths).map(|(s, w)| format!("{s:>w$}")).collect();
-        format!("| {} |", padded.join(" | "))
-    };
-    let _ = writeln!(out, "{}", line(header.iter().map(|h| h.to_string()).collect()));
-    let _ = writeln!(
-        out,
-        "|{}|",
-        widths
-            .iter()
-            .map(|w| format!("{}:", "-".repeat(w + 1)))
-            .collect::<Vec<_>>()
-            .join("|")
-    );
-    for r in cells {
-        let _ = writeln!(out, "{}", line(r));
-    }
+    common::write_table(&mut out, &header, cells, 0);
     let _ = writeln!(out);
     let _ = writeln!(
         out,

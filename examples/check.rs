@@ -5,6 +5,8 @@
 //! (`--input -` reads stdin). Exits 0 and prints `OK ...` or exits 1 naming the first faults.
 use std::io::{BufRead, BufReader, Read};
 
+mod common;
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let get = |name: &str| {
@@ -78,20 +80,9 @@ fn check(mut r: impl BufRead, threads: u64, lines: u64, width: usize) -> String 
     }
 }
 
-/// Parses `t=<t> i=<i>` + dots up to `width` + `\n`.
+/// Parses `t=<t> i=<i>` + exactly the dots that pad it to `width` bytes + `\n`.
 fn parse(line: &[u8], width: usize) -> Result<(u64, u64), String> {
-    let s = std::str::from_utf8(line).map_err(|_| "not UTF-8".to_string())?;
-    let body = s.strip_suffix('\n').ok_or("no newline (torn)")?;
-    let core = body.trim_end_matches('.');
-    let (t, i) = core
-        .strip_prefix("t=")
-        .and_then(|r| r.split_once(" i="))
-        .ok_or("malformed")?;
-    let t: u64 = t.parse().map_err(|_| "bad thread")?;
-    let i: u64 = i.parse().map_err(|_| "bad seq")?;
-    let want = format!("t={t} i={i}").len() + 1;
-    if s.len() != width.max(want) {
-        return Err(format!("length {} (want {})", s.len(), width.max(want)));
-    }
-    Ok((t, i))
+    std::str::from_utf8(line).map_err(|_| "not UTF-8".to_string())?;
+    let body = line.strip_suffix(b"\n").ok_or("no newline (torn)")?;
+    common::parse_line(body, width).map_err(|f| f.to_string())
 }

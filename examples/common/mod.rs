@@ -1,0 +1,331 @@
+//! Shared by the examples `bench_gpu`, `bench_print` and `check` (not an example itself):
+//! option helpers, machine information, and the checker for `t=<t> i=<i>` lines padded
+//! with `.` (the output of the `stress` kernel and of the std and printf comparisons).
+//!
+//! Each example uses only some of it; hence the `#[allow(dead_code)]`s.
+use std::path::Path;
+
+// ---------------------------------------------------------------------------------------
+// Options
+
+/// A program's name and usage line, for option errors.
+#[allow(dead_code)]
+pub struct Cli {
+    pub name: &'static str,
+    pub usage: &'static str,
+}
+
+#[allow(dead_code)]
+impl Cli {
+    /// Prints `<name>: <msg>` and the usage to stderr and exits 2.
+    pub fn fail(&self, msg: &str) -> ! {
+        eprintln!("{}: {msg}\n{}", self.name, self.usage);
+        std::process::exit(2)
+    }
+
+    /// Fails unless `args` are pairs of an option in `known` and its value.
+    pub fn only_known(&self, args: &[String], known: &[&str]) {
+        for pair in args.chunks(2) {
+            if !known.contains(&pair[0].as_str()) {
+                self.fail(&format!("unknown option {}", pair[0]));
+            }
+        }
+    }
+
+    /// The value after `name`, parsed; `None` when `name` is absent. Fails on a missing or
+    /// bad value.
+    pub fn opt<T: std::str::FromStr>(&self, args: &[String], name: &str) -> Option<T> {
+        let i = args.iter().position(|a| a == name)?;
+        match args.get(i + 1).map(|v| v.parse()) {
+            Some(Ok(v)) => Some(v),
+            _ => self.fail(&format!("{name} needs a valid value")),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Machine information
+
+/// The CPU's model name from `/proc/cpuinfo`, or `unknown`.
+#[allow(dead_code)]
+pub fn cpu_model() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .and_then(|r| r.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The kernel release (`uname -r`), or `unknown`.
+#[allow(dead_code)]
+pub fn uname_release() -> String {
+    // SAFETY: uname fills the zeroed struct we own; its fields are NUL-terminated.
+    unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut u) != 0 {
+            return "unknown".into();
+        }
+        std::ffi::CStr::from_ptr(u.release.as_ptr())
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+/// Whether `dir` is tmpfs, and the bytes free there.
+#[allow(dead_code)]
+pub fn statfs(dir: &Path) -> std::io::Result<(bool, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: statfs fills the zeroed struct we own; `c` is a NUL-terminated path.
+    let st = unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        if libc::statfs(c.as_ptr(), &mut st) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        st
+    };
+    Ok((st.f_type == libc::TMPFS_MAGIC, st.f_bavail as u64 * st.f_bsize as u64))
+}
+
+/// Today's date in UTC, `YYYY-MM-DD` (civil-from-days).
+#[allow(dead_code)]
+pub fn utc_date() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let z = secs.div_euclid(86_400) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+// ---------------------------------------------------------------------------------------
+// Report
+
+/// Writes a Markdown table, `header` and then `cells` row by row, each column padded to its
+/// widest cell: the first `left` columns aligned left, the others right.
+#[allow(dead_code)]
+pub fn write_table(out: &mut impl std::io::Write, header: &[&str], cells: Vec<Vec<String>>, left: usize) {
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| {
+            cells
+                .iter()
+                .map(|r| r[c].len())
+                .chain([header[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cols: Vec<String>| {
+        let padded: Vec<String> = cols
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (s, w))| {
+                if i < left {
+                    format!("{s:<w$}")
+                } else {
+                    format!("{s:>w$}")
+                }
+            })
+            .collect();
+        format!("| {} |", padded.join(" | "))
+    };
+    let _ = writeln!(out, "{}", line(header.iter().map(|h| h.to_string()).collect()));
+    let _ = writeln!(
+        out,
+        "|{}|",
+        widths
+            .iter()
+            .enumerate()
+            .map(|(i, w)| if i < left {
+                format!(":{}", "-".repeat(w + 1))
+            } else {
+                format!("{}:", "-".repeat(w + 1))
+            })
+            .collect::<Vec<_>>()
+            .join("|")
+    );
+    for r in cells {
+        let _ = writeln!(out, "{}", line(r));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Expected output and the checker
+
+/// Bytes of `lines` lines from each of `threads` threads, each `t=<t> i=<i>` padded with
+/// dots to `width` bytes including the newline (never cut; `width` 0 pads nothing).
+#[allow(dead_code)]
+pub fn expected_bytes(threads: u64, lines: u64, width: u32) -> u64 {
+    let w = u64::from(width);
+    let mut sum = 0;
+    for t in 0..threads {
+        let dt = digits(t);
+        for i in 0..lines {
+            sum += w.max("t= i=\n".len() as u64 + dt + digits(i));
+        }
+    }
+    sum
+}
+
+#[allow(dead_code)]
+fn digits(mut n: u64) -> u64 {
+    let mut d = 1;
+    while n >= 10 {
+        n /= 10;
+        d += 1;
+    }
+    d
+}
+
+/// Parses a decimal number without sign or leading zeros.
+fn number(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 19 || (s.len() > 1 && s[0] == b'0') {
+        return None;
+    }
+    s.iter()
+        .try_fold(0u64, |n, &c| c.is_ascii_digit().then(|| n * 10 + u64::from(c - b'0')))
+}
+
+/// Why a line (without its newline) is not `t=<t> i=<i>` + its dots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineFault {
+    /// No `t=` at the start or no ` i=` after it.
+    Malformed,
+    /// The thread is not a decimal number without sign or leading zeros.
+    BadThread,
+    /// The sequence number is not a decimal number without sign or leading zeros.
+    BadSeq,
+    /// Not `max(width, natural length)` bytes with the newline.
+    Length { got: usize, want: usize },
+}
+
+impl std::fmt::Display for LineFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LineFault::Malformed => write!(f, "malformed"),
+            LineFault::BadThread => write!(f, "bad thread"),
+            LineFault::BadSeq => write!(f, "bad seq"),
+            LineFault::Length { got, want } => write!(f, "length {got} (want {want})"),
+        }
+    }
+}
+
+/// Parses `t=<t> i=<i>` and exactly the dots that pad it to `width` bytes with its newline
+/// (the line without its newline; `width` 0 or below the natural length: no dots).
+pub fn parse_line(line: &[u8], width: usize) -> Result<(u64, u64), LineFault> {
+    let core = &line[..line.iter().rposition(|&c| c != b'.').map_or(0, |n| n + 1)];
+    let rest = core.strip_prefix(b"t=").ok_or(LineFault::Malformed)?;
+    let sp = rest.windows(3).position(|w| w == b" i=").ok_or(LineFault::Malformed)?;
+    let t = number(&rest[..sp]).ok_or(LineFault::BadThread)?;
+    let i = number(&rest[sp + 3..]).ok_or(LineFault::BadSeq)?;
+    let (got, want) = (line.len() + 1, width.max(core.len() + 1));
+    if got != want {
+        return Err(LineFault::Length { got, want });
+    }
+    Ok((t, i))
+}
+
+/// What the checker found in one output file.
+#[allow(dead_code)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Check {
+    /// Bytes in the file.
+    pub bytes: u64,
+    /// Lines read (a last line without its newline counts).
+    pub read: u64,
+    /// Lines expected, whole and padded right, seen for the first time, after every earlier
+    /// line of their thread.
+    pub good: u64,
+    /// Lines not of the form `t=<t> i=<i>` + the right dots (torn, garbled, extra).
+    pub malformed: u64,
+    /// Repeats of a line already seen.
+    pub duplicate: u64,
+    /// First sightings of a line after a later line of the same thread.
+    pub disorder: u64,
+}
+
+impl std::fmt::Display for Check {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} lines read, {} good", self.read, self.good)?;
+        if self.malformed + self.duplicate + self.disorder > 0 {
+            write!(
+                f,
+                ", {} malformed, {} duplicate, {} out of order",
+                self.malformed, self.duplicate, self.disorder
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks that `data` holds `lines` lines from each of `threads` threads, each exactly
+/// once, whole, padded right to `width` bytes, in per-thread order, and nothing else.
+#[allow(dead_code)]
+pub fn verify(data: &[u8], threads: u64, lines: u64, width: u32) -> Check {
+    let mut seen = vec![0u64; (threads * lines).div_ceil(64) as usize];
+    let mut high = vec![0u64; threads as usize]; // 1 + the highest i seen per thread
+    let mut c = Check {
+        bytes: data.len() as u64,
+        ..Check::default()
+    };
+    let w = width as usize;
+    let mut rest = data;
+    while !rest.is_empty() {
+        c.read += 1;
+        // Fast path: a line of exactly `width` bytes (the grammar admits no newline inside).
+        let fast = (w > 1 && rest.len() >= w && rest[w - 1] == b'\n')
+            .then(|| parse_line(&rest[..w - 1], w).ok())
+            .flatten();
+        let parsed = match fast {
+            Some(ti) => {
+                rest = &rest[w..];
+                Some(ti)
+            }
+            None => {
+                let (line, whole) = match rest.iter().position(|&b| b == b'\n') {
+                    Some(n) => {
+                        let line = &rest[..n];
+                        rest = &rest[n + 1..];
+                        (line, true)
+                    }
+                    None => (std::mem::take(&mut rest), false),
+                };
+                parse_line(line, w).ok().filter(|_| whole)
+            }
+        };
+        let (t, i) = match parsed {
+            Some((t, i)) if t < threads && i < lines => (t, i),
+            _ => {
+                c.malformed += 1;
+                continue;
+            }
+        };
+        let k = t * lines + i;
+        let (word, bit) = ((k / 64) as usize, 1u64 << (k % 64));
+        if seen[word] & bit != 0 {
+            c.duplicate += 1;
+            continue;
+        }
+        seen[word] |= bit;
+        let h = &mut high[t as usize];
+        if i < *h {
+            c.disorder += 1;
+        } else {
+            *h = i + 1;
+            c.good += 1;
+        }
+    }
+    c
+}
