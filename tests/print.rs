@@ -367,6 +367,38 @@ fn host_writes_between_kernels_stay_in_order() {
     );
 }
 
+#[test]
+fn a_stream_that_printed_nothing_leaves_a_shared_offset_alone() {
+    let _wd = watchdog("a_stream_that_printed_nothing_leaves_a_shared_offset_alone", 60);
+    // `> log 2>&1`: the runtime's stderr fd shares its file offset with another fd that the
+    // host writes to. The kernels print only to stdout (another file); the host's own lines
+    // must not be overwritten when the runtime synchronizes or drops.
+    let (log, log_path) = temp_file("shared-offset.txt");
+    let mut host_fd = log.try_clone().unwrap(); // same open file description, same offset
+    let (out, _) = temp_file("kernel-out.txt");
+    for round in 0..3 {
+        use std::io::Write;
+        let rt = builder()
+            .stdout_fd(out.as_raw_fd())
+            .stderr_fd(log.as_raw_fd())
+            .build()
+            .unwrap();
+        rt.launch(1, 2, || println!("kernel line")).unwrap();
+        rt.synchronize().unwrap();
+        writeln!(host_fd, "host {round} after synchronize").unwrap();
+        drop(rt);
+        writeln!(host_fd, "host {round} after drop").unwrap();
+    }
+    let text = std::fs::read_to_string(log_path).unwrap();
+    let expected: String = (0..3)
+        .map(|r| format!("host {r} after synchronize\nhost {r} after drop\n"))
+        .collect();
+    assert_eq!(
+        text, expected,
+        "the runtime moved a shared offset it had not written through"
+    );
+}
+
 /// A simulated warp of `n` lanes on `n` host threads, for the aggregation path (a CPU
 /// backend warp has one lane).
 struct SimWarp {

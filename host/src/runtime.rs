@@ -163,6 +163,7 @@ impl Builder {
             backend,
             kernels: Mutex::new(Vec::new()),
             gpu,
+            settled: Mutex::new([0; STREAMS]),
         })
     }
 }
@@ -466,6 +467,8 @@ pub struct Runtime {
     backend: Backend,
     kernels: Mutex<Vec<KernelThread>>,
     gpu: Option<Gpu>,
+    /// Each stream's `reserved` when its fd's offset was last settled.
+    settled: Mutex<[u64; STREAMS]>,
 }
 
 /// A GPU code object loaded into a runtime, with its context global set.
@@ -693,15 +696,21 @@ impl Runtime {
         Ok(())
     }
 
-    /// Positional streams: leave the fd's offset after the last byte printed, as if the
-    /// lines had been written with write(2).
+    /// Positional streams that printed since the last settle: leave the fd's offset after
+    /// the last byte printed, as if the lines had been written with write(2). A stream that
+    /// printed nothing leaves the offset alone: the fd may share its offset with others
+    /// (`> log 2>&1`), which the host may have moved meanwhile.
     fn settle_positions(&self) -> Result<()> {
+        let mut settled = self.settled.lock().unwrap_or_else(|e| e.into_inner());
         self.shared.with_context(|ctx| {
             for s in Shared::live_streams(ctx).filter(|s| s.positional != 0) {
-                let end = s
-                    .base
-                    .load(Ordering::Acquire)
-                    .wrapping_add(s.reserved.load(Ordering::Acquire));
+                let reserved = s.reserved.load(Ordering::Acquire);
+                let last = &mut settled[s.index as usize];
+                if reserved == *last {
+                    continue;
+                }
+                *last = reserved;
+                let end = s.base.load(Ordering::Acquire).wrapping_add(reserved);
                 // SAFETY: lseek on the stream's fd moves only its offset.
                 unsafe { libc::lseek(s.fd, end as libc::off_t, libc::SEEK_SET) };
             }

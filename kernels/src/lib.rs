@@ -108,6 +108,16 @@ fn decimal_digits(mut n: u64) -> usize {
     d
 }
 
+kernel! {
+    /// Prints `lines` copies of a 32-byte literal line (31 characters and the newline):
+    /// the print path without `core::fmt`, to tell formatting cost from the rest.
+    pub fn literal(lines: u32) {
+        for _ in 0..lines {
+            println!("gpuio literal line, 32 bytes...");
+        }
+    }
+}
+
 /// The text of one [`stress`] line, without its newline.
 struct Padded {
     t: u64,
