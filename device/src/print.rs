@@ -50,7 +50,7 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     // Every lane's bytes are in place; one lane marks the record written and flushes.
     g.sync();
     if g.is_leader() && total > 0 {
-        stream.commit_record(base, base + total);
+        stream.commit(base, base + total);
         ctx.flush(stream);
     }
     if !fits {

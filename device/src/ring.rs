@@ -251,17 +251,6 @@ impl Ring {
     pub fn submitted(&self) -> u32 {
         self.tickets.load(Ordering::Relaxed)
     }
-
-    /// Whether the kernel has SQEs it has not consumed yet (for the host's waker).
-    pub fn has_unconsumed(&self) -> bool {
-        self.sq_tail().load(Ordering::Acquire) != self.sq_head().load(Ordering::Acquire)
-    }
-
-    /// The kernel's SQ flags (for the host's waker).
-    pub fn sq_flags(&self) -> u32 {
-        // SAFETY: valid per `Ring::new`.
-        unsafe { &*self.sq_flags }.load(Ordering::Acquire)
-    }
 }
 
 // SAFETY: the pointers point to memory shared by design with the kernel and other agents;

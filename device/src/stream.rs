@@ -243,12 +243,6 @@ impl Stream {
         self.put(pos, bytes);
     }
 
-    /// Marks `[s, e)` written, for bytes that `put_uncommitted` wrote (on this thread,
-    /// or on lanes that synchronised with it).
-    pub fn commit_record(&self, s: u64, e: u64) {
-        self.commit(s, e);
-    }
-
     /// Waits until position `pos` may be written; returns how many bytes from `pos` may.
     fn wait_room(&self, ctx: &Context, pos: u64) -> u64 {
         let mut backoff = Backoff::new();
@@ -286,8 +280,9 @@ impl Stream {
     /// Marks `[s, e)` written. One release fence, system scope, then relaxed ORs: the
     /// bytes (this thread's, and those of lanes synchronised with it) happen-before the
     /// flusher's acquire of any of these bits (fence-to-atomic synchronisation), and so
-    /// the kernel's read.
-    fn commit(&self, s: u64, e: u64) {
+    /// the kernel's read. Also used by `print::emit` for a whole warp record, whose lanes
+    /// wrote with `put_uncommitted` and synchronised with the committing lane.
+    pub fn commit(&self, s: u64, e: u64) {
         fence(Ordering::Release);
         let mut p = s;
         while p < e {

@@ -718,30 +718,30 @@ impl Runtime {
     }
 
     fn take_print_errors(&self) -> Result<PrintErrors> {
-        let outputs = self.shared.with_context(|ctx| {
+        let failed = self.shared.with_context(|ctx| {
             Shared::live_streams(ctx)
                 .filter(|s| s.errors.failed_writes.load(Ordering::Acquire) > 0)
                 .map(|s| {
                     let e = &s.errors;
-                    OutputErrors {
+                    let o = OutputErrors {
                         fd: s.fd,
                         failed_writes: e.failed_writes.load(Ordering::Acquire),
                         errno: e.last_errno.load(Ordering::Acquire),
                         lost_bytes: e.lost_bytes.load(Ordering::Acquire),
                         lost_lines: e.lost_lines.load(Ordering::Acquire),
-                    }
+                    };
+                    (s.index as usize, o)
                 })
                 .collect::<Vec<_>>()
         })?;
-        for o in &outputs {
-            let i = self
-                .shared
-                .with_context(|ctx| ctx.streams.iter().position(|s| s.fd == o.fd).unwrap_or(0))?;
+        for &(i, _) in &failed {
             self.shared.store(|c| &c.streams[i].errors.failed_writes, 0)?;
             self.shared.store(|c| &c.streams[i].errors.lost_bytes, 0)?;
             self.shared.store(|c| &c.streams[i].errors.lost_lines, 0)?;
         }
-        Ok(PrintErrors { outputs })
+        Ok(PrintErrors {
+            outputs: failed.into_iter().map(|(_, o)| o).collect(),
+        })
     }
 }
 
