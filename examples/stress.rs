@@ -66,13 +66,20 @@ fn main() {
     let result = rt.synchronize();
     let secs = start.elapsed().as_secs_f64();
     let total = threads as u64 * lines as u64;
+    let stats = rt.stats();
     eprintln!(
         "stress: {threads} threads x {lines} lines = {total} lines in {:.3} s ({:.2} M lines/s), {} SQEs, {} SQPOLL wakeups",
         secs,
         total as f64 / secs / 1e6,
-        rt.stats().sqes,
-        rt.stats().wakeups
+        stats.sqes,
+        stats.wakeups
     );
+    if stats.stray_completions != 0 {
+        eprintln!(
+            "stress: {} completions matched no request (a gpuio bug)",
+            stats.stray_completions
+        );
+    }
     drop(module);
     if let Err(e) = result {
         eprintln!("stress: {e}");

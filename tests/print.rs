@@ -294,6 +294,41 @@ impl std::fmt::Display for Repeat {
 }
 
 #[test]
+fn lines_that_fit_the_line_buffer_but_not_the_log_stay_whole() {
+    let _wd = watchdog("lines_that_fit_the_line_buffer_but_not_the_log_stay_whole", 60);
+    let (f, path) = temp_file("small_log.txt");
+    // A 64-byte log, and lines of 65 to 250 bytes: short enough for the stack buffer, too
+    // long to be one record in the log. (They used to wait forever for room.)
+    let rt = builder()
+        .stdout_fd(f.as_raw_fd())
+        .log_bytes(64)
+        .sq_entries(8)
+        .build()
+        .unwrap();
+    rt.launch(1, 4, || {
+        let t = gpuio::device::thread_idx() as u8;
+        let c = (b'a' + t) as char;
+        for len in [10usize, 64, 100, 250] {
+            println!("{}", Repeat(c, len));
+        }
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    drop(rt);
+    let out = std::fs::read_to_string(path).unwrap();
+    let mut per_thread = std::collections::HashMap::<char, Vec<usize>>::new();
+    for line in out.lines() {
+        let c = line.chars().next().unwrap();
+        assert!(line.chars().all(|x| x == c), "a line was torn by another thread's line");
+        per_thread.entry(c).or_default().push(line.len());
+    }
+    assert_eq!(per_thread.len(), 4);
+    for lens in per_thread.values() {
+        assert_eq!(lens, &[10, 64, 100, 250]);
+    }
+}
+
+#[test]
 fn stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one() {
     let _wd = watchdog(
         "stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one",

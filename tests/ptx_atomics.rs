@@ -13,7 +13,8 @@
 //! | instruction | protocol step |
 //! |---|---|
 //! | `atom.relaxed.sys.add.u64` / `.u32` | stream reservation (`Stream::reserve`), SQ tickets |
-//! | `fence.acq_rel.sys` then `atom.relaxed.sys.or.b64` | stream commit bits (`Stream::commit`) |
+//! | `fence.acq_rel.sys` then `atom.relaxed.sys.add` | stream commit counters (`Stream::commit`) |
+//! | `ld.relaxed.sys` then `fence.acq_rel.sys` | the flusher's look at them (`Stream::complete_prefix`) |
 //! | `atom.acq_rel.sys.exch.b32` | combiner requests and the holder's take of them |
 //! | `atom.acquire.sys.cas.b32` | combiner lock (`compare_exchange(0, 1, Acquire, Relaxed)`) |
 //! | `fence.sc.sys` | the combiner's two store-buffering fences |
@@ -201,32 +202,48 @@ fn protocol_steps_have_the_orderings_they_need() {
         "Ring::submit step 1 (SQ ticket) must be a system-scope atomic add",
     );
 
-    // Commit bits: the bytes written before them must happen-before the flusher's acquire.
-    // `Stream::commit` issues one release fence, then relaxed fetch_ors (fence-to-atomic
-    // synchronisation: one fence per record instead of a release per bitmap word). So in
-    // every function, each fetch_or must come after a release-or-stronger fence at system
-    // scope, with no other fetch_or-free path in between that could reorder it.
-    assert_present(
-        &insts,
-        "atom.relaxed.sys.or.b64",
-        "Stream::commit sets the written-bits with fetch_or (after a release fence)",
-    );
-    let mut unfenced = BTreeSet::new();
-    let mut fenced_in: Option<&str> = None;
-    for i in &insts {
-        if i.op.starts_with("fence.") && matches!(i.parts().get(1), Some(&"acq_rel" | &"sc")) && i.has("sys") {
-            fenced_in = Some(i.func.as_str());
-        }
-        let ordered_or = matches!(i.order(), Some("release" | "acq_rel"));
-        if i.is_rmw() && i.has("or") && !ordered_or && fenced_in != Some(i.func.as_str()) {
-            unfenced.insert(i.func.clone());
-        }
-    }
+    // Commits: the bytes written before them must happen-before the flusher's acquire.
+    // `Stream::commit` (kept out of line so that it can be found here) issues one release
+    // fence, then relaxed adds to the chunk counters and to `committed` (fence-to-fence
+    // synchronisation); `Stream::complete_prefix` reads them relaxed and ends with an acquire
+    // fence before the flush uses what it found.
+    let in_fn = |name: &str| -> Vec<&Inst> { insts.iter().filter(|i| i.func.contains(name)).collect() };
+    let commit = in_fn("6Stream6commit");
     assert!(
-        unfenced.is_empty(),
-        "fetch_or without a preceding release fence in {unfenced:?}. fetch_or only sets stream \
-         commit bits; without release ordering the flusher could submit bytes still being \
-         written (invariant 5)"
+        !commit.is_empty(),
+        "Stream::commit is not an out-of-line function in the PTX"
+    );
+    let first_rmw = commit
+        .iter()
+        .position(|i| i.is_rmw())
+        .expect("Stream::commit has no atomic add");
+    assert!(
+        commit[..first_rmw]
+            .iter()
+            .any(|i| i.op == "fence.acq_rel.sys" || i.op == "fence.sc.sys"),
+        "Stream::commit's adds are not preceded by a system-scope release fence: the flusher could \
+         submit bytes still being written (invariant 5)"
+    );
+    assert!(
+        commit
+            .iter()
+            .filter(|i| i.is_rmw())
+            .all(|i| i.has("add") && i.has("sys")),
+        "Stream::commit should only add, at system scope"
+    );
+    let prefix = in_fn("15complete_prefix");
+    assert!(
+        !prefix.is_empty(),
+        "Stream::complete_prefix is not an out-of-line function in the PTX"
+    );
+    let last_load = prefix.iter().rposition(|i| i.op.starts_with("ld.") && i.has("sys"));
+    let last_fence = prefix
+        .iter()
+        .rposition(|i| i.op == "fence.acq_rel.sys" || i.op == "fence.sc.sys");
+    assert!(
+        matches!((last_load, last_fence), (Some(l), Some(f)) if f > l),
+        "Stream::complete_prefix must end with a system-scope acquire fence after its last load of a \
+         counter: without it the bytes it found committed need not be visible to the submission"
     );
 
     // Combiner requests: AcqRel swaps extend the release sequence the holder acquires.
@@ -312,7 +329,7 @@ fn protocol_steps_have_the_orderings_they_need() {
     assert_present(
         &insts,
         "ld.acquire.sys.b64",
-        "Stream::wait_room's load of `released` and the flusher's loads of the commit bits must be \
+        "Stream::wait_room's load of `released` and the flusher's load of `committed` must be \
          system-scope acquires (invariants 3 and 5)",
     );
 }

@@ -65,9 +65,7 @@ impl Context {
     fn dispatch(&self, cqe: Cqe) {
         let kind = cqe.user_data >> KIND_SHIFT;
         let index = ((cqe.user_data >> 32) & 0xff_ffff) as usize;
-        if kind == KIND_STREAM && index < STREAMS {
-            self.streams[index].complete(cqe.user_data as u32, cqe.res);
-        } else {
+        if !(kind == KIND_STREAM && index < STREAMS && self.streams[index].complete(cqe.user_data as u32, cqe.res)) {
             self.stray_completions.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -39,21 +39,46 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     let fits = line.format(args, newline);
     let my_len = if fits { line.len as u64 } else { 0 };
     let (before, total) = g.exclusive_sum(my_len);
-    let mut base = 0;
-    if g.is_leader() && total > 0 {
-        base = stream.reserve(total);
+    // The record must fit the log: its last byte could otherwise wait for room that only
+    // the flush of its own first bytes would free. (`total` is the same on every lane, so
+    // every lane takes the same branch and runs the same collectives.)
+    let as_record = total > 0 && total <= stream.cap;
+    if as_record {
+        let mut base = 0;
+        if g.is_leader() {
+            base = stream.reserve(total);
+        }
+        let base = g.broadcast(base);
+        // What follows does not rely on the group's barriers for correctness, only for
+        // speed. Each lane waits for room for its own line, writes it and commits it; so
+        // no byte is flushed before its own lane wrote it, whatever the barriers do. (On an
+        // H100, a design in which the leader waited for the whole record and committed it
+        // for its lanes after a barrier produced wrong output at every pass over the log:
+        // after the leader had spent a long time in the wait loop, lanes got past the
+        // barrier, or the shuffle before it, without it. Seen in 8 runs of 16.7 M lines;
+        // the exact mechanism was not pinned down.)
+        //
+        // For speed: while the log is full, the leader waits for the whole record and its
+        // lanes wait at the barrier (one poller per group instead of one per lane), and
+        // afterwards the lanes' own waits return at once.
+        if g.is_leader() {
+            stream.wait_record_room(ctx, base, total, true);
+        }
+        g.sync();
+        if my_len > 0 {
+            let pos = base + before;
+            stream.wait_record_room(ctx, pos, my_len, false);
+            stream.put_uncommitted(pos, line.bytes());
+            stream.commit(pos, pos + my_len);
+        }
+        // Normally every lane has committed by now, so one flush takes the whole record; a
+        // lane that commits later is flushed by the next flush (or the drain).
+        g.sync();
+        if g.is_leader() {
+            ctx.flush(stream);
+        }
     }
-    let base = g.broadcast(base);
-    if my_len > 0 {
-        stream.put_uncommitted(ctx, base + before, line.bytes());
-    }
-    // Every lane's bytes are in place; one lane marks the record written and flushes.
-    g.sync();
-    if g.is_leader() && total > 0 {
-        stream.commit(base, base + total);
-        ctx.flush(stream);
-    }
-    if !fits {
+    if !fits || (my_len > 0 && !as_record) {
         emit_long(ctx, stream, newline, args);
     }
     // No reaping here: completions are reaped by a flush that finds its flights full, by

@@ -13,9 +13,10 @@
 //! | `sq_flags` | kernel (`NEED_WAKEUP`) | the host's waker |
 //! | `sqes[]` | the submitter that owns the slot | kernel, after it sees the tail |
 //! | `cq_tail` | kernel (`smp_store_release`) | the reaper |
-//! | `cq_head` | the reaper, `Release` | kernel; submitters: how many credits? |
+//! | `cq_head` | the reaper, `Release` | kernel |
 //! | `cqes[]` | kernel | the reaper |
 //! | `ready[]`, `tickets`, `published` | submitters / publisher | submitters / publisher |
+//! | `reaped` (our copy of `cq_head`) | the reaper, `Release` | reaper; submitters: credits |
 //!
 //! Every atomic here is a `crate::sync` atomic: **system scope** on every target.
 //!
@@ -29,7 +30,8 @@
 //!    - every SQE makes exactly one CQE, so `t + 1 - cq_head` bounds the requests in flight
 //!      plus unreaped CQEs once `t` is published. Waiting for `t - cq_head < cq_entries`
 //!      means the CQ can never overflow; flushing an overflowed CQ takes a syscall that a
-//!      GPU cannot make.
+//!      GPU cannot make. (Submitters read the head from `reaped`, the reaper's own copy
+//!      in our memory, not from the kernel's word: on a GPU that is a read across PCIe.)
 //!      While waiting, the submitter *helps*: it reaps completions, which frees credits.
 //! 3. **Write** the SQE with plain stores. The slot is ours alone.
 //! 4. **Ready.** `ready[t & mask].store(t + 1, Release)`: the SQE bytes, and the payload the
@@ -48,11 +50,12 @@
 //! waker watches the flag (see `host/src/waker.rs`).
 //!
 //! # Completions ([`Ring::reap`])
-//! Whoever gets the reaper lock (a try-lock: the others leave at once) reads CQEs from `cq_head` to the kernel's `cq_tail`
-//! (Acquire: the kernel wrote the CQE, and finished with the request's buffers, before it
-//! released the tail), hands each to a dispatch function, then stores `cq_head` (Release:
-//! our reads of those CQE slots happen-before the kernel refills them, and the credits they
-//! free are seen only after the dispatch that recycles their buffers).
+//! Whoever gets the reaper lock (a try-lock: the others leave at once) reads CQEs from
+//! `reaped` to the kernel's `cq_tail` (Acquire: the kernel wrote the CQE, and finished with
+//! the request's buffers, before it released the tail), hands each to a dispatch function,
+//! then stores the kernel's `cq_head` (Release: our reads of those CQE slots happen-before the
+//! kernel refills them) and then `reaped` (Release: the credits it frees are seen only after
+//! the dispatch that recycled their buffers, and after the kernel's head moved).
 
 use crate::combine::Combiner;
 use crate::sync::{AtomicU32, Backoff, Ordering, Padded, SharedCell};
@@ -90,6 +93,10 @@ pub struct Ring {
     pub publisher: Combiner,
     /// Serialises CQ consumption.
     pub reaper: Combiner,
+    /// The CQ head as the reaper last stored it: written only by the reaper, read by
+    /// submitters for credits. (The kernel's `cq_head` is written, never read: on a GPU a
+    /// read of it crosses PCIe.)
+    pub reaped: Padded<AtomicU32>,
 }
 
 impl Ring {
@@ -128,6 +135,7 @@ impl Ring {
             published: Padded(AtomicU32::new(0)),
             publisher: Combiner::new(),
             reaper: Combiner::new(),
+            reaped: Padded(AtomicU32::new(0)),
         }
     }
 
@@ -169,8 +177,10 @@ impl Ring {
             // Acquire, system scope: pairs with the kernel's smp_store_release of the head
             // after it consumed SQE `t - sq_entries` (write-after-read on the slot).
             let sq_head = self.sq_head().load(Ordering::Acquire);
-            // Acquire, system scope: pairs with the reaper's release of `cq_head`.
-            let cq_head = self.cq_head().load(Ordering::Acquire);
+            // Acquire, system scope: pairs with the reaper's release of `reaped`, which it
+            // stored after the kernel's `cq_head`; so the kernel sees that head before it
+            // sees this SQE (through our publication), and the CQ cannot overflow.
+            let cq_head = self.reaped.load(Ordering::Acquire);
             if t.wrapping_sub(sq_head) < self.sq_entries && t.wrapping_sub(cq_head) < self.cq_entries {
                 break;
             }
@@ -220,8 +230,8 @@ impl Ring {
     pub fn reap(&self, mut dispatch: impl FnMut(Cqe)) -> bool {
         let mut any = false;
         self.reaper.try_run(|| {
-            // Only the reaper writes the head.
-            let mut head = self.cq_head().load(Ordering::Relaxed);
+            // Only the reaper writes the head; the lock orders reapers.
+            let mut head = self.reaped.load(Ordering::Relaxed);
             // Acquire, system scope: pairs with the kernel's smp_store_release of the CQ
             // tail; the CQEs, and the kernel's last use of each request's buffers,
             // happen-before our reads.
@@ -234,9 +244,12 @@ impl Ring {
                 dispatch(cqe);
                 head = head.wrapping_add(1);
             }
-            // Release, system scope: our reads of the slots, and the dispatch's recycling,
-            // happen-before the kernel reuses the slots and submitters use the credits.
+            // Release, system scope: our reads of the slots happen-before the kernel reuses
+            // them.
             self.cq_head().store(head, Ordering::Release);
+            // Release, system scope: the dispatch's recycling and the kernel's head
+            // happen-before submitters use the credits.
+            self.reaped.store(head, Ordering::Release);
         });
         any
     }
@@ -244,7 +257,7 @@ impl Ring {
     /// Whether every submitted SQE has been published, consumed and reaped.
     pub fn idle(&self) -> bool {
         let tickets = self.tickets.load(Ordering::Acquire);
-        tickets == self.published.load(Ordering::Acquire) && tickets == self.cq_head().load(Ordering::Acquire)
+        tickets == self.published.load(Ordering::Acquire) && tickets == self.reaped.load(Ordering::Acquire)
     }
 
     /// SQEs submitted so far (tickets handed out).

@@ -19,11 +19,31 @@
 //!   its lanes' lines).
 //! - a producer may write position `p` once `p < released + cap` (backpressure: invariant
 //!   6; nothing is dropped, the producer waits and helps).
-//! - each written byte sets its bit in `bits` (Release); the flusher scans the bits from
-//!   `flushed` for the complete prefix (Acquire) and submits it as a write (a *flight*).
-//! - when a flight's CQE arrives the reaper clears its bits and moves `released` over it,
-//!   in flight order. Only then can producers reuse those bytes (invariant 3: never when the
-//!   SQ head moves; the kernel may have punted the write to io-wq and read it later).
+//! - a producer that wrote its record *commits* it: it adds the record's bytes to the
+//!   commit counter of each chunk the record touches, and to `committed`.
+//! - the flusher takes whole chunks whose counter says every byte is written, and the
+//!   rest when `committed == reserved` (every reserved byte written). What it takes, it
+//!   submits as one write (a *flight*).
+//! - when a flight's CQE arrives the reaper zeroes the counters of the chunks it finishes
+//!   and moves `released` over it, in flight order. Only then can producers reuse those bytes
+//!   (invariant 3: never when the SQ head moves; the kernel may have punted the write to
+//!   io-wq and read it later).
+//!
+//! # Why chunk counters
+//! The flusher is one thread at a time, so whatever it does per byte bounds the stream's
+//! throughput. It reads one counter per chunk (up to 16 KiB), and the reaper writes one,
+//! so a 512 MB burst costs them about 32,000 accesses each. (A first version kept a bit
+//! per byte, which the flusher scanned and the reaper cleared word by word.)
+//!
+//! Counters are indexed by logical chunk (`position / chunk`) modulo twice the chunks of
+//! the log, so the chunks of two consecutive passes over the log have separate counters.
+//! A counter counts the bytes committed into its chunk, and is zeroed when the chunk's
+//! last byte is released. Its next user is the chunk two passes later, whose bytes
+//! producers may write only once `released` is more than a whole log past this chunk's
+//! start, so past its end. The
+//! flusher takes a chunk whole only if it ends below `released + cap` (as it read it), so
+//! the zeroing for the chunk's previous user happened-before its look: a full counter
+//! means every byte of *this* chunk is written.
 //!
 //! # Order and wholeness (invariant 5)
 //! A record (a line, or a warp's lines) is one contiguous range, so it is never torn by
@@ -49,9 +69,32 @@ use crate::uapi::{Sqe, IORING_OP_WRITE, OFF_CURRENT_POSITION};
 /// Largest single write: Linux caps one write at `0x7ffff000` bytes.
 pub const MAX_WRITE: u64 = 1 << 30;
 
+/// Largest chunk: the log is split into chunks of `min(cap / 4, CHUNK_MAX)` bytes, each
+/// with a commit counter.
+pub const CHUNK_MAX: u64 = 16 * 1024;
+
+/// Bytes per chunk for a log of `cap` bytes (a power of two of at least 64).
+pub const fn chunk_bytes(cap: u64) -> u64 {
+    let c = cap / 4;
+    if c < CHUNK_MAX {
+        c
+    } else {
+        CHUNK_MAX
+    }
+}
+
+/// Commit counters a log of `cap` bytes needs: one per chunk, for two passes.
+pub const fn chunk_count(cap: u64) -> usize {
+    2 * (cap / chunk_bytes(cap)) as usize
+}
+
 /// A thread waiting for log space helps every this many rounds (a performance knob;
 /// under loom every round, so that models need no idle rounds).
 const HELP_EVERY: u32 = if cfg!(loom) { 1 } else { 8 };
+
+/// How often a waiting lane other than its group's leader helps: rarely, since its leader
+/// helps for the group (but not never: every waiter keeps the stream live on its own).
+const LANE_HELP_EVERY: u32 = if cfg!(loom) { 1 } else { 256 };
 
 /// Flight states.
 const FREE: u32 = 0;
@@ -66,7 +109,8 @@ pub struct Flight {
     pub cursor: AtomicU64,
     pub end: AtomicU64,
     pub state: AtomicU32,
-    pub _pad: u32,
+    /// The sequence number it was started with (completions are checked against it).
+    pub seq: AtomicU32,
 }
 
 impl Flight {
@@ -77,7 +121,7 @@ impl Flight {
             cursor: AtomicU64::new(0),
             end: AtomicU64::new(0),
             state: AtomicU32::new(FREE),
-            _pad: 0,
+            seq: AtomicU32::new(0),
         }
     }
 }
@@ -125,8 +169,11 @@ pub struct Stream {
     pub buf: *const SharedCell<u8>,
     /// Log size in bytes: a power of two, at least 64.
     pub cap: u64,
-    /// One bit per log byte: written and not yet released. `cap / 64` words, zeroed.
-    pub bits: *const AtomicU64,
+    /// Commit counters: bytes committed into a chunk (see the module docs).
+    /// `chunk_count(cap)` words, zeroed.
+    pub chunks: *const AtomicU32,
+    /// Bytes per chunk: `chunk_bytes(cap)`.
+    pub chunk: u64,
     /// `max_flights` flights.
     pub flights: *const Flight,
     /// Flights in flight at most: a power of two; 1 for serial streams.
@@ -135,6 +182,8 @@ pub struct Stream {
     pub index: u32,
     /// Bytes handed to producers.
     pub reserved: Padded<AtomicU64>,
+    /// Bytes committed (written) by producers.
+    pub committed: Padded<AtomicU64>,
     /// Bytes whose writes completed; producers may use positions below `released + cap`.
     pub released: Padded<AtomicU64>,
     /// Bytes handed to flights. Written only by the flusher.
@@ -155,8 +204,8 @@ impl Stream {
     /// A stream writing to `fd` from the given log memory.
     ///
     /// # Safety
-    /// `buf` (`cap` bytes), `bits` (`cap / 64` zeroed words) and `flights` (`max_flights`
-    /// unused flights) stay valid while the stream is used. `cap` is a power of two of at
+    /// `buf` (`cap` bytes), `chunks` (`chunk_count(cap)` zeroed words) and `flights`
+    /// (`max_flights` unused flights) stay valid while the stream is used. `cap` is a power of two of at
     /// least 64; `max_flights` is a power of two, and 1 unless `positional`.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn new(
@@ -166,7 +215,7 @@ impl Stream {
         base: u64,
         buf: *const SharedCell<u8>,
         cap: u64,
-        bits: *const AtomicU64,
+        chunks: *const AtomicU32,
         flights: *const Flight,
         max_flights: u32,
     ) -> Stream {
@@ -176,11 +225,13 @@ impl Stream {
             base: AtomicU64::new(base),
             buf,
             cap,
-            bits,
+            chunks,
+            chunk: chunk_bytes(cap),
             flights,
             max_flights,
             index,
             reserved: Padded(AtomicU64::new(0)),
+            committed: Padded(AtomicU64::new(0)),
             released: Padded(AtomicU64::new(0)),
             flushed: AtomicU64::new(0),
             flight_head: AtomicU32::new(0),
@@ -192,8 +243,9 @@ impl Stream {
     }
 
     // SAFETY (accessors): `Stream::new`'s contract; indices are masked to array sizes.
-    fn bit_word(&self, pos: u64) -> &AtomicU64 {
-        unsafe { &*self.bits.add(((pos & (self.cap - 1)) / 64) as usize) }
+    fn chunk_counter(&self, pos: u64) -> &AtomicU32 {
+        let n = 2 * self.cap / self.chunk;
+        unsafe { &*self.chunks.add(((pos / self.chunk) & (n - 1)) as usize) }
     }
     fn flight(&self, seq: u32) -> &Flight {
         unsafe { &*self.flights.add((seq & (self.max_flights - 1)) as usize) }
@@ -218,7 +270,7 @@ impl Stream {
         let mut pos = pos;
         let mut rest = bytes;
         while !rest.is_empty() {
-            let room = self.wait_room(ctx, pos);
+            let room = self.wait_room(ctx, pos, HELP_EVERY);
             let n = rest.len().min(room as usize);
             self.put(pos, &rest[..n]);
             self.commit(pos, pos + n as u64);
@@ -227,30 +279,43 @@ impl Stream {
         }
     }
 
-    /// Writes `bytes` (at most `cap` of them) at reserved position `pos`, waiting for
-    /// space, without marking them written: a warp's lanes each put their line, then one
-    /// lane commits the whole record after the warp synchronised (see `print::emit`).
-    pub fn put_uncommitted(&self, ctx: &Context, pos: u64, bytes: &[u8]) {
-        debug_assert!(bytes.len() as u64 <= self.cap);
-        let end = pos + bytes.len() as u64;
-        // Room for the whole range at once: `end - 1 < released + cap`.
-        if !bytes.is_empty() {
-            let mut room = self.wait_room(ctx, pos);
-            while room < bytes.len() as u64 {
-                room = self.wait_room(ctx, end - 1) + (end - 1 - pos);
-            }
+    /// Waits until all of `[pos, pos + len)` (`len` at most `cap`) may be written.
+    ///
+    /// Each lane of a group waits for its own line right before writing it (see
+    /// `print::emit`); `leader` says whether it helps the flush along often (the group's
+    /// leader) or rarely (the others: thousands of helping lanes would only slow down the
+    /// threads that free the space).
+    pub fn wait_record_room(&self, ctx: &Context, pos: u64, len: u64, leader: bool) {
+        debug_assert!(len <= self.cap);
+        if len == 0 {
+            return;
         }
+        let every = if leader { HELP_EVERY } else { LANE_HELP_EVERY };
+        // Room for the whole range at once: `pos + len - 1 < released + cap`.
+        let last = pos + len - 1;
+        let mut room = self.wait_room(ctx, pos, every);
+        while room < len {
+            room = self.wait_room(ctx, last, every) + (last - pos);
+        }
+    }
+
+    /// Writes `bytes` at position `pos` without marking them written.
+    ///
+    /// The caller reserved `[pos, pos + len)`, directly or through its group's leader, and
+    /// waited for room with [`Stream::wait_record_room`]; it commits them with
+    /// [`Stream::commit`] (see `print::emit`).
+    pub fn put_uncommitted(&self, pos: u64, bytes: &[u8]) {
         self.put(pos, bytes);
     }
 
     /// Waits until position `pos` may be written; returns how many bytes from `pos` may.
-    fn wait_room(&self, ctx: &Context, pos: u64) -> u64 {
+    fn wait_room(&self, ctx: &Context, pos: u64, help_every: u32) -> u64 {
         let mut backoff = Backoff::new();
         let mut rounds = 0u32;
         loop {
             // Acquire, system scope: pairs with the reaper's release of `released`; the
-            // kernel's reads of the bytes we will overwrite, and the clearing of their
-            // bits, happen-before our writes.
+            // kernel's reads of the bytes we will overwrite, and the zeroing of their
+            // chunks' counters, happen-before our writes and commits.
             let released = self.released.load(Ordering::Acquire);
             let limit = released + self.cap;
             if pos < limit {
@@ -259,7 +324,7 @@ impl Stream {
             // Help now and then, and not while another agent is flushing: thousands of
             // waiting GPU threads piling onto the flusher's words would only slow it down.
             rounds += 1;
-            if rounds % HELP_EVERY == 1 % HELP_EVERY && !self.flusher.busy() {
+            if rounds % help_every == 1 % help_every && !self.flusher.busy() {
                 ctx.help(self);
             }
             backoff.snooze();
@@ -277,23 +342,21 @@ impl Stream {
         }
     }
 
-    /// Marks `[s, e)` written. One release fence, system scope, then relaxed ORs: the
-    /// bytes (this thread's, and those of lanes synchronised with it) happen-before the
-    /// flusher's acquire of any of these bits (fence-to-atomic synchronisation), and so
-    /// the kernel's read. Also used by `print::emit` for a whole warp record, whose lanes
-    /// wrote with `put_uncommitted` and synchronised with the committing lane.
+    /// Marks `[s, e)` written. One release fence, then relaxed adds to the chunk counters
+    /// and to `committed`: the bytes (this thread's, and those of lanes synchronised with
+    /// it) happen-before the flusher's acquire fence after it read any of these counters
+    /// (fence-to-fence synchronisation; later adds by others are read-modify-writes, so they
+    /// continue the release sequence).
+    #[inline(never)] // one call per warp; and tests/ptx_atomics.rs finds it by name
     pub fn commit(&self, s: u64, e: u64) {
         fence(Ordering::Release);
         let mut p = s;
         while p < e {
-            let word_end = (p & !63) + 64;
-            let hi = e.min(word_end);
-            let lo_bit = p & 63;
-            let n = hi - p;
-            let mask = if n == 64 { !0 } else { ((1u64 << n) - 1) << lo_bit };
-            self.bit_word(p).fetch_or(mask, Ordering::Relaxed);
+            let hi = e.min((p | (self.chunk - 1)) + 1);
+            self.chunk_counter(p).fetch_add((hi - p) as u32, Ordering::Relaxed);
             p = hi;
         }
+        self.committed.fetch_add(e - s, Ordering::Relaxed);
     }
 
     // ---------------------------------------------------------------- the flusher
@@ -325,10 +388,10 @@ impl Stream {
                 continue;
             }
             let start = self.flushed.load(Ordering::Relaxed);
-            // Acquire: bits of released bytes were cleared before `released` moved.
+            // Acquire: the counters of released bytes were decremented before `released`
+            // moved.
             let window = self.released.load(Ordering::Acquire) + self.cap;
-            let limit = self.reserved.load(Ordering::Relaxed).min(window);
-            let ready = self.complete_prefix(start, limit);
+            let ready = self.complete_prefix(start, window);
             if ready == start {
                 return;
             }
@@ -338,6 +401,7 @@ impl Stream {
             f.start.store(start, Ordering::Relaxed);
             f.cursor.store(start, Ordering::Relaxed);
             f.end.store(end, Ordering::Relaxed);
+            f.seq.store(head, Ordering::Relaxed);
             // Release: the flight's fields happen-before the reaper's use of them (also
             // ordered through the SQE's publication and the kernel's CQE).
             f.state.store(IN_FLIGHT, Ordering::Release);
@@ -347,19 +411,37 @@ impl Stream {
         }
     }
 
-    /// The first position at or after `from`, below `limit`, whose byte is not written.
-    fn complete_prefix(&self, from: u64, limit: u64) -> u64 {
+    /// How far from `from` (and below `window`) the log is written without a gap.
+    #[inline(never)] // tests/ptx_atomics.rs finds it by name
+    fn complete_prefix(&self, from: u64, window: u64) -> u64 {
+        let limit = self.reserved.load(Ordering::Relaxed).min(window);
         let mut p = from;
-        while p < limit {
-            // Acquire, system scope: pairs with the producers' release in `commit`.
-            let word = self.bit_word(p).load(Ordering::Acquire);
-            let missing = !word >> (p & 63);
-            if missing != 0 {
-                return (p + missing.trailing_zeros() as u64).min(limit);
+        // Whole chunks, one counter each. The chunk ends below `window`, so its counter's
+        // previous user was zeroed before we read `released` (see the module docs).
+        loop {
+            let chunk_end = (p | (self.chunk - 1)) + 1;
+            if chunk_end > limit || self.chunk_counter(p).load(Ordering::Relaxed) as u64 != self.chunk {
+                break;
             }
-            p = (p & !63) + 64;
+            p = chunk_end;
         }
-        limit
+        if p < limit {
+            // A partial chunk: take the rest if every reserved byte is committed. Acquire
+            // orders the load of `reserved` after it; every record counted in `committed`
+            // was reserved before it was committed, so lies below that `reserved`. Counted
+            // records are disjoint, so equal totals mean that all of `[0, reserved)` is
+            // written.
+            let committed = self.committed.load(Ordering::Acquire);
+            let reserved = self.reserved.load(Ordering::Relaxed);
+            if committed == reserved {
+                p = reserved.min(window).max(p);
+            }
+        }
+        // Acquire fence: pairs with the release fence in each `commit` whose counter adds
+        // we read, so the bytes of `[from, p)` happen-before our submission (and, through
+        // the ring's system-scope publication, the kernel's read).
+        fence(Ordering::Acquire);
+        p
     }
 
     /// Submits the unwritten part of flight `seq`.
@@ -391,8 +473,17 @@ impl Stream {
     // ---------------------------------------------------------------- the reaper
 
     /// A write of flight `seq` completed with `res`. Called only by the reaper.
-    pub(crate) fn complete(&self, seq: u32, res: i32) {
+    ///
+    /// Returns `false`, changing nothing, if flight `seq` is not in flight (a completion
+    /// that matches nothing: a bug, counted by the caller).
+    pub(crate) fn complete(&self, seq: u32, res: i32) -> bool {
         let f = self.flight(seq);
+        // Only the reaper moves a flight out of IN_FLIGHT, and the flight's slot is reused
+        // only after it was released, so a genuine completion always finds it in flight
+        // (with `seq` itself: the flusher wrote it before publishing the SQE).
+        if f.state.load(Ordering::Relaxed) != IN_FLIGHT || f.seq.load(Ordering::Relaxed) != seq {
+            return false;
+        }
         let cursor = f.cursor.load(Ordering::Relaxed);
         let end = f.end.load(Ordering::Relaxed);
         if res <= 0 {
@@ -425,7 +516,7 @@ impl Stream {
             self.clear(s, e);
             f.state.store(FREE, Ordering::Relaxed);
             // Release, system scope: the kernel's reads of `[s, e)` (acquired with the CQ
-            // tail) and the cleared bits happen-before a producer's acquire of `released`
+            // tail) and the decremented counters happen-before a producer's acquire of `released`
             // and its writes to `[s + cap, e + cap)`. Invariant 3.
             self.released.store(e, Ordering::Release);
             // Release: the flight slot is free for the flusher.
@@ -433,25 +524,17 @@ impl Stream {
         }
         // Release: the released space and freed flight happen-before whoever takes the kick.
         self.kick.store(1, Ordering::Release);
+        true
     }
 
-    /// Clears the written-bits of `[s, e)`.
+    /// Zeroes the counters of the chunks whose last byte is in `[s, e)`: released now.
     fn clear(&self, s: u64, e: u64) {
-        let mut p = s;
-        while p < e {
-            let word_end = (p & !63) + 64;
-            let hi = e.min(word_end);
-            let n = hi - p;
-            let word = self.bit_word(p);
-            if n == 64 {
-                // No producer can touch a word wholly inside an unreleased range.
-                word.store(0, Ordering::Relaxed);
-            } else {
-                // A partial word may be shared with a producer of the next record.
-                let mask = ((1u64 << n) - 1) << (p & 63);
-                word.fetch_and(!mask, Ordering::Relaxed);
-            }
-            p = hi;
+        let mut end = (s | (self.chunk - 1)) + 1;
+        while end <= e {
+            // Relaxed: ordered before the counter's next user (two passes later) by the
+            // release of `released`, which that user's producers acquire.
+            self.chunk_counter(end - 1).store(0, Ordering::Relaxed);
+            end += self.chunk;
         }
     }
 

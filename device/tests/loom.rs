@@ -15,8 +15,8 @@ use gpuio_device::context::{Context, CONTEXT_MAGIC};
 use gpuio_device::group::SingleLane;
 use gpuio_device::print::emit;
 use gpuio_device::ring::Ring;
-use gpuio_device::stream::{Flight, Stream};
-use gpuio_device::sync::{read_cells, AtomicU32, AtomicU64, Ordering, SharedCell};
+use gpuio_device::stream::{chunk_count, Flight, Stream};
+use gpuio_device::sync::{read_cells, AtomicU32, Ordering, SharedCell};
 use gpuio_device::uapi::{Cqe, Sqe, IORING_OP_WRITE, OFF_CURRENT_POSITION};
 use loom::sync::atomic::AtomicBool;
 use loom::sync::{Arc, Mutex};
@@ -201,7 +201,7 @@ fn ring_publishes_in_order_and_never_overruns_sq_or_cq() {
 struct World {
     kernel: KernelRings,
     bufs: Vec<Vec<SharedCell<u8>>>,
-    bits: Vec<Vec<AtomicU64>>,
+    chunks: Vec<Vec<AtomicU32>>,
     flights: Vec<Vec<Flight>>,
     ctx: Option<Context>,
 }
@@ -211,7 +211,9 @@ fn world(max_flights: u32, positional: bool) -> Arc<World> {
     let mut w = World {
         kernel: KernelRings::new(2, 2),
         bufs: (0..2).map(|_| (0..cap).map(|_| SharedCell::new(0)).collect()).collect(),
-        bits: (0..2).map(|_| vec![AtomicU64::new(0)]).collect(),
+        chunks: (0..2)
+            .map(|_| (0..chunk_count(cap as u64)).map(|_| AtomicU32::new(0)).collect())
+            .collect(),
         flights: (0..2)
             .map(|_| (0..max_flights).map(|_| Flight::new()).collect())
             .collect(),
@@ -227,7 +229,7 @@ fn world(max_flights: u32, positional: bool) -> Arc<World> {
             0,
             w.bufs[i].as_ptr(),
             cap as u64,
-            w.bits[i].as_ptr(),
+            w.chunks[i].as_ptr(),
             w.flights[i].as_ptr(),
             max_flights,
         )

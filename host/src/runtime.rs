@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use gpuio_device::arch::host::{enter, ThreadIds};
 use gpuio_device::context::{CONTEXT_MAGIC, STREAMS};
 use gpuio_device::ring::Ring;
-use gpuio_device::stream::{Flight, Stream};
+use gpuio_device::stream::{chunk_count, Flight, Stream};
 use gpuio_device::sync::{AtomicU32, AtomicU64, Ordering, SharedCell};
 use gpuio_device::uapi::{Cqe, Sqe};
 use gpuio_device::Context;
@@ -195,7 +195,7 @@ pub(crate) struct Shared {
 struct Layout {
     ready: usize,
     flights: [usize; STREAMS],
-    bits: [usize; STREAMS],
+    chunks: [usize; STREAMS],
     state_len: usize,
     bufs: [usize; STREAMS],
     logs_len: usize,
@@ -206,19 +206,19 @@ impl Layout {
         let mut at = round_up(size_of::<Context>(), 128);
         let ready = at;
         at = round_up(at + sq_entries as usize * 4, 128);
-        let (mut flights, mut bits) = ([0; STREAMS], [0; STREAMS]);
+        let (mut flights, mut chunks) = ([0; STREAMS], [0; STREAMS]);
         for i in 0..STREAMS {
             flights[i] = at;
             at = round_up(at + max_flights as usize * size_of::<Flight>(), 128);
-            bits[i] = at;
-            at = round_up(at + log_bytes / 8, 128);
+            chunks[i] = at;
+            at = round_up(at + chunk_count(log_bytes as u64) * 4, 128);
         }
         let state_len = round_up(at, 4096);
         let bufs = std::array::from_fn(|i| i * log_bytes);
         Layout {
             ready,
             flights,
-            bits,
+            chunks,
             state_len,
             bufs,
             logs_len: STREAMS * log_bytes,
@@ -296,7 +296,7 @@ impl Shared {
         // SAFETY: every pointer below points into `uring`'s, `logs`' or the state region's
         // memory, at the kernel's offsets or at our layout's, which those regions cover;
         // all of it lives as long as `Shared`, which outlives every kernel and the waker.
-        // The state region is zeroed: the initial state of ready flags, bits and flights.
+        // The state region is zeroed: the initial state of ready flags, chunk counters and flights.
         // The Context is written once here, before any agent can see it.
         unsafe {
             let w = |off: u32| uring.ring_word(off) as *const AtomicU32;
@@ -321,7 +321,7 @@ impl Shared {
                     pos,
                     logs.as_ptr().add(layout.bufs[i]) as *const SharedCell<u8>,
                     log_bytes as u64,
-                    state_base.add(layout.bits[i]) as *const AtomicU64,
+                    state_base.add(layout.chunks[i]) as *const AtomicU32,
                     state_base.add(layout.flights[i]) as *const Flight,
                     if positional { cfg.max_flights } else { 1 },
                 )
@@ -446,6 +446,8 @@ pub struct Stats {
     pub sqes: u32,
     /// Times the waker woke SQPOLL.
     pub wakeups: u64,
+    /// Completions that matched no request in flight: a protocol bug if ever non-zero.
+    pub stray_completions: u32,
 }
 
 type KernelThread = JoinHandle<std::result::Result<(), String>>;
@@ -532,10 +534,14 @@ impl Runtime {
 
     /// Counters (read while no kernel runs; zero if they cannot be read).
     pub fn stats(&self) -> Stats {
-        let sqes = self.shared.with_context(|c| c.ring.submitted()).unwrap_or(0);
+        let (sqes, stray_completions) = self
+            .shared
+            .with_context(|c| (c.ring.submitted(), c.stray_completions.load(Ordering::Relaxed)))
+            .unwrap_or((0, 0));
         Stats {
             sqes,
             wakeups: self.waker.wakeups(),
+            stray_completions,
         }
     }
 
