@@ -46,7 +46,10 @@ fn forced_hsa_says_why_it_cannot_run() {
     };
     eprintln!("forced hsa: {err}");
     if !library_present() {
-        assert!(!expect_library(), "GPUIO_EXPECT_HSA_LIBRARY=1, but libhsa-runtime64.so.1 does not load");
+        assert!(
+            !expect_library(),
+            "GPUIO_EXPECT_HSA_LIBRARY=1, but libhsa-runtime64.so.1 does not load"
+        );
         assert!(
             reason.contains("libhsa-runtime64.so.1 not found"),
             "without the library the reason should say so: {reason}"
@@ -91,7 +94,11 @@ fn gpu_threads_print_every_line_exactly_once_in_order() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("stress.txt");
     let file = std::fs::File::create(&path).unwrap();
-    let rt = match Runtime::builder().backend(Backend::Hsa).stdout_fd(file.as_raw_fd()).build() {
+    let rt = match Runtime::builder()
+        .backend(Backend::Hsa)
+        .stdout_fd(file.as_raw_fd())
+        .build()
+    {
         Ok(rt) => rt,
         Err(Error::BackendUnavailable { reason, .. }) => {
             eprintln!("skipping: no AMD GPU ({reason})");

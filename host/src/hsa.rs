@@ -613,8 +613,24 @@ impl Hsa {
         Ok(v == 0)
     }
 
-    /// Waits until every dispatch has completed, then frees their kernel arguments.
+    /// Waits until every dispatch has completed, then frees the kernel arguments of those
+    /// enqueued before the call (a launch racing with it keeps its block for the next one).
     pub fn synchronize(&self) -> Result<()> {
+        let blocks = std::mem::take(&mut *self.kernargs.lock().unwrap_or_else(|e| e.into_inner()));
+        let waited = self.wait_idle();
+        if waited.is_err() {
+            // The queue failed: its packets may never be processed; keep their arguments.
+            self.kernargs.lock().unwrap_or_else(|e| e.into_inner()).extend(blocks);
+            return waited;
+        }
+        for b in blocks {
+            // SAFETY: kernarg blocks of completed dispatches.
+            unsafe { (self.api.hsa_amd_memory_pool_free)(b as *mut c_void) };
+        }
+        Ok(())
+    }
+
+    fn wait_idle(&self) -> Result<()> {
         loop {
             if let Some(e) = self.queue_failed() {
                 return Err(e);
@@ -632,15 +648,9 @@ impl Hsa {
                 )
             };
             if v == 0 {
-                break;
+                return Ok(());
             }
         }
-        let blocks = std::mem::take(&mut *self.kernargs.lock().unwrap_or_else(|e| e.into_inner()));
-        for b in blocks {
-            // SAFETY: kernarg blocks of completed dispatches.
-            unsafe { (self.api.hsa_amd_memory_pool_free)(b as *mut c_void) };
-        }
-        Ok(())
     }
 
     /// Enqueues one kernel dispatch packet: `grid` work-groups of `block` work-items (x).
