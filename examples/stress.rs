@@ -10,6 +10,8 @@ use std::os::fd::AsRawFd;
 
 /// The example kernels (`kernels/`), built for sm_90 by build.rs.
 const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
+/// The same kernels for AMD GPUs, one code object per processor.
+const AMDGCN: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_AMDGCN"));
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: Option<T>) -> T {
     match args.iter().position(|a| a == name) {
@@ -54,6 +56,10 @@ fn main() {
         gpuio::Backend::Cuda => {
             eprintln!("stress: on {}", rt.device_name().unwrap_or("a CUDA GPU"));
             Some(rt.load_module(PTX).unwrap_or_else(|e| fail(&e.to_string())))
+        }
+        gpuio::Backend::Hsa => {
+            eprintln!("stress: on {}", rt.device_name().unwrap_or("an AMD GPU"));
+            Some(rt.load_matching(AMDGCN).unwrap_or_else(|e| fail(&e.to_string())))
         }
         _ => None,
     };

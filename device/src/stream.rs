@@ -165,8 +165,12 @@ pub struct Stream {
     pub positional: u32,
     /// Positional streams: file offset of position 0. Set by the host between kernels.
     pub base: AtomicU64,
-    /// The log bytes (`cap` of them).
+    /// The log bytes (`cap` of them), where the producers and the flusher see them.
     pub buf: *const SharedCell<u8>,
+    /// The address of `buf[0]` that goes into write SQEs: where the kernel sees the log.
+    /// `buf` itself (set by [`Stream::new`]), except where a GPU maps host memory at
+    /// another address than the host's (HSA on discrete GPUs); the host then sets it.
+    pub io_base: u64,
     /// Log size in bytes: a power of two, at least 64.
     pub cap: u64,
     /// Commit counters: bytes committed into a chunk (see the module docs).
@@ -224,6 +228,7 @@ impl Stream {
             positional: positional as u32,
             base: AtomicU64::new(base),
             buf,
+            io_base: buf as u64,
             cap,
             chunks,
             chunk: chunk_bytes(cap),
@@ -458,7 +463,7 @@ impl Stream {
             opcode: IORING_OP_WRITE,
             fd: self.fd,
             off,
-            addr: self.cell(cursor) as u64,
+            addr: self.io_base.wrapping_add(cursor & (self.cap - 1)),
             len: (end - cursor) as u32,
             user_data: crate::context::user_data_for_stream(self.index, seq),
             ..Sqe::default()

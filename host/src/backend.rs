@@ -7,9 +7,8 @@
 use std::sync::Arc;
 
 use crate::cuda::Cuda;
-use crate::dl::Library;
-
 use crate::error::{Error, Result};
+use crate::hsa::Hsa;
 
 /// Where kernels run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +58,7 @@ impl Backend {
 pub(crate) enum Opened {
     Cpu,
     Cuda(Arc<Cuda>),
+    Hsa(Arc<Hsa>),
 }
 
 /// Opens the backend: `requested`, else `GPUIO_BACKEND`, else the first available.
@@ -78,59 +78,26 @@ pub(crate) fn open(requested: Option<Backend>) -> Result<(Opened, Option<String>
                     reason,
                 })
         }
-        Some(Backend::Hsa) => Err(Error::BackendUnavailable {
-            backend: "hsa",
-            reason: hsa_unavailable(),
-        }),
+        Some(Backend::Hsa) => Hsa::open()
+            .map(|h| (Opened::Hsa(h), None))
+            .map_err(|reason| Error::BackendUnavailable { backend: "hsa", reason }),
         None => {
             let cuda = match Cuda::open() {
                 Ok(c) => return Ok((Opened::Cuda(c), None)),
                 Err(e) => e,
             };
-            let why = format!("cuda: {cuda}; hsa: {}", hsa_unavailable());
+            let hsa = match Hsa::open() {
+                Ok(h) => return Ok((Opened::Hsa(h), None)),
+                Err(e) => e,
+            };
             Ok((
                 Opened::Cpu,
-                Some(format!("gpuio: running kernels on the CPU backend ({why})")),
+                Some(format!(
+                    "gpuio: running kernels on the CPU backend (cuda: {cuda}; hsa: {hsa})"
+                )),
             ))
         }
     }
-}
-
-/// Why the HSA backend cannot run here.
-fn hsa_unavailable() -> String {
-    match probe_hsa() {
-        Ok(()) => "an AMD GPU agent was found, but this build has no HSA backend yet".into(),
-        Err(e) => e,
-    }
-}
-
-/// Whether HSA initialises, or why not.
-fn probe_hsa() -> std::result::Result<(), String> {
-    let lib =
-        Library::open(c"libhsa-runtime64.so.1").ok_or("libhsa-runtime64.so.1 not found (no ROCm runtime installed)")?;
-    type HsaInit = unsafe extern "C" fn() -> u32;
-    // SAFETY: documented HSA signatures.
-    let (init, shut) = unsafe {
-        (
-            lib.symbol::<HsaInit>(c"hsa_init"),
-            lib.symbol::<HsaInit>(c"hsa_shut_down"),
-        )
-    };
-    let (init, shut) = init.zip(shut).ok_or("libhsa-runtime64.so.1 lacks hsa_init")?;
-    // SAFETY: documented calls.
-    let rc = unsafe { init() };
-    if rc == 0x1008 {
-        return Err(
-            "hsa_init failed with 0x1008 (HSA_STATUS_ERROR_OUT_OF_RESOURCES): /dev/kfd is absent, no AMD GPU driver"
-                .into(),
-        );
-    }
-    if rc != 0 {
-        return Err(format!("hsa_init failed with status {rc:#x}"));
-    }
-    // SAFETY: balanced with the successful hsa_init.
-    unsafe { shut() };
-    Ok(())
 }
 
 #[cfg(test)]
@@ -146,13 +113,13 @@ mod tests {
 
     #[test]
     fn forced_unavailable_backend_says_why() {
-        // This build has no HSA backend, so forcing it is always an explained error.
+        // Each GPU backend either opens (a GPU machine) or says why not.
         match open(Some(Backend::Hsa)) {
             Err(Error::BackendUnavailable { backend: "hsa", reason }) => assert!(!reason.is_empty()),
             Err(e) => panic!("wrong error: {e}"),
-            Ok(_) => panic!("HSA accepted, but this build has no HSA backend"),
+            Ok((Opened::Hsa(h), None)) => assert!(h.agent_name().starts_with("gfx")),
+            Ok(_) => panic!("forcing HSA gave another backend"),
         }
-        // CUDA either opens (a GPU machine) or says why not.
         if let Err(e) = open(Some(Backend::Cuda)) {
             assert!(matches!(e, Error::BackendUnavailable { backend: "cuda", ref reason } if !reason.is_empty()));
         }

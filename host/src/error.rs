@@ -18,6 +18,15 @@ pub enum Error {
     Print(PrintErrors),
     /// A CUDA driver call failed.
     Cuda(String),
+    /// An HSA runtime call failed.
+    Hsa(String),
+    /// None of the code objects offered is for this runtime's GPU.
+    NoCodeObject {
+        /// The GPU, e.g. `gfx1030 (amdgcn-amd-amdhsa--gfx1030)`.
+        gpu: String,
+        /// The processors there were code objects for.
+        available: Vec<String>,
+    },
     /// Kernel threads panicked (CPU backend) or a kernel faulted.
     Kernel(String),
 }
@@ -33,6 +42,12 @@ impl fmt::Display for Error {
             Error::Config(why) => write!(f, "invalid configuration: {why}"),
             Error::Print(p) => write!(f, "{p}"),
             Error::Cuda(why) => write!(f, "CUDA: {why}"),
+            Error::Hsa(why) => write!(f, "HSA: {why}"),
+            Error::NoCodeObject { gpu, available } => write!(
+                f,
+                "no code object for this GPU, {gpu}: there are code objects for [{}]",
+                available.join(", ")
+            ),
             Error::Kernel(why) => write!(f, "kernel failed: {why}"),
         }
     }

@@ -11,9 +11,11 @@
 //! ```
 
 pub mod backend;
+pub mod code_object;
 pub mod cuda;
 mod dl;
 pub mod error;
+pub mod hsa;
 pub mod memory;
 pub mod runtime;
 pub mod uring;

@@ -15,8 +15,9 @@ use gpuio_device::uapi::{Cqe, Sqe};
 use gpuio_device::Context;
 
 use crate::backend::{self, Backend, Opened};
-use crate::cuda::{Arg, CuDevicePtr, Cuda, Module};
+use crate::cuda::{self, Arg, CuDevicePtr, Cuda};
 use crate::error::{Error, OutputErrors, PrintErrors, Result};
+use crate::hsa::{self, Hsa};
 use crate::memory::{round_up, Mapping};
 use crate::uring::{Uring, UringConfig};
 use crate::waker::Waker;
@@ -104,7 +105,8 @@ impl Builder {
     }
 
     /// Per-thread stack for GPU kernels (default 8 KiB; `core::fmt` needs more than
-    /// CUDA's 1 KiB default).
+    /// CUDA's 1 KiB default). On HSA it is the private segment of kernels that use a
+    /// dynamic stack (at least what their metadata asks for).
     pub fn gpu_stack_bytes(mut self, n: usize) -> Self {
         self.gpu_stack_bytes = n;
         self
@@ -116,7 +118,7 @@ impl Builder {
         let log_bytes = match (&opened, self.log_bytes) {
             (_, Some(n)) => n,
             (Opened::Cpu, None) => 4 << 20,
-            (Opened::Cuda(_), None) => 64 << 20,
+            (Opened::Cuda(_) | Opened::Hsa(_), None) => 64 << 20,
         };
         if !log_bytes.is_power_of_two() || log_bytes < 64 {
             return Err(Error::Config(format!(
@@ -135,14 +137,18 @@ impl Builder {
             cq_entries,
             sq_thread_idle_ms: self.sq_thread_idle_ms,
         })?;
-        let (backend, cuda) = match opened {
+        let (backend, device) = match opened {
             Opened::Cpu => (Backend::Cpu, None),
             Opened::Cuda(c) => {
                 c.set_stack_size(self.gpu_stack_bytes)?;
-                (Backend::Cuda, Some(c))
+                (Backend::Cuda, Some(Device::Cuda(c)))
+            }
+            Opened::Hsa(h) => {
+                h.set_stack_size(self.gpu_stack_bytes);
+                (Backend::Hsa, Some(Device::Hsa(h)))
             }
         };
-        let shared = Arc::new(Shared::new(uring, &self, log_bytes, cuda.clone())?);
+        let shared = Arc::new(Shared::new(uring, &self, log_bytes, device.clone())?);
         let waker = Waker::start(shared.clone()).map_err(|e| Error::Os {
             what: "starting the waker thread",
             source: e,
@@ -152,8 +158,8 @@ impl Builder {
                 eprintln!("{n}");
             }
         }
-        let gpu = cuda.map(|cuda| Gpu {
-            cuda,
+        let gpu = device.map(|device| Gpu {
+            device,
             drain: Mutex::new(None),
             launched: AtomicBool::new(false),
         });
@@ -168,15 +174,93 @@ impl Builder {
     }
 }
 
+/// The GPU a runtime runs kernels on.
+#[derive(Clone)]
+enum Device {
+    Cuda(Arc<Cuda>),
+    Hsa(Arc<Hsa>),
+}
+
+impl Device {
+    /// Makes host memory GPU-visible; returns the address the GPU sees it at.
+    ///
+    /// # Safety
+    /// The range stays mapped until `unmap_host`.
+    unsafe fn map_host(&self, ptr: *mut u8, len: usize) -> Result<*mut u8> {
+        // SAFETY: the caller's contract.
+        unsafe {
+            match self {
+                // CUDA: unified addressing, checked in `register`.
+                Device::Cuda(c) => c.register(ptr, len).map(|_| ptr),
+                Device::Hsa(h) => h.lock(ptr, len),
+            }
+        }
+    }
+
+    /// # Safety
+    /// `ptr` was mapped with `map_host`, and no kernel that may touch it runs.
+    unsafe fn unmap_host(&self, ptr: *mut u8) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            match self {
+                Device::Cuda(c) => c.unregister(ptr),
+                Device::Hsa(h) => h.unlock(ptr),
+            }
+        }
+    }
+
+    fn alloc_zeroed(&self, len: usize) -> Result<u64> {
+        match self {
+            Device::Cuda(c) => c.alloc_zeroed(len),
+            Device::Hsa(h) => h.alloc_zeroed(len),
+        }
+    }
+
+    fn free(&self, d: u64) {
+        match self {
+            Device::Cuda(c) => c.free(d),
+            Device::Hsa(h) => h.free(d),
+        }
+    }
+
+    fn copy_to_device(&self, dst: u64, src: &[u8]) -> Result<()> {
+        match self {
+            Device::Cuda(c) => c.copy_to_device(dst, src),
+            Device::Hsa(h) => h.copy_to_device(dst, src),
+        }
+    }
+
+    fn copy_from_device(&self, dst: &mut [u8], src: u64) -> Result<()> {
+        match self {
+            Device::Cuda(c) => c.copy_from_device(dst, src),
+            Device::Hsa(h) => h.copy_from_device(dst, src),
+        }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        match self {
+            Device::Cuda(c) => c.synchronize(),
+            Device::Hsa(h) => h.synchronize(),
+        }
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            Device::Cuda(c) => c.device_name(),
+            Device::Hsa(h) => h.device_name(),
+        }
+    }
+}
+
 /// Where the protocol state (the [`Context`], ready flags, bitmaps, flights) lives.
 enum State {
     /// CPU backend: host memory, shared by the kernel threads and the host's drain.
     Host(Mapping),
-    /// CUDA backend: device memory, touched only by GPU code. (On PCIe GPUs, GPU atomics on
+    /// GPU backends: device memory, touched only by GPU code. (On PCIe GPUs, GPU atomics on
     /// host memory are slow and not atomic against the CPU's.) The host reads and writes
     /// it with copies, only while no kernel runs; `image` is the host-side copy.
     Device {
-        cuda: Arc<Cuda>,
+        device: Device,
         dptr: CuDevicePtr,
         image: Mutex<Mapping>,
     },
@@ -257,38 +341,51 @@ fn same_file(a: RawFd, b: RawFd) -> bool {
 }
 
 impl Shared {
-    fn new(uring: Uring, cfg: &Builder, log_bytes: usize, cuda: Option<Arc<Cuda>>) -> Result<Shared> {
+    fn new(uring: Uring, cfg: &Builder, log_bytes: usize, device: Option<Device>) -> Result<Shared> {
         let p = uring.params;
         let layout = Layout::new(p.sq_entries, log_bytes, cfg.max_flights);
         let os = |what| move |e| Error::Os { what, source: e };
         let logs = Mapping::new(layout.logs_len).map_err(os("mmap of the print logs"))?;
-        // The state region's address as the agents that run the protocol see it, and the
-        // host memory the Context is first written to.
-        let (state, state_base, image_ptr) = match cuda {
+        // The state region's address as the agents that run the protocol see it, the host
+        // memory the Context is first written to, and the addresses at which those agents
+        // see the SQEs, the ring words and the logs (the host's, except where the GPU maps
+        // host memory elsewhere: HSA on discrete GPUs without the SVM API).
+        let (state, state_base, image_ptr, [sqes, rings, logs_view]) = match device {
             None => {
                 let m = Mapping::new(layout.state_len).map_err(os("mmap of the protocol state"))?;
                 let base = m.as_ptr();
-                (State::Host(m), base, base)
+                let views = [uring.sqes.as_ptr(), uring.rings.as_ptr(), logs.as_ptr()];
+                (State::Host(m), base, base, views)
             }
-            Some(cuda) => {
-                // SAFETY: the three mappings stay mapped until Shared drops, which
-                // unregisters them first (see Drop).
-                unsafe {
-                    cuda.register(uring.sqes.as_ptr(), uring.sqes.len())?;
-                    cuda.register(uring.rings.as_ptr(), uring.rings.len())?;
-                    cuda.register(logs.as_ptr(), logs.len())?;
-                }
-                let dptr = cuda.alloc_zeroed(layout.state_len)?;
-                let image = Mapping::new(size_of::<Context>()).map_err(os("mmap of the context image"))?;
+            Some(device) => {
+                let views = map_all(&device, [&uring.sqes, &uring.rings, &logs])?;
+                let unmap_all = || {
+                    // SAFETY: mapped just above; no kernel has run yet.
+                    unsafe {
+                        for m in [&uring.sqes, &uring.rings, &logs] {
+                            device.unmap_host(m.as_ptr());
+                        }
+                    }
+                };
+                let dptr = device.alloc_zeroed(layout.state_len).inspect_err(|_| unmap_all())?;
+                let image = Mapping::new(size_of::<Context>()).map_err(|e| {
+                    unmap_all();
+                    device.free(dptr);
+                    Error::Os {
+                        what: "mmap of the context image",
+                        source: e,
+                    }
+                })?;
                 let ptr = image.as_ptr();
                 (
                     State::Device {
-                        cuda,
+                        device,
                         dptr,
                         image: Mutex::new(image),
                     },
                     dptr as *mut u8,
                     ptr,
+                    views,
                 )
             }
         };
@@ -299,32 +396,39 @@ impl Shared {
         // The state region is zeroed: the initial state of ready flags, chunk counters and flights.
         // The Context is written once here, before any agent can see it.
         unsafe {
-            let w = |off: u32| uring.ring_word(off) as *const AtomicU32;
+            // The ring words, where the protocol's agents see them.
+            let w = |off: u32| {
+                let host = uring.ring_word(off) as *const u8;
+                rings.add(host.offset_from(uring.rings.as_ptr()) as usize) as *const AtomicU32
+            };
             let ring = Ring::new(
                 w(p.sq_off.head),
                 w(p.sq_off.tail),
                 w(p.sq_off.flags),
-                uring.sqes.as_ptr() as *const SharedCell<Sqe>,
+                sqes as *const SharedCell<Sqe>,
                 w(p.cq_off.head),
                 w(p.cq_off.tail),
-                uring.rings.as_ptr().add(p.cq_off.cqes as usize) as *const SharedCell<Cqe>,
+                rings.add(p.cq_off.cqes as usize) as *const SharedCell<Cqe>,
                 state_base.add(layout.ready) as *const AtomicU32,
                 p.sq_entries,
                 p.cq_entries,
             );
             let streams: [Stream; STREAMS] = std::array::from_fn(|i| {
                 let (positional, pos) = output_mode(fds[i]);
-                Stream::new(
+                let mut s = Stream::new(
                     i as u32,
                     fds[i],
                     positional,
                     pos,
-                    logs.as_ptr().add(layout.bufs[i]) as *const SharedCell<u8>,
+                    logs_view.add(layout.bufs[i]) as *const SharedCell<u8>,
                     log_bytes as u64,
                     state_base.add(layout.chunks[i]) as *const AtomicU32,
                     state_base.add(layout.flights[i]) as *const Flight,
                     if positional { cfg.max_flights } else { 1 },
-                )
+                );
+                // The kernel reads the log at the host's address.
+                s.io_base = logs.as_ptr().add(layout.bufs[i]) as u64;
+                s
             });
             let ctx = Context {
                 magic: CONTEXT_MAGIC,
@@ -335,13 +439,15 @@ impl Shared {
             };
             std::ptr::write(image_ptr as *mut Context, ctx);
         }
-        if let State::Device { cuda, dptr, image } = &state {
+        let shared = Shared { uring, logs, state };
+        if let State::Device { device, dptr, image } = &shared.state {
             let image = image.lock().unwrap_or_else(|e| e.into_inner());
             // SAFETY: the image holds the Context just written.
             let bytes = unsafe { std::slice::from_raw_parts(image.as_ptr(), size_of::<Context>()) };
-            cuda.copy_to_device(*dptr, bytes)?;
+            // On failure, dropping `shared` unmaps and frees.
+            device.copy_to_device(*dptr, bytes)?;
         }
-        Ok(Shared { uring, logs, state })
+        Ok(shared)
     }
 
     /// The context, for the CPU backend (None when it lives on a GPU).
@@ -358,11 +464,11 @@ impl Shared {
     fn with_context<R>(&self, f: impl FnOnce(&Context) -> R) -> Result<R> {
         match &self.state {
             State::Host(_) => Ok(f(self.host_context().expect("host state"))),
-            State::Device { cuda, dptr, image } => {
+            State::Device { device, dptr, image } => {
                 let image = image.lock().unwrap_or_else(|e| e.into_inner());
                 // SAFETY: the image mapping is size_of::<Context>() bytes (at least).
                 let bytes = unsafe { std::slice::from_raw_parts_mut(image.as_ptr(), size_of::<Context>()) };
-                cuda.copy_from_device(bytes, *dptr)?;
+                device.copy_from_device(bytes, *dptr)?;
                 // SAFETY: a byte copy of a valid Context (plain data and atomics).
                 Ok(f(unsafe { &*(image.as_ptr() as *const Context) }))
             }
@@ -376,13 +482,13 @@ impl Shared {
                 field(self.host_context().expect("host state")).set(v);
                 Ok(())
             }
-            State::Device { cuda, dptr, image } => {
+            State::Device { device, dptr, image } => {
                 let image = image.lock().unwrap_or_else(|e| e.into_inner());
                 // SAFETY: the image holds a Context (written in `new`, refreshed by copies).
                 let ctx = unsafe { &*(image.as_ptr() as *const Context) };
                 let offset = field(ctx) as *const A as usize - image.as_ptr() as usize;
                 field(ctx).set(v);
-                cuda.copy_to_device(*dptr + offset as u64, A::bytes(v).as_ref())
+                device.copy_to_device(*dptr + offset as u64, A::bytes(v).as_ref())
             }
         }
     }
@@ -399,17 +505,36 @@ impl Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        if let State::Device { cuda, dptr, .. } = &self.state {
-            // SAFETY: registered in `new`; no kernel runs any more (the runtime
-            // synchronized before dropping its last reference).
+        if let State::Device { device, dptr, .. } = &self.state {
+            // SAFETY: mapped in `new`; no kernel runs any more (the runtime synchronized
+            // before dropping its last reference).
             unsafe {
-                cuda.unregister(self.logs.as_ptr());
-                cuda.unregister(self.uring.rings.as_ptr());
-                cuda.unregister(self.uring.sqes.as_ptr());
+                device.unmap_host(self.logs.as_ptr());
+                device.unmap_host(self.uring.rings.as_ptr());
+                device.unmap_host(self.uring.sqes.as_ptr());
             }
-            cuda.free(*dptr);
+            device.free(*dptr);
         }
     }
+}
+
+/// Maps the regions for the GPU, in order; on failure unmaps those already mapped.
+fn map_all(device: &Device, regions: [&Mapping; 3]) -> Result<[*mut u8; 3]> {
+    let mut views = [std::ptr::null_mut(); 3];
+    for (i, m) in regions.iter().enumerate() {
+        // SAFETY: the mappings live in `Shared`, whose Drop unmaps them for the GPU first.
+        match unsafe { device.map_host(m.as_ptr(), m.len()) } {
+            Ok(v) => views[i] = v,
+            Err(e) => {
+                for done in &regions[..i] {
+                    // SAFETY: mapped in this loop; no kernel has run yet.
+                    unsafe { device.unmap_host(done.as_ptr()) };
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(views)
 }
 
 /// An atomic field of the context that the host may set between kernels.
@@ -452,11 +577,11 @@ pub struct Stats {
 
 type KernelThread = JoinHandle<std::result::Result<(), String>>;
 
-/// The CUDA side of a runtime.
+/// The GPU side of a runtime.
 struct Gpu {
-    cuda: Arc<Cuda>,
+    device: Device,
     /// A module whose `gpuio_drain` kernel drains the context.
-    drain: Mutex<Option<Arc<Module>>>,
+    drain: Mutex<Option<Arc<Loaded>>>,
     /// Kernels launched since the last synchronize.
     launched: AtomicBool,
 }
@@ -473,15 +598,39 @@ pub struct Runtime {
     settled: Mutex<[u64; STREAMS]>,
 }
 
-/// A GPU code object loaded into a runtime, with its context global set.
+/// A code object loaded on one of the GPU backends.
+enum Loaded {
+    Cuda(cuda::Module),
+    Hsa(hsa::Executable),
+}
+
+impl Loaded {
+    fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+        match self {
+            Loaded::Cuda(m) => m.launch(name, grid, block, args),
+            Loaded::Hsa(e) => e.launch(name, grid, block, args),
+        }
+    }
+
+    fn global(&self, name: &str) -> Result<(u64, usize)> {
+        match self {
+            Loaded::Cuda(m) => m.global(name),
+            Loaded::Hsa(e) => e.global(name),
+        }
+    }
+}
+
+/// A GPU code object loaded into a runtime, with its context global set: a PTX module on
+/// CUDA, an HSA executable on AMD GPUs.
 pub struct GpuModule<'rt> {
     rt: &'rt Runtime,
-    module: Arc<Module>,
+    module: Arc<Loaded>,
 }
 
 impl GpuModule<'_> {
     /// Launches kernel `name` on `grid` blocks of `block` threads (asynchronous;
-    /// [`Runtime::synchronize`] waits). `args` must match the kernel's parameters.
+    /// [`Runtime::synchronize`] waits). `args` must match the kernel's parameters (on HSA
+    /// they are checked against the code object's metadata).
     pub fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
         let gpu = self.rt.gpu.as_ref().expect("a GpuModule exists only on a GPU runtime");
         if !gpu.launched.load(Ordering::Acquire) {
@@ -499,9 +648,20 @@ impl GpuModule<'_> {
         self.module.global(name)
     }
 
-    /// The CUDA driver (for copies to and from the module's globals, say).
-    pub fn cuda(&self) -> &Arc<Cuda> {
-        &self.rt.gpu.as_ref().expect("GPU runtime").cuda
+    /// The CUDA driver (for copies to and from the module's globals, say), on CUDA.
+    pub fn cuda(&self) -> Option<&Arc<Cuda>> {
+        match &self.rt.gpu.as_ref()?.device {
+            Device::Cuda(c) => Some(c),
+            Device::Hsa(_) => None,
+        }
+    }
+
+    /// The HSA runtime (for copies to and from the module's globals, say), on HSA.
+    pub fn hsa(&self) -> Option<&Arc<Hsa>> {
+        match &self.rt.gpu.as_ref()?.device {
+            Device::Hsa(h) => Some(h),
+            Device::Cuda(_) => None,
+        }
     }
 }
 
@@ -523,7 +683,17 @@ impl Runtime {
 
     /// The GPU's name, on a GPU backend.
     pub fn device_name(&self) -> Option<&str> {
-        self.gpu.as_ref().map(|g| g.cuda.device_name())
+        self.gpu.as_ref().map(|g| g.device.name())
+    }
+
+    /// The GPU's processor, which picks the code object to load: `gfx90a` (the HSA
+    /// agent's name) on AMD GPUs. `None` on CUDA (PTX is compiled for the GPU by the
+    /// driver) and on the CPU.
+    pub fn gpu_arch(&self) -> Option<&str> {
+        match &self.gpu.as_ref()?.device {
+            Device::Hsa(h) => Some(h.agent_name()),
+            Device::Cuda(_) => None,
+        }
     }
 
     /// The device context, on the CPU backend (for host code that drives the protocol
@@ -546,26 +716,113 @@ impl Runtime {
     }
 
     /// Loads a PTX module (CUDA backend) and points its `gpuio_context` at this runtime.
+    /// On the HSA backend, load an ELF code object with [`Runtime::load_code_object`] or
+    /// [`Runtime::load_matching`] instead.
     pub fn load_module(&self, ptx: &str) -> Result<GpuModule<'_>> {
+        self.load_code_object(ptx.as_bytes())
+    }
+
+    /// Loads a code object for this runtime's GPU and points its `gpuio_context` at this
+    /// runtime: PTX text on CUDA, an AMDGPU ELF code object (`.hsaco`) for the GPU's
+    /// processor on HSA.
+    pub fn load_code_object(&self, image: &[u8]) -> Result<GpuModule<'_>> {
         let gpu = self.gpu.as_ref().ok_or_else(|| Error::BackendUnavailable {
-            backend: "cuda",
+            backend: "cuda or hsa",
             reason: format!("this runtime runs on the {} backend", self.backend.name()),
         })?;
+        let module = match &gpu.device {
+            Device::Cuda(c) => {
+                let ptx = std::str::from_utf8(image.strip_suffix(&[0]).unwrap_or(image))
+                    .map_err(|_| Error::Config("the CUDA backend loads PTX text, and this is not text".into()))?;
+                Loaded::Cuda(cuda::Module::load(c, ptx)?)
+            }
+            Device::Hsa(h) => Loaded::Hsa(hsa::Executable::load(h, image)?),
+        };
+        self.install(gpu, module)
+    }
+
+    /// Loads, among code objects built for several GPUs (`(processor, bytes)`, like the
+    /// table `gpuio`'s build script generates), the one for this runtime's GPU: on HSA the
+    /// one whose processor is the agent's (`gfx90a`), on CUDA the first PTX (`sm_NN`).
+    /// Where none fits, [`Error::NoCodeObject`] names the GPU and what there was.
+    pub fn load_matching(&self, objects: &[(&str, &[u8])]) -> Result<GpuModule<'_>> {
+        let gpu = self.gpu.as_ref().ok_or_else(|| Error::BackendUnavailable {
+            backend: "cuda or hsa",
+            reason: format!("this runtime runs on the {} backend", self.backend.name()),
+        })?;
+        let found = match &gpu.device {
+            Device::Hsa(h) => {
+                let want = crate::code_object::processor_of_isa(h.agent_name());
+                objects.iter().find(|(arch, _)| *arch == want)
+            }
+            Device::Cuda(_) => objects.iter().find(|(arch, _)| arch.starts_with("sm_")),
+        };
+        match found {
+            Some((_, image)) => self.load_code_object(image),
+            None => Err(Error::NoCodeObject {
+                gpu: match &gpu.device {
+                    Device::Hsa(h) => format!("{} ({})", h.agent_name(), h.isa()),
+                    Device::Cuda(c) => format!("{} (CUDA: wants PTX, sm_NN)", c.device_name()),
+                },
+                available: objects.iter().map(|(arch, _)| arch.to_string()).collect(),
+            }),
+        }
+    }
+
+    /// Takes in an HSA executable that the host program loaded and froze itself for this
+    /// runtime's agent ([`Hsa::agent`]): points its `gpuio_context` at this runtime and
+    /// returns a module to launch its kernels with (explicit arguments in order, naturally
+    /// aligned: an attached executable's metadata is not read). The executable is not
+    /// destroyed when the module drops.
+    ///
+    /// # Safety
+    /// `executable` is a frozen executable of this process's HSA runtime, loaded for this
+    /// runtime's agent, and stays alive while the returned module and this runtime are.
+    pub unsafe fn attach_hsa_executable(&self, executable: hsa::Handle) -> Result<GpuModule<'_>> {
+        let Some(
+            gpu @ Gpu {
+                device: Device::Hsa(h), ..
+            },
+        ) = self.gpu.as_ref()
+        else {
+            return Err(Error::BackendUnavailable {
+                backend: "hsa",
+                reason: format!("this runtime runs on the {} backend", self.backend.name()),
+            });
+        };
+        // SAFETY: the caller's contract.
+        let exe = unsafe { hsa::Executable::attach(h, executable) };
+        self.install(gpu, Loaded::Hsa(exe))
+    }
+
+    /// Points a loaded module's `gpuio_context` at this runtime's context, and keeps the
+    /// first module as the one whose `gpuio_drain` kernel synchronize launches.
+    fn install(&self, gpu: &Gpu, module: Loaded) -> Result<GpuModule<'_>> {
         let State::Device { dptr, .. } = &self.shared.state else {
             unreachable!("GPU runtimes keep state on the device")
         };
-        let module = Arc::new(Module::load(&gpu.cuda, ptx)?);
-        let (global, size) = module.global("gpuio_context")?;
-        if size != 8 {
-            return Err(Error::Config(format!(
-                "gpuio_context is {size} bytes, expected a pointer"
-            )));
+        match &module {
+            Loaded::Cuda(m) => {
+                let (global, size) = m.global("gpuio_context")?;
+                if size != 8 {
+                    return Err(Error::Config(format!(
+                        "gpuio_context is {size} bytes, expected a pointer"
+                    )));
+                }
+                gpu.device.copy_to_device(global, &dptr.to_ne_bytes())?;
+            }
+            Loaded::Hsa(e) => e.install_context(*dptr)?,
         }
-        gpu.cuda.copy_to_device(global, &dptr.to_ne_bytes())?;
+        let module = Arc::new(module);
         let mut drain = gpu.drain.lock().unwrap_or_else(|e| e.into_inner());
         if drain.is_none() {
             // Every module that links gpuio-device exports the drain kernel; check early.
-            module.function("gpuio_drain")?;
+            match &*module {
+                Loaded::Cuda(m) => {
+                    m.function("gpuio_drain")?;
+                }
+                Loaded::Hsa(e) => e.check_kernel("gpuio_drain")?,
+            }
             *drain = Some(module.clone());
         }
         Ok(GpuModule { rt: self, module })
@@ -654,11 +911,11 @@ impl Runtime {
         }
         if let Some(gpu) = &self.gpu {
             if gpu.launched.swap(false, Ordering::AcqRel) {
-                let drained = gpu.cuda.synchronize().and_then(|_| {
+                let drained = gpu.device.synchronize().and_then(|_| {
                     let drain = gpu.drain.lock().unwrap_or_else(|e| e.into_inner());
                     let m = drain.as_ref().expect("a kernel was launched, so a module is loaded");
                     m.launch("gpuio_drain", 1, 1, &[])?;
-                    gpu.cuda.synchronize()
+                    gpu.device.synchronize()
                 });
                 self.waker.deactivate();
                 drained?;

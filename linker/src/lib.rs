@@ -34,6 +34,26 @@
 //!
 //! The toolchain needs the `rust-src` component (both targets) and `llvm-tools` plus
 //! `llvm-bitcode-linker` (nvptx). [`ensure_components`] adds missing ones with rustup.
+//!
+//! ## AMDGPU code object versions
+//!
+//! An amdgcn build is one ELF code object per processor (`gfx90a`, `gfx942`, `gfx1100`,
+//! ...): `-Ctarget-cpu` decides the instruction set, and a code object for one processor
+//! does not load on another. Build one per GPU you support and pick at run time by the
+//! HSA agent's name (gpuio's `Runtime::load_matching` does). Without `xnack`/`sramecc`
+//! in the target features the object says "any" for both, so it loads in either mode.
+//!
+//! The version is in the ELF header's `EI_ABIVERSION` (2, 3, 4 for v4, v5, v6). Which
+//! ROCm loaders accept it (ROCR-Runtime's `libamdhsacode`, checked in its sources):
+//!
+//! | version | `EI_ABIVERSION` | loaded by |
+//! |---|---|---|
+//! | v4 | 2 | ROCm 4.1 and later |
+//! | v5 (our default) | 3 | ROCm 5.2 and later (Debian 12's `libhsa-runtime64-1` is 5.2.3) |
+//! | v6 (rustc's default) | 4 | ROCm 6.2 and later |
+//!
+//! v5 also moves the hidden kernel arguments (block counts, group sizes, ...) to a fixed
+//! layout that the metadata note describes; a launcher fills them from that note.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -41,8 +61,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 
-/// The code object version used by [`GpuTarget::amdgcn`]: v5 loads on ROCm 5.2 and newer
-/// (Rust's default, v6, needs ROCm 6.3's loader).
+/// The code object version used by [`GpuTarget::amdgcn`]: v5, which ROCm's loader accepts
+/// from ROCm 5.2 on (Rust's default, v6, needs ROCm 6.2). See the crate docs.
 pub const DEFAULT_AMDHSA_CODE_OBJECT_VERSION: u32 = 5;
 
 /// A GPU to build for.
