@@ -541,14 +541,56 @@ impl Runtime {
 
     /// Loads a PTX module (CUDA backend) and points its `gpuio_context` at this runtime.
     pub fn load_module(&self, ptx: &str) -> Result<GpuModule<'_>> {
-        let gpu = self.gpu.as_ref().ok_or_else(|| Error::BackendUnavailable {
+        let gpu = self.cuda_gpu()?;
+        let module = Arc::new(Module::load(&gpu.cuda, ptx)?);
+        self.attach(module)
+    }
+
+    /// Attaches a CUDA module that the caller loaded itself (the C API's
+    /// `gpuio_attach_cuda_module`): points its `gpuio_context` at this runtime, as
+    /// [`Runtime::load_module`] does for the modules it loads. The module is not unloaded
+    /// when the returned handle drops. Kernels of it that the caller launches itself need
+    /// [`Runtime::prepare_external_launch`] first.
+    ///
+    /// # Safety
+    /// `cu_module` is a `CUmodule` loaded in device 0's primary context (the one this
+    /// runtime uses), and stays loaded until this runtime is dropped.
+    pub unsafe fn attach_cuda_module(&self, cu_module: *mut std::ffi::c_void) -> Result<GpuModule<'_>> {
+        let gpu = self.cuda_gpu()?;
+        // SAFETY: the caller's contract.
+        let module = Arc::new(unsafe { Module::borrow_raw(&gpu.cuda, cu_module) });
+        self.attach(module)
+    }
+
+    /// Tells the runtime that the caller is about to launch, itself, a kernel of a module
+    /// attached with [`Runtime::attach_cuda_module`]: SQPOLL is kept awake while it runs,
+    /// and the next [`Runtime::synchronize`] waits for it and drains its prints.
+    pub fn prepare_external_launch(&self) -> Result<()> {
+        let gpu = self.cuda_gpu()?;
+        if !gpu.launched.load(Ordering::Acquire) {
+            self.rebase_positions()?;
+        }
+        if !gpu.launched.swap(true, Ordering::AcqRel) {
+            self.waker.activate();
+        }
+        Ok(())
+    }
+
+    /// The CUDA side, or why this runtime has none.
+    fn cuda_gpu(&self) -> Result<&Gpu> {
+        self.gpu.as_ref().ok_or_else(|| Error::BackendUnavailable {
             backend: "cuda",
             reason: format!("this runtime runs on the {} backend", self.backend.name()),
-        })?;
+        })
+    }
+
+    /// Points `module`'s `gpuio_context` at this runtime's context; the first module
+    /// attached also provides the `gpuio_drain` kernel.
+    fn attach(&self, module: Arc<Module>) -> Result<GpuModule<'_>> {
+        let gpu = self.cuda_gpu()?;
         let State::Device { dptr, .. } = &self.shared.state else {
             unreachable!("GPU runtimes keep state on the device")
         };
-        let module = Arc::new(Module::load(&gpu.cuda, ptx)?);
         let (global, size) = module.global("gpuio_context")?;
         if size != 8 {
             return Err(Error::Config(format!(
