@@ -26,6 +26,10 @@ fn main() {
             &std::env::var("CARGO_PKG_VERSION").expect("CARGO_PKG_VERSION"),
         );
     let path = libdir.join("gpuio.pc");
+    // Written again if deleted. (Cargo reruns a script when a listed file is missing or
+    // newer than its last run: after the run that writes it, one more run finds the
+    // content unchanged, writes nothing, and from then on the script is fresh.)
+    println!("cargo:rerun-if-changed={}", path.display());
     // Rewritten only when it changed: tools watching the file see no spurious updates.
     if std::fs::read_to_string(&path).ok().as_deref() != Some(pc.as_str()) {
         if let Err(e) = std::fs::write(&path, pc) {

@@ -64,7 +64,7 @@ impl Registry {
     fn stale(&self, id: usize, kind: &str) -> Failure {
         let why = if id == 0 {
             format!("the {kind} handle is NULL")
-        } else if id % STEP == 0 && id < self.next {
+        } else if id.is_multiple_of(STEP) && id < self.next {
             format!("the {kind} handle {id:#x} was destroyed")
         } else {
             format!("{id:#x} is not a {kind} handle that gpuio returned")

@@ -11,6 +11,8 @@
 //!   `# Safety` sections say.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[cfg(test)]
+mod abi;
 mod handles;
 mod print;
 pub mod status;
