@@ -13,8 +13,10 @@
  *     PKG_CONFIG_PATH=target/release cc host.c $(pkg-config --cflags --libs gpuio)
  *
  * builds a host against the shared library (found at run time through an rpath), and
- * `pkg-config --static --cflags --libs gpuio` with target/release/libgpuio.a instead of
- * -lgpuio links it statically.
+ *
+ *     cc host.c -Ihost/capi/include target/release/libgpuio.a -lgcc_s -lutil -lrt -lpthread -lm -ldl
+ *
+ * links it statically (gpuio.pc's Libs.private lists those system libraries).
  *
  * Conventions:
  *  - Every function returns a gpuio_status (GPUIO_OK is 0); gpuio_last_error() then
@@ -388,9 +390,10 @@ gpuio_status gpuio_module_launch(gpuio_module *module, const char *name, uint32_
                                  const gpuio_arg *args, size_t num_args);
 
 /**
- * Releases the module handle. A module gpuio loaded stays loaded until the runtime is
- * destroyed if the runtime drains through it (the first one); an attached module is never
- * unloaded by gpuio.
+ * Releases the module handle, at once: the handle is invalid from now on. The module is
+ * unloaded at the runtime's next gpuio_synchronize (or destroy), after the kernels that may
+ * still run from it; the first module a runtime loaded stays loaded until the runtime is
+ * destroyed (the runtime drains through it). An attached module is never unloaded by gpuio.
  */
 gpuio_status gpuio_module_destroy(gpuio_module *module);
 

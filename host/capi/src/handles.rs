@@ -1,6 +1,6 @@
 //! Handles: what C holds is an id, never a pointer to Rust memory.
 //!
-//! A `gpuio_runtime *` or `gpuio_module *` is a number from a counter (never reused),
+//! A `gpuioruntime *` or `gpuio_module *` is a number from a counter (never reused),
 //! spelled as a pointer without provenance. The registry maps live ids to their objects.
 //! So a NULL, stale (destroyed) or made-up handle is an error and never a dangling
 //! dereference; double destroy is always detected; and a handle destroyed by one thread
@@ -17,15 +17,29 @@ use crate::status::Failure;
 /// A runtime created through the C API.
 pub(crate) struct RuntimeEntry {
     pub(crate) rt: Runtime,
+    /// Modules whose handles were destroyed, unloaded at the next synchronize: kernels of
+    /// them may still run until then. (A cycle, ModuleEntry -> RuntimeEntry, broken by
+    /// every synchronize and by the runtime's destroy.)
+    retired: Mutex<Vec<Arc<ModuleEntry>>>,
+}
+
+impl RuntimeEntry {
+    /// Synchronizes the runtime, then unloads the modules retired before.
+    pub(crate) fn synchronize(&self) -> gpuio_host::Result<()> {
+        let retired = std::mem::take(&mut *self.retired.lock().unwrap_or_else(|e| e.into_inner()));
+        let result = self.rt.synchronize();
+        drop(retired);
+        result
+    }
 }
 
 /// A module of a runtime created through the C API.
 pub(crate) struct ModuleEntry {
-    /// Declared before `_runtime`, so dropped before it: the `'static` borrow below is of
-    /// the runtime that `_runtime` keeps alive.
+    /// Declared before `runtime`, so dropped before it: the `'static` borrow below is of
+    /// the runtime that `runtime` keeps alive.
     pub(crate) module: GpuModule<'static>,
     /// Keeps the runtime `module` borrows alive.
-    _runtime: Arc<RuntimeEntry>,
+    runtime: Arc<RuntimeEntry>,
     runtime_id: usize,
 }
 
@@ -75,7 +89,10 @@ impl Registry {
 
 /// Registers a runtime; returns its handle id.
 pub(crate) fn add_runtime(rt: Runtime) -> usize {
-    registry().insert(Entry::Runtime(Arc::new(RuntimeEntry { rt })))
+    registry().insert(Entry::Runtime(Arc::new(RuntimeEntry {
+        rt,
+        retired: Mutex::new(Vec::new()),
+    })))
 }
 
 /// The live runtime with handle id `id`.
@@ -120,7 +137,7 @@ pub(crate) fn add_module(
     let module = make(rt)?;
     let id = registry().insert(Entry::Module(Arc::new(ModuleEntry {
         module,
-        _runtime: entry,
+        runtime: entry,
         runtime_id,
     })));
     Ok(id)
@@ -159,6 +176,15 @@ pub(crate) fn remove_runtime(id: usize) -> Result<(Arc<RuntimeEntry>, Vec<Arc<Mo
         })
         .collect();
     Ok((rt, modules))
+}
+
+/// Unregisters the module with handle id `id`; its runtime unloads it at its next
+/// synchronize (or destroy).
+pub(crate) fn retire_module(id: usize) -> Result<(), Failure> {
+    let m = remove_module(id)?;
+    let runtime = m.runtime.clone();
+    runtime.retired.lock().unwrap_or_else(|e| e.into_inner()).push(m);
+    Ok(())
 }
 
 /// Unregisters the module with handle id `id`.

@@ -277,7 +277,7 @@ pub unsafe extern "C" fn gpuio_synchronize(rt: *mut gpuio_runtime, report: *mut 
     call(|| {
         outside_kernels("gpuio_synchronize")?;
         let entry = handles::runtime(runtime_id(rt))?;
-        let result = entry.rt.synchronize();
+        let result = entry.synchronize();
         if !report.is_null() {
             let mut r = gpuio_sync_report::default();
             if let Err(Error::Print(p)) = &result {
@@ -308,8 +308,9 @@ pub unsafe extern "C" fn gpuio_runtime_destroy(rt: *mut gpuio_runtime) -> gpuio_
     call(|| {
         outside_kernels("gpuio_runtime_destroy")?;
         let (entry, modules) = handles::remove_runtime(runtime_id(rt))?;
+        // Kernels first, then the modules they ran from.
+        let result = entry.synchronize();
         drop(modules);
-        let result = entry.rt.synchronize();
         // The last reference, unless a call on another thread still uses the runtime:
         // then it is dropped (and synchronized again) when that call returns.
         drop(entry);
@@ -524,16 +525,14 @@ pub unsafe extern "C" fn gpuio_module_launch(
     })
 }
 
-/// `gpuio_module_destroy`: unregisters the module handle.
+/// `gpuio_module_destroy`: unregisters the module handle; the module is unloaded at the
+/// runtime's next synchronize, after the kernels that may run from it.
 ///
 /// # Safety
 /// None beyond C's: `module` may be any value.
 #[no_mangle]
 pub unsafe extern "C" fn gpuio_module_destroy(module: *mut gpuio_module) -> gpuio_status {
-    call(|| {
-        drop(handles::remove_module(module_id(module))?);
-        Ok(())
-    })
+    call(|| handles::retire_module(module_id(module)))
 }
 
 /// `gpuio_attach_cuda_module`: [`Runtime::attach_cuda_module`].
