@@ -101,7 +101,8 @@ const char *gpuio_status_name(gpuio_status status);
 /**
  * What the calling thread's latest gpuio call did, in words: "" after a success, else
  * the error message. Never NULL. The string stays valid until this thread's next gpuio
- * call (copy it to keep it).
+ * call (copy it to keep it). gpuio_last_error and gpuio_status_name themselves leave it
+ * as it is.
  */
 const char *gpuio_last_error(void);
 

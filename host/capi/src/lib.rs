@@ -620,3 +620,42 @@ pub unsafe extern "C" fn gpuio_prepare_launch(rt: *mut gpuio_runtime) -> gpuio_s
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_must_be_utf8_and_non_null() {
+        // SAFETY: NULL, or NUL-terminated literals.
+        unsafe {
+            assert_eq!(utf8_arg(c"hello".as_ptr(), "name").unwrap(), "hello");
+            let bad = utf8_arg(c"hel\xfflo".as_ptr(), "the kernel name").unwrap_err();
+            assert_eq!(bad.status, GPUIO_ERROR_INVALID_ARGUMENT);
+            assert!(bad.message.contains("not UTF-8 (invalid byte at 3)"), "{}", bad.message);
+            let null = utf8_arg(std::ptr::null(), "the kernel name").unwrap_err();
+            assert_eq!(
+                (null.status, null.message.as_str()),
+                (GPUIO_ERROR_INVALID_ARGUMENT, "the kernel name is NULL")
+            );
+        }
+    }
+
+    #[test]
+    fn made_up_stale_and_wrong_kind_handles_are_errors() {
+        // SAFETY: only handles (ids) and NULL/valid out-pointers are passed.
+        unsafe {
+            let mut rt = std::ptr::null_mut();
+            let mut o = gpuio_runtime_options::default();
+            assert_eq!(gpuio_runtime_options_init(&mut o), GPUIO_OK);
+            o.backend = GPUIO_BACKEND_CPU;
+            assert_eq!(gpuio_runtime_create(&o, &mut rt), GPUIO_OK);
+            let as_module = rt.cast::<gpuio_module>();
+            assert_eq!(gpuio_module_destroy(as_module), GPUIO_ERROR_INVALID_HANDLE);
+            assert_eq!(gpuio_runtime_destroy(rt), GPUIO_OK);
+            assert_eq!(gpuio_runtime_destroy(rt), GPUIO_ERROR_INVALID_HANDLE);
+            let odd = std::ptr::without_provenance_mut(rt.addr() + 1);
+            assert_eq!(gpuio_synchronize(odd, std::ptr::null_mut()), GPUIO_ERROR_INVALID_HANDLE);
+        }
+    }
+}

@@ -161,3 +161,43 @@ pub(crate) fn call(body: impl FnOnce() -> Result<(), Failure>) -> gpuio_status {
     set_last_error(message);
     status
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last() -> String {
+        // SAFETY: last_error returns a NUL-terminated string owned by this thread, valid
+        // until its next call; it is copied at once.
+        unsafe { CStr::from_ptr(last_error()) }.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn a_panic_becomes_an_internal_error_with_its_message() {
+        assert_eq!(call(|| panic!("boom")), GPUIO_ERROR_INTERNAL);
+        assert!(last().contains("gpuio panicked: boom"), "{}", last());
+        assert_eq!(call(|| Ok(())), GPUIO_OK);
+        assert_eq!(last(), "", "a success clears the message");
+    }
+
+    #[test]
+    fn errors_map_to_statuses() {
+        let cuda = |m: &str| status_of(&Error::Cuda(m.into()));
+        assert_eq!(
+            cuda("cuModuleGetFunction(x) failed: CUDA_ERROR_NOT_FOUND (500)"),
+            GPUIO_ERROR_NOT_FOUND
+        );
+        assert_eq!(
+            cuda("cuModuleLoadData failed: CUDA_ERROR_INVALID_PTX (218)"),
+            GPUIO_ERROR_DRIVER
+        );
+        assert_eq!(status_of(&Error::Config("x".into())), GPUIO_ERROR_CONFIG);
+        let f = Failure::new(GPUIO_ERROR_OS, "a\0b");
+        assert_eq!(call(|| Err(f)), GPUIO_ERROR_OS);
+        assert_eq!(last(), "a\\0b", "interior NULs cannot cut the message short");
+        for (i, (s, _)) in STATUS_NAMES.iter().enumerate() {
+            assert_eq!(*s as usize, i, "STATUS_NAMES in value order");
+        }
+        assert_eq!(status_name(-1), c"GPUIO_STATUS_UNKNOWN");
+    }
+}
