@@ -174,13 +174,6 @@ pub unsafe extern "C" fn gpuio_runtime_options_init(options: *mut gpuio_runtime_
 
 /// The builder for `o`, or why `o` is invalid.
 fn builder(o: &gpuio_runtime_options) -> Result<Builder, Failure> {
-    let want = size_of::<gpuio_runtime_options>();
-    if o.struct_size as usize != want {
-        return Err(Failure::arg(format!(
-            "options.struct_size is {}, expected {want}: initialise the options with gpuio_runtime_options_init",
-            o.struct_size
-        )));
-    }
     let mut b = Runtime::builder();
     b = match o.backend {
         GPUIO_BACKEND_AUTO => b,
@@ -237,8 +230,17 @@ pub unsafe extern "C" fn gpuio_runtime_create(
         let b = if options.is_null() {
             Runtime::builder()
         } else {
-            // SAFETY: non-NULL, points to options by the caller's contract (read by value:
-            // a struct_size mismatch is caught before any field is trusted).
+            // SAFETY: non-NULL, points to options by the caller's contract; every version
+            // of the struct starts with its size, a u32.
+            let size = unsafe { options.cast::<u32>().read() };
+            let want = size_of::<gpuio_runtime_options>();
+            if size as usize != want {
+                return Err(Failure::arg(format!(
+                    "options.struct_size is {size}, expected {want}: initialise the options with \
+                     gpuio_runtime_options_init"
+                )));
+            }
+            // SAFETY: as above, and the caller's struct is this size (struct_size says so).
             builder(&unsafe { options.read() })?
         };
         let id = handles::add_runtime(b.build()?);
