@@ -291,6 +291,8 @@ impl Drop for Cuda {
 pub struct Module {
     cuda: Arc<Cuda>,
     handle: CuModule,
+    /// Unloaded on drop (false for a module the caller loaded: [`Module::borrow_raw`]).
+    owned: bool,
 }
 
 // SAFETY: module handles are context-wide, usable from any thread with the context bound.
@@ -350,7 +352,21 @@ impl Module {
         Ok(Module {
             cuda: cuda.clone(),
             handle,
+            owned: true,
         })
+    }
+
+    /// A module the caller loaded itself; it is not unloaded when this drops.
+    ///
+    /// # Safety
+    /// `handle` is a `CUmodule` loaded in `cuda`'s context (device 0's primary context),
+    /// and stays loaded as long as this `Module` (and anything launched from it) is used.
+    pub unsafe fn borrow_raw(cuda: &Arc<Cuda>, handle: *mut c_void) -> Module {
+        Module {
+            cuda: cuda.clone(),
+            handle,
+            owned: false,
+        }
     }
 
     /// The address and size of a global variable.
@@ -423,6 +439,9 @@ fn widen(b: &[u8; 4]) -> [u8; 8] {
 
 impl Drop for Module {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         let _ = self.cuda.bind();
         // SAFETY: loaded in `load`; no kernel of it runs once the runtime synchronized.
         unsafe { (self.cuda.api.cuModuleUnload)(self.handle) };

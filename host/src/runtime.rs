@@ -795,6 +795,51 @@ impl Runtime {
         self.install(gpu, Loaded::Hsa(exe))
     }
 
+    /// Attaches a CUDA module that the caller loaded itself (the C API's
+    /// `gpuio_attach_cuda_module`): points its `gpuio_context` at this runtime, as
+    /// [`Runtime::load_module`] does for the modules it loads. The module is not unloaded
+    /// when the returned handle drops. Kernels of it that the caller launches itself need
+    /// [`Runtime::prepare_external_launch`] first.
+    ///
+    /// # Safety
+    /// `cu_module` is a `CUmodule` loaded in device 0's primary context (the one this
+    /// runtime uses), and stays loaded until this runtime is dropped.
+    pub unsafe fn attach_cuda_module(&self, cu_module: *mut std::ffi::c_void) -> Result<GpuModule<'_>> {
+        let Some(
+            gpu @ Gpu {
+                device: Device::Cuda(c),
+                ..
+            },
+        ) = self.gpu.as_ref()
+        else {
+            return Err(Error::BackendUnavailable {
+                backend: "cuda",
+                reason: format!("this runtime runs on the {} backend", self.backend.name()),
+            });
+        };
+        // SAFETY: the caller's contract.
+        let module = unsafe { cuda::Module::borrow_raw(c, cu_module) };
+        self.install(gpu, Loaded::Cuda(module))
+    }
+
+    /// Tells the runtime that the caller is about to launch, itself, a kernel of a module
+    /// attached with [`Runtime::attach_cuda_module`] or [`Runtime::attach_hsa_executable`]:
+    /// SQPOLL is kept awake while it runs, and the next [`Runtime::synchronize`] waits for it
+    /// and drains its prints.
+    pub fn prepare_external_launch(&self) -> Result<()> {
+        let gpu = self.gpu.as_ref().ok_or_else(|| Error::BackendUnavailable {
+            backend: "cuda or hsa",
+            reason: format!("this runtime runs on the {} backend", self.backend.name()),
+        })?;
+        if !gpu.launched.load(Ordering::Acquire) {
+            self.rebase_positions()?;
+        }
+        if !gpu.launched.swap(true, Ordering::AcqRel) {
+            self.waker.activate();
+        }
+        Ok(())
+    }
+
     /// Points a loaded module's `gpuio_context` at this runtime's context, and keeps the
     /// first module as the one whose `gpuio_drain` kernel synchronize launches.
     fn install(&self, gpu: &Gpu, module: Loaded) -> Result<GpuModule<'_>> {

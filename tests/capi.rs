@@ -1,0 +1,402 @@
+//! The C API from real C and C++ hosts (`tests/capi/host.c`, `tests/capi/host.cpp`).
+//!
+//! Each test builds `gpuio-capi` (`cargo build -p gpuio-capi`, same profile and target
+//! directory as this test: `cargo test` does not build other members' C libraries), then
+//! compiles the host with the system compiler (`CC`/`CXX`, else `cc`/`c++`) with
+//! `-Wall -Wextra -Werror -pedantic`: the C host against `libgpuio.a`, the C++ host against
+//! `libgpuio.so` through `gpuio.pc` (the README's command). Then it runs the host and
+//! checks its output whole. The header's sizes, offsets and values are checked against
+//! the Rust definitions by `gpuio-capi`'s own `abi` test.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The example kernels' PTX, built by build.rs (for the GPU part).
+const PTX_PATH: &str = env!("GPUIO_KERNELS_PTX");
+
+/// How long a host may run before the test kills it and fails.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Where the C API was built.
+struct Built {
+    /// `target/<profile>`: `libgpuio.a`, `libgpuio.so`, `gpuio.pc`.
+    libdir: PathBuf,
+    /// Compiled hosts go here.
+    bin: PathBuf,
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Builds the C libraries once per test binary.
+fn built() -> &'static Built {
+    static BUILT: OnceLock<Built> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        // This binary is target/<profile>/deps/capi-<hash>: the libraries land two up.
+        let exe = std::env::current_exe().expect("current_exe");
+        let libdir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("test binary in target/<profile>/deps")
+            .to_path_buf();
+        let profile = libdir
+            .file_name()
+            .and_then(|p| p.to_str())
+            .unwrap_or("debug")
+            .to_owned();
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(&cargo);
+        cmd.current_dir(root()).args(["build", "-p", "gpuio-capi", "--lib"]);
+        match profile.as_str() {
+            "debug" => {}
+            "release" => {
+                cmd.arg("--release");
+            }
+            other => {
+                cmd.args(["--profile", other]);
+            }
+        }
+        // Same target directory as this test (CARGO_TARGET_DIR, if set, is inherited).
+        if let Some(target) = libdir.parent() {
+            cmd.env("CARGO_TARGET_DIR", target);
+        }
+        let out = cmd.output().expect("running cargo");
+        assert!(
+            out.status.success(),
+            "`cargo build -p gpuio-capi` failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for f in ["libgpuio.a", "libgpuio.so", "gpuio.pc"] {
+            assert!(
+                libdir.join(f).exists(),
+                "{} missing after the build",
+                libdir.join(f).display()
+            );
+        }
+        let bin = libdir.join("capi-hosts");
+        std::fs::create_dir_all(&bin).expect("create capi-hosts");
+        Built { libdir, bin }
+    })
+}
+
+/// The fields of `gpuio.pc` (`Cflags`, `Libs`, `Libs.private`), variables substituted.
+fn pc_fields(pc: &Path) -> BTreeMap<String, String> {
+    let text = std::fs::read_to_string(pc).expect("read gpuio.pc");
+    let mut vars = BTreeMap::new();
+    let mut fields = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let subst = |v: &str, vars: &BTreeMap<String, String>| {
+            vars.iter()
+                .fold(v.trim().to_string(), |s, (k, val)| s.replace(&format!("${{{k}}}"), val))
+        };
+        if let Some((k, v)) = line.split_once(':') {
+            fields.insert(k.trim().to_string(), subst(v, &vars));
+        } else if let Some((k, v)) = line.split_once('=') {
+            let v = subst(v, &vars);
+            vars.insert(k.trim().to_string(), v);
+        }
+    }
+    fields
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(str::to_string).collect()
+}
+
+fn compiler(var: &str, default: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| default.to_string())
+}
+
+/// Runs a compiler; fails the test with its messages.
+fn compile(what: &str, program: &str, args: &[String]) {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the {what} compiler `{program}`: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {} failed:\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The C host, statically linked against libgpuio.a (C99, warnings are errors).
+fn c_host() -> &'static Path {
+    static HOST: OnceLock<PathBuf> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let b = built();
+        let pc = pc_fields(&b.libdir.join("gpuio.pc"));
+        let exe = b.bin.join("host_c");
+        let mut args = words("-std=c99 -Wall -Wextra -Werror -pedantic -O1");
+        args.extend(words(&pc["Cflags"]));
+        args.push(root().join("tests/capi/host.c").display().to_string());
+        args.push(b.libdir.join("libgpuio.a").display().to_string());
+        args.extend(words(&pc["Libs.private"]));
+        args.extend(["-o".into(), exe.display().to_string()]);
+        compile("C", &compiler("CC", "cc"), &args);
+        exe
+    })
+}
+
+/// The C++ host, linked against libgpuio.so with `pkg-config --cflags --libs gpuio`
+/// (or the same flags read from gpuio.pc where pkg-config is missing).
+fn cpp_host() -> &'static Path {
+    static HOST: OnceLock<PathBuf> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let b = built();
+        let exe = b.bin.join("host_cpp");
+        let pkg_config = Command::new("pkg-config")
+            .args(["--cflags", "--libs", "gpuio"])
+            .env("PKG_CONFIG_PATH", &b.libdir)
+            .output();
+        let flags = match pkg_config {
+            Ok(out) if out.status.success() => words(&String::from_utf8_lossy(&out.stdout)),
+            other => {
+                eprintln!("pkg-config unavailable ({other:?}): using gpuio.pc's fields directly");
+                let pc = pc_fields(&b.libdir.join("gpuio.pc"));
+                words(&format!("{} {}", pc["Cflags"], pc["Libs"]))
+            }
+        };
+        let mut args = words("-std=c++17 -Wall -Wextra -Werror -pedantic -O1");
+        args.push(root().join("tests/capi/host.cpp").display().to_string());
+        args.extend(flags);
+        args.extend(["-o".into(), exe.display().to_string()]);
+        compile("C++", &compiler("CXX", "c++"), &args);
+        exe
+    })
+}
+
+/// Runs a host to completion (killing it after [`TIMEOUT`]).
+fn run(exe: &Path, args: &[&str]) -> Output {
+    let mut child = Command::new(exe)
+        .args(args)
+        .env_remove("GPUIO_BACKEND")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()));
+    let pid = child.id() as libc::pid_t;
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        out.read_to_end(&mut v).map(|_| v)
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        err.read_to_end(&mut v).map(|_| v)
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = match rx.recv_timeout(TIMEOUT) {
+        Ok(status) => status.expect("wait"),
+        Err(_) => {
+            // SAFETY: kill(2) on the pid of our own child, which has not been reaped (the
+            // waiting thread has not returned).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{} {args:?} ran longer than {TIMEOUT:?}: killed", exe.display());
+        }
+    };
+    let stdout = out_reader.join().unwrap().expect("read stdout");
+    let stderr = err_reader.join().unwrap().expect("read stderr");
+    Output { status, stdout, stderr }
+}
+
+/// Shows the host's stderr (`cargo test -- --nocapture` prints it) and checks its status.
+fn expect_success(what: &str, out: &Output) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The host's report (the kernels' own "e=<thread>" lines are checked, not shown).
+    let report: String = stderr
+        .lines()
+        .filter(|l| !l.starts_with("e="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    eprintln!("--- {what}: stderr\n{report}--- {what}: {}", out.status);
+    assert!(out.status.success(), "{what} failed: {}\n{stderr}", out.status);
+    assert!(!stderr.contains("FAIL"), "{what} reported a failure");
+}
+
+#[test]
+fn c_host_cpu_backend_prints_every_line_exactly_once() {
+    let (threads, lines) = (64u64, 200u32);
+    let out = run(c_host(), &["cpu", &threads.to_string(), &lines.to_string()]);
+    expect_success("C host, CPU backend", &out);
+
+    // stdout, per thread: lines i=0..half, the long line, i=half..lines, the non-UTF-8 line.
+    let half = lines / 2;
+    let mut next = vec![0u32; threads as usize]; // events seen per thread
+    let events = lines + 2;
+    for line in out.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let text = String::from_utf8_lossy(line);
+        let (kind, rest) = text.split_once("t=").unwrap_or_else(|| panic!("torn line {text:?}"));
+        let t: usize = rest
+            .split(' ')
+            .next()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("torn line {text:?}"));
+        let e = next.get_mut(t).unwrap_or_else(|| panic!("thread {t} in {text:?}"));
+        let want_i = if *e < half { *e } else { e.wrapping_sub(1) };
+        match kind {
+            "" => assert_eq!(text, format!("t={t} i={want_i}"), "thread {t}: event {e}"),
+            "L " => {
+                assert_eq!(*e, half, "thread {t}: the long line out of order");
+                let prefix = format!("L t={t} ");
+                assert_eq!(line.len(), 10_000 - 1, "long line of thread {t} torn");
+                assert!(line.starts_with(prefix.as_bytes()) && line[prefix.len()..].iter().all(|&b| b == b'x'));
+            }
+            "B " => {
+                assert_eq!(*e, events - 1, "thread {t}: the non-UTF-8 line out of order");
+                assert_eq!(
+                    line,
+                    format!("B t={t} ")
+                        .into_bytes()
+                        .into_iter()
+                        .chain([0xff, 0xfe])
+                        .collect::<Vec<_>>()
+                );
+            }
+            _ => panic!("unexpected line {text:?}"),
+        }
+        *e += 1;
+    }
+    assert!(next.iter().all(|&n| n == events), "lines lost: {next:?}");
+
+    // stderr: one e=<t> line per thread (the rest is the host's own report).
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut seen = vec![0; threads as usize];
+    for t in stderr.lines().filter_map(|l| l.strip_prefix("e=")) {
+        seen[t.parse::<usize>().unwrap()] += 1;
+    }
+    assert!(seen.iter().all(|&n| n == 1), "eprint lines: {seen:?}");
+    eprintln!(
+        "{} lines from {threads} C kernel threads (printf, 10 KB lines, non-UTF-8 bytes, eprintf): \
+         each exactly once, whole, in order",
+        threads * events as u64
+    );
+}
+
+#[test]
+fn c_host_error_paths_return_statuses_with_messages() {
+    let out = run(c_host(), &["errors"]);
+    expect_success("C host, error paths", &out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "create forcing hsa: GPUIO_ERROR_BACKEND_UNAVAILABLE: the hsa backend is unavailable",
+        "destroy again: GPUIO_ERROR_INVALID_HANDLE: the runtime handle 0x",
+        "is not a runtime handle that gpuio returned",
+        "attach_hsa_executable: GPUIO_ERROR_BACKEND_UNAVAILABLE",
+        "this runtime runs on the cpu backend",
+        "synchronize inside a kernel: GPUIO_ERROR_WRONG_CONTEXT",
+        "16 lines lost",
+        "0 failure(s)",
+    ] {
+        assert!(stderr.contains(want), "no {want:?} in the C host's report");
+    }
+}
+
+#[test]
+fn c_host_gpu_hello_from_ptx() {
+    let out = run(c_host(), &["gpu", PTX_PATH]);
+    if out.status.code() == Some(77) {
+        eprintln!(
+            "skipping the C host's GPU part: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        return;
+    }
+    expect_success("C host, CUDA backend", &out);
+    let stdout = String::from_utf8(out.stdout).expect("UTF-8 output");
+    // hello 8 x 128 from the file, 1 x 16 from memory, 2 x 32 attached and launched by the
+    // host itself; stress 2 x 64 threads x 3 lines padded to 40 bytes.
+    let mut hello: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    let mut stress = vec![0u32; 128];
+    for line in stdout.lines() {
+        if let Some(rest) = line.strip_prefix("hello from thread ") {
+            let (t, n) = rest.split_once(" of ").unwrap_or_else(|| panic!("torn line {line:?}"));
+            hello.entry(n.parse().unwrap()).or_default().push(t.parse().unwrap());
+        } else {
+            assert_eq!(line.len() + 1, 40, "padded to 40 bytes: {line:?}");
+            let (t, i) = line
+                .trim_end_matches('.')
+                .strip_prefix("t=")
+                .and_then(|r| r.split_once(" i="))
+                .unwrap_or_else(|| panic!("torn line {line:?}"));
+            let (t, i): (usize, u32) = (t.parse().unwrap(), i.parse().unwrap());
+            assert_eq!(i, stress[t], "thread {t}: out of order or duplicated");
+            stress[t] += 1;
+        }
+    }
+    assert_eq!(hello.keys().copied().collect::<Vec<_>>(), [16, 64, 1024]);
+    for (n, mut ts) in hello {
+        ts.sort_unstable();
+        assert_eq!(
+            ts,
+            (0..n).collect::<Vec<_>>(),
+            "hello from {n} threads: each exactly once"
+        );
+    }
+    assert!(stress.iter().all(|&n| n == 3), "stress lines lost: {stress:?}");
+    eprintln!("C host on the GPU: hello (file, memory, attached module) and stress: every line exactly once");
+}
+
+#[test]
+fn cpp_host_cpu_backend_through_the_shared_library() {
+    let (threads, lines) = (32u64, 100u64);
+    let out = run(cpp_host(), &[&threads.to_string(), &lines.to_string()]);
+    expect_success("C++ host", &out);
+    let stdout = String::from_utf8(out.stdout).expect("UTF-8 output");
+    let mut next = vec![0u64; threads as usize];
+    for line in stdout.lines() {
+        let (t, i) = line
+            .strip_prefix("c++ t=")
+            .and_then(|r| r.split_once(" i="))
+            .unwrap_or_else(|| panic!("torn line {line:?}"));
+        let (t, i): (usize, u64) = (t.parse().unwrap(), i.parse().unwrap());
+        assert_eq!(i, next[t], "thread {t}: out of order or duplicated");
+        next[t] += 1;
+    }
+    assert!(next.iter().all(|&n| n == lines), "lines lost: {next:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("double destroy: GPUIO_ERROR_INVALID_HANDLE"));
+}
+
+#[test]
+fn c_hello_example_builds_with_the_readme_command() {
+    // README: cc host/capi/examples/hello.c $(pkg-config --cflags --libs gpuio) -o hello
+    let b = built();
+    let pc = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "gpuio"])
+        .env("PKG_CONFIG_PATH", &b.libdir)
+        .output();
+    let Ok(pc) = pc.map_err(|e| eprintln!("skipping: no pkg-config ({e})")) else {
+        return;
+    };
+    assert!(
+        pc.status.success(),
+        "pkg-config: {}",
+        String::from_utf8_lossy(&pc.stderr)
+    );
+    let exe = b.bin.join("hello_c");
+    let mut args = vec![root().join("host/capi/examples/hello.c").display().to_string()];
+    args.extend(words(&String::from_utf8_lossy(&pc.stdout)));
+    args.extend(["-o".into(), exe.display().to_string()]);
+    compile("C", &compiler("CC", "cc"), &args);
+    let out = run(&exe, &[]);
+    expect_success("hello.c", &out);
+    let lines: std::collections::BTreeSet<&[u8]> =
+        out.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+    assert_eq!(lines.len(), 1024, "hello.c: 1024 distinct lines");
+    assert_eq!(
+        out.stdout.iter().filter(|&&b| b == b'\n').count(),
+        1024,
+        "hello.c: each once"
+    );
+}

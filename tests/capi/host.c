@@ -1,0 +1,420 @@
+/*
+ * A C host of gpuio (tests/capi.rs builds it with -Wall -Wextra -Werror -pedantic and
+ * links it against libgpuio.a). Modes:
+ *
+ *   host cpu THREADS LINES   CPU backend: C kernels print through the ring; stdout gets
+ *                            "t=<thread> i=<n>" lines, a long line, a non-UTF-8 line per
+ *                            thread; stderr one "e=<thread>" line per thread.
+ *   host errors              every error path; each message on stderr.
+ *   host gpu PTX             CUDA: hello, stress (with arguments), from a file, from
+ *                            memory and attached; unknown kernel, bad PTX. Exit 77 (skip)
+ *                            without a CUDA GPU.
+ *
+ * Exit status 0: every check passed (the caller checks the output).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpuio.h"
+
+static int failures;
+
+/* Checks that `got` is `want`; prints the call's message either way. */
+static void expect(const char *what, gpuio_status got, gpuio_status want) {
+    const char *msg = gpuio_last_error();
+    if (got == want) {
+        fprintf(stderr, "ok: %s: %s%s%s\n", what, gpuio_status_name(got), *msg ? ": " : "", msg);
+    } else {
+        fprintf(stderr, "FAIL: %s: got %s (%s), want %s\n", what, gpuio_status_name(got), msg,
+                gpuio_status_name(want));
+        failures++;
+    }
+}
+
+static gpuio_runtime *cpu_runtime(int stdout_fd, uint64_t log_bytes) {
+    gpuio_runtime_options o;
+    gpuio_runtime *rt = NULL;
+    expect("options_init", gpuio_runtime_options_init(&o), GPUIO_OK);
+    o.backend = GPUIO_BACKEND_CPU;
+    o.stdout_fd = stdout_fd;
+    o.log_bytes = log_bytes;
+    expect("create cpu runtime", gpuio_runtime_create(&o, &rt), GPUIO_OK);
+    if (rt == NULL) {
+        exit(1);
+    }
+    return rt;
+}
+
+/* ---------------------------------------------------------------------------- cpu */
+
+struct cpu_job {
+    unsigned lines;
+    unsigned long long calls; /* threads that ran, counted with an atomic */
+    int bad_status;           /* a print that failed */
+};
+
+#define LONG_LINE 10000
+
+static void cpu_kernel(const gpuio_thread *t, void *user) {
+    struct cpu_job *job = (struct cpu_job *)user;
+    unsigned i, half = job->lines / 2;
+    char long_line[LONG_LINE + 1];
+    char bytes[32];
+    int n;
+    __atomic_fetch_add(&job->calls, 1, __ATOMIC_RELAXED);
+    if (t->global_idx != (uint64_t)t->block_idx * t->block_dim + t->thread_idx) {
+        job->bad_status = 1;
+    }
+    for (i = 0; i < job->lines; i++) {
+        if (i == half) {
+            /* Longer than the fast path and than the log: still one whole line. */
+            n = snprintf(long_line, sizeof long_line, "L t=%llu ", (unsigned long long)t->global_idx);
+            memset(long_line + n, 'x', LONG_LINE - 1 - (size_t)n);
+            long_line[LONG_LINE - 1] = '\n';
+            if (gpuio_print(long_line, LONG_LINE) != GPUIO_OK) {
+                job->bad_status = 1;
+            }
+        }
+        if (gpuio_printf("t=%llu i=%u\n", (unsigned long long)t->global_idx, i) != GPUIO_OK) {
+            job->bad_status = 1;
+        }
+    }
+    /* Not UTF-8: printed as is. */
+    n = snprintf(bytes, sizeof bytes, "B t=%llu \xff\xfe\n", (unsigned long long)t->global_idx);
+    if (gpuio_print(bytes, (size_t)n) != GPUIO_OK || gpuio_eprintf("e=%llu\n", (unsigned long long)t->global_idx)) {
+        job->bad_status = 1;
+    }
+}
+
+static int run_cpu(unsigned threads, unsigned lines) {
+    struct cpu_job job = {0, 0, 0};
+    gpuio_sync_report report;
+    gpuio_backend backend;
+    unsigned block = threads >= 16 ? 16 : threads;
+    gpuio_runtime *rt = cpu_runtime(1, 8192);
+    job.lines = lines;
+    expect("backend", gpuio_runtime_backend(rt, &backend), GPUIO_OK);
+    if (backend != GPUIO_BACKEND_CPU) {
+        fprintf(stderr, "FAIL: backend %d\n", (int)backend);
+        failures++;
+    }
+    expect("cpu launch", gpuio_cpu_launch(rt, threads / block, block, cpu_kernel, &job), GPUIO_OK);
+    expect("synchronize", gpuio_synchronize(rt, &report), GPUIO_OK);
+    if (report.num_outputs != 0 || job.calls != threads || job.bad_status) {
+        fprintf(stderr, "FAIL: %u outputs with errors, %llu kernel calls of %u, bad status %d\n",
+                report.num_outputs, job.calls, threads, job.bad_status);
+        failures++;
+    }
+    expect("destroy", gpuio_runtime_destroy(rt), GPUIO_OK);
+    return failures ? 1 : 0;
+}
+
+/* ---------------------------------------------------------------------------- errors */
+
+struct nested {
+    gpuio_runtime *rt;
+    gpuio_status sync, destroy, launch;
+};
+
+static void nested_kernel(const gpuio_thread *t, void *user) {
+    struct nested *n = (struct nested *)user;
+    (void)t;
+    n->sync = gpuio_synchronize(n->rt, NULL);
+    n->destroy = gpuio_runtime_destroy(n->rt);
+    n->launch = gpuio_cpu_launch(n->rt, 1, 1, nested_kernel, user);
+}
+
+static void hello_kernel(const gpuio_thread *t, void *user) {
+    (void)user;
+    gpuio_printf("hello from thread %llu\n", (unsigned long long)t->global_idx);
+}
+
+static int run_errors(void) {
+    gpuio_runtime_options o;
+    gpuio_runtime *rt = NULL;
+    gpuio_module *m = NULL;
+    gpuio_sync_report report;
+    gpuio_backend backend;
+    gpuio_arg args[2];
+    struct nested n;
+    static const char garbage[] = "this is not a code object";
+    int fds[2];
+
+    /* Creation. */
+    expect("options_init(NULL)", gpuio_runtime_options_init(NULL), GPUIO_ERROR_INVALID_ARGUMENT);
+    expect("create(NULL, NULL)", gpuio_runtime_create(NULL, NULL), GPUIO_ERROR_INVALID_ARGUMENT);
+    memset(&o, 0, sizeof o);
+    expect("create with uninitialised options", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_INVALID_ARGUMENT);
+    gpuio_runtime_options_init(&o);
+    o.backend = 42;
+    expect("create with backend 42", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_INVALID_ARGUMENT);
+    gpuio_runtime_options_init(&o);
+    o.backend = GPUIO_BACKEND_CPU;
+    o.stdout_fd = -1;
+    expect("create with stdout_fd -1", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_INVALID_ARGUMENT);
+    gpuio_runtime_options_init(&o);
+    o.backend = GPUIO_BACKEND_CPU;
+    o.log_bytes = 1000;
+    expect("create with log_bytes 1000", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_CONFIG);
+    gpuio_runtime_options_init(&o);
+    o.backend = GPUIO_BACKEND_HSA;
+    expect("create forcing hsa", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_BACKEND_UNAVAILABLE);
+    if (rt != NULL) {
+        fprintf(stderr, "FAIL: a failed create left *out set\n");
+        failures++;
+    }
+    setenv("GPUIO_BACKEND", "hsa", 1);
+    expect("create with GPUIO_BACKEND=hsa", gpuio_runtime_create(NULL, &rt), GPUIO_ERROR_BACKEND_UNAVAILABLE);
+    setenv("GPUIO_BACKEND", "tpu", 1);
+    expect("create with GPUIO_BACKEND=tpu", gpuio_runtime_create(NULL, &rt), GPUIO_ERROR_CONFIG);
+    unsetenv("GPUIO_BACKEND");
+
+    /* NULL and made-up handles. */
+    expect("synchronize(NULL)", gpuio_synchronize(NULL, NULL), GPUIO_ERROR_INVALID_HANDLE);
+    expect("destroy(NULL)", gpuio_runtime_destroy(NULL), GPUIO_ERROR_INVALID_HANDLE);
+    expect("destroy(made-up handle)", gpuio_runtime_destroy((gpuio_runtime *)(uintptr_t)0x1234),
+           GPUIO_ERROR_INVALID_HANDLE);
+    expect("cpu_launch(NULL runtime)", gpuio_cpu_launch(NULL, 1, 1, hello_kernel, NULL), GPUIO_ERROR_INVALID_HANDLE);
+    expect("module_launch(NULL)", gpuio_module_launch(NULL, "hello", 1, 1, NULL, 0), GPUIO_ERROR_INVALID_HANDLE);
+    expect("module_destroy(NULL)", gpuio_module_destroy(NULL), GPUIO_ERROR_INVALID_HANDLE);
+    expect("prepare_launch(NULL)", gpuio_prepare_launch(NULL), GPUIO_ERROR_INVALID_HANDLE);
+    expect("print outside a kernel", gpuio_print("x\n", 2), GPUIO_ERROR_WRONG_CONTEXT);
+    expect("eprintf outside a kernel", gpuio_eprintf("%d\n", 1), GPUIO_ERROR_WRONG_CONTEXT);
+    expect("print(NULL, 5)", gpuio_print(NULL, 5), GPUIO_ERROR_INVALID_ARGUMENT);
+
+    /* A CPU runtime. */
+    rt = cpu_runtime(1, 0);
+    if (*gpuio_last_error() != '\0') {
+        fprintf(stderr, "FAIL: last error not empty after a success\n");
+        failures++;
+    }
+    expect("backend(rt, NULL)", gpuio_runtime_backend(rt, NULL), GPUIO_ERROR_INVALID_ARGUMENT);
+    expect("backend", gpuio_runtime_backend(rt, &backend), GPUIO_OK);
+    expect("cpu_launch 0 x 1", gpuio_cpu_launch(rt, 0, 1, hello_kernel, NULL), GPUIO_ERROR_INVALID_ARGUMENT);
+    expect("cpu_launch 1 x 0", gpuio_cpu_launch(rt, 1, 0, hello_kernel, NULL), GPUIO_ERROR_INVALID_ARGUMENT);
+    expect("cpu_launch NULL kernel", gpuio_cpu_launch(rt, 1, 1, NULL, NULL), GPUIO_ERROR_INVALID_ARGUMENT);
+    expect("cpu_launch 1000 x 1000", gpuio_cpu_launch(rt, 1000, 1000, hello_kernel, NULL), GPUIO_ERROR_CONFIG);
+    expect("load_data on the cpu backend", gpuio_module_load_data(rt, garbage, sizeof garbage, &m),
+           GPUIO_ERROR_BACKEND_UNAVAILABLE);
+    expect("load_data(NULL image)", gpuio_module_load_data(rt, NULL, 10, &m), GPUIO_ERROR_INVALID_ARGUMENT);
+    expect("load_data(NULL out)", gpuio_module_load_data(rt, garbage, sizeof garbage, NULL),
+           GPUIO_ERROR_INVALID_ARGUMENT);
+    expect("load_file(missing file)", gpuio_module_load_file(rt, "/nonexistent/kernels.ptx", &m), GPUIO_ERROR_OS);
+    expect("load_file(NULL path)", gpuio_module_load_file(rt, NULL, &m), GPUIO_ERROR_INVALID_ARGUMENT);
+    if (m != NULL) {
+        fprintf(stderr, "FAIL: a failed load left *out set\n");
+        failures++;
+    }
+    expect("module_launch(runtime handle)", gpuio_module_launch((gpuio_module *)rt, "hello", 1, 1, NULL, 0),
+           GPUIO_ERROR_INVALID_HANDLE);
+    expect("module_destroy(runtime handle)", gpuio_module_destroy((gpuio_module *)rt), GPUIO_ERROR_INVALID_HANDLE);
+    expect("attach_cuda_module(NULL)", gpuio_attach_cuda_module(rt, NULL, &m), GPUIO_ERROR_INVALID_ARGUMENT);
+    expect("attach_cuda_module on the cpu backend", gpuio_attach_cuda_module(rt, (void *)&o, NULL),
+           GPUIO_ERROR_BACKEND_UNAVAILABLE);
+    expect("attach_hsa_executable(0)", gpuio_attach_hsa_executable(rt, 0, 1, NULL), GPUIO_ERROR_INVALID_ARGUMENT);
+    expect("attach_hsa_executable", gpuio_attach_hsa_executable(rt, 1, 1, &m), GPUIO_ERROR_BACKEND_UNAVAILABLE);
+    if (strstr(gpuio_last_error(), "runs on the cpu backend") == NULL) {
+        fprintf(stderr, "FAIL: attach_hsa_executable's message does not say the runtime is not on HSA\n");
+        failures++;
+    }
+    expect("prepare_launch on the cpu backend", gpuio_prepare_launch(rt), GPUIO_ERROR_BACKEND_UNAVAILABLE);
+    args[0] = gpuio_arg_u32(7);
+    args[1] = gpuio_arg_f64(0.5);
+    (void)gpuio_arg_u64(1);
+    (void)gpuio_arg_f32(1.0f);
+    (void)args;
+
+    /* Runtime calls from inside a kernel are refused, not deadlocks. */
+    n.rt = rt;
+    n.sync = n.destroy = n.launch = GPUIO_OK;
+    expect("cpu_launch nested", gpuio_cpu_launch(rt, 1, 1, nested_kernel, &n), GPUIO_OK);
+    expect("synchronize", gpuio_synchronize(rt, &report), GPUIO_OK);
+    expect("synchronize inside a kernel", n.sync, GPUIO_ERROR_WRONG_CONTEXT);
+    expect("destroy inside a kernel", n.destroy, GPUIO_ERROR_WRONG_CONTEXT);
+    expect("cpu_launch inside a kernel", n.launch, GPUIO_ERROR_WRONG_CONTEXT);
+
+    /* Double destroy, use after destroy. */
+    expect("destroy", gpuio_runtime_destroy(rt), GPUIO_OK);
+    expect("destroy again", gpuio_runtime_destroy(rt), GPUIO_ERROR_INVALID_HANDLE);
+    expect("synchronize after destroy", gpuio_synchronize(rt, NULL), GPUIO_ERROR_INVALID_HANDLE);
+    expect("cpu_launch after destroy", gpuio_cpu_launch(rt, 1, 1, hello_kernel, NULL), GPUIO_ERROR_INVALID_HANDLE);
+
+    /* Prints to a closed fd: reported by synchronize, per fd, nothing hangs. */
+    if (pipe(fds) != 0) {
+        perror("pipe");
+        return 1;
+    }
+    close(fds[0]);
+    close(fds[1]); /* fds[1] is now a closed descriptor */
+    rt = cpu_runtime(fds[1], 0);
+    expect("cpu_launch to a closed fd", gpuio_cpu_launch(rt, 2, 8, hello_kernel, NULL), GPUIO_OK);
+    expect("synchronize reports the lost lines", gpuio_synchronize(rt, &report), GPUIO_ERROR_PRINT);
+    if (report.num_outputs != 1 || report.outputs[0].fd != fds[1] || report.outputs[0].last_errno != EBADF ||
+        report.outputs[0].lost_lines != 16 || report.outputs[0].failed_writes == 0) {
+        fprintf(stderr, "FAIL: report: %u outputs, fd %d errno %d lines %llu\n", report.num_outputs,
+                report.outputs[0].fd, report.outputs[0].last_errno,
+                (unsigned long long)report.outputs[0].lost_lines);
+        failures++;
+    } else {
+        fprintf(stderr, "ok: report: fd %d, %u failed writes, errno %d, %llu bytes / %llu lines lost\n",
+                report.outputs[0].fd, report.outputs[0].failed_writes, report.outputs[0].last_errno,
+                (unsigned long long)report.outputs[0].lost_bytes, (unsigned long long)report.outputs[0].lost_lines);
+    }
+    expect("synchronize again: reported once", gpuio_synchronize(rt, &report), GPUIO_OK);
+    expect("destroy", gpuio_runtime_destroy(rt), GPUIO_OK);
+
+    if (strcmp(gpuio_status_name((gpuio_status)999), "GPUIO_STATUS_UNKNOWN") != 0 ||
+        strcmp(gpuio_status_name(GPUIO_ERROR_INTERNAL), "GPUIO_ERROR_INTERNAL") != 0) {
+        fprintf(stderr, "FAIL: gpuio_status_name\n");
+        failures++;
+    }
+    fprintf(stderr, "%d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
+
+/* ---------------------------------------------------------------------------- gpu */
+
+/* Loads the PTX with the CUDA driver itself, attaches it, launches hello 2 x 32 with
+ * cuLaunchKernel. Returns 0, or 1 after a failure. */
+static int attach_and_launch_ourselves(gpuio_runtime *rt, const char *ptx) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    int (*cuDeviceGet)(int *, int);
+    int (*cuDevicePrimaryCtxRetain)(void **, int);
+    int (*cuCtxSetCurrent)(void *);
+    int (*cuModuleLoadData)(void **, const void *);
+    int (*cuModuleGetFunction)(void **, void *, const char *);
+    int (*cuLaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
+                          void **, void **);
+    void *ctx = NULL, *mod = NULL, *fn = NULL;
+    int dev = 0;
+    if (lib == NULL) {
+        fprintf(stderr, "FAIL: dlopen libcuda.so.1\n");
+        return 1;
+    }
+    *(void **)&cuDeviceGet = dlsym(lib, "cuDeviceGet");
+    *(void **)&cuDevicePrimaryCtxRetain = dlsym(lib, "cuDevicePrimaryCtxRetain");
+    *(void **)&cuCtxSetCurrent = dlsym(lib, "cuCtxSetCurrent");
+    *(void **)&cuModuleLoadData = dlsym(lib, "cuModuleLoadData");
+    *(void **)&cuModuleGetFunction = dlsym(lib, "cuModuleGetFunction");
+    *(void **)&cuLaunchKernel = dlsym(lib, "cuLaunchKernel");
+    if (!cuDeviceGet || !cuDevicePrimaryCtxRetain || !cuCtxSetCurrent || !cuModuleLoadData || !cuModuleGetFunction ||
+        !cuLaunchKernel) {
+        fprintf(stderr, "FAIL: libcuda.so.1 lacks a symbol\n");
+        return 1;
+    }
+    /* The runtime initialised the driver and uses device 0's primary context. */
+    if (cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx) ||
+        cuModuleLoadData(&mod, ptx) || cuModuleGetFunction(&fn, mod, "hello")) {
+        fprintf(stderr, "FAIL: loading the PTX with the driver\n");
+        return 1;
+    }
+    expect("attach_cuda_module", gpuio_attach_cuda_module(rt, mod, NULL), GPUIO_OK);
+    expect("prepare_launch", gpuio_prepare_launch(rt), GPUIO_OK);
+    if (cuLaunchKernel(fn, 2, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL)) {
+        fprintf(stderr, "FAIL: cuLaunchKernel\n");
+        return 1;
+    }
+    /* The module stays loaded until the runtime is destroyed (the caller's duty). */
+    return 0;
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        return NULL;
+    }
+    buf = (char *)malloc((size_t)n + 1);
+    if (buf == NULL || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        return NULL;
+    }
+    buf[n] = '\0';
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+static int run_gpu(const char *ptx_path) {
+    gpuio_runtime_options o;
+    gpuio_runtime *rt = NULL;
+    gpuio_module *m = NULL, *m2 = NULL;
+    gpuio_sync_report report;
+    gpuio_arg args[2];
+    gpuio_status s;
+    size_t len = 0;
+    char *ptx;
+    static const char bad_ptx[] = ".version 99.0\n.target sm_90\nthis is not PTX\n";
+
+    gpuio_runtime_options_init(&o);
+    o.backend = GPUIO_BACKEND_CUDA;
+    s = gpuio_runtime_create(&o, &rt);
+    if (s == GPUIO_ERROR_BACKEND_UNAVAILABLE) {
+        fprintf(stderr, "skip: no CUDA GPU: %s\n", gpuio_last_error());
+        return 77;
+    }
+    expect("create cuda runtime", s, GPUIO_OK);
+    if (s != GPUIO_OK) {
+        return 1;
+    }
+    expect("load_file", gpuio_module_load_file(rt, ptx_path, &m), GPUIO_OK);
+    expect("launch hello 8 x 128", gpuio_module_launch(m, "hello", 8, 128, NULL, 0), GPUIO_OK);
+    args[0] = gpuio_arg_u32(3);  /* lines */
+    args[1] = gpuio_arg_u32(40); /* width */
+    expect("launch stress 2 x 64", gpuio_module_launch(m, "stress", 2, 64, args, 2), GPUIO_OK);
+    expect("launch unknown kernel", gpuio_module_launch(m, "no_such_kernel", 1, 1, NULL, 0), GPUIO_ERROR_NOT_FOUND);
+    expect("launch with grid 0", gpuio_module_launch(m, "hello", 0, 1, NULL, 0), GPUIO_ERROR_INVALID_ARGUMENT);
+    expect("launch with a NULL name", gpuio_module_launch(m, NULL, 1, 1, NULL, 0), GPUIO_ERROR_INVALID_ARGUMENT);
+    expect("launch with a non-UTF-8 name", gpuio_module_launch(m, "hel\xfflo", 1, 1, NULL, 0),
+           GPUIO_ERROR_INVALID_ARGUMENT);
+    expect("launch with NULL args", gpuio_module_launch(m, "stress", 1, 1, NULL, 2), GPUIO_ERROR_INVALID_ARGUMENT);
+    args[0].kind = 99;
+    expect("launch with a bad arg kind", gpuio_module_launch(m, "stress", 1, 1, args, 2),
+           GPUIO_ERROR_INVALID_ARGUMENT);
+    expect("synchronize", gpuio_synchronize(rt, &report), GPUIO_OK);
+    expect("load_data(bad PTX)", gpuio_module_load_data(rt, bad_ptx, sizeof bad_ptx, &m2), GPUIO_ERROR_DRIVER);
+    expect("load_data(ELF bytes)", gpuio_module_load_data(rt, "\x7f" "ELF\x02\x01\x01\xff", 8, &m2),
+           GPUIO_ERROR_INVALID_ARGUMENT);
+    ptx = read_file(ptx_path, &len);
+    if (ptx == NULL) {
+        fprintf(stderr, "FAIL: reading %s\n", ptx_path);
+        return 1;
+    }
+    expect("load_data", gpuio_module_load_data(rt, ptx, len + 1, &m2), GPUIO_OK);
+    expect("launch hello 1 x 16 from memory", gpuio_module_launch(m2, "hello", 1, 16, NULL, 0), GPUIO_OK);
+    expect("module_destroy", gpuio_module_destroy(m2), GPUIO_OK);
+    expect("module_destroy again", gpuio_module_destroy(m2), GPUIO_ERROR_INVALID_HANDLE);
+    if (attach_and_launch_ourselves(rt, ptx)) {
+        failures++;
+    }
+    expect("synchronize", gpuio_synchronize(rt, &report), GPUIO_OK);
+    expect("destroy (and its module)", gpuio_runtime_destroy(rt), GPUIO_OK);
+    expect("module of a destroyed runtime", gpuio_module_launch(m, "hello", 1, 1, NULL, 0),
+           GPUIO_ERROR_INVALID_HANDLE);
+    /* The CUmodule we loaded ourselves is not unloaded by gpuio; the process exits. */
+    free(ptx);
+    fprintf(stderr, "%d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stderr, NULL, _IOLBF, 0);
+    if (argc == 4 && strcmp(argv[1], "cpu") == 0) {
+        return run_cpu((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]));
+    }
+    if (argc == 2 && strcmp(argv[1], "errors") == 0) {
+        return run_errors();
+    }
+    if (argc == 3 && strcmp(argv[1], "gpu") == 0) {
+        return run_gpu(argv[2]);
+    }
+    fprintf(stderr, "usage: %s cpu THREADS LINES | errors | gpu PTX\n", argv[0]);
+    return 2;
+}
