@@ -3,7 +3,7 @@
 //!
 //! - the ELF header: `EM_AMDGPU`, the HSA OS ABI, code object v5, the processor in
 //!   `e_flags` (values from LLVM's `ELF.h`, written out here, not taken from gpuio);
-//! - the dynamic symbols: every kernel's descriptor `<name>.kd`, and `gpuio_context`;
+//! - the dynamic symbols: every kernel's descriptor `<name>.kd`, `gpuio_context` and `gpuio_layout`;
 //! - the `NT_AMDGPU_METADATA` note: the kernels with their segment sizes and arguments
 //!   (read by gpuio's MessagePack reader, and compared with `llvm-readobj --notes`);
 //! - the machine code (`llvm-objdump -d`): the store of the SQ tail is a system-scope
@@ -105,6 +105,10 @@ fn headers_symbols_and_metadata() {
         assert_eq!(co.metadata_version, [1, 2], "{g}: amdhsa.version of code object v5");
 
         assert!(co.defines("gpuio_context"), "{g}: gpuio_context is not exported");
+        assert!(
+            co.defines("gpuio_layout"),
+            "{g}: gpuio_layout is not exported (the host checks it before using a code object)"
+        );
         let undefined: Vec<&str> = co
             .dynamic_symbols
             .iter()

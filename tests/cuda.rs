@@ -73,3 +73,29 @@ fn gpu_print_to_a_closed_fd_is_reported() {
     }
     rt.synchronize().unwrap();
 }
+
+#[test]
+fn a_code_object_built_against_another_layout_is_refused() {
+    let Some(rt) = gpu_runtime(1) else { return };
+    // The same PTX with `gpuio_layout` changed, as a kernel built against another gpuio
+    // version would carry: the runtime must refuse it, not let it read the context at the
+    // wrong offsets.
+    let decl = ".global .align 8 .b8 gpuio_layout[8] = {";
+    let at = PTX.find(decl).expect("the PTX exports gpuio_layout") + decl.len();
+    let mut ptx = PTX.to_string();
+    ptx.insert_str(at, "1, ");
+    let end = at + ptx[at..].find('}').unwrap();
+    let values: Vec<&str> = ptx[at..end].split(", ").take(8).collect();
+    let ptx = format!("{}{}{}", &ptx[..at], values.join(", "), &ptx[end..]);
+    match rt.load_module(&ptx) {
+        Err(Error::Config(why)) => {
+            assert!(why.contains("another version of gpuio's device crate"), "{why}");
+            eprintln!("refused: {why}");
+        }
+        Err(e) => panic!("expected a layout error, got {e}"),
+        Ok(_) => panic!("a code object with another context layout was accepted"),
+    }
+    // The runtime still works with the right one.
+    let m = rt.load_module(PTX).unwrap();
+    drop(m);
+}

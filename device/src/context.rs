@@ -8,7 +8,19 @@ use crate::sync::{AtomicU32, Ordering};
 use crate::uapi::Cqe;
 
 /// `"gpuio\0\0"` plus the layout version; the host writes it, the device checks it.
-pub const CONTEXT_MAGIC: u64 = 0x6770_7569_6f00_0001;
+pub const CONTEXT_MAGIC: u64 = 0x6770_7569_6f00_0002;
+
+/// The layout this build of the device crate gives the [`Context`]: the magic with the
+/// Context's size folded in. A code object exports it as `gpuio_layout`; the host refuses a
+/// code object whose layout differs from its own (one built against another gpuio), which
+/// would otherwise read the context at the wrong offsets.
+pub const CONTEXT_LAYOUT: u64 = CONTEXT_MAGIC ^ ((core::mem::size_of::<Context>() as u64) << 24);
+
+/// [`CONTEXT_LAYOUT`], for the host to read from a loaded code object.
+#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static gpuio_layout: u64 = CONTEXT_LAYOUT;
 
 /// Number of print streams: stdout and stderr.
 pub const STREAMS: usize = 2;

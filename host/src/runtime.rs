@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use gpuio_device::arch::host::{enter, ThreadIds};
-use gpuio_device::context::{CONTEXT_MAGIC, STREAMS};
+use gpuio_device::context::{CONTEXT_LAYOUT, CONTEXT_MAGIC, STREAMS};
 use gpuio_device::ring::Ring;
 use gpuio_device::stream::{chunk_count, Flight, Stream};
 use gpuio_device::sync::{AtomicU32, AtomicU64, Ordering, SharedCell};
@@ -846,6 +846,26 @@ impl Runtime {
         let State::Device { dptr, .. } = &self.shared.state else {
             unreachable!("GPU runtimes keep state on the device")
         };
+        // A code object built against another version of the device crate would read the
+        // context at the wrong offsets: refuse it.
+        let (layout_at, size) = module.global("gpuio_layout").map_err(|e| {
+            Error::Config(format!(
+                "the code object has no `gpuio_layout` ({e}): it was not built with gpuio's device \
+                 crate, or with a version older than this runtime"
+            ))
+        })?;
+        let mut layout = [0u8; 8];
+        if size != 8 {
+            return Err(Error::Config(format!("gpuio_layout is {size} bytes, expected 8")));
+        }
+        gpu.device.copy_from_device(&mut layout, layout_at)?;
+        let layout = u64::from_ne_bytes(layout);
+        if layout != CONTEXT_LAYOUT {
+            return Err(Error::Config(format!(
+                "the code object was built with another version of gpuio's device crate (context \
+                 layout {layout:#x}, this runtime's {CONTEXT_LAYOUT:#x}): rebuild it against this gpuio"
+            )));
+        }
         match &module {
             Loaded::Cuda(m) => {
                 let (global, size) = m.global("gpuio_context")?;
