@@ -376,6 +376,64 @@ mod tests {
         .unwrap()
     }
 
+    /// Against this machine's kernel: an SQPOLL ring created disabled has its SQ thread
+    /// already (it goes idle and sets NEED_WAKEUP), consumes nothing while disabled, refuses
+    /// io_uring_enter (EBADFD), and runs what waits once enabled, without a wakeup call.
+    #[test]
+    fn a_disabled_sqpoll_ring_consumes_nothing_until_enabled() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        use std::time::{Duration, Instant};
+        let mut r = ring(true);
+        let word = |r: &Uring, off: u32| {
+            // SAFETY: a kernel-maintained u32 of the ring, at the kernel's offset.
+            unsafe { &*(r.ring_word(off) as *const AtomicU32) }.load(Ordering::Acquire)
+        };
+        let (head, flags, cq_tail) = (r.params.sq_off.head, r.params.sq_off.flags, r.params.cq_off.tail);
+        // Idle is 10 ms: the SQ thread sleeps by now, and says so.
+        let until = Instant::now() + Duration::from_secs(10);
+        while word(&r, flags) & IORING_SQ_NEED_WAKEUP == 0 {
+            assert!(Instant::now() < until, "no SQ thread went idle on the disabled ring");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let nop = Sqe {
+            opcode: IORING_OP_NOP,
+            user_data: 42,
+            ..Sqe::default()
+        };
+        // SAFETY: slot 0 of our SQE array; the kernel reads it only after the tail moves.
+        unsafe { (r.sqes.as_ptr() as *mut Sqe).write(nop) };
+        // SAFETY: as `word`; the release publishes the SQE.
+        unsafe { &*(r.ring_word(r.params.sq_off.tail) as *const AtomicU32) }.store(1, Ordering::Release);
+        r.wake_sqpoll();
+        // SAFETY: io_uring_enter with no arguments touches no memory.
+        let e = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_enter,
+                r.fd(),
+                0u32,
+                0u32,
+                IORING_ENTER_SQ_WAKEUP,
+                0usize,
+                0usize,
+            )
+        };
+        assert_eq!(
+            (e, std::io::Error::last_os_error().raw_os_error()),
+            (-1, Some(libc::EBADFD))
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(word(&r, head), 0, "a disabled ring consumed an SQE");
+        r.enable().unwrap();
+        while word(&r, cq_tail) != 1 {
+            assert!(
+                Instant::now() < until + Duration::from_secs(10),
+                "enabling did not start SQPOLL"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(word(&r, head), 1);
+    }
+
     /// Against this machine's kernel: a disabled SQPOLL ring takes restrictions, files and
     /// enabling, and refuses every `io_uring_register` call afterwards.
     #[test]
