@@ -4,11 +4,11 @@
 
 use crate::ring::Ring;
 use crate::stream::Stream;
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{AtomicI32, AtomicU32, Ordering};
 use crate::uapi::Cqe;
 
 /// `"gpuio\0\0"` plus the layout version; the host writes it, the device checks it.
-pub const CONTEXT_MAGIC: u64 = 0x6770_7569_6f00_0002;
+pub const CONTEXT_MAGIC: u64 = 0x6770_7569_6f00_0003;
 
 /// The layout this build of the device crate gives the [`Context`]: the magic with the
 /// Context's size folded in. A code object exports it as `gpuio_layout`; the host refuses a
@@ -49,8 +49,14 @@ pub struct Context {
     /// The stream `eprint!` uses: 1, or 0 when stdout and stderr are the same file (so
     /// that the two never interleave inside a line or overwrite each other).
     pub stderr_stream: u32,
-    /// CQEs whose `user_data` matched nothing (a bug if ever non-zero).
+    /// CQEs whose `user_data` matched nothing and that succeeded (a bug if ever non-zero).
     pub stray_completions: AtomicU32,
+    /// Requests that no stream made and that the kernel failed: under the host's io_uring
+    /// sandbox, a forbidden opcode or SQE flag comes back as `-EACCES` without being
+    /// executed. The host's `synchronize` reports them.
+    pub refused_requests: AtomicU32,
+    /// The errno of the latest of them.
+    pub refused_errno: AtomicI32,
 }
 
 // SAFETY: the raw pointers in a Context point to memory shared by design between all
@@ -77,7 +83,14 @@ impl Context {
     fn dispatch(&self, cqe: Cqe) {
         let kind = cqe.user_data >> KIND_SHIFT;
         let index = ((cqe.user_data >> 32) & 0xff_ffff) as usize;
-        if !(kind == KIND_STREAM && index < STREAMS && self.streams[index].complete(cqe.user_data as u32, cqe.res)) {
+        if kind == KIND_STREAM && index < STREAMS && self.streams[index].complete(cqe.user_data as u32, cqe.res) {
+            return;
+        }
+        if cqe.res < 0 {
+            // Only the reaper writes these; the host reads them after a drain.
+            self.refused_requests.fetch_add(1, Ordering::Relaxed);
+            self.refused_errno.store(-cqe.res, Ordering::Relaxed);
+        } else {
             self.stray_completions.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -64,7 +64,7 @@ use crate::context::Context;
 use crate::sync::{
     copy_to_cells, fence, read_cells, AtomicI32, AtomicU32, AtomicU64, Backoff, Ordering, Padded, SharedCell,
 };
-use crate::uapi::{Sqe, IORING_OP_WRITE, OFF_CURRENT_POSITION};
+use crate::uapi::{Sqe, IORING_OP_WRITE, IOSQE_FIXED_FILE, OFF_CURRENT_POSITION};
 
 /// Largest single write: Linux caps one write at `0x7ffff000` bytes.
 pub const MAX_WRITE: u64 = 1 << 30;
@@ -159,8 +159,12 @@ impl WriteErrors {
 /// One output stream (see the module docs).
 #[repr(C)]
 pub struct Stream {
-    /// File descriptor written to.
+    /// File descriptor written to (what reports name, and what the host seeks).
     pub fd: i32,
+    /// `fd`'s index in the ring's registered files, or -1. When set, write SQEs carry
+    /// this index with `IOSQE_FIXED_FILE` instead of `fd` (the host's io_uring sandbox
+    /// may refuse anything else). -1 from [`Stream::new`]; the host sets it.
+    pub fixed_file: i32,
     /// 1: positional (explicit offsets, many flights); 0: serial.
     pub positional: u32,
     /// Positional streams: file offset of position 0. Set by the host between kernels.
@@ -225,6 +229,7 @@ impl Stream {
     ) -> Stream {
         Stream {
             fd,
+            fixed_file: -1,
             positional: positional as u32,
             base: AtomicU64::new(base),
             buf,
@@ -459,9 +464,16 @@ impl Stream {
         } else {
             OFF_CURRENT_POSITION
         };
+        // A registered file is named by its index (and the flag that says so).
+        let (fd, flags) = if self.fixed_file >= 0 {
+            (self.fixed_file, IOSQE_FIXED_FILE)
+        } else {
+            (self.fd, 0)
+        };
         let sqe = Sqe {
             opcode: IORING_OP_WRITE,
-            fd: self.fd,
+            flags,
+            fd,
             off,
             addr: self.io_base.wrapping_add(cursor & (self.cap - 1)),
             len: (end - cursor) as u32,

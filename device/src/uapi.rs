@@ -128,6 +128,40 @@ pub const IORING_OP_OPENAT: u8 = 18;
 pub const IORING_OP_CLOSE: u8 = 19;
 pub const IORING_OP_READ: u8 = 22;
 pub const IORING_OP_WRITE: u8 = 23;
+pub const IORING_OP_UNLINKAT: u8 = 36;
+
+// SQE flags (`IOSQE_*`).
+/// `fd` is an index into the ring's registered files, not a file descriptor.
+pub const IOSQE_FIXED_FILE: u8 = 1 << 0;
+/// Always punt to io-wq (gpuio never sets it; the sandbox refuses it).
+pub const IOSQE_ASYNC: u8 = 1 << 4;
+
+// `io_uring_register(2)` opcodes.
+pub const IORING_REGISTER_FILES: u32 = 2;
+pub const IORING_REGISTER_RESTRICTIONS: u32 = 11;
+pub const IORING_REGISTER_ENABLE_RINGS: u32 = 12;
+
+// `struct io_uring_restriction` opcodes.
+/// Allow one `io_uring_register(2)` opcode.
+pub const IORING_RESTRICTION_REGISTER_OP: u16 = 0;
+/// Allow one SQE opcode.
+pub const IORING_RESTRICTION_SQE_OP: u16 = 1;
+/// The SQE flags a request may carry.
+pub const IORING_RESTRICTION_SQE_FLAGS_ALLOWED: u16 = 2;
+/// The SQE flags every request must carry.
+pub const IORING_RESTRICTION_SQE_FLAGS_REQUIRED: u16 = 3;
+
+/// `struct io_uring_restriction`, for `IORING_REGISTER_RESTRICTIONS` (an array of them).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Restriction {
+    /// `IORING_RESTRICTION_*`.
+    pub opcode: u16,
+    /// The union `register_op` / `sqe_op` / `sqe_flags`.
+    pub arg: u8,
+    pub resv: u8,
+    pub resv2: [u32; 3],
+}
 
 /// `off` value meaning "use and advance the file position" (for pipes and terminals).
 pub const OFF_CURRENT_POSITION: u64 = u64::MAX;
@@ -151,6 +185,9 @@ const _: () = {
     assert!(offset_of!(Sqe, splice_fd_in) == 44);
     assert!(offset_of!(Sqe, addr3) == 48);
     assert!(offset_of!(Sqe, pad2) == 56);
+
+    assert!(size_of::<Restriction>() == 16);
+    assert!(offset_of!(Restriction, arg) == 2);
 
     assert!(size_of::<Cqe>() == 16);
     assert!(offset_of!(Cqe, user_data) == 0);

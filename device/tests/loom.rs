@@ -16,7 +16,7 @@ use gpuio_device::group::SingleLane;
 use gpuio_device::print::emit;
 use gpuio_device::ring::Ring;
 use gpuio_device::stream::{chunk_count, Flight, Stream};
-use gpuio_device::sync::{read_cells, AtomicU32, Ordering, SharedCell};
+use gpuio_device::sync::{read_cells, AtomicI32, AtomicU32, Ordering, SharedCell};
 use gpuio_device::uapi::{Cqe, Sqe, IORING_OP_WRITE, OFF_CURRENT_POSITION};
 use loom::sync::atomic::AtomicBool;
 use loom::sync::{Arc, Mutex};
@@ -240,6 +240,8 @@ fn world(max_flights: u32, positional: bool) -> Arc<World> {
         streams,
         stderr_stream: 1,
         stray_completions: AtomicU32::new(0),
+        refused_requests: AtomicU32::new(0),
+        refused_errno: AtomicI32::new(0),
     });
     Arc::new(w)
 }

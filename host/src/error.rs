@@ -3,6 +3,8 @@
 use std::fmt;
 use std::io;
 
+use crate::sandbox::Sandbox;
+
 /// Everything the host runtime can report.
 #[derive(Debug)]
 pub enum Error {
@@ -29,6 +31,9 @@ pub enum Error {
     },
     /// Kernel threads panicked (CPU backend) or a kernel faulted.
     Kernel(String),
+    /// The kernel refused (or failed) device requests that no print made: under the
+    /// io_uring sandbox, forbidden opcodes or flags, never executed.
+    Refused(Refused),
 }
 
 impl fmt::Display for Error {
@@ -49,6 +54,7 @@ impl fmt::Display for Error {
                 available.join(", ")
             ),
             Error::Kernel(why) => write!(f, "kernel failed: {why}"),
+            Error::Refused(r) => write!(f, "{r}"),
         }
     }
 }
@@ -103,5 +109,38 @@ impl fmt::Display for PrintErrors {
             )?;
         }
         Ok(())
+    }
+}
+
+/// Device requests the kernel refused or failed, that no print made (so nobody else
+/// reports them), since the last report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// How many.
+    pub requests: u32,
+    /// The errno of the latest: `EACCES` when the sandbox refused it.
+    pub errno: i32,
+    /// The sandbox in force.
+    pub sandbox: Sandbox,
+    /// Whether print outputs are registered files.
+    pub fixed_files: bool,
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verb = if self.errno == libc::EACCES {
+            "refused"
+        } else {
+            "failed"
+        };
+        write!(
+            f,
+            "the kernel {verb} {} device io_uring request(s), last error {} ({}); the sandbox is {:?}: it allows {}",
+            self.requests,
+            self.errno,
+            io::Error::from_raw_os_error(self.errno),
+            self.sandbox,
+            self.sandbox.describe(self.fixed_files),
+        )
     }
 }

@@ -18,10 +18,12 @@ pub mod error;
 pub mod hsa;
 pub mod memory;
 pub mod runtime;
+pub mod sandbox;
 pub mod uring;
 mod waker;
 
 pub use backend::Backend;
 pub use cuda::Arg;
-pub use error::{Error, OutputErrors, PrintErrors, Result};
+pub use error::{Error, OutputErrors, PrintErrors, Refused, Result};
 pub use runtime::{Builder, GpuModule, Runtime, Stats};
+pub use sandbox::Sandbox;

@@ -10,15 +10,16 @@ use gpuio_device::arch::host::{enter, ThreadIds};
 use gpuio_device::context::{CONTEXT_LAYOUT, CONTEXT_MAGIC, STREAMS};
 use gpuio_device::ring::Ring;
 use gpuio_device::stream::{chunk_count, Flight, Stream};
-use gpuio_device::sync::{AtomicU32, AtomicU64, Ordering, SharedCell};
+use gpuio_device::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering, SharedCell};
 use gpuio_device::uapi::{Cqe, Sqe};
 use gpuio_device::Context;
 
 use crate::backend::{self, Backend, Opened};
 use crate::cuda::{self, Arg, CuDevicePtr, Cuda};
-use crate::error::{Error, OutputErrors, PrintErrors, Result};
+use crate::error::{Error, OutputErrors, PrintErrors, Refused, Result};
 use crate::hsa::{self, Hsa};
 use crate::memory::{round_up, Mapping};
+use crate::sandbox::{self, Sandbox};
 use crate::uring::{Uring, UringConfig};
 use crate::waker::Waker;
 
@@ -42,6 +43,8 @@ pub struct Builder {
     stderr_fd: RawFd,
     sq_thread_idle_ms: u32,
     gpu_stack_bytes: usize,
+    sandbox: Sandbox,
+    fixed_files: bool,
 }
 
 impl Default for Builder {
@@ -56,6 +59,8 @@ impl Default for Builder {
             stderr_fd: 2,
             sq_thread_idle_ms: 50,
             gpu_stack_bytes: 8 << 10,
+            sandbox: Sandbox::default(),
+            fixed_files: true,
         }
     }
 }
@@ -112,6 +117,25 @@ impl Builder {
         self
     }
 
+    /// Which io_uring requests the ring accepts (default [`Sandbox::PrintOnly`], what
+    /// printing needs). The kernel refuses anything else with `EACCES`, without executing
+    /// it, and [`Runtime::synchronize`] reports such refusals ([`Error::Refused`]). Where
+    /// the kernel cannot restrict rings, the runtime still works, says so once on stderr,
+    /// and [`Runtime::stats`] reports `Sandbox::Off`. See [`crate::sandbox`].
+    pub fn sandbox(mut self, policy: Sandbox) -> Self {
+        self.sandbox = policy;
+        self
+    }
+
+    /// Registers stdout and stderr with the ring (`IORING_REGISTER_FILES`) and has print
+    /// writes name them by index (`IOSQE_FIXED_FILE`); [`Sandbox::PrintOnly`] then refuses
+    /// writes to any other file (default: on). Device prints go to the files the fds
+    /// referred to at `build`: a later `dup2` onto them does not redirect them.
+    pub fn fixed_files(mut self, on: bool) -> Self {
+        self.fixed_files = on;
+        self
+    }
+
     /// Creates the runtime.
     pub fn build(self) -> Result<Runtime> {
         let (opened, notice) = backend::open(self.backend)?;
@@ -132,11 +156,24 @@ impl Builder {
             )));
         }
         let cq_entries = self.cq_entries.unwrap_or(self.sq_entries.saturating_mul(2));
-        let uring = Uring::new(UringConfig {
+        let mut uring = Uring::new(UringConfig {
             sq_entries: self.sq_entries,
             cq_entries,
             sq_thread_idle_ms: self.sq_thread_idle_ms,
+            start_disabled: self.sandbox != Sandbox::Off,
         })?;
+        // Files, restrictions, then enable: before anything can submit.
+        let sandbox = sandbox::configure(
+            &mut uring,
+            self.sandbox,
+            self.fixed_files,
+            [self.stdout_fd, self.stderr_fd],
+        )?;
+        if std::env::var_os("GPUIO_QUIET").is_none() {
+            for n in &sandbox.notices {
+                eprintln!("{n}");
+            }
+        }
         let (backend, device) = match opened {
             Opened::Cpu => (Backend::Cpu, None),
             Opened::Cuda(c) => {
@@ -148,7 +185,13 @@ impl Builder {
                 (Backend::Hsa, Some(Device::Hsa(h)))
             }
         };
-        let shared = Arc::new(Shared::new(uring, &self, log_bytes, device.clone())?);
+        let shared = Arc::new(Shared::new(
+            uring,
+            &self,
+            log_bytes,
+            device.clone(),
+            sandbox.fixed_files,
+        )?);
         let waker = Waker::start(shared.clone()).map_err(|e| Error::Os {
             what: "starting the waker thread",
             source: e,
@@ -170,6 +213,8 @@ impl Builder {
             kernels: Mutex::new(Vec::new()),
             gpu,
             settled: Mutex::new([0; STREAMS]),
+            sandbox: sandbox.policy,
+            fixed_files: sandbox.fixed_files,
         })
     }
 }
@@ -341,7 +386,8 @@ fn same_file(a: RawFd, b: RawFd) -> bool {
 }
 
 impl Shared {
-    fn new(uring: Uring, cfg: &Builder, log_bytes: usize, device: Option<Device>) -> Result<Shared> {
+    /// `fixed_files`: stdout and stderr are the ring's registered files 0 and 1.
+    fn new(uring: Uring, cfg: &Builder, log_bytes: usize, device: Option<Device>, fixed_files: bool) -> Result<Shared> {
         let p = uring.params;
         let layout = Layout::new(p.sq_entries, log_bytes, cfg.max_flights);
         let os = |what| move |e| Error::Os { what, source: e };
@@ -428,6 +474,9 @@ impl Shared {
                 );
                 // The kernel reads the log at the host's address.
                 s.io_base = logs.as_ptr().add(layout.bufs[i]) as u64;
+                if fixed_files {
+                    s.fixed_file = i as i32;
+                }
                 s
             });
             let ctx = Context {
@@ -436,6 +485,8 @@ impl Shared {
                 streams,
                 stderr_stream: if same_file(fds[0], fds[1]) { 0 } else { 1 },
                 stray_completions: AtomicU32::new(0),
+                refused_requests: AtomicU32::new(0),
+                refused_errno: AtomicI32::new(0),
             };
             std::ptr::write(image_ptr as *mut Context, ctx);
         }
@@ -571,8 +622,17 @@ pub struct Stats {
     pub sqes: u32,
     /// Times the waker woke SQPOLL.
     pub wakeups: u64,
-    /// Completions that matched no request in flight: a protocol bug if ever non-zero.
+    /// Completions that matched no request in flight and succeeded: a protocol bug if
+    /// ever non-zero.
     pub stray_completions: u32,
+    /// Requests the kernel refused or failed that no print made, not yet reported by
+    /// [`Runtime::synchronize`] (see [`Error::Refused`]).
+    pub refused_requests: u32,
+    /// The io_uring sandbox in force: the one asked for, or `Off` where the kernel could
+    /// not restrict the ring.
+    pub sandbox: Sandbox,
+    /// Whether prints write to registered files (`IOSQE_FIXED_FILE`).
+    pub fixed_files: bool,
 }
 
 type KernelThread = JoinHandle<std::result::Result<(), String>>;
@@ -596,6 +656,10 @@ pub struct Runtime {
     gpu: Option<Gpu>,
     /// Each stream's `reserved` when its fd's offset was last settled.
     settled: Mutex<[u64; STREAMS]>,
+    /// The io_uring sandbox in force.
+    sandbox: Sandbox,
+    /// Whether prints write to registered files.
+    fixed_files: bool,
 }
 
 /// A code object loaded on one of the GPU backends.
@@ -704,14 +768,23 @@ impl Runtime {
 
     /// Counters (read while no kernel runs; zero if they cannot be read).
     pub fn stats(&self) -> Stats {
-        let (sqes, stray_completions) = self
+        let (sqes, stray_completions, refused_requests) = self
             .shared
-            .with_context(|c| (c.ring.submitted(), c.stray_completions.load(Ordering::Relaxed)))
-            .unwrap_or((0, 0));
+            .with_context(|c| {
+                (
+                    c.ring.submitted(),
+                    c.stray_completions.load(Ordering::Relaxed),
+                    c.refused_requests.load(Ordering::Relaxed),
+                )
+            })
+            .unwrap_or((0, 0, 0));
         Stats {
             sqes,
             wakeups: self.waker.wakeups(),
             stray_completions,
+            refused_requests,
+            sandbox: self.sandbox,
+            fixed_files: self.fixed_files,
         }
     }
 
@@ -953,8 +1026,9 @@ impl Runtime {
     }
 
     /// Waits until every kernel finished and every request they submitted completed
-    /// (invariant 8), then reports failed kernels, and failed fire-and-forget prints
-    /// since the last report (invariant 7).
+    /// (invariant 8), then reports failed kernels, requests the kernel refused
+    /// ([`Error::Refused`]), and failed fire-and-forget prints since the last report
+    /// (invariant 7), in that order; what is not reported now is at the next call.
     pub fn synchronize(&self) -> Result<()> {
         let threads: Vec<KernelThread> = std::mem::take(&mut *self.kernels.lock().unwrap_or_else(|e| e.into_inner()));
         let had_kernels = !threads.is_empty();
@@ -991,6 +1065,9 @@ impl Runtime {
             let n = failures.len();
             failures.truncate(4);
             return Err(Error::Kernel(format!("{n} thread(s) failed: {}", failures.join("; "))));
+        }
+        if let Some(refused) = self.take_refused()? {
+            return Err(Error::Refused(refused));
         }
         let errors = self.take_print_errors()?;
         if errors.outputs.is_empty() {
@@ -1043,6 +1120,26 @@ impl Runtime {
                 unsafe { libc::lseek(s.fd, end as libc::off_t, libc::SEEK_SET) };
             }
         })
+    }
+
+    /// Requests refused since the last report (and resets their count).
+    fn take_refused(&self) -> Result<Option<Refused>> {
+        let (requests, errno) = self.shared.with_context(|ctx| {
+            (
+                ctx.refused_requests.load(Ordering::Acquire),
+                ctx.refused_errno.load(Ordering::Acquire),
+            )
+        })?;
+        if requests == 0 {
+            return Ok(None);
+        }
+        self.shared.store(|c| &c.refused_requests, 0)?;
+        Ok(Some(Refused {
+            requests,
+            errno,
+            sandbox: self.sandbox,
+            fixed_files: self.fixed_files,
+        }))
     }
 
     fn take_print_errors(&self) -> Result<PrintErrors> {

@@ -26,6 +26,9 @@ pub struct Uring {
     pub sqes: Mapping,
     /// Heads, tails, flags and CQEs.
     pub rings: Mapping,
+    /// Created with `IORING_SETUP_R_DISABLED` and not enabled yet: SQPOLL consumes nothing
+    /// until [`Uring::enable`] (see `crate::sandbox`).
+    pub disabled: bool,
 }
 
 /// Ring configuration.
@@ -37,6 +40,10 @@ pub struct UringConfig {
     pub cq_entries: u32,
     /// Milliseconds of idleness before SQPOLL sleeps.
     pub sq_thread_idle_ms: u32,
+    /// Create the ring disabled (`IORING_SETUP_R_DISABLED`), so that restrictions can be
+    /// registered before it runs anything. A kernel that refuses the flag (before 5.10)
+    /// gets an enabled ring; [`Uring::disabled`] says which it is.
+    pub start_disabled: bool,
 }
 
 impl Uring {
@@ -58,19 +65,32 @@ impl Uring {
             source: e,
         })?;
 
-        let mut p = Params {
-            flags: IORING_SETUP_SQPOLL | IORING_SETUP_NO_MMAP | IORING_SETUP_NO_SQARRAY | IORING_SETUP_CQSIZE,
-            cq_entries: cfg.cq_entries,
-            sq_thread_idle: cfg.sq_thread_idle_ms,
-            ..Params::default()
+        let setup = |disabled: bool| {
+            let mut p = Params {
+                flags: IORING_SETUP_SQPOLL | IORING_SETUP_NO_MMAP | IORING_SETUP_NO_SQARRAY | IORING_SETUP_CQSIZE,
+                cq_entries: cfg.cq_entries,
+                sq_thread_idle: cfg.sq_thread_idle_ms,
+                ..Params::default()
+            };
+            if disabled {
+                p.flags |= IORING_SETUP_R_DISABLED;
+            }
+            p.sq_off.user_addr = sqes.as_ptr() as u64;
+            p.cq_off.user_addr = rings.as_ptr() as u64;
+            // SAFETY: io_uring_setup reads and writes `p` (a valid io_uring_params) and pins
+            // the two mappings, which outlive the fd (field order drops the fd first).
+            let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, cfg.sq_entries, &mut p as *mut Params) };
+            (fd, p, io::Error::last_os_error())
         };
-        p.sq_off.user_addr = sqes.as_ptr() as u64;
-        p.cq_off.user_addr = rings.as_ptr() as u64;
-        // SAFETY: io_uring_setup reads and writes `p` (a valid io_uring_params) and pins
-        // the two mappings, which outlive the fd (field order drops the fd first).
-        let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, cfg.sq_entries, &mut p as *mut Params) };
+        let (mut fd, mut p, mut err) = setup(cfg.start_disabled);
+        let mut disabled = cfg.start_disabled;
+        if fd < 0 && disabled && err.raw_os_error() == Some(libc::EINVAL) {
+            // R_DISABLED is older (5.10) than NO_MMAP (6.6), but say so rather than guess.
+            (fd, p, err) = setup(false);
+            disabled = false;
+        }
         if fd < 0 {
-            return Err(diagnose_setup(io::Error::last_os_error(), read_io_uring_disabled()));
+            return Err(diagnose_setup(err, read_io_uring_disabled()));
         }
         // SAFETY: the syscall returned a new file descriptor that we alone own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
@@ -108,7 +128,33 @@ impl Uring {
             params: p,
             sqes,
             rings,
+            disabled,
         })
+    }
+
+    /// `io_uring_register(2)`: `op` with `nr` arguments at `arg`; returns the result.
+    ///
+    /// # Safety
+    /// `arg` points to what `op` reads (and writes): `nr` elements of its argument type.
+    pub unsafe fn register(&self, op: u32, arg: *const std::ffi::c_void, nr: u32) -> io::Result<i32> {
+        // SAFETY: the caller's contract on `arg`; the fd is our ring.
+        let r = unsafe { libc::syscall(libc::SYS_io_uring_register, self.fd(), op, arg, nr) };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(r as i32)
+        }
+    }
+
+    /// `IORING_REGISTER_ENABLE_RINGS`: a ring created disabled starts running (its SQPOLL
+    /// thread, created with the ring, starts consuming SQEs).
+    pub fn enable(&mut self) -> io::Result<()> {
+        if self.disabled {
+            // SAFETY: ENABLE_RINGS takes no argument.
+            unsafe { self.register(IORING_REGISTER_ENABLE_RINGS, std::ptr::null(), 0) }?;
+            self.disabled = false;
+        }
+        Ok(())
     }
 
     /// The ring's file descriptor.
@@ -211,12 +257,14 @@ mod tests {
             sq_entries: 3,
             cq_entries: 8,
             sq_thread_idle_ms: 1,
+            start_disabled: false,
         });
         assert!(matches!(e, Err(Error::Config(_))));
         let e = Uring::new(UringConfig {
             sq_entries: 16,
             cq_entries: 8,
             sq_thread_idle_ms: 1,
+            start_disabled: false,
         });
         assert!(matches!(e, Err(Error::Config(_))));
     }

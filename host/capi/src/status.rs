@@ -97,6 +97,8 @@ pub(crate) fn status_of(e: &Error) -> gpuio_status {
         Error::Config(_) => GPUIO_ERROR_CONFIG,
         Error::Print(_) => GPUIO_ERROR_PRINT,
         Error::Kernel(_) => GPUIO_ERROR_KERNEL,
+        // A kernel's request that the io_uring sandbox refused.
+        Error::Refused(_) => GPUIO_ERROR_KERNEL,
         // cuModuleGetFunction / cuModuleGetGlobal on a missing name.
         Error::Cuda(m) if m.contains("CUDA_ERROR_NOT_FOUND") => GPUIO_ERROR_NOT_FOUND,
         // A missing kernel or global in an HSA executable; no code object for this GPU.

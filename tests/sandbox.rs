@@ -1,0 +1,324 @@
+//! The io_uring sandbox against this machine's kernel (CPU backend): requests a policy
+//! forbids are refused with `EACCES`, never executed, and reported by `synchronize`; the
+//! requests it allows run. Each refusal test has a control that runs the same SQE where it
+//! is allowed, so an `EACCES` cannot come from a malformed SQE.
+
+use std::ffi::CString;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gpuio::device::uapi::*;
+use gpuio::device::{println, Context};
+use gpuio::{Backend, Error, Runtime, Sandbox};
+
+fn builder() -> gpuio::Builder {
+    Runtime::builder().backend(Backend::Cpu)
+}
+
+/// A directory of its own for a test, removed when the test ends.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp_dir(test: &str) -> TempDir {
+    let dir = std::env::temp_dir().join(format!("gpuio-sandbox-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    TempDir(dir)
+}
+
+fn create(path: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .unwrap()
+}
+
+fn c_path(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+/// Runs `f` while a kernel runs, so that the runtime's waker keeps SQPOLL awake for the
+/// requests `f` submits by hand.
+fn while_a_kernel_runs<R>(rt: &Runtime, f: impl FnOnce(&Context) -> R) -> R {
+    let done = Arc::new(AtomicBool::new(false));
+    let d = done.clone();
+    rt.launch(1, 1, move || {
+        while !d.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    })
+    .unwrap();
+    let r = f(rt.context().expect("CPU backend"));
+    done.store(true, Ordering::Release);
+    r
+}
+
+/// Submits `sqe` and returns its CQE's result (the caller's `user_data`; nothing else is
+/// in flight).
+fn run(ctx: &Context, sqe: Sqe) -> i32 {
+    ctx.ring.submit(&sqe, || {});
+    let until = Instant::now() + Duration::from_secs(20);
+    let mut res = None;
+    while res.is_none() {
+        assert!(Instant::now() < until, "no completion for {sqe:?}");
+        ctx.ring.reap(|cqe| {
+            assert_eq!(cqe.user_data, sqe.user_data, "a completion of another request");
+            res = Some(cqe.res);
+        });
+        std::thread::yield_now();
+    }
+    res.unwrap()
+}
+
+fn openat_create(path: &CString, user_data: u64) -> Sqe {
+    Sqe {
+        opcode: IORING_OP_OPENAT,
+        fd: libc::AT_FDCWD,
+        addr: path.as_ptr() as u64,
+        len: 0o644,
+        rw_flags: (libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC) as u32,
+        user_data,
+        ..Sqe::default()
+    }
+}
+
+fn unlinkat(path: &CString, user_data: u64) -> Sqe {
+    Sqe {
+        opcode: IORING_OP_UNLINKAT,
+        fd: libc::AT_FDCWD,
+        addr: path.as_ptr() as u64,
+        user_data,
+        ..Sqe::default()
+    }
+}
+
+fn write(fd: i32, flags: u8, bytes: &[u8], user_data: u64) -> Sqe {
+    Sqe {
+        opcode: IORING_OP_WRITE,
+        flags,
+        fd,
+        off: 0,
+        addr: bytes.as_ptr() as u64,
+        len: bytes.len() as u32,
+        user_data,
+        ..Sqe::default()
+    }
+}
+
+#[test]
+fn print_only_refuses_openat_and_unlinkat_reports_them_and_runs_neither() {
+    let dir = temp_dir("print-only");
+    let out_path = dir.join("out.txt");
+    let out = create(&out_path);
+    let rt = builder().stdout_fd(out.as_raw_fd()).build().unwrap();
+    let stats = rt.stats();
+    assert_eq!(
+        (stats.sandbox, stats.fixed_files),
+        (Sandbox::PrintOnly, true),
+        "the default"
+    );
+
+    // Refused, and seen as such by hand: the file is not created.
+    let created = dir.join("created");
+    let created_c = c_path(&created);
+    let res = while_a_kernel_runs(&rt, |ctx| run(ctx, openat_create(&created_c, 7)));
+    assert_eq!(res, -libc::EACCES);
+    assert!(!created.exists(), "a refused OPENAT created the file");
+
+    // Refused, and reported by the runtime: the file is not unlinked.
+    let victim = dir.join("victim");
+    create(&victim);
+    let victim_c = c_path(&victim);
+    let ctx = rt.context().unwrap();
+    ctx.ring.submit(&unlinkat(&victim_c, 8), || {});
+    match rt.synchronize() {
+        Err(Error::Refused(r)) => {
+            assert_eq!((r.requests, r.errno, r.sandbox), (1, libc::EACCES, Sandbox::PrintOnly));
+            let msg = Error::Refused(r).to_string();
+            assert!(msg.contains("Permission denied") && msg.contains("PrintOnly"), "{msg}");
+        }
+        other => panic!("expected the refusal to be reported, got {other:?}"),
+    }
+    assert!(victim.exists(), "a refused UNLINKAT removed the file");
+    // Reported once; a refusal is no protocol bug; printing goes on.
+    rt.synchronize().unwrap();
+    let stats = rt.stats();
+    assert_eq!((stats.refused_requests, stats.stray_completions), (0, 0));
+    rt.launch(1, 2, || println!("still printing")).unwrap();
+    rt.synchronize().unwrap();
+    drop(rt);
+    assert_eq!(
+        std::fs::read_to_string(&out_path).unwrap(),
+        "still printing\n".repeat(2)
+    );
+}
+
+#[test]
+fn print_only_refuses_writes_that_do_not_name_a_registered_file() {
+    let dir = temp_dir("raw-write");
+    let out_path = dir.join("out.txt");
+    let out = create(&out_path);
+    let other_path = dir.join("other.txt");
+    let other = create(&other_path);
+    let rt = builder().stdout_fd(out.as_raw_fd()).build().unwrap();
+    let (raw, fixed_async, bad_index, fixed) = while_a_kernel_runs(&rt, |ctx| {
+        (
+            // A raw fd, without IOSQE_FIXED_FILE.
+            run(ctx, write(other.as_raw_fd(), 0, b"leak\n", 1)),
+            // The registered stdout, with a flag the device never uses.
+            run(ctx, write(0, IOSQE_FIXED_FILE | IOSQE_ASYNC, b"async\n", 2)),
+            // An index past the two registered files: no file there.
+            run(ctx, write(7, IOSQE_FIXED_FILE, b"seven\n", 3)),
+            // What print writes look like: allowed.
+            run(ctx, write(0, IOSQE_FIXED_FILE, b"fixed\n", 4)),
+        )
+    });
+    assert_eq!(raw, -libc::EACCES, "a WRITE to a raw fd");
+    assert_eq!(fixed_async, -libc::EACCES, "a WRITE with IOSQE_ASYNC");
+    assert_eq!(bad_index, -libc::EBADF, "a WRITE to an empty fixed-file slot");
+    assert_eq!(fixed, 6, "a WRITE to the registered stdout");
+    rt.synchronize().unwrap(); // the CQEs were taken by hand above
+    drop(rt);
+    assert_eq!(
+        std::fs::read_to_string(&other_path).unwrap(),
+        "",
+        "a refused WRITE wrote"
+    );
+    assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "fixed\n");
+}
+
+#[test]
+fn file_io_allows_openat_close_and_raw_writes_and_refuses_unlinkat() {
+    let dir = temp_dir("file-io");
+    let out_path = dir.join("out.txt");
+    let out = create(&out_path);
+    let rt = builder()
+        .stdout_fd(out.as_raw_fd())
+        .sandbox(Sandbox::FileIo)
+        .build()
+        .unwrap();
+    assert_eq!(rt.stats().sandbox, Sandbox::FileIo);
+    let created = dir.join("created");
+    let created_c = c_path(&created);
+    let victim = dir.join("victim");
+    create(&victim);
+    let victim_c = c_path(&victim);
+    let (fd, written, closed, unlinked) = while_a_kernel_runs(&rt, |ctx| {
+        let fd = run(ctx, openat_create(&created_c, 1));
+        assert!(fd >= 0, "OPENAT failed: {fd}");
+        let written = run(ctx, write(fd, 0, b"raw\n", 2));
+        let close = Sqe {
+            opcode: IORING_OP_CLOSE,
+            fd,
+            user_data: 3,
+            ..Sqe::default()
+        };
+        (fd, written, run(ctx, close), run(ctx, unlinkat(&victim_c, 4)))
+    });
+    assert!(fd >= 0);
+    assert_eq!((written, closed), (4, 0), "WRITE to a raw fd and CLOSE are allowed");
+    assert_eq!(std::fs::read_to_string(&created).unwrap(), "raw\n");
+    assert_eq!(unlinked, -libc::EACCES, "UNLINKAT is not file I/O");
+    assert!(victim.exists());
+    // Prints still work (through fixed files, allowed here).
+    rt.launch(1, 1, || println!("file io")).unwrap();
+    rt.synchronize().unwrap();
+    drop(rt);
+    assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "file io\n");
+}
+
+#[test]
+fn off_runs_what_the_policies_refuse() {
+    let dir = temp_dir("off");
+    let other_path = dir.join("other.txt");
+    let other = create(&other_path);
+    let rt = builder().sandbox(Sandbox::Off).build().unwrap();
+    assert_eq!(rt.stats().sandbox, Sandbox::Off);
+    let created = dir.join("created");
+    let created_c = c_path(&created);
+    let victim = dir.join("victim");
+    create(&victim);
+    let victim_c = c_path(&victim);
+    let (fd, unlinked, written) = while_a_kernel_runs(&rt, |ctx| {
+        (
+            run(ctx, openat_create(&created_c, 1)),
+            run(ctx, unlinkat(&victim_c, 2)),
+            run(ctx, write(other.as_raw_fd(), 0, b"leak\n", 3)),
+        )
+    });
+    assert!(fd >= 0, "OPENAT: {fd}");
+    // SAFETY: the fd OPENAT returned, ours to close.
+    unsafe { libc::close(fd) };
+    assert!(created.exists());
+    assert_eq!(unlinked, 0);
+    assert!(!victim.exists());
+    assert_eq!(written, 5);
+    assert_eq!(std::fs::read_to_string(&other_path).unwrap(), "leak\n");
+}
+
+#[test]
+fn a_closed_stdout_is_reported_at_synchronize_with_or_without_fixed_files() {
+    let dir = temp_dir("closed");
+    let f = create(&dir.join("f"));
+    let closed = 1_000_000 + f.as_raw_fd(); // beyond any open descriptor
+    for fixed in [true, false] {
+        let rt = builder().stdout_fd(closed).fixed_files(fixed).build().unwrap();
+        assert_eq!(
+            rt.stats().fixed_files,
+            fixed,
+            "a closed fd is an empty slot, not a build error"
+        );
+        rt.launch(1, 2, || println!("lost")).unwrap();
+        match rt.synchronize() {
+            Err(Error::Print(p)) => {
+                assert_eq!(p.outputs.len(), 1, "{p}");
+                assert_eq!((p.outputs[0].fd, p.outputs[0].errno), (closed, libc::EBADF));
+                assert_eq!(p.outputs[0].lost_lines, 2);
+            }
+            other => panic!("fixed files {fixed}: expected a print error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn fixed_files_keep_the_file_the_fd_named_at_build() {
+    let dir = temp_dir("dup2");
+    let (first, second) = (dir.join("first"), dir.join("second"));
+    for fixed in [true, false] {
+        let a = create(&first);
+        let b = create(&second);
+        let rt = builder().stdout_fd(a.as_raw_fd()).fixed_files(fixed).build().unwrap();
+        // SAFETY: dup2 onto an fd this test owns.
+        assert!(unsafe { libc::dup2(b.as_raw_fd(), a.as_raw_fd()) } >= 0);
+        rt.launch(1, 1, || println!("where")).unwrap();
+        rt.synchronize().unwrap();
+        drop(rt);
+        let (in_first, in_second) = (
+            std::fs::read_to_string(&first).unwrap(),
+            std::fs::read_to_string(&second).unwrap(),
+        );
+        if fixed {
+            assert_eq!((in_first.as_str(), in_second.as_str()), ("where\n", ""));
+        } else {
+            assert_eq!((in_first.as_str(), in_second.as_str()), ("", "where\n"));
+        }
+    }
+}
