@@ -15,9 +15,11 @@ pub mod code_object;
 pub mod cuda;
 mod dl;
 pub mod error;
+pub mod fallback;
 pub mod hsa;
 pub mod memory;
 pub mod runtime;
+pub mod submission;
 pub mod uring;
 mod waker;
 
@@ -25,3 +27,4 @@ pub use backend::Backend;
 pub use cuda::Arg;
 pub use error::{Error, OutputErrors, PrintErrors, Result};
 pub use runtime::{Builder, GpuModule, Runtime, Stats};
+pub use submission::Submission;
