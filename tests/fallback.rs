@@ -10,7 +10,7 @@
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -142,6 +142,34 @@ fn host_writes_between_kernels_stay_in_order() {
         std::fs::read_to_string(path).unwrap(),
         "host 0\nkernel 0\nhost 1\nkernel 1\nhost 2\nkernel 2\n"
     );
+}
+
+#[test]
+fn positional_writes_land_at_their_offset_wherever_the_fd_points() {
+    // A regular file is written with pwrite at the stream's offsets: moving the fd's own
+    // offset while a kernel runs changes nothing (write(2) would follow it).
+    let _wd = watchdog("positional_writes_land_at_their_offset_wherever_the_fd_points", 60);
+    let (f, path) = temp_file("fb-positional.txt");
+    let rt = builder().stdout_fd(f.as_raw_fd()).build().unwrap();
+    let go = Arc::new(AtomicBool::new(false));
+    let go2 = go.clone();
+    rt.launch(1, 1, move || {
+        println!("first");
+        while !go2.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        println!("second");
+    })
+    .unwrap();
+    while std::fs::metadata(&path).unwrap().len() < 6 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // SAFETY: lseek moves only the offset of our fd.
+    assert_eq!(unsafe { libc::lseek(f.as_raw_fd(), 1000, libc::SEEK_SET) }, 1000);
+    go.store(true, Ordering::Release);
+    rt.synchronize().unwrap();
+    drop(rt);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "first\nsecond\n");
 }
 
 // ---------------------------------------------------------------------------------------
