@@ -4,7 +4,9 @@
 //!
 //! For each thread count `T`, `--reps` times in turn: gpuio (a fresh CPU-backend runtime
 //! printing to a fresh file, one block of `T` threads running `gpuio_kernels::stress(L, 0)`,
-//! timed from launch until `synchronize` returns) and std (this binary re-run as a child
+//! timed from launch until `synchronize` returns), the same with the host-thread fallback
+//! instead of io_uring's SQPOLL (`Submission::HostThread`; `--fallback 0` leaves it out),
+//! and std (this binary re-run as a child
 //! whose stdout is a fresh file in the same directory, `T` std threads each doing
 //! `println!("t={t} i={i}")` `L` times, timed from the first spawn to the last join). Both
 //! files are then checked: every line exactly once, whole, in per-thread order; `lost` is
@@ -12,7 +14,8 @@
 //! (lost: summed over the reps).
 //!
 //! Options: `--lines-total N` (default 4000000, split evenly over the threads),
-//! `--threads 1,4,16,64`, `--dir /dev/shm` (should be tmpfs), `--reps R` (default 3).
+//! `--threads 1,4,16,64`, `--dir /dev/shm` (should be tmpfs), `--reps R` (default 3),
+//! `--fallback 0|1` (default 1).
 //! Runtime settings (default: the Builder's): `--log-bytes N`, `--sq-entries N`,
 //! `--max-flights N`, `--sq-idle-ms N`.
 use std::fs::File;
@@ -25,7 +28,8 @@ use std::time::{Duration, Instant};
 mod common;
 use common::{expected_bytes, verify, Check};
 
-const USAGE: &str = "usage: bench_print [--lines-total N] [--threads 1,4,16,64] [--dir /dev/shm] [--reps R] \
+const USAGE: &str =
+    "usage: bench_print [--lines-total N] [--threads 1,4,16,64] [--dir /dev/shm] [--reps R] [--fallback 0|1] \
                      [--log-bytes N] [--sq-entries N] [--max-flights N] [--sq-idle-ms N]";
 
 const CLI: common::Cli = common::Cli {
@@ -42,6 +46,7 @@ struct Config {
     threads: Vec<u32>,
     dir: PathBuf,
     reps: usize,
+    fallback: bool,
     log_bytes: Option<usize>,
     sq_entries: Option<u32>,
     max_flights: Option<u32>,
@@ -60,6 +65,7 @@ fn main() {
         "--threads",
         "--dir",
         "--reps",
+        "--fallback",
         "--log-bytes",
         "--sq-entries",
         "--max-flights",
@@ -78,6 +84,7 @@ fn main() {
             .collect(),
         dir: CLI.opt(&args, "--dir").unwrap_or_else(|| "/dev/shm".into()),
         reps: CLI.opt(&args, "--reps").unwrap_or(3),
+        fallback: CLI.opt::<u8>(&args, "--fallback").unwrap_or(1) != 0,
         log_bytes: CLI.opt(&args, "--log-bytes"),
         sq_entries: CLI.opt(&args, "--sq-entries"),
         max_flights: CLI.opt(&args, "--max-flights"),
@@ -96,7 +103,7 @@ fn main() {
     let verdict = target(&rows);
     println!("{verdict}");
     println!("total run time: {:.1} s", started.elapsed().as_secs_f64());
-    if rows.iter().any(|r| r.lost_gpuio + r.lost_std > 0) {
+    if rows.iter().any(|r| r.lost_gpuio + r.lost_fallback + r.lost_std > 0) {
         std::process::exit(1);
     }
 }
@@ -150,11 +157,13 @@ fn machine_info(cfg: &Config) {
     println!("dir:            {} ({tmpfs})", cfg.dir.display());
     let setting = |v: Option<String>| v.unwrap_or_else(|| "default".into());
     println!(
-        "gpuio runtime:  CPU backend, log_bytes {}, sq_entries {}, max_flights {}, sq_thread_idle_ms {}",
+        "gpuio runtime:  CPU backend, log_bytes {}, sq_entries {}, max_flights {}, sq_thread_idle_ms {}; \
+         gpuio = io_uring SQPOLL, fallback = the host-thread fallback{}",
         setting(cfg.log_bytes.map(|v| v.to_string())),
         setting(cfg.sq_entries.map(|v| v.to_string())),
         setting(cfg.max_flights.map(|v| v.to_string())),
         setting(cfg.sq_idle_ms.map(|v| v.to_string())),
+        if cfg.fallback { "" } else { " (not run: --fallback 0)" },
     );
     println!(
         "work:           {} lines in all, split evenly over the threads; {} reps, medians (lost: sum over reps)",
@@ -169,11 +178,15 @@ struct Row {
     lines: u64,
     bytes: u64,
     gpuio: Duration,
+    /// The host-thread fallback (None: not run).
+    fallback: Option<Duration>,
     std: Duration,
     build: Duration,
     lost_gpuio: u64,
+    lost_fallback: u64,
     lost_std: u64,
     sqes: u64,
+    sqes_fallback: u64,
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -202,9 +215,10 @@ fn bench(cfg: &Config, threads: u32) -> Row {
         }
     };
     let (mut g, mut s, mut b, mut sq) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut lost_gpuio, mut lost_std) = (0, 0);
+    let (mut fb, mut fsq) = (Vec::new(), Vec::new());
+    let (mut lost_gpuio, mut lost_fallback, mut lost_std) = (0, 0, 0);
     for rep in 0..cfg.reps {
-        let (elapsed, build, sqes, check) = run_gpuio(cfg, threads, lines as u32, rep);
+        let (elapsed, build, sqes, check) = run_gpuio(cfg, threads, lines as u32, rep, false);
         eprintln!(
             "  T={threads:<3} rep {rep}: gpuio {:>8.3} s  build {:>6.2} ms  {sqes} SQEs  {check}",
             elapsed.as_secs_f64(),
@@ -215,6 +229,17 @@ fn bench(cfg: &Config, threads: u32) -> Row {
         g.push(elapsed);
         b.push(build);
         sq.push(sqes);
+        if cfg.fallback {
+            let (elapsed, _, sqes, check) = run_gpuio(cfg, threads, lines as u32, rep, true);
+            eprintln!(
+                "  T={threads:<3} rep {rep}: fallb {:>8.3} s  {sqes} SQEs  {check}",
+                elapsed.as_secs_f64()
+            );
+            size_check("fallback", &check);
+            lost_fallback += total - check.good;
+            fb.push(elapsed);
+            fsq.push(sqes);
+        }
         let (elapsed, check) = run_std(cfg, threads, lines, rep);
         eprintln!(
             "  T={threads:<3} rep {rep}: std   {:>8.3} s  {check}",
@@ -225,16 +250,20 @@ fn bench(cfg: &Config, threads: u32) -> Row {
         s.push(elapsed);
     }
     sq.sort_unstable();
+    fsq.sort_unstable();
     Row {
         threads,
         lines: total,
         bytes,
         gpuio: median(g),
+        fallback: (!fb.is_empty()).then(|| median(fb)),
         std: median(s),
         build: median(b),
         lost_gpuio,
+        lost_fallback,
         lost_std,
         sqes: sq[sq.len() / 2],
+        sqes_fallback: fsq.get(fsq.len() / 2).copied().unwrap_or(0),
     }
 }
 
@@ -252,12 +281,17 @@ fn check_file(path: &Path, threads: u64, lines: u64) -> Check {
     verify(&data, threads, lines, 0)
 }
 
-fn run_gpuio(cfg: &Config, threads: u32, lines: u32, rep: usize) -> (Duration, Duration, u64, Check) {
-    let path = out_path(cfg, "gpuio", threads, rep);
+fn run_gpuio(cfg: &Config, threads: u32, lines: u32, rep: usize, fallback: bool) -> (Duration, Duration, u64, Check) {
+    let path = out_path(cfg, if fallback { "fallback" } else { "gpuio" }, threads, rep);
     let file = File::create(&path).unwrap_or_else(|e| fail(&format!("create {}: {e}", path.display())));
     let t0 = Instant::now();
     let mut builder = gpuio::Runtime::builder()
         .backend(gpuio::Backend::Cpu)
+        .submission(if fallback {
+            gpuio::Submission::HostThread
+        } else {
+            gpuio::Submission::IoUring
+        })
         .stdout_fd(file.as_raw_fd());
     if let Some(n) = cfg.log_bytes {
         builder = builder.log_bytes(n);
@@ -322,29 +356,43 @@ fn print_table(rows: &[Row]) {
         "lines",
         "gpuio lines/s",
         "gpuio MB/s",
+        "fallback lines/s",
+        "fallback MB/s",
         "std lines/s",
         "std MB/s",
         "gpuio/std",
+        "fallback/gpuio",
+        "fallback/std",
         "lost (gpuio)",
+        "lost (fallback)",
         "lost (std)",
         "SQEs (gpuio)",
+        "SQEs (fallback)",
         "rt build ms",
     ];
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
             let (g, s) = (r.gpuio.as_secs_f64(), r.std.as_secs_f64());
+            let f = r.fallback.map(|f| f.as_secs_f64());
+            let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
             vec![
                 r.threads.to_string(),
                 r.lines.to_string(),
                 format!("{:.0}", r.lines as f64 / g),
                 format!("{:.1}", r.bytes as f64 / g / 1e6),
+                or_dash(f.map(|f| format!("{:.0}", r.lines as f64 / f))),
+                or_dash(f.map(|f| format!("{:.1}", r.bytes as f64 / f / 1e6))),
                 format!("{:.0}", r.lines as f64 / s),
                 format!("{:.1}", r.bytes as f64 / s / 1e6),
                 format!("{:.2}", s / g),
+                or_dash(f.map(|f| format!("{:.2}", g / f))),
+                or_dash(f.map(|f| format!("{:.2}", s / f))),
                 r.lost_gpuio.to_string(),
+                or_dash(f.map(|_| r.lost_fallback.to_string())),
                 r.lost_std.to_string(),
                 r.sqes.to_string(),
+                or_dash(f.map(|_| r.sqes_fallback.to_string())),
                 format!("{:.2}", r.build.as_secs_f64() * 1e3),
             ]
         })
@@ -353,7 +401,8 @@ fn print_table(rows: &[Row]) {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "MB = 10^6 bytes of output; gpuio/std = std time / gpuio time (> 1: gpuio faster)."
+        "MB = 10^6 bytes of output; gpuio/std = std time / gpuio time (> 1: gpuio faster); \
+         fallback/gpuio = gpuio time / fallback time (> 1: the host-thread fallback faster than SQPOLL)."
     );
 }
 

@@ -5,7 +5,8 @@
 //! Every line is `t=<thread> i=<seq>`, padded with `.` to `W` bytes including the newline
 //! (`--width 0`, the default, pads nothing); `seq` counts `0..L` per thread. `--output -`
 //! prints to stdout. Optional: `--block B` threads per block, `--log-bytes N`,
-//! `--sq-entries N`. Check the output with `cargo run --release --example check -- ...`.
+//! `--sq-entries N`, `--fallback` (the host-thread fallback instead of io_uring, like
+//! `GPUIO_URING=off`). Check the output with `cargo run --release --example check -- ...`.
 use std::os::fd::AsRawFd;
 
 /// The example kernels (`kernels/`), built for sm_90 by build.rs.
@@ -24,12 +25,14 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: Option<T>) ->
 }
 
 fn fail(msg: &str) -> ! {
-    eprintln!("stress: {msg}\nusage: stress --threads T --lines L --output PATH|- [--width W] [--block B] [--log-bytes N] [--sq-entries N]");
+    eprintln!("stress: {msg}\nusage: stress --threads T --lines L --output PATH|- [--width W] [--block B] [--log-bytes N] [--sq-entries N] [--fallback]");
     std::process::exit(2)
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let fallback = args.iter().any(|a| a == "--fallback");
+    args.retain(|a| a != "--fallback");
     let threads: u32 = arg(&args, "--threads", None);
     let lines: u32 = arg(&args, "--lines", None);
     let output: String = arg(&args, "--output", None);
@@ -46,6 +49,9 @@ fn main() {
     let mut builder = gpuio::Runtime::builder();
     if log_bytes != 0 {
         builder = builder.log_bytes(log_bytes);
+    }
+    if fallback {
+        builder = builder.submission(gpuio::Submission::HostThread);
     }
     let rt = builder
         .stdout_fd(fd)
@@ -74,11 +80,15 @@ fn main() {
     let total = threads as u64 * lines as u64;
     let stats = rt.stats();
     eprintln!(
-        "stress: {threads} threads x {lines} lines = {total} lines in {:.3} s ({:.2} M lines/s), {} SQEs, {} SQPOLL wakeups",
+        "stress: {threads} threads x {lines} lines = {total} lines in {:.3} s ({:.2} M lines/s), {} SQEs, {} {} wakeups",
         secs,
         total as f64 / secs / 1e6,
         stats.sqes,
-        stats.wakeups
+        stats.wakeups,
+        match rt.submission() {
+            gpuio::Submission::HostThread => "fallback-thread",
+            _ => "SQPOLL",
+        }
     );
     if stats.stray_completions != 0 {
         eprintln!(

@@ -15,10 +15,12 @@ pub mod code_object;
 pub mod cuda;
 mod dl;
 pub mod error;
+pub mod fallback;
 pub mod hsa;
 pub mod memory;
 pub mod runtime;
 pub mod sandbox;
+pub mod submission;
 pub mod uring;
 mod waker;
 
@@ -27,3 +29,4 @@ pub use cuda::Arg;
 pub use error::{Error, OutputErrors, PrintErrors, Refused, Result};
 pub use runtime::{Builder, GpuModule, Runtime, Stats};
 pub use sandbox::Sandbox;
+pub use submission::Submission;

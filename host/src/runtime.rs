@@ -1,5 +1,5 @@
-//! The runtime: one io_uring, one shared arena holding the device [`Context`], a waker,
-//! and a backend that runs kernels.
+//! The runtime: one io_uring (or its host-thread fallback), one shared arena holding the
+//! device [`Context`], a waker, and a backend that runs kernels.
 
 use std::os::fd::RawFd;
 use std::sync::atomic::AtomicBool;
@@ -20,7 +20,8 @@ use crate::error::{Error, OutputErrors, PrintErrors, Refused, Result};
 use crate::hsa::{self, Hsa};
 use crate::memory::{round_up, Mapping};
 use crate::sandbox::{self, Sandbox};
-use crate::uring::{Uring, UringConfig};
+use crate::submission::{self, Queue, Submission};
+use crate::uring::UringConfig;
 use crate::waker::Waker;
 
 /// Builds a [`Runtime`].
@@ -45,6 +46,8 @@ pub struct Builder {
     gpu_stack_bytes: usize,
     sandbox: Sandbox,
     fixed_files: bool,
+    submission: Option<Submission>,
+    simulate_uring_errno: Option<i32>,
 }
 
 impl Default for Builder {
@@ -61,6 +64,8 @@ impl Default for Builder {
             gpu_stack_bytes: 8 << 10,
             sandbox: Sandbox::default(),
             fixed_files: true,
+            submission: None,
+            simulate_uring_errno: None,
         }
     }
 }
@@ -136,6 +141,21 @@ impl Builder {
         self
     }
 
+    /// Who consumes the ring (otherwise `GPUIO_URING`, otherwise [`Submission::Auto`]):
+    /// the kernel's SQPOLL thread, or a host thread with ordinary syscalls where io_uring
+    /// is unavailable (see [`crate::submission`]).
+    pub fn submission(mut self, s: Submission) -> Self {
+        self.submission = Some(s);
+        self
+    }
+
+    /// Tests: makes io_uring setup fail with `errno`, as if the kernel had said so.
+    #[doc(hidden)]
+    pub fn simulate_uring_setup_error(mut self, errno: i32) -> Self {
+        self.simulate_uring_errno = Some(errno);
+        self
+    }
+
     /// Creates the runtime.
     pub fn build(self) -> Result<Runtime> {
         let (opened, notice) = backend::open(self.backend)?;
@@ -156,19 +176,33 @@ impl Builder {
             )));
         }
         let cq_entries = self.cq_entries.unwrap_or(self.sq_entries.saturating_mul(2));
-        let mut uring = Uring::new(UringConfig {
-            sq_entries: self.sq_entries,
-            cq_entries,
-            sq_thread_idle_ms: self.sq_thread_idle_ms,
-            start_disabled: self.sandbox != Sandbox::Off,
-        })?;
-        // Files, restrictions, then enable: before anything can submit.
-        let sandbox = sandbox::configure(
-            &mut uring,
-            self.sandbox,
-            self.fixed_files,
-            [self.stdout_fd, self.stderr_fd],
+        let (mut queue, queue_notice) = submission::open(
+            UringConfig {
+                sq_entries: self.sq_entries,
+                cq_entries,
+                sq_thread_idle_ms: self.sq_thread_idle_ms,
+                start_disabled: self.sandbox != Sandbox::Off,
+            },
+            self.submission,
+            self.simulate_uring_errno,
         )?;
+        // Files, restrictions, then enable: before anything can submit. A host-thread ring
+        // takes the same fixed files; restrictions mean nothing to it (it runs only the
+        // operations it implements, each on the device's behalf).
+        let fds = [self.stdout_fd, self.stderr_fd];
+        let sandbox = match &mut queue {
+            Queue::Uring(uring) => sandbox::configure(uring, self.sandbox, self.fixed_files, fds)?,
+            Queue::Host(host) => {
+                if self.fixed_files {
+                    host.register_files(&sandbox::file_slots(fds));
+                }
+                sandbox::Setup {
+                    policy: Sandbox::Off,
+                    fixed_files: self.fixed_files,
+                    notices: Vec::new(),
+                }
+            }
+        };
         if std::env::var_os("GPUIO_QUIET").is_none() {
             for n in &sandbox.notices {
                 eprintln!("{n}");
@@ -186,7 +220,7 @@ impl Builder {
             }
         };
         let shared = Arc::new(Shared::new(
-            uring,
+            queue,
             &self,
             log_bytes,
             device.clone(),
@@ -196,8 +230,8 @@ impl Builder {
             what: "starting the waker thread",
             source: e,
         })?;
-        if let Some(n) = notice {
-            if std::env::var_os("GPUIO_QUIET").is_none() {
+        if std::env::var_os("GPUIO_QUIET").is_none() {
+            for n in [notice, queue_notice].into_iter().flatten() {
                 eprintln!("{n}");
             }
         }
@@ -313,8 +347,9 @@ enum State {
 
 /// Memory and ring shared with the device, the waker and kernel threads.
 pub(crate) struct Shared {
-    /// Closed before the memory below goes: SQPOLL stops reading it.
-    pub(crate) uring: Uring,
+    /// Closed (io_uring) or stopped (the fallback thread) before the memory below goes:
+    /// its consumer stops reading it.
+    pub(crate) queue: Queue,
     /// The print logs: host memory the kernel reads (GPU-registered on GPU backends).
     logs: Mapping,
     state: State,
@@ -387,8 +422,9 @@ fn same_file(a: RawFd, b: RawFd) -> bool {
 
 impl Shared {
     /// `fixed_files`: stdout and stderr are the ring's registered files 0 and 1.
-    fn new(uring: Uring, cfg: &Builder, log_bytes: usize, device: Option<Device>, fixed_files: bool) -> Result<Shared> {
-        let p = uring.params;
+    fn new(queue: Queue, cfg: &Builder, log_bytes: usize, device: Option<Device>, fixed_files: bool) -> Result<Shared> {
+        let p = *queue.params();
+        let (ring_sqes, ring_words) = (queue.sqes(), queue.rings());
         let layout = Layout::new(p.sq_entries, log_bytes, cfg.max_flights);
         let os = |what| move |e| Error::Os { what, source: e };
         let logs = Mapping::new(layout.logs_len).map_err(os("mmap of the print logs"))?;
@@ -400,15 +436,15 @@ impl Shared {
             None => {
                 let m = Mapping::new(layout.state_len).map_err(os("mmap of the protocol state"))?;
                 let base = m.as_ptr();
-                let views = [uring.sqes.as_ptr(), uring.rings.as_ptr(), logs.as_ptr()];
+                let views = [ring_sqes.as_ptr(), ring_words.as_ptr(), logs.as_ptr()];
                 (State::Host(m), base, base, views)
             }
             Some(device) => {
-                let views = map_all(&device, [&uring.sqes, &uring.rings, &logs])?;
+                let views = map_all(&device, [ring_sqes, ring_words, &logs])?;
                 let unmap_all = || {
                     // SAFETY: mapped just above; no kernel has run yet.
                     unsafe {
-                        for m in [&uring.sqes, &uring.rings, &logs] {
+                        for m in [ring_sqes, ring_words, &logs] {
                             device.unmap_host(m.as_ptr());
                         }
                     }
@@ -436,7 +472,7 @@ impl Shared {
             }
         };
         let fds = [cfg.stdout_fd, cfg.stderr_fd];
-        // SAFETY: every pointer below points into `uring`'s, `logs`' or the state region's
+        // SAFETY: every pointer below points into `queue`'s, `logs`' or the state region's
         // memory, at the kernel's offsets or at our layout's, which those regions cover;
         // all of it lives as long as `Shared`, which outlives every kernel and the waker.
         // The state region is zeroed: the initial state of ready flags, chunk counters and flights.
@@ -444,8 +480,8 @@ impl Shared {
         unsafe {
             // The ring words, where the protocol's agents see them.
             let w = |off: u32| {
-                let host = uring.ring_word(off) as *const u8;
-                rings.add(host.offset_from(uring.rings.as_ptr()) as usize) as *const AtomicU32
+                let host = queue.ring_word(off) as *const u8;
+                rings.add(host.offset_from(ring_words.as_ptr()) as usize) as *const AtomicU32
             };
             let ring = Ring::new(
                 w(p.sq_off.head),
@@ -490,7 +526,7 @@ impl Shared {
             };
             std::ptr::write(image_ptr as *mut Context, ctx);
         }
-        let shared = Shared { uring, logs, state };
+        let shared = Shared { queue, logs, state };
         if let State::Device { device, dptr, image } = &shared.state {
             let image = image.lock().unwrap_or_else(|e| e.into_inner());
             // SAFETY: the image holds the Context just written.
@@ -561,8 +597,8 @@ impl Drop for Shared {
             // before dropping its last reference).
             unsafe {
                 device.unmap_host(self.logs.as_ptr());
-                device.unmap_host(self.uring.rings.as_ptr());
-                device.unmap_host(self.uring.sqes.as_ptr());
+                device.unmap_host(self.queue.rings().as_ptr());
+                device.unmap_host(self.queue.sqes().as_ptr());
             }
             device.free(*dptr);
         }
@@ -620,7 +656,7 @@ impl AtomicWord for AtomicU32 {
 pub struct Stats {
     /// SQEs submitted so far.
     pub sqes: u32,
-    /// Times the waker woke SQPOLL.
+    /// Times the waker woke SQPOLL (or unparked the host-thread fallback).
     pub wakeups: u64,
     /// Completions that matched no request in flight and succeeded: a protocol bug if
     /// ever non-zero.
@@ -743,6 +779,12 @@ impl Runtime {
     /// The backend kernels run on.
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// Who consumes the ring: [`Submission::IoUring`] (SQPOLL) or
+    /// [`Submission::HostThread`] (the fallback).
+    pub fn submission(&self) -> Submission {
+        self.shared.queue.submission()
     }
 
     /// The GPU's name, on a GPU backend.
@@ -1042,7 +1084,7 @@ impl Runtime {
         }
         if let Some(ctx) = self.shared.host_context() {
             ctx.drain(|| {
-                self.shared.uring.wake_sqpoll_if_needed();
+                self.shared.queue.wake_if_needed();
             });
         }
         if had_kernels {

@@ -162,7 +162,7 @@ pub(crate) fn restrictions(policy: Sandbox, fixed_files: bool) -> Vec<Restrictio
 
 /// The registered-file table for `fds`: a closed fd becomes an empty slot (-1), so that
 /// writes to it fail with `EBADF` at run time, as they would without fixed files.
-fn file_slots(fds: [RawFd; 2]) -> [RawFd; 2] {
+pub(crate) fn file_slots(fds: [RawFd; 2]) -> [RawFd; 2] {
     fds.map(|fd| {
         // SAFETY: F_GETFD only queries the descriptor.
         if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {

@@ -4,7 +4,8 @@
 //! `IORING_SQ_NEED_WAKEUP`; from then on it consumes nothing until someone calls
 //! `io_uring_enter(IORING_ENTER_SQ_WAKEUP)`. A GPU cannot make that syscall. While kernels
 //! run (or a drain is under way) this thread looks every 50 µs: if SQEs wait unconsumed
-//! and the flag is set, it wakes SQPOLL. Otherwise it stays parked.
+//! and the flag is set, it wakes SQPOLL. Otherwise it stays parked. With the host-thread
+//! fallback it unparks that thread instead, the same way (`Queue::wake_if_needed`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -82,7 +83,7 @@ fn run(shared: &Shared, state: &State) {
     // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64, 0u64, 0u64, 0u64) };
     while !state.stop.load(Ordering::SeqCst) {
-        if shared.uring.wake_sqpoll_if_needed() {
+        if shared.queue.wake_if_needed() {
             state.wakeups.fetch_add(1, Ordering::Relaxed);
         }
         if state.active.load(Ordering::SeqCst) > 0 {

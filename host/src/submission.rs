@@ -1,0 +1,251 @@
+//! Who consumes the submission queue: the kernel's SQPOLL thread, or the host-thread
+//! fallback where io_uring is unavailable.
+//!
+//! `GPUIO_URING=on|off|auto` (or [`crate::Builder::submission`]) chooses. `auto`, the
+//! default, tries io_uring and falls back to the host thread only when io_uring itself is
+//! unavailable to this process: `io_uring_setup` fails with `ENOSYS` (no io_uring in the
+//! kernel) or `EPERM` (`kernel.io_uring_disabled`, or a seccomp filter such as Docker's
+//! default profile). It then prints a one-line notice on stderr (unless `GPUIO_QUIET` is
+//! set). Other failures, say `EINVAL` from a kernel older than 6.6 that has io_uring but not
+//! `NO_MMAP`, stay errors that name the cause, with a hint that `GPUIO_URING=off` works
+//! there: they usually mean the machine should be fixed, not silently served slower.
+//! `on` never falls back; `off` never tries io_uring.
+
+use std::io;
+
+use gpuio_device::uapi::Params;
+
+use crate::error::{Error, Result};
+use crate::fallback::HostRing;
+use crate::memory::Mapping;
+use crate::uring::{diagnose_setup, Uring, UringConfig};
+
+/// How the ring's SQEs are consumed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Submission {
+    /// io_uring where it is available, else the host thread (`GPUIO_URING=auto`).
+    #[default]
+    Auto,
+    /// io_uring with SQPOLL, or an error (`GPUIO_URING=on`).
+    IoUring,
+    /// A host thread performs the requests with ordinary syscalls (`GPUIO_URING=off`).
+    HostThread,
+}
+
+impl Submission {
+    /// The `GPUIO_URING` value that selects it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Submission::Auto => "auto",
+            Submission::IoUring => "on",
+            Submission::HostThread => "off",
+        }
+    }
+
+    /// Parses a `GPUIO_URING` value (`on`, `off`, `auto`; the empty string is `auto`).
+    pub fn parse(s: &str) -> Result<Submission> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(Submission::Auto),
+            "on" | "io_uring" => Ok(Submission::IoUring),
+            "off" | "host" => Ok(Submission::HostThread),
+            other => Err(Error::Config(format!(
+                "GPUIO_URING={other:?}: expected on, off or auto"
+            ))),
+        }
+    }
+
+    /// What `GPUIO_URING` asks for, if it is set.
+    pub fn from_env() -> Result<Option<Submission>> {
+        match std::env::var("GPUIO_URING") {
+            Ok(v) => Submission::parse(&v).map(Some),
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(e) => Err(Error::Config(format!("GPUIO_URING: {e}"))),
+        }
+    }
+}
+
+/// The ring and whoever consumes it.
+pub(crate) enum Queue {
+    Uring(Uring),
+    Host(HostRing),
+}
+
+impl Queue {
+    /// The ring's geometry and word offsets.
+    pub(crate) fn params(&self) -> &Params {
+        match self {
+            Queue::Uring(u) => &u.params,
+            Queue::Host(h) => &h.params,
+        }
+    }
+
+    /// The SQE array.
+    pub(crate) fn sqes(&self) -> &Mapping {
+        match self {
+            Queue::Uring(u) => &u.sqes,
+            Queue::Host(h) => &h.sqes,
+        }
+    }
+
+    /// Heads, tails, flags and CQEs.
+    pub(crate) fn rings(&self) -> &Mapping {
+        match self {
+            Queue::Uring(u) => &u.rings,
+            Queue::Host(h) => &h.rings,
+        }
+    }
+
+    /// Address of a ring word at `off` in [`Queue::rings`].
+    pub(crate) fn ring_word(&self, off: u32) -> *mut u32 {
+        match self {
+            Queue::Uring(u) => u.ring_word(off),
+            Queue::Host(h) => h.ring_word(off),
+        }
+    }
+
+    /// Wakes the consumer if it sleeps while SQEs wait (invariant 9): SQPOLL through
+    /// `IORING_ENTER_SQ_WAKEUP`, the fallback thread by unparking it (no syscall on a ring
+    /// fd: it has none). Returns whether it woke it.
+    pub(crate) fn wake_if_needed(&self) -> bool {
+        match self {
+            Queue::Uring(u) => u.wake_sqpoll_if_needed(),
+            Queue::Host(h) => h.wake_if_needed(),
+        }
+    }
+
+    /// [`Submission::IoUring`] or [`Submission::HostThread`].
+    pub(crate) fn submission(&self) -> Submission {
+        match self {
+            Queue::Uring(_) => Submission::IoUring,
+            Queue::Host(_) => Submission::HostThread,
+        }
+    }
+}
+
+/// Creates the ring: `requested`, else `GPUIO_URING`, else auto (see the module docs).
+/// `simulate` makes io_uring setup fail with that errno (tests of the auto choice).
+/// Returns the queue and, when auto fell back, the notice to print.
+pub(crate) fn open(
+    cfg: UringConfig,
+    requested: Option<Submission>,
+    simulate: Option<i32>,
+) -> Result<(Queue, Option<String>)> {
+    let requested = match requested {
+        Some(s) => s,
+        None => Submission::from_env()?.unwrap_or_default(),
+    };
+    let uring = || match simulate {
+        Some(errno) => Err((
+            simulated(diagnose_setup(io::Error::from_raw_os_error(errno), None)),
+            Some(errno),
+        )),
+        None => Uring::new(cfg).map_err(|e| {
+            // Only setup failures can mean "unavailable"; ask the kernel once more, plainly.
+            let errno = matches!(e, Error::UringUnavailable(_)).then(probe).flatten();
+            (e, errno)
+        }),
+    };
+    match requested {
+        Submission::IoUring => uring().map(|u| (Queue::Uring(u), None)).map_err(|(e, _)| e),
+        Submission::HostThread => Ok((Queue::Host(HostRing::new(cfg)?), None)),
+        Submission::Auto => match uring() {
+            Ok(u) => Ok((Queue::Uring(u), None)),
+            Err((e, Some(errno))) if unavailable(errno) => {
+                let host = HostRing::new(cfg)?;
+                Ok((
+                    Queue::Host(host),
+                    Some(format!(
+                        "gpuio: {e}; serving the ring from a host thread instead (slower; GPUIO_URING=on refuses this)"
+                    )),
+                ))
+            }
+            Err((Error::UringUnavailable(why), _)) => Err(Error::UringUnavailable(format!(
+                "{why} (GPUIO_URING=off serves the ring from a host thread instead)"
+            ))),
+            Err((e, _)) => Err(e),
+        },
+    }
+}
+
+/// Whether an `io_uring_setup` errno means io_uring is unavailable to this process.
+fn unavailable(errno: i32) -> bool {
+    errno == libc::ENOSYS || errno == libc::EPERM
+}
+
+fn simulated(e: Error) -> Error {
+    match e {
+        Error::UringUnavailable(why) => Error::UringUnavailable(format!("{why} (simulated)")),
+        e => e,
+    }
+}
+
+/// Sets up the plainest ring (one entry, no flags, kernel-allocated memory) and closes it:
+/// `None` if that works, else the errno. When our ring fails and this one fails with
+/// `ENOSYS` or `EPERM` too, io_uring is unavailable as such, not just a feature of it.
+fn probe() -> Option<i32> {
+    let mut p = Params::default();
+    // SAFETY: io_uring_setup reads and writes `p`, a valid io_uring_params.
+    let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, 1u32, &mut p as *mut Params) };
+    if fd < 0 {
+        return io::Error::last_os_error().raw_os_error();
+    }
+    // SAFETY: a new fd that we alone own.
+    unsafe { libc::close(fd as libc::c_int) };
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CFG: UringConfig = UringConfig {
+        sq_entries: 8,
+        cq_entries: 16,
+        sq_thread_idle_ms: 1,
+        start_disabled: false,
+    };
+
+    #[test]
+    fn parses_gpuio_uring() {
+        assert_eq!(Submission::parse("").unwrap(), Submission::Auto);
+        assert_eq!(Submission::parse(" AUTO ").unwrap(), Submission::Auto);
+        assert_eq!(Submission::parse("on").unwrap(), Submission::IoUring);
+        assert_eq!(Submission::parse("Off").unwrap(), Submission::HostThread);
+        assert!(matches!(Submission::parse("maybe"), Err(Error::Config(m)) if m.contains("expected on, off")));
+        for s in [Submission::Auto, Submission::IoUring, Submission::HostThread] {
+            assert_eq!(Submission::parse(s.name()).unwrap(), s);
+        }
+    }
+
+    #[test]
+    fn auto_falls_back_only_when_io_uring_is_unavailable() {
+        // This machine has io_uring (the test suite runs against it): auto takes it.
+        let (q, notice) = open(CFG, Some(Submission::Auto), None).unwrap();
+        assert_eq!((q.submission(), notice), (Submission::IoUring, None));
+        for errno in [libc::ENOSYS, libc::EPERM] {
+            let (q, notice) = open(CFG, Some(Submission::Auto), Some(errno)).unwrap();
+            assert_eq!(q.submission(), Submission::HostThread);
+            let notice = notice.expect("a notice");
+            assert!(
+                notice.contains("host thread") && notice.contains("simulated"),
+                "{notice}"
+            );
+            assert!(!notice.contains('\n'), "one line: {notice}");
+        }
+        // io_uring exists but lacks a feature: an error that names the cause and the way out.
+        match open(CFG, Some(Submission::Auto), Some(libc::EINVAL)) {
+            Err(Error::UringUnavailable(why)) => {
+                assert!(why.contains("6.6") && why.contains("GPUIO_URING=off"), "{why}")
+            }
+            Err(e) => panic!("wrong error {e}"),
+            Ok(_) => panic!("fell back on EINVAL"),
+        }
+        // Forced io_uring never falls back; forced host thread never tries io_uring.
+        assert!(matches!(
+            open(CFG, Some(Submission::IoUring), Some(libc::ENOSYS)),
+            Err(Error::UringUnavailable(_))
+        ));
+        let (q, notice) = open(CFG, Some(Submission::HostThread), Some(libc::ENOSYS)).unwrap();
+        assert_eq!((q.submission(), notice), (Submission::HostThread, None));
+    }
+}
