@@ -162,6 +162,7 @@ impl Builder {
             device,
             drain: Mutex::new(None),
             launched: AtomicBool::new(false),
+            fault: Mutex::new(None),
         });
         Ok(Runtime {
             shared,
@@ -584,6 +585,26 @@ struct Gpu {
     drain: Mutex<Option<Arc<Loaded>>>,
     /// Kernels launched since the last synchronize.
     launched: AtomicBool,
+    /// Why a kernel failed, once one did: the context is lost then (on CUDA every later
+    /// call fails with the same sticky error), so the runtime refuses all further work.
+    fault: Mutex<Option<String>>,
+}
+
+impl Gpu {
+    /// Refuses work once a kernel has faulted, saying so.
+    fn usable(&self) -> Result<()> {
+        match &*self.fault.lock().unwrap_or_else(|e| e.into_inner()) {
+            None => Ok(()),
+            Some(fault) => Err(Error::Kernel(format!(
+                "the GPU context is unusable after an earlier kernel fault ({fault}): this runtime \
+                 runs nothing more"
+            ))),
+        }
+    }
+
+    fn faulted(&self) -> bool {
+        self.fault.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
 }
 
 /// A gpuio runtime: creates the ring, runs kernels, drains their I/O.
@@ -633,6 +654,7 @@ impl GpuModule<'_> {
     /// they are checked against the code object's metadata).
     pub fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
         let gpu = self.rt.gpu.as_ref().expect("a GpuModule exists only on a GPU runtime");
+        gpu.usable()?;
         if !gpu.launched.load(Ordering::Acquire) {
             self.rt.rebase_positions()?;
         }
@@ -730,6 +752,7 @@ impl Runtime {
             backend: "cuda or hsa",
             reason: format!("this runtime runs on the {} backend", self.backend.name()),
         })?;
+        gpu.usable()?;
         let module = match &gpu.device {
             Device::Cuda(c) => {
                 let ptx = std::str::from_utf8(image.strip_suffix(&[0]).unwrap_or(image))
@@ -831,6 +854,7 @@ impl Runtime {
             backend: "cuda or hsa",
             reason: format!("this runtime runs on the {} backend", self.backend.name()),
         })?;
+        gpu.usable()?;
         if !gpu.launched.load(Ordering::Acquire) {
             self.rebase_positions()?;
         }
@@ -843,6 +867,7 @@ impl Runtime {
     /// Points a loaded module's `gpuio_context` at this runtime's context, and keeps the
     /// first module as the one whose `gpuio_drain` kernel synchronize launches.
     fn install(&self, gpu: &Gpu, module: Loaded) -> Result<GpuModule<'_>> {
+        gpu.usable()?;
         let State::Device { dptr, .. } = &self.shared.state else {
             unreachable!("GPU runtimes keep state on the device")
         };
@@ -956,6 +981,9 @@ impl Runtime {
     /// (invariant 8), then reports failed kernels, and failed fire-and-forget prints
     /// since the last report (invariant 7).
     pub fn synchronize(&self) -> Result<()> {
+        if let Some(gpu) = &self.gpu {
+            gpu.usable()?;
+        }
         let threads: Vec<KernelThread> = std::mem::take(&mut *self.kernels.lock().unwrap_or_else(|e| e.into_inner()));
         let had_kernels = !threads.is_empty();
         let mut failures = Vec::new();
@@ -983,6 +1011,13 @@ impl Runtime {
                     gpu.device.synchronize()
                 });
                 self.waker.deactivate();
+                if let Err(e) = &drained {
+                    let why = match e {
+                        Error::Kernel(why) => why.clone(),
+                        e => e.to_string(),
+                    };
+                    *gpu.fault.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                }
                 drained?;
             }
         }
@@ -1075,8 +1110,12 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
+        // A kernel fault was reported already; the refusal would only repeat it.
+        let reported = self.gpu.as_ref().is_some_and(Gpu::faulted);
         if let Err(e) = self.synchronize() {
-            eprintln!("gpuio: at runtime drop: {e}");
+            if !reported {
+                eprintln!("gpuio: at runtime drop: {e}");
+            }
         }
     }
 }
