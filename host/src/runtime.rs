@@ -19,8 +19,11 @@ use crate::cuda::{self, Arg, CuDevicePtr, Cuda};
 use crate::error::{Error, OutputErrors, PrintErrors, Result};
 use crate::hsa::{self, Hsa};
 use crate::memory::{round_up, Mapping};
-use crate::uring::{Uring, UringConfig};
+use crate::uring::{Uring, UringConfig, MAX_CQ_ENTRIES};
 use crate::waker::Waker;
+
+/// The largest log per stream: 1 TiB.
+const MAX_LOG_BYTES: usize = 1 << 40;
 
 /// Builds a [`Runtime`].
 ///
@@ -66,24 +69,24 @@ impl Builder {
         self.backend = Some(b);
         self
     }
-    /// SQ entries (a power of two; default 256).
+    /// SQ entries (a power of two up to 32768, the kernel's limit; default 256).
     pub fn sq_entries(mut self, n: u32) -> Self {
         self.sq_entries = n;
         self
     }
-    /// CQ entries (a power of two >= SQ entries; default twice the SQ).
+    /// CQ entries (a power of two >= SQ entries, up to 65536; default twice the SQ).
     pub fn cq_entries(mut self, n: u32) -> Self {
         self.cq_entries = Some(n);
         self
     }
-    /// Bytes of log per print stream (a power of two >= 64; default 4 MiB on the CPU
+    /// Bytes of log per print stream (a power of two from 64 to 2^40; default 4 MiB on the CPU
     /// backend, 64 MiB on GPUs, where far more threads print at once). Lines of any
     /// length fit: longer ones go out in pieces, still whole and in order.
     pub fn log_bytes(mut self, n: usize) -> Self {
         self.log_bytes = Some(n);
         self
     }
-    /// Writes in flight per regular-file stream (a power of two; default 16).
+    /// Writes in flight per regular-file stream (a power of two up to 65536; default 16).
     pub fn max_flights(mut self, n: u32) -> Self {
         self.max_flights = n;
         self
@@ -120,14 +123,17 @@ impl Builder {
             (Opened::Cpu, None) => 4 << 20,
             (Opened::Cuda(_) | Opened::Hsa(_), None) => 64 << 20,
         };
-        if !log_bytes.is_power_of_two() || log_bytes < 64 {
+        // (The upper bounds keep the sizes computed from these from overflowing, and
+        // absurd values from mapping and populating gigabytes.)
+        if !log_bytes.is_power_of_two() || !(64..=MAX_LOG_BYTES).contains(&log_bytes) {
             return Err(Error::Config(format!(
-                "log_bytes must be a power of two >= 64, not {log_bytes}"
+                "log_bytes must be a power of two from 64 to 2^40, not {log_bytes}"
             )));
         }
-        if !self.max_flights.is_power_of_two() {
+        if !self.max_flights.is_power_of_two() || self.max_flights > MAX_CQ_ENTRIES {
             return Err(Error::Config(format!(
-                "max_flights must be a power of two, not {}",
+                "max_flights must be a power of two up to {MAX_CQ_ENTRIES} (no more writes can be \
+                 in flight than the largest CQ holds), not {}",
                 self.max_flights
             )));
         }
