@@ -974,20 +974,35 @@ fn child_rings() {
 
 // ------------------------------------------------------------------- CUDA: a trap
 
-/// The trap kernel is in the GPU builds (checked without a GPU; skipped when the GPU
-/// builds were skipped).
+/// The trap kernel is in the GPU builds and traps: its body executes `trap;`, or calls
+/// core's `panic_fmt`, which the kernels' panic handler makes `trap;` (checked without a
+/// GPU; skipped when the GPU builds were skipped).
 #[test]
 fn the_trap_kernel_is_built_for_the_gpu() {
     if PTX.is_empty() {
         eprintln!("skipping: GPUIO_SKIP_GPU_BUILD=1 (no PTX)");
         return;
     }
-    let entry = PTX
-        .find(".entry trap_after_print(")
-        .expect("the PTX has no trap_after_print kernel");
-    let body = &PTX[entry..];
-    let end = body[1..].find(".entry").map_or(body.len(), |e| e + 1);
-    assert!(body[..end].contains("trap;"), "trap_after_print does not trap");
+    // A function's body: from its header to the next `// -- End function`.
+    let body = |header: &str| {
+        let at = PTX.find(header).unwrap_or_else(|| panic!("the PTX has no {header}"));
+        let rest = &PTX[at..];
+        &rest[..rest.find("// -- End function").unwrap_or(rest.len())]
+    };
+    let kernel = body(".entry trap_after_print(");
+    if kernel.contains("trap;") {
+        return;
+    }
+    let callee = kernel
+        .split("call.uni ")
+        .skip(1)
+        .filter_map(|c| c.split([',', ' ', '(', ';']).next())
+        .find(|name| name.contains("panic_fmt"))
+        .expect("trap_after_print neither traps nor calls panic_fmt");
+    assert!(
+        body(&format!(".func {callee}(")).contains("trap;"),
+        "{callee}, which trap_after_print calls, does not trap"
+    );
 }
 
 /// On a CUDA GPU: a kernel whose threads print, then trap. Synchronize reports the CUDA
