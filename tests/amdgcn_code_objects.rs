@@ -59,6 +59,7 @@ const KERNELS: &[(&str, &[u64])] = &[
     ("hello", &[]),
     ("stress", &[4, 4]),
     ("literal", &[4]),
+    ("trap_after_print", &[4]),
     ("gpuio_drain", &[]),
 ];
 

@@ -95,24 +95,16 @@ fn emit_long(ctx: &Context, stream: &Stream, newline: bool, args: fmt::Arguments
         return;
     }
     let pos = stream.reserve(len);
-    let body_end = pos + len - newline as u64;
     let mut w = InPlace {
         ctx,
         stream,
         pos,
-        end: body_end,
+        end: pos + len - newline as u64,
+        newline,
     };
+    // If this unwinds (a Display that panics only on this second pass; CPU backend: on a
+    // GPU a panic traps), dropping `w` still completes the reserved range.
     let _ = w.write_fmt(args);
-    // A Display that printed less the second time: pad, so the range is whole.
-    while w.pos < body_end {
-        let n = (body_end - w.pos).min(64) as usize;
-        stream.fill(ctx, w.pos, &[b' '; 64][..n]);
-        w.pos += n as u64;
-    }
-    if newline {
-        stream.fill(ctx, body_end, b"\n");
-    }
-    ctx.flush(stream);
 }
 
 /// A line on the stack.
@@ -167,12 +159,33 @@ impl Write for Count {
     }
 }
 
-/// Formats straight into a reserved range, never past its end.
+/// Formats straight into a reserved range, never past its end. Dropping it completes
+/// the range and flushes it.
 struct InPlace<'a> {
     ctx: &'a Context,
     stream: &'a Stream,
     pos: u64,
+    /// The end of the line's text (the newline, if any, comes after it).
     end: u64,
+    newline: bool,
+}
+
+impl Drop for InPlace<'_> {
+    /// Pads what the Display did not write (it printed less the second time, or it
+    /// panicked: then this runs during unwinding), so the range is whole and committed.
+    /// A reserved range left uncommitted would stop the stream for good: the flusher never
+    /// passes it, and synchronize and drop would wait for it forever.
+    fn drop(&mut self) {
+        while self.pos < self.end {
+            let n = (self.end - self.pos).min(64) as usize;
+            self.stream.fill(self.ctx, self.pos, &[b' '; 64][..n]);
+            self.pos += n as u64;
+        }
+        if self.newline {
+            self.stream.fill(self.ctx, self.end, b"\n");
+        }
+        self.ctx.flush(self.stream);
+    }
 }
 
 impl Write for InPlace<'_> {

@@ -77,9 +77,7 @@ const CQ_FLAGS: u32 = 280;
 const CQ_OVERFLOW: u32 = 284;
 const CQES: u32 = 320;
 
-/// io_uring's limits (`IORING_MAX_ENTRIES`, `IORING_MAX_CQ_ENTRIES`).
-const MAX_SQ_ENTRIES: u32 = 32768;
-const MAX_CQ_ENTRIES: u32 = 2 * MAX_SQ_ENTRIES;
+use crate::uring::{MAX_CQ_ENTRIES, MAX_SQ_ENTRIES};
 
 // SQE flags (`IOSQE_*`), as far as the fallback knows them.
 const IOSQE_FIXED_FILE: u8 = 1 << 0;

@@ -21,8 +21,11 @@ use crate::hsa::{self, Hsa};
 use crate::memory::{round_up, Mapping};
 use crate::sandbox::{self, Sandbox};
 use crate::submission::{self, Queue, Submission};
-use crate::uring::UringConfig;
+use crate::uring::{UringConfig, MAX_CQ_ENTRIES};
 use crate::waker::Waker;
+
+/// The largest log per stream: 1 TiB.
+const MAX_LOG_BYTES: usize = 1 << 40;
 
 /// Builds a [`Runtime`].
 ///
@@ -76,24 +79,24 @@ impl Builder {
         self.backend = Some(b);
         self
     }
-    /// SQ entries (a power of two; default 256).
+    /// SQ entries (a power of two up to 32768, the kernel's limit; default 256).
     pub fn sq_entries(mut self, n: u32) -> Self {
         self.sq_entries = n;
         self
     }
-    /// CQ entries (a power of two >= SQ entries; default twice the SQ).
+    /// CQ entries (a power of two >= SQ entries, up to 65536; default twice the SQ).
     pub fn cq_entries(mut self, n: u32) -> Self {
         self.cq_entries = Some(n);
         self
     }
-    /// Bytes of log per print stream (a power of two >= 64; default 4 MiB on the CPU
+    /// Bytes of log per print stream (a power of two from 64 to 2^40; default 4 MiB on the CPU
     /// backend, 64 MiB on GPUs, where far more threads print at once). Lines of any
     /// length fit: longer ones go out in pieces, still whole and in order.
     pub fn log_bytes(mut self, n: usize) -> Self {
         self.log_bytes = Some(n);
         self
     }
-    /// Writes in flight per regular-file stream (a power of two; default 16).
+    /// Writes in flight per regular-file stream (a power of two up to 65536; default 16).
     pub fn max_flights(mut self, n: u32) -> Self {
         self.max_flights = n;
         self
@@ -164,14 +167,17 @@ impl Builder {
             (Opened::Cpu, None) => 4 << 20,
             (Opened::Cuda(_) | Opened::Hsa(_), None) => 64 << 20,
         };
-        if !log_bytes.is_power_of_two() || log_bytes < 64 {
+        // (The upper bounds keep the sizes computed from these from overflowing, and
+        // absurd values from mapping and populating gigabytes.)
+        if !log_bytes.is_power_of_two() || !(64..=MAX_LOG_BYTES).contains(&log_bytes) {
             return Err(Error::Config(format!(
-                "log_bytes must be a power of two >= 64, not {log_bytes}"
+                "log_bytes must be a power of two from 64 to 2^40, not {log_bytes}"
             )));
         }
-        if !self.max_flights.is_power_of_two() {
+        if !self.max_flights.is_power_of_two() || self.max_flights > MAX_CQ_ENTRIES {
             return Err(Error::Config(format!(
-                "max_flights must be a power of two, not {}",
+                "max_flights must be a power of two up to {MAX_CQ_ENTRIES} (no more writes can be \
+                 in flight than the largest CQ holds), not {}",
                 self.max_flights
             )));
         }
@@ -239,6 +245,7 @@ impl Builder {
             device,
             drain: Mutex::new(None),
             launched: AtomicBool::new(false),
+            fault: Mutex::new(None),
         });
         Ok(Runtime {
             shared,
@@ -680,6 +687,26 @@ struct Gpu {
     drain: Mutex<Option<Arc<Loaded>>>,
     /// Kernels launched since the last synchronize.
     launched: AtomicBool,
+    /// Why a kernel failed, once one did: the context is lost then (on CUDA every later
+    /// call fails with the same sticky error), so the runtime refuses all further work.
+    fault: Mutex<Option<String>>,
+}
+
+impl Gpu {
+    /// Refuses work once a kernel has faulted, saying so.
+    fn usable(&self) -> Result<()> {
+        match &*self.fault.lock().unwrap_or_else(|e| e.into_inner()) {
+            None => Ok(()),
+            Some(fault) => Err(Error::Kernel(format!(
+                "the GPU context is unusable after an earlier kernel fault ({fault}): this runtime \
+                 runs nothing more"
+            ))),
+        }
+    }
+
+    fn faulted(&self) -> bool {
+        self.fault.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
 }
 
 /// A gpuio runtime: creates the ring, runs kernels, drains their I/O.
@@ -733,6 +760,7 @@ impl GpuModule<'_> {
     /// they are checked against the code object's metadata).
     pub fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
         let gpu = self.rt.gpu.as_ref().expect("a GpuModule exists only on a GPU runtime");
+        gpu.usable()?;
         if !gpu.launched.load(Ordering::Acquire) {
             self.rt.rebase_positions()?;
         }
@@ -845,6 +873,7 @@ impl Runtime {
             backend: "cuda or hsa",
             reason: format!("this runtime runs on the {} backend", self.backend.name()),
         })?;
+        gpu.usable()?;
         let module = match &gpu.device {
             Device::Cuda(c) => {
                 let ptx = std::str::from_utf8(image.strip_suffix(&[0]).unwrap_or(image))
@@ -946,6 +975,7 @@ impl Runtime {
             backend: "cuda or hsa",
             reason: format!("this runtime runs on the {} backend", self.backend.name()),
         })?;
+        gpu.usable()?;
         if !gpu.launched.load(Ordering::Acquire) {
             self.rebase_positions()?;
         }
@@ -958,6 +988,7 @@ impl Runtime {
     /// Points a loaded module's `gpuio_context` at this runtime's context, and keeps the
     /// first module as the one whose `gpuio_drain` kernel synchronize launches.
     fn install(&self, gpu: &Gpu, module: Loaded) -> Result<GpuModule<'_>> {
+        gpu.usable()?;
         let State::Device { dptr, .. } = &self.shared.state else {
             unreachable!("GPU runtimes keep state on the device")
         };
@@ -1072,6 +1103,9 @@ impl Runtime {
     /// ([`Error::Refused`]), and failed fire-and-forget prints since the last report
     /// (invariant 7), in that order; what is not reported now is at the next call.
     pub fn synchronize(&self) -> Result<()> {
+        if let Some(gpu) = &self.gpu {
+            gpu.usable()?;
+        }
         let threads: Vec<KernelThread> = std::mem::take(&mut *self.kernels.lock().unwrap_or_else(|e| e.into_inner()));
         let had_kernels = !threads.is_empty();
         let mut failures = Vec::new();
@@ -1099,6 +1133,13 @@ impl Runtime {
                     gpu.device.synchronize()
                 });
                 self.waker.deactivate();
+                if let Err(e) = &drained {
+                    let why = match e {
+                        Error::Kernel(why) => why.clone(),
+                        e => e.to_string(),
+                    };
+                    *gpu.fault.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                }
                 drained?;
             }
         }
@@ -1214,8 +1255,12 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
+        // A kernel fault was reported already; the refusal would only repeat it.
+        let reported = self.gpu.as_ref().is_some_and(Gpu::faulted);
         if let Err(e) = self.synchronize() {
-            eprintln!("gpuio: at runtime drop: {e}");
+            if !reported {
+                eprintln!("gpuio: at runtime drop: {e}");
+            }
         }
     }
 }

@@ -46,12 +46,26 @@ pub struct UringConfig {
     pub start_disabled: bool,
 }
 
+/// The most SQ entries the kernel accepts (`IORING_MAX_ENTRIES`).
+pub const MAX_SQ_ENTRIES: u32 = 32768;
+/// The most CQ entries the kernel accepts (`IORING_MAX_CQ_ENTRIES`).
+pub const MAX_CQ_ENTRIES: u32 = 2 * MAX_SQ_ENTRIES;
+
 impl Uring {
     /// Creates the ring (see the module docs).
     pub fn new(cfg: UringConfig) -> Result<Uring> {
-        if !cfg.sq_entries.is_power_of_two() || !cfg.cq_entries.is_power_of_two() || cfg.cq_entries < cfg.sq_entries {
+        // Checked before mapping anything: a larger size would have us map and populate
+        // gigabytes, only for the kernel to refuse it with an EINVAL we would blame on the
+        // setup flags.
+        if !cfg.sq_entries.is_power_of_two()
+            || !cfg.cq_entries.is_power_of_two()
+            || cfg.cq_entries < cfg.sq_entries
+            || cfg.sq_entries > MAX_SQ_ENTRIES
+            || cfg.cq_entries > MAX_CQ_ENTRIES
+        {
             return Err(Error::Config(format!(
-                "ring sizes must be powers of two with cq >= sq (sq {}, cq {})",
+                "ring sizes must be powers of two with cq >= sq, sq <= {MAX_SQ_ENTRIES} and cq <= \
+                 {MAX_CQ_ENTRIES} (the kernel's limits): sq {}, cq {}",
                 cfg.sq_entries, cfg.cq_entries
             )));
         }
@@ -267,5 +281,25 @@ mod tests {
             start_disabled: false,
         });
         assert!(matches!(e, Err(Error::Config(_))));
+        // Past the kernel's limits: refused at once, before mapping gigabytes (a 2^26-entry
+        // SQ took 11 s and 6 GiB, then failed with a misleading EINVAL diagnosis).
+        for (sq, cq) in [
+            (MAX_SQ_ENTRIES * 2, MAX_CQ_ENTRIES * 2),
+            (1 << 26, 1 << 27),
+            (8, MAX_CQ_ENTRIES * 2),
+        ] {
+            let started = std::time::Instant::now();
+            let e = Uring::new(UringConfig {
+                sq_entries: sq,
+                cq_entries: cq,
+                sq_thread_idle_ms: 1,
+                start_disabled: false,
+            });
+            assert!(
+                matches!(&e, Err(Error::Config(m)) if m.contains("the kernel's limits")),
+                "sq {sq} cq {cq}"
+            );
+            assert!(started.elapsed() < std::time::Duration::from_millis(100));
+        }
     }
 }

@@ -118,6 +118,19 @@ kernel! {
     }
 }
 
+kernel! {
+    /// Prints `lines` lines `t=<global thread index> i=<line number>` per thread, then
+    /// panics. On a GPU the panic handler traps: the launch fails, and the context is lost.
+    /// On the CPU backend the thread panics and synchronize reports it. (tests/faults.rs)
+    pub fn trap_after_print(lines: u32) {
+        let t = global_thread_idx();
+        for i in 0..lines {
+            println!("t={t} i={i}");
+        }
+        panic!("trap_after_print: thread {t} traps after {lines} lines");
+    }
+}
+
 /// The text of one [`stress`] line, without its newline.
 struct Padded {
     t: u64,

@@ -133,18 +133,18 @@ typedef struct gpuio_runtime_options {
     uint32_t struct_size;
     /** A gpuio_backend; default GPUIO_BACKEND_AUTO. */
     int32_t backend;
-    /** Submission queue entries, a power of two; 0: default (256). */
+    /** Submission queue entries, a power of two up to 32768; 0: default (256). */
     uint32_t sq_entries;
-    /** Completion queue entries, a power of two >= sq_entries; 0: twice sq_entries. */
+    /** Completion queue entries, a power of two >= sq_entries, up to 65536; 0: twice sq_entries. */
     uint32_t cq_entries;
-    /** Bytes of log per output, a power of two >= 64; 0: default (4 MiB on the CPU,
+    /** Bytes of log per output, a power of two from 64 to 2^40; 0: default (4 MiB on the CPU,
      *  64 MiB on GPUs). Lines longer than the log still come out whole. */
     uint64_t log_bytes;
     /** Where gpuio_print (device println!) goes; default 1. Must be >= 0. */
     int32_t stdout_fd;
     /** Where gpuio_eprint (device eprintln!) goes; default 2. Must be >= 0. */
     int32_t stderr_fd;
-    /** Writes in flight per regular-file output, a power of two; 0: default (16). */
+    /** Writes in flight per regular-file output, a power of two up to 65536; 0: default (16). */
     uint32_t max_flights;
     /** Milliseconds SQPOLL spins idle before it sleeps; 0: default (50). */
     uint32_t sq_thread_idle_ms;

@@ -13,6 +13,8 @@
 
 #[cfg(test)]
 mod abi;
+#[cfg(any(test, fuzzing))]
+pub mod fuzz_cases;
 mod handles;
 mod print;
 pub mod status;
