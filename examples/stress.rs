@@ -25,7 +25,7 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: Option<T>) ->
 }
 
 fn fail(msg: &str) -> ! {
-    eprintln!("stress: {msg}\nusage: stress --threads T --lines L --output PATH|- [--width W] [--block B] [--log-bytes N] [--sq-entries N] [--fallback]");
+    eprintln!("stress: {msg}\nusage: stress --threads T --lines L --output PATH|- [--width W] [--block B] [--log-bytes N] [--sq-entries N] [--max-flights N] [--fallback]");
     std::process::exit(2)
 }
 
@@ -40,6 +40,7 @@ fn main() {
     let block: u32 = arg(&args, "--block", Some(threads.clamp(1, 256)));
     let log_bytes: usize = arg(&args, "--log-bytes", Some(0));
     let sq_entries: u32 = arg(&args, "--sq-entries", Some(256));
+    let max_flights: u32 = arg(&args, "--max-flights", Some(0));
     if threads == 0 || !threads.is_multiple_of(block) {
         fail("--threads must be a positive multiple of --block");
     }
@@ -52,6 +53,9 @@ fn main() {
     }
     if fallback {
         builder = builder.submission(gpuio::Submission::HostThread);
+    }
+    if max_flights != 0 {
+        builder = builder.max_flights(max_flights);
     }
     let rt = builder
         .stdout_fd(fd)
