@@ -475,7 +475,9 @@ impl Stream {
             flags,
             fd,
             off,
-            addr: self.io_base.wrapping_add(cursor & (self.cap - 1)),
+            // The cell's offset from `buf` in bytes (a cell is a byte, except under loom,
+            // whose model cells are larger), moved to where the kernel sees the log.
+            addr: self.io_base.wrapping_add(self.cell(cursor) as u64 - self.buf as u64),
             len: (end - cursor) as u32,
             user_data: crate::context::user_data_for_stream(self.index, seq),
             ..Sqe::default()
