@@ -19,8 +19,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use gpuio::device::println;
@@ -31,32 +30,10 @@ const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
 
 // ------------------------------------------------------------------------------ helpers
 
-/// Aborts the test binary if the test runs longer than `secs`: a hang shows as a failure
-/// naming the test, never as a CI run that blocks.
-struct Watchdog(Arc<AtomicBool>);
-
-fn watchdog(name: &'static str, secs: u64) -> Watchdog {
-    let done = Arc::new(AtomicBool::new(false));
-    let d = done.clone();
-    std::thread::spawn(move || {
-        let until = Instant::now() + Duration::from_secs(secs);
-        while Instant::now() < until {
-            if d.load(Ordering::Relaxed) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        eprintln!("test {name} hung for {secs} s: aborting");
-        std::process::abort();
-    });
-    Watchdog(done)
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
+// Only the watchdog is used here.
+#[allow(dead_code)]
+mod common;
+use common::watchdog;
 
 fn builder() -> gpuio::Builder {
     Runtime::builder().backend(Backend::Cpu)

@@ -1,4 +1,4 @@
-//! Helpers shared by the end-to-end print tests (`print.rs`, `fallback.rs`): a watchdog,
+//! Helpers shared by the end-to-end tests (`print.rs`, `fallback.rs`, `faults.rs`): a watchdog,
 //! temporary files, the line checker and the stress kernel.
 
 use std::sync::atomic::{AtomicBool, Ordering};
