@@ -607,8 +607,8 @@ mod tests {
             thread::sleep(Duration::from_millis(1));
         }
         d.push(nop(3)); // the SQ has room, the CQ has none
-        // Until the thread has seen the full CQ (however slowly it is scheduled; wake it if
-        // it parked, as the waker would).
+                        // Until the thread has seen the full CQ (however slowly it is scheduled; wake it if
+                        // it parked, as the waker would).
         let until = Instant::now() + Duration::from_secs(10);
         while r.cq_full_waits() == 0 {
             assert!(Instant::now() < until, "the thread never looked at the SQE");
