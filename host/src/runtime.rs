@@ -338,7 +338,7 @@ impl Device {
     }
 }
 
-/// Where the protocol state (the [`Context`], ready flags, bitmaps, flights) lives.
+/// Where the protocol state (the [`Context`], ready flags, chunk counters, flights) lives.
 enum State {
     /// CPU backend: host memory, shared by the kernel threads and the host's drain.
     Host(Mapping),
