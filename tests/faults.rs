@@ -30,10 +30,10 @@ const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
 
 // ------------------------------------------------------------------------------ helpers
 
-// Only the watchdog is used here.
+// The watchdog and the stress kernel are used here.
 #[allow(dead_code)]
 mod common;
-use common::watchdog;
+use common::{stress_kernel, watchdog};
 
 fn builder() -> gpuio::Builder {
     Runtime::builder().backend(Backend::Cpu)
@@ -64,24 +64,14 @@ fn pipe() -> (OwnedFd, OwnedFd) {
     unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
 }
 
-/// Prints `lines` lines `t=<t> i=<i>` from each thread.
-fn lines_kernel(lines: u64) -> impl Fn() + Send + Sync + 'static {
-    move || {
-        let t = gpuio::device::global_thread_idx();
-        for i in 0..lines {
-            println!("t={t} i={i}");
-        }
-    }
-}
-
-/// Bytes that `lines_kernel(lines)` prints from `threads` threads.
+/// Bytes that `stress_kernel(lines)` prints from `threads` threads.
 fn total_bytes(threads: u64, lines: u64) -> u64 {
     (0..threads)
         .flat_map(|t| (0..lines).map(move |i| format!("t={t} i={i}\n").len() as u64))
         .sum()
 }
 
-/// What a cut output of `lines_kernel` holds.
+/// What a cut output of `stress_kernel` holds.
 #[derive(Debug, Default)]
 struct Cut {
     /// Bytes other than NUL (NULs: holes a failed positional write left before a later one).
@@ -134,7 +124,7 @@ fn check_cut(out: &[u8], threads: u64, lines: u64) -> Cut {
     cut
 }
 
-/// Checks that an output of `lines_kernel` plus what the runtime reported lost adds up to
+/// Checks that an output of `stress_kernel` plus what the runtime reported lost adds up to
 /// everything printed: nothing is lost beyond what is reported.
 fn check_accounted(cut: &Cut, lost: &OutputErrors, threads: u64, lines: u64) {
     assert_eq!(
@@ -387,7 +377,7 @@ fn child_enospc() {
         let f = create(&path, append);
         let rt = builder().stdout_fd(f.as_raw_fd()).build().unwrap();
         let started = Instant::now();
-        rt.launch(1, threads as u32, lines_kernel(lines)).unwrap();
+        rt.launch(1, threads as u32, stress_kernel(lines)).unwrap();
         let lost = print_error(rt.synchronize(), f.as_raw_fd(), libc::ENOSPC);
         let took = started.elapsed();
         // Reported once; the runtime goes on.
@@ -460,7 +450,7 @@ fn child_efbig(sigxfsz: libc::sighandler_t) {
     let path = temp_dir().join("efbig.txt");
     let f = create(&path, false);
     let rt = builder().stdout_fd(f.as_raw_fd()).build().unwrap();
-    rt.launch(1, threads as u32, lines_kernel(lines)).unwrap();
+    rt.launch(1, threads as u32, stress_kernel(lines)).unwrap();
     let lost = print_error(rt.synchronize(), f.as_raw_fd(), libc::EFBIG);
     rt.synchronize().unwrap();
     drop(rt);
@@ -540,7 +530,7 @@ fn child_sigpipe() {
     drop(r);
     let (threads, lines) = (4u64, 100u64);
     let rt = builder().stdout_fd(w.as_raw_fd()).build().unwrap();
-    rt.launch(1, threads as u32, lines_kernel(lines)).unwrap();
+    rt.launch(1, threads as u32, stress_kernel(lines)).unwrap();
     let lost = print_error(rt.synchronize(), w.as_raw_fd(), libc::EPIPE);
     assert_eq!(lost.lost_lines, threads * lines, "{lost:?}");
     assert_eq!(lost.lost_bytes, total_bytes(threads, lines), "{lost:?}");
@@ -588,7 +578,7 @@ fn child_sigpipe() {
     });
     let (threads, lines) = (8u64, 2_000u64);
     let rt = builder().stdout_fd(w.as_raw_fd()).log_bytes(4096).build().unwrap();
-    rt.launch(1, threads as u32, lines_kernel(lines)).unwrap();
+    rt.launch(1, threads as u32, stress_kernel(lines)).unwrap();
     let got = reader.join().unwrap();
     let lost = print_error(rt.synchronize(), w.as_raw_fd(), libc::EPIPE);
     drop(rt);
@@ -750,7 +740,7 @@ fn dropping_the_runtime_with_writes_in_flight_drains_them_all() {
     });
     let (threads, lines) = (8u64, 1_000u64);
     let rt = builder().stdout_fd(w.as_raw_fd()).log_bytes(4096).build().unwrap();
-    rt.launch(1, threads as u32, lines_kernel(lines)).unwrap();
+    rt.launch(1, threads as u32, stress_kernel(lines)).unwrap();
     // No synchronize: the kernel threads are still printing, the log is full and a write
     // waits for the slow reader. Drop must wait for all of it.
     let started = Instant::now();
@@ -801,7 +791,7 @@ fn a_burst_after_sqpoll_fell_asleep_wakes_it_and_loses_nothing() {
             std::thread::sleep(Duration::from_millis(5));
         }
         let before = rt.stats();
-        rt.launch(1, threads as u32, lines_kernel(lines)).unwrap();
+        rt.launch(1, threads as u32, stress_kernel(lines)).unwrap();
         rt.synchronize().unwrap();
         let after = rt.stats();
         assert!(
