@@ -2,13 +2,15 @@
 //! host fills before launch. Kernels find it through a global (GPUs) or a thread-local
 //! (the CPU backend), so they need no extra argument to print.
 
+use crate::arena::Arena;
+use crate::request::{Requests, KIND_REQUEST};
 use crate::ring::Ring;
 use crate::stream::Stream;
 use crate::sync::{AtomicI32, AtomicU32, Ordering};
 use crate::uapi::Cqe;
 
 /// `"gpuio\0\0"` plus the layout version; the host writes it, the device checks it.
-pub const CONTEXT_MAGIC: u64 = 0x6770_7569_6f00_0003;
+pub const CONTEXT_MAGIC: u64 = 0x6770_7569_6f00_0004;
 
 /// The layout this build of the device crate gives the [`Context`]: the magic with the
 /// Context's size folded in. A code object exports it as `gpuio_layout`; the host refuses a
@@ -57,6 +59,13 @@ pub struct Context {
     pub refused_requests: AtomicU32,
     /// The errno of the latest of them.
     pub refused_errno: AtomicI32,
+    /// Completion slots of device file I/O requests.
+    pub requests: Requests,
+    /// Host-visible staging memory for device file I/O, and the direct regions.
+    pub arena: Arena,
+    /// Device requests that came back `-EACCES`. Under the print-only sandbox every file
+    /// request does (the kernel refused it without executing it); the host reports them.
+    pub denied_requests: AtomicU32,
 }
 
 // SAFETY: the raw pointers in a Context point to memory shared by design between all
@@ -84,6 +93,13 @@ impl Context {
         let kind = cqe.user_data >> KIND_SHIFT;
         let index = ((cqe.user_data >> 32) & 0xff_ffff) as usize;
         if kind == KIND_STREAM && index < STREAMS && self.streams[index].complete(cqe.user_data as u32, cqe.res) {
+            return;
+        }
+        if kind == KIND_REQUEST && self.requests.complete(cqe.user_data, cqe.res) {
+            if cqe.res == -13 {
+                // EACCES. Only the reaper writes it; the host reads it after a drain.
+                self.denied_requests.fetch_add(1, Ordering::Relaxed);
+            }
             return;
         }
         if cqe.res < 0 {

@@ -14,8 +14,10 @@
 //! ```
 //!
 //! Modules, in the order data flows: [`print`] formats, [`stream`] appends to a log and
-//! flushes, [`ring`] submits and reaps, [`uapi`] is the kernel's ABI, [`sync`] and
-//! [`arch`] are the atomics and the target-specific parts.
+//! flushes; [`fs`] and [`io`] read and write files, through the [`arena`] when the buffer is
+//! in device memory, and [`request`] routes each result back to its thread; [`ring`]
+//! submits and reaps, [`uapi`] is the kernel's ABI, [`pool`], [`sync`] and [`arch`] are
+//! the slots, atomics and target-specific parts.
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch, stdarch_nvptx))]
 #![cfg_attr(
@@ -26,16 +28,21 @@
 #![cfg_attr(any(target_arch = "amdgpu", target_arch = "nvptx64"), allow(internal_features))]
 
 pub mod arch;
+pub mod arena;
 pub mod combine;
 pub mod context;
+pub mod fs;
 pub mod group;
+pub mod io;
+pub mod pool;
 pub mod print;
+pub mod request;
 pub mod ring;
 pub mod stream;
 pub mod sync;
 pub mod uapi;
 
-pub use arch::{block_dim, block_idx, grid_dim, thread_idx};
+pub use arch::{block_dim, block_idx, clock_ns, grid_dim, thread_idx};
 pub use context::Context;
 
 /// The global index of the calling thread: `block_idx * block_dim + thread_idx`.

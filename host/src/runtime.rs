@@ -7,7 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use gpuio_device::arch::host::{enter, ThreadIds};
+use gpuio_device::arena::{Arena, MAX_REGIONS};
 use gpuio_device::context::{CONTEXT_LAYOUT, CONTEXT_MAGIC, STREAMS};
+use gpuio_device::pool::Pool;
+use gpuio_device::request::Requests;
 use gpuio_device::ring::Ring;
 use gpuio_device::stream::{chunk_count, Flight, Stream};
 use gpuio_device::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering, SharedCell};
@@ -51,6 +54,8 @@ pub struct Builder {
     fixed_files: bool,
     submission: Option<Submission>,
     simulate_uring_errno: Option<i32>,
+    arena_bytes: usize,
+    arena_block_bytes: usize,
 }
 
 impl Default for Builder {
@@ -69,6 +74,8 @@ impl Default for Builder {
             fixed_files: true,
             submission: None,
             simulate_uring_errno: None,
+            arena_bytes: 16 << 20,
+            arena_block_bytes: 64 << 10,
         }
     }
 }
@@ -152,6 +159,21 @@ impl Builder {
         self
     }
 
+    /// Bytes of host-visible staging memory for device file I/O from device memory
+    /// (a power of two, at least one block, up to 2^36; default 16 MiB). Transfers of any size
+    /// go through it, in pieces of one block; it bounds how many bytes are in flight at once.
+    pub fn arena_bytes(mut self, n: usize) -> Self {
+        self.arena_bytes = n;
+        self
+    }
+
+    /// Bytes per arena block, the largest piece of a staged transfer (a power of two from
+    /// 4096, which a path must fit in, to 1 GiB; default 64 KiB).
+    pub fn arena_block_bytes(mut self, n: usize) -> Self {
+        self.arena_block_bytes = n;
+        self
+    }
+
     /// Tests: makes io_uring setup fail with `errno`, as if the kernel had said so.
     #[doc(hidden)]
     pub fn simulate_uring_setup_error(mut self, errno: i32) -> Self {
@@ -179,6 +201,18 @@ impl Builder {
                 "max_flights must be a power of two up to {MAX_CQ_ENTRIES} (no more writes can be \
                  in flight than the largest CQ holds), not {}",
                 self.max_flights
+            )));
+        }
+        let block = self.arena_block_bytes;
+        if !block.is_power_of_two() || !(4096..=1 << 30).contains(&block) {
+            return Err(Error::Config(format!(
+                "arena_block_bytes must be a power of two from 4096 to 2^30, not {block}"
+            )));
+        }
+        if !self.arena_bytes.is_power_of_two() || !(block..=1 << 36).contains(&self.arena_bytes) {
+            return Err(Error::Config(format!(
+                "arena_bytes must be a power of two from arena_block_bytes ({block}) to 2^36, not {}",
+                self.arena_bytes
             )));
         }
         let cq_entries = self.cq_entries.unwrap_or(self.sq_entries.saturating_mul(2));
@@ -262,7 +296,7 @@ impl Builder {
 
 /// The GPU a runtime runs kernels on.
 #[derive(Clone)]
-enum Device {
+pub(crate) enum Device {
     Cuda(Arc<Cuda>),
     Hsa(Arc<Hsa>),
 }
@@ -272,7 +306,7 @@ impl Device {
     ///
     /// # Safety
     /// The range stays mapped until `unmap_host`.
-    unsafe fn map_host(&self, ptr: *mut u8, len: usize) -> Result<*mut u8> {
+    pub(crate) unsafe fn map_host(&self, ptr: *mut u8, len: usize) -> Result<*mut u8> {
         // SAFETY: the caller's contract.
         unsafe {
             match self {
@@ -285,7 +319,7 @@ impl Device {
 
     /// # Safety
     /// `ptr` was mapped with `map_host`, and no kernel that may touch it runs.
-    unsafe fn unmap_host(&self, ptr: *mut u8) {
+    pub(crate) unsafe fn unmap_host(&self, ptr: *mut u8) {
         // SAFETY: the caller's contract.
         unsafe {
             match self {
@@ -359,12 +393,22 @@ pub(crate) struct Shared {
     pub(crate) queue: Queue,
     /// The print logs: host memory the kernel reads (GPU-registered on GPU backends).
     logs: Mapping,
+    /// The file-I/O arena: host memory the kernel reads and writes (GPU-registered too).
+    arena: Mapping,
     state: State,
+    /// Which of the context's host-visible region entries are in use.
+    pub(crate) regions: Mutex<[bool; MAX_REGIONS]>,
+    /// Host buffers dropped while kernels might still use them: freed with the runtime.
+    pub(crate) retired: Mutex<Vec<(Mapping, bool)>>,
 }
 
 /// Where each part lives: offsets into the state region and into the logs.
 struct Layout {
     ready: usize,
+    /// Completion slots: states, tags, results (`cq_entries` each).
+    request_words: [usize; 3],
+    /// Arena block states.
+    block_states: usize,
     flights: [usize; STREAMS],
     chunks: [usize; STREAMS],
     state_len: usize,
@@ -373,10 +417,17 @@ struct Layout {
 }
 
 impl Layout {
-    fn new(sq_entries: u32, log_bytes: usize, max_flights: u32) -> Layout {
+    fn new(sq_entries: u32, cq_entries: u32, log_bytes: usize, max_flights: u32, blocks: usize) -> Layout {
         let mut at = round_up(size_of::<Context>(), 128);
         let ready = at;
         at = round_up(at + sq_entries as usize * 4, 128);
+        let mut request_words = [0; 3];
+        for w in &mut request_words {
+            *w = at;
+            at = round_up(at + cq_entries as usize * 4, 128);
+        }
+        let block_states = at;
+        at = round_up(at + blocks * 4, 128);
         let (mut flights, mut chunks) = ([0; STREAMS], [0; STREAMS]);
         for i in 0..STREAMS {
             flights[i] = at;
@@ -388,6 +439,8 @@ impl Layout {
         let bufs = std::array::from_fn(|i| i * log_bytes);
         Layout {
             ready,
+            request_words,
+            block_states,
             flights,
             chunks,
             state_len,
@@ -432,26 +485,28 @@ impl Shared {
     fn new(queue: Queue, cfg: &Builder, log_bytes: usize, device: Option<Device>, fixed_files: bool) -> Result<Shared> {
         let p = *queue.params();
         let (ring_sqes, ring_words) = (queue.sqes(), queue.rings());
-        let layout = Layout::new(p.sq_entries, log_bytes, cfg.max_flights);
+        let blocks = cfg.arena_bytes / cfg.arena_block_bytes;
+        let layout = Layout::new(p.sq_entries, p.cq_entries, log_bytes, cfg.max_flights, blocks);
         let os = |what| move |e| Error::Os { what, source: e };
         let logs = Mapping::new(layout.logs_len).map_err(os("mmap of the print logs"))?;
+        let arena = Mapping::new(cfg.arena_bytes).map_err(os("mmap of the file-I/O arena"))?;
         // The state region's address as the agents that run the protocol see it, the host
         // memory the Context is first written to, and the addresses at which those agents
         // see the SQEs, the ring words and the logs (the host's, except where the GPU maps
         // host memory elsewhere: HSA on discrete GPUs without the SVM API).
-        let (state, state_base, image_ptr, [sqes, rings, logs_view]) = match device {
+        let (state, state_base, image_ptr, [sqes, rings, logs_view, arena_view]) = match device {
             None => {
                 let m = Mapping::new(layout.state_len).map_err(os("mmap of the protocol state"))?;
                 let base = m.as_ptr();
-                let views = [ring_sqes.as_ptr(), ring_words.as_ptr(), logs.as_ptr()];
+                let views = [ring_sqes.as_ptr(), ring_words.as_ptr(), logs.as_ptr(), arena.as_ptr()];
                 (State::Host(m), base, base, views)
             }
             Some(device) => {
-                let views = map_all(&device, [ring_sqes, ring_words, &logs])?;
+                let views = map_all(&device, [ring_sqes, ring_words, &logs, &arena])?;
                 let unmap_all = || {
                     // SAFETY: mapped just above; no kernel has run yet.
                     unsafe {
-                        for m in [ring_sqes, ring_words, &logs] {
+                        for m in [ring_sqes, ring_words, &logs, &arena] {
                             device.unmap_host(m.as_ptr());
                         }
                     }
@@ -522,6 +577,20 @@ impl Shared {
                 }
                 s
             });
+            let word = |i: usize| state_base.add(layout.request_words[i]);
+            let requests = Requests::new(
+                word(0) as *const AtomicU32,
+                word(1) as *const AtomicU32,
+                word(2) as *const AtomicI32,
+                p.cq_entries,
+            );
+            let arena = Arena::new(
+                arena_view as *const SharedCell<u8>,
+                // The kernel reads and writes the arena at the host's address.
+                arena.as_ptr() as u64,
+                cfg.arena_block_bytes as u64,
+                Pool::new(state_base.add(layout.block_states) as *const AtomicU32, blocks as u32),
+            );
             let ctx = Context {
                 magic: CONTEXT_MAGIC,
                 ring,
@@ -530,10 +599,20 @@ impl Shared {
                 stray_completions: AtomicU32::new(0),
                 refused_requests: AtomicU32::new(0),
                 refused_errno: AtomicI32::new(0),
+                requests,
+                arena,
+                denied_requests: AtomicU32::new(0),
             };
             std::ptr::write(image_ptr as *mut Context, ctx);
         }
-        let shared = Shared { queue, logs, state };
+        let shared = Shared {
+            queue,
+            logs,
+            arena,
+            state,
+            regions: Mutex::new([false; MAX_REGIONS]),
+            retired: Mutex::new(Vec::new()),
+        };
         if let State::Device { device, dptr, image } = &shared.state {
             let image = image.lock().unwrap_or_else(|e| e.into_inner());
             // SAFETY: the image holds the Context just written.
@@ -570,7 +649,7 @@ impl Shared {
     }
 
     /// Stores `v` into the field `field` selects. Only while no kernel runs.
-    fn store<A: AtomicWord>(&self, field: impl Fn(&Context) -> &A, v: A::Value) -> Result<()> {
+    pub(crate) fn store<A: AtomicWord>(&self, field: impl Fn(&Context) -> &A, v: A::Value) -> Result<()> {
         match &self.state {
             State::Host(_) => {
                 field(self.host_context().expect("host state")).set(v);
@@ -604,17 +683,24 @@ impl Drop for Shared {
             // before dropping its last reference).
             unsafe {
                 device.unmap_host(self.logs.as_ptr());
+                device.unmap_host(self.arena.as_ptr());
                 device.unmap_host(self.queue.rings().as_ptr());
                 device.unmap_host(self.queue.sqes().as_ptr());
             }
             device.free(*dptr);
+            for (m, mapped) in self.retired.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                if *mapped {
+                    // SAFETY: mapped by `Runtime::host_buffer`; no kernel runs any more.
+                    unsafe { device.unmap_host(m.as_ptr()) };
+                }
+            }
         }
     }
 }
 
 /// Maps the regions for the GPU, in order; on failure unmaps those already mapped.
-fn map_all(device: &Device, regions: [&Mapping; 3]) -> Result<[*mut u8; 3]> {
-    let mut views = [std::ptr::null_mut(); 3];
+fn map_all<const N: usize>(device: &Device, regions: [&Mapping; N]) -> Result<[*mut u8; N]> {
+    let mut views = [std::ptr::null_mut(); N];
     for (i, m) in regions.iter().enumerate() {
         // SAFETY: the mappings live in `Shared`, whose Drop unmaps them for the GPU first.
         match unsafe { device.map_host(m.as_ptr(), m.len()) } {
@@ -632,7 +718,7 @@ fn map_all(device: &Device, regions: [&Mapping; 3]) -> Result<[*mut u8; 3]> {
 }
 
 /// An atomic field of the context that the host may set between kernels.
-trait AtomicWord {
+pub(crate) trait AtomicWord {
     type Value: Copy;
     fn set(&self, v: Self::Value);
     fn bytes(v: Self::Value) -> impl AsRef<[u8]>;
@@ -676,6 +762,10 @@ pub struct Stats {
     pub sandbox: Sandbox,
     /// Whether prints write to registered files (`IOSQE_FIXED_FILE`).
     pub fixed_files: bool,
+    /// Bytes device file I/O moved through the arena (buffers in device memory).
+    pub staged_bytes: u64,
+    /// Bytes device file I/O moved directly to or from host buffers.
+    pub direct_bytes: u64,
 }
 
 type KernelThread = JoinHandle<std::result::Result<(), String>>;
@@ -704,7 +794,7 @@ impl Gpu {
         }
     }
 
-    fn faulted(&self) -> bool {
+    pub(crate) fn faulted(&self) -> bool {
         self.fault.lock().unwrap_or_else(|e| e.into_inner()).is_some()
     }
 }
@@ -838,16 +928,18 @@ impl Runtime {
 
     /// Counters (read while no kernel runs; zero if they cannot be read).
     pub fn stats(&self) -> Stats {
-        let (sqes, stray_completions, refused_requests) = self
+        let (sqes, stray_completions, refused_requests, staged_bytes, direct_bytes) = self
             .shared
             .with_context(|c| {
                 (
                     c.ring.submitted(),
                     c.stray_completions.load(Ordering::Relaxed),
                     c.refused_requests.load(Ordering::Relaxed),
+                    c.arena.staged_bytes.load(Ordering::Relaxed),
+                    c.arena.direct_bytes.load(Ordering::Relaxed),
                 )
             })
-            .unwrap_or((0, 0, 0));
+            .unwrap_or((0, 0, 0, 0, 0));
         Stats {
             sqes,
             wakeups: self.waker.wakeups(),
@@ -855,6 +947,8 @@ impl Runtime {
             refused_requests,
             sandbox: self.sandbox,
             fixed_files: self.fixed_files,
+            staged_bytes,
+            direct_bytes,
         }
     }
 
@@ -1205,14 +1299,40 @@ impl Runtime {
         })
     }
 
-    /// Requests refused since the last report (and resets their count).
+    /// The shared memory and ring (for [`crate::host_buffer`]).
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The GPU, if kernels run on one.
+    pub(crate) fn device(&self) -> Option<&Device> {
+        self.gpu.as_ref().map(|g| &g.device)
+    }
+
+    /// Whether kernels were launched and not yet synchronized.
+    pub(crate) fn kernels_pending(&self) -> bool {
+        !self.kernels.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+            || self.gpu.as_ref().is_some_and(|g| g.launched.load(Ordering::Acquire))
+    }
+
+    /// Requests refused since the last report (and resets their count): requests no stream
+    /// or device call made, and, under [`Sandbox::PrintOnly`], device file-I/O requests
+    /// (the kernel refuses every one of them; the device caller got `EACCES` too).
     fn take_refused(&self) -> Result<Option<Refused>> {
-        let (requests, errno) = self.shared.with_context(|ctx| {
+        let (mut requests, mut errno, denied) = self.shared.with_context(|ctx| {
             (
                 ctx.refused_requests.load(Ordering::Acquire),
                 ctx.refused_errno.load(Ordering::Acquire),
+                ctx.denied_requests.load(Ordering::Acquire),
             )
         })?;
+        if denied != 0 {
+            self.shared.store(|c| &c.denied_requests, 0)?;
+            if self.sandbox == Sandbox::PrintOnly {
+                requests += denied;
+                errno = libc::EACCES;
+            }
+        }
         if requests == 0 {
             return Ok(None);
         }

@@ -31,6 +31,9 @@ macro_rules! kernel {
     };
 }
 
+mod files;
+pub use files::*;
+
 kernel! {
     /// Prints `hello from thread <global thread index> of <threads in the grid>`, one line
     /// per thread.

@@ -25,6 +25,23 @@ pub fn doze() {
     core::arch::amdgpu::s_sleep::<127>();
 }
 
+#[allow(improper_ctypes)]
+extern "C" {
+    /// LLVM's constant-rate counter: `s_memrealtime` (gfx9) or its message form (gfx11),
+    /// 100 MHz on every AMD GPU the HSA runtime supports.
+    #[link_name = "llvm.readsteadycounter"]
+    fn readsteadycounter() -> u64;
+}
+
+/// A nanosecond clock shared by the whole GPU (the 100 MHz real-time counter), for
+/// measurements.
+#[inline(always)]
+pub fn clock_ns() -> u64 {
+    // SAFETY: reads a counter; no memory effects.
+    let ticks = unsafe { readsteadycounter() };
+    ticks * 10
+}
+
 /// The runtime context. The host writes this global (through the HSA executable's symbol)
 /// before dispatch.
 #[no_mangle]

@@ -37,6 +37,12 @@ pub fn doze() {
     std::thread::sleep(std::time::Duration::from_micros(50));
 }
 
+/// A nanosecond clock (monotonic, from the first call in this process), for measurements.
+pub fn clock_ns() -> u64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
+}
+
 /// The ids of one CPU-backend thread, as a 1-D launch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ThreadIds {

@@ -4,6 +4,7 @@
 //! - `atomic`: `AtomicU32`, `AtomicU64`, `AtomicI32`, `fence` with **system scope** for
 //!   every ordering other than `Relaxed` (and system-scope coherence for `Relaxed`);
 //! - `relax()`: what a spinning thread does;
+//! - `clock_ns()`: a nanosecond clock for measurements (GPU-wide on GPUs);
 //! - `context()`: the runtime context the host installed (a device global on GPUs, a
 //!   thread-local on the CPU backend);
 //! - ids: `thread_idx`, `block_idx`, `block_dim`, `grid_dim` (x dimension);

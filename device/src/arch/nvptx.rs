@@ -312,6 +312,15 @@ pub fn doze() {
     unsafe { core::arch::asm!("nanosleep.u32 2000;", options(nostack, nomem)) };
 }
 
+/// A nanosecond clock shared by the whole GPU (`%globaltimer`), for measurements.
+#[inline(always)]
+pub fn clock_ns() -> u64 {
+    let t: u64;
+    // SAFETY: reads a special register.
+    unsafe { core::arch::asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nostack, nomem)) };
+    t
+}
+
 /// The runtime context. The host writes this global (`cuModuleGetGlobal`) before launch.
 #[no_mangle]
 #[allow(non_upper_case_globals)]

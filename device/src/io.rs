@@ -1,0 +1,476 @@
+//! File I/O from device code: `pwrite`, `pread`, `open`, `close`, `fsync`, each one
+//! io_uring request (or several, for large transfers) whose result comes back to the
+//! calling thread ([`crate::request`]).
+//!
+//! ```
+//! use gpuio_device::io;
+//! // In a kernel launched by a gpuio runtime (outside one, every call fails with ENOSYS).
+//! fn kernel(fd: i32) -> Result<(), io::Errno> {
+//!     let n = io::pwrite(fd, b"hello\n", 0)?;
+//!     let mut back = [0u8; 6];
+//!     let m = io::pread(fd, &mut back, 0)?;
+//!     assert!(n == 6 && m == 6);
+//!     io::fsync(fd)
+//! }
+//! # assert_eq!(kernel(1), Err(io::Errno::ENOSYS));
+//! ```
+//!
+//! # Buffers
+//! A buffer inside a host-visible region the host registered (`Runtime::host_buffer`) is
+//! read or written by the kernel directly. Any other buffer (device memory on a GPU) is
+//! staged through the arena ([`crate::arena`]), one block per piece, with a copy on the
+//! calling thread.
+//!
+//! # Large transfers
+//! A transfer is split into pieces (one arena block each when staged, at most 1 GiB when
+//! direct), up to [`PIECES`] of them in flight at once, completed in order. Like POSIX
+//! `pwrite`/`pread`, [`pwrite`] and [`pread`] may transfer fewer bytes than asked: they stop
+//! at the first piece that comes back short (end of file, a full disk) or failed, and
+//! return the bytes done before it; an error is returned only when nothing was
+//! transferred. (Pieces already in flight after a short one still complete; their bytes
+//! are not counted.) `fs::File::write_all_at` and `read_exact_at` retry until every byte
+//! is done and report end of file and errors with the count done.
+
+use core::marker::PhantomData;
+
+use crate::context::Context;
+use crate::request::Ticket;
+use crate::sync::{copy_from_cells, copy_to_cells};
+use crate::uapi::{Sqe, IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_OPENAT, IORING_OP_READ, IORING_OP_WRITE};
+
+/// An error number from the kernel (`errno`), as a device call returns it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    pub const EPERM: Errno = Errno(1);
+    pub const ENOENT: Errno = Errno(2);
+    pub const EINTR: Errno = Errno(4);
+    pub const EIO: Errno = Errno(5);
+    pub const EBADF: Errno = Errno(9);
+    pub const EAGAIN: Errno = Errno(11);
+    pub const EACCES: Errno = Errno(13);
+    pub const EFAULT: Errno = Errno(14);
+    pub const EEXIST: Errno = Errno(17);
+    pub const EISDIR: Errno = Errno(21);
+    pub const EINVAL: Errno = Errno(22);
+    pub const EFBIG: Errno = Errno(27);
+    pub const ENOSPC: Errno = Errno(28);
+    pub const EPIPE: Errno = Errno(32);
+    pub const ENAMETOOLONG: Errno = Errno(36);
+    /// Also: called outside a kernel launched by a gpuio runtime (no context).
+    pub const ENOSYS: Errno = Errno(38);
+    pub const EOVERFLOW: Errno = Errno(75);
+    pub const EOPNOTSUPP: Errno = Errno(95);
+
+    /// The symbolic name, for the common ones.
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self.0 {
+            1 => "EPERM",
+            2 => "ENOENT",
+            4 => "EINTR",
+            5 => "EIO",
+            9 => "EBADF",
+            11 => "EAGAIN",
+            13 => "EACCES",
+            14 => "EFAULT",
+            17 => "EEXIST",
+            21 => "EISDIR",
+            22 => "EINVAL",
+            27 => "EFBIG",
+            28 => "ENOSPC",
+            32 => "EPIPE",
+            36 => "ENAMETOOLONG",
+            38 => "ENOSYS",
+            75 => "EOVERFLOW",
+            95 => "EOPNOTSUPP",
+            _ => return None,
+        })
+    }
+}
+
+impl core::fmt::Display for Errno {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => write!(f, "{n} (errno {})", self.0),
+            None => write!(f, "errno {}", self.0),
+        }
+    }
+}
+
+impl core::fmt::Debug for Errno {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Display::fmt(self, f)
+    }
+}
+
+/// Pieces of one transfer in flight at once.
+pub const PIECES: usize = 4;
+
+/// Largest direct piece (Linux caps one read or write at `0x7ffff000` bytes).
+pub const MAX_PIECE: usize = 1 << 30;
+
+/// `openat`'s "relative to the current directory".
+const AT_FDCWD: i32 = -100;
+/// Longest path, with its NUL (Linux's `PATH_MAX`).
+const PATH_MAX: usize = 4096;
+/// `IORING_FSYNC_DATASYNC`.
+const FSYNC_DATASYNC: u32 = 1;
+
+/// The context of the calling kernel, if any.
+fn context() -> Option<&'static Context> {
+    let ctx = crate::arch::context();
+    // SAFETY: a non-null context was installed by the host and outlives every kernel that
+    // runs with it.
+    (!ctx.is_null()).then(|| unsafe { &*ctx })
+}
+
+/// What a transfer does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Read,
+    Write,
+}
+
+/// No arena block (a direct piece).
+const NO_BLOCK: u32 = u32::MAX;
+
+/// One piece in flight: `len` bytes at `at` in the caller's buffer.
+#[derive(Clone, Copy)]
+struct Piece {
+    ticket: Ticket,
+    block: u32,
+    at: usize,
+    len: usize,
+}
+
+/// A transfer in progress: a `pwrite` or `pread`, possibly of many pieces. Returned by
+/// [`pwrite_async`] and [`pread_async`]; [`Pending::wait`] finishes it. Dropping it waits
+/// for the pieces in flight (the kernel may still be using the buffer), discarding their
+/// results.
+#[must_use = "a transfer is finished by `wait` (dropping it waits and discards the result)"]
+pub struct Pending<'a> {
+    ctx: Option<&'static Context>,
+    op: Op,
+    fd: i32,
+    buf: *mut u8,
+    len: usize,
+    offset: u64,
+    /// The kernel's address of `buf[0]`, for a direct transfer.
+    direct: Option<u64>,
+    /// Bytes handed to pieces so far.
+    issued: usize,
+    /// Bytes of the completed pieces, in order, up to the first short or failed one.
+    done: usize,
+    /// A piece came back short or failed: issue nothing more, count nothing more.
+    stopped: bool,
+    /// The errno of the failed piece, if one failed.
+    errno: Option<Errno>,
+    /// Whether the zero-length transfer's one request was issued.
+    issued_empty: bool,
+    pieces: [Option<Piece>; PIECES],
+    /// Oldest piece in flight, and how many.
+    oldest: usize,
+    in_flight: usize,
+    _buf: PhantomData<&'a mut [u8]>,
+}
+
+impl<'a> Pending<'a> {
+    fn new(op: Op, fd: i32, buf: *mut u8, len: usize, offset: u64) -> Pending<'a> {
+        let ctx = context();
+        let mut p = Pending {
+            ctx,
+            op,
+            fd,
+            buf,
+            len,
+            offset,
+            direct: ctx.and_then(|c| c.arena.direct(buf, len)),
+            issued: 0,
+            done: 0,
+            stopped: false,
+            errno: None,
+            issued_empty: false,
+            pieces: [None; PIECES],
+            oldest: 0,
+            in_flight: 0,
+            _buf: PhantomData,
+        };
+        if ctx.is_none() {
+            p.stopped = true;
+            p.errno = Some(Errno::ENOSYS);
+        } else if offset.checked_add(len as u64).is_none_or(|end| end > i64::MAX as u64) {
+            // The kernel would refuse it too (EINVAL); we refuse it before splitting.
+            p.stopped = true;
+            p.errno = Some(Errno::EINVAL);
+        } else {
+            p.start();
+        }
+        p
+    }
+
+    /// Issues as many pieces as may go now: the first waiting for resources, the others
+    /// only if resources are free (a thread never waits for a block or slot while it holds
+    /// one: no hold-and-wait deadlock between threads).
+    fn start(&mut self) {
+        while self.issue(self.in_flight == 0) {}
+    }
+
+    /// Issues the next piece; `may_wait`: wait for an arena block and a completion slot.
+    /// Returns whether it issued one.
+    fn issue(&mut self, may_wait: bool) -> bool {
+        let Some(ctx) = self.ctx else { return false };
+        let remaining = self.len - self.issued;
+        if self.stopped || self.in_flight == PIECES || (remaining == 0 && (self.len != 0 || self.issued_empty)) {
+            return false;
+        }
+        let (n, block, addr) = match self.direct {
+            Some(base) => (remaining.min(MAX_PIECE), NO_BLOCK, base + self.issued as u64),
+            None => {
+                let block = if may_wait {
+                    ctx.arena.take(ctx)
+                } else {
+                    match ctx.arena.pool.try_take() {
+                        Some(b) => b,
+                        None => return false,
+                    }
+                };
+                (remaining.min(ctx.arena.block as usize), block, ctx.arena.io_addr(block))
+            }
+        };
+        // Relaxed: statistics only.
+        let counter = if block == NO_BLOCK {
+            &ctx.arena.direct_bytes
+        } else {
+            &ctx.arena.staged_bytes
+        };
+        counter.fetch_add(n as u64, crate::sync::Ordering::Relaxed);
+        let ticket = if may_wait {
+            ctx.requests.take(ctx)
+        } else {
+            match ctx.requests.try_take() {
+                Some(t) => t,
+                None => {
+                    if block != NO_BLOCK {
+                        ctx.arena.pool.give_back(block);
+                    }
+                    return false;
+                }
+            }
+        };
+        if self.op == Op::Write && block != NO_BLOCK {
+            // SAFETY: the block is ours until its request completes; `buf[issued..+n]` is
+            // the caller's (borrowed for `'a`).
+            unsafe {
+                copy_to_cells(
+                    ctx.arena.cells(block),
+                    core::slice::from_raw_parts(self.buf.add(self.issued), n),
+                )
+            };
+        }
+        let sqe = Sqe {
+            opcode: if self.op == Op::Write {
+                IORING_OP_WRITE
+            } else {
+                IORING_OP_READ
+            },
+            fd: self.fd,
+            off: self.offset + self.issued as u64,
+            addr,
+            len: n as u32,
+            user_data: ticket.user_data(),
+            ..Sqe::default()
+        };
+        // The payload (copied above, or the caller's) is written before the submission,
+        // whose ready flag's release publishes it (ring.rs, step 4).
+        ctx.ring.submit(&sqe, || {
+            ctx.reap();
+        });
+        let slot = (self.oldest + self.in_flight) % PIECES;
+        self.pieces[slot] = Some(Piece {
+            ticket,
+            block,
+            at: self.issued,
+            len: n,
+        });
+        self.in_flight += 1;
+        self.issued += n;
+        self.issued_empty = true;
+        true
+    }
+
+    /// Waits for the oldest piece and accounts for it.
+    fn complete_oldest(&mut self) {
+        let (Some(ctx), Some(p)) = (self.ctx, self.pieces[self.oldest].take()) else {
+            return;
+        };
+        self.oldest = (self.oldest + 1) % PIECES;
+        self.in_flight -= 1;
+        let res = ctx.requests.wait(ctx, p.ticket);
+        if self.op == Op::Read && p.block != NO_BLOCK && res > 0 && !self.stopped {
+            // SAFETY: the read completed (the waiter's acquire orders the kernel's writes
+            // to the block before this copy); the block is ours until we give it back;
+            // `buf[at..at+res]` is the caller's, `res <= len` (the kernel never reads more
+            // than asked).
+            unsafe { copy_from_cells(ctx.arena.cells(p.block), self.buf.add(p.at), (res as usize).min(p.len)) };
+        }
+        if p.block != NO_BLOCK {
+            ctx.arena.pool.give_back(p.block);
+        }
+        if self.stopped {
+            return;
+        }
+        if res < 0 {
+            self.stopped = true;
+            self.errno = Some(Errno(-res));
+        } else {
+            let res = (res as usize).min(p.len);
+            self.done += res;
+            if res < p.len {
+                self.stopped = true;
+            }
+        }
+    }
+
+    /// Bytes transferred so far (by completed pieces, in order).
+    pub fn done(&self) -> usize {
+        self.done
+    }
+
+    /// Waits until the transfer is finished; returns the bytes transferred, or the error
+    /// if nothing was.
+    pub fn wait(mut self) -> Result<usize, Errno> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<usize, Errno> {
+        loop {
+            self.start();
+            if self.in_flight == 0 {
+                break;
+            }
+            self.complete_oldest();
+        }
+        match self.errno {
+            Some(e) if self.done == 0 => Err(e),
+            _ => Ok(self.done),
+        }
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        // The kernel may still read or write the buffer (or our blocks): wait.
+        self.stopped = true;
+        while self.in_flight > 0 {
+            self.complete_oldest();
+        }
+    }
+}
+
+/// Writes `buf` to `fd` at `offset`; returns the bytes written (see the module docs for
+/// short counts). Waits for completion.
+pub fn pwrite(fd: i32, buf: &[u8], offset: u64) -> Result<usize, Errno> {
+    Pending::new(Op::Write, fd, buf.as_ptr() as *mut u8, buf.len(), offset).wait()
+}
+
+/// Reads into `buf` from `fd` at `offset`; returns the bytes read, 0 at end of file (see
+/// the module docs for short counts). Waits for completion.
+pub fn pread(fd: i32, buf: &mut [u8], offset: u64) -> Result<usize, Errno> {
+    Pending::new(Op::Read, fd, buf.as_mut_ptr(), buf.len(), offset).wait()
+}
+
+/// Starts writing `buf` to `fd` at `offset`; [`Pending::wait`] finishes it. The first
+/// pieces are submitted before it returns.
+///
+/// # Safety
+/// The returned [`Pending`] must be waited for or dropped, not leaked (`mem::forget`):
+/// the kernel may write from `buf` until then, and its completion slots and arena blocks
+/// are given back only then.
+pub unsafe fn pwrite_async(fd: i32, buf: &[u8], offset: u64) -> Pending<'_> {
+    Pending::new(Op::Write, fd, buf.as_ptr() as *mut u8, buf.len(), offset)
+}
+
+/// Starts reading into `buf` from `fd` at `offset`; [`Pending::wait`] finishes it.
+///
+/// # Safety
+/// As for [`pwrite_async`]: the kernel may write into `buf` until the [`Pending`] is
+/// waited for or dropped, so it must not be leaked.
+pub unsafe fn pread_async(fd: i32, buf: &mut [u8], offset: u64) -> Pending<'_> {
+    Pending::new(Op::Read, fd, buf.as_mut_ptr(), buf.len(), offset)
+}
+
+/// One request that needs no buffer: submits it, waits, returns the result.
+fn call(sqe: Sqe) -> Result<i32, Errno> {
+    let ctx = context().ok_or(Errno::ENOSYS)?;
+    let res = ctx.requests.call(ctx, sqe);
+    if res < 0 {
+        Err(Errno(-res))
+    } else {
+        Ok(res)
+    }
+}
+
+/// Opens `path` (relative paths: the host process's current directory) with `open(2)`'s
+/// `flags` and `mode` (see [`crate::fs`] for the flag values and an `OpenOptions`
+/// builder); returns the new file descriptor.
+///
+/// Errors: a path containing NUL is `EINVAL`; one longer than `PATH_MAX - 1` bytes is
+/// `ENAMETOOLONG`; anything else is the kernel's.
+pub fn open(path: &str, flags: i32, mode: u32) -> Result<i32, Errno> {
+    let ctx = context().ok_or(Errno::ENOSYS)?;
+    let bytes = path.as_bytes();
+    if bytes.contains(&0) {
+        return Err(Errno::EINVAL);
+    }
+    if bytes.len() + 1 > PATH_MAX.min(ctx.arena.block as usize) {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    let block = ctx.arena.take(ctx);
+    // SAFETY: the block is ours until the request completes (we give it back after).
+    unsafe {
+        copy_to_cells(ctx.arena.cells(block), bytes);
+        copy_to_cells(ctx.arena.cells(block).add(bytes.len()), &[0]);
+    }
+    let res = call(Sqe {
+        opcode: IORING_OP_OPENAT,
+        fd: AT_FDCWD,
+        addr: ctx.arena.io_addr(block),
+        len: mode,
+        rw_flags: flags as u32,
+        ..Sqe::default()
+    });
+    ctx.arena.pool.give_back(block);
+    res
+}
+
+/// Closes `fd`.
+pub fn close(fd: i32) -> Result<(), Errno> {
+    call(Sqe {
+        opcode: IORING_OP_CLOSE,
+        fd,
+        ..Sqe::default()
+    })
+    .map(|_| ())
+}
+
+/// Flushes `fd`'s data and metadata to storage (`fsync(2)`).
+pub fn fsync(fd: i32) -> Result<(), Errno> {
+    call(Sqe {
+        opcode: IORING_OP_FSYNC,
+        fd,
+        ..Sqe::default()
+    })
+    .map(|_| ())
+}
+
+/// Flushes `fd`'s data to storage (`fdatasync(2)`).
+pub fn fdatasync(fd: i32) -> Result<(), Errno> {
+    call(Sqe {
+        opcode: IORING_OP_FSYNC,
+        fd,
+        rw_flags: FSYNC_DATASYNC,
+        ..Sqe::default()
+    })
+    .map(|_| ())
+}

@@ -1,0 +1,82 @@
+//! A fixed set of numbered slots that threads take and give back, lock-free.
+//!
+//! Used for the completion slots of device requests ([`crate::request`]) and for the
+//! arena's staging blocks ([`crate::arena`]). A slot is free when its state word is
+//! [`FREE`]; taking it is one compare-and-swap from `FREE`. A rotating hint spreads takers
+//! over the slots, so that thousands of GPU threads do not all fight over slot 0.
+//!
+//! No thread holds a slot while waiting for another one of the same pool unless it can
+//! also make progress without it (see `io::Transfer::issue`): that rules out
+//! hold-and-wait deadlocks.
+
+use crate::sync::{AtomicU32, Ordering, Padded};
+
+/// A slot's state word when nobody holds it.
+pub const FREE: u32 = 0;
+/// The state a successful [`Pool::try_take`] leaves.
+pub const TAKEN: u32 = 1;
+
+/// A pool of `count` slots whose state words live at `states` (see the module docs).
+#[repr(C)]
+pub struct Pool {
+    /// One state word per slot; zeroed (all free) at start.
+    pub states: *const AtomicU32,
+    /// Number of slots: a power of two.
+    pub count: u32,
+    /// Where the next taker starts looking.
+    pub hint: Padded<AtomicU32>,
+}
+
+impl Pool {
+    /// A pool over `count` zeroed state words.
+    ///
+    /// # Safety
+    /// `states` points to `count` state words that stay valid while the pool is used;
+    /// `count` is a power of two.
+    pub unsafe fn new(states: *const AtomicU32, count: u32) -> Pool {
+        Pool {
+            states,
+            count,
+            hint: Padded(AtomicU32::new(0)),
+        }
+    }
+
+    /// Slot `i`'s state word.
+    pub fn state(&self, i: u32) -> &AtomicU32 {
+        // SAFETY: `Pool::new`'s contract; the index is masked to the pool's size.
+        unsafe { &*self.states.add((i & (self.count - 1)) as usize) }
+    }
+
+    /// Takes a free slot, if one is free when we look at it; `None` after one look at
+    /// every slot.
+    pub fn try_take(&self) -> Option<u32> {
+        if self.count == 0 {
+            return None;
+        }
+        for _ in 0..self.count {
+            // Relaxed: the hint only spreads takers; correctness comes from the CAS.
+            let i = self.hint.fetch_add(1, Ordering::Relaxed) & (self.count - 1);
+            let s = self.state(i);
+            // Acquire, system scope: pairs with the release in `give_back`; everything the
+            // previous holder did with the slot (its last reads of the slot's memory)
+            // happens-before our use of it.
+            if s.load(Ordering::Relaxed) == FREE
+                && s.compare_exchange(FREE, TAKEN, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Gives slot `i` back.
+    pub fn give_back(&self, i: u32) {
+        // Release, system scope: our uses of the slot happen-before the next taker's.
+        self.state(i).store(FREE, Ordering::Release);
+    }
+}
+
+// SAFETY: the state words are atomics shared by design.
+unsafe impl Sync for Pool {}
+unsafe impl Send for Pool {}

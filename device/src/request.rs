@@ -1,0 +1,196 @@
+//! Device requests and completion routing: how the result of an `open`, `pread` or
+//! `pwrite` reaches the GPU thread that waits for it, with no host thread involved.
+//!
+//! # Completion slots
+//! Every request in flight owns one *completion slot*: a state word (in a [`Pool`]), a tag
+//! and a result, in the context's memory (device memory on GPUs). The request's
+//! `user_data` names the slot and the tag:
+//!
+//! ```text
+//!   user_data = KIND_REQUEST << 56 | slot << 32 | tag
+//!   state:  FREE --take--> PENDING --reaper--> DONE --waiter--> FREE
+//! ```
+//!
+//! 1. **Take** a slot (`Pool::try_take`: a CAS from `FREE`), bump its tag (Relaxed: only
+//!    the holder writes it; the reaper reads it after the CQE, which is ordered after our
+//!    submission through the ring's release/acquire chain), and submit the SQE.
+//! 2. **Who reaps: whoever waits.** A waiting thread looks at its slot; while it is not
+//!    `DONE`, it tries to become the reaper (`Ring::reap`, a try-lock: when another thread
+//!    reaps, it leaves at once and looks at its slot again). The reaper hands every CQE
+//!    present to the context's dispatch, which routes a request's CQE here
+//!    ([`Requests::complete`]): it checks the slot is `PENDING` with the CQE's tag, stores
+//!    the result (Relaxed), then `DONE` (Release).
+//! 3. **Wake.** The waiter's Acquire load of `DONE` pairs with that release: it sees the
+//!    result, and everything the kernel did for the request (the bytes a read put into our
+//!    buffer: the reaper acquired those with the CQ tail, and happens-before is
+//!    transitive). It reads the result and gives the slot back (Release).
+//!
+//! # Why no waiter starves
+//! A waiter's CQE, once the kernel posted it, is dispatched by the first reap that *starts*
+//! afterwards: a reap takes every CQE up to the tail it reads. Reaps keep starting as
+//! long as anyone waits, because every waiter that finds its slot not `DONE` tries to reap
+//! (when the try-lock is free, which it is between any two reaps). So after its CQE
+//! arrives, a waiter waits at most for the reap in progress, plus one more. No waiter
+//! depends on a particular other thread: the reaper is whoever is there.
+//!
+//! The kernel, in turn, completes every request it was given: the ring's credits bound
+//! requests in flight by the CQ's size (so the CQ cannot overflow), and the host's waker
+//! wakes SQPOLL when it sleeps.
+//!
+//! # Stray completions
+//! A CQE whose slot is not `PENDING` with its tag matches nothing; the dispatch counts it
+//! (`Context::stray_completions`) instead of corrupting another request's result.
+
+use crate::context::Context;
+use crate::pool::{Pool, FREE};
+use crate::sync::{AtomicI32, AtomicU32, Backoff, Ordering};
+use crate::uapi::Sqe;
+
+/// A slot's state: taken, its request submitted or about to be.
+const PENDING: u32 = crate::pool::TAKEN;
+/// A slot's state: the result is in.
+const DONE: u32 = 2;
+
+/// How often a waiter also flushes print streams a completion kicked (a waiter mostly only
+/// reaps; a performance knob, every round under loom).
+const PROGRESS_EVERY: u32 = if cfg!(loom) { 1 } else { 64 };
+
+/// `user_data` kind of device requests (`KIND_STREAM` is 1: print flights).
+pub(crate) const KIND_REQUEST: u64 = 2;
+
+/// The completion slots (see the module docs).
+#[repr(C)]
+pub struct Requests {
+    /// Slot states.
+    pub pool: Pool,
+    /// One tag per slot (incremented on every take).
+    pub tags: *const AtomicU32,
+    /// One result per slot (the CQE's `res`).
+    pub results: *const AtomicI32,
+}
+
+/// A request in flight: its slot and tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ticket {
+    slot: u32,
+    tag: u32,
+}
+
+impl Ticket {
+    /// The `user_data` its SQE must carry.
+    pub fn user_data(self) -> u64 {
+        (KIND_REQUEST << 56) | ((self.slot as u64) << 32) | self.tag as u64
+    }
+}
+
+impl Requests {
+    /// Completion slots over the given arrays.
+    ///
+    /// # Safety
+    /// `states`, `tags` and `results` each point to `count` zeroed words that stay valid
+    /// while the slots are used; `count` is a power of two.
+    pub unsafe fn new(states: *const AtomicU32, tags: *const AtomicU32, results: *const AtomicI32, count: u32) -> Self {
+        Requests {
+            // SAFETY: forwarded from our caller.
+            pool: unsafe { Pool::new(states, count) },
+            tags,
+            results,
+        }
+    }
+
+    // SAFETY (accessors): `Requests::new`'s contract; indices are masked.
+    fn tag(&self, slot: u32) -> &AtomicU32 {
+        unsafe { &*self.tags.add((slot & (self.pool.count - 1)) as usize) }
+    }
+    fn result(&self, slot: u32) -> &AtomicI32 {
+        unsafe { &*self.results.add((slot & (self.pool.count - 1)) as usize) }
+    }
+
+    /// Takes a completion slot if one is free.
+    pub fn try_take(&self) -> Option<Ticket> {
+        let slot = self.pool.try_take()?;
+        // Relaxed: only the holder writes the tag; the reaper reads it after our SQE's
+        // publication (Release) and the kernel's CQE (Acquire), so it sees this value.
+        let tag = self.tag(slot).load(Ordering::Relaxed).wrapping_add(1);
+        self.tag(slot).store(tag, Ordering::Relaxed);
+        Some(Ticket { slot, tag })
+    }
+
+    /// Takes a completion slot, waiting (and reaping, which is what frees slots) while
+    /// none is free. Only for a thread that holds no other slot.
+    pub fn take(&self, ctx: &Context) -> Ticket {
+        let mut backoff = Backoff::new();
+        loop {
+            if let Some(t) = self.try_take() {
+                return t;
+            }
+            ctx.reap();
+            backoff.snooze();
+        }
+    }
+
+    /// Routes a CQE to its slot. Called only by the reaper. Returns `false`, changing
+    /// nothing, when the slot is not pending with this tag (a stray).
+    pub(crate) fn complete(&self, user_data: u64, res: i32) -> bool {
+        let slot = ((user_data >> 32) & 0xff_ffff) as u32;
+        if slot >= self.pool.count {
+            return false;
+        }
+        // Relaxed: the holder's take (and tag) happen-before the CQE we hold (see above);
+        // no one else moves a PENDING slot.
+        if self.pool.state(slot).load(Ordering::Relaxed) != PENDING
+            || self.tag(slot).load(Ordering::Relaxed) != user_data as u32
+        {
+            return false;
+        }
+        self.result(slot).store(res, Ordering::Relaxed);
+        // Release, system scope: the result, and the kernel's work for the request (which
+        // the reaper acquired with the CQ tail), happen-before the waiter's acquire.
+        self.pool.state(slot).store(DONE, Ordering::Release);
+        true
+    }
+
+    /// Whether `ticket`'s result is in.
+    pub fn is_done(&self, ticket: Ticket) -> bool {
+        // Acquire: pairs with the reaper's release of DONE.
+        self.pool.state(ticket.slot).load(Ordering::Acquire) == DONE
+    }
+
+    /// Waits for `ticket`'s completion, reaping for everyone while it waits; returns the
+    /// CQE's result and gives the slot back.
+    pub fn wait(&self, ctx: &Context, ticket: Ticket) -> i32 {
+        let mut backoff = Backoff::new();
+        let mut rounds = 0u32;
+        while !self.is_done(ticket) {
+            rounds = rounds.wrapping_add(1);
+            if rounds.is_multiple_of(PROGRESS_EVERY) {
+                ctx.progress();
+            } else if !ctx.ring.reaper.busy() {
+                ctx.reap();
+            }
+            backoff.snooze();
+        }
+        // Relaxed: ordered after the reaper's store by the acquire in `is_done`.
+        let res = self.result(ticket.slot).load(Ordering::Relaxed);
+        debug_assert_eq!(self.pool.state(ticket.slot).load(Ordering::Relaxed), DONE);
+        // Release: our read of the result happens-before the next holder's request.
+        self.pool.state(ticket.slot).store(FREE, Ordering::Release);
+        res
+    }
+
+    /// Submits `sqe` (its `user_data` replaced by the ticket's) and waits for its result.
+    /// Takes a slot first, waiting for one.
+    pub fn call(&self, ctx: &Context, mut sqe: Sqe) -> i32 {
+        let ticket = self.take(ctx);
+        sqe.user_data = ticket.user_data();
+        ctx.ring.submit(&sqe, || {
+            ctx.reap();
+        });
+        self.wait(ctx, ticket)
+    }
+}
+
+// SAFETY: the pointers point to memory shared by design; every access goes through the
+// protocol above.
+unsafe impl Sync for Requests {}
+unsafe impl Send for Requests {}

@@ -1,0 +1,281 @@
+//! File-I/O kernels: the device file API end to end (`tests/file_io_gpu.rs`) and its
+//! benchmarks (`examples/bench_file.rs`).
+//!
+//! Pointers are passed as `u64` device addresses (on the CPU backend, host addresses).
+
+use core::fmt::Write;
+
+use gpuio_device::fs::{Error as FsError, File, OpenOptions};
+use gpuio_device::io::{self, Errno};
+use gpuio_device::sync::{AtomicU32, Ordering};
+use gpuio_device::{block_dim, clock_ns, global_thread_idx, grid_dim};
+
+/// Fills `buf` with pseudo-random bytes (xorshift64*) from `seed`; the host uses the same
+/// function to check what device code wrote.
+pub fn random_fill(seed: u64, buf: &mut [u8]) {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for b in buf {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        *b = (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 56) as u8;
+    }
+}
+
+/// A path built on the stack (no allocation on a GPU).
+struct PathBuf {
+    bytes: [u8; 512],
+    len: usize,
+}
+
+impl PathBuf {
+    /// `<dir>/<name>`; `dir` is `dir_len` bytes at device address `dir`.
+    fn new(dir: u64, dir_len: u32, name: core::fmt::Arguments) -> PathBuf {
+        let mut p = PathBuf {
+            bytes: [0; 512],
+            len: 0,
+        };
+        // SAFETY: the host passes `dir_len` bytes of UTF-8 at `dir`, alive for the kernel.
+        let d = unsafe { core::slice::from_raw_parts(dir as *const u8, dir_len as usize) };
+        let _ = p.write_str(core::str::from_utf8(d).unwrap_or("?"));
+        let _ = write!(p, "/{name}");
+        p
+    }
+
+    fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.bytes[..self.len]).unwrap_or("?")
+    }
+}
+
+impl Write for PathBuf {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let n = s.len();
+        if self.len + n > self.bytes.len() {
+            return Err(core::fmt::Error);
+        }
+        self.bytes[self.len..self.len + n].copy_from_slice(s.as_bytes());
+        self.len += n;
+        Ok(())
+    }
+}
+
+/// A result code: 0, or `step * 1000 + errno` (errno 999: wrong bytes or end of file).
+fn code(step: i64, e: Result<(), FsError>) -> Result<(), i64> {
+    e.map_err(|e| step * 1000 + e.errno().map_or(999, |n| n.0 as i64))
+}
+
+/// # Safety
+/// `at` is `len` bytes of memory the kernel may use for the launch.
+unsafe fn slice<'a>(at: u64, len: usize) -> &'a mut [u8] {
+    // SAFETY: the caller's contract.
+    unsafe { core::slice::from_raw_parts_mut(at as *mut u8, len) }
+}
+
+kernel! {
+    /// Each thread writes `bytes` pseudo-random bytes ([`random_fill`], seeded by its global
+    /// index `t`) to its own new file `<dir>/t<t>`, fsyncs, reads them back and compares;
+    /// then the same at offset `t * bytes` of the shared file `shared_fd`. `scratch` holds
+    /// `2 * bytes` of device memory per thread; `results[t]` (i64) gets 0, or
+    /// `step * 1000 + errno` for the first step that failed.
+    pub fn file_check(dir: u64, dir_len: u32, shared_fd: i32, bytes: u32, scratch: u64, results: u64) {
+        let t = global_thread_idx();
+        let n = bytes as usize;
+        // SAFETY: the host allocated `2 * bytes` per thread and one i64 per thread.
+        let (data, back, out) = unsafe {
+            let mine = slice(scratch + t * 2 * n as u64, 2 * n);
+            let (a, b) = mine.split_at_mut(n);
+            (a, b, &mut *((results as *mut i64).add(t as usize)))
+        };
+        random_fill(t, data);
+        let path = PathBuf::new(dir, dir_len, format_args!("t{t}"));
+        let mut run = || -> Result<(), i64> {
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(path.as_str())
+                .map_err(|e| 1000 + e.0 as i64)?;
+            code(2, f.write_all_at(data, 0))?;
+            code(3, f.sync_all().map_err(FsError::from))?;
+            code(4, f.read_exact_at(back, 0))?;
+            if back != data {
+                return Err(4999);
+            }
+            code(5, f.close().map_err(FsError::from))?;
+            // The shared file, at our own offset.
+            back.fill(0);
+            // SAFETY: `shared_fd` is open for the kernel's duration (the host holds it).
+            let shared = core::mem::ManuallyDrop::new(unsafe { File::from_raw_fd(shared_fd) });
+            code(6, shared.write_all_at(data, t * n as u64))?;
+            code(7, shared.sync_data().map_err(FsError::from))?;
+            code(8, shared.read_exact_at(back, t * n as u64))?;
+            if back != data {
+                return Err(8999);
+            }
+            Ok(())
+        };
+        *out = run().err().unwrap_or(0);
+    }
+}
+
+/// `out` codes of [`file_errors`]: a count or fd (>= 0), `-errno`, or this for end of file
+/// with the count in the next entry.
+pub const EOF_CODE: i64 = -1000;
+
+fn errno_code(e: Errno) -> i64 {
+    -(e.0 as i64)
+}
+
+kernel! {
+    /// One thread runs the error cases and writes one i64 per case into `out` (see
+    /// [`EOF_CODE`]); `tests/file_io_gpu.rs` lists them. `big` is `big_len` bytes of device
+    /// memory for a transfer larger than the arena.
+    pub fn file_errors(dir: u64, dir_len: u32, big: u64, big_len: u64, out: u64) {
+        if global_thread_idx() != 0 {
+            return;
+        }
+        // SAFETY: the host allocated 16 i64 results and `big_len` bytes at `big`.
+        let (out, big) = unsafe { (core::slice::from_raw_parts_mut(out as *mut i64, 16), slice(big, big_len as usize)) };
+        let mut buf = [0u8; 8];
+        // 0: invalid fd.
+        out[0] = io::pread(987_654, &mut buf, 0).map_or_else(errno_code, |n| n as i64);
+        // 1: missing path.
+        out[1] = File::open(PathBuf::new(dir, dir_len, format_args!("missing")).as_str()).map_or_else(errno_code, |f| f.into_raw_fd() as i64);
+        // 2, 3: a short read at the end of "ten" (10 bytes: "0123456789"), and its bytes.
+        let ten = File::open(PathBuf::new(dir, dir_len, format_args!("ten")).as_str());
+        match &ten {
+            Ok(f) => {
+                out[2] = f.read_at(&mut buf, 6).map_or_else(errno_code, |n| n as i64);
+                out[3] = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as i64;
+                // 4, 5: read_exact_at past the end: EOF after 6 bytes.
+                match f.read_exact_at(&mut buf, 4) {
+                    Err(FsError::UnexpectedEof { done }) => {
+                        out[4] = EOF_CODE;
+                        out[5] = done as i64;
+                    }
+                    Err(e) => out[4] = e.errno().map_or(-999, errno_code),
+                    Ok(()) => out[4] = 0,
+                }
+                // 6: at the end: 0.
+                out[6] = f.read_at(&mut buf, 10).map_or_else(errno_code, |n| n as i64);
+            }
+            Err(e) => out[2] = errno_code(*e),
+        }
+        drop(ten);
+        // 7: permission denied (the host made "secret" mode 000).
+        out[7] = File::open(PathBuf::new(dir, dir_len, format_args!("secret")).as_str()).map_or_else(errno_code, |f| f.into_raw_fd() as i64);
+        // 8, 9: a file larger than the arena: write `big`, read it back over itself, and
+        // compare with the generator.
+        random_fill(42, big);
+        let path = PathBuf::new(dir, dir_len, format_args!("big"));
+        out[8] = match OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path.as_str()) {
+            Ok(f) => {
+                let w = f.write_all_at(big, 0);
+                big.fill(0);
+                let r = f.read_exact_at(big, 0);
+                match (w, r) {
+                    (Ok(()), Ok(())) => big_len as i64,
+                    (Err(e), _) | (_, Err(e)) => e.errno().map_or(-999, errno_code),
+                }
+            }
+            Err(e) => errno_code(e),
+        };
+        let mut check = [0u8; 256];
+        let mut same = true;
+        let mut at = 0;
+        // Regenerate in 256-byte windows of one stream: random_fill over the whole length
+        // would need a second buffer as large as `big`.
+        let mut gen = Gen::new(42);
+        while at < big.len() {
+            let k = (big.len() - at).min(check.len());
+            gen.fill(&mut check[..k]);
+            same &= check[..k] == big[at..at + k];
+            at += k;
+        }
+        out[9] = same as i64;
+        // 10: a write to a read-only descriptor.
+        out[10] = match File::open(PathBuf::new(dir, dir_len, format_args!("ten")).as_str()) {
+            Ok(f) => f.write_at(b"x", 0).map_or_else(errno_code, |n| n as i64),
+            Err(e) => errno_code(e) - 100,
+        };
+    }
+}
+
+/// [`random_fill`]'s generator, resumable.
+struct Gen(u64);
+
+impl Gen {
+    fn new(seed: u64) -> Gen {
+        Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn fill(&mut self, buf: &mut [u8]) {
+        for b in buf {
+            let x = &mut self.0;
+            *x ^= *x >> 12;
+            *x ^= *x << 25;
+            *x ^= *x >> 27;
+            *b = (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 56) as u8;
+        }
+    }
+}
+
+kernel! {
+    /// Thread 0 writes 64 bytes at `i * 64` of `fd` and waits for the completion, `iters`
+    /// times, and stores each round trip (ns, [`clock_ns`]) into `out[i]` (u64; `u64::MAX`
+    /// if that write failed). The 64 bytes are on the stack: device memory, so staged.
+    pub fn pwrite_latency(fd: i32, iters: u32, out: u64) {
+        if global_thread_idx() != 0 {
+            return;
+        }
+        let mut line = [b'.'; 64];
+        line[63] = b'\n';
+        for i in 0..iters {
+            line[0] = b'0' + (i % 10) as u8;
+            let t0 = clock_ns();
+            let r = io::pwrite(fd, &line, i as u64 * 64);
+            let dt = clock_ns().wrapping_sub(t0);
+            // SAFETY: the host allocated `iters` u64 results.
+            unsafe { *(out as *mut u64).add(i as usize) = if r == Ok(64) { dt } else { u64::MAX } };
+        }
+    }
+}
+
+kernel! {
+    /// Every thread of the grid reads chunks `c = t, t + threads, ...` of `chunk` bytes of
+    /// `fd` (`total` bytes from offset 0) into `dst + c * chunk`: device memory (staged)
+    /// or a host buffer (direct). Failures are counted in `errors` (a u32).
+    pub fn pread_bulk(fd: i32, dst: u64, total: u64, chunk: u64, errors: u64) {
+        bulk(fd, dst, total, chunk, errors, false);
+    }
+}
+
+kernel! {
+    /// Like [`pread_bulk`], writing `src` to `fd` instead.
+    pub fn pwrite_bulk(fd: i32, src: u64, total: u64, chunk: u64, errors: u64) {
+        bulk(fd, src, total, chunk, errors, true);
+    }
+}
+
+fn bulk(fd: i32, at: u64, total: u64, chunk: u64, errors: u64, write: bool) {
+    let threads = grid_dim() as u64 * block_dim() as u64;
+    let mut c = global_thread_idx();
+    // SAFETY: `fd` stays open for the kernel (the host holds it).
+    let f = core::mem::ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
+    while c * chunk < total {
+        let off = c * chunk;
+        let n = chunk.min(total - off) as usize;
+        // SAFETY: the host allocated `total` bytes at `at`; chunks are disjoint.
+        let buf = unsafe { slice(at + off, n) };
+        let r = if write {
+            f.write_all_at(buf, off)
+        } else {
+            f.read_exact_at(buf, off)
+        };
+        if r.is_err() {
+            // SAFETY: the host allocated a zeroed u32 counter.
+            unsafe { &*(errors as *const AtomicU32) }.fetch_add(1, Ordering::Relaxed);
+        }
+        c += threads;
+    }
+}

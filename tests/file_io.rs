@@ -1,0 +1,512 @@
+//! Device file I/O (`gpuio_device::io`, `gpuio_device::fs`) against this machine's kernel,
+//! on the CPU backend: the device code runs on host threads, the requests go through the
+//! real io_uring (or, with `GPUIO_URING=off`, the host-thread fallback), and results come
+//! back through the device's own completion routing.
+
+#[allow(dead_code)]
+mod common;
+
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use common::watchdog;
+use gpuio::device::fs::{Error as FsError, File, OpenOptions};
+use gpuio::device::io::{self, Errno};
+use gpuio::{Backend, Error, Runtime, Sandbox};
+
+/// A file-I/O runtime with a small arena, so that transfers split into many pieces.
+fn runtime(arena: usize, block: usize) -> Runtime {
+    Runtime::builder()
+        .backend(Backend::Cpu)
+        .sandbox(Sandbox::FileIo)
+        .arena_bytes(arena)
+        .arena_block_bytes(block)
+        .build()
+        .expect("runtime")
+}
+
+/// A directory of its own for a test, removed when the test ends.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("gpuio-fileio-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Deterministic pseudo-random bytes (xorshift64*), different for each seed.
+fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 56) as u8
+        })
+        .collect()
+}
+
+/// Failures the kernel threads saw, for the test thread to assert on.
+type Failures = Arc<Mutex<Vec<String>>>;
+
+fn fail(failures: &Failures, msg: String) {
+    failures.lock().unwrap().push(msg);
+}
+
+fn assert_no_failures(failures: &Failures) {
+    let f = failures.lock().unwrap();
+    assert!(
+        f.is_empty(),
+        "{} thread(s) failed, first: {:?}",
+        f.len(),
+        &f[..f.len().min(4)]
+    );
+}
+
+#[test]
+fn per_thread_files_write_fsync_read_back() {
+    let _w = watchdog("per_thread_files_write_fsync_read_back", 120);
+    let dir = Arc::new(TempDir::new("per-thread"));
+    // 64 KiB of arena in 4 KiB blocks, 64 threads of 10-50 KB each: pieces, waits for
+    // blocks, completions for other threads.
+    let rt = runtime(64 << 10, 4096);
+    let failures: Failures = Arc::default();
+    let (d, f) = (dir.clone(), failures.clone());
+    rt.launch(8, 8, move || {
+        let t = gpuio::device::global_thread_idx();
+        let data = random_bytes(t, 10_000 + (t as usize * 641) % 40_000);
+        let path = d.path(&format!("t{t}"));
+        let run = || -> Result<(), String> {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .map_err(|e| format!("open: {e}"))?;
+            file.write_all_at(&data, 0).map_err(|e| format!("write: {e}"))?;
+            file.sync_all().map_err(|e| format!("fsync: {e}"))?;
+            let mut back = vec![0u8; data.len()];
+            file.read_exact_at(&mut back, 0).map_err(|e| format!("read: {e}"))?;
+            if back != data {
+                return Err("read back other bytes".into());
+            }
+            file.close().map_err(|e| format!("close: {e}"))
+        };
+        if let Err(e) = run() {
+            fail(&f, format!("thread {t}: {e}"));
+        }
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    assert_no_failures(&failures);
+    // And the host sees the same bytes.
+    for t in 0..64u64 {
+        let on_disk = std::fs::read(dir.path(&format!("t{t}"))).unwrap();
+        assert!(
+            on_disk == random_bytes(t, 10_000 + (t as usize * 641) % 40_000),
+            "file t{t} differs"
+        );
+    }
+}
+
+#[test]
+fn shared_file_distinct_offsets() {
+    let _w = watchdog("shared_file_distinct_offsets", 120);
+    let dir = TempDir::new("shared");
+    let path = dir.path("shared");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    let fd = file.as_raw_fd();
+    const PER: usize = 12_345; // not block-aligned: pieces straddle blocks
+    let rt = runtime(128 << 10, 4096);
+    let failures: Failures = Arc::default();
+    let f = failures.clone();
+    rt.launch(4, 32, move || {
+        let t = gpuio::device::global_thread_idx();
+        let data = random_bytes(1000 + t, PER);
+        let off = t * PER as u64;
+        match io::pwrite(fd, &data, off) {
+            Ok(n) if n == PER => {}
+            other => return fail(&f, format!("thread {t}: pwrite {other:?}")),
+        }
+        if let Err(e) = io::fsync(fd) {
+            return fail(&f, format!("thread {t}: fsync {e}"));
+        }
+        // Read back a neighbour's range (written before or after ours: only our own is
+        // sure to be there, so read our own, then check the whole file on the host).
+        let mut back = vec![0u8; PER];
+        match io::pread(fd, &mut back, off) {
+            Ok(n) if n == PER && back == data => {}
+            other => fail(&f, format!("thread {t}: pread {other:?}, equal {}", back == data)),
+        }
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    assert_no_failures(&failures);
+    let on_disk = std::fs::read(&path).unwrap();
+    assert_eq!(on_disk.len(), 128 * PER);
+    for t in 0..128u64 {
+        let at = t as usize * PER;
+        assert!(
+            on_disk[at..at + PER] == random_bytes(1000 + t, PER)[..],
+            "range of thread {t} differs"
+        );
+    }
+}
+
+#[test]
+fn file_larger_than_the_arena() {
+    let _w = watchdog("file_larger_than_the_arena", 120);
+    let dir = TempDir::new("large");
+    let path = dir.path("large");
+    // 16 KiB of arena; 3 MiB + 5 bytes through it, one thread, both ways.
+    let rt = runtime(16 << 10, 4096);
+    let failures: Failures = Arc::default();
+    let (p, f) = (path.clone(), failures.clone());
+    rt.launch(1, 1, move || {
+        let data = random_bytes(7, (3 << 20) + 5);
+        let file = File::create(&p).unwrap();
+        match file.write_at(&data, 0) {
+            Ok(n) if n == data.len() => {}
+            other => return fail(&f, format!("write_at: {other:?}")),
+        }
+        drop(file);
+        let file = File::open(&p).unwrap();
+        let mut back = vec![0u8; data.len() + 100];
+        match file.read_at(&mut back, 0) {
+            Ok(n) if n == data.len() && back[..n] == data[..] => {}
+            other => fail(&f, format!("read_at: {other:?}")),
+        }
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    assert_no_failures(&failures);
+    assert!(std::fs::read(&path).unwrap() == random_bytes(7, (3 << 20) + 5));
+}
+
+#[test]
+fn end_of_file_is_reported_with_the_count() {
+    let _w = watchdog("end_of_file_is_reported_with_the_count", 60);
+    let dir = TempDir::new("eof");
+    let path = dir.path("ten");
+    std::fs::write(&path, b"0123456789").unwrap();
+    let rt = runtime(16 << 10, 4096);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (p, s) = (path.clone(), seen.clone());
+    rt.launch(1, 1, move || {
+        let file = File::open(&p).unwrap();
+        let mut buf = [0u8; 8];
+        let mut big = vec![0u8; 20_000]; // several pieces, the first short
+        let mut out = s.lock().unwrap();
+        out.push(format!("{:?}", file.read_at(&mut buf, 6))); // short read: 4
+        out.push(format!("{:?}", &buf[..4]));
+        out.push(format!("{:?}", file.read_at(&mut buf, 10))); // at EOF: 0
+        out.push(format!("{:?}", file.read_at(&mut buf, 1 << 40))); // far past: 0
+        out.push(format!("{:?}", file.read_exact_at(&mut buf, 4))); // 6 then EOF
+        out.push(format!("{:?}", file.read_at(&mut big, 0))); // 10 of 20,000
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        *seen,
+        [
+            "Ok(4)",
+            "[54, 55, 56, 57]",
+            "Ok(0)",
+            "Ok(0)",
+            &format!("{:?}", Err::<(), _>(FsError::UnexpectedEof { done: 6 })),
+            "Ok(10)",
+        ]
+    );
+}
+
+#[test]
+fn errors_reach_the_caller() {
+    let _w = watchdog("errors_reach_the_caller", 60);
+    let dir = TempDir::new("errors");
+    let exists = dir.path("exists");
+    std::fs::write(&exists, b"x").unwrap();
+    let readonly = std::fs::File::open(&exists).unwrap();
+    let ro_fd = readonly.as_raw_fd();
+    let rt = runtime(16 << 10, 4096);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (d, s) = (dir.path(""), seen.clone());
+    let exists2 = exists.clone();
+    rt.launch(1, 1, move || {
+        let mut out = s.lock().unwrap();
+        let mut buf = [0u8; 4];
+        out.push(io::pread(987_654, &mut buf, 0).err()); // invalid fd
+        out.push(io::pwrite(-1, b"x", 0).err());
+        out.push(io::pwrite(ro_fd, b"x", 0).err()); // not open for writing
+        out.push(io::close(987_654).err());
+        out.push(io::fsync(987_654).err());
+        out.push(File::open(&format!("{d}/missing")).err()); // missing path
+        out.push(File::open(&format!("{d}/no/such/dir/f")).err());
+        out.push(OpenOptions::new().write(true).create_new(true).open(&exists2).err()); // exists
+        out.push(File::create(&d).err()); // a directory
+        out.push(File::open("a\0b").err()); // NUL in the path
+        out.push(File::open(&"x".repeat(5000)).err()); // too long
+        out.push(OpenOptions::new().open(&exists2).err()); // neither read nor write
+        out.push(io::pwrite(ro_fd, b"x", u64::MAX - 1).err()); // offset overflows
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    let e = |n| Some(Errno(n));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            e(libc::EBADF),
+            e(libc::EBADF),
+            e(libc::EBADF),
+            e(libc::EBADF),
+            e(libc::EBADF),
+            e(libc::ENOENT),
+            e(libc::ENOENT),
+            e(libc::EEXIST),
+            e(libc::EISDIR),
+            e(libc::EINVAL),
+            e(libc::ENAMETOOLONG),
+            e(libc::EINVAL),
+            e(libc::EINVAL),
+        ]
+    );
+    drop(readonly);
+}
+
+/// Permission denied needs a user the file's mode excludes: as root (CI), a child process
+/// of this test binary drops to `nobody` before it creates its runtime (the SQPOLL thread
+/// takes the ring creator's credentials).
+#[test]
+fn permission_denied() {
+    let _w = watchdog("permission_denied", 60);
+    let dir = TempDir::new("perm");
+    let secret = dir.path("secret");
+    std::fs::write(&secret, b"secret").unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    // SAFETY: geteuid only reads.
+    if unsafe { libc::geteuid() } != 0 {
+        // Not root: the mode already excludes us... unless we own the file, which we do.
+        // Make it 000 instead (owners without CAP_DAC_OVERRIDE are refused).
+        std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
+        assert_eq!(open_in_kernel(&secret), Some(Errno(libc::EACCES)));
+        return;
+    }
+    // The directory must be searchable by nobody.
+    std::fs::set_permissions(&dir.0, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "permission_child", "--include-ignored", "--nocapture"])
+        .env("GPUIO_PERMISSION_CHILD", &secret)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed:\n{text}");
+    assert!(
+        text.contains("child saw Some(EACCES (errno 13))"),
+        "child output:\n{text}"
+    );
+}
+
+/// Opens `path` read-only from a one-thread kernel; returns the error, if any.
+fn open_in_kernel(path: &str) -> Option<Errno> {
+    let rt = runtime(16 << 10, 4096);
+    let seen = Arc::new(Mutex::new(None));
+    let (p, s) = (path.to_string(), seen.clone());
+    rt.launch(1, 1, move || *s.lock().unwrap() = File::open(&p).err())
+        .unwrap();
+    rt.synchronize().unwrap();
+    let e = *seen.lock().unwrap();
+    e
+}
+
+#[test]
+#[ignore = "runs as a child process of permission_denied"]
+fn permission_child() {
+    let Ok(path) = std::env::var("GPUIO_PERMISSION_CHILD") else {
+        return;
+    };
+    // SAFETY: plain syscalls that change this process's credentials.
+    unsafe {
+        assert_eq!(libc::setgid(65534), 0, "setgid");
+        assert_eq!(libc::setuid(65534), 0, "setuid");
+    }
+    println!("child saw {:?}", open_in_kernel(&path));
+}
+
+#[test]
+fn host_buffer_is_read_and_written_directly() {
+    let _w = watchdog("host_buffer_is_read_and_written_directly", 60);
+    let dir = TempDir::new("direct");
+    let path = dir.path("direct");
+    let data = random_bytes(99, 200_000);
+    std::fs::write(&path, &data).unwrap();
+    // A 4 KiB arena of one block: a staged 200 KB read would need 49 pieces; the direct
+    // one needs one. The test checks the bytes, and that the arena was never used (its
+    // one block is then still free: a read of a missing fd stages nothing either way).
+    let rt = runtime(4096, 4096);
+    let mut buf = rt.host_buffer(data.len()).unwrap();
+    let (at, len) = (buf.device_ptr(), buf.len());
+    let file = std::fs::File::open(&path).unwrap();
+    let fd = file.as_raw_fd();
+    let seen = Arc::new(Mutex::new(None));
+    let s = seen.clone();
+    rt.launch(1, 1, move || {
+        // SAFETY: the host buffer outlives the kernel (synchronize before it is dropped).
+        let bytes = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, len) };
+        *s.lock().unwrap() = Some(io::pread(fd, bytes, 0));
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    assert_eq!(*seen.lock().unwrap(), Some(Ok(data.len())));
+    assert!(buf.as_slice() == &data[..], "host buffer holds other bytes");
+    let stats = rt.stats();
+    assert_eq!(
+        (stats.direct_bytes, stats.staged_bytes),
+        (data.len() as u64, 0),
+        "not a direct read"
+    );
+    // And a write from it.
+    buf.as_mut_slice()[..5].copy_from_slice(b"HELLO");
+    let out = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dir.path("out"))
+        .unwrap();
+    let ofd = out.as_raw_fd();
+    rt.launch(1, 1, move || {
+        // SAFETY: as above.
+        let bytes = unsafe { std::slice::from_raw_parts(at as *const u8, len) };
+        io::pwrite(ofd, &bytes[..5], 0).unwrap();
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    assert_eq!(std::fs::read(dir.path("out")).unwrap(), b"HELLO");
+    assert_eq!(rt.stats().staged_bytes, 0, "the write was staged");
+    // The same read into memory that is not a host buffer is staged.
+    let s2 = seen.clone();
+    rt.launch(1, 1, move || {
+        let mut v = vec![0u8; 10_000];
+        *s2.lock().unwrap() = Some(io::pread(fd, &mut v, 0));
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    assert_eq!(rt.stats().staged_bytes, 10_000);
+}
+
+#[test]
+fn async_transfers_overlap() {
+    let _w = watchdog("async_transfers_overlap", 60);
+    let dir = TempDir::new("async");
+    let path = dir.path("async");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    let fd = file.as_raw_fd();
+    let rt = runtime(64 << 10, 4096);
+    let failures: Failures = Arc::default();
+    let f = failures.clone();
+    rt.launch(2, 4, move || {
+        let t = gpuio::device::global_thread_idx();
+        let a = random_bytes(t, 5000);
+        let b = random_bytes(t + 100, 7000);
+        // SAFETY: each Pending is waited for below, never leaked.
+        let (pa, pb) = unsafe {
+            (
+                io::pwrite_async(fd, &a, t * 12_000),
+                io::pwrite_async(fd, &b, t * 12_000 + 5000),
+            )
+        };
+        let (ra, rb) = (pb.wait(), pa.wait()); // out of order
+        if ra != Ok(7000) || rb != Ok(5000) {
+            return fail(&f, format!("thread {t}: writes {ra:?} {rb:?}"));
+        }
+        let mut back = vec![0u8; 12_000];
+        // SAFETY: waited for at once.
+        let r = unsafe { io::pread_async(fd, &mut back, t * 12_000) }.wait();
+        if r != Ok(12_000) || back[..5000] != a[..] || back[5000..] != b[..] {
+            fail(&f, format!("thread {t}: read back {r:?}"));
+        }
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    assert_no_failures(&failures);
+}
+
+#[test]
+fn print_only_sandbox_refuses_file_io_and_reports_it() {
+    let _w = watchdog("print_only_sandbox_refuses_file_io_and_reports_it", 60);
+    let dir = TempDir::new("refused");
+    let path = dir.path("must-not-exist");
+    let rt = Runtime::builder().backend(Backend::Cpu).build().unwrap();
+    if rt.stats().sandbox != Sandbox::PrintOnly {
+        eprintln!(
+            "skipped: this kernel cannot restrict rings (sandbox {:?})",
+            rt.stats().sandbox
+        );
+        return;
+    }
+    let seen = Arc::new(Mutex::new(None));
+    let (p, s) = (path.clone(), seen.clone());
+    rt.launch(1, 1, move || *s.lock().unwrap() = Some(File::create(&p).err()))
+        .unwrap();
+    match rt.synchronize() {
+        Err(Error::Refused(r)) => {
+            assert_eq!(r.errno, libc::EACCES);
+            assert_eq!(r.requests, 1);
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(*seen.lock().unwrap(), Some(Some(Errno(libc::EACCES))));
+    assert!(!Path::new(&path).exists(), "the refused open was executed");
+    rt.synchronize().expect("reported once");
+}
+
+#[test]
+fn outside_a_kernel_calls_fail_cleanly() {
+    let mut buf = [0u8; 4];
+    assert_eq!(io::pread(0, &mut buf, 0), Err(Errno::ENOSYS));
+    assert_eq!(File::open("/etc/hostname").err(), Some(Errno::ENOSYS));
+}
+
+#[test]
+fn bad_arena_configuration_is_refused() {
+    for (arena, block) in [
+        (1 << 20, 1000),
+        (1 << 20, 2048),
+        (4096, 8192),
+        (3 << 20, 4096),
+        (1 << 40, 4096),
+    ] {
+        let r = Runtime::builder()
+            .backend(Backend::Cpu)
+            .arena_bytes(arena)
+            .arena_block_bytes(block)
+            .build();
+        assert!(matches!(r, Err(Error::Config(_))), "{arena}/{block} accepted");
+    }
+}
