@@ -7,7 +7,9 @@
 //! - **latency**: one GPU thread `pwrite`s 64 bytes (from its stack: device memory, so
 //!   staged through the arena) at `i * 64` of a fresh file and waits for the completion,
 //!   `--iters` times (default 10000); each round trip timed on the GPU's clock
-//!   (`%globaltimer`). Prints p50, p99, min, max.
+//!   (`%globaltimer`). Prints p50, p99, min, max. `--lat-file PATH` writes there instead
+//!   (an existing file is overwritten from offset 0; `/dev/null` works). Then the same
+//!   round trip again, timed in phases (`latency_phases`): a diagnostic.
 //! - **pread**: a `--size-mib` file (default 1024) in `--dir` (default the temp dir),
 //!   written and read once by the host first so that it is page-cached. `--threads` GPU
 //!   threads (default 256, blocks of 128) read chunks of `--chunk-kib` (default 4096) with
@@ -46,7 +48,7 @@ const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
 const CLI: Cli = Cli {
     name: "bench_file",
     usage: "usage: bench_file [--size-mib N] [--chunk-kib N] [--threads N] [--arena-mib N] \
-            [--block-kib N] [--iters N] [--reps N] [--dir PATH]",
+            [--block-kib N] [--iters N] [--reps N] [--dir PATH] [--lat-file PATH]",
 };
 
 struct Config {
@@ -58,6 +60,7 @@ struct Config {
     iters: u32,
     reps: usize,
     dir: PathBuf,
+    lat_file: Option<PathBuf>,
 }
 
 /// Where kernels run, and the memory they address.
@@ -213,6 +216,7 @@ fn main() {
             "--iters",
             "--reps",
             "--dir",
+            "--lat-file",
         ],
     );
     let gpu_present = Cuda::open().is_ok();
@@ -228,6 +232,7 @@ fn main() {
         iters: CLI.opt(&args, "--iters").unwrap_or(10_000),
         reps: CLI.opt(&args, "--reps").unwrap_or(3),
         dir: CLI.opt(&args, "--dir").unwrap_or_else(std::env::temp_dir),
+        lat_file: CLI.opt(&args, "--lat-file"),
     };
     if cfg.size == 0 || cfg.chunk == 0 || cfg.threads == 0 || cfg.reps == 0 || cfg.iters == 0 {
         CLI.fail("sizes, threads, iters and reps must be positive");
@@ -275,8 +280,15 @@ fn main() {
     let mut failed = false;
 
     // ---- latency
-    let lat_path = cfg.dir.join(format!("gpuio-bench-lat-{}", std::process::id()));
-    let lat_file = File::create(&lat_path).expect("create");
+    let lat_path = match &cfg.lat_file {
+        Some(p) => p.clone(),
+        None => cfg.dir.join(format!("gpuio-bench-lat-{}", std::process::id())),
+    };
+    let lat_file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .open(&lat_path)
+        .expect("create");
     let mut lat = DevBuf::new(&g, cfg.iters as usize * 8);
     let (fd, iters, out) = (lat_file.as_raw_fd(), cfg.iters, lat.addr());
     match &g.module {
@@ -300,9 +312,16 @@ fn main() {
         .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
         .collect();
     let errors = ns.iter().filter(|&&v| v == u64::MAX).count();
-    let written = std::fs::metadata(&lat_path).map(|m| m.len()).unwrap_or(0);
+    let meta = std::fs::metadata(&lat_path).expect("stat");
+    let written = if meta.is_file() {
+        meta.len()
+    } else {
+        cfg.iters as u64 * 64
+    };
     drop(lat_file);
-    let _ = std::fs::remove_file(&lat_path);
+    if cfg.lat_file.is_none() {
+        let _ = std::fs::remove_file(&lat_path);
+    }
     ns.sort_unstable();
     let pct = |p: f64| ns[((ns.len() - 1) as f64 * p) as usize] as f64 / 1e3;
     let granularity = ns.windows(2).map(|w| w[1] - w[0]).filter(|&d| d > 0).min().unwrap_or(0);
@@ -327,6 +346,64 @@ fn main() {
     if errors > 0 || written != cfg.iters as u64 * 64 {
         failed = true;
     }
+
+    // ---- the same round trip, in phases (diagnostic).
+    let lat_file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .open(&lat_path)
+        .expect("create");
+    let mut ph = DevBuf::new(&g, cfg.iters as usize * 48);
+    let (fd, out) = (lat_file.as_raw_fd(), ph.addr());
+    match &g.module {
+        Some(m) => m
+            .launch(
+                "latency_phases",
+                1,
+                1,
+                &[Arg::U32(fd as u32), Arg::U32(iters), Arg::U64(out)],
+            )
+            .expect("launch"),
+        None => rt
+            .launch(1, 1, move || k::latency_phases(fd, iters, out))
+            .expect("launch"),
+    }
+    rt.synchronize().expect("synchronize");
+    drop(lat_file);
+    if cfg.lat_file.is_none() {
+        let _ = std::fs::remove_file(&lat_path);
+    }
+    let mut raw = vec![0u8; cfg.iters as usize * 48];
+    ph.download(0, &mut raw);
+    let words: Vec<u64> = raw
+        .chunks(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let names = [
+        "PCIe read (SQ head)",
+        "system fence",
+        "block + slot + stage 64 B",
+        "Ring::submit",
+        "wait for the CQE",
+    ];
+    let mut rows = Vec::new();
+    for (k, name) in names.iter().enumerate() {
+        let mut v: Vec<u64> = words.chunks(6).map(|r| r[k]).collect();
+        v.sort_unstable();
+        let q = |p: f64| v[((v.len() - 1) as f64 * p) as usize] as f64 / 1e3;
+        rows.push(vec![
+            name.to_string(),
+            format!("{:.2}", q(0.5)),
+            format!("{:.2}", q(0.99)),
+        ]);
+    }
+    let bad = words.chunks(6).filter(|r| r[5] != 64).count();
+    println!();
+    println!(
+        "## the same round trip in phases ({} iterations, {} results not 64)",
+        cfg.iters, bad
+    );
+    write_table(&mut std::io::stdout(), &["phase", "p50 us", "p99 us"], rows, 1);
 
     // ---- the file for pread, page-cached.
     let path = cfg.dir.join(format!("gpuio-bench-file-{}", std::process::id()));

@@ -59,7 +59,40 @@ impl Combiner {
         // SeqCst fence, system scope: orders our request before our look at the lock,
         // against the holder's release-then-look (store-buffering, see the module docs).
         fence(Ordering::SeqCst);
-        let mut ran = false;
+        self.serve(&mut work, false)
+    }
+
+    /// Like [`Combiner::run`], with a fast path for the uncontended case: when the lock is
+    /// free, take it directly (no request, no fence before it), run `work`, release, and
+    /// only then look for requests made meanwhile, serving them as [`Combiner::run`] does.
+    /// On a GPU this saves most of `run`'s system-scope fences when one thread is alone.
+    ///
+    /// Why no request is stranded: a requester that found the lock held left its request
+    /// after a SeqCst fence and a look at the lock; we release the lock, fence (SeqCst),
+    /// then look at `pending`. Of two such store-fence-load sequences at least one load sees
+    /// the other's store: the requester takes the lock itself, or we see its request.
+    pub fn run_fast(&self, mut work: impl FnMut()) -> bool {
+        // Relaxed look first: contended callers go to the request protocol without an RMW.
+        if self.lock.load(Ordering::Relaxed) == 0
+            // Acquire, system scope: the previous holder's work happens-before ours.
+            && self.lock.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        {
+            work();
+            // Release, system scope: our work happens-before the next holder's.
+            self.lock.store(0, Ordering::Release);
+            // SeqCst fence: pairs with the requesters' fence (see above).
+            fence(Ordering::SeqCst);
+            if self.pending.load(Ordering::Relaxed) != 0 {
+                self.serve(&mut work, true);
+            }
+            return true;
+        }
+        self.run(work)
+    }
+
+    /// The holder's loop: takes the lock while requests are pending and serves them.
+    /// Called after a request (ours, or one we saw) was made and fenced.
+    fn serve(&self, work: &mut impl FnMut(), mut ran: bool) -> bool {
         loop {
             if self.lock.load(Ordering::Relaxed) != 0 {
                 return ran;

@@ -35,7 +35,9 @@ use core::marker::PhantomData;
 
 use crate::context::Context;
 use crate::request::Ticket;
-use crate::sync::{copy_from_cells, copy_to_cells};
+#[cfg(loom)]
+use crate::sync::copy_from_cells;
+use crate::sync::{copy_to_cells, SharedCell};
 use crate::uapi::{Sqe, IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_OPENAT, IORING_OP_READ, IORING_OP_WRITE};
 
 /// An error number from the kernel (`errno`), as a device call returns it.
@@ -261,12 +263,7 @@ impl<'a> Pending<'a> {
         if self.op == Op::Write && block != NO_BLOCK {
             // SAFETY: the block is ours until its request completes; `buf[issued..+n]` is
             // the caller's (borrowed for `'a`).
-            unsafe {
-                copy_to_cells(
-                    ctx.arena.cells(block),
-                    core::slice::from_raw_parts(self.buf.add(self.issued), n),
-                )
-            };
+            unsafe { stage_in(ctx.arena.cells(block), self.buf.add(self.issued), n) };
         }
         let sqe = Sqe {
             opcode: if self.op == Op::Write {
@@ -312,7 +309,7 @@ impl<'a> Pending<'a> {
             // to the block before this copy); the block is ours until we give it back;
             // `buf[at..at+res]` is the caller's, `res <= len` (the kernel never reads more
             // than asked).
-            unsafe { copy_from_cells(ctx.arena.cells(p.block), self.buf.add(p.at), (res as usize).min(p.len)) };
+            unsafe { stage_out(ctx.arena.cells(p.block), self.buf.add(p.at), (res as usize).min(p.len)) };
         }
         if p.block != NO_BLOCK {
             ctx.arena.pool.give_back(p.block);
@@ -366,6 +363,40 @@ impl Drop for Pending<'_> {
             self.complete_oldest();
         }
     }
+}
+
+/// Copies `len` bytes of the caller's buffer into an arena block (a write's payload).
+///
+/// # Safety
+/// The block is the caller's; `src .. src + len` is valid and fits in the block.
+unsafe fn stage_in(cells: *const SharedCell<u8>, src: *const u8, len: usize) {
+    #[cfg(not(loom))]
+    // SAFETY: the caller's contract; a SharedCell<u8> is a transparent byte.
+    unsafe {
+        crate::copy::group_copy(&crate::arch::Warp::default(), cells as *mut u8, src, len)
+    };
+    #[cfg(loom)]
+    // SAFETY: the caller's contract.
+    unsafe {
+        copy_to_cells(cells, core::slice::from_raw_parts(src, len))
+    };
+}
+
+/// Copies `len` bytes of a completed read from an arena block into the caller's buffer.
+///
+/// # Safety
+/// The block is the caller's and its read completed; `dst .. dst + len` is valid.
+unsafe fn stage_out(cells: *const SharedCell<u8>, dst: *mut u8, len: usize) {
+    #[cfg(not(loom))]
+    // SAFETY: the caller's contract; a SharedCell<u8> is a transparent byte.
+    unsafe {
+        crate::copy::group_copy(&crate::arch::Warp::default(), dst, cells as *const u8, len)
+    };
+    #[cfg(loom)]
+    // SAFETY: the caller's contract.
+    unsafe {
+        copy_from_cells(cells, dst, len)
+    };
 }
 
 /// Writes `buf` to `fd` at `offset`; returns the bytes written (see the module docs for

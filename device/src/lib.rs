@@ -31,6 +31,7 @@ pub mod arch;
 pub mod arena;
 pub mod combine;
 pub mod context;
+pub mod copy;
 pub mod fs;
 pub mod group;
 pub mod io;

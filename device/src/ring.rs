@@ -89,6 +89,10 @@ pub struct Ring {
     pub tickets: Padded<AtomicU32>,
     /// The tail as last published; written only by the publisher.
     pub published: Padded<AtomicU32>,
+    /// The kernel's SQ head as some submitter last read it (our memory): submitters read
+    /// the kernel's word only when this copy says the slot may still be occupied (on a GPU
+    /// that read crosses PCIe).
+    pub sq_head_seen: Padded<AtomicU32>,
     /// Serialises tail publication.
     pub publisher: Combiner,
     /// Serialises CQ consumption.
@@ -133,6 +137,7 @@ impl Ring {
             cq_entries,
             tickets: Padded(AtomicU32::new(0)),
             published: Padded(AtomicU32::new(0)),
+            sq_head_seen: Padded(AtomicU32::new(0)),
             publisher: Combiner::new(),
             reaper: Combiner::new(),
             reaped: Padded(AtomicU32::new(0)),
@@ -174,9 +179,19 @@ impl Ring {
         // 2. Slot free and a CQ credit.
         let mut backoff = Backoff::new();
         loop {
-            // Acquire, system scope: pairs with the kernel's smp_store_release of the head
-            // after it consumed SQE `t - sq_entries` (write-after-read on the slot).
-            let sq_head = self.sq_head().load(Ordering::Acquire);
+            // Acquire, system scope: pairs with the release of the submitter that stored
+            // it, after its own acquire of the kernel's head: write-after-read on the slot
+            // through that chain (or a value that only sends us to the kernel's word).
+            let mut sq_head = self.sq_head_seen.load(Ordering::Acquire);
+            if t.wrapping_sub(sq_head) >= self.sq_entries {
+                // Acquire, system scope: pairs with the kernel's smp_store_release of the
+                // head after it consumed SQE `t - sq_entries` (write-after-read on the slot).
+                sq_head = self.sq_head().load(Ordering::Acquire);
+                // Release: passes that acquire on to submitters that read the copy. A
+                // store may overwrite a newer copy with an older head; that only costs a
+                // later submitter one more read of the kernel's word.
+                self.sq_head_seen.store(sq_head, Ordering::Release);
+            }
             // Acquire, system scope: pairs with the reaper's release of `reaped`, which it
             // stored after the kernel's `cq_head`; so the kernel sees that head before it
             // sees this SQE (through our publication), and the CQ cannot overflow.
@@ -203,7 +218,7 @@ impl Ring {
 
     /// Moves the SQ tail over every ready SQE, in order.
     fn publish(&self) {
-        self.publisher.run(|| {
+        self.publisher.run_fast(|| {
             // Only the publisher writes `published`; the combiner's lock orders holders.
             let start = self.published.load(Ordering::Relaxed);
             let mut tail = start;
@@ -214,7 +229,10 @@ impl Ring {
                 tail = tail.wrapping_add(1);
             }
             if tail != start {
-                self.published.store(tail, Ordering::Release);
+                // Relaxed (one system-scope release per publication, not two: on a GPU
+                // each is a fence): the next publisher reads it after the combiner lock's
+                // release/acquire, and `idle` only once no one submits.
+                self.published.store(tail, Ordering::Relaxed);
                 // Release, system scope: every SQE below `tail` (and its payload) happens-
                 // before the kernel's smp_load_acquire of the tail. Invariant 1.
                 self.sq_tail().store(tail, Ordering::Release);

@@ -22,6 +22,12 @@ pub fn random_fill(seed: u64, buf: &mut [u8]) {
     }
 }
 
+/// Whether two byte slices are equal, without `memcmp` (which amdgcn code objects cannot
+/// import).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// A path built on the stack (no allocation on a GPU).
 struct PathBuf {
     bytes: [u8; 512],
@@ -99,7 +105,7 @@ kernel! {
             code(2, f.write_all_at(data, 0))?;
             code(3, f.sync_all().map_err(FsError::from))?;
             code(4, f.read_exact_at(back, 0))?;
-            if back != data {
+            if !same(back, data) {
                 return Err(4999);
             }
             code(5, f.close().map_err(FsError::from))?;
@@ -110,7 +116,7 @@ kernel! {
             code(6, shared.write_all_at(data, t * n as u64))?;
             code(7, shared.sync_data().map_err(FsError::from))?;
             code(8, shared.read_exact_at(back, t * n as u64))?;
-            if back != data {
+            if !same(back, data) {
                 return Err(8999);
             }
             Ok(())
@@ -190,7 +196,7 @@ kernel! {
         while at < big.len() {
             let k = (big.len() - at).min(check.len());
             gen.fill(&mut check[..k]);
-            same &= check[..k] == big[at..at + k];
+            same &= self::same(&check[..k], &big[at..at + k]);
             at += k;
         }
         out[9] = same as i64;
@@ -277,5 +283,62 @@ fn bulk(fd: i32, at: u64, total: u64, chunk: u64, errors: u64, write: bool) {
             unsafe { &*(errors as *const AtomicU32) }.fetch_add(1, Ordering::Relaxed);
         }
         c += threads;
+    }
+}
+
+kernel! {
+    /// A diagnostic of [`pwrite_latency`]'s round trip, in phases. Thread 0, `iters` times:
+    /// one PCIe read (the kernel's SQ head), one system-scope fence, taking a block and a
+    /// completion slot and staging 64 bytes, `Ring::submit` (the SQE written and
+    /// published), then waiting for the completion (the kernel's work and our reaping).
+    /// `out[6 * i + k]` (u64, ns) for the phases `k` in that order; the last entry is the
+    /// CQE's result.
+    pub fn latency_phases(fd: i32, iters: u32, out: u64) {
+        use gpuio_device::sync::fence;
+        use gpuio_device::uapi::{Sqe, IORING_OP_WRITE};
+        if global_thread_idx() != 0 {
+            return;
+        }
+        let ctx = gpuio_device::arch::context();
+        if ctx.is_null() {
+            return;
+        }
+        // SAFETY: the host installed the context for this kernel.
+        let ctx = unsafe { &*ctx };
+        let line = [b'x'; 64];
+        for i in 0..iters {
+            let t0 = clock_ns();
+            // SAFETY: the ring's pointers are valid while the runtime lives.
+            let head = unsafe { &*ctx.ring.sq_head }.load(Ordering::Acquire);
+            let t1 = clock_ns();
+            fence(Ordering::SeqCst);
+            let t2 = clock_ns();
+            let block = ctx.arena.take(ctx);
+            let ticket = ctx.requests.take(ctx);
+            // SAFETY: the block is ours until the request completes.
+            unsafe { gpuio_device::sync::copy_to_cells(ctx.arena.cells(block), &line) };
+            let t3 = clock_ns();
+            let sqe = Sqe {
+                opcode: IORING_OP_WRITE,
+                fd,
+                off: i as u64 * 64,
+                addr: ctx.arena.io_addr(block),
+                len: 64,
+                user_data: ticket.user_data(),
+                ..Sqe::default()
+            };
+            ctx.ring.submit(&sqe, || {
+                ctx.reap();
+            });
+            let t4 = clock_ns();
+            let res = ctx.requests.wait(ctx, ticket);
+            let t5 = clock_ns();
+            ctx.arena.pool.give_back(block);
+            let row = [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, res as i64 as u64 ^ (head as u64 & 0)];
+            for (k, v) in row.iter().enumerate() {
+                // SAFETY: the host allocated `6 * iters` u64s.
+                unsafe { *(out as *mut u64).add(6 * i as usize + k) = *v };
+            }
+        }
     }
 }

@@ -1,0 +1,124 @@
+//! Copies between the arena (host memory) and a thread's buffer, shared by the lanes that
+//! make them together.
+//!
+//! On a GPU, host memory is reached over PCIe, one transaction per load or store
+//! instruction of each lane. A thread copying its own buffer alone issues one small,
+//! scattered transaction per 16 bytes (the lanes of its warp copy other buffers, far
+//! apart); throughput then is bounded by the transaction rate, not the bandwidth. So the
+//! lanes executing a copy together (a [`Group`]: on NVIDIA GPUs the lanes of a warp that
+//! reach the call together) copy each member's range in turn, all of them at once: lane `r`
+//! of `n` moves 16-byte units `r, r + n, ...`, so a warp's stores to one range are
+//! contiguous and PCIe carries full-size transactions.
+//!
+//! The lanes only move bytes here: no lane waits for anything but the group's own
+//! collectives, and which collectives run depends only on the group (see `arch::Warp`).
+
+use crate::group::Group;
+
+/// Copies `len` bytes from `src` to `dst` for each lane of `g` (each its own ranges),
+/// the lanes sharing the work. Returns when this lane's `dst` holds its bytes, and every
+/// other member's writes are visible to this lane.
+///
+/// # Safety
+/// On every lane: `src .. src + len` is valid for reads and `dst .. dst + len` for writes,
+/// not overlapping, and no other agent writes them during the call. Every lane of the
+/// group makes this call (the `Group` contract).
+#[inline(never)]
+pub unsafe fn group_copy(g: &impl Group, dst: *mut u8, src: *const u8, len: usize) {
+    let (rank, count) = g.exclusive_sum(1);
+    if count == 1 {
+        // SAFETY: the caller's contract.
+        unsafe { strided(dst, src, len, 0, 1) };
+        return;
+    }
+    for k in 0..count {
+        // Member k's value, on every lane: the sum over the group of `v` on member k, 0
+        // elsewhere. The same collectives run on every lane (they depend on `count` only).
+        let pick = |v: u64| g.exclusive_sum(if rank == k { v } else { 0 }).1;
+        let (d, s, n) = (pick(dst as u64), pick(src as u64), pick(len as u64));
+        // SAFETY: member k's ranges, valid by the caller's contract on member k; the
+        // lanes write disjoint units of them.
+        unsafe { strided(d as *mut u8, s as *const u8, n as usize, rank, count) };
+    }
+    // Every member's writes to every range happen-before what each lane does next (its
+    // own reads of `dst`, or its submission, whose release then covers them).
+    g.sync();
+}
+
+/// Units a lane loads before it stores them: loads from host memory take a PCIe round
+/// trip each, so a lane keeps several in flight instead of one.
+const BATCH: usize = 8;
+
+/// This lane's share of a copy: 16-byte units `rank, rank + count, ...` (loaded
+/// [`BATCH`] at a time), then the bytes after the last whole unit likewise.
+///
+/// # Safety
+/// As for [`group_copy`], for this one range.
+#[inline(always)]
+unsafe fn strided(dst: *mut u8, src: *const u8, len: usize, rank: u64, count: u64) {
+    let (rank, count) = (rank as usize, count as usize);
+    let units = len / 16;
+    // SAFETY: every access stays inside `[0, len)` of the ranges.
+    unsafe {
+        if (dst as usize | src as usize) % 16 == 0 {
+            units16(
+                dst as *mut u128,
+                src as *const u128,
+                units,
+                rank,
+                count,
+                |p| core::ptr::read(p),
+                |p, v| core::ptr::write(p, v),
+            );
+        } else {
+            units16(
+                dst as *mut u128,
+                src as *const u128,
+                units,
+                rank,
+                count,
+                |p| core::ptr::read_unaligned(p),
+                |p, v| core::ptr::write_unaligned(p, v),
+            );
+        }
+        let mut b = units * 16 + rank;
+        while b < len {
+            *dst.add(b) = *src.add(b);
+            b += count;
+        }
+    }
+}
+
+/// Copies units `rank, rank + count, ...` below `units` with `load` and `store`.
+///
+/// # Safety
+/// `load` and `store` are valid for every unit below `units`.
+#[inline(always)]
+unsafe fn units16(
+    dst: *mut u128,
+    src: *const u128,
+    units: usize,
+    rank: usize,
+    count: usize,
+    load: impl Fn(*const u128) -> u128,
+    store: impl Fn(*mut u128, u128),
+) {
+    let mut i = rank;
+    // SAFETY: indices stay below `units` (the caller's contract covers them).
+    unsafe {
+        while i + (BATCH - 1) * count < units {
+            let mut v = [0u128; BATCH];
+            for (j, x) in v.iter_mut().enumerate() {
+                *x = load(src.add(i + j * count));
+            }
+            for (j, x) in v.iter().enumerate() {
+                store(dst.add(i + j * count), *x);
+            }
+            i += BATCH * count;
+        }
+        while i < units {
+            store(dst.add(i), load(src.add(i)));
+            i += count;
+        }
+    }
+}
