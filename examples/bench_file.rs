@@ -12,9 +12,9 @@
 //!   round trip again, timed in phases (`latency_phases`): a diagnostic.
 //! - **pread**: a `--size-mib` file (default 1024) in `--dir` (default the temp dir),
 //!   written and read once by the host first so that it is page-cached. `--threads` GPU
-//!   threads (default 256, blocks of 128) read chunks of `--chunk-kib` (default 4096) with
+//!   threads (default 1024, blocks of 128) read chunks of `--chunk-kib` (default 1024) with
 //!   `File::read_exact_at` into device memory (staged through an arena of `--arena-mib`,
-//!   default 256, in blocks of `--block-kib`, default 1024), and again into a host buffer
+//!   default 256, in blocks of `--block-kib`, default 256), and again into a host buffer
 //!   (direct: no copy). The host pipeline: one thread, `pread` into a pinned
 //!   (`cuMemHostRegister`ed) buffer of `--block-kib`, then `cuMemcpyHtoD`, until the file is
 //!   in device memory. Each GPU result is checked against the file.
@@ -225,10 +225,10 @@ fn main() {
         size: mib(CLI
             .opt(&args, "--size-mib")
             .unwrap_or(if gpu_present { 1024 } else { 64 })),
-        chunk: CLI.opt::<usize>(&args, "--chunk-kib").unwrap_or(4096) << 10,
-        threads: CLI.opt(&args, "--threads").unwrap_or(256),
+        chunk: CLI.opt::<usize>(&args, "--chunk-kib").unwrap_or(1024) << 10,
+        threads: CLI.opt(&args, "--threads").unwrap_or(1024),
         arena: mib(CLI.opt(&args, "--arena-mib").unwrap_or(256)),
-        block: CLI.opt::<usize>(&args, "--block-kib").unwrap_or(1024) << 10,
+        block: CLI.opt::<usize>(&args, "--block-kib").unwrap_or(256) << 10,
         iters: CLI.opt(&args, "--iters").unwrap_or(10_000),
         reps: CLI.opt(&args, "--reps").unwrap_or(3),
         dir: CLI.opt(&args, "--dir").unwrap_or_else(std::env::temp_dir),
@@ -287,6 +287,7 @@ fn main() {
     let lat_file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
+        .truncate(false)
         .open(&lat_path)
         .expect("create");
     let mut lat = DevBuf::new(&g, cfg.iters as usize * 8);
@@ -351,6 +352,7 @@ fn main() {
     let lat_file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
+        .truncate(false)
         .open(&lat_path)
         .expect("create");
     let mut ph = DevBuf::new(&g, cfg.iters as usize * 48);

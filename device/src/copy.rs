@@ -47,7 +47,7 @@ pub unsafe fn group_copy(g: &impl Group, dst: *mut u8, src: *const u8, len: usiz
 
 /// Units a lane loads before it stores them: loads from host memory take a PCIe round
 /// trip each, so a lane keeps several in flight instead of one.
-const BATCH: usize = 8;
+const BATCH: usize = 32;
 
 /// This lane's share of a copy: 16-byte units `rank, rank + count, ...` (loaded
 /// [`BATCH`] at a time), then the bytes after the last whole unit likewise.
@@ -60,7 +60,7 @@ unsafe fn strided(dst: *mut u8, src: *const u8, len: usize, rank: u64, count: u6
     let units = len / 16;
     // SAFETY: every access stays inside `[0, len)` of the ranges.
     unsafe {
-        if (dst as usize | src as usize) % 16 == 0 {
+        if (dst as usize | src as usize).is_multiple_of(16) {
             units16(
                 dst as *mut u128,
                 src as *const u128,
