@@ -303,7 +303,28 @@ fn protocol_steps_have_the_orderings_they_need() {
              would not see its work"
         );
     }
-    for f in funcs(&|i| i.op == "atom.acq_rel.sys.exch.b32") {
+    // A request is `pending.swap(1)`: an exchange of the constant 1 (an immediate, or a
+    // register a `mov` set to 1 in the same function). Exchanges of 0 (the holder taking
+    // requests, a stream's kick being taken) are not requests.
+    let is_request = |i: &Inst| {
+        i.op == "atom.acq_rel.sys.exch.b32"
+            && i.args.get(2).is_some_and(|src| {
+                src == "1"
+                    || insts.iter().any(|m| {
+                        m.func == i.func
+                            && m.op.starts_with("mov.")
+                            && m.args.len() == 2
+                            && &m.args[0] == src
+                            && m.args[1] == "1"
+                    })
+            })
+    };
+    let requesters = funcs(&is_request);
+    assert!(
+        !requesters.is_empty(),
+        "no combiner request (exch of 1) found: the check below would be vacuous"
+    );
+    for f in requesters {
         assert!(
             has(&f, "fence.sc.sys"),
             "function {f} makes combiner requests (acq_rel exch) without fence.sc.sys: a requester and \

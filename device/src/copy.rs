@@ -15,6 +15,18 @@
 
 use crate::group::Group;
 
+/// Copies `len` bytes from `src` to `dst`, sharing the work with the lanes that make this
+/// call together (each with its own ranges): [`copy_in`] over `arch::Warp::default()`.
+/// One function, so that the group is formed where its collectives run.
+///
+/// # Safety
+/// As for [`copy_in`].
+#[inline(never)] // tests/ptx_atomics.rs checks its collectives by name
+pub unsafe fn group_copy(dst: *mut u8, src: *const u8, len: usize) {
+    // SAFETY: forwarded; every lane of the group formed here makes this call.
+    unsafe { copy_in(&crate::arch::Warp::default(), dst, src, len) }
+}
+
 /// Copies `len` bytes from `src` to `dst` for each lane of `g` (each its own ranges),
 /// the lanes sharing the work. Returns when this lane's `dst` holds its bytes, and every
 /// other member's writes are visible to this lane.
@@ -23,8 +35,8 @@ use crate::group::Group;
 /// On every lane: `src .. src + len` is valid for reads and `dst .. dst + len` for writes,
 /// not overlapping, and no other agent writes them during the call. Every lane of the
 /// group makes this call (the `Group` contract).
-#[inline(never)]
-pub unsafe fn group_copy(g: &impl Group, dst: *mut u8, src: *const u8, len: usize) {
+#[inline(always)]
+pub unsafe fn copy_in(g: &impl Group, dst: *mut u8, src: *const u8, len: usize) {
     let (rank, count) = g.exclusive_sum(1);
     if count == 1 {
         // SAFETY: the caller's contract.
