@@ -283,6 +283,7 @@ fn fault_child() {
         "efbig-ignored" => child_efbig(libc::SIG_IGN),
         "efbig-default" => child_efbig(libc::SIG_DFL),
         "sigpipe" => child_sigpipe(),
+        "fileio-efbig" => child_fileio_efbig(),
         "rings" => child_rings(),
         other => panic!("unknown {CHILD_ENV} {other}"),
     }
@@ -474,6 +475,67 @@ fn child_efbig(sigxfsz: libc::sighandler_t) {
             cut.holes
         ),
     );
+    report("checked", 1);
+    let _ = std::fs::remove_file(path);
+}
+
+/// Device file I/O past RLIMIT_FSIZE: a GPU-thread `write_all_at` of 200,000 bytes under
+/// a 64 KiB limit (SIGXFSZ at its default action) must come back to the thread as EFBIG
+/// with the count written (65,536), the file must hold exactly those bytes, and the
+/// process must live.
+#[test]
+fn device_file_write_past_the_size_limit_reports_efbig_with_the_count() {
+    let _wd = watchdog("device_file_write_past_the_size_limit_reports_efbig_with_the_count", 120);
+    let run = run_child("fileio-efbig", Duration::from_secs(100));
+    run.assert_ok("device file write past RLIMIT_FSIZE, with SIGXFSZ at its default action");
+    assert_eq!(run.get("checked"), Some("1"), "{}", run.stdout);
+    eprintln!("{}", run.get("result").unwrap_or("?"));
+}
+
+fn child_fileio_efbig() {
+    use gpuio::device::fs::{Error as FsError, File};
+    // SAFETY: sets the disposition of one signal in this child process.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_DFL) };
+    let limit = 64u64 << 10;
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: reads and then sets this process's RLIMIT_FSIZE (a valid struct each time).
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut rl), 0);
+        rl.rlim_cur = limit;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &rl), 0);
+    }
+    let path = temp_dir().join("fileio-efbig.bin");
+    let _ = std::fs::remove_file(&path);
+    let rt = builder()
+        .sandbox(gpuio::Sandbox::FileIo)
+        .arena_bytes(64 << 10)
+        .arena_block_bytes(16 << 10)
+        .build()
+        .unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let (p, s) = (path.to_str().unwrap().to_string(), seen.clone());
+    rt.launch(1, 1, move || {
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let f = File::create(&p).unwrap();
+        *s.lock().unwrap() = Some(f.write_all_at(&data, 0));
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    let got = seen.lock().unwrap().take().expect("the kernel ran");
+    assert_eq!(
+        got,
+        Err(FsError::Os {
+            errno: gpuio::device::io::Errno(libc::EFBIG),
+            done: limit as usize
+        })
+    );
+    let out = std::fs::read(&path).unwrap();
+    assert_eq!(out.len() as u64, limit, "file size");
+    assert!(out.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8), "wrong bytes below the limit");
+    report("result", format!("write_all_at returned {got:?}; the file holds the first {limit} bytes"));
     report("checked", 1);
     let _ = std::fs::remove_file(path);
 }
