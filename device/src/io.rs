@@ -373,7 +373,7 @@ unsafe fn stage_in(cells: *const SharedCell<u8>, src: *const u8, len: usize) {
     #[cfg(not(loom))]
     // SAFETY: the caller's contract; a SharedCell<u8> is a transparent byte.
     unsafe {
-        crate::copy::group_copy(cells as *mut u8, src, len)
+        crate::copy::group_copy(&crate::arch::Warp::default(), cells as *mut u8, src, len)
     };
     #[cfg(loom)]
     // SAFETY: the caller's contract.
@@ -390,7 +390,7 @@ unsafe fn stage_out(cells: *const SharedCell<u8>, dst: *mut u8, len: usize) {
     #[cfg(not(loom))]
     // SAFETY: the caller's contract; a SharedCell<u8> is a transparent byte.
     unsafe {
-        crate::copy::group_copy(dst, cells as *const u8, len)
+        crate::copy::group_copy(&crate::arch::Warp::default(), dst, cells as *const u8, len)
     };
     #[cfg(loom)]
     // SAFETY: the caller's contract.
