@@ -485,7 +485,10 @@ fn child_efbig(sigxfsz: libc::sighandler_t) {
 /// process must live.
 #[test]
 fn device_file_write_past_the_size_limit_reports_efbig_with_the_count() {
-    let _wd = watchdog("device_file_write_past_the_size_limit_reports_efbig_with_the_count", 120);
+    let _wd = watchdog(
+        "device_file_write_past_the_size_limit_reports_efbig_with_the_count",
+        120,
+    );
     let run = run_child("fileio-efbig", Duration::from_secs(100));
     run.assert_ok("device file write past RLIMIT_FSIZE, with SIGXFSZ at its default action");
     assert_eq!(run.get("checked"), Some("1"), "{}", run.stdout);
@@ -534,8 +537,14 @@ fn child_fileio_efbig() {
     );
     let out = std::fs::read(&path).unwrap();
     assert_eq!(out.len() as u64, limit, "file size");
-    assert!(out.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8), "wrong bytes below the limit");
-    report("result", format!("write_all_at returned {got:?}; the file holds the first {limit} bytes"));
+    assert!(
+        out.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8),
+        "wrong bytes below the limit"
+    );
+    report(
+        "result",
+        format!("write_all_at returned {got:?}; the file holds the first {limit} bytes"),
+    );
     report("checked", 1);
     let _ = std::fs::remove_file(path);
 }
