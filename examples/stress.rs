@@ -5,7 +5,8 @@
 //! Every line is `t=<thread> i=<seq>`, padded with `.` to `W` bytes including the newline
 //! (`--width 0`, the default, pads nothing); `seq` counts `0..L` per thread. `--output -`
 //! prints to stdout. Optional: `--block B` threads per block, `--log-bytes N`,
-//! `--sq-entries N`, `--fallback` (the host-thread fallback instead of io_uring, like
+//! `--sq-entries N`, `--watch-s N` (a diagnostic: the ring words and output size every N s),
+//! `--fallback` (the host-thread fallback instead of io_uring, like
 //! `GPUIO_URING=off`). Check the output with `cargo run --release --example check -- ...`.
 use std::os::fd::AsRawFd;
 
@@ -25,7 +26,7 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: Option<T>) ->
 }
 
 fn fail(msg: &str) -> ! {
-    eprintln!("stress: {msg}\nusage: stress --threads T --lines L --output PATH|- [--width W] [--block B] [--log-bytes N] [--sq-entries N] [--max-flights N] [--fallback]");
+    eprintln!("stress: {msg}\nusage: stress --threads T --lines L --output PATH|- [--width W] [--block B] [--log-bytes N] [--sq-entries N] [--max-flights N] [--fallback] [--watch-s N] [--warmups N]");
     std::process::exit(2)
 }
 
@@ -74,12 +75,52 @@ fn main() {
         _ => None,
     };
     let start = std::time::Instant::now();
-    let launched = match &module {
-        Some(m) => m.launch("stress", threads / block, block, &[lines.into(), width.into()]),
-        None => rt.launch(threads / block, block, move || gpuio_kernels::stress(lines, width)),
+    let launch = || {
+        let launched = match &module {
+            Some(m) => m.launch("stress", threads / block, block, &[lines.into(), width.into()]),
+            None => rt.launch(threads / block, block, move || gpuio_kernels::stress(lines, width)),
+        };
+        launched.unwrap_or_else(|e| fail(&e.to_string()));
     };
-    launched.unwrap_or_else(|e| fail(&e.to_string()));
-    let result = rt.synchronize();
+    // `--watch-s N`: every N seconds until the last synchronize returns, the ring's words
+    // and the output's size on stderr (a diagnostic for runs that do not finish).
+    // `--warmups N`: launches (each synchronized) before the measured one, into the same
+    // output (a diagnostic: the runtime's state carried from kernel to kernel).
+    let watch: u64 = arg(&args, "--watch-s", Some(0));
+    let warmups: u32 = arg(&args, "--warmups", Some(0));
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let mut start = start;
+    let result = std::thread::scope(|s| {
+        if watch > 0 {
+            s.spawn(|| {
+                let mut last = std::time::Instant::now();
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    if last.elapsed().as_secs() >= watch {
+                        last = std::time::Instant::now();
+                        let size = file.as_ref().and_then(|f| f.metadata().ok()).map_or(0, |m| m.len());
+                        let [sh, st, sf, ch, ct] = rt.ring_words();
+                        eprintln!(
+                            "stress: watch: sq head {sh} tail {st} flags {sf:#x} | cq head {ch} tail {ct} | output {size} bytes"
+                        );
+                    }
+                }
+            });
+        }
+        for w in 0..warmups {
+            launch();
+            rt.synchronize().unwrap_or_else(|e| fail(&e.to_string()));
+            eprintln!(
+                "stress: warm-up launch {w} done at {:.3} s",
+                start.elapsed().as_secs_f64()
+            );
+        }
+        start = std::time::Instant::now();
+        launch();
+        let r = rt.synchronize();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        r
+    });
     let secs = start.elapsed().as_secs_f64();
     let total = threads as u64 * lines as u64;
     let stats = rt.stats();

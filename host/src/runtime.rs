@@ -1299,6 +1299,26 @@ impl Runtime {
         })
     }
 
+    /// Diagnostics: the ring's words as the kernel keeps them, read now from host memory
+    /// (safe at any time): `[sq_head, sq_tail, sq_flags, cq_head, cq_tail]`.
+    #[doc(hidden)]
+    pub fn ring_words(&self) -> [u32; 5] {
+        let q = &self.shared.queue;
+        let p = *q.params();
+        [
+            p.sq_off.head,
+            p.sq_off.tail,
+            p.sq_off.flags,
+            p.cq_off.head,
+            p.cq_off.tail,
+        ]
+        .map(|off| {
+            // SAFETY: a ring word inside the queue's mapping, which lives as long as `self`;
+            // a volatile read of a word others write is what the kernel's side allows.
+            unsafe { std::ptr::read_volatile(q.ring_word(off)) }
+        })
+    }
+
     /// The shared memory and ring (for [`crate::host_buffer`]).
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
