@@ -49,31 +49,22 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
             base = stream.reserve(total);
         }
         let base = g.broadcast(base);
-        // What follows does not rely on the group's barriers for correctness, only for
-        // speed. Each lane waits for room for its own line, writes it and commits it; so
-        // no byte is flushed before its own lane wrote it, whatever the barriers do. (On an
-        // H100, a design in which the leader waited for the whole record and committed it
-        // for its lanes after a barrier produced wrong output at every pass over the log:
-        // after the leader had spent a long time in the wait loop, lanes got past the
-        // barrier, or the shuffle before it, without it. Seen in 8 runs of 16.7 M lines;
-        // the exact mechanism was not pinned down.)
-        //
-        // For speed: while the log is full, the leader waits for the whole record and its
-        // lanes wait at the barrier (one poller per group instead of one per lane), and
-        // afterwards the lanes' own waits return at once.
-        if g.is_leader() {
-            stream.wait_record_room(ctx, base, total, true);
-        }
-        g.sync();
+        // From here on each lane works alone: it waits for room for its own line, writes it
+        // and commits it, and the leader flushes once its own line is in. No barrier: on
+        // an H100, lanes were seen to get past a barrier or shuffle without a lane that had
+        // spent a long time in a wait loop. (A design in which the leader committed the
+        // record for its lanes after a barrier produced wrong output; one in which the
+        // leader waited for room for the whole record while its lanes waited at a barrier
+        // stalled the stream for good, with 128-byte lines after the log wrapped: the
+        // leader's own line stayed uncommitted, and the flusher never passes such a byte.)
+        // A lane that commits after the leader's flush is flushed by the next flush, by a
+        // thread waiting for room, or by the drain.
         if my_len > 0 {
             let pos = base + before;
-            stream.wait_record_room(ctx, pos, my_len, false);
+            stream.wait_record_room(ctx, pos, my_len, g.is_leader());
             stream.put_uncommitted(pos, line.bytes());
             stream.commit(pos, pos + my_len);
         }
-        // Normally every lane has committed by now, so one flush takes the whole record; a
-        // lane that commits later is flushed by the next flush (or the drain).
-        g.sync();
         if g.is_leader() {
             ctx.flush(stream);
         }
