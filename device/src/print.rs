@@ -55,8 +55,9 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
         // spent a long time in a wait loop. (A design in which the leader committed the
         // record for its lanes after a barrier produced wrong output; one in which the
         // leader waited for room for the whole record while its lanes waited at a barrier
-        // stalled the stream for good, with 128-byte lines after the log wrapped: the
-        // leader's own line stayed uncommitted, and the flusher never passes such a byte.)
+        // stalled the stream for good, with 128-byte lines after the log wrapped: the ring
+        // idle, the flusher stopped at a chunk boundary, so some line there was never
+        // committed; presumably a lane left behind at a barrier its group had passed.)
         // A lane that commits after the leader's flush is flushed by the next flush, by a
         // thread waiting for room, or by the drain.
         if my_len > 0 {
