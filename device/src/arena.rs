@@ -34,7 +34,7 @@ pub struct Region {
 
 impl Region {
     /// An unused entry.
-    pub const fn empty() -> Region {
+    pub fn empty() -> Region {
         Region {
             start: AtomicU64::new(0),
             len: AtomicU64::new(0),
@@ -74,7 +74,7 @@ impl Arena {
             io_base,
             block,
             pool,
-            regions: [const { Region::empty() }; MAX_REGIONS],
+            regions: core::array::from_fn(|_| Region::empty()),
             staged_bytes: AtomicU64::new(0),
             direct_bytes: AtomicU64::new(0),
         }
