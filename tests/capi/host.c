@@ -164,6 +164,21 @@ static int run_errors(void) {
     o.log_bytes = 1000;
     expect("create with log_bytes 1000", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_CONFIG);
     gpuio_runtime_options_init(&o);
+    o.backend = GPUIO_BACKEND_CPU;
+    o.sandbox = 7;
+    expect("create with sandbox 7", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_INVALID_ARGUMENT);
+    gpuio_runtime_options_init(&o);
+    o.backend = GPUIO_BACKEND_CPU;
+    o.arena_block_bytes = 1000;
+    expect("create with arena_block_bytes 1000", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_CONFIG);
+    gpuio_runtime_options_init(&o);
+    o.backend = GPUIO_BACKEND_CPU;
+    o.sandbox = GPUIO_SANDBOX_FILE_IO;
+    o.arena_bytes = 1 << 20;
+    expect("create with the file-I/O sandbox", gpuio_runtime_create(&o, &rt), GPUIO_OK);
+    expect("destroy it", gpuio_runtime_destroy(rt), GPUIO_OK);
+    rt = NULL;
+    gpuio_runtime_options_init(&o);
     o.backend = GPUIO_BACKEND_HSA;
     expect("create forcing hsa", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_BACKEND_UNAVAILABLE);
     if (rt != NULL) {

@@ -124,6 +124,16 @@ typedef enum gpuio_backend {
     GPUIO_BACKEND_HSA = 3
 } gpuio_backend;
 
+/** Which io_uring requests the runtime's ring accepts from device code. */
+typedef enum gpuio_sandbox {
+    /** Writes to the registered stdout/stderr only: what printing needs (the default). */
+    GPUIO_SANDBOX_PRINT_ONLY = 0,
+    /** Device file I/O: READ, WRITE, OPENAT, CLOSE, FSYNC on any file descriptor. */
+    GPUIO_SANDBOX_FILE_IO = 1,
+    /** No restrictions. */
+    GPUIO_SANDBOX_OFF = 2
+} gpuio_sandbox;
+
 /**
  * Runtime settings. Fill with gpuio_runtime_options_init first, then change fields:
  * a struct that was not initialised is rejected (struct_size).
@@ -150,6 +160,14 @@ typedef struct gpuio_runtime_options {
     uint32_t sq_thread_idle_ms;
     /** Per-thread stack of GPU kernels in bytes; 0: default (8 KiB). */
     uint64_t gpu_stack_bytes;
+    /** Bytes of host memory staging device file I/O, a power of two; 0: default (16 MiB). */
+    uint64_t arena_bytes;
+    /** Bytes per arena block (the largest staged piece), a power of two from 4096; 0:
+     *  default (64 KiB). */
+    uint64_t arena_block_bytes;
+    /** A gpuio_sandbox; default GPUIO_SANDBOX_PRINT_ONLY (device file I/O is then refused
+     *  with EACCES and reported by gpuio_synchronize). */
+    int32_t sandbox;
 } gpuio_runtime_options;
 
 /** Fills `options` with the defaults (and struct_size). */

@@ -37,6 +37,7 @@ fn rust_lines() -> BTreeSet<String> {
     }
     ty!("gpuio_status", gpuio_status);
     ty!("gpuio_backend", i32);
+    ty!("gpuio_sandbox", i32);
     ty!("gpuio_arg_kind", i32);
     ty!("gpuio_cpu_kernel", gpuio_cpu_kernel);
     layout!(gpuio_runtime_options {
@@ -50,6 +51,9 @@ fn rust_lines() -> BTreeSet<String> {
         max_flights,
         sq_thread_idle_ms,
         gpu_stack_bytes,
+        arena_bytes,
+        arena_block_bytes,
+        sandbox,
     });
     layout!(gpuio_output_errors {
         fd,
@@ -75,6 +79,9 @@ fn rust_lines() -> BTreeSet<String> {
         GPUIO_BACKEND_CPU,
         GPUIO_BACKEND_CUDA,
         GPUIO_BACKEND_HSA,
+        GPUIO_SANDBOX_PRINT_ONLY,
+        GPUIO_SANDBOX_FILE_IO,
+        GPUIO_SANDBOX_OFF,
         GPUIO_ARG_U32,
         GPUIO_ARG_U64,
         GPUIO_ARG_F32,

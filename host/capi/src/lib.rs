@@ -208,6 +208,25 @@ fn builder(o: &gpuio_runtime_options) -> Result<Builder, Failure> {
             .map_err(|_| Failure::arg(format!("options.gpu_stack_bytes {} is too large", o.gpu_stack_bytes)))?;
         b = b.gpu_stack_bytes(n);
     }
+    for (v, name) in [
+        (o.arena_bytes, "arena_bytes"),
+        (o.arena_block_bytes, "arena_block_bytes"),
+    ] {
+        if v != 0 {
+            let n = usize::try_from(v).map_err(|_| Failure::arg(format!("options.{name} {v} is too large")))?;
+            b = if name == "arena_bytes" {
+                b.arena_bytes(n)
+            } else {
+                b.arena_block_bytes(n)
+            };
+        }
+    }
+    b = b.sandbox(match o.sandbox {
+        GPUIO_SANDBOX_PRINT_ONLY => gpuio_host::Sandbox::PrintOnly,
+        GPUIO_SANDBOX_FILE_IO => gpuio_host::Sandbox::FileIo,
+        GPUIO_SANDBOX_OFF => gpuio_host::Sandbox::Off,
+        other => return Err(Failure::arg(format!("options.sandbox is {other}, not a gpuio_sandbox"))),
+    });
     Ok(b)
 }
 

@@ -27,6 +27,12 @@ pub const GPUIO_BACKEND_CPU: i32 = 1;
 pub const GPUIO_BACKEND_CUDA: i32 = 2;
 /// The HSA backend.
 pub const GPUIO_BACKEND_HSA: i32 = 3;
+/// `GPUIO_SANDBOX_PRINT_ONLY`.
+pub const GPUIO_SANDBOX_PRINT_ONLY: i32 = 0;
+/// `GPUIO_SANDBOX_FILE_IO`.
+pub const GPUIO_SANDBOX_FILE_IO: i32 = 1;
+/// `GPUIO_SANDBOX_OFF`.
+pub const GPUIO_SANDBOX_OFF: i32 = 2;
 
 /// `gpuio_runtime_options`.
 #[repr(C)]
@@ -52,6 +58,12 @@ pub struct gpuio_runtime_options {
     pub sq_thread_idle_ms: u32,
     /// GPU thread stack; 0: default.
     pub gpu_stack_bytes: u64,
+    /// File-I/O arena bytes; 0: default.
+    pub arena_bytes: u64,
+    /// Arena block bytes; 0: default.
+    pub arena_block_bytes: u64,
+    /// A `gpuio_sandbox`.
+    pub sandbox: i32,
 }
 
 /// `gpuio_output_errors`.

@@ -22,6 +22,7 @@
 int main(void) {
     TYPE(gpuio_status);
     TYPE(gpuio_backend);
+    TYPE(gpuio_sandbox);
     TYPE(gpuio_arg_kind);
     TYPE(gpuio_cpu_kernel);
 
@@ -36,6 +37,9 @@ int main(void) {
     FIELD(gpuio_runtime_options, max_flights);
     FIELD(gpuio_runtime_options, sq_thread_idle_ms);
     FIELD(gpuio_runtime_options, gpu_stack_bytes);
+    FIELD(gpuio_runtime_options, arena_bytes);
+    FIELD(gpuio_runtime_options, arena_block_bytes);
+    FIELD(gpuio_runtime_options, sandbox);
 
     TYPE(gpuio_output_errors);
     FIELD(gpuio_output_errors, fd);
@@ -77,6 +81,9 @@ int main(void) {
     VALUE(GPUIO_BACKEND_CPU);
     VALUE(GPUIO_BACKEND_CUDA);
     VALUE(GPUIO_BACKEND_HSA);
+    VALUE(GPUIO_SANDBOX_PRINT_ONLY);
+    VALUE(GPUIO_SANDBOX_FILE_IO);
+    VALUE(GPUIO_SANDBOX_OFF);
 
     VALUE(GPUIO_ARG_U32);
     VALUE(GPUIO_ARG_U64);
