@@ -203,6 +203,18 @@ fn launch(rt: &Runtime, g: &Gpu, name: &str, threads: u32, args: [u64; 5]) -> f6
     t0.elapsed().as_secs_f64()
 }
 
+/// Runs kernel `name` (`cpu` on the CPU backend) on one thread with `(fd, iters, out)`,
+/// and waits for it.
+fn one_thread(rt: &Runtime, g: &Gpu, name: &str, cpu: fn(i32, u32, u64), fd: i32, iters: u32, out: u64) {
+    match &g.module {
+        Some(m) => m
+            .launch(name, 1, 1, &[Arg::U32(fd as u32), Arg::U32(iters), Arg::U64(out)])
+            .expect("launch"),
+        None => rt.launch(1, 1, move || cpu(fd, iters, out)).expect("launch"),
+    }
+    rt.synchronize().expect("synchronize");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     CLI.only_known(
@@ -291,21 +303,8 @@ fn main() {
         .open(&lat_path)
         .expect("create");
     let mut lat = DevBuf::new(&g, cfg.iters as usize * 8);
-    let (fd, iters, out) = (lat_file.as_raw_fd(), cfg.iters, lat.addr());
-    match &g.module {
-        Some(m) => m
-            .launch(
-                "pwrite_latency",
-                1,
-                1,
-                &[Arg::U32(fd as u32), Arg::U32(iters), Arg::U64(out)],
-            )
-            .expect("launch"),
-        None => rt
-            .launch(1, 1, move || k::pwrite_latency(fd, iters, out))
-            .expect("launch"),
-    }
-    rt.synchronize().expect("synchronize");
+    let (fd, iters) = (lat_file.as_raw_fd(), cfg.iters);
+    one_thread(&rt, &g, "pwrite_latency", k::pwrite_latency, fd, iters, lat.addr());
     let mut raw = vec![0u8; cfg.iters as usize * 8];
     lat.download(0, &mut raw);
     let mut ns: Vec<u64> = raw
@@ -319,10 +318,6 @@ fn main() {
     } else {
         cfg.iters as u64 * 64
     };
-    drop(lat_file);
-    if cfg.lat_file.is_none() {
-        let _ = std::fs::remove_file(&lat_path);
-    }
     ns.sort_unstable();
     let pct = |p: f64| ns[((ns.len() - 1) as f64 * p) as usize] as f64 / 1e3;
     let granularity = ns.windows(2).map(|w| w[1] - w[0]).filter(|&d| d > 0).min().unwrap_or(0);
@@ -348,29 +343,9 @@ fn main() {
         failed = true;
     }
 
-    // ---- the same round trip, in phases (diagnostic).
-    let lat_file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&lat_path)
-        .expect("create");
+    // ---- the same round trip, in phases (diagnostic), into the same file.
     let mut ph = DevBuf::new(&g, cfg.iters as usize * 48);
-    let (fd, out) = (lat_file.as_raw_fd(), ph.addr());
-    match &g.module {
-        Some(m) => m
-            .launch(
-                "latency_phases",
-                1,
-                1,
-                &[Arg::U32(fd as u32), Arg::U32(iters), Arg::U64(out)],
-            )
-            .expect("launch"),
-        None => rt
-            .launch(1, 1, move || k::latency_phases(fd, iters, out))
-            .expect("launch"),
-    }
-    rt.synchronize().expect("synchronize");
+    one_thread(&rt, &g, "latency_phases", k::latency_phases, fd, iters, ph.addr());
     drop(lat_file);
     if cfg.lat_file.is_none() {
         let _ = std::fs::remove_file(&lat_path);

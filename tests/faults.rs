@@ -428,15 +428,11 @@ fn file_too_large_efbig_is_reported_and_sigxfsz_kills_nothing() {
     }
 }
 
-/// EFBIG: a 64 KiB RLIMIT_FSIZE, ~130 KB printed to a regular file. `sigxfsz` is the
-/// disposition of SIGXFSZ, which the kernel sends to the task whose write went past the
-/// limit: with plain write(2) and the default action, that kills the process. Here the
-/// writes are made by io_uring's threads, which block every signal but SIGKILL and
-/// SIGSTOP: at the default action too, the process must live and get EFBIG.
-fn child_efbig(sigxfsz: libc::sighandler_t) {
+/// Sets this (child) process's RLIMIT_FSIZE to `limit` bytes and SIGXFSZ's disposition
+/// to `sigxfsz`.
+fn limit_file_size(limit: u64, sigxfsz: libc::sighandler_t) {
     // SAFETY: sets the disposition of one signal in this child process.
     unsafe { libc::signal(libc::SIGXFSZ, sigxfsz) };
-    let limit = 64u64 << 10;
     let mut rl = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -447,6 +443,16 @@ fn child_efbig(sigxfsz: libc::sighandler_t) {
         rl.rlim_cur = limit;
         assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &rl), 0);
     }
+}
+
+/// EFBIG: a 64 KiB RLIMIT_FSIZE, ~130 KB printed to a regular file. `sigxfsz` is the
+/// disposition of SIGXFSZ, which the kernel sends to the task whose write went past the
+/// limit: with plain write(2) and the default action, that kills the process. Here the
+/// writes are made by io_uring's threads, which block every signal but SIGKILL and
+/// SIGSTOP: at the default action too, the process must live and get EFBIG.
+fn child_efbig(sigxfsz: libc::sighandler_t) {
+    let limit = 64u64 << 10;
+    limit_file_size(limit, sigxfsz);
     let (threads, lines) = (4u64, 3_000u64);
     let path = temp_dir().join("efbig.txt");
     let f = create(&path, false);
@@ -497,19 +503,8 @@ fn device_file_write_past_the_size_limit_reports_efbig_with_the_count() {
 
 fn child_fileio_efbig() {
     use gpuio::device::fs::{Error as FsError, File};
-    // SAFETY: sets the disposition of one signal in this child process.
-    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_DFL) };
     let limit = 64u64 << 10;
-    let mut rl = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: reads and then sets this process's RLIMIT_FSIZE (a valid struct each time).
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut rl), 0);
-        rl.rlim_cur = limit;
-        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &rl), 0);
-    }
+    limit_file_size(limit, libc::SIG_DFL);
     let path = temp_dir().join("fileio-efbig.bin");
     let _ = std::fs::remove_file(&path);
     let rt = builder()

@@ -36,6 +36,18 @@ impl TempDir {
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir)
     }
+    /// A new empty file at `path` (inside a test's directory), open for reading and
+    /// writing.
+    fn create(path: &str) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .unwrap()
+    }
+
     fn path(&self, name: &str) -> String {
         self.0.join(name).to_str().unwrap().to_string()
     }
@@ -47,17 +59,12 @@ impl Drop for TempDir {
     }
 }
 
-/// Deterministic pseudo-random bytes (xorshift64*), different for each seed.
+/// Deterministic pseudo-random bytes, different for each seed: the generator the kernels
+/// crate's file kernels use (`gpuio_kernels::random_fill`).
 fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 56) as u8
-        })
-        .collect()
+    let mut v = vec![0u8; len];
+    gpuio_kernels::random_fill(seed, &mut v);
+    v
 }
 
 /// Failures the kernel threads saw, for the test thread to assert on.
@@ -129,13 +136,7 @@ fn shared_file_distinct_offsets() {
     let _w = watchdog("shared_file_distinct_offsets", 120);
     let dir = TempDir::new("shared");
     let path = dir.path("shared");
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)
-        .unwrap();
+    let file = TempDir::create(&path);
     let fd = file.as_raw_fd();
     const PER: usize = 12_345; // not block-aligned: pieces straddle blocks
     let rt = runtime(128 << 10, 4096);
@@ -387,12 +388,7 @@ fn host_buffer_is_read_and_written_directly() {
     );
     // And a write from it.
     buf.as_mut_slice()[..5].copy_from_slice(b"HELLO");
-    let out = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(dir.path("out"))
-        .unwrap();
+    let out = TempDir::create(&dir.path("out"));
     let ofd = out.as_raw_fd();
     rt.launch(1, 1, move || {
         // SAFETY: as above.
@@ -419,13 +415,7 @@ fn async_transfers_overlap() {
     let _w = watchdog("async_transfers_overlap", 60);
     let dir = TempDir::new("async");
     let path = dir.path("async");
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)
-        .unwrap();
+    let file = TempDir::create(&path);
     let fd = file.as_raw_fd();
     let rt = runtime(64 << 10, 4096);
     let failures: Failures = Arc::default();

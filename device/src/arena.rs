@@ -118,13 +118,6 @@ impl Arena {
     /// Takes a block, waiting (and reaping, which is what frees blocks) while none is free.
     /// Only for a thread that holds no other block.
     pub fn take(&self, ctx: &crate::context::Context) -> u32 {
-        let mut backoff = crate::sync::Backoff::new();
-        loop {
-            if let Some(b) = self.pool.try_take() {
-                return b;
-            }
-            ctx.reap();
-            backoff.snooze();
-        }
+        crate::pool::take_waiting(ctx, || self.pool.try_take())
     }
 }

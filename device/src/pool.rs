@@ -9,7 +9,8 @@
 //! also make progress without it (see `io::Transfer::issue`): that rules out
 //! hold-and-wait deadlocks.
 
-use crate::sync::{AtomicU32, Ordering, Padded};
+use crate::context::Context;
+use crate::sync::{AtomicU32, Backoff, Ordering, Padded};
 
 /// A slot's state word when nobody holds it.
 pub const FREE: u32 = 0;
@@ -74,6 +75,19 @@ impl Pool {
     pub fn give_back(&self, i: u32) {
         // Release, system scope: our uses of the slot happen-before the next taker's.
         self.state(i).store(FREE, Ordering::Release);
+    }
+}
+
+/// Waits for `try_take` to return something, reaping meanwhile (completions are what free
+/// slots and blocks). Only for a thread that holds no other slot of the same pool.
+pub fn take_waiting<T>(ctx: &Context, mut try_take: impl FnMut() -> Option<T>) -> T {
+    let mut backoff = Backoff::new();
+    loop {
+        if let Some(t) = try_take() {
+            return t;
+        }
+        ctx.reap();
+        backoff.snooze();
     }
 }
 

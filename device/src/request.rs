@@ -119,14 +119,7 @@ impl Requests {
     /// Takes a completion slot, waiting (and reaping, which is what frees slots) while
     /// none is free. Only for a thread that holds no other slot.
     pub fn take(&self, ctx: &Context) -> Ticket {
-        let mut backoff = Backoff::new();
-        loop {
-            if let Some(t) = self.try_take() {
-                return t;
-            }
-            ctx.reap();
-            backoff.snooze();
-        }
+        crate::pool::take_waiting(ctx, || self.try_take())
     }
 
     /// Routes a CQE to its slot. Called only by the reaper. Returns `false`, changing

@@ -117,38 +117,11 @@ pub unsafe fn copy_to_cells(dst: *const SharedCell<u8>, src: &[u8]) {
 #[inline(always)]
 pub unsafe fn copy_from_cells(src: *const SharedCell<u8>, dst: *mut u8, len: usize) {
     #[cfg(not(loom))]
-    // SAFETY: transparent UnsafeCell<u8> cells, not written concurrently (caller); the
-    // word loads below stay inside `src .. src + len` and are 8-byte aligned.
+    // SAFETY: transparent UnsafeCell<u8> cells, not written concurrently, and not
+    // overlapping `dst` (the caller's contract). (Staged reads on GPUs copy with
+    // `copy::group_copy` instead; this is the per-thread form.)
     unsafe {
-        // Bytes until the source is 8-byte aligned, then whole words, then the rest: on a
-        // GPU each load from host memory is a PCIe transaction.
-        let s = src as *const u8;
-        let head = s.align_offset(8).min(len);
-        let mut i = 0;
-        while i < head {
-            *dst.add(i) = *s.add(i);
-            i += 1;
-        }
-        while i + 32 <= len {
-            // Four independent loads in flight before the stores.
-            let w0 = core::ptr::read(s.add(i) as *const u64);
-            let w1 = core::ptr::read(s.add(i + 8) as *const u64);
-            let w2 = core::ptr::read(s.add(i + 16) as *const u64);
-            let w3 = core::ptr::read(s.add(i + 24) as *const u64);
-            core::ptr::write_unaligned(dst.add(i) as *mut u64, w0);
-            core::ptr::write_unaligned(dst.add(i + 8) as *mut u64, w1);
-            core::ptr::write_unaligned(dst.add(i + 16) as *mut u64, w2);
-            core::ptr::write_unaligned(dst.add(i + 24) as *mut u64, w3);
-            i += 32;
-        }
-        while i + 8 <= len {
-            core::ptr::write_unaligned(dst.add(i) as *mut u64, core::ptr::read(s.add(i) as *const u64));
-            i += 8;
-        }
-        while i < len {
-            *dst.add(i) = *s.add(i);
-            i += 1;
-        }
+        core::ptr::copy_nonoverlapping(src as *const u8, dst, len)
     };
     #[cfg(loom)]
     for i in 0..len {
