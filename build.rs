@@ -1,6 +1,11 @@
 //! Builds the example kernels in `kernels/` for the GPUs, with `gpuio-linker`:
 //!
-//! - `nvptx64-nvidia-cuda`, `sm_90` → `GPUIO_KERNELS_PTX` (path of the `.ptx`);
+//! - `nvptx64-nvidia-cuda`, `sm_90` → `GPUIO_KERNELS_PTX` (path of the `.ptx`), and `sm_60`
+//!   → `GPUIO_KERNELS_PTX_SM60`: the lockstep build (PTX before sm_70 runs without
+//!   independent thread scheduling, as AMD wavefronts do; `gpuio_device::arch` says why it
+//!   matters). `GPUIO_KERNELS_NVPTX` is the path of a generated Rust expression,
+//!   `&[(&str, &[u8])]`, pairing `sm_90` and `sm_60` with their PTX, for
+//!   `Runtime::load_matching` (which picks by `Builder::lockstep`).
 //! - `amdgcn-amd-amdhsa`, code object v5, one ELF code object per GPU in [`AMDGPU_TARGETS`]
 //!   (gfx90a, gfx942, gfx1100) → `GPUIO_KERNELS_HSACO_GFX90A`, `GPUIO_KERNELS_HSACO_GFX942`,
 //!   `GPUIO_KERNELS_HSACO_GFX1100` (paths of the `.hsaco` files, all in one directory,
@@ -26,6 +31,10 @@
 use std::path::{Path, PathBuf};
 
 use gpuio_linker::{build_kernel_crate, ensure_components, GpuTarget};
+
+/// The NVIDIA PTX targets the example kernels are built for: `sm_90` (H100/H200, and what
+/// any sm_70+ GPU runs with independent thread scheduling) and `sm_60`, the lockstep build.
+const NVPTX_TARGETS: &[&str] = &["sm_90", "sm_60"];
 
 /// The AMD GPUs the example kernels are built for: MI200 (gfx90a), MI300 (gfx942) and
 /// RDNA3 (gfx1100, Radeon RX 7900 / PRO W7900).
@@ -56,18 +65,19 @@ fn main() {
             println!("cargo:rustc-env={var}={}", path.display());
         };
         skipped("GPUIO_KERNELS_PTX", out_dir.join("skipped.ptx"));
+        skipped("GPUIO_KERNELS_PTX_SM60", out_dir.join("skipped-sm60.ptx"));
+        write_table(&out_dir, "GPUIO_KERNELS_NVPTX", "nvptx_kernels.rs", &[]);
         skipped("GPUIO_KERNELS_HSACO", out_dir.join("skipped.hsaco"));
         for gfx in AMDGPU_TARGETS {
             skipped(&hsaco_var(gfx), out_dir.join(format!("skipped-{gfx}.hsaco")));
         }
-        write_table(&out_dir, &[]);
+        write_table(&out_dir, "GPUIO_KERNELS_AMDGCN", "amdgcn_kernels.rs", &[]);
         return;
     }
 
-    let nvptx = GpuTarget::nvptx("sm_90");
+    let nvptx: Vec<GpuTarget> = NVPTX_TARGETS.iter().map(|sm| GpuTarget::nvptx(*sm)).collect();
     let amdgcn: Vec<GpuTarget> = AMDGPU_TARGETS.iter().map(|gfx| GpuTarget::amdgcn(*gfx)).collect();
-    let mut all: Vec<&GpuTarget> = vec![&nvptx];
-    all.extend(&amdgcn);
+    let all: Vec<&GpuTarget> = nvptx.iter().chain(&amdgcn).collect();
     if let Err(e) = ensure_components(&all) {
         fail(&e);
     }
@@ -92,8 +102,11 @@ fn main() {
         paths.push(r.unwrap_or_else(|e| fail(&e)));
     }
     println!("cargo:rustc-env=GPUIO_KERNELS_PTX={}", paths[0].display());
+    println!("cargo:rustc-env=GPUIO_KERNELS_PTX_SM60={}", paths[1].display());
+    let ptx: Vec<(&str, PathBuf)> = NVPTX_TARGETS.iter().copied().zip(paths.iter().cloned()).collect();
+    write_table(&out_dir, "GPUIO_KERNELS_NVPTX", "nvptx_kernels.rs", &ptx);
     let mut table = Vec::new();
-    for (gfx, built) in AMDGPU_TARGETS.iter().zip(&paths[1..]) {
+    for (gfx, built) in AMDGPU_TARGETS.iter().zip(&paths[NVPTX_TARGETS.len()..]) {
         let dest = hsaco_dir.join(built.file_name().expect("a file name"));
         std::fs::copy(built, &dest)
             .unwrap_or_else(|e| panic!("copying {} to {}: {e}", built.display(), dest.display()));
@@ -103,7 +116,7 @@ fn main() {
         }
         table.push((*gfx, dest));
     }
-    write_table(&out_dir, &table);
+    write_table(&out_dir, "GPUIO_KERNELS_AMDGCN", "amdgcn_kernels.rs", &table);
 }
 
 /// `GPUIO_KERNELS_HSACO_GFX90A` for `gfx90a`.
@@ -111,9 +124,8 @@ fn hsaco_var(gfx: &str) -> String {
     format!("GPUIO_KERNELS_HSACO_{}", gfx.to_ascii_uppercase())
 }
 
-/// Writes `amdgcn_kernels.rs`, `&[("gfx90a", include_bytes!("...")), ...]`, and points
-/// `GPUIO_KERNELS_AMDGCN` at it.
-fn write_table(out_dir: &Path, table: &[(&str, PathBuf)]) {
+/// Writes `file`, `&[("gfx90a", include_bytes!("...")), ...]`, and points `var` at it.
+fn write_table(out_dir: &Path, var: &str, file: &str, table: &[(&str, PathBuf)]) {
     let mut text = String::from("&[\n");
     for (gfx, path) in table {
         text.push_str(&format!(
@@ -122,9 +134,9 @@ fn write_table(out_dir: &Path, table: &[(&str, PathBuf)]) {
         ));
     }
     text.push(']');
-    let path = out_dir.join("amdgcn_kernels.rs");
+    let path = out_dir.join(file);
     std::fs::write(&path, text).expect("write to OUT_DIR");
-    println!("cargo:rustc-env=GPUIO_KERNELS_AMDGCN={}", path.display());
+    println!("cargo:rustc-env={var}={}", path.display());
 }
 
 fn fail(e: &gpuio_linker::Error) -> ! {

@@ -42,8 +42,9 @@ use gpuio_kernels as k;
 mod common;
 use common::{cpu_model, uname_release, utc_date, write_table, Cli};
 
-/// The example kernels (`kernels/`), built for sm_90 by build.rs.
-const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
+/// The example kernels (`kernels/`) as PTX for `sm_90` and `sm_60` (`GPUIO_LOCKSTEP=1`
+/// picks the lockstep build), built by build.rs.
+const NVPTX: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_NVPTX"));
 
 const CLI: Cli = Cli {
     name: "bench_file",
@@ -261,7 +262,7 @@ fn main() {
         Err(e @ Error::Config(_)) => CLI.fail(&e.to_string()),
         Err(e) => panic!("runtime: {e}"),
     };
-    let module = gpu_present.then(|| rt.load_module(PTX).expect("load PTX"));
+    let module = gpu_present.then(|| rt.load_matching(NVPTX).expect("load PTX"));
     let cuda = module.as_ref().and_then(|m| m.cuda().cloned());
     let g = Gpu { module, cuda };
     println!("# bench_file ({})", utc_date());

@@ -36,6 +36,9 @@
 //! Output: machine and settings, one table (stdout), the targets' verdicts; per-rep details
 //! on stderr. Exits 1 if gpuio lost a line or a gpuio case failed, 2 on bad options.
 //!
+//! `GPUIO_LOCKSTEP=1` runs every case on the `sm_60` PTX, which the GPU runs with the lanes
+//! of each warp in lockstep (as AMD GPUs run wavefronts); the header says which ran.
+//!
 //! Options: `--total N`, `--lines 1,16`, `--widths 32,128`, `--targets shm,null`,
 //! `--dir /dev/shm`, `--block 256`, `--reps 3`, `--cold-reps 3`, `--timeout-s 120`,
 //! `--log-mib N` (gpuio log per stream, a power of two), `--printf-fifo-mib N` (override the
@@ -51,13 +54,14 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use gpuio::cuda::Cuda;
-use gpuio::{Arg, Backend, Error, Runtime};
+use gpuio::{Arg, Backend, Error, Runtime, Scheduling};
 
 mod common;
 use common::{expected_bytes, statfs, verify, Check};
 
-/// The example kernels (`kernels/`), built for sm_90 by build.rs.
-const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
+/// The example kernels (`kernels/`) as PTX, built by build.rs for `sm_90` and for `sm_60`
+/// (the lockstep build, which `GPUIO_LOCKSTEP=1` selects: `Runtime::load_matching`).
+const NVPTX: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_NVPTX"));
 
 const USAGE: &str = "usage: bench_gpu [--total N] [--lines 1,16] [--widths 32,128] [--targets shm,null] \
                      [--dir /dev/shm] [--block 256] [--reps 3] [--cold-reps 3] [--timeout-s 120] [--log-mib N] \
@@ -218,9 +222,22 @@ fn main() {
             return;
         }
     };
-    if !PTX.contains(".entry printf_stress(") || !PTX.contains(".entry stress(") {
+    let lockstep = Scheduling::lockstep_from_env()
+        .unwrap_or_else(|e| fail(&e.to_string()))
+        .unwrap_or(false);
+    let want = if lockstep {
+        Scheduling::Lockstep
+    } else {
+        Scheduling::Independent
+    };
+    let Some((arch, ptx)) = NVPTX.iter().find(|(arch, _)| Scheduling::of_sm(arch) == Some(want)) else {
+        fail("no PTX for this scheduling: rebuild without GPUIO_SKIP_GPU_BUILD=1");
+    };
+    let ptx = String::from_utf8_lossy(ptx);
+    if !ptx.contains(".entry printf_stress(") || !ptx.contains(".entry stress(") {
         fail("the kernels' PTX lacks `stress` or `printf_stress`: rebuild without GPUIO_SKIP_GPU_BUILD=1");
     }
+    println!("scheduling:     {want} ({arch} PTX; GPUIO_LOCKSTEP={})", lockstep as u8);
 
     machine_info(&cfg, &gpu_name);
     let cold = cold_start(&cfg);
@@ -488,8 +505,8 @@ fn gpuio_child(kv: &HashMap<String, String>) -> ! {
     let build = t0.elapsed();
     let t1 = Instant::now();
     let module = rt
-        .load_module(PTX)
-        .unwrap_or_else(|e| child_error(&format!("load_module: {e}")));
+        .load_matching(NVPTX)
+        .unwrap_or_else(|e| child_error(&format!("load_matching: {e}")));
     let load = t1.elapsed();
     let t2 = Instant::now();
     let warm = module
@@ -566,8 +583,8 @@ fn printf_child(kv: &HashMap<String, String>) -> ! {
         .build()
         .unwrap_or_else(|e| child_error(&format!("runtime: {e}")));
     let module = rt
-        .load_module(PTX)
-        .unwrap_or_else(|e| child_error(&format!("load_module: {e}")));
+        .load_matching(NVPTX)
+        .unwrap_or_else(|e| child_error(&format!("load_matching: {e}")));
     let flush = || {
         // SAFETY: fflush(NULL) flushes every C stdio output stream; the driver writes the
         // printf output through C stdio (or directly; then there is nothing to flush).
@@ -629,8 +646,8 @@ fn cold_child(kv: &HashMap<String, String>) -> ! {
     let build = t0.elapsed();
     let t1 = Instant::now();
     let module = rt
-        .load_module(PTX)
-        .unwrap_or_else(|e| child_error(&format!("load_module: {e}")));
+        .load_matching(NVPTX)
+        .unwrap_or_else(|e| child_error(&format!("load_matching: {e}")));
     let load = t1.elapsed();
     let t2 = Instant::now();
     module

@@ -3,7 +3,9 @@
 use gpuio::{Backend, Runtime};
 use std::os::fd::AsRawFd;
 
-const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
+/// The example kernels (`kernels/`) as PTX for `sm_90` and `sm_60` (`GPUIO_LOCKSTEP=1`
+/// picks the lockstep build), built by build.rs.
+const NVPTX: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_NVPTX"));
 
 fn main() -> Result<(), gpuio::Error> {
     let args: Vec<u32> = std::env::args()
@@ -24,7 +26,7 @@ fn main() -> Result<(), gpuio::Error> {
             eprintln!("literal: skipped: no CUDA GPU");
             return Ok(());
         }
-        let m = rt.load_module(PTX)?;
+        let m = rt.load_matching(NVPTX)?;
         let t = std::time::Instant::now();
         m.launch(name, threads / 256, 256, &kernel_args)?;
         rt.synchronize()?;

@@ -10,8 +10,9 @@
 //! `GPUIO_URING=off`). Check the output with `cargo run --release --example check -- ...`.
 use std::os::fd::AsRawFd;
 
-/// The example kernels (`kernels/`), built for sm_90 by build.rs.
-const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
+/// The example kernels (`kernels/`) as PTX for `sm_90` and `sm_60` (`GPUIO_LOCKSTEP=1`
+/// picks the lockstep build), built by build.rs.
+const NVPTX: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_NVPTX"));
 /// The same kernels for AMD GPUs, one code object per processor.
 const AMDGCN: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_AMDGCN"));
 
@@ -66,7 +67,7 @@ fn main() {
     let module = match rt.backend() {
         gpuio::Backend::Cuda => {
             eprintln!("stress: on {}", rt.device_name().unwrap_or("a CUDA GPU"));
-            Some(rt.load_module(PTX).unwrap_or_else(|e| fail(&e.to_string())))
+            Some(rt.load_matching(NVPTX).unwrap_or_else(|e| fail(&e.to_string())))
         }
         gpuio::Backend::Hsa => {
             eprintln!("stress: on {}", rt.device_name().unwrap_or("an AMD GPU"));

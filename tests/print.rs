@@ -381,15 +381,23 @@ struct Lane<'a> {
     lane: usize,
 }
 
+impl Lane<'_> {
+    /// Every lane's `v`, on every lane.
+    fn gather(&self, v: u64) -> Vec<u64> {
+        self.warp.slots.lock().unwrap()[self.lane] = v;
+        self.warp.barrier.wait();
+        let slots = self.warp.slots.lock().unwrap().clone();
+        self.warp.barrier.wait();
+        slots
+    }
+}
+
 impl Group for Lane<'_> {
     fn is_leader(&self) -> bool {
         self.lane == 0
     }
     fn exclusive_sum(&self, v: u64) -> (u64, u64) {
-        self.warp.slots.lock().unwrap()[self.lane] = v;
-        self.warp.barrier.wait();
-        let slots = self.warp.slots.lock().unwrap().clone();
-        self.warp.barrier.wait();
+        let slots = self.gather(v);
         (slots[..self.lane].iter().sum(), slots.iter().sum())
     }
     fn broadcast(&self, v: u64) -> u64 {
@@ -403,6 +411,23 @@ impl Group for Lane<'_> {
     }
     fn sync(&self) {
         self.warp.barrier.wait();
+    }
+    /// Only the split that keeps every lane together: the simulated warp has one barrier
+    /// for all its lanes, so a group of some of them cannot be simulated (and the tests
+    /// that use it print to one stream).
+    fn split(&self, side: bool) -> Self {
+        let sides = self.gather(side as u64);
+        assert!(
+            sides.iter().all(|&s| s == side as u64),
+            "SimWarp cannot split its lanes"
+        );
+        Lane {
+            warp: self.warp,
+            lane: self.lane,
+        }
+    }
+    fn all(&self, p: bool) -> bool {
+        self.gather(p as u64).iter().all(|&x| x == 1)
     }
 }
 

@@ -1,5 +1,7 @@
-//! The PTX that build.rs produced from `kernels/` (sm_90) carries the memory scope and the
-//! ordering that the ring protocol needs, and the warp-aggregated print path. No GPU needed.
+//! The PTX that build.rs produced from `kernels/` carries the memory scope and the ordering
+//! that the ring protocol needs, and the warp-aggregated print path: the `sm_90` build (the
+//! PTX memory model, sm_70+) and the `sm_60` lockstep build (before sm_70: volatile
+//! accesses, `atom.sys` and `membar.sys`; see the end of this file). No GPU needed.
 //!
 //! Why read the PTX: Rust 1.95's LLVM lowers `fetch_add`/`swap`/`fetch_or` with *any*
 //! ordering to a plain `atom.*`, which PTX defines as relaxed at GPU scope: the ordering and
@@ -58,11 +60,18 @@ impl Inst {
 }
 
 fn ptx() -> String {
+    read_ptx("GPUIO_KERNELS_PTX", env!("GPUIO_KERNELS_PTX"))
+}
+
+/// The lockstep build: `sm_60`.
+fn ptx_sm60() -> String {
+    read_ptx("GPUIO_KERNELS_PTX_SM60", env!("GPUIO_KERNELS_PTX_SM60"))
+}
+
+fn read_ptx(var: &str, path: &str) -> String {
     const SKIPPED: &str = "this build skipped the GPU kernels (GPUIO_SKIP_GPU_BUILD=1); rebuild without it";
-    let path = env!("GPUIO_KERNELS_PTX");
-    assert!(!path.is_empty(), "GPUIO_KERNELS_PTX is empty: {SKIPPED}");
-    let text =
-        std::fs::read_to_string(Path::new(path)).unwrap_or_else(|e| panic!("reading GPUIO_KERNELS_PTX={path}: {e}"));
+    assert!(!path.is_empty(), "{var} is empty: {SKIPPED}");
+    let text = std::fs::read_to_string(Path::new(path)).unwrap_or_else(|e| panic!("reading {var}={path}: {e}"));
     assert!(!text.trim().is_empty(), "{path} is empty: {SKIPPED}");
     text
 }
@@ -285,9 +294,12 @@ fn protocol_steps_have_the_orderings_they_need() {
         "Combiner::run's fence(SeqCst) between request and lock look (and unlock and pending \
          look): without it requester and holder can miss each other and a request is lost",
     );
-    // Every function that takes a lock (CAS) releases it with a release store; every
-    // function that makes a combiner request (acq_rel exch) also has the store-buffering
-    // fence. (The reaper's try-lock, `Combiner::try_run`, makes no request and needs none.)
+    // Every function that runs a combiner takes its lock (CAS) and releases it with a release
+    // store: the flusher (`Context::flush`, `Combiner::run` inlined), the reaper (`Context::reap`'s
+    // `Combiner::try_run`) and the publisher (`Ring::submit`'s `Combiner::run_fast`). (Other
+    // CASes take pool slots, which are given back elsewhere, when their request is done.)
+    // Every function that makes a combiner request (acq_rel exch) also has the
+    // store-buffering fence. (The reaper's try-lock makes no request and needs none.)
     let funcs = |pred: &dyn Fn(&Inst) -> bool| {
         insts
             .iter()
@@ -296,12 +308,19 @@ fn protocol_steps_have_the_orderings_they_need() {
             .collect::<BTreeSet<_>>()
     };
     let has = |f: &str, op: &str| insts.iter().any(|i| i.func == f && i.op == op);
-    for f in funcs(&|i| i.is_rmw() && i.has("cas")) {
+    for runner in ["7Context5flush", "7Context4reap", "4Ring6submit"] {
+        let fs = funcs(&|i| i.func.contains(runner) && i.is_rmw() && i.has("cas"));
         assert!(
-            has(&f, "st.release.sys.b32"),
-            "function {f} takes a lock (CAS) but never releases one with st.release.sys: the next holder \
-             would not see its work"
+            !fs.is_empty(),
+            "no function matching {runner} takes a combiner lock (CAS)"
         );
+        for f in fs {
+            assert!(
+                has(&f, "st.release.sys.b32"),
+                "function {f} takes a combiner lock (CAS) but never releases one with st.release.sys: the \
+                 next holder would not see its work"
+            );
+        }
     }
     // A request is `pending.swap(1)`: an exchange of the constant 1 (an immediate, or a
     // register a `mov` set to 1 in the same function). Exchanges of 0 (the holder taking
@@ -369,8 +388,23 @@ enum Mask {
 /// group's mask (or the full mask on the full-warp path), and the shuffle clamps are right.
 #[test]
 fn print_aggregates_the_warp() {
-    let insts = instructions(&ptx());
-    let collective = |i: &Inst| i.op == "activemask.b32" || i.op.starts_with("shfl.sync") || i.op == "bar.warp.sync";
+    check_warp_collectives(&ptx(), "sm_90");
+}
+
+/// The same for the lockstep build (its collectives are the same instructions).
+#[test]
+fn print_aggregates_the_warp_in_the_lockstep_build() {
+    check_warp_collectives(&ptx_sm60(), "sm_60");
+}
+
+fn check_warp_collectives(ptx: &str, build: &str) {
+    let insts = instructions(ptx);
+    let collective = |i: &Inst| {
+        i.op == "activemask.b32"
+            || i.op.starts_with("shfl.sync")
+            || i.op == "bar.warp.sync"
+            || i.op.starts_with("vote.sync")
+    };
     let funcs: BTreeSet<&str> = insts
         .iter()
         .filter(|i| collective(i))
@@ -394,12 +428,12 @@ fn print_aggregates_the_warp() {
         .collect();
     assert!(
         !callers.is_empty(),
-        "no call of copy::group_copy found: the file-I/O staging copies are not shared"
+        "{build}: no call of copy::group_copy found: the file-I/O staging copies are not shared"
     );
     for c in &callers {
         assert!(
             insts.iter().any(|i| i.func == *c && i.op == "activemask.b32"),
-            "{c} calls copy::group_copy without forming the group (activemask) itself"
+            "{build}: {c} calls copy::group_copy without forming the group (activemask) itself"
         );
     }
     for i in insts
@@ -416,21 +450,39 @@ fn print_aggregates_the_warp() {
     let mut seen = BTreeSet::new();
     for f in funcs.into_iter().filter(|f| !is_group_copy(f)) {
         let body: Vec<&Inst> = insts.iter().filter(|i| i.func == f).collect();
-        // Registers holding a lane mask: activemask's result, the constant -1, copies of them.
+        // Registers holding a lane mask: activemask's result, the constant -1, and what is
+        // computed from a group's mask alone: a ballot over it, and `and` with it (the two
+        // halves of `Group::split`: `ballot` and `mask & !ballot`), copies and selections
+        // of those. Each is the group or a part of it, so a collective with it involves
+        // members only.
         let mut masks: BTreeMap<&str, Mask> = BTreeMap::new();
-        for i in &body {
-            let (Some(dst), src) = (i.args.first(), i.args.get(1)) else {
-                continue;
-            };
-            if i.op == "activemask.b32" {
-                masks.insert(dst, Mask::Group);
-            } else if i.op.starts_with("mov.") && i.args.len() == 2 {
-                let src = src.map(String::as_str).unwrap_or("");
-                if ["-1", "0xffffffff", "0xFFFFFFFF", "4294967295"].contains(&src) {
-                    masks.insert(dst, Mask::Full);
-                } else if let Some(&m) = masks.get(src) {
-                    masks.insert(dst, m);
+        let full = |a: &str| ["-1", "0xffffffff", "0xFFFFFFFF", "4294967295"].contains(&a);
+        loop {
+            let before = masks.len();
+            for i in &body {
+                let Some(dst) = i.args.first() else { continue };
+                let arg = |n: usize| i.args.get(n).map(String::as_str).unwrap_or("");
+                let group = |a: &str| masks.get(a) == Some(&Mask::Group);
+                let part_of_group = (i.op == "vote.sync.ballot.b32" && group(arg(2)))
+                    || (i.op == "and.b32" && (group(arg(1)) || group(arg(2))))
+                    || (i.op == "selp.b32" && group(arg(1)) && group(arg(2)));
+                let m = if i.op == "activemask.b32" || part_of_group {
+                    Some(Mask::Group)
+                } else if i.op.starts_with("mov.") && i.args.len() == 2 {
+                    if full(arg(1)) {
+                        Some(Mask::Full)
+                    } else {
+                        masks.get(arg(1)).copied()
+                    }
+                } else {
+                    None
+                };
+                if let Some(m) = m {
+                    masks.entry(dst.as_str()).or_insert(m);
                 }
+            }
+            if masks.len() == before {
+                break;
             }
         }
         let mask_of = |arg: &str| -> Option<Mask> {
@@ -440,53 +492,60 @@ fn print_aggregates_the_warp() {
             }
         };
         assert!(
-            body.iter().any(|i| i.args.iter().any(|a| a == "%laneid")),
+            !body.iter().any(|i| i.op.starts_with("shfl.sync"))
+                || body.iter().any(|i| i.args.iter().any(|a| a == "%laneid")),
             "{f} uses warp collectives but never reads %laneid: the exclusive sum needs the lane's rank"
         );
         for i in body.iter().filter(|i| collective(i)) {
             seen.insert(i.op.as_str());
             match i.op.as_str() {
                 "activemask.b32" => {}
+                "vote.sync.ballot.b32" => assert_eq!(
+                    mask_of(&i.args[2]),
+                    Some(Mask::Group),
+                    "{build} {f}: `vote.sync.ballot` membermask {} is not the group's",
+                    i.args[2]
+                ),
                 "bar.warp.sync" => assert_eq!(
                     mask_of(&i.args[0]),
                     Some(Mask::Group),
-                    "{f}: `bar.warp.sync {}` must wait for exactly the group activemask returned, \
+                    "{build} {f}: `bar.warp.sync {}` must wait for exactly the group activemask returned, \
                      or the leader flushes before every lane has committed its line",
                     i.args[0]
                 ),
                 "shfl.sync.idx.b32" => {
-                    assert_eq!(i.args.len(), 5, "{f}: shfl.sync.idx operands {:?}", i.args);
+                    assert_eq!(i.args.len(), 5, "{build} {f}: shfl.sync.idx operands {:?}", i.args);
                     assert!(
                         ["0x1f", "31"].contains(&i.args[3].as_str()),
-                        "{f}: shfl.sync.idx clamp operand is {}, not 0x1f: with a smaller clamp a \
+                        "{build} {f}: shfl.sync.idx clamp operand is {}, not 0x1f: with a smaller clamp a \
                          read from a high lane returns the reader's own value, so sums and the \
                          broadcast reservation would be wrong (overlapping records)",
                         i.args[3]
                     );
                     assert!(
                         mask_of(&i.args[4]).is_some(),
-                        "{f}: shfl.sync.idx membermask {} is neither activemask's result nor the full \
+                        "{build} {f}: shfl.sync.idx membermask {} is neither activemask's result nor the full \
                          mask: shuffling with lanes outside the group hangs or reads garbage",
                         i.args[4]
                     );
                 }
                 "shfl.sync.up.b32" => {
-                    assert_eq!(i.args.len(), 5, "{f}: shfl.sync.up operands {:?}", i.args);
+                    assert_eq!(i.args.len(), 5, "{build} {f}: shfl.sync.up operands {:?}", i.args);
                     assert_eq!(
                         i.args[3], "0",
-                        "{f}: shfl.sync.up clamp operand must be 0 (no segments, lanes below the \
+                        "{build} {f}: shfl.sync.up clamp operand must be 0 (no segments, lanes below the \
                          offset keep their own value, which the scan then ignores)"
                     );
                     assert_eq!(
                         mask_of(&i.args[4]),
                         Some(Mask::Full),
-                        "{f}: shfl.sync.up membermask {} is not the full mask: the shfl.up scan is \
+                        "{build} {f}: shfl.sync.up membermask {} is not the full mask: the shfl.up scan is \
                          only right when every lane is a member (a hole would feed a non-member's \
                          value into the sums)",
                         i.args[4]
                     );
                 }
-                other => panic!("{f}: unexpected warp collective `{other}`"),
+                other => panic!("{build} {f}: unexpected warp collective `{other}`"),
             }
         }
     }
@@ -495,13 +554,132 @@ fn print_aggregates_the_warp() {
     for op in ["activemask.b32", "shfl.sync.idx.b32", "shfl.sync.up.b32"] {
         assert!(
             seen.contains(op),
-            "no `{op}` in the PTX: arch::Warp's {} is missing",
+            "{build}: no `{op}` in the PTX: arch::Warp's {} is missing",
             match op {
                 "activemask.b32" => "group formation (the lanes printing together)",
                 "shfl.sync.idx.b32" => "broadcast of the reservation / generic exclusive sum",
                 "shfl.sync.up.b32" => "full-warp scan",
                 _ => "wait for every lane's line before the leader flushes",
             }
+        );
+    }
+}
+
+/// Whether `i` touches memory or orders accesses to it.
+fn is_memory(i: &Inst) -> bool {
+    ["ld", "st", "atom", "red", "membar", "fence"].contains(&i.parts()[0])
+}
+
+/// (d) The lockstep build (`sm_60`) uses only what PTX before sm_70 has, or the driver
+/// refuses the module: no `fence`, no ordered (`.acquire`, `.release`, `.relaxed`,
+/// `.acq_rel`) loads, stores or read-modify-writes, no `nanosleep`; every read-modify-write
+/// is `atom.sys` and every barrier `membar.sys` (the ring lives in host memory, shared with
+/// the kernel on the CPU).
+#[test]
+fn the_lockstep_build_uses_only_pre_volta_memory_operations() {
+    let ptx = ptx_sm60();
+    assert!(
+        ptx.lines().any(|l| l.trim() == ".target sm_60"),
+        "GPUIO_KERNELS_PTX_SM60 does not target sm_60"
+    );
+    let insts = instructions(&ptx);
+    let newer = ops(&insts, |i| {
+        i.op.starts_with("fence.")
+            || i.op.starts_with("nanosleep")
+            || i.op.starts_with("match.")
+            || ((i.op.starts_with("ld.") || i.op.starts_with("st.") || i.is_rmw()) && i.order().is_some())
+    });
+    assert!(
+        newer.is_empty(),
+        "instructions that need sm_70 in the sm_60 build: {newer:?}. gpuio_device::arch::nvptx must \
+         write them with volatile accesses, atom.sys and membar.sys before sm_70"
+    );
+    let unscoped = ops(&insts, |i| i.is_rmw() && !i.has("sys"));
+    assert!(
+        unscoped.is_empty(),
+        "read-modify-writes without .sys in the sm_60 build: {unscoped:?} (GPU scope does not reach \
+         the host's and the kernel's accesses to the rings)"
+    );
+    let narrow = ops(&insts, |i| i.op.starts_with("membar") && i.op != "membar.sys");
+    assert!(narrow.is_empty(), "barriers narrower than the system: {narrow:?}");
+    assert!(
+        insts.iter().any(|i| i.op == "membar.sys") && insts.iter().any(|i| i.op == "atom.sys.cas.b32"),
+        "no membar.sys or atom.sys.cas in the sm_60 build: the protocol's orderings are missing"
+    );
+}
+
+/// (e) In the lockstep build each protocol step has its ordering, spelled the pre-Volta
+/// way: a release is `membar.sys` right before the store or read-modify-write, an acquire
+/// is `membar.sys` right after the load (nothing that touches memory in between).
+#[test]
+fn the_lockstep_build_orders_the_protocol_steps() {
+    let insts = instructions(&ptx_sm60());
+    let in_fn = |name: &str| -> Vec<&Inst> { insts.iter().filter(|i| i.func.contains(name)).collect() };
+    // The memory instructions of a function, in order.
+    let memory = |f: &[&Inst]| -> Vec<String> { f.iter().filter(|i| is_memory(i)).map(|i| i.op.clone()).collect() };
+
+    // Stream::commit: a release barrier before its adds to the chunk counters.
+    let commit = memory(&in_fn("6Stream6commit"));
+    let first_add = commit
+        .iter()
+        .position(|op| op.starts_with("atom."))
+        .expect("Stream::commit has no atomic add in the sm_60 build");
+    assert!(
+        commit[..first_add].iter().any(|op| op == "membar.sys"),
+        "Stream::commit's adds are not preceded by membar.sys: the flusher could submit bytes still \
+         being written (invariant 5). Its memory instructions: {commit:?}"
+    );
+
+    // Stream::complete_prefix: an acquire barrier after its last load of a counter.
+    let prefix = memory(&in_fn("15complete_prefix"));
+    let last_load = prefix.iter().rposition(|op| op.starts_with("ld.volatile"));
+    let last_barrier = prefix.iter().rposition(|op| op == "membar.sys");
+    assert!(
+        matches!((last_load, last_barrier), (Some(l), Some(b)) if b > l),
+        "Stream::complete_prefix does not end with membar.sys after its last counter load: {prefix:?}"
+    );
+
+    // Ring::submit: the ready flag (step 4) and the SQ tail (step 5) are release stores, so
+    // at least two `st.volatile.b32` there come right after a `membar.sys`; and no
+    // `st.volatile.b32` of it comes right after the SQE's plain stores (the SQE must be
+    // covered by the barrier).
+    let submit = in_fn("4Ring6submit");
+    assert!(
+        !submit.is_empty(),
+        "Ring::submit is not an out-of-line function in the sm_60 PTX"
+    );
+    let ops_ = memory(&submit);
+    let released = ops_
+        .windows(2)
+        .filter(|w| w[0] == "membar.sys" && w[1] == "st.volatile.b32")
+        .count();
+    assert!(
+        released >= 2,
+        "Ring::submit in the sm_60 build has {released} release stores (membar.sys; st.volatile.b32), \
+         expected the ready flag's and the SQ tail's at least (invariant 1). Its memory instructions: {ops_:?}"
+    );
+
+    // Acquires: the combiner's lock (a CAS) and the loads of the kernel's words and of
+    // `released` are followed by a barrier.
+    let acquired_cas = insts
+        .windows(2)
+        .any(|w| w[0].op == "atom.sys.cas.b32" && w[1].op == "membar.sys");
+    assert!(
+        acquired_cas,
+        "no atom.sys.cas.b32 followed by membar.sys: the combiner's lock does not acquire"
+    );
+    for width in ["b32", "b64"] {
+        let load = format!("ld.volatile.{width}");
+        let acquired = insts.iter().enumerate().any(|(n, i)| {
+            i.op == load
+                && insts[n + 1..]
+                    .iter()
+                    .find(|j| is_memory(j))
+                    .is_some_and(|j| j.op == "membar.sys")
+        });
+        assert!(
+            acquired,
+            "no {load} followed by membar.sys: the protocol's acquire loads are missing"
         );
     }
 }

@@ -113,11 +113,3 @@ impl Arena {
 // pool, and each is accessed only by its holder and by the kernel for the holder's request.
 unsafe impl Sync for Arena {}
 unsafe impl Send for Arena {}
-
-impl Arena {
-    /// Takes a block, waiting (and reaping, which is what frees blocks) while none is free.
-    /// Only for a thread that holds no other block.
-    pub fn take(&self, ctx: &crate::context::Context) -> u32 {
-        crate::pool::take_waiting(ctx, || self.pool.try_take())
-    }
-}

@@ -77,14 +77,22 @@ impl Context {
     /// The stream `print!` (`stderr == false`) or `eprint!` writes to.
     #[inline]
     pub fn stream(&self, stderr: bool) -> &Stream {
+        &self.streams[self.stream_index(stderr)]
+    }
+
+    /// The index in `streams` of the stream `print!` (`stderr == false`) or `eprint!`
+    /// writes to.
+    #[inline]
+    pub fn stream_index(&self, stderr: bool) -> usize {
         if stderr {
-            &self.streams[self.stderr_stream as usize % STREAMS]
+            self.stderr_stream as usize % STREAMS
         } else {
-            &self.streams[STDOUT]
+            STDOUT
         }
     }
 
     /// Consumes available completions and routes each to its stream.
+    #[inline(never)] // one copy of the reaper in a code object
     pub fn reap(&self) -> bool {
         self.ring.reap(|cqe| self.dispatch(cqe))
     }
@@ -112,7 +120,7 @@ impl Context {
     }
 
     /// Flushes `stream`, or asks whoever is flushing it to go on.
-    #[inline]
+    #[inline(never)] // one copy of the flusher in a code object
     pub fn flush(&self, stream: &Stream) {
         stream.flusher.run(|| stream.flush_work(self));
     }

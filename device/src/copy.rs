@@ -19,19 +19,24 @@ use crate::group::Group;
 /// the lanes sharing the work. Returns when this lane's `dst` holds its bytes, and every
 /// other member's writes are visible to this lane.
 ///
+/// A lane whose `src` or `dst` is in its own private memory (a buffer on its stack: local
+/// memory on NVIDIA GPUs, scratch on AMD GPUs) copies alone: the same generic address
+/// means *its own* stack to whichever lane uses it, so no other lane can copy it.
+///
 /// # Safety
 /// On every lane: `src .. src + len` is valid for reads and `dst .. dst + len` for writes,
 /// not overlapping, and no other agent writes them during the call. Every lane of the
 /// group makes this call (the `Group` contract).
 ///
-/// The caller forms the group (`arch::Warp::default()`) right before the call. (Forming it
-/// inside this function instead made the H100 fault with an illegal address on large
-/// staged reads; not understood yet: see the issue notes.)
+/// The caller forms the group (`arch::Warp::default()`) right before the call: at a call
+/// site, not inside this shared function, where lanes from different call sites can meet.
 #[inline(never)] // one copy loop in the code object; tests/ptx_atomics.rs finds it by name
 pub unsafe fn group_copy(g: &impl Group, dst: *mut u8, src: *const u8, len: usize) {
-    let (rank, count) = g.exclusive_sum(1);
+    let private = crate::arch::is_thread_private(dst) || crate::arch::is_thread_private(src);
+    let g = g.split(private);
+    let (rank, count) = if private { (0, 1) } else { g.exclusive_sum(1) };
     if count == 1 {
-        // SAFETY: the caller's contract.
+        // SAFETY: the caller's contract; this lane copies its own ranges alone.
         unsafe { strided(dst, src, len, 0, 1) };
         return;
     }
@@ -40,8 +45,9 @@ pub unsafe fn group_copy(g: &impl Group, dst: *mut u8, src: *const u8, len: usiz
         // elsewhere. The same collectives run on every lane (they depend on `count` only).
         let pick = |v: u64| g.exclusive_sum(if rank == k { v } else { 0 }).1;
         let (d, s, n) = (pick(dst as u64), pick(src as u64), pick(len as u64));
-        // SAFETY: member k's ranges, valid by the caller's contract on member k; the
-        // lanes write disjoint units of them.
+        // SAFETY: member k's ranges, valid by the caller's contract on member k and in
+        // global memory (not private to member k: see above); the lanes write disjoint
+        // units of them.
         unsafe { strided(d as *mut u8, s as *const u8, n as usize, rank, count) };
     }
     // Every member's writes to every range happen-before what each lane does next (its
@@ -58,7 +64,7 @@ const BATCH: usize = 32;
 ///
 /// # Safety
 /// As for [`group_copy`], for this one range.
-#[inline(always)]
+#[inline(never)] // one copy of the unrolled loops in a code object
 unsafe fn strided(dst: *mut u8, src: *const u8, len: usize, rank: u64, count: u64) {
     let (rank, count) = (rank as usize, count as usize);
     let units = len / 16;

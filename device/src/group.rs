@@ -16,8 +16,18 @@ pub trait Group {
     fn exclusive_sum(&self, v: u64) -> (u64, u64);
     /// The leader's `v`, returned on every lane.
     fn broadcast(&self, v: u64) -> u64;
-    /// Waits until every lane reached this point; writes before it are visible after it.
+    /// Waits until every lane reached this point; writes before it are visible after it,
+    /// to the other lanes and to whatever a lane's later release publishes them to.
     fn sync(&self);
+    /// The members whose `side` equals this lane's, as a group of their own (a collective
+    /// of this group: every member calls it). The two halves may then run different
+    /// collectives.
+    fn split(&self, side: bool) -> Self
+    where
+        Self: Sized;
+    /// Whether `p` is true on every member (a collective of this group). `true` implies
+    /// that it is true on this lane.
+    fn all(&self, p: bool) -> bool;
 }
 
 /// A group of one: every call is its own record.
@@ -39,4 +49,12 @@ impl Group for SingleLane {
     }
     #[inline(always)]
     fn sync(&self) {}
+    #[inline(always)]
+    fn split(&self, _side: bool) -> Self {
+        SingleLane
+    }
+    #[inline(always)]
+    fn all(&self, p: bool) -> bool {
+        p
+    }
 }

@@ -18,8 +18,9 @@
 //! # Buffers
 //! A buffer inside a host-visible region the host registered (`Runtime::host_buffer`) is
 //! read or written by the kernel directly. Any other buffer (device memory on a GPU) is
-//! staged through the arena ([`crate::arena`]), one block per piece, with a copy on the
-//! calling thread.
+//! staged through the arena ([`crate::arena`]), one block per piece, with a copy on the GPU
+//! that the lanes making it together share ([`crate::copy`]); a buffer on the thread's
+//! stack (private to the thread) is copied by its own thread.
 //!
 //! # Large transfers
 //! A transfer is split into pieces (one arena block each when staged, at most 1 GiB when
@@ -39,6 +40,7 @@ use crate::request::Ticket;
 use crate::sync::copy_from_cells;
 use crate::sync::{copy_to_cells, SharedCell};
 use crate::uapi::{Sqe, IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_OPENAT, IORING_OP_READ, IORING_OP_WRITE};
+use crate::wait::until;
 
 /// An error number from the kernel (`errno`), as a device call returns it.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -206,39 +208,58 @@ impl<'a> Pending<'a> {
             p.stopped = true;
             p.errno = Some(Errno::EINVAL);
         } else {
-            p.start();
+            // Whatever may go now, without waiting: `wait` does the rest.
+            p.step();
         }
         p
     }
 
-    /// Issues as many pieces as may go now: the first waiting for resources, the others
-    /// only if resources are free (a thread never waits for a block or slot while it holds
-    /// one: no hold-and-wait deadlock between threads).
-    fn start(&mut self) {
-        while self.issue(self.in_flight == 0) {}
+    /// One round of the transfer, which never waits for a resource: accounts for the
+    /// pieces whose results are in (oldest first, in order), then issues pieces while an
+    /// arena block (if staged) and a completion slot are free. Returns whether it is
+    /// finished: nothing in flight and nothing more to issue.
+    ///
+    /// A piece takes its block and its slot together or not at all, and a lane holds them
+    /// only while their request is in flight, which the kernel finishes whatever the other
+    /// lanes do: no hold-and-wait between threads, and the lockstep rule (`arch/mod.rs`)
+    /// holds when `wait` repeats this in rounds.
+    #[inline(never)] // one copy in a code object
+    fn step(&mut self) -> bool {
+        while self.try_complete_oldest() {}
+        while self.try_issue() {}
+        self.in_flight == 0 && !self.may_issue()
     }
 
-    /// Issues the next piece; `may_wait`: wait for an arena block and a completion slot.
-    /// Returns whether it issued one.
-    fn issue(&mut self, may_wait: bool) -> bool {
-        let Some(ctx) = self.ctx else { return false };
+    /// Whether another piece is to be issued (resources aside).
+    fn may_issue(&self) -> bool {
         let remaining = self.len - self.issued;
-        if self.stopped || self.in_flight == PIECES || (remaining == 0 && (self.len != 0 || self.issued_empty)) {
+        !self.stopped && self.in_flight < PIECES && (remaining > 0 || (self.len == 0 && !self.issued_empty))
+    }
+
+    /// Issues the next piece if there is one and its resources are free now; returns
+    /// whether it issued one.
+    fn try_issue(&mut self) -> bool {
+        let Some(ctx) = self.ctx else { return false };
+        if !self.may_issue() {
             return false;
         }
-        let (n, block, addr) = match self.direct {
-            Some(base) => (remaining.min(MAX_PIECE), NO_BLOCK, base + self.issued as u64),
-            None => {
-                let block = if may_wait {
-                    ctx.arena.take(ctx)
-                } else {
-                    match ctx.arena.pool.try_take() {
-                        Some(b) => b,
-                        None => return false,
-                    }
-                };
-                (remaining.min(ctx.arena.block as usize), block, ctx.arena.io_addr(block))
+        let remaining = self.len - self.issued;
+        let block = match self.direct {
+            Some(_) => NO_BLOCK,
+            None => match ctx.arena.pool.try_take() {
+                Some(b) => b,
+                None => return false,
+            },
+        };
+        let Some(ticket) = ctx.requests.try_take() else {
+            if block != NO_BLOCK {
+                ctx.arena.pool.give_back(block);
             }
+            return false;
+        };
+        let (n, addr) = match self.direct {
+            Some(base) => (remaining.min(MAX_PIECE), base + self.issued as u64),
+            None => (remaining.min(ctx.arena.block as usize), ctx.arena.io_addr(block)),
         };
         // Relaxed: statistics only.
         let counter = if block == NO_BLOCK {
@@ -247,19 +268,6 @@ impl<'a> Pending<'a> {
             &ctx.arena.staged_bytes
         };
         counter.fetch_add(n as u64, crate::sync::Ordering::Relaxed);
-        let ticket = if may_wait {
-            ctx.requests.take(ctx)
-        } else {
-            match ctx.requests.try_take() {
-                Some(t) => t,
-                None => {
-                    if block != NO_BLOCK {
-                        ctx.arena.pool.give_back(block);
-                    }
-                    return false;
-                }
-            }
-        };
         if self.op == Op::Write && block != NO_BLOCK {
             // SAFETY: the block is ours until its request completes; `buf[issued..+n]` is
             // the caller's (borrowed for `'a`).
@@ -280,7 +288,7 @@ impl<'a> Pending<'a> {
         };
         // The payload (copied above, or the caller's) is written before the submission,
         // whose ready flag's release publishes it (ring.rs, step 4).
-        ctx.ring.submit(&sqe, || {
+        ctx.ring.submit(&sqe, &mut || {
             ctx.reap();
         });
         let slot = (self.oldest + self.in_flight) % PIECES;
@@ -296,26 +304,29 @@ impl<'a> Pending<'a> {
         true
     }
 
-    /// Waits for the oldest piece and accounts for it.
-    fn complete_oldest(&mut self) {
-        let (Some(ctx), Some(p)) = (self.ctx, self.pieces[self.oldest].take()) else {
-            return;
+    /// Accounts for the oldest piece if its result is in; returns whether it was.
+    fn try_complete_oldest(&mut self) -> bool {
+        let (Some(ctx), Some(p)) = (self.ctx, self.pieces[self.oldest]) else {
+            return false;
         };
+        let Some(res) = ctx.requests.try_result(p.ticket) else {
+            return false;
+        };
+        self.pieces[self.oldest] = None;
         self.oldest = (self.oldest + 1) % PIECES;
         self.in_flight -= 1;
-        let res = ctx.requests.wait(ctx, p.ticket);
         if self.op == Op::Read && p.block != NO_BLOCK && res > 0 && !self.stopped {
-            // SAFETY: the read completed (the waiter's acquire orders the kernel's writes
-            // to the block before this copy); the block is ours until we give it back;
-            // `buf[at..at+res]` is the caller's, `res <= len` (the kernel never reads more
-            // than asked).
+            // SAFETY: the read completed (the acquire in `try_result` orders the kernel's
+            // writes to the block before this copy); the block is ours until we give it
+            // back; `buf[at..at+res]` is the caller's, `res <= len` (the kernel never reads
+            // more than asked).
             unsafe { stage_out(ctx.arena.cells(p.block), self.buf.add(p.at), (res as usize).min(p.len)) };
         }
         if p.block != NO_BLOCK {
             ctx.arena.pool.give_back(p.block);
         }
         if self.stopped {
-            return;
+            return true;
         }
         if res < 0 {
             self.stopped = true;
@@ -327,6 +338,7 @@ impl<'a> Pending<'a> {
                 self.stopped = true;
             }
         }
+        true
     }
 
     /// Bytes transferred so far (by completed pieces, in order).
@@ -340,13 +352,16 @@ impl<'a> Pending<'a> {
         self.finish()
     }
 
+    /// Repeats [`Pending::step`] until it is finished, reaping (and now and then flushing)
+    /// between rounds.
+    #[inline(never)] // one copy in a code object
     fn finish(&mut self) -> Result<usize, Errno> {
-        loop {
-            self.start();
-            if self.in_flight == 0 {
-                break;
-            }
-            self.complete_oldest();
+        if let Some(ctx) = self.ctx {
+            let mut rounds = 0u32;
+            until(
+                || self.step().then_some(()),
+                || crate::request::waiting(ctx, &mut rounds),
+            );
         }
         match self.errno {
             Some(e) if self.done == 0 => Err(e),
@@ -357,11 +372,10 @@ impl<'a> Pending<'a> {
 
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
-        // The kernel may still read or write the buffer (or our blocks): wait.
+        // The kernel may still read or write the buffer (or our blocks): wait for the
+        // pieces in flight, issuing no more.
         self.stopped = true;
-        while self.in_flight > 0 {
-            self.complete_oldest();
-        }
+        let _ = self.finish();
     }
 }
 
@@ -412,7 +426,13 @@ pub fn pread(fd: i32, buf: &mut [u8], offset: u64) -> Result<usize, Errno> {
 }
 
 /// Starts writing `buf` to `fd` at `offset`; [`Pending::wait`] finishes it. The first
-/// pieces are submitted before it returns.
+/// pieces are submitted before it returns if arena blocks and completion slots are free
+/// then; it never waits for them (`wait` does).
+///
+/// While a `Pending` holds blocks and slots, other threads may wait for them. On a GPU
+/// whose lanes run in lockstep (AMD), finish it in code that the lanes run together: a
+/// sibling lane waiting for a block on another branch of the kernel runs before this one
+/// can give its blocks back, and with few blocks it may wait for them forever.
 ///
 /// # Safety
 /// The returned [`Pending`] must be waited for or dropped, not leaked (`mem::forget`):
@@ -431,7 +451,20 @@ pub unsafe fn pread_async(fd: i32, buf: &mut [u8], offset: u64) -> Pending<'_> {
     Pending::new(Op::Read, fd, buf.as_mut_ptr(), buf.len(), offset)
 }
 
-/// One request that needs no buffer: submits it, waits, returns the result.
+/// An arena block and a completion slot, both or neither (see [`crate::pool::with_taken`]).
+pub fn try_take_block_and_slot(ctx: &Context) -> Option<(u32, Ticket)> {
+    let block = ctx.arena.pool.try_take()?;
+    match ctx.requests.try_take() {
+        Some(ticket) => Some((block, ticket)),
+        None => {
+            ctx.arena.pool.give_back(block);
+            None
+        }
+    }
+}
+
+/// One request that needs no buffer: takes a completion slot, submits the request, waits
+/// and returns the result.
 fn call(sqe: Sqe) -> Result<i32, Errno> {
     let ctx = context().ok_or(Errno::ENOSYS)?;
     let res = ctx.requests.call(ctx, sqe);
@@ -448,6 +481,7 @@ fn call(sqe: Sqe) -> Result<i32, Errno> {
 ///
 /// Errors: a path containing NUL is `EINVAL`; one longer than `PATH_MAX - 1` bytes is
 /// `ENAMETOOLONG`; anything else is the kernel's.
+#[inline(never)] // one copy in a code object
 pub fn open(path: &str, flags: i32, mode: u32) -> Result<i32, Errno> {
     let ctx = context().ok_or(Errno::ENOSYS)?;
     let bytes = path.as_bytes();
@@ -457,22 +491,34 @@ pub fn open(path: &str, flags: i32, mode: u32) -> Result<i32, Errno> {
     if bytes.len() + 1 > PATH_MAX.min(ctx.arena.block as usize) {
         return Err(Errno::ENAMETOOLONG);
     }
-    let block = ctx.arena.take(ctx);
-    // SAFETY: the block is ours until the request completes (we give it back after).
-    unsafe {
-        copy_to_cells(ctx.arena.cells(block), bytes);
-        copy_to_cells(ctx.arena.cells(block).add(bytes.len()), &[0]);
+    // A block for the path and a completion slot, taken together (see `pool::with_taken`).
+    let res = crate::pool::with_taken(
+        ctx,
+        || try_take_block_and_slot(ctx),
+        |(block, ticket)| {
+            // SAFETY: the block is ours until the request completes (we give it back after).
+            unsafe {
+                copy_to_cells(ctx.arena.cells(block), bytes);
+                copy_to_cells(ctx.arena.cells(block).add(bytes.len()), &[0]);
+            }
+            let sqe = Sqe {
+                opcode: IORING_OP_OPENAT,
+                fd: AT_FDCWD,
+                addr: ctx.arena.io_addr(block),
+                len: mode,
+                rw_flags: flags as u32,
+                ..Sqe::default()
+            };
+            let res = ctx.requests.submit_and_wait(ctx, ticket, sqe);
+            ctx.arena.pool.give_back(block);
+            res
+        },
+    );
+    if res < 0 {
+        Err(Errno(-res))
+    } else {
+        Ok(res)
     }
-    let res = call(Sqe {
-        opcode: IORING_OP_OPENAT,
-        fd: AT_FDCWD,
-        addr: ctx.arena.io_addr(block),
-        len: mode,
-        rw_flags: flags as u32,
-        ..Sqe::default()
-    });
-    ctx.arena.pool.give_back(block);
-    res
 }
 
 /// Closes `fd`.

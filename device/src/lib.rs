@@ -17,7 +17,8 @@
 //! flushes; [`fs`] and [`io`] read and write files, through the [`arena`] when the buffer is
 //! in device memory, and [`request`] routes each result back to its thread; [`ring`]
 //! submits and reaps, [`uapi`] is the kernel's ABI, [`pool`], [`sync`] and [`arch`] are
-//! the slots, atomics and target-specific parts.
+//! the slots, atomics and target-specific parts, and [`wait`] is how every wait is written
+//! (the lockstep rule, in [`arch`]).
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch, stdarch_nvptx))]
 #![cfg_attr(
@@ -42,6 +43,7 @@ pub mod ring;
 pub mod stream;
 pub mod sync;
 pub mod uapi;
+pub mod wait;
 
 pub use arch::{block_dim, block_idx, clock_ns, grid_dim, thread_idx};
 pub use context::Context;

@@ -5,12 +5,14 @@
 //! [`FREE`]; taking it is one compare-and-swap from `FREE`. A rotating hint spreads takers
 //! over the slots, so that thousands of GPU threads do not all fight over slot 0.
 //!
-//! No thread holds a slot while waiting for another one of the same pool unless it can
-//! also make progress without it (see `io::Transfer::issue`): that rules out
-//! hold-and-wait deadlocks.
+//! No thread holds a slot while it waits for another one: a thread that needs several
+//! takes them all or none in one attempt ([`with_taken`], `io::Pending`). That rules out
+//! hold-and-wait deadlocks between threads, and, with the lockstep rule (`arch/mod.rs`),
+//! between the lanes of a wavefront.
 
 use crate::context::Context;
-use crate::sync::{AtomicU32, Backoff, Ordering, Padded};
+use crate::sync::{AtomicU32, Ordering, Padded};
+use crate::wait::until;
 
 /// A slot's state word when nobody holds it.
 pub const FREE: u32 = 0;
@@ -78,17 +80,20 @@ impl Pool {
     }
 }
 
-/// Waits for `try_take` to return something, reaping meanwhile (completions are what free
-/// slots and blocks). Only for a thread that holds no other slot of the same pool.
-pub fn take_waiting<T>(ctx: &Context, mut try_take: impl FnMut() -> Option<T>) -> T {
-    let mut backoff = Backoff::new();
-    loop {
-        if let Some(t) = try_take() {
-            return t;
-        }
-        ctx.reap();
-        backoff.snooze();
-    }
+/// Runs `work` with what `try_take` takes (a slot, or several slots taken together),
+/// waiting while it takes nothing and reaping meanwhile (completions are what free slots
+/// and blocks); returns what `work` returns. `work` gives back what it took.
+///
+/// `work` runs in the round of the wait that took the slots (the lockstep rule,
+/// `arch/mod.rs`): a lane of a lockstep wavefront never sits masked off holding a slot
+/// while its siblings spin for one. So `try_take` must take all it needs or nothing.
+pub fn with_taken<T, R>(ctx: &Context, mut try_take: impl FnMut() -> Option<T>, mut work: impl FnMut(T) -> R) -> R {
+    until(
+        || try_take().map(&mut work),
+        || {
+            ctx.reap();
+        },
+    )
 }
 
 // SAFETY: the state words are atomics shared by design.

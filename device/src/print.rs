@@ -9,7 +9,7 @@
 
 use core::fmt::{self, Write};
 
-use crate::context::Context;
+use crate::context::{Context, STDOUT};
 use crate::group::Group;
 use crate::stream::Stream;
 
@@ -28,17 +28,37 @@ pub fn print_to(stderr: bool, newline: bool, args: fmt::Arguments) {
     }
     // SAFETY: the host installs a context that outlives every kernel that can see it.
     let ctx = unsafe { &*ctx };
-    emit(&crate::arch::Warp::default(), ctx, ctx.stream(stderr), newline, args);
+    let index = ctx.stream_index(stderr);
+    // The lanes executing this call together may have come from a `println!` and from an
+    // `eprintln!` (this function is shared, and lanes meet at its entry): a record is
+    // reserved in one stream, so each stream's lanes form a group of their own.
+    let group = crate::arch::Warp::default().split(index != STDOUT);
+    emit(&group, ctx, &ctx.streams[index], newline, args);
 }
 
+/// Bit offsets of the counts that [`emit`] adds up together with the line lengths (a
+/// group's lines are at most 64 x [`LINE_BUF`] bytes, far below 2^40; a group has at most
+/// 64 lanes, below 2^10).
+const UNFIT_SHIFT: u32 = 40;
+const PRINTING_SHIFT: u32 = 50;
+const COUNT_MASK: u64 = (1 << 10) - 1;
+
 /// Prints one record for the group `g`: every lane's line, back to back, in lane order.
+/// Lines that do not fit the record (longer than [`LINE_BUF`], or a record longer than the
+/// log) are printed after it, one lane at a time.
 ///
 /// Every lane of `g` must call this together (it is a collective operation).
 pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args: fmt::Arguments) {
     let mut line = LineBuf::new();
     let fits = line.format(args, newline);
     let my_len = if fits { line.len as u64 } else { 0 };
-    let (before, total) = g.exclusive_sum(my_len);
+    // One sum gives the record's layout and, in the high bits, how many lanes have a line
+    // that did not fit the stack buffer and how many print anything at all.
+    let printing = my_len > 0 || !fits;
+    let v = my_len | ((!fits as u64) << UNFIT_SHIFT) | ((printing as u64) << PRINTING_SHIFT);
+    let (before, sums) = g.exclusive_sum(v);
+    let low = (1u64 << UNFIT_SHIFT) - 1;
+    let (offset, total) = (before & low, sums & low);
     // The record must fit the log: its last byte could otherwise wait for room that only
     // the flush of its own first bytes would free. (`total` is the same on every lane, so
     // every lane takes the same branch and runs the same collectives.)
@@ -49,29 +69,34 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
             base = stream.reserve(total);
         }
         let base = g.broadcast(base);
-        // From here on each lane works alone: it waits for room for its own line, writes it
-        // and commits it, and the leader flushes once its own line is in. No barrier: on
-        // an H100, lanes were seen to get past a barrier or shuffle without a lane that had
-        // spent a long time in a wait loop. (A design in which the leader committed the
-        // record for its lanes after a barrier produced wrong output; one in which the
-        // leader waited for room for the whole record while its lanes waited at a barrier
-        // stalled the stream for good, with 128-byte lines after the log wrapped: the ring
-        // idle, the flusher stopped at a chunk boundary, so some line there was never
-        // committed; presumably a lane left behind at a barrier its group had passed.)
-        // A lane that commits after the leader's flush is flushed by the next flush, by a
-        // thread waiting for room, or by the drain.
+        // From here on each lane works alone: it writes and commits its own line when there
+        // is room for it, and the leader flushes once its own line is in. A lane that
+        // commits after the leader's flush is flushed by the next flush, by a thread
+        // waiting for room, or by the drain.
         if my_len > 0 {
-            let pos = base + before;
-            stream.wait_record_room(ctx, pos, my_len, g.is_leader());
-            stream.put_uncommitted(pos, line.bytes());
-            stream.commit(pos, pos + my_len);
+            stream.write_record(ctx, base + offset, line.bytes(), g.is_leader());
         }
         if g.is_leader() {
             ctx.flush(stream);
         }
     }
-    if !fits || (my_len > 0 && !as_record) {
-        emit_long(ctx, stream, newline, args);
+    // The other lines go out one lane at a time, in lane order: each reserves its own range
+    // and may wait for room piece by piece, and under the lockstep rule (arch/mod.rs) no
+    // lane may wait for room that only a sibling's unfinished line would free. (`turns` is
+    // the same on every lane, so every lane runs the same number of rounds.)
+    let (long, turn, turns) = if as_record {
+        (
+            !fits,
+            (before >> UNFIT_SHIFT) & COUNT_MASK,
+            (sums >> UNFIT_SHIFT) & COUNT_MASK,
+        )
+    } else {
+        (printing, before >> PRINTING_SHIFT, sums >> PRINTING_SHIFT)
+    };
+    for k in 0..turns {
+        if long && turn == k {
+            emit_long(ctx, stream, newline, args);
+        }
     }
     // No reaping here: completions are reaped by a flush that finds its flights full, by
     // threads waiting for log space, and by the drain. (On a GPU, looking at the CQ means

@@ -43,8 +43,9 @@
 
 use crate::context::Context;
 use crate::pool::{Pool, FREE};
-use crate::sync::{AtomicI32, AtomicU32, Backoff, Ordering};
+use crate::sync::{AtomicI32, AtomicU32, Ordering};
 use crate::uapi::Sqe;
+use crate::wait::until;
 
 /// A slot's state: taken, its request submitted or about to be.
 const PENDING: u32 = crate::pool::TAKEN;
@@ -116,12 +117,6 @@ impl Requests {
         Some(Ticket { slot, tag })
     }
 
-    /// Takes a completion slot, waiting (and reaping, which is what frees slots) while
-    /// none is free. Only for a thread that holds no other slot.
-    pub fn take(&self, ctx: &Context) -> Ticket {
-        crate::pool::take_waiting(ctx, || self.try_take())
-    }
-
     /// Routes a CQE to its slot. Called only by the reaper. Returns `false`, changing
     /// nothing, when the slot is not pending with this tag (a stray).
     pub(crate) fn complete(&self, user_data: u64, res: i32) -> bool {
@@ -149,37 +144,52 @@ impl Requests {
         self.pool.state(ticket.slot).load(Ordering::Acquire) == DONE
     }
 
-    /// Waits for `ticket`'s completion, reaping for everyone while it waits; returns the
-    /// CQE's result and gives the slot back.
-    pub fn wait(&self, ctx: &Context, ticket: Ticket) -> i32 {
-        let mut backoff = Backoff::new();
-        let mut rounds = 0u32;
-        while !self.is_done(ticket) {
-            rounds = rounds.wrapping_add(1);
-            if rounds.is_multiple_of(PROGRESS_EVERY) {
-                ctx.progress();
-            } else if !ctx.ring.reaper.busy() {
-                ctx.reap();
-            }
-            backoff.snooze();
+    /// `ticket`'s result if it is in, giving the slot back; `None` (changing nothing) if
+    /// not yet.
+    pub fn try_result(&self, ticket: Ticket) -> Option<i32> {
+        if !self.is_done(ticket) {
+            return None;
         }
         // Relaxed: ordered after the reaper's store by the acquire in `is_done`.
         let res = self.result(ticket.slot).load(Ordering::Relaxed);
-        debug_assert_eq!(self.pool.state(ticket.slot).load(Ordering::Relaxed), DONE);
         // Release: our read of the result happens-before the next holder's request.
         self.pool.state(ticket.slot).store(FREE, Ordering::Release);
-        res
+        Some(res)
     }
 
-    /// Submits `sqe` (its `user_data` replaced by the ticket's) and waits for its result.
-    /// Takes a slot first, waiting for one.
-    pub fn call(&self, ctx: &Context, mut sqe: Sqe) -> i32 {
-        let ticket = self.take(ctx);
+    /// Waits for `ticket`'s completion, reaping for everyone while it waits; returns the
+    /// CQE's result and gives the slot back.
+    #[inline(never)] // one copy in a code object
+    pub fn wait(&self, ctx: &Context, ticket: Ticket) -> i32 {
+        let mut rounds = 0u32;
+        until(|| self.try_result(ticket), || waiting(ctx, &mut rounds))
+    }
+
+    /// Submits `sqe` for `ticket` (its `user_data` replaced by the ticket's) and waits for
+    /// its result.
+    pub fn submit_and_wait(&self, ctx: &Context, ticket: Ticket, mut sqe: Sqe) -> i32 {
         sqe.user_data = ticket.user_data();
-        ctx.ring.submit(&sqe, || {
+        ctx.ring.submit(&sqe, &mut || {
             ctx.reap();
         });
         self.wait(ctx, ticket)
+    }
+
+    /// Takes a slot (waiting for one), submits `sqe` and waits for its result.
+    #[inline(never)] // one copy in a code object
+    pub fn call(&self, ctx: &Context, sqe: Sqe) -> i32 {
+        crate::pool::with_taken(ctx, || self.try_take(), |ticket| self.submit_and_wait(ctx, ticket, sqe))
+    }
+}
+
+/// What a thread waiting for a request's result does between rounds: reap, and now and
+/// then also flush the print streams a completion kicked.
+pub(crate) fn waiting(ctx: &Context, rounds: &mut u32) {
+    *rounds = rounds.wrapping_add(1);
+    if rounds.is_multiple_of(PROGRESS_EVERY) {
+        ctx.progress();
+    } else if !ctx.ring.reaper.busy() {
+        ctx.reap();
     }
 }
 

@@ -33,6 +33,9 @@
 //!      GPU cannot make. (Submitters read the head from `reaped`, the reaper's own copy
 //!      in our memory, not from the kernel's word: on a GPU that is a read across PCIe.)
 //!      While waiting, the submitter *helps*: it reaps completions, which frees credits.
+//!      Steps 3 to 5 happen in the round of the wait that finds the slot and the credit
+//!      (the lockstep rule of `arch/mod.rs`: a lane never leaves a wait holding an
+//!      unpublished ticket, since a sibling's later ticket may wait for it).
 //! 3. **Write** the SQE with plain stores. The slot is ours alone.
 //! 4. **Ready.** `ready[t & mask].store(t + 1, Release)`: the SQE bytes, and the payload the
 //!    caller wrote before submitting, happen-before anyone who acquires this flag.
@@ -58,8 +61,9 @@
 //! the dispatch that recycled their buffers, and after the kernel's head moved).
 
 use crate::combine::Combiner;
-use crate::sync::{AtomicU32, Backoff, Ordering, Padded, SharedCell};
+use crate::sync::{AtomicU32, Ordering, Padded, SharedCell};
 use crate::uapi::{Cqe, Sqe};
+use crate::wait::until;
 
 /// The device's view of one io_uring instance (see the module docs).
 #[repr(C)]
@@ -172,48 +176,57 @@ impl Ring {
     /// while the SQ slot is occupied or the CQ has no credit.
     ///
     /// Whatever the SQE points at must be fully written before the call.
-    pub fn submit(&self, sqe: &Sqe, mut help: impl FnMut()) -> u32 {
+    #[inline(never)] // one copy of the protocol in a code object, whoever submits
+    pub fn submit(&self, sqe: &Sqe, help: &mut dyn FnMut()) -> u32 {
         // 1. Ticket. Relaxed, system scope: uniqueness is all it provides.
         let t = self.tickets.fetch_add(1, Ordering::Relaxed);
 
-        // 2. Slot free and a CQ credit.
-        let mut backoff = Backoff::new();
-        loop {
-            // Acquire, system scope: pairs with the release of the submitter that stored
-            // it, after its own acquire of the kernel's head: write-after-read on the slot
-            // through that chain (or a value that only sends us to the kernel's word).
-            let mut sq_head = self.sq_head_seen.load(Ordering::Acquire);
-            if t.wrapping_sub(sq_head) >= self.sq_entries {
-                // Acquire, system scope: pairs with the kernel's smp_store_release of the
-                // head after it consumed SQE `t - sq_entries` (write-after-read on the slot).
-                sq_head = self.sq_head().load(Ordering::Acquire);
-                // Release: passes that acquire on to submitters that read the copy. A
-                // store may overwrite a newer copy with an older head; that only costs a
-                // later submitter one more read of the kernel's word.
-                self.sq_head_seen.store(sq_head, Ordering::Release);
-            }
-            // Acquire, system scope: pairs with the reaper's release of `reaped`, which it
-            // stored after the kernel's `cq_head`; so the kernel sees that head before it
-            // sees this SQE (through our publication), and the CQ cannot overflow.
-            let cq_head = self.reaped.load(Ordering::Acquire);
-            if t.wrapping_sub(sq_head) < self.sq_entries && t.wrapping_sub(cq_head) < self.cq_entries {
-                break;
-            }
-            help();
-            backoff.snooze();
+        // 2. Slot free and a CQ credit; then 3-5 in the same round (the lockstep rule,
+        // arch/mod.rs: a lane of a lockstep wavefront must not leave the wait with its
+        // ticket unpublished, since a sibling whose ticket is a lap later waits for exactly
+        // that SQE to be consumed).
+        until(
+            || {
+                if !self.may_write(t) {
+                    return None;
+                }
+                // 3. Write. SAFETY: slot `t & mask` belongs to ticket `t` alone: its previous
+                // occupant was consumed (acquire in `may_write`) and no one reads it before
+                // step 4.
+                unsafe { self.sqe(t).write(*sqe) };
+
+                // 4. Ready. Release, system scope: the SQE and the caller's payload
+                // happen-before the publisher's acquire of this flag.
+                self.ready(t).store(t.wrapping_add(1), Ordering::Release);
+
+                // 5. Publish.
+                self.publish();
+                Some(t)
+            },
+            help,
+        )
+    }
+
+    /// Whether ticket `t`'s slot is free and a CQ credit is there for it (step 2).
+    fn may_write(&self, t: u32) -> bool {
+        // Acquire, system scope: pairs with the release of the submitter that stored it,
+        // after its own acquire of the kernel's head: write-after-read on the slot through
+        // that chain (or a value that only sends us to the kernel's word).
+        let mut sq_head = self.sq_head_seen.load(Ordering::Acquire);
+        if t.wrapping_sub(sq_head) >= self.sq_entries {
+            // Acquire, system scope: pairs with the kernel's smp_store_release of the head
+            // after it consumed SQE `t - sq_entries` (write-after-read on the slot).
+            sq_head = self.sq_head().load(Ordering::Acquire);
+            // Release: passes that acquire on to submitters that read the copy. A store may
+            // overwrite a newer copy with an older head; that only costs a later submitter
+            // one more read of the kernel's word.
+            self.sq_head_seen.store(sq_head, Ordering::Release);
         }
-
-        // 3. Write. SAFETY: slot `t & mask` belongs to ticket `t` alone: its previous
-        // occupant was consumed (acquire above) and no one reads it before step 4.
-        unsafe { self.sqe(t).write(*sqe) };
-
-        // 4. Ready. Release, system scope: the SQE and the caller's payload happen-before
-        // the publisher's acquire of this flag.
-        self.ready(t).store(t.wrapping_add(1), Ordering::Release);
-
-        // 5. Publish.
-        self.publish();
-        t
+        // Acquire, system scope: pairs with the reaper's release of `reaped`, which it
+        // stored after the kernel's `cq_head`; so the kernel sees that head before it sees
+        // this SQE (through our publication), and the CQ cannot overflow.
+        let cq_head = self.reaped.load(Ordering::Acquire);
+        t.wrapping_sub(sq_head) < self.sq_entries && t.wrapping_sub(cq_head) < self.cq_entries
     }
 
     /// Moves the SQ tail over every ready SQE, in order.

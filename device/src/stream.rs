@@ -61,10 +61,9 @@
 
 use crate::combine::Combiner;
 use crate::context::Context;
-use crate::sync::{
-    copy_to_cells, fence, read_cells, AtomicI32, AtomicU32, AtomicU64, Backoff, Ordering, Padded, SharedCell,
-};
+use crate::sync::{copy_to_cells, fence, read_cells, AtomicI32, AtomicU32, AtomicU64, Ordering, Padded, SharedCell};
 use crate::uapi::{Sqe, IORING_OP_WRITE, IOSQE_FIXED_FILE, OFF_CURRENT_POSITION};
+use crate::wait::until;
 
 /// Largest single write: Linux caps one write at `0x7ffff000` bytes.
 pub const MAX_WRITE: u64 = 1 << 30;
@@ -276,76 +275,75 @@ impl Stream {
     /// Writes `bytes` at reserved position `pos` and marks them written, waiting for space
     /// (and helping the flush along) piece by piece. A record longer than the log goes out
     /// in log-sized pieces, still contiguous in the output.
+    ///
+    /// Each round writes and commits every piece there is room for (the lockstep rule,
+    /// `arch/mod.rs`: what a lane waited for, it uses before its wavefront looks again).
+    #[inline(never)] // one copy in a code object
     pub fn fill(&self, ctx: &Context, pos: u64, bytes: &[u8]) {
-        let mut pos = pos;
-        let mut rest = bytes;
-        while !rest.is_empty() {
-            let room = self.wait_room(ctx, pos, HELP_EVERY);
-            let n = rest.len().min(room as usize);
-            self.put(pos, &rest[..n]);
-            self.commit(pos, pos + n as u64);
-            pos += n as u64;
-            rest = &rest[n..];
-        }
+        let (mut pos, mut rest) = (pos, bytes);
+        let mut helper = Helper::new(HELP_EVERY);
+        until(
+            || {
+                loop {
+                    let room = self.room(pos);
+                    if rest.is_empty() || room == 0 {
+                        break;
+                    }
+                    let n = rest.len().min(room as usize);
+                    self.put(pos, &rest[..n]);
+                    self.commit(pos, pos + n as u64);
+                    pos += n as u64;
+                    rest = &rest[n..];
+                }
+                rest.is_empty().then_some(())
+            },
+            || helper.round(self, ctx),
+        )
     }
 
-    /// Waits until all of `[pos, pos + len)` (`len` at most `cap`) may be written.
+    /// Writes one lane's part of a record, `bytes` (at most `cap` of them) at reserved
+    /// position `pos`, in one piece once all of it may be written, and commits it.
     ///
-    /// Each lane of a group waits for its own line right before writing it (see
-    /// `print::emit`); `leader` says whether it helps the flush along often (the group's
-    /// leader) or rarely (the others: thousands of helping lanes would only slow down the
-    /// threads that free the space).
-    pub fn wait_record_room(&self, ctx: &Context, pos: u64, len: u64, leader: bool) {
+    /// Each lane of a group writes its own line this way (see `print::emit`), in the round
+    /// that finds room for it (the lockstep rule, `arch/mod.rs`). `leader` says whether it
+    /// helps the flush along often (the group's leader) or rarely (the others: thousands of
+    /// helping lanes would only slow down the threads that free the space).
+    #[inline(never)] // one copy in a code object
+    pub fn write_record(&self, ctx: &Context, pos: u64, bytes: &[u8], leader: bool) {
+        let len = bytes.len() as u64;
         debug_assert!(len <= self.cap);
         if len == 0 {
             return;
         }
-        let every = if leader { HELP_EVERY } else { LANE_HELP_EVERY };
-        // Room for the whole range at once: `pos + len - 1 < released + cap`.
-        let last = pos + len - 1;
-        let mut room = self.wait_room(ctx, pos, every);
-        while room < len {
-            room = self.wait_room(ctx, last, every) + (last - pos);
-        }
+        let mut helper = Helper::new(if leader { HELP_EVERY } else { LANE_HELP_EVERY });
+        until(
+            || {
+                // Room for the whole range: its last byte may be written.
+                if self.room(pos + len - 1) == 0 {
+                    return None;
+                }
+                self.put(pos, bytes);
+                self.commit(pos, pos + len);
+                Some(())
+            },
+            || helper.round(self, ctx),
+        )
     }
 
-    /// Writes `bytes` at position `pos` without marking them written.
-    ///
-    /// The caller reserved `[pos, pos + len)`, directly or through its group's leader, and
-    /// waited for room with [`Stream::wait_record_room`]; it commits them with
-    /// [`Stream::commit`] (see `print::emit`).
-    pub fn put_uncommitted(&self, pos: u64, bytes: &[u8]) {
-        self.put(pos, bytes);
-    }
-
-    /// Waits until position `pos` may be written; returns how many bytes from `pos` may.
-    fn wait_room(&self, ctx: &Context, pos: u64, help_every: u32) -> u64 {
-        let mut backoff = Backoff::new();
-        let mut rounds = 0u32;
-        loop {
-            // Acquire, system scope: pairs with the reaper's release of `released`; the
-            // kernel's reads of the bytes we will overwrite, and the zeroing of their
-            // chunks' counters, happen-before our writes and commits.
-            let released = self.released.load(Ordering::Acquire);
-            let limit = released + self.cap;
-            if pos < limit {
-                return limit - pos;
-            }
-            // Help now and then, and not while another agent is flushing: thousands of
-            // waiting GPU threads piling onto the flusher's words would only slow it down.
-            rounds += 1;
-            if rounds % help_every == 1 % help_every && !self.flusher.busy() {
-                ctx.help(self);
-            }
-            backoff.snooze();
-        }
+    /// How many bytes from position `pos` may be written now (0: none yet).
+    fn room(&self, pos: u64) -> u64 {
+        // Acquire, system scope: pairs with the reaper's release of `released`; the
+        // kernel's reads of the bytes we will overwrite, and the zeroing of their chunks'
+        // counters, happen-before our writes and commits.
+        let limit = self.released.load(Ordering::Acquire) + self.cap;
+        limit.saturating_sub(pos)
     }
 
     /// Copies bytes into the log at `pos`, wrapping at the end.
     fn put(&self, pos: u64, bytes: &[u8]) {
         let first = bytes.len().min((self.cap - (pos & (self.cap - 1))) as usize);
         // SAFETY: `[pos, pos + len)` is reserved by us and below `released + cap`, so no
-        // other producer, flight or kernel write touches these cells (see `wait_room`).
+        // other producer, flight or kernel write touches these cells (see `room`).
         unsafe {
             copy_to_cells(self.cell(pos), &bytes[..first]);
             copy_to_cells(self.cell(0), &bytes[first..]);
@@ -484,7 +482,7 @@ impl Stream {
         };
         // Help by reaping only: a flush must never start another submission from inside
         // this one (see `Context::help`).
-        ctx.ring.submit(&sqe, || {
+        ctx.ring.submit(&sqe, &mut || {
             ctx.reap();
         });
     }
@@ -587,6 +585,28 @@ impl Stream {
         self.flushed.load(Ordering::Acquire) == reserved
             && self.released.load(Ordering::Acquire) == reserved
             && self.flight_head.load(Ordering::Acquire) == self.flight_tail.load(Ordering::Acquire)
+    }
+}
+
+/// What a producer waiting for log space does between rounds: it helps the flush along
+/// every `every` rounds (the first one included), and not while another agent is flushing
+/// (thousands of waiting GPU threads piling onto the flusher's words would only slow it
+/// down).
+struct Helper {
+    rounds: u32,
+    every: u32,
+}
+
+impl Helper {
+    fn new(every: u32) -> Helper {
+        Helper { rounds: 0, every }
+    }
+
+    fn round(&mut self, stream: &Stream, ctx: &Context) {
+        self.rounds = self.rounds.wrapping_add(1);
+        if self.rounds % self.every == 1 % self.every && !stream.flusher.busy() {
+            ctx.help(stream);
+        }
     }
 }
 

@@ -25,7 +25,7 @@ use gpuio_device::combine::Combiner;
 use gpuio_device::context::{Context, CONTEXT_MAGIC};
 use gpuio_device::group::SingleLane;
 use gpuio_device::io;
-use gpuio_device::pool::{Pool, FREE};
+use gpuio_device::pool::{self, Pool, FREE};
 use gpuio_device::print::emit;
 use gpuio_device::request::Requests;
 use gpuio_device::ring::Ring;
@@ -254,7 +254,7 @@ fn ring_model(sq: u32, cq: u32, counts: [u64; 2]) {
                             user_data: 100 + 10 * id + n,
                             ..Sqe::default()
                         };
-                        ring.submit(&sqe, || {
+                        ring.submit(&sqe, &mut || {
                             ring.reap(|c| reaped.lock().unwrap().push(c.user_data));
                         });
                     }
@@ -498,6 +498,18 @@ impl InlineKernel {
         }
     }
 
+    /// Runs the kernel until `total` SQEs were consumed in all, yielding between runs (for
+    /// a request that another thread submits late, inside its wait).
+    fn serve_until(&self, w: &World, total: u32, mut complete: impl FnMut(&Sqe) -> i32) {
+        loop {
+            self.run(w, &mut complete);
+            if self.held.lock().unwrap().1 >= total {
+                return;
+            }
+            thread::yield_now();
+        }
+    }
+
     /// Runs the kernel until every SQE submitted before the call was consumed (one a
     /// submitter published late is waited for, yielding).
     fn run(&self, w: &World, mut complete: impl FnMut(&Sqe) -> i32) {
@@ -525,7 +537,8 @@ impl InlineKernel {
 }
 
 /// Two threads each make two requests, one after the other (take a slot, submit, wait:
-/// `Requests::call`'s steps, with the kernel model run in between), whose results are their
+/// `Requests::call`'s steps, with the kernel model run in between, in the round of
+/// `pool::with_taken` that took the slot), whose results are their
 /// SQEs' `len`s, all different: a result routed to the wrong slot, left over from the
 /// slot's previous request, or read before its `DONE` was acquired (a stale value), fails
 /// the waiter's assertion. Whoever waits reaps, so a result is often routed by the other
@@ -541,20 +554,27 @@ fn requests_model(slots: u32, batch: usize) {
                 thread::spawn(move || {
                     let ctx = w.ctx.as_ref().unwrap();
                     for len in lens {
-                        let ticket = ctx.requests.take(ctx);
-                        let sqe = Sqe {
-                            opcode: IORING_OP_WRITE,
-                            fd: 1,
-                            len,
-                            user_data: ticket.user_data(),
-                            ..Sqe::default()
-                        };
-                        ctx.ring.submit(&sqe, || {
-                            ctx.reap();
-                        });
-                        kernel.run(&w, |sqe| sqe.len as i32);
-                        let res = ctx.requests.wait(ctx, ticket);
-                        assert_eq!(res, len as i32, "a waiter got a result that is not its own");
+                        // As `Requests::call` does: the request is made and waited for in the
+                        // round that took the slot (the lockstep rule).
+                        pool::with_taken(
+                            ctx,
+                            || ctx.requests.try_take(),
+                            |ticket| {
+                                let sqe = Sqe {
+                                    opcode: IORING_OP_WRITE,
+                                    fd: 1,
+                                    len,
+                                    user_data: ticket.user_data(),
+                                    ..Sqe::default()
+                                };
+                                ctx.ring.submit(&sqe, &mut || {
+                                    ctx.reap();
+                                });
+                                kernel.run(&w, |sqe| sqe.len as i32);
+                                let res = ctx.requests.wait(ctx, ticket);
+                                assert_eq!(res, len as i32, "a waiter got a result that is not its own");
+                            },
+                        );
                     }
                 })
             })
@@ -692,12 +712,14 @@ fn staged_read_sees_the_kernels_bytes() {
 }
 
 /// A staged `pread` and a staged `pwrite` on two threads, through an arena of one block
-/// and one completion slot: the second to come waits, reaping, until the first's request
+/// and one completion slot: the second to come finds the block taken (its `*_async` call
+/// does not wait for it) and takes it in its `wait`, reaping, once the first's request
 /// completed and its block came back. Loom checks that the block's next holder touches the
 /// cells only after the kernel and the previous holder are done with them (the pool's
 /// give-back and take), and that whichever thread reaps routes each result to its waiter.
 /// The kernel is [`InlineKernel`], run by each thread between its `*_async` call (which
-/// submits) and its `wait`.
+/// submits if the block is free) and its `wait`, and after its `wait` until both requests
+/// were served (the second may be submitted inside the other thread's `wait`).
 #[test]
 fn staged_read_and_write_share_one_block() {
     model(|| {
@@ -715,6 +737,7 @@ fn staged_read_and_write_share_one_block() {
                 kernel.run(&w, |sqe| serve_transfer(&w, &file, sqe));
                 assert_eq!(pending.wait(), Ok(3));
                 assert_eq!(&buf, b"012", "the read did not see the kernel's bytes");
+                kernel.serve_until(&w, 2, |sqe| serve_transfer(&w, &file, sqe));
             })
         };
         let writer = {
@@ -725,6 +748,7 @@ fn staged_read_and_write_share_one_block() {
                 let pending = unsafe { io::pwrite_async(FD, b"xyz", 8) };
                 kernel.run(&w, |sqe| serve_transfer(&w, &file, sqe));
                 assert_eq!(pending.wait(), Ok(3));
+                kernel.serve_until(&w, 2, |sqe| serve_transfer(&w, &file, sqe));
             })
         };
         reader.join().unwrap();

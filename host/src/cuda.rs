@@ -21,6 +21,10 @@ const CU_MEMHOSTREGISTER_PORTABLE: u32 = 1;
 const CU_MEMHOSTREGISTER_DEVICEMAP: u32 = 2;
 const CU_LIMIT_STACK_SIZE: i32 = 0;
 const CU_LIMIT_PRINTF_FIFO_SIZE: i32 = 1;
+// CUjit_option values (cuda.h).
+const CU_JIT_WALL_TIME: u32 = 2;
+const CU_JIT_ERROR_LOG_BUFFER: u32 = 5;
+const CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: u32 = 6;
 
 macro_rules! driver_api {
     ($($name:ident: fn($($arg:ty),*);)*) => {
@@ -56,7 +60,7 @@ driver_api! {
     cuCtxSynchronize: fn();
     cuCtxSetLimit: fn(i32, usize);
     cuStreamQuery: fn(*mut c_void);
-    cuModuleLoadData: fn(*mut CuModule, *const c_void);
+    cuModuleLoadDataEx: fn(*mut CuModule, *const c_void, u32, *mut u32, *mut *mut c_void);
     cuModuleUnload: fn(CuModule);
     cuModuleGetFunction: fn(*mut CuFunction, CuModule, *const c_char);
     cuModuleGetGlobal_v2: fn(*mut CuDevicePtr, *mut usize, CuModule, *const c_char);
@@ -293,6 +297,8 @@ pub struct Module {
     handle: CuModule,
     /// Unloaded on drop (false for a module the caller loaded: [`Module::borrow_raw`]).
     owned: bool,
+    /// The driver's compile time at load, in milliseconds.
+    jit_ms: Option<f32>,
 }
 
 // SAFETY: module handles are context-wide, usable from any thread with the context bound.
@@ -339,21 +345,58 @@ impl From<f64> for Arg {
 }
 
 impl Module {
-    /// Loads PTX text.
+    /// Loads PTX text (the driver compiles it for the GPU, or takes the result from its JIT
+    /// cache). Where the driver refuses it, the error carries the compiler's log.
     pub fn load(cuda: &Arc<Cuda>, ptx: &str) -> Result<Module> {
         cuda.bind()?;
         let text = CString::new(ptx).map_err(|_| Error::Config("PTX text contains a NUL byte".into()))?;
         let mut handle = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated PTX image and a valid out-pointer.
-        cuda.check(
-            unsafe { (cuda.api.cuModuleLoadData)(&mut handle, text.as_ptr() as *const c_void) },
-            "cuModuleLoadData",
-        )?;
+        let mut log = vec![0u8; 16 << 10];
+        let mut options = [
+            CU_JIT_ERROR_LOG_BUFFER,
+            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+            CU_JIT_WALL_TIME,
+        ];
+        let mut values: [*mut c_void; 3] = [
+            log.as_mut_ptr() as *mut c_void,
+            log.len() as *mut c_void,
+            std::ptr::null_mut(),
+        ];
+        // SAFETY: a NUL-terminated PTX image, a valid out-pointer, and one value per option:
+        // the error log buffer (alive for the call) with its size, and a slot the driver
+        // writes the compile time into.
+        let rc = unsafe {
+            (cuda.api.cuModuleLoadDataEx)(
+                &mut handle,
+                text.as_ptr() as *const c_void,
+                options.len() as u32,
+                options.as_mut_ptr(),
+                values.as_mut_ptr(),
+            )
+        };
+        if rc != 0 {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            let log = String::from_utf8_lossy(&log[..end]);
+            let mut why = cuda.check_str(rc, "cuModuleLoadDataEx").unwrap_err();
+            if !log.trim().is_empty() {
+                why.push_str(":\n");
+                why.push_str(log.trim_end());
+            }
+            return Err(Error::Cuda(why));
+        }
         Ok(Module {
             cuda: cuda.clone(),
             handle,
             owned: true,
+            // The driver writes a float (milliseconds) into the pointer-sized slot.
+            jit_ms: Some(f32::from_bits(values[2] as usize as u32)),
         })
+    }
+
+    /// How long the driver spent compiling the PTX when it loaded this module, in
+    /// milliseconds (close to 0 when its JIT cache had it); `None` for a borrowed module.
+    pub fn jit_ms(&self) -> Option<f32> {
+        self.jit_ms
     }
 
     /// A module the caller loaded itself; it is not unloaded when this drops.
@@ -366,6 +409,7 @@ impl Module {
             cuda: cuda.clone(),
             handle,
             owned: false,
+            jit_ms: None,
         }
     }
 

@@ -23,6 +23,7 @@ use crate::error::{Error, OutputErrors, PrintErrors, Refused, Result};
 use crate::hsa::{self, Hsa};
 use crate::memory::{round_up, Mapping};
 use crate::sandbox::{self, Sandbox};
+use crate::scheduling::Scheduling;
 use crate::submission::{self, Queue, Submission};
 use crate::uring::{UringConfig, MAX_CQ_ENTRIES};
 use crate::waker::Waker;
@@ -56,6 +57,7 @@ pub struct Builder {
     simulate_uring_errno: Option<i32>,
     arena_bytes: usize,
     arena_block_bytes: usize,
+    lockstep: Option<bool>,
 }
 
 impl Default for Builder {
@@ -76,6 +78,7 @@ impl Default for Builder {
             simulate_uring_errno: None,
             arena_bytes: 16 << 20,
             arena_block_bytes: 64 << 10,
+            lockstep: None,
         }
     }
 }
@@ -174,6 +177,18 @@ impl Builder {
         self
     }
 
+    /// Asks for [`Scheduling::Lockstep`] on CUDA (otherwise `GPUIO_LOCKSTEP=1`, otherwise
+    /// off): [`Runtime::load_matching`] then picks PTX built for a target before sm_70,
+    /// which the GPU runs with the lanes of each warp in lockstep, as AMD GPUs run
+    /// wavefronts; [`Runtime::load_module`] refuses PTX built for sm_70 or newer. It tests
+    /// AMD's scheduling on NVIDIA hardware (see [`crate::scheduling`]). No effect on the
+    /// CPU backend, whose threads are independent, nor on AMD GPUs, which are in lockstep
+    /// anyway.
+    pub fn lockstep(mut self, on: bool) -> Self {
+        self.lockstep = Some(on);
+        self
+    }
+
     /// Tests: makes io_uring setup fail with `errno`, as if the kernel had said so.
     #[doc(hidden)]
     pub fn simulate_uring_setup_error(mut self, errno: i32) -> Self {
@@ -183,6 +198,10 @@ impl Builder {
 
     /// Creates the runtime.
     pub fn build(self) -> Result<Runtime> {
+        let lockstep = match self.lockstep {
+            Some(on) => on,
+            None => Scheduling::lockstep_from_env()?.unwrap_or(false),
+        };
         let (opened, notice) = backend::open(self.backend)?;
         let log_bytes = match (&opened, self.log_bytes) {
             (_, Some(n)) => n,
@@ -290,6 +309,7 @@ impl Builder {
             settled: Mutex::new([0; STREAMS]),
             sandbox: sandbox.policy,
             fixed_files: sandbox.fixed_files,
+            lockstep,
         })
     }
 }
@@ -813,6 +833,8 @@ pub struct Runtime {
     sandbox: Sandbox,
     /// Whether prints write to registered files.
     fixed_files: bool,
+    /// Whether lockstep scheduling was asked for (CUDA: which PTX to load).
+    lockstep: bool,
 }
 
 /// A code object loaded on one of the GPU backends.
@@ -842,6 +864,7 @@ impl Loaded {
 pub struct GpuModule<'rt> {
     rt: &'rt Runtime,
     module: Arc<Loaded>,
+    scheduling: Option<Scheduling>,
 }
 
 impl GpuModule<'_> {
@@ -859,6 +882,22 @@ impl GpuModule<'_> {
             self.rt.waker.activate();
         }
         Ok(())
+    }
+
+    /// How the GPU runs the lanes of a warp for this module's kernels: lockstep on AMD GPUs
+    /// and for PTX built before sm_70, independently otherwise; `None` for a CUDA module
+    /// attached with [`Runtime::attach_cuda_module`], whose PTX target is not known here.
+    pub fn scheduling(&self) -> Option<Scheduling> {
+        self.scheduling
+    }
+
+    /// On CUDA, how long the driver spent compiling the module's PTX when it was loaded, in
+    /// milliseconds (close to 0 when the driver's JIT cache had it).
+    pub fn jit_ms(&self) -> Option<f32> {
+        match &*self.module {
+            Loaded::Cuda(m) => m.jit_ms(),
+            Loaded::Hsa(_) => None,
+        }
     }
 
     /// The device address and size of a global variable of the module.
@@ -968,20 +1007,42 @@ impl Runtime {
             reason: format!("this runtime runs on the {} backend", self.backend.name()),
         })?;
         gpu.usable()?;
-        let module = match &gpu.device {
+        let (module, scheduling) = match &gpu.device {
             Device::Cuda(c) => {
                 let ptx = std::str::from_utf8(image.strip_suffix(&[0]).unwrap_or(image))
                     .map_err(|_| Error::Config("the CUDA backend loads PTX text, and this is not text".into()))?;
-                Loaded::Cuda(cuda::Module::load(c, ptx)?)
+                // A module built against another layout is refused before the driver
+                // compiles it (which can take tens of seconds); `install` checks the
+                // loaded global too.
+                if let Some(layout) = ptx_layout(ptx) {
+                    check_layout(layout)?;
+                }
+                let scheduling = Scheduling::of_ptx(ptx);
+                if self.lockstep && scheduling != Some(Scheduling::Lockstep) {
+                    return Err(Error::Config(format!(
+                        "lockstep scheduling was asked for (Builder::lockstep or GPUIO_LOCKSTEP=1), but \
+                         this PTX targets {}: build the kernels for sm_60 too (gpuio-linker --arch sm_60) \
+                         and load them with load_matching",
+                        ptx.lines()
+                            .find_map(|l| l.trim().strip_prefix(".target"))
+                            .map_or("no .target", str::trim)
+                    )));
+                }
+                (Loaded::Cuda(cuda::Module::load(c, ptx)?), scheduling)
             }
-            Device::Hsa(h) => Loaded::Hsa(hsa::Executable::load(h, image)?),
+            Device::Hsa(h) => (
+                Loaded::Hsa(hsa::Executable::load(h, image)?),
+                Some(Scheduling::Lockstep),
+            ),
         };
-        self.install(gpu, module)
+        self.install(gpu, module, scheduling)
     }
 
     /// Loads, among code objects built for several GPUs (`(processor, bytes)`, like the
-    /// table `gpuio`'s build script generates), the one for this runtime's GPU: on HSA the
-    /// one whose processor is the agent's (`gfx90a`), on CUDA the first PTX (`sm_NN`).
+    /// tables `gpuio`'s build script generates), the one for this runtime's GPU: on HSA the
+    /// one whose processor is the agent's (`gfx90a`); on CUDA the first PTX for sm_70 or
+    /// newer (`sm_90`), or, when lockstep scheduling was asked for ([`Builder::lockstep`]),
+    /// the first for a target before sm_70 (`sm_60`), or else the first PTX there is.
     /// Where none fits, [`Error::NoCodeObject`] names the GPU and what there was.
     pub fn load_matching(&self, objects: &[(&str, &[u8])]) -> Result<GpuModule<'_>> {
         let gpu = self.gpu.as_ref().ok_or_else(|| Error::BackendUnavailable {
@@ -993,13 +1054,27 @@ impl Runtime {
                 let want = crate::code_object::processor_of_isa(h.agent_name());
                 objects.iter().find(|(arch, _)| *arch == want)
             }
-            Device::Cuda(_) => objects.iter().find(|(arch, _)| arch.starts_with("sm_")),
+            Device::Cuda(_) => {
+                let want = if self.lockstep {
+                    Scheduling::Lockstep
+                } else {
+                    Scheduling::Independent
+                };
+                let ptx = || objects.iter().filter(|(arch, _)| arch.starts_with("sm_"));
+                ptx()
+                    .find(|(arch, _)| Scheduling::of_sm(arch) == Some(want))
+                    .or_else(|| ptx().next().filter(|_| !self.lockstep))
+            }
         };
         match found {
             Some((_, image)) => self.load_code_object(image),
             None => Err(Error::NoCodeObject {
                 gpu: match &gpu.device {
                     Device::Hsa(h) => format!("{} ({})", h.agent_name(), h.isa()),
+                    Device::Cuda(c) if self.lockstep => format!(
+                        "{} (CUDA, lockstep scheduling asked for: wants PTX for a target before sm_70, e.g. sm_60)",
+                        c.device_name()
+                    ),
                     Device::Cuda(c) => format!("{} (CUDA: wants PTX, sm_NN)", c.device_name()),
                 },
                 available: objects.iter().map(|(arch, _)| arch.to_string()).collect(),
@@ -1030,7 +1105,7 @@ impl Runtime {
         };
         // SAFETY: the caller's contract.
         let exe = unsafe { hsa::Executable::attach(h, executable) };
-        self.install(gpu, Loaded::Hsa(exe))
+        self.install(gpu, Loaded::Hsa(exe), Some(Scheduling::Lockstep))
     }
 
     /// Attaches a CUDA module that the caller loaded itself (the C API's
@@ -1057,7 +1132,7 @@ impl Runtime {
         };
         // SAFETY: the caller's contract.
         let module = unsafe { cuda::Module::borrow_raw(c, cu_module) };
-        self.install(gpu, Loaded::Cuda(module))
+        self.install(gpu, Loaded::Cuda(module), None)
     }
 
     /// Tells the runtime that the caller is about to launch, itself, a kernel of a module
@@ -1081,7 +1156,7 @@ impl Runtime {
 
     /// Points a loaded module's `gpuio_context` at this runtime's context, and keeps the
     /// first module as the one whose `gpuio_drain` kernel synchronize launches.
-    fn install(&self, gpu: &Gpu, module: Loaded) -> Result<GpuModule<'_>> {
+    fn install(&self, gpu: &Gpu, module: Loaded, scheduling: Option<Scheduling>) -> Result<GpuModule<'_>> {
         gpu.usable()?;
         let State::Device { dptr, .. } = &self.shared.state else {
             unreachable!("GPU runtimes keep state on the device")
@@ -1099,13 +1174,7 @@ impl Runtime {
             return Err(Error::Config(format!("gpuio_layout is {size} bytes, expected 8")));
         }
         gpu.device.copy_from_device(&mut layout, layout_at)?;
-        let layout = u64::from_ne_bytes(layout);
-        if layout != CONTEXT_LAYOUT {
-            return Err(Error::Config(format!(
-                "the code object was built with another version of gpuio's device crate (context \
-                 layout {layout:#x}, this runtime's {CONTEXT_LAYOUT:#x}): rebuild it against this gpuio"
-            )));
-        }
+        check_layout(u64::from_ne_bytes(layout))?;
         match &module {
             Loaded::Cuda(m) => {
                 let (global, size) = m.global("gpuio_context")?;
@@ -1130,7 +1199,11 @@ impl Runtime {
             }
             *drain = Some(module.clone());
         }
-        Ok(GpuModule { rt: self, module })
+        Ok(GpuModule {
+            rt: self,
+            module,
+            scheduling,
+        })
     }
 
     /// Launches `kernel` on `grid * block` threads (CPU backend: one host thread each,
@@ -1393,6 +1466,28 @@ impl Runtime {
     }
 }
 
+/// Refuses a code object whose `gpuio_layout` is not this build's: one built against
+/// another version of the device crate would read the context at the wrong offsets.
+fn check_layout(layout: u64) -> Result<()> {
+    if layout == CONTEXT_LAYOUT {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "the code object was built with another version of gpuio's device crate (context \
+         layout {layout:#x}, this runtime's {CONTEXT_LAYOUT:#x}): rebuild it against this gpuio"
+    )))
+}
+
+/// The value of `gpuio_layout` as the PTX text initializes it
+/// (`.global .align 8 .b8 gpuio_layout[8] = {b0, ..., b7};`, little-endian bytes), if it
+/// does so.
+fn ptx_layout(ptx: &str) -> Option<u64> {
+    let line = ptx.lines().find(|l| l.contains(" gpuio_layout[8] = {"))?;
+    let inner = line.split_once('{')?.1.split_once('}')?.0;
+    let bytes: Vec<u8> = inner.split(',').map(|b| b.trim().parse().ok()).collect::<Option<_>>()?;
+    Some(u64::from_le_bytes(bytes.try_into().ok()?))
+}
+
 impl Drop for Runtime {
     fn drop(&mut self) {
         // A kernel fault was reported already; the refusal would only repeat it.
@@ -1402,5 +1497,29 @@ impl Drop for Runtime {
                 eprintln!("gpuio: at runtime drop: {e}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{check_layout, ptx_layout, CONTEXT_LAYOUT};
+
+    #[test]
+    fn the_layout_is_read_from_ptx_text() {
+        let b = CONTEXT_LAYOUT.to_le_bytes().map(|x| x.to_string()).join(", ");
+        let ptx = format!(".version 7.8\n.visible .global .align 8 .b8 gpuio_layout[8] = {{{b}}};\n");
+        assert_eq!(ptx_layout(&ptx), Some(CONTEXT_LAYOUT));
+        assert!(check_layout(CONTEXT_LAYOUT).is_ok());
+        let other = ptx
+            .replacen("= {", "= {1, ", 1)
+            .replacen(&format!(", {}}}", CONTEXT_LAYOUT >> 56), "}", 1);
+        let layout = ptx_layout(&other).expect("still 8 bytes");
+        assert_ne!(layout, CONTEXT_LAYOUT);
+        assert!(check_layout(layout)
+            .unwrap_err()
+            .to_string()
+            .contains("another version"));
+        assert_eq!(ptx_layout(".target sm_90\n"), None);
+        assert_eq!(ptx_layout(".global .align 8 .b8 gpuio_layout[8] = {1, 2};"), None);
     }
 }

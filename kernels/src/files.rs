@@ -294,6 +294,7 @@ kernel! {
     /// `out[6 * i + k]` (u64, ns) for the phases `k` in that order; the last entry is the
     /// CQE's result.
     pub fn latency_phases(fd: i32, iters: u32, out: u64) {
+        use gpuio_device::pool;
         use gpuio_device::sync::fence;
         use gpuio_device::uapi::{Sqe, IORING_OP_WRITE};
         if global_thread_idx() != 0 {
@@ -313,8 +314,9 @@ kernel! {
             let t1 = clock_ns();
             fence(Ordering::SeqCst);
             let t2 = clock_ns();
-            let block = ctx.arena.take(ctx);
-            let ticket = ctx.requests.take(ctx);
+            // One thread: no sibling waits for what it holds (the lockstep rule,
+            // gpuio_device::arch), so it may keep the block and slot past the wait.
+            let (block, ticket) = pool::with_taken(ctx, || io::try_take_block_and_slot(ctx), |taken| taken);
             // SAFETY: the block is ours until the request completes.
             unsafe { gpuio_device::sync::copy_to_cells(ctx.arena.cells(block), &line) };
             let t3 = clock_ns();
@@ -327,7 +329,7 @@ kernel! {
                 user_data: ticket.user_data(),
                 ..Sqe::default()
             };
-            ctx.ring.submit(&sqe, || {
+            ctx.ring.submit(&sqe, &mut || {
                 ctx.reap();
             });
             let t4 = clock_ns();

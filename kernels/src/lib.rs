@@ -33,6 +33,8 @@ macro_rules! kernel {
 
 mod files;
 pub use files::*;
+mod suite;
+pub use suite::*;
 
 kernel! {
     /// Prints `hello from thread <global thread index> of <threads in the grid>`, one line

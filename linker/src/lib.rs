@@ -140,11 +140,19 @@ impl GpuTarget {
     /// The rustc flags for every crate of the build (core included).
     pub fn rustflags(&self) -> Vec<String> {
         match self {
-            GpuTarget::Nvptx { sm } => vec![
-                format!("-Ctarget-cpu={sm}"),
-                "-Zunstable-options".into(),
-                "-Clinker-flavor=llbc".into(),
-            ],
+            GpuTarget::Nvptx { sm } => {
+                let mut flags = vec![
+                    format!("-Ctarget-cpu={sm}"),
+                    "-Zunstable-options".into(),
+                    "-Clinker-flavor=llbc".into(),
+                ];
+                // LLVM writes the oldest PTX version the processor allows (5.0 for sm_60),
+                // but gpuio-device's warp collectives (`activemask`) need PTX 6.2.
+                if self.is_pre_volta() {
+                    flags.push("-Ctarget-feature=+ptx62".into());
+                }
+                flags
+            }
             GpuTarget::Amdgcn {
                 gfx,
                 code_object_version,
@@ -152,6 +160,24 @@ impl GpuTarget {
                 format!("-Ctarget-cpu={gfx}"),
                 format!("-Cllvm-args=--amdhsa-code-object-version={code_object_version}"),
             ],
+        }
+    }
+
+    /// Whether this is an NVIDIA target before sm_70 (Volta): PTX for it runs without
+    /// independent thread scheduling, the lanes of a warp in lockstep, also on newer GPUs.
+    /// gpuio builds its kernels for `sm_60` to test the lockstep hazards of AMD wavefronts
+    /// on NVIDIA hardware.
+    pub fn is_pre_volta(&self) -> bool {
+        match self {
+            GpuTarget::Nvptx { sm } => sm
+                .strip_prefix("sm_")
+                .and_then(|n| {
+                    n.trim_end_matches(|c: char| c.is_ascii_alphabetic())
+                        .parse::<u32>()
+                        .ok()
+                })
+                .is_some_and(|n| n < 70),
+            GpuTarget::Amdgcn { .. } => false,
         }
     }
 
@@ -651,6 +677,14 @@ mod tests {
             GpuTarget::amdgcn("gfx90a").rustflags(),
             ["-Ctarget-cpu=gfx90a", "-Cllvm-args=--amdhsa-code-object-version=5"]
         );
+        assert!(GpuTarget::nvptx("sm_60").is_pre_volta());
+        assert!(!GpuTarget::nvptx("sm_70").is_pre_volta());
+        assert!(!GpuTarget::nvptx("sm_90a").is_pre_volta());
+        assert!(!GpuTarget::amdgcn("gfx90a").is_pre_volta());
+        assert!(GpuTarget::nvptx("sm_60")
+            .rustflags()
+            .contains(&"-Ctarget-feature=+ptx62".to_string()));
+        assert!(!GpuTarget::nvptx("sm_90").rustflags().iter().any(|f| f.contains("ptx")));
     }
 
     #[test]

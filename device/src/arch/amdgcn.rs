@@ -1,7 +1,9 @@
 //! AMD GPUs (`amdgcn-amd-amdhsa`).
 
+use core::arch::amdgpu;
+
 use crate::context::Context;
-use crate::group::SingleLane;
+use crate::group::Group;
 
 /// On amdgcn, LLVM's default synchronisation scope for Rust atomics and fences is the
 /// whole system (`buffer_wbl2 sc0 sc1` / `global_atomic_* sc1` / `buffer_inv sc0 sc1` on
@@ -10,8 +12,110 @@ pub mod atomic {
     pub use core::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64};
 }
 
-/// Until warp aggregation lands on amdgcn, each lane prints on its own.
-pub type Warp = SingleLane;
+/// The work-items of a wavefront that execute a call together: the `exec` mask, as
+/// `llvm.amdgcn.ballot(true)` reads it (wave32 or wave64).
+///
+/// A wavefront runs its lanes in lockstep: the lanes active at an instruction are the lanes
+/// of `exec`, and they stay converged until a divergent branch, after which they meet again
+/// at its end. Every method is built from `ballot` and `readlane` with a lane index that is
+/// the same on every lane (a bit of the mask, which `ballot` returns in a scalar register),
+/// so each is well defined whatever the lanes' data.
+#[derive(Clone, Copy, Debug)]
+pub struct Warp {
+    /// The lanes of the group (this lane included): bit `i` is lane `i`.
+    mask: u64,
+    /// This lane's index in the wavefront.
+    lane: u32,
+}
+
+impl Warp {
+    /// The lanes executing this call together with the calling lane.
+    #[inline(always)]
+    pub fn current() -> Warp {
+        Warp {
+            mask: amdgpu::ballot(true),
+            // The number of lanes below this one: its index.
+            lane: amdgpu::mbcnt_hi(u32::MAX, amdgpu::mbcnt_lo(u32::MAX, 0)),
+        }
+    }
+
+    /// The group's leader: its lowest lane.
+    #[inline(always)]
+    fn leader(&self) -> u32 {
+        self.mask.trailing_zeros()
+    }
+
+    /// Lane `src`'s `v` (`src` a member, the same on every lane).
+    #[inline(always)]
+    fn read(&self, v: u64, src: u32) -> u64 {
+        // SAFETY: `src` is a member (active, below the wavefront size) and uniform: every
+        // caller derives it from `mask`, a ballot result.
+        unsafe { amdgpu::readlane_u64(v, src) }
+    }
+}
+
+impl Default for Warp {
+    /// [`Warp::current`].
+    #[inline(always)]
+    fn default() -> Self {
+        Warp::current()
+    }
+}
+
+impl Group for Warp {
+    #[inline(always)]
+    fn is_leader(&self) -> bool {
+        self.lane == self.leader()
+    }
+
+    /// Reads every member's `v` in turn (lowest lane first); "before" means a lower lane.
+    #[inline(always)]
+    fn exclusive_sum(&self, v: u64) -> (u64, u64) {
+        let (mut before, mut total) = (0u64, 0u64);
+        let mut rest = self.mask;
+        while rest != 0 {
+            let src = rest.trailing_zeros();
+            let x = self.read(v, src);
+            if src < self.lane {
+                before = before.wrapping_add(x);
+            }
+            total = total.wrapping_add(x);
+            rest &= rest - 1;
+        }
+        (before, total)
+    }
+
+    #[inline(always)]
+    fn broadcast(&self, v: u64) -> u64 {
+        self.read(v, self.leader())
+    }
+
+    /// The lanes of a converged group are at the same instruction already; each makes its
+    /// writes visible system-wide (a system-scope fence), so that another lane's later
+    /// release covers them too.
+    #[inline(always)]
+    fn sync(&self) {
+        atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        amdgpu::wave_barrier();
+    }
+
+    #[inline(always)]
+    fn split(&self, side: bool) -> Self {
+        let same = amdgpu::ballot(side) & self.mask;
+        Warp {
+            mask: if side { same } else { self.mask & !same },
+            lane: self.lane,
+        }
+    }
+
+    #[inline(always)]
+    fn all(&self, p: bool) -> bool {
+        amdgpu::ballot(p) & self.mask == self.mask
+    }
+}
+
+/// A wavefront runs in lockstep: its waits end together (see `arch/mod.rs`).
+pub type WaitGroup = Warp;
 
 /// Spinning: `s_sleep` lets the other waves on the SIMD run.
 #[inline(always)]
@@ -27,6 +131,10 @@ pub fn doze() {
 
 #[allow(improper_ctypes)]
 extern "C" {
+    /// Whether a flat address lies in the private (scratch) aperture.
+    #[link_name = "llvm.amdgcn.is.private"]
+    fn is_private(p: *const u8) -> bool;
+
     /// LLVM's constant-rate counter: `s_memrealtime` (gfx9) or its message form (gfx11),
     /// 100 MHz on every AMD GPU the HSA runtime supports.
     #[link_name = "llvm.readsteadycounter"]
@@ -40,6 +148,14 @@ pub fn clock_ns() -> u64 {
     // SAFETY: reads a counter; no memory effects.
     let ticks = unsafe { readsteadycounter() };
     ticks * 10
+}
+
+/// Whether `p` points into the calling work-item's private memory (its stack, in the
+/// scratch aperture): such an address means another work-item's stack to any other lane.
+#[inline(always)]
+pub fn is_thread_private(p: *const u8) -> bool {
+    // SAFETY: classifies a flat address; touches no memory.
+    unsafe { is_private(p) }
 }
 
 /// The runtime context. The host writes this global (through the HSA executable's symbol)

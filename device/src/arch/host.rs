@@ -24,6 +24,9 @@ pub mod atomic {
 /// On the CPU backend a warp is one thread.
 pub type Warp = SingleLane;
 
+/// Host threads are scheduled independently: each leaves a wait on its own.
+pub type WaitGroup = SingleLane;
+
 /// What a spinning thread does: give the core away. Many more "GPU threads" than cores
 /// run here, and the one we wait for may need this core.
 #[inline]
@@ -35,6 +38,13 @@ pub fn relax() {
 #[inline]
 pub fn doze() {
     std::thread::sleep(std::time::Duration::from_micros(50));
+}
+
+/// Whether `p` points into memory private to the calling GPU thread. A CPU-backend thread's
+/// stack is ordinary memory that every thread can address, so never.
+#[inline]
+pub fn is_thread_private(_p: *const u8) -> bool {
+    false
 }
 
 /// A nanosecond clock (monotonic, from the first call in this process), for measurements.

@@ -3,12 +3,38 @@
 //! Each target module provides the same small surface:
 //! - `atomic`: `AtomicU32`, `AtomicU64`, `AtomicI32`, `fence` with **system scope** for
 //!   every ordering other than `Relaxed` (and system-scope coherence for `Relaxed`);
-//! - `relax()`: what a spinning thread does;
+//! - `relax()`, `doze()`: what a spinning thread does;
 //! - `clock_ns()`: a nanosecond clock for measurements (GPU-wide on GPUs);
 //! - `context()`: the runtime context the host installed (a device global on GPUs, a
 //!   thread-local on the CPU backend);
 //! - ids: `thread_idx`, `block_idx`, `block_dim`, `grid_dim` (x dimension);
-//! - `Warp`: the lanes executing a call together, as a [`crate::group::Group`].
+//! - `is_thread_private(p)`: whether `p` is in the calling thread's own private memory;
+//! - `Warp`: the lanes executing a call together, as a [`crate::group::Group`];
+//! - `WaitGroup`: the lanes whose waits must end together (see below).
+//!
+//! # The lockstep rule
+//! On AMD GPUs the lanes of a wavefront run in lockstep, and so do the lanes of an NVIDIA
+//! warp running PTX built for a target before sm_70 (`sm_60`: the driver then runs it
+//! without independent thread scheduling, also on Hopper; `shared/reference/MEASURED.md`).
+//! A lane that leaves a loop its siblings are still in stays masked off, doing nothing,
+//! until every lane of the wavefront has left it. So in a wait loop a lane that got what
+//! it waited for (a ring slot, log room, an arena block, a completion slot) must not leave
+//! the loop holding it while a sibling spins for more of it, or for something only its
+//! next step would free: the sibling would spin forever.
+//!
+//! Every device wait is therefore written one way, [`crate::wait::until`]: each round, every
+//! lane still waiting *attempts* its step without blocking, and a lane whose attempt
+//! succeeds does all of the dependent work (writes and publishes its SQE, writes and
+//! commits its line, uses and gives back its block) inside that attempt, before the
+//! wavefront checks again. The loop ends when it ended for every lane of its `WaitGroup`
+//! (a vote), so the exit is uniform and no compiler can move the attempt's work out of the
+//! loop into a divergent exit. Waits nested inside an attempt obey the same rule, and a
+//! lane waits only for the kernel, for reaping (anyone's), and for lanes that are
+//! themselves inside a wait loop.
+//!
+//! With independent thread scheduling (sm_70+, and the CPU backend) a waiting lane does
+//! not hold up its siblings, and `WaitGroup` is a single lane: each lane leaves as soon as
+//! it is done.
 
 #[cfg(target_arch = "amdgpu")]
 mod amdgcn;

@@ -1,20 +1,73 @@
-//! NVIDIA PTX (`nvptx64-nvidia-cuda`, sm_70 or newer).
+//! NVIDIA PTX (`nvptx64-nvidia-cuda`).
+//!
+//! Two PTX targets matter (see `arch/mod.rs`): `sm_90` (any sm_70 or newer), which runs
+//! with independent thread scheduling, and `sm_60`, which the driver runs without it, in
+//! lockstep as an AMD wavefront runs. The memory-model operations differ between the two
+//! ([`atomic`]); the warp collectives and ids are the same.
 
 use crate::context::Context;
 use crate::group::Group;
 
-/// System-scope atomics for PTX.
+/// System-scope atomics for PTX, in two variants chosen by the PTX target.
 ///
-/// Rust 1.95's LLVM lowers loads, stores, compare-exchange and fences correctly
-/// (`ld.acquire.sys`, `st.release.sys`, `atom.acq_rel.sys.cas`, `fence.sc.sys`), but it
-/// lowers `fetch_add`/`fetch_or`/`swap` with any ordering to a plain `atom.*`, which PTX
-/// defines as *relaxed, GPU scope*: the ordering and the system scope are silently lost.
-/// So those read-modify-writes are written here in `asm!` with explicit `.sem.sys`.
+/// **sm_70 and newer** (the PTX memory model, independent thread scheduling): Rust 1.95's
+/// LLVM lowers loads, stores, compare-exchange and fences correctly (`ld.acquire.sys`,
+/// `st.release.sys`, `atom.acq_rel.sys.cas`, `fence.sc.sys`), but it lowers
+/// `fetch_add`/`fetch_or`/`swap` with any ordering to a plain `atom.*`, which PTX defines as
+/// *relaxed, GPU scope*: the ordering and the system scope are silently lost. So those
+/// read-modify-writes are written here in `asm!` with explicit `.sem.sys`.
+///
+/// **Before sm_70** (`sm_60`: the lockstep build, see `arch/mod.rs`): there are no ordered
+/// loads, stores, fences or read-modify-writes (`ld.acquire`, `st.release`, `fence.*`,
+/// `atom.<sem>` all need sm_70), and LLVM refuses to lower an ordered atomic store for such
+/// a target. Every operation is then written here: relaxed loads and stores are
+/// `ld.volatile`/`st.volatile` (which PTX treats as relaxed at system scope), read-modify-
+/// writes are `atom.sys` (relaxed, system scope), and an ordering is `membar.sys` placed as
+/// C++'s fence-based mapping places it: after an acquire, before a release, on both sides of
+/// acq_rel and seq_cst. `membar.sys` orders all of the thread's prior memory accesses
+/// against its later ones for every observer in the system, so an acquire is the relaxed
+/// access then the barrier, a release the barrier then the relaxed access.
 pub mod atomic {
     use core::arch::asm;
-    pub use core::sync::atomic::fence;
     use core::sync::atomic::Ordering;
 
+    /// Whether an operation with ordering `o` needs a barrier before it (it releases).
+    #[allow(dead_code)] // used by the pre-Volta variant only
+    const fn releases(o: Ordering) -> bool {
+        matches!(o, Ordering::Release | Ordering::AcqRel | Ordering::SeqCst)
+    }
+    /// Whether an operation with ordering `o` needs a barrier after it (it acquires).
+    #[allow(dead_code)] // used by the pre-Volta variant only
+    const fn acquires(o: Ordering) -> bool {
+        matches!(o, Ordering::Acquire | Ordering::AcqRel | Ordering::SeqCst)
+    }
+
+    /// A memory fence at system scope (`fence.{acq_rel,sc}.sys` on sm_70+, `membar.sys`
+    /// before). `Relaxed` is only a compiler fence.
+    #[inline(always)]
+    pub fn fence(o: Ordering) {
+        #[cfg(target_feature = "sm_70")]
+        core::sync::atomic::fence(o);
+        #[cfg(not(target_feature = "sm_70"))]
+        if o != Ordering::Relaxed {
+            membar_sys();
+        } else {
+            core::sync::atomic::compiler_fence(o);
+        }
+    }
+
+    /// `membar.sys`: the thread's accesses before it are performed, for every observer in
+    /// the system, before its accesses after it.
+    #[allow(dead_code)] // used by the pre-Volta variant only
+    #[inline(always)]
+    fn membar_sys() {
+        // SAFETY: a barrier instruction; it touches no memory (not `nomem`: the compiler
+        // must not move memory accesses across it).
+        unsafe { asm!("membar.sys;", options(nostack)) };
+    }
+
+    /// `atom.<sem>.sys.<op>` (sm_70+).
+    #[cfg(target_feature = "sm_70")]
     macro_rules! rmw {
         ($ptr:expr, $v:expr, $o:expr, $op:expr, $reg:ident, $t:ty) => {{
             let p = $ptr;
@@ -41,6 +94,29 @@ pub mod atomic {
         }};
     }
 
+    /// `atom.sys.<op>` between the barriers its ordering needs (before sm_70).
+    #[cfg(not(target_feature = "sm_70"))]
+    macro_rules! rmw {
+        ($ptr:expr, $v:expr, $o:expr, $op:expr, $reg:ident, $t:ty) => {{
+            let (p, o) = ($ptr, $o);
+            let v: $t = $v;
+            let r: $t;
+            if releases(o) {
+                membar_sys();
+            }
+            // SAFETY: `p` points to a live atomic of this width (it comes from `&self`);
+            // the instruction is a single atomic read-modify-write at system scope.
+            unsafe {
+                asm!(concat!("atom.sys.", $op, " {r}, [{p}], {v};"),
+                    r = out($reg) r, p = in(reg64) p, v = in($reg) v, options(nostack))
+            };
+            if acquires(o) {
+                membar_sys();
+            }
+            r
+        }};
+    }
+
     macro_rules! atomic_int {
         ($name:ident, $core:ident, $t:ty, $reg:ident, $add:literal, $bits:literal) => {
             /// A system-scope atomic integer (see the module docs).
@@ -52,21 +128,83 @@ pub mod atomic {
                 pub const fn new(v: $t) -> Self {
                     Self(core::sync::atomic::$core::new(v))
                 }
-                /// `ld.{relaxed,acquire}.sys` (lowered correctly by LLVM).
+
+                /// `ld.{relaxed,acquire}.sys` (sm_70+, lowered correctly by LLVM);
+                /// `ld.volatile`, then `membar.sys` if it acquires (before sm_70).
                 #[inline(always)]
                 pub fn load(&self, o: Ordering) -> $t {
-                    self.0.load(o)
+                    #[cfg(target_feature = "sm_70")]
+                    return self.0.load(o);
+                    #[cfg(not(target_feature = "sm_70"))]
+                    {
+                        if o == Ordering::SeqCst {
+                            membar_sys();
+                        }
+                        let r: $t;
+                        // SAFETY: a load of a live, aligned atomic of this width.
+                        unsafe {
+                            asm!(concat!("ld.volatile.", $bits, " {r}, [{p}];"),
+                                r = out($reg) r, p = in(reg64) self.0.as_ptr(), options(nostack))
+                        };
+                        if acquires(o) {
+                            membar_sys();
+                        }
+                        r
+                    }
                 }
-                /// `st.{relaxed,release}.sys` (lowered correctly by LLVM).
+
+                /// `st.{relaxed,release}.sys` (sm_70+, lowered correctly by LLVM);
+                /// `membar.sys` if it releases, then `st.volatile` (before sm_70).
                 #[inline(always)]
                 pub fn store(&self, v: $t, o: Ordering) {
-                    self.0.store(v, o)
+                    #[cfg(target_feature = "sm_70")]
+                    self.0.store(v, o);
+                    #[cfg(not(target_feature = "sm_70"))]
+                    {
+                        if releases(o) {
+                            membar_sys();
+                        }
+                        // SAFETY: a store to a live, aligned atomic of this width.
+                        unsafe {
+                            asm!(concat!("st.volatile.", $bits, " [{p}], {v};"),
+                                p = in(reg64) self.0.as_ptr(), v = in($reg) v, options(nostack))
+                        };
+                        if o == Ordering::SeqCst {
+                            membar_sys();
+                        }
+                    }
                 }
-                /// `atom.{sem}.sys.cas` (lowered correctly by LLVM).
+
+                /// `atom.{sem}.sys.cas` (sm_70+, lowered correctly by LLVM); `atom.sys.cas`
+                /// between the barriers the stronger of the two orderings needs (before
+                /// sm_70).
                 #[inline(always)]
                 pub fn compare_exchange(&self, c: $t, n: $t, s: Ordering, f: Ordering) -> Result<$t, $t> {
-                    self.0.compare_exchange(c, n, s, f)
+                    #[cfg(target_feature = "sm_70")]
+                    return self.0.compare_exchange(c, n, s, f);
+                    #[cfg(not(target_feature = "sm_70"))]
+                    {
+                        if releases(s) {
+                            membar_sys();
+                        }
+                        let r: $t;
+                        // SAFETY: one atomic compare-and-swap of a live, aligned atomic.
+                        unsafe {
+                            asm!(concat!("atom.sys.cas.", $bits, " {r}, [{p}], {c}, {n};"),
+                                r = out($reg) r, p = in(reg64) self.0.as_ptr(), c = in($reg) c,
+                                n = in($reg) n, options(nostack))
+                        };
+                        if acquires(s) || acquires(f) {
+                            membar_sys();
+                        }
+                        if r == c {
+                            Ok(r)
+                        } else {
+                            Err(r)
+                        }
+                    }
                 }
+
                 /// `atom.{sem}.sys.add`.
                 #[inline(always)]
                 pub fn fetch_add(&self, v: $t, o: Ordering) -> $t {
@@ -106,21 +244,28 @@ pub mod atomic {
 /// times) form separate, disjoint groups, each printing one record.
 ///
 /// # Why the collectives are sound
-/// Each method is built from `shfl.sync`/`bar.warp.sync` with the group's mask. On sm_70+
-/// such an instruction makes the lane wait until every lane of the mask has executed a
-/// `.sync` instruction with the same qualifiers and the same mask; the lanes need not be
-/// converged, nor at the same program counter. So all that is needed is that every lane of
-/// the group executes the same sequence of collectives (the [`Group`] contract). Here that
-/// holds because the mask is identical on every lane of the group, and which collectives run
-/// depends only on the mask, never on the lane or its data.
+/// Each method is built from `shfl.sync`/`vote.sync`/`bar.warp.sync` with the group's mask.
+/// On sm_70+ such an instruction makes the lane wait until every lane of the mask has
+/// executed a `.sync` instruction with the same qualifiers and the same mask; the lanes need
+/// not be converged, nor at the same program counter. So all that is needed is that every
+/// lane of the group executes the same sequence of collectives (the [`Group`] contract).
+/// Here that holds because the mask is identical on every lane of the group, and which
+/// collectives run depends only on the mask, never on the lane or its data.
+///
+/// Before sm_70 (the lockstep build) PTX asks more: the lanes of the mask execute each
+/// collective *in convergence*, and no lane outside every mask is active then. Lanes of a
+/// warp that run in lockstep are converged wherever their paths meet again: they leave
+/// every divergent branch and loop together at its end, and the callers put no divergent
+/// wait between forming a group and its collectives. Groups split from one another by
+/// [`Group::split`] may execute a collective together, each with its own mask: every
+/// active lane is then in some mask, which is what PTX requires.
 ///
 /// The compiler keeps that sequence: the asm blocks are not `pure`, so LLVM sees unmodelled
 /// side effects and can neither drop them, speculate them, reorder them among themselves nor
 /// sink them into a conditional. Rust 1.95 does not mark them `convergent`, so LLVM may still
 /// duplicate one onto two paths or merge two identical ones; that changes the program
 /// counter, not the sequence each lane runs, and `.sync` matching on sm_70+ does not depend
-/// on the program counter. (Pre-Volta targets, which need converged execution, are not
-/// supported.)
+/// on the program counter.
 #[derive(Clone, Copy, Debug)]
 pub struct Warp {
     /// The lanes of the group (this lane included): bit `i` is lane `i`.
@@ -212,16 +357,46 @@ impl Group for Warp {
     }
 
     /// `bar.warp.sync mask`: waits for the group's lanes; PTX guarantees memory ordering
-    /// among the lanes taking part, so their writes before it are visible after it.
+    /// among the lanes taking part, so their writes before it are visible after it. Before
+    /// sm_70 that guarantee does not reach other agents through a later release by another
+    /// lane (`membar.sys` orders only the issuing thread's accesses), so each lane first
+    /// makes its own writes visible system-wide with `membar.sys`.
     #[inline(always)]
     fn sync(&self) {
+        #[cfg(not(target_feature = "sm_70"))]
+        atomic::fence(core::sync::atomic::Ordering::SeqCst);
         // SAFETY: `bar.warp.sync` touches no memory of ours; it is well defined because the
         // calling lane is in `mask` (`Warp::current` took the mask on this lane) and every
         // lane of `mask` executes it (the `Group` contract; see `Warp`). The asm is not
         // `nomem`, so it is also a compiler barrier: no memory access moves across it.
         unsafe { core::arch::asm!("bar.warp.sync {m};", m = in(reg32) self.mask, options(nostack)) };
     }
+
+    /// `vote.sync.ballot` over the group.
+    #[inline(always)]
+    fn all(&self, p: bool) -> bool {
+        lanes::ballot(self.mask, p) == self.mask
+    }
+
+    /// `vote.sync.ballot` over the group: the members whose `side` equals this lane's.
+    #[inline(always)]
+    fn split(&self, side: bool) -> Self {
+        let same = lanes::ballot(self.mask, side);
+        Warp {
+            mask: if side { same } else { self.mask & !same },
+            lane: self.lane,
+        }
+    }
 }
+
+/// With independent thread scheduling (sm_70+) each lane leaves a wait on its own; in
+/// lockstep (before sm_70) the warp's waits end together (see `arch/mod.rs`).
+#[cfg(target_feature = "sm_70")]
+pub type WaitGroup = crate::group::SingleLane;
+/// With independent thread scheduling (sm_70+) each lane leaves a wait on its own; in
+/// lockstep (before sm_70) the warp's waits end together (see `arch/mod.rs`).
+#[cfg(not(target_feature = "sm_70"))]
+pub type WaitGroup = Warp;
 
 /// The PTX instructions [`Warp`] is built from.
 ///
@@ -249,6 +424,19 @@ mod lanes {
         // SAFETY: reads a special register that is constant for the thread.
         unsafe { asm!("mov.u32 {l}, %laneid;", l = out(reg32) l, options(pure, nomem, nostack)) };
         l
+    }
+
+    /// `vote.sync.ballot.b32`: the lanes of `mask` whose `p` is true.
+    #[inline(always)]
+    pub fn ballot(mask: u32, p: bool) -> u32 {
+        let r: u32;
+        // SAFETY: register-only; this lane is in `mask` and every lane of `mask` executes
+        // this ballot (the callers' contract, see the module docs).
+        unsafe {
+            asm!("{{\n\t.reg .pred %p;\n\tsetp.ne.u32 %p, {v}, 0;\n\tvote.sync.ballot.b32 {r}, %p, {m};\n\t}}",
+                r = out(reg32) r, v = in(reg32) p as u32, m = in(reg32) mask, options(nomem, nostack))
+        };
+        r
     }
 
     /// `shfl.sync.idx.b32`: lane `src`'s `v`. The clamp operand 0x1f (no segments, upper
@@ -298,18 +486,56 @@ mod lanes {
     }
 }
 
-/// Spinning: sleep the warp briefly (`nanosleep`, sm_70+) so the SM runs other warps.
+/// Spinning: sleep the warp briefly (`nanosleep`, sm_70+) so the SM runs other warps;
+/// before sm_70, which has no sleep, wait about as long without touching memory.
 #[inline(always)]
 pub fn relax() {
+    #[cfg(target_feature = "sm_70")]
     // SAFETY: `nanosleep` has no memory effects.
-    unsafe { core::arch::asm!("nanosleep.u32 64;", options(nostack, nomem)) };
+    unsafe {
+        core::arch::asm!("nanosleep.u32 64;", options(nostack, nomem))
+    };
+    #[cfg(not(target_feature = "sm_70"))]
+    spin_cycles(128);
 }
 
 /// A longer wait.
 #[inline(always)]
 pub fn doze() {
+    #[cfg(target_feature = "sm_70")]
     // SAFETY: as above.
-    unsafe { core::arch::asm!("nanosleep.u32 2000;", options(nostack, nomem)) };
+    unsafe {
+        core::arch::asm!("nanosleep.u32 2000;", options(nostack, nomem))
+    };
+    #[cfg(not(target_feature = "sm_70"))]
+    spin_cycles(4000);
+}
+
+/// Waits `n` SM clock cycles, reading only the cycle counter.
+#[cfg(not(target_feature = "sm_70"))]
+#[inline(always)]
+fn spin_cycles(n: u64) {
+    let clock = || {
+        let t: u64;
+        // SAFETY: reads a special register. Not `pure`: each read is a new value.
+        unsafe { core::arch::asm!("mov.u64 {t}, %clock64;", t = out(reg64) t, options(nostack, nomem)) };
+        t
+    };
+    let t0 = clock();
+    while clock().wrapping_sub(t0) < n {}
+}
+
+/// Whether `p` points into the calling thread's own local memory (its stack): such an
+/// address means another thread's stack to any other lane (`isspacep.local`).
+#[inline(always)]
+pub fn is_thread_private(p: *const u8) -> bool {
+    let r: u32;
+    // SAFETY: register-only: classifies the generic address, touches no memory.
+    unsafe {
+        core::arch::asm!("{{\n\t.reg .pred %p;\n\tisspacep.local %p, {a};\n\tselp.u32 {r}, 1, 0, %p;\n\t}}",
+            r = out(reg32) r, a = in(reg64) p, options(pure, nomem, nostack))
+    };
+    r != 0
 }
 
 /// A nanosecond clock shared by the whole GPU (`%globaltimer`), for measurements.

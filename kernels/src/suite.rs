@@ -1,0 +1,185 @@
+//! Kernels of the GPU suite (`tests/gpu.rs`): odd warp shapes, lanes that diverge between
+//! call sites and streams, lines of every shape, stack buffers in file I/O, idle kernels,
+//! and a probe of the warp scheduling itself. Each output format is checked by the host,
+//! which formats the expected text with the same `Display` types ([`Repeat`], [`token`]).
+
+use core::fmt;
+
+use gpuio_device::io;
+use gpuio_device::sync::{AtomicU32, Ordering};
+use gpuio_device::{clock_ns, eprint, eprintln, global_thread_idx, print, println};
+
+kernel! {
+    /// `lines` lines per thread from three call sites chosen by `t % 3` (the third
+    /// alternates between two), all to stdout: `t=<t> i=<i> site=<a|b|c|d>[ more]`.
+    pub fn divergent_sites(lines: u32) {
+        let t = global_thread_idx();
+        for i in 0..lines {
+            match t % 3 {
+                0 => println!("t={t} i={i} site=a"),
+                1 => println!("t={t} i={i} site=b {}", "more"),
+                _ => {
+                    if i % 2 == 0 {
+                        println!("t={t} i={i} site=c");
+                    } else {
+                        println!("t={t} i={i} site=d");
+                    }
+                }
+            }
+        }
+    }
+}
+
+kernel! {
+    /// One warp mixing streams and pieces, as a user writes it: even threads `println!`
+    /// and odd threads `eprintln!` `lines` tokens each; then every thread prints, `lines`
+    /// times, a formatted line (UTF-8, a Debug string), two `print!` pieces, and an
+    /// `eprintln!` (and every fourth time an `eprint!` piece, then an empty `eprintln!`).
+    /// Every token is [`token`]`(t, i, kind)`; the host checks each appears exactly once,
+    /// whole, in per-thread order, on the right stream.
+    pub fn mixed_streams(lines: u32) {
+        let t = global_thread_idx();
+        for i in 0..lines {
+            if t % 2 == 0 {
+                println!("{}", Token(t, i, 'o'));
+            } else {
+                eprintln!("{}", Token(t, i, 'e'));
+            }
+        }
+        for i in 0..lines {
+            println!("{} ünï ✓ {:?}", Token(t, i, 'f'), "d\"é");
+            print!("{}", Token(t, i, 'p'));
+            print!("{}", Token(t, i, 'q'));
+            eprintln!("{}", Token(t, i, 'r'));
+            if i % 4 == 3 {
+                eprint!("{}", Token(t, i, 's'));
+                eprintln!();
+            }
+        }
+    }
+}
+
+/// `<t:i:kind>`: one piece of [`mixed_streams`]' output.
+pub struct Token(pub u64, pub u32, pub char);
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<{}:{}:{}>", self.0, self.1, self.2)
+    }
+}
+
+/// [`Token`] as a function, for the host's checker.
+pub fn token(t: u64, i: u32, kind: char) -> Token {
+    Token(t, i, kind)
+}
+
+kernel! {
+    /// Lines of every shape, per thread, in this order: `100% {} {<t>} t=<t>`; an empty
+    /// line; UTF-8 and a Debug string; [`Repeat`] of 65,536 bytes; [`Repeat`] of `long`
+    /// bytes (longer than the log in the suite's configuration); `done t=<t>`.
+    pub fn line_shapes(long: u32) {
+        let t = global_thread_idx();
+        println!("100% {{}} {{{t}}} t={t}");
+        println!();
+        println!("ünïcødé ✓ {:?} t={t}", "q\"uote");
+        println!("{}", Repeat { t, len: 65536 });
+        println!("{}", Repeat { t, len: long as usize });
+        println!("done t={t}");
+    }
+}
+
+/// `L<t>:` followed by `a..z` repeated, `len` bytes in all (the newline not counted).
+pub struct Repeat {
+    pub t: u64,
+    pub len: usize,
+}
+
+impl fmt::Display for Repeat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const ABC: &str = "abcdefghijklmnopqrstuvwxyz";
+        let mut head = crate::Counting { inner: f, written: 0 };
+        fmt::Write::write_fmt(&mut head, format_args!("L{}:", self.t))?;
+        let mut rest = self.len.saturating_sub(head.written);
+        while rest > 0 {
+            let n = rest.min(ABC.len());
+            f.write_str(&ABC[..n])?;
+            rest -= n;
+        }
+        Ok(())
+    }
+}
+
+/// The 64 bytes thread `t` writes in [`stack_io`]: distinct for every thread and offset.
+pub fn stack_bytes(t: u64) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    for (j, x) in b.iter_mut().enumerate() {
+        *x = (t.wrapping_mul(131).wrapping_add(j as u64 * 7) % 251) as u8;
+    }
+    b
+}
+
+kernel! {
+    /// Every thread `pwrite`s the 64 bytes of [`stack_bytes`]`(t)`, from an array on its
+    /// stack, at offset `64 * t` of `fd`, then `pread`s them back into another stack array
+    /// and compares. `results[t]` (i64): 0, or `1000 * step + errno` (step 1 write, 2 read;
+    /// errno 999: a short count, 998: wrong bytes).
+    pub fn stack_io(fd: i32, results: u64) {
+        let t = global_thread_idx();
+        let data = stack_bytes(t);
+        let code = (|| {
+            match io::pwrite(fd, &data, 64 * t) {
+                Ok(64) => {}
+                Ok(_) => return 1999,
+                Err(e) => return 1000 + e.0 as i64,
+            }
+            let mut back = [0u8; 64];
+            match io::pread(fd, &mut back, 64 * t) {
+                Ok(64) => {}
+                Ok(_) => return 2999,
+                Err(e) => return 2000 + e.0 as i64,
+            }
+            if back.iter().zip(&data).any(|(a, b)| a != b) {
+                return 2998;
+            }
+            0
+        })();
+        // SAFETY: the host allocated one i64 per thread.
+        unsafe { *(results as *mut i64).add(t as usize) = code };
+    }
+}
+
+kernel! {
+    /// Every thread waits `ns` nanoseconds doing nothing (no I/O: SQPOLL falls asleep when
+    /// that is longer than its idle time), then prints `t=<t> i=0`.
+    pub fn idle_then_print(ns: u64) {
+        let t0 = clock_ns();
+        while clock_ns().wrapping_sub(t0) < ns {
+            core::hint::spin_loop();
+        }
+        println!("t={} i=0", global_thread_idx());
+    }
+}
+
+kernel! {
+    /// Tells lockstep scheduling from independent scheduling. Every thread takes one global
+    /// spin lock the way that needs independent scheduling (spin until the CAS succeeds,
+    /// then the critical section after the loop), giving up after `tries` failed attempts.
+    /// `out[0]` counts the critical sections run, `out[1]` the threads that gave up. With
+    /// independent scheduling nobody gives up; in lockstep the lane that got the lock waits,
+    /// masked off, for its siblings to leave the loop, and they spin for the lock it holds.
+    /// `out` is 2 u32 words, zeroed; `lock` one u32 word, zeroed.
+    pub fn lockstep_probe(lock: u64, out: u64, tries: u32) {
+        // SAFETY: the host allocated these words for the launch.
+        let (lock, out) = unsafe { (&*(lock as *const AtomicU32), &*(out as *const [AtomicU32; 2])) };
+        let mut n = 0u32;
+        while lock.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            n += 1;
+            if n == tries {
+                out[1].fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        out[0].fetch_add(1, Ordering::Relaxed);
+        lock.store(0, Ordering::Release);
+    }
+}
