@@ -295,6 +295,9 @@ fn c_host_error_paths_return_statuses_with_messages() {
         "attach_hsa_executable: GPUIO_ERROR_BACKEND_UNAVAILABLE",
         "this runtime runs on the cpu backend",
         "synchronize inside a kernel: GPUIO_ERROR_WRONG_CONTEXT",
+        "synchronize a waiting kernel: GPUIO_ERROR_HANG: synchronize gave up (hang timeout): nothing has moved for",
+        "synchronize the released kernel: GPUIO_OK",
+        "create with the previous struct_size: GPUIO_OK",
         "16 lines lost",
         "0 failure(s)",
     ] {

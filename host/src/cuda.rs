@@ -261,7 +261,9 @@ impl Cuda {
         )
     }
 
-    /// Whether the default stream has finished its work (errors surface as `Err`).
+    /// Whether the default stream has finished its work (errors surface as `Err`). Never
+    /// blocks: the runtime's synchronize polls it (`cuStreamQuery` on the null stream)
+    /// under its hang watchdog.
     pub fn idle(&self) -> Result<bool> {
         self.bind()?;
         // SAFETY: the null stream is always valid.
@@ -272,7 +274,8 @@ impl Cuda {
         }
     }
 
-    /// Waits for all work on the context.
+    /// Waits for all work on the context (`cuCtxSynchronize`), for as long as it takes. The
+    /// runtime's synchronize polls [`Cuda::idle`] first, under its hang watchdog.
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
         // SAFETY: no arguments.

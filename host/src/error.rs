@@ -2,6 +2,9 @@
 
 use std::fmt;
 use std::io;
+use std::time::Duration;
+
+use gpuio_device::uapi::{IORING_SQ_CQ_OVERFLOW, IORING_SQ_NEED_WAKEUP};
 
 use crate::sandbox::Sandbox;
 
@@ -34,6 +37,15 @@ pub enum Error {
     /// The kernel refused (or failed) device requests that no print made: under the
     /// io_uring sandbox, forbidden opcodes or flags, never executed.
     Refused(Refused),
+    /// [`Runtime::synchronize`](crate::Runtime::synchronize) gave up: nothing it can observe
+    /// moved for the hang timeout ([`Builder::hang_timeout`](crate::Builder::hang_timeout)).
+    /// The kernels and their I/O may still be running: the runtime stays as it was, and a
+    /// later `synchronize` waits for them again (and succeeds if they finish).
+    Hang(HangReport),
+    /// The kernel set `IORING_SQ_CQ_OVERFLOW`: completions did not fit the completion queue
+    /// and wait in the kernel. The device keeps no more requests in flight than the CQ
+    /// holds, so this is a gpuio bug; `sq_flags` is the SQ flags word as read.
+    CqOverflow { sq_flags: u32 },
 }
 
 impl fmt::Display for Error {
@@ -55,6 +67,16 @@ impl fmt::Display for Error {
             ),
             Error::Kernel(why) => write!(f, "kernel failed: {why}"),
             Error::Refused(r) => write!(f, "{r}"),
+            Error::Hang(r) => write!(
+                f,
+                "synchronize gave up (hang timeout): {r}; the kernels and their I/O may still be \
+                 running, and a later synchronize waits for them again"
+            ),
+            Error::CqOverflow { sq_flags } => write!(
+                f,
+                "the io_uring completion queue overflowed (IORING_SQ_CQ_OVERFLOW; SQ flags {sq_flags:#x}): \
+                 the device keeps no more requests in flight than the CQ holds, so this is a gpuio bug"
+            ),
         }
     }
 }
@@ -142,5 +164,174 @@ impl fmt::Display for Refused {
             self.sandbox,
             self.sandbox.describe(self.fixed_files),
         )
+    }
+}
+
+/// What [`Runtime::synchronize`](crate::Runtime::synchronize) was waiting for when nothing moved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waiting {
+    /// CPU-backend kernel threads to finish.
+    KernelThreads,
+    /// The host's drain on the CPU backend: every kernel thread has finished, and what they
+    /// printed or submitted is still being written out or completed.
+    Drain,
+    /// GPU kernels to finish.
+    GpuKernels,
+    /// The `gpuio_drain` kernel, which writes out what GPU kernels printed, to finish.
+    GpuDrain,
+}
+
+/// The io_uring's head and tail words, as read from host memory (volatile reads).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingWords {
+    /// SQ head: SQEs the kernel (or the host-thread fallback) has consumed.
+    pub sq_head: u32,
+    /// SQ tail: SQEs the device has published.
+    pub sq_tail: u32,
+    /// SQ flags: `IORING_SQ_NEED_WAKEUP` (1), `IORING_SQ_CQ_OVERFLOW` (2), ...
+    pub sq_flags: u32,
+    /// CQ head: completions the device has reaped.
+    pub cq_head: u32,
+    /// CQ tail: completions the kernel has posted.
+    pub cq_tail: u32,
+}
+
+impl RingWords {
+    /// Whether the kernel says completions overflowed the CQ (`IORING_SQ_CQ_OVERFLOW`).
+    pub fn cq_overflow(&self) -> bool {
+        self.sq_flags & IORING_SQ_CQ_OVERFLOW != 0
+    }
+
+    /// The words without the flags: what counts as progress.
+    fn counters(&self) -> [u32; 4] {
+        [self.sq_head, self.sq_tail, self.cq_head, self.cq_tail]
+    }
+}
+
+/// The device's SQ tickets (CPU backend: the counters live in host memory).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tickets {
+    /// Tickets (SQ positions) handed to submitters.
+    pub taken: u32,
+    /// SQEs published to the kernel (the SQ tail the device last stored).
+    pub published: u32,
+    /// Completions reaped (the CQ head the device last stored).
+    pub reaped: u32,
+}
+
+/// A print stream's positions, in bytes since the runtime was created: producers reserve,
+/// then commit; the flusher hands committed bytes to writes; completed writes release.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamPositions {
+    /// The file descriptor the stream writes to.
+    pub fd: i32,
+    /// Bytes handed to producers.
+    pub reserved: u64,
+    /// Bytes producers have written into the log.
+    pub committed: u64,
+    /// Bytes handed to write requests.
+    pub flushed: u64,
+    /// Bytes whose writes completed.
+    pub released: u64,
+}
+
+/// What was outstanding when [`Runtime::synchronize`](crate::Runtime::synchronize) saw
+/// nothing move ([`Error::Hang`], and the default's warnings on stderr). Its `Display`
+/// is one line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HangReport {
+    /// What synchronize was waiting for.
+    pub waiting_for: Waiting,
+    /// How long nothing had moved.
+    pub stalled: Duration,
+    /// The ring's words.
+    pub ring: RingWords,
+    /// The device's SQ tickets: on the CPU backend (`None` on GPUs, where they live in
+    /// device memory that the host cannot read while a kernel runs).
+    pub tickets: Option<Tickets>,
+    /// Each print stream's positions: on the CPU backend (empty on GPUs, as above).
+    pub streams: Vec<StreamPositions>,
+    /// CPU-backend kernel threads still running.
+    pub running_threads: usize,
+}
+
+impl HangReport {
+    /// Whether `self` and `other` show the same progress: everything but the time and the
+    /// SQ flags (SQPOLL setting `NEED_WAKEUP` as it falls asleep is not progress).
+    pub(crate) fn same_progress(&self, other: &HangReport) -> bool {
+        self.waiting_for == other.waiting_for
+            && self.ring.counters() == other.ring.counters()
+            && self.tickets == other.tickets
+            && self.streams == other.streams
+            && self.running_threads == other.running_threads
+    }
+}
+
+impl fmt::Display for HangReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "nothing has moved for {:.1} s while waiting for ",
+            self.stalled.as_secs_f64()
+        )?;
+        match self.waiting_for {
+            Waiting::KernelThreads => write!(
+                f,
+                "CPU kernel threads to finish: {} kernel thread(s) still running",
+                self.running_threads
+            )?,
+            Waiting::Drain => write!(
+                f,
+                "the kernels' prints and requests to complete (every kernel thread has finished)"
+            )?,
+            Waiting::GpuKernels => write!(f, "the GPU: a GPU kernel is still running")?,
+            Waiting::GpuDrain => write!(
+                f,
+                "the GPU: a GPU kernel is still running (gpuio_drain, which writes out what the \
+                 kernels printed)"
+            )?,
+        }
+        let r = &self.ring;
+        write!(
+            f,
+            "; ring: SQ head {} tail {}, CQ head {} tail {} ({} SQE(s) not consumed, {} request(s) \
+             in progress, {} completion(s) not reaped), flags {:#x}",
+            r.sq_head,
+            r.sq_tail,
+            r.cq_head,
+            r.cq_tail,
+            r.sq_tail.wrapping_sub(r.sq_head),
+            r.sq_head.wrapping_sub(r.cq_tail),
+            r.cq_tail.wrapping_sub(r.cq_head),
+            r.sq_flags
+        )?;
+        if r.sq_flags & IORING_SQ_NEED_WAKEUP != 0 {
+            write!(f, " (SQPOLL asleep)")?;
+        }
+        if r.cq_overflow() {
+            write!(f, " (CQ_OVERFLOW: completions overflowed the CQ, a gpuio bug)")?;
+        }
+        if let Some(t) = &self.tickets {
+            write!(
+                f,
+                "; SQ tickets: {} taken, {} published, {} reaped ({} request(s) in flight)",
+                t.taken,
+                t.published,
+                t.reaped,
+                t.taken.wrapping_sub(t.reaped)
+            )?;
+        }
+        for s in &self.streams {
+            write!(
+                f,
+                "; fd {}: reserved {}, committed {}, flushed {}, released {}",
+                s.fd, s.reserved, s.committed, s.flushed, s.released
+            )?;
+            let pending = s.reserved.wrapping_sub(s.released);
+            if pending != 0 {
+                write!(f, " ({pending} byte(s) not yet written)")?;
+            }
+        }
+        Ok(())
     }
 }

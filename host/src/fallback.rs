@@ -46,7 +46,8 @@
 //! never a kernel beyond the usual backpressure. Dropping the ring stops the thread after
 //! the request it is performing; the runtime drops it only after `synchronize`, when no
 //! request is left. A write to a pipe that nobody reads blocks that synchronize, exactly as
-//! through io_uring.
+//! through io_uring, until the hang timeout ends it with `Error::Hang`; a runtime whose
+//! drop gives up so leaks the ring (and this thread) rather than join a blocked thread.
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};

@@ -179,6 +179,7 @@ hsa_api! {
     hsa_signal_destroy: fn(Handle) -> Status;
     hsa_signal_store_screlease: fn(Handle, i64);
     hsa_signal_add_scacq_screl: fn(Handle, i64);
+    hsa_signal_load_scacquire: fn(Handle) -> i64;
     hsa_signal_wait_scacquire: fn(Handle, u32, i64, u64, u32) -> i64;
     hsa_code_object_reader_create_from_memory: fn(*const c_void, usize, *mut Handle) -> Status;
     hsa_code_object_reader_destroy: fn(Handle) -> Status;
@@ -601,25 +602,33 @@ impl Hsa {
         }
     }
 
-    /// Whether every dispatch has completed (errors surface as `Err`).
+    /// Whether every dispatch has completed (errors surface as `Err`). Never blocks: the
+    /// runtime's synchronize polls it under its hang watchdog.
     pub fn idle(&self) -> Result<bool> {
         if let Some(e) = self.queue_failed() {
             return Err(e);
         }
-        // SAFETY: a signal we created; a zero timeout only samples it.
-        let v = unsafe {
-            (self.api.hsa_signal_wait_scacquire)(self.done, HSA_SIGNAL_CONDITION_EQ, 0, 0, HSA_WAIT_STATE_BLOCKED)
-        };
+        // SAFETY: a signal we created; loading its value has no other effect. Acquire:
+        // once it reads 0, the completed kernels' writes are visible.
+        let v = unsafe { (self.api.hsa_signal_load_scacquire)(self.done) };
         Ok(v == 0)
     }
 
     /// Waits until every dispatch has completed, then frees the kernel arguments of those
     /// enqueued before the call (a launch racing with it keeps its block for the next one).
+    /// Blocks for as long as that takes; the runtime's synchronize waits through
+    /// `synchronize_with` instead, under its hang watchdog.
     pub fn synchronize(&self) -> Result<()> {
+        self.synchronize_with(|| self.wait_idle())
+    }
+
+    /// [`Hsa::synchronize`] with `wait` waiting until [`Hsa::idle`]. If `wait` fails (a
+    /// failed queue, or a watchdog that gave up), the kernel arguments are kept: their
+    /// dispatches may still run.
+    pub(crate) fn synchronize_with(&self, wait: impl FnOnce() -> Result<()>) -> Result<()> {
         let blocks = std::mem::take(&mut *self.kernargs.lock().unwrap_or_else(|e| e.into_inner()));
-        let waited = self.wait_idle();
+        let waited = wait();
         if waited.is_err() {
-            // The queue failed: its packets may never be processed; keep their arguments.
             self.kernargs.lock().unwrap_or_else(|e| e.into_inner()).extend(blocks);
             return waited;
         }

@@ -25,10 +25,13 @@ pub mod scheduling;
 pub mod submission;
 pub mod uring;
 mod waker;
+mod watchdog;
 
 pub use backend::Backend;
 pub use cuda::Arg;
-pub use error::{Error, OutputErrors, PrintErrors, Refused, Result};
+pub use error::{
+    Error, HangReport, OutputErrors, PrintErrors, Refused, Result, RingWords, StreamPositions, Tickets, Waiting,
+};
 pub use host_buffer::HostBuffer;
 pub use runtime::{Builder, GpuModule, Runtime, Stats};
 pub use sandbox::Sandbox;

@@ -3,8 +3,9 @@
 
 use std::os::fd::RawFd;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use gpuio_device::arch::host::{enter, ThreadIds};
 use gpuio_device::arena::{Arena, MAX_REGIONS};
@@ -14,12 +15,14 @@ use gpuio_device::request::Requests;
 use gpuio_device::ring::Ring;
 use gpuio_device::stream::{chunk_count, Flight, Stream};
 use gpuio_device::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering, SharedCell};
-use gpuio_device::uapi::{Cqe, Sqe};
+use gpuio_device::uapi::{Cqe, Sqe, IORING_SQ_CQ_OVERFLOW};
 use gpuio_device::Context;
 
 use crate::backend::{self, Backend, Opened};
 use crate::cuda::{self, Arg, CuDevicePtr, Cuda};
-use crate::error::{Error, OutputErrors, PrintErrors, Refused, Result};
+use crate::error::{
+    Error, HangReport, OutputErrors, PrintErrors, Refused, Result, RingWords, StreamPositions, Tickets, Waiting,
+};
 use crate::hsa::{self, Hsa};
 use crate::memory::{round_up, Mapping};
 use crate::sandbox::{self, Sandbox};
@@ -27,6 +30,7 @@ use crate::scheduling::Scheduling;
 use crate::submission::{self, Queue, Submission};
 use crate::uring::{UringConfig, MAX_CQ_ENTRIES};
 use crate::waker::Waker;
+use crate::watchdog::{self, HangPolicy, Pacing};
 
 /// The largest log per stream: 1 TiB.
 const MAX_LOG_BYTES: usize = 1 << 40;
@@ -58,6 +62,10 @@ pub struct Builder {
     arena_bytes: usize,
     arena_block_bytes: usize,
     lockstep: Option<bool>,
+    /// `Some`: set with [`Builder::hang_timeout`]; `None`: `GPUIO_HANG_TIMEOUT`, else none.
+    hang_timeout: Option<Option<Duration>>,
+    /// Tests: when the default (no timeout) warns: first, then every.
+    hang_warnings: Option<(Duration, Duration)>,
 }
 
 impl Default for Builder {
@@ -79,6 +87,8 @@ impl Default for Builder {
             arena_bytes: 16 << 20,
             arena_block_bytes: 64 << 10,
             lockstep: None,
+            hang_timeout: None,
+            hang_warnings: None,
         }
     }
 }
@@ -189,6 +199,60 @@ impl Builder {
         self
     }
 
+    /// How long [`Runtime::synchronize`] (and so the runtime's drop) waits while nothing
+    /// moves before it gives up with [`Error::Hang`], which names what is outstanding.
+    /// `None`: it never gives up. Without this call, `GPUIO_HANG_TIMEOUT` decides (seconds,
+    /// such as `2` or `0.5`; `0` or `off`: none); without either, there is none.
+    ///
+    /// "Moves" is anything the runtime can observe: the ring's heads and tails, on the CPU
+    /// backend also each stream's positions, the SQ tickets and the number of kernel
+    /// threads still running, and a GPU kernel finishing. So a kernel that computes for
+    /// longer than the timeout without any I/O counts as hung too: pick a timeout longer
+    /// than your kernels' longest silence. After `Error::Hang` the kernels may still run;
+    /// the runtime stays as it was, and a later `synchronize` waits for them again.
+    ///
+    /// Without a timeout, a synchronize that sees nothing move for 30 s says so in one line
+    /// on stderr, with the same report, then again every 5 minutes while nothing moves
+    /// (`GPUIO_QUIET` silences these warnings, not errors): a hang is never silent.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use gpuio_host::{Backend, Error, Runtime};
+    ///
+    /// let rt = Runtime::builder()
+    ///     .backend(Backend::Cpu)
+    ///     .hang_timeout(Some(Duration::from_millis(200)))
+    ///     .build()?;
+    /// let go = Arc::new(AtomicBool::new(false));
+    /// let g = go.clone();
+    /// rt.launch(1, 2, move || {
+    ///     while !g.load(Ordering::Acquire) {
+    ///         std::thread::sleep(Duration::from_millis(1));
+    ///     }
+    /// })?;
+    /// match rt.synchronize() {
+    ///     Err(Error::Hang(report)) => assert_eq!(report.running_threads, 2, "{report}"),
+    ///     other => panic!("expected a hang: {other:?}"),
+    /// }
+    /// go.store(true, Ordering::Release);
+    /// rt.synchronize()?; // the threads finish now
+    /// # Ok::<(), gpuio_host::Error>(())
+    /// ```
+    pub fn hang_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.hang_timeout = Some(timeout);
+        self
+    }
+
+    /// Tests: when synchronize warns without a hang timeout (default: after 30 s, then
+    /// every 5 minutes).
+    #[doc(hidden)]
+    pub fn hang_warnings(mut self, first: Duration, every: Duration) -> Self {
+        self.hang_warnings = Some((first, every));
+        self
+    }
+
     /// Tests: makes io_uring setup fail with `errno`, as if the kernel had said so.
     #[doc(hidden)]
     pub fn simulate_uring_setup_error(mut self, errno: i32) -> Self {
@@ -202,6 +266,19 @@ impl Builder {
             Some(on) => on,
             None => Scheduling::lockstep_from_env()?.unwrap_or(false),
         };
+        let hang_timeout = match self.hang_timeout {
+            Some(Some(t)) if t.is_zero() => {
+                return Err(Error::Config(
+                    "hang_timeout must be longer than zero (None: never give up)".into(),
+                ))
+            }
+            Some(t) => t,
+            None => watchdog::timeout_from_env()?,
+        };
+        let mut hang = HangPolicy::new(hang_timeout);
+        if let Some((first, every)) = self.hang_warnings {
+            (hang.warn_first, hang.warn_every) = (first, every);
+        }
         let (opened, notice) = backend::open(self.backend)?;
         let log_bytes = match (&opened, self.log_bytes) {
             (_, Some(n)) => n,
@@ -298,13 +375,17 @@ impl Builder {
             device,
             drain: Mutex::new(None),
             launched: AtomicBool::new(false),
+            drained: AtomicBool::new(true),
             fault: Mutex::new(None),
         });
         Ok(Runtime {
             shared,
             waker,
             backend,
-            kernels: Mutex::new(Vec::new()),
+            kernels: Mutex::new(Kernels::default()),
+            exits: Arc::new(Exits::default()),
+            failures: Mutex::new(Vec::new()),
+            hang,
             gpu,
             settled: Mutex::new([0; STREAMS]),
             sandbox: sandbox.policy,
@@ -377,10 +458,19 @@ impl Device {
         }
     }
 
-    fn synchronize(&self) -> Result<()> {
+    /// Waits for every kernel (and copy) on the GPU: `wait` runs the watchdog's loop with
+    /// the "done?" question it is given (`cuStreamQuery` on CUDA's null stream, the
+    /// completion signal on HSA); then errors surface as [`Error::Kernel`]. On
+    /// [`Error::Hang`] nothing is released that a running kernel may use.
+    fn synchronize_with(&self, wait: impl FnOnce(&mut dyn FnMut() -> Result<bool>) -> Result<()>) -> Result<()> {
         match self {
-            Device::Cuda(c) => c.synchronize(),
-            Device::Hsa(h) => h.synchronize(),
+            Device::Cuda(c) => {
+                wait(&mut || c.idle())?;
+                // Returns at once for gpuio's launches (all on the null stream, now idle);
+                // it also waits for work the host put on streams of its own.
+                c.synchronize()
+            }
+            Device::Hsa(h) => h.synchronize_with(|| wait(&mut || h.idle())),
         }
     }
 
@@ -790,13 +880,97 @@ pub struct Stats {
 
 type KernelThread = JoinHandle<std::result::Result<(), String>>;
 
+/// CPU-backend launches not yet synchronized.
+#[derive(Default)]
+struct Kernels {
+    /// Their threads, not yet joined.
+    threads: Vec<KernelThread>,
+    /// `launch` calls not yet synchronized (each activated the waker once). Counted down
+    /// only once their drain has completed: until then kernels or their I/O may use host
+    /// buffers (`kernels_pending`).
+    launches: usize,
+}
+
+/// How many CPU-backend kernel threads are running, and a signal when none is: what the
+/// watchdog's wait for them waits on.
+#[derive(Default)]
+struct Exits {
+    running: Mutex<usize>,
+    none: Condvar,
+}
+
+impl Exits {
+    fn running(&self) -> usize {
+        *self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits up to `max` for the last thread to exit.
+    fn wait(&self, max: Duration) {
+        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = self.none.wait_timeout_while(running, max, |n| *n != 0);
+    }
+}
+
+/// Counts a kernel thread as running until it drops (also when the thread unwinds, or is
+/// never spawned).
+struct Running(Arc<Exits>);
+
+impl Running {
+    fn new(exits: &Arc<Exits>) -> Running {
+        *exits.running.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        Running(exits.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut n = self.0.running.lock().unwrap_or_else(|e| e.into_inner());
+        *n -= 1;
+        if *n == 0 {
+            self.0.none.notify_all();
+        }
+    }
+}
+
+/// How synchronize's waits pace themselves (see [`Pacing`]).
+///
+/// CPU kernel threads: the last one's exit ends the pause at once (a condition variable),
+/// so the wait neither spins nor yields; it wakes every 10 ms only to look for progress.
+const THREADS_PACING: Pacing = Pacing {
+    spins: 0,
+    yields: 0,
+    first_pause: Duration::from_millis(10),
+    max_pause: Duration::from_millis(10),
+};
+/// The host's drain: as the device's own backoff (`gpuio_device::sync::Backoff`), which
+/// `Context::drain` uses: completions usually arrive within microseconds, so it yields for
+/// a long while, then dozes 50 µs at a time.
+const DRAIN_PACING: Pacing = Pacing {
+    spins: 8,
+    yields: 4096,
+    first_pause: Duration::from_micros(1),
+    max_pause: Duration::from_micros(50),
+};
+/// A GPU: a few µs of polling the driver, then sleeps growing to 1 ms while a long
+/// kernel runs.
+const GPU_PACING: Pacing = Pacing {
+    spins: 16,
+    yields: 16,
+    first_pause: Duration::from_micros(1),
+    max_pause: Duration::from_millis(1),
+};
+
 /// The GPU side of a runtime.
 struct Gpu {
     device: Device,
     /// A module whose `gpuio_drain` kernel drains the context.
     drain: Mutex<Option<Arc<Loaded>>>,
-    /// Kernels launched since the last synchronize.
+    /// Kernels launched and not yet synchronized (set: the waker was activated once).
     launched: AtomicBool,
+    /// The drain kernel has been launched after every kernel launched so far: a
+    /// synchronize that gave up after launching it waits for it next time, without a
+    /// second one.
+    drained: AtomicBool,
     /// Why a kernel failed, once one did: the context is lost then (on CUDA every later
     /// call fails with the same sticky error), so the runtime refuses all further work.
     fault: Mutex<Option<String>>,
@@ -825,7 +999,14 @@ pub struct Runtime {
     shared: Arc<Shared>,
     waker: Waker,
     backend: Backend,
-    kernels: Mutex<Vec<KernelThread>>,
+    kernels: Mutex<Kernels>,
+    /// Running CPU kernel threads.
+    exits: Arc<Exits>,
+    /// Failures of joined kernel threads that a synchronize could not report yet (it gave
+    /// up in the drain after joining them).
+    failures: Mutex<Vec<String>>,
+    /// When synchronize gives up or warns.
+    hang: HangPolicy,
     gpu: Option<Gpu>,
     /// Each stream's `reserved` when its fd's offset was last settled.
     settled: Mutex<[u64; STREAMS]>,
@@ -878,6 +1059,8 @@ impl GpuModule<'_> {
             self.rt.rebase_positions()?;
         }
         self.module.launch(name, grid, block, args)?;
+        // Before `launched`: a synchronize that claims this launch drains it.
+        gpu.drained.store(false, Ordering::Release);
         if !gpu.launched.swap(true, Ordering::AcqRel) {
             self.rt.waker.activate();
         }
@@ -1148,6 +1331,8 @@ impl Runtime {
         if !gpu.launched.load(Ordering::Acquire) {
             self.rebase_positions()?;
         }
+        // Before `launched`: a synchronize that claims this launch drains it.
+        gpu.drained.store(false, Ordering::Release);
         if !gpu.launched.swap(true, Ordering::AcqRel) {
             self.waker.activate();
         }
@@ -1225,9 +1410,10 @@ impl Runtime {
             )));
         }
         let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
-        if kernels.is_empty() {
+        if kernels.launches == 0 {
             self.rebase_positions()?;
         }
+        kernels.launches += 1;
         self.waker.activate();
         let kernel = Arc::new(kernel);
         for i in 0..n as u32 {
@@ -1238,7 +1424,10 @@ impl Runtime {
                 grid_dim: grid,
             };
             let (shared, kernel) = (self.shared.clone(), kernel.clone());
+            let running = Running::new(&self.exits);
             let spawned = std::thread::Builder::new().stack_size(256 << 10).spawn(move || {
+                // Dropped last: the thread counts as running until the kernel is done.
+                let _running = running;
                 let ctx = shared.host_context().expect("CPU backend");
                 // SAFETY: `shared` (and so the context) outlives this thread: we hold an Arc.
                 let _in_kernel = unsafe { enter(ctx, ids) };
@@ -1251,7 +1440,7 @@ impl Runtime {
                 })
             });
             match spawned {
-                Ok(h) => kernels.push(h),
+                Ok(h) => kernels.threads.push(h),
                 Err(e) => {
                     drop(kernels);
                     let _ = self.synchronize();
@@ -1269,46 +1458,52 @@ impl Runtime {
     /// (invariant 8), then reports failed kernels, requests the kernel refused
     /// ([`Error::Refused`]), and failed fire-and-forget prints since the last report
     /// (invariant 7), in that order; what is not reported now is at the next call.
+    ///
+    /// No silent hang (invariant 11): if nothing moves for the hang timeout
+    /// ([`Builder::hang_timeout`]), it returns [`Error::Hang`], naming what is outstanding;
+    /// the kernels stay launched, and the next call waits for them again. Without a
+    /// timeout it waits for as long as it takes, saying so on stderr after 30 s.
     pub fn synchronize(&self) -> Result<()> {
         if let Some(gpu) = &self.gpu {
             gpu.usable()?;
         }
-        let threads: Vec<KernelThread> = std::mem::take(&mut *self.kernels.lock().unwrap_or_else(|e| e.into_inner()));
-        let had_kernels = !threads.is_empty();
-        let mut failures = Vec::new();
-        for t in threads {
-            match t.join() {
-                Ok(Ok(())) => {}
-                Ok(Err(msg)) => failures.push(msg),
-                Err(_) => failures.push("a kernel thread died".into()),
-            }
-        }
+        let mut failures = self.join_kernel_threads()?;
         if let Some(ctx) = self.shared.host_context() {
-            ctx.drain(|| {
-                self.shared.queue.wake_if_needed();
-            });
-        }
-        if had_kernels {
-            self.waker.deactivate();
-        }
-        if let Some(gpu) = &self.gpu {
-            if gpu.launched.swap(false, Ordering::AcqRel) {
-                let drained = gpu.device.synchronize().and_then(|_| {
-                    let drain = gpu.drain.lock().unwrap_or_else(|e| e.into_inner());
-                    let m = drain.as_ref().expect("a kernel was launched, so a module is loaded");
-                    m.launch("gpuio_drain", 1, 1, &[])?;
-                    gpu.device.synchronize()
-                });
-                self.waker.deactivate();
-                if let Err(e) = &drained {
-                    let why = match e {
-                        Error::Kernel(why) => why.clone(),
-                        e => e.to_string(),
-                    };
-                    *gpu.fault.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
-                }
-                drained?;
+            if let Err(e) = self.drain_host(ctx) {
+                // Joined: the synchronize that completes the drain reports them.
+                self.keep_failures(failures);
+                return Err(e);
             }
+        }
+        self.finish_cpu_launches();
+        if let Some(gpu) = &self.gpu {
+            // Claim the launches so far; a launch from now on activates the waker anew.
+            if gpu.launched.swap(false, Ordering::AcqRel) {
+                match self.synchronize_gpu(gpu) {
+                    Ok(()) => self.waker.deactivate(),
+                    Err(e @ Error::Hang(_)) => {
+                        // Still launched. If a launch meanwhile found `launched` clear, it
+                        // activated the waker again: once is enough.
+                        if gpu.launched.swap(true, Ordering::AcqRel) {
+                            self.waker.deactivate();
+                        }
+                        return Err(e);
+                    }
+                    Err(e) => {
+                        self.waker.deactivate();
+                        let why = match &e {
+                            Error::Kernel(why) => why.clone(),
+                            e => e.to_string(),
+                        };
+                        *gpu.fault.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let sq_flags = self.ring_words()[2];
+        if sq_flags & IORING_SQ_CQ_OVERFLOW != 0 {
+            return Err(Error::CqOverflow { sq_flags });
         }
         self.settle_positions()?;
         if !failures.is_empty() {
@@ -1325,6 +1520,166 @@ impl Runtime {
         } else {
             Err(Error::Print(errors))
         }
+    }
+
+    /// CPU backend: waits for the kernel threads launched so far and joins them; returns
+    /// their failures, after those a synchronize that gave up could not report. On
+    /// [`Error::Hang`] the threads stay launched.
+    fn join_kernel_threads(&self) -> Result<Vec<String>> {
+        let threads = std::mem::take(&mut self.kernels.lock().unwrap_or_else(|e| e.into_inner()).threads);
+        let mut failures = std::mem::take(&mut *self.failures.lock().unwrap_or_else(|e| e.into_inner()));
+        if threads.is_empty() {
+            return Ok(failures);
+        }
+        // Threads of a launch racing with this call count too: this waits for them as
+        // well, and the next synchronize joins them.
+        let waited = self.wait(
+            THREADS_PACING,
+            || Ok(self.exits.running() == 0),
+            |max| self.exits.wait(max),
+            Waiting::KernelThreads,
+        );
+        if let Err(e) = waited {
+            let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+            let later = std::mem::replace(&mut kernels.threads, threads);
+            kernels.threads.extend(later);
+            drop(kernels);
+            self.keep_failures(failures);
+            return Err(e);
+        }
+        for t in threads {
+            match t.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(msg)) => failures.push(msg),
+                Err(_) => failures.push("a kernel thread died".into()),
+            }
+        }
+        Ok(failures)
+    }
+
+    /// Keeps kernel failures for the next synchronize, before any kept meanwhile.
+    fn keep_failures(&self, mut failures: Vec<String>) {
+        let mut kept = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        failures.append(&mut kept);
+        *kept = failures;
+    }
+
+    /// CPU backend: runs the protocol until every stream is written out and every request
+    /// completed ([`Context::drain`], under the watchdog). Only while no kernel thread runs.
+    fn drain_host(&self, ctx: &Context) -> Result<()> {
+        self.wait(
+            DRAIN_PACING,
+            || {
+                ctx.progress();
+                for s in &ctx.streams {
+                    ctx.flush(s);
+                }
+                if ctx.idle() {
+                    return Ok(true);
+                }
+                self.shared.queue.wake_if_needed();
+                Ok(false)
+            },
+            std::thread::sleep,
+            Waiting::Drain,
+        )
+    }
+
+    /// CPU backend, after a completed drain: unless a launch racing with this synchronize
+    /// left threads to join, every launch so far is synchronized, and the waker may rest
+    /// (once per launch, as each activated it).
+    fn finish_cpu_launches(&self) {
+        let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        // Launches racing with this synchronize left threads to join: they stay counted.
+        let done = if kernels.threads.is_empty() {
+            std::mem::take(&mut kernels.launches)
+        } else {
+            0
+        };
+        drop(kernels);
+        for _ in 0..done {
+            self.waker.deactivate();
+        }
+    }
+
+    /// GPU backends: waits for the kernels, launches the drain kernel (unless one was
+    /// launched after the latest kernel already), and waits for it.
+    fn synchronize_gpu(&self, gpu: &Gpu) -> Result<()> {
+        let phase = if gpu.drained.load(Ordering::Acquire) {
+            Waiting::GpuDrain
+        } else {
+            Waiting::GpuKernels
+        };
+        self.wait_gpu(gpu, phase)?;
+        if !gpu.drained.swap(true, Ordering::AcqRel) {
+            let drain = gpu.drain.lock().unwrap_or_else(|e| e.into_inner());
+            let m = drain.as_ref().expect("a kernel was launched, so a module is loaded");
+            m.launch("gpuio_drain", 1, 1, &[])?;
+            drop(drain);
+            self.wait_gpu(gpu, Waiting::GpuDrain)?;
+        }
+        Ok(())
+    }
+
+    fn wait_gpu(&self, gpu: &Gpu, waiting: Waiting) -> Result<()> {
+        gpu.device
+            .synchronize_with(|idle| self.wait(GPU_PACING, idle, std::thread::sleep, waiting))
+    }
+
+    /// The watchdog's wait ([`watchdog::wait`]) with this runtime's policy and observations.
+    fn wait(
+        &self,
+        pacing: Pacing,
+        done: impl FnMut() -> Result<bool>,
+        pause: impl FnMut(Duration),
+        waiting: Waiting,
+    ) -> Result<()> {
+        watchdog::wait(&self.hang, pacing, done, pause, || self.observe(waiting))
+    }
+
+    /// What the runtime can observe now, for the watchdog: the ring's words; on the CPU
+    /// backend also the SQ tickets, the streams' positions and the running kernel threads
+    /// (all in host memory; on GPUs the context is in device memory, which the host
+    /// cannot read while a kernel runs).
+    fn observe(&self, waiting_for: Waiting) -> HangReport {
+        let [sq_head, sq_tail, sq_flags, cq_head, cq_tail] = self.ring_words();
+        let ctx = self.shared.host_context();
+        HangReport {
+            waiting_for,
+            stalled: Duration::ZERO,
+            ring: RingWords {
+                sq_head,
+                sq_tail,
+                sq_flags,
+                cq_head,
+                cq_tail,
+            },
+            tickets: ctx.map(|c| Tickets {
+                taken: c.ring.tickets.load(Ordering::Acquire),
+                published: c.ring.published.load(Ordering::Acquire),
+                reaped: c.ring.reaped.load(Ordering::Acquire),
+            }),
+            streams: ctx
+                .map(|c| {
+                    Shared::live_streams(c)
+                        .map(|s| StreamPositions {
+                            fd: s.fd,
+                            reserved: s.reserved.load(Ordering::Acquire),
+                            committed: s.committed.load(Ordering::Acquire),
+                            flushed: s.flushed.load(Ordering::Acquire),
+                            released: s.released.load(Ordering::Acquire),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            running_threads: self.exits.running(),
+        }
+    }
+
+    /// The hang timeout in force: set with [`Builder::hang_timeout`], else from
+    /// `GPUIO_HANG_TIMEOUT`; `None`: synchronize never gives up.
+    pub fn hang_timeout(&self) -> Option<Duration> {
+        self.hang.timeout
     }
 
     /// Positional streams: make position 0 the fd's current offset (the host may have
@@ -1402,10 +1757,11 @@ impl Runtime {
         self.gpu.as_ref().map(|g| &g.device)
     }
 
-    /// Whether kernels were launched and not yet synchronized.
+    /// Whether kernels were launched and not yet synchronized (also after a synchronize
+    /// that gave up: they, or their I/O, may still run).
     pub(crate) fn kernels_pending(&self) -> bool {
-        !self.kernels.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
-            || self.gpu.as_ref().is_some_and(|g| g.launched.load(Ordering::Acquire))
+        let k = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        k.launches > 0 || !k.threads.is_empty() || self.gpu.as_ref().is_some_and(|g| g.launched.load(Ordering::Acquire))
     }
 
     /// Requests refused since the last report (and resets their count): requests no stream
@@ -1492,9 +1848,25 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         // A kernel fault was reported already; the refusal would only repeat it.
         let reported = self.gpu.as_ref().is_some_and(Gpu::faulted);
-        if let Err(e) = self.synchronize() {
-            if !reported {
-                eprintln!("gpuio: at runtime drop: {e}");
+        match self.synchronize() {
+            Ok(()) => {}
+            Err(Error::Hang(report)) => {
+                // A kernel, or a request it submitted, may still use the shared memory, the
+                // ring, the GPU's registrations of them and the drain kernel's module:
+                // leak them rather than free them under it. (Kernel threads of the CPU
+                // backend hold the Shared too; requests in flight in the kernel do not.)
+                eprintln!(
+                    "gpuio: at runtime drop: synchronize gave up (hang timeout): {report}; the \
+                     runtime's memory, ring and GPU mappings are leaked, not freed, because the \
+                     kernels or their I/O may still use them"
+                );
+                std::mem::forget(Arc::clone(&self.shared));
+                std::mem::forget(self.gpu.take());
+            }
+            Err(e) => {
+                if !reported {
+                    eprintln!("gpuio: at runtime drop: {e}");
+                }
             }
         }
     }
@@ -1502,7 +1874,37 @@ impl Drop for Runtime {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_layout, ptx_layout, CONTEXT_LAYOUT};
+    use super::*;
+
+    #[test]
+    fn a_cq_overflow_flag_is_an_error() {
+        // The host-thread fallback's SQ flags word is ours (the kernel's is not ours to set).
+        let rt = Runtime::builder()
+            .backend(Backend::Cpu)
+            .submission(Submission::HostThread)
+            .build()
+            .unwrap();
+        rt.launch(1, 1, || {}).unwrap();
+        let flags = rt.shared.queue.ring_word(rt.shared.queue.params().sq_off.flags);
+        // SAFETY: a ring word in the queue's mapping; the fallback thread never writes it.
+        unsafe { std::ptr::write_volatile(flags, IORING_SQ_CQ_OVERFLOW) };
+        match rt.synchronize() {
+            Err(
+                e @ Error::CqOverflow {
+                    sq_flags: IORING_SQ_CQ_OVERFLOW,
+                },
+            ) => {
+                assert!(e.to_string().contains("IORING_SQ_CQ_OVERFLOW"), "{e}")
+            }
+            other => panic!("expected a CQ overflow, got {other:?}"),
+        }
+        let report = rt.observe(Waiting::Drain);
+        assert!(report.ring.cq_overflow());
+        assert!(report.to_string().contains("CQ_OVERFLOW"), "{report}");
+        // SAFETY: as above.
+        unsafe { std::ptr::write_volatile(flags, 0) };
+        rt.synchronize().unwrap();
+    }
 
     #[test]
     fn the_layout_is_read_from_ptx_text() {

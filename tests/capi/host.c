@@ -16,10 +16,12 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gpuio.h"
@@ -131,6 +133,15 @@ static void nested_kernel(const gpuio_thread *t, void *user) {
     n->launch = gpuio_cpu_launch(n->rt, 1, 1, nested_kernel, user);
 }
 
+/* Spins until *user (an int, set with an atomic store) is non-zero. */
+static void wait_kernel(const gpuio_thread *t, void *user) {
+    const struct timespec ms = {0, 1000000};
+    (void)t;
+    while (!__atomic_load_n((int *)user, __ATOMIC_ACQUIRE)) {
+        nanosleep(&ms, NULL);
+    }
+}
+
 static void hello_kernel(const gpuio_thread *t, void *user) {
     (void)user;
     gpuio_printf("hello from thread %llu\n", (unsigned long long)t->global_idx);
@@ -146,6 +157,7 @@ static int run_errors(void) {
     struct nested n;
     static const char garbage[] = "this is not a code object";
     int fds[2];
+    int go = 0;
 
     /* Creation. */
     expect("options_init(NULL)", gpuio_runtime_options_init(NULL), GPUIO_ERROR_INVALID_ARGUMENT);
@@ -176,6 +188,35 @@ static int run_errors(void) {
     o.sandbox = GPUIO_SANDBOX_FILE_IO;
     o.arena_bytes = 1 << 20;
     expect("create with the file-I/O sandbox", gpuio_runtime_create(&o, &rt), GPUIO_OK);
+    expect("destroy it", gpuio_runtime_destroy(rt), GPUIO_OK);
+    rt = NULL;
+    /* A host built against the header before hang_timeout_ms: its smaller struct works. */
+    gpuio_runtime_options_init(&o);
+    if (o.hang_timeout_ms != 0) {
+        fprintf(stderr, "FAIL: options_init set hang_timeout_ms to %llu\n", (unsigned long long)o.hang_timeout_ms);
+        failures++;
+    }
+    o.backend = GPUIO_BACKEND_CPU;
+    o.struct_size = (uint32_t)offsetof(gpuio_runtime_options, hang_timeout_ms);
+    expect("create with the previous struct_size", gpuio_runtime_create(&o, &rt), GPUIO_OK);
+    expect("destroy it", gpuio_runtime_destroy(rt), GPUIO_OK);
+    rt = NULL;
+    o.struct_size = (uint32_t)sizeof o + 8;
+    expect("create with a struct_size from the future", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_INVALID_ARGUMENT);
+    /* A kernel that waits for the host: synchronize gives up after the hang timeout and
+     * names the running thread; once released, a second synchronize succeeds. */
+    gpuio_runtime_options_init(&o);
+    o.backend = GPUIO_BACKEND_CPU;
+    o.hang_timeout_ms = 300;
+    expect("create with a hang timeout", gpuio_runtime_create(&o, &rt), GPUIO_OK);
+    expect("cpu_launch a waiting kernel", gpuio_cpu_launch(rt, 1, 1, wait_kernel, &go), GPUIO_OK);
+    expect("synchronize a waiting kernel", gpuio_synchronize(rt, &report), GPUIO_ERROR_HANG);
+    if (strstr(gpuio_last_error(), "1 kernel thread(s) still running") == NULL) {
+        fprintf(stderr, "FAIL: the hang's message does not name the running thread\n");
+        failures++;
+    }
+    __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+    expect("synchronize the released kernel", gpuio_synchronize(rt, &report), GPUIO_OK);
     expect("destroy it", gpuio_runtime_destroy(rt), GPUIO_OK);
     rt = NULL;
     gpuio_runtime_options_init(&o);

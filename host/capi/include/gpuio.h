@@ -92,7 +92,11 @@ typedef enum gpuio_status {
      *  runtime call (launch, synchronize, destroy) from inside a CPU kernel. */
     GPUIO_ERROR_WRONG_CONTEXT = 11,
     /** A bug in gpuio (a Rust panic, caught at the boundary); the message says where. */
-    GPUIO_ERROR_INTERNAL = 12
+    GPUIO_ERROR_INTERNAL = 12,
+    /** gpuio_synchronize (or gpuio_runtime_destroy) gave up: nothing moved for the hang
+     *  timeout (gpuio_runtime_options.hang_timeout_ms, or GPUIO_HANG_TIMEOUT). The message
+     *  names what is outstanding. The kernels may still be running. */
+    GPUIO_ERROR_HANG = 13
 } gpuio_status;
 
 /** The name of a status ("GPUIO_ERROR_NOT_FOUND"), or "GPUIO_STATUS_UNKNOWN". Never NULL. */
@@ -136,7 +140,9 @@ typedef enum gpuio_sandbox {
 
 /**
  * Runtime settings. Fill with gpuio_runtime_options_init first, then change fields:
- * a struct that was not initialised is rejected (struct_size).
+ * a struct that was not initialised is rejected (struct_size). New fields are only ever
+ * appended: a host built against an older gpuio.h passes its smaller struct_size, and the
+ * fields it lacks take their defaults.
  */
 typedef struct gpuio_runtime_options {
     /** sizeof(gpuio_runtime_options); set by gpuio_runtime_options_init. */
@@ -168,6 +174,15 @@ typedef struct gpuio_runtime_options {
     /** A gpuio_sandbox; default GPUIO_SANDBOX_PRINT_ONLY (device file I/O is then refused
      *  with EACCES and reported by gpuio_synchronize). */
     int32_t sandbox;
+    /** Milliseconds without progress after which gpuio_synchronize gives up with
+     *  GPUIO_ERROR_HANG; 0: default (the GPUIO_HANG_TIMEOUT environment variable, in
+     *  seconds, else none). Progress is anything the runtime can observe move: the ring's
+     *  heads and tails, on the CPU backend also the outputs' positions and the kernel
+     *  threads still running, a GPU kernel finishing. So a kernel that computes longer than
+     *  this without any I/O counts as hung too. Without a timeout, gpuio_synchronize waits
+     *  for as long as it takes, and says so on stderr after 30 s without progress, then
+     *  every 5 minutes (GPUIO_QUIET silences these warnings). */
+    uint64_t hang_timeout_ms;
 } gpuio_runtime_options;
 
 /** Fills `options` with the defaults (and struct_size). */
@@ -214,13 +229,20 @@ typedef struct gpuio_sync_report {
  * (GPUIO_ERROR_KERNEL) and failed prints since the previous report (GPUIO_ERROR_PRINT;
  * `report`, which may be NULL, lists them, and is zeroed otherwise).
  * Not from inside a CPU kernel (GPUIO_ERROR_WRONG_CONTEXT).
+ *
+ * If nothing moves for the hang timeout (hang_timeout_ms), it returns GPUIO_ERROR_HANG;
+ * gpuio_last_error names what is outstanding (kernel threads still running, the ring's
+ * heads and tails, each output's positions). The kernels stay launched: a later
+ * gpuio_synchronize waits for them again, and succeeds if they finish.
  */
 gpuio_status gpuio_synchronize(gpuio_runtime *rt, gpuio_sync_report *report);
 
 /**
  * Synchronizes, then destroys the runtime and every module handle of it. Returns the
  * status of that last synchronize (the runtime is destroyed either way, unless the call
- * is refused: a stale handle, or a call from inside a CPU kernel).
+ * is refused: a stale handle, or a call from inside a CPU kernel). If that synchronize
+ * gives up (GPUIO_ERROR_HANG), the handles are destroyed but the runtime's memory, ring
+ * and modules are leaked, not freed: the kernels may still be using them.
  */
 gpuio_status gpuio_runtime_destroy(gpuio_runtime *rt);
 

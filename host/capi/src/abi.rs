@@ -54,6 +54,7 @@ fn rust_lines() -> BTreeSet<String> {
         arena_bytes,
         arena_block_bytes,
         sandbox,
+        hang_timeout_ms,
     });
     layout!(gpuio_output_errors {
         fd,

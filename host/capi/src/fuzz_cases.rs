@@ -62,7 +62,10 @@ impl Bytes<'_> {
 /// Checks what a call did: a defined status, not INTERNAL; a message exactly on error.
 fn check(what: &str, s: gpuio_status) -> gpuio_status {
     let v = s as i32;
-    assert!((0..=12).contains(&v), "{what}: status {v} is not a gpuio_status");
+    assert!(
+        (0..crate::status::STATUS_NAMES.len() as i32).contains(&v),
+        "{what}: status {v} is not a gpuio_status"
+    );
     // SAFETY: gpuio_last_error returns a NUL-terminated string valid until our next call.
     let msg = unsafe { CStr::from_ptr(gpuio_last_error()) }
         .to_string_lossy()

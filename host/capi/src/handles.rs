@@ -24,11 +24,17 @@ pub(crate) struct RuntimeEntry {
 }
 
 impl RuntimeEntry {
-    /// Synchronizes the runtime, then unloads the modules retired before.
+    /// Synchronizes the runtime, then unloads the modules retired before, unless it gave
+    /// up ([`gpuio_host::Error::Hang`]): their kernels may still run, and the next
+    /// synchronize unloads them.
     pub(crate) fn synchronize(&self) -> gpuio_host::Result<()> {
         let retired = std::mem::take(&mut *self.retired.lock().unwrap_or_else(|e| e.into_inner()));
         let result = self.rt.synchronize();
-        drop(retired);
+        if matches!(result, Err(gpuio_host::Error::Hang(_))) {
+            self.retired.lock().unwrap_or_else(|e| e.into_inner()).extend(retired);
+        } else {
+            drop(retired);
+        }
         result
     }
 }

@@ -227,6 +227,9 @@ fn builder(o: &gpuio_runtime_options) -> Result<Builder, Failure> {
         GPUIO_SANDBOX_OFF => gpuio_host::Sandbox::Off,
         other => return Err(Failure::arg(format!("options.sandbox is {other}, not a gpuio_sandbox"))),
     });
+    if o.hang_timeout_ms != 0 {
+        b = b.hang_timeout(Some(std::time::Duration::from_millis(o.hang_timeout_ms)));
+    }
     Ok(b)
 }
 
@@ -249,16 +252,24 @@ pub unsafe extern "C" fn gpuio_runtime_create(
         } else {
             // SAFETY: non-NULL, points to options by the caller's contract; every version
             // of the struct starts with its size, a u32.
-            let size = unsafe { options.cast::<u32>().read() };
-            let want = size_of::<gpuio_runtime_options>();
-            if size as usize != want {
+            let size = unsafe { options.cast::<u32>().read() } as usize;
+            if !OPTIONS_SIZES.contains(&size) {
                 return Err(Failure::arg(format!(
-                    "options.struct_size is {size}, expected {want}: initialise the options with \
-                     gpuio_runtime_options_init"
+                    "options.struct_size is {size}, expected {} (or an earlier version's: {:?}): \
+                     initialise the options with gpuio_runtime_options_init",
+                    size_of::<gpuio_runtime_options>(),
+                    &OPTIONS_SIZES[..OPTIONS_SIZES.len() - 1]
                 )));
             }
-            // SAFETY: as above, and the caller's struct is this size (struct_size says so).
-            builder(&unsafe { options.read() })?
+            // A caller built against an older header: the fields it has, then defaults.
+            let mut o = gpuio_runtime_options::default();
+            // SAFETY: the caller's struct is `size` bytes (struct_size says so, and it is
+            // one of the versions' sizes, none larger than ours); the fields are plain
+            // integers, valid for any bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(options.cast::<u8>(), (&raw mut o).cast::<u8>(), size);
+            }
+            builder(&o)?
         };
         let id = handles::add_runtime(b.build()?);
         // SAFETY: as above.
@@ -329,6 +340,19 @@ pub unsafe extern "C" fn gpuio_runtime_destroy(rt: *mut gpuio_runtime) -> gpuio_
         let (entry, modules) = handles::remove_runtime(runtime_id(rt))?;
         // Kernels first, then the modules they ran from.
         let result = entry.synchronize();
+        if let Err(e @ Error::Hang(_)) = result {
+            // The kernels may still run, from these modules, in the runtime's memory:
+            // leak all of it (without a second wait in the runtime's drop).
+            std::mem::forget(modules);
+            std::mem::forget(entry);
+            return Err(Failure::new(
+                GPUIO_ERROR_HANG,
+                format!(
+                    "{e}; the runtime handle is destroyed, but its memory, ring and modules are \
+                     leaked, not freed, because the kernels or their I/O may still use them"
+                ),
+            ));
+        }
         drop(modules);
         // The last reference, unless a call on another thread still uses the runtime:
         // then it is dropped (and synchronized again) when that call returns.

@@ -38,12 +38,14 @@ pub enum gpuio_status {
     GPUIO_ERROR_WRONG_CONTEXT = 11,
     /// A Rust panic, caught at the boundary.
     GPUIO_ERROR_INTERNAL = 12,
+    /// Nothing moved for the hang timeout ([`Error::Hang`]).
+    GPUIO_ERROR_HANG = 13,
 }
 
 use gpuio_status::*;
 
 /// Every status with its name, in value order (`gpuio_status_name`, and the ABI test).
-pub(crate) const STATUS_NAMES: [(gpuio_status, &CStr); 13] = [
+pub(crate) const STATUS_NAMES: [(gpuio_status, &CStr); 14] = [
     (GPUIO_OK, c"GPUIO_OK"),
     (GPUIO_ERROR_INVALID_ARGUMENT, c"GPUIO_ERROR_INVALID_ARGUMENT"),
     (GPUIO_ERROR_INVALID_HANDLE, c"GPUIO_ERROR_INVALID_HANDLE"),
@@ -57,6 +59,7 @@ pub(crate) const STATUS_NAMES: [(gpuio_status, &CStr); 13] = [
     (GPUIO_ERROR_PRINT, c"GPUIO_ERROR_PRINT"),
     (GPUIO_ERROR_WRONG_CONTEXT, c"GPUIO_ERROR_WRONG_CONTEXT"),
     (GPUIO_ERROR_INTERNAL, c"GPUIO_ERROR_INTERNAL"),
+    (GPUIO_ERROR_HANG, c"GPUIO_ERROR_HANG"),
 ];
 
 /// The name of the status with value `value`, or `GPUIO_STATUS_UNKNOWN`.
@@ -99,6 +102,9 @@ pub(crate) fn status_of(e: &Error) -> gpuio_status {
         Error::Kernel(_) => GPUIO_ERROR_KERNEL,
         // A kernel's request that the io_uring sandbox refused.
         Error::Refused(_) => GPUIO_ERROR_KERNEL,
+        Error::Hang(_) => GPUIO_ERROR_HANG,
+        // Completions overflowed the CQ: the device broke its own credit rule, a gpuio bug.
+        Error::CqOverflow { .. } => GPUIO_ERROR_INTERNAL,
         // cuModuleGetFunction / cuModuleGetGlobal on a missing name.
         Error::Cuda(m) if m.contains("CUDA_ERROR_NOT_FOUND") => GPUIO_ERROR_NOT_FOUND,
         // A missing kernel or global in an HSA executable; no code object for this GPU.
@@ -197,6 +203,16 @@ mod tests {
             GPUIO_ERROR_DRIVER
         );
         assert_eq!(status_of(&Error::Config("x".into())), GPUIO_ERROR_CONFIG);
+        let hang = gpuio_host::HangReport {
+            waiting_for: gpuio_host::Waiting::GpuKernels,
+            stalled: std::time::Duration::from_secs(1),
+            ring: gpuio_host::RingWords::default(),
+            tickets: None,
+            streams: Vec::new(),
+            running_threads: 0,
+        };
+        assert_eq!(status_of(&Error::Hang(hang)), GPUIO_ERROR_HANG);
+        assert_eq!(status_of(&Error::CqOverflow { sq_flags: 2 }), GPUIO_ERROR_INTERNAL);
         let f = Failure::new(GPUIO_ERROR_OS, "a\0b");
         assert_eq!(call(|| Err(f)), GPUIO_ERROR_OS);
         assert_eq!(last(), "a\\0b", "interior NULs cannot cut the message short");

@@ -64,7 +64,21 @@ pub struct gpuio_runtime_options {
     pub arena_block_bytes: u64,
     /// A `gpuio_sandbox`.
     pub sandbox: i32,
+    /// Milliseconds without progress after which synchronize gives up; 0: default
+    /// (`GPUIO_HANG_TIMEOUT`, else none).
+    pub hang_timeout_ms: u64,
 }
+
+/// The sizes `gpuio_runtime_options` had, oldest first, up to this version's: a caller
+/// built against an older `gpuio.h` passes an older size, and the fields it lacks take
+/// their defaults.
+pub(crate) const OPTIONS_SIZES: [usize; 3] = [
+    // Up to gpu_stack_bytes.
+    std::mem::offset_of!(gpuio_runtime_options, arena_bytes),
+    // Up to sandbox (padded to 8 bytes).
+    std::mem::offset_of!(gpuio_runtime_options, hang_timeout_ms),
+    size_of::<gpuio_runtime_options>(),
+];
 
 /// `gpuio_output_errors`.
 #[repr(C)]

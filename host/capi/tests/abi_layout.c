@@ -40,6 +40,7 @@ int main(void) {
     FIELD(gpuio_runtime_options, arena_bytes);
     FIELD(gpuio_runtime_options, arena_block_bytes);
     FIELD(gpuio_runtime_options, sandbox);
+    FIELD(gpuio_runtime_options, hang_timeout_ms);
 
     TYPE(gpuio_output_errors);
     FIELD(gpuio_output_errors, fd);
@@ -76,6 +77,7 @@ int main(void) {
     VALUE(GPUIO_ERROR_PRINT);
     VALUE(GPUIO_ERROR_WRONG_CONTEXT);
     VALUE(GPUIO_ERROR_INTERNAL);
+    VALUE(GPUIO_ERROR_HANG);
 
     VALUE(GPUIO_BACKEND_AUTO);
     VALUE(GPUIO_BACKEND_CPU);

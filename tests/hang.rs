@@ -1,0 +1,581 @@
+//! No silent hang (invariant 11), on the CPU backend against the machine's real io_uring: a
+//! kernel that never finishes, and prints that never drain (a pipe nobody reads), make
+//! `synchronize` return `Error::Hang` with a report of what is outstanding once nothing has
+//! moved for the hang timeout; the kernels stay launched, and once they can go on a later
+//! `synchronize` succeeds with every line out. Without a timeout nothing changes, except a
+//! warning on stderr when nothing moves for long; a runtime dropped while its kernel hangs
+//! leaks its memory instead of freeing it under the kernel (or hanging in the drop).
+//!
+//! Each test runs under a watchdog that aborts the binary if it hangs itself. Tests that
+//! read stderr or set environment variables run in a child process of this binary
+//! (`hang_child`), which is killed if it runs too long.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use gpuio::device::{global_thread_idx, println};
+use gpuio::{Backend, Error, HangReport, Runtime, Submission, Waiting};
+
+// The watchdog, temporary files, the line checker and the stress kernel are used here.
+#[allow(dead_code)]
+mod common;
+use common::{check_lines, stress_kernel, temp_file, watchdog};
+
+fn builder() -> gpuio::Builder {
+    Runtime::builder().backend(Backend::Cpu)
+}
+
+fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two fds that we then own.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: fresh fds from pipe2, owned by nobody else.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // One page: a few KiB of output fill it (the default is 64 KiB).
+    // SAFETY: F_SETPIPE_SZ only resizes the pipe's buffer.
+    let size = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+    assert!(size >= 4096, "F_SETPIPE_SZ: {}", std::io::Error::last_os_error());
+    (r, w)
+}
+
+/// Fills the pipe until a write would block; returns how many bytes it holds.
+fn fill(w: RawFd) -> usize {
+    // SAFETY: fcntl only changes the file status flags of our pipe.
+    let flags = unsafe { libc::fcntl(w, libc::F_GETFL) };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::fcntl(w, libc::F_SETFL, flags | libc::O_NONBLOCK) }, 0);
+    let chunk = [b'x'; 512];
+    let mut filled = 0;
+    loop {
+        // SAFETY: `chunk` is valid for its length.
+        let n = unsafe { libc::write(w, chunk.as_ptr().cast(), chunk.len()) };
+        if n < 0 {
+            assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EAGAIN));
+            break;
+        }
+        filled += n as usize;
+    }
+    // Blocking again: a non-blocking pipe would fail the runtime's writes with EAGAIN.
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::fcntl(w, libc::F_SETFL, flags) }, 0);
+    assert!(filled > 0);
+    filled
+}
+
+/// Reads the pipe to its end on another thread.
+fn read_all(r: OwnedFd) -> JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        std::fs::File::from(r).read_to_end(&mut out).expect("reading the pipe");
+        out
+    })
+}
+
+/// Waits until `n` kernel threads counted themselves done in `done`.
+fn wait_for(done: &AtomicUsize, n: usize) {
+    while done.load(Ordering::Acquire) < n {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The report of a synchronize that gave up in the drain, after the kernel threads (which
+/// counted themselves done already) finished. On a loaded machine a thread may still sit
+/// still past the timeout between that count and its exit: then synchronize gives up on
+/// the threads first, and is asked again.
+fn hang_in_drain(rt: &Runtime) -> HangReport {
+    for _ in 0..10 {
+        let report = hang(rt.synchronize());
+        if report.waiting_for == Waiting::Drain {
+            return report;
+        }
+        assert_eq!(report.waiting_for, Waiting::KernelThreads, "{report}");
+    }
+    panic!("synchronize gave up on finished kernel threads 10 times")
+}
+
+/// The report of a hang, or a failure naming what came instead.
+fn hang(r: gpuio::Result<()>) -> HangReport {
+    match r {
+        Err(Error::Hang(report)) => {
+            let text = Error::Hang(report.clone()).to_string();
+            assert!(!text.contains('\n'), "one line: {text}");
+            assert!(text.contains("a later synchronize waits"), "{text}");
+            report
+        }
+        other => panic!("expected Error::Hang, got {other:?}"),
+    }
+}
+
+// ------------------------------------------------------------------- hangs reported
+
+#[test]
+fn a_kernel_that_never_finishes_is_reported_then_waited_for() {
+    let _wd = watchdog("a_kernel_that_never_finishes_is_reported_then_waited_for", 60);
+    let (file, path) = temp_file("hang-spin.txt");
+    let timeout = Duration::from_secs(1);
+    let rt = builder()
+        .stdout_fd(file.as_raw_fd())
+        .hang_timeout(Some(timeout))
+        .build()
+        .unwrap();
+    assert_eq!(rt.hang_timeout(), Some(timeout));
+    let (threads, lines) = (4u32, 40u64);
+    let go = Arc::new(AtomicBool::new(false));
+    let halfway = Arc::new(AtomicUsize::new(0));
+    let (g, h) = (go.clone(), halfway.clone());
+    rt.launch(1, threads, move || {
+        let t = global_thread_idx();
+        for i in 0..lines / 2 {
+            println!("t={t} i={i}");
+        }
+        h.fetch_add(1, Ordering::Release);
+        while !g.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for i in lines / 2..lines {
+            println!("t={t} i={i}");
+        }
+    })
+    .unwrap();
+    wait_for(&halfway, threads as usize);
+    let start = Instant::now();
+    let report = hang(rt.synchronize());
+    let took = start.elapsed();
+    assert!(
+        took >= timeout && took < Duration::from_secs(5),
+        "gave up after {took:?}"
+    );
+    assert_eq!(report.waiting_for, Waiting::KernelThreads, "{report}");
+    assert_eq!(report.running_threads, threads as usize, "{report}");
+    assert!(report.stalled >= timeout, "{report}");
+    let text = report.to_string();
+    assert!(text.contains("4 kernel thread(s) still running"), "{text}");
+    // The first half was printed and its writes completed (the spinning threads reap no
+    // more, so `released` and `reaped` may lag behind).
+    let fd = file.as_raw_fd();
+    let s = report
+        .streams
+        .iter()
+        .find(|s| s.fd == fd)
+        .unwrap_or_else(|| panic!("no fd {fd}: {text}"));
+    assert!(s.reserved > 0 && s.committed == s.reserved, "{text}");
+    assert!(text.contains(&format!("fd {fd}: reserved {}", s.reserved)), "{text}");
+    let t = report.tickets.expect("the CPU backend reads the tickets");
+    assert!(t.taken > 0 && t.published == t.taken, "{text}");
+    assert_eq!(report.ring.sq_tail, t.taken, "{text}");
+    assert_eq!(
+        report.ring.cq_tail, report.ring.sq_tail,
+        "every write completed: {text}"
+    );
+
+    // Still launched: another synchronize waits again, and gives up again.
+    hang(rt.synchronize());
+    go.store(true, Ordering::Release);
+    rt.synchronize().expect("the kernel finished");
+    drop(rt);
+    check_lines(&std::fs::read(&path).unwrap(), threads as u64, lines);
+}
+
+#[test]
+fn prints_into_a_pipe_nobody_reads_are_reported_then_drained() {
+    let _wd = watchdog("prints_into_a_pipe_nobody_reads_are_reported_then_drained", 60);
+    let (r, w) = pipe();
+    let rt = builder()
+        .stdout_fd(w.as_raw_fd())
+        .log_bytes(4096)
+        .hang_timeout(Some(Duration::from_millis(500)))
+        .build()
+        .unwrap();
+    // About 22 KB: far more than the pipe (4 KiB) and the log (4 KiB) hold.
+    let (threads, lines) = (4u64, 600u64);
+    rt.launch(1, threads as u32, stress_kernel(lines)).unwrap();
+    // Until more is printed than the pipe holds (nobody reads it: those bytes stay
+    // outstanding), so that the report below shows them however slowly the threads got
+    // going.
+    let stdout = &rt.context().expect("CPU backend").streams[0];
+    while stdout.reserved.load(Ordering::Acquire) < 4096 + 1024 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let report = hang(rt.synchronize());
+    let text = report.to_string();
+    let fd = w.as_raw_fd();
+    let s = report
+        .streams
+        .iter()
+        .find(|s| s.fd == fd)
+        .unwrap_or_else(|| panic!("no fd {fd}: {text}"));
+    assert!(s.released < s.reserved, "bytes are outstanding: {text}");
+    assert!(
+        text.contains(&format!("fd {fd}: reserved {}, committed {}", s.reserved, s.committed)),
+        "{text}"
+    );
+    assert!(text.contains("byte(s) not yet written"), "{text}");
+
+    // A reader comes: everything goes out.
+    let reader = read_all(r);
+    rt.synchronize().expect("the pipe drained");
+    drop(rt);
+    drop(w);
+    check_lines(&reader.join().unwrap(), threads, lines);
+}
+
+#[test]
+fn a_drain_stuck_behind_a_full_pipe_is_reported_after_the_kernels_finished() {
+    let _wd = watchdog(
+        "a_drain_stuck_behind_a_full_pipe_is_reported_after_the_kernels_finished",
+        60,
+    );
+    let (r, w) = pipe();
+    let filled = fill(w.as_raw_fd());
+    let rt = builder()
+        .stdout_fd(w.as_raw_fd())
+        .log_bytes(4096)
+        .hang_timeout(Some(Duration::from_millis(500)))
+        .build()
+        .unwrap();
+    // A few lines: they fit the log, so the kernel finishes; their write cannot. And a
+    // kernel that fails, whose failure the synchronize that gives up cannot report yet.
+    let (threads, lines) = (2u64, 5u64);
+    let done = Arc::new(AtomicUsize::new(0));
+    let (d, print) = (done.clone(), stress_kernel(lines));
+    rt.launch(1, threads as u32, move || {
+        print();
+        d.fetch_add(1, Ordering::Release);
+    })
+    .unwrap();
+    let d = done.clone();
+    rt.launch(1, 1, move || {
+        d.fetch_add(1, Ordering::Release);
+        panic!("failed before the hang")
+    })
+    .unwrap();
+    wait_for(&done, threads as usize + 1);
+    let report = hang_in_drain(&rt);
+    let text = report.to_string();
+    assert_eq!(report.running_threads, 0, "{text}");
+    assert!(text.contains("every kernel thread has finished"), "{text}");
+    let fd = w.as_raw_fd();
+    let s = report
+        .streams
+        .iter()
+        .find(|s| s.fd == fd)
+        .unwrap_or_else(|| panic!("no fd {fd}: {text}"));
+    assert!(s.reserved > 0 && s.committed == s.reserved && s.released == 0, "{text}");
+    let t = report.tickets.expect("the CPU backend reads the tickets");
+    assert!(t.taken > t.reaped, "a write is in flight: {text}");
+
+    let reader = read_all(r);
+    match rt.synchronize() {
+        Err(Error::Kernel(m)) => assert!(
+            m.contains("1 thread(s) failed") && m.contains("failed before the hang"),
+            "{m}"
+        ),
+        other => panic!("expected the kernel's failure once the pipe drained, got {other:?}"),
+    }
+    rt.synchronize().expect("reported once");
+    drop(rt);
+    drop(w);
+    let out = reader.join().unwrap();
+    assert!(out[..filled].iter().all(|&b| b == b'x'));
+    check_lines(&out[filled..], threads, lines);
+}
+
+// ------------------------------------------------------------------- nothing changes
+
+#[test]
+fn runs_that_keep_moving_never_time_out() {
+    let _wd = watchdog("runs_that_keep_moving_never_time_out", 60);
+    let (file, path) = temp_file("hang-moving.txt");
+    let rt = builder()
+        .stdout_fd(file.as_raw_fd())
+        .log_bytes(1 << 12)
+        .hang_timeout(Some(Duration::from_millis(600)))
+        .build()
+        .unwrap();
+    // A line every 60 ms for 1.5 s: 2.5 times the timeout in all, never more than a tenth
+    // of it still (a margin for a loaded CI machine, where a sleeping thread may wake late).
+    rt.launch(1, 1, || {
+        for i in 0..25 {
+            println!("t=0 i={i}");
+            std::thread::sleep(Duration::from_millis(60));
+        }
+    })
+    .unwrap();
+    rt.synchronize().expect("progress resets the timeout");
+    // A stress run through a small log, under the same timeout.
+    let (threads, lines) = (16u64, 500u64);
+    rt.launch(2, 8, stress_kernel(lines)).unwrap();
+    rt.synchronize().unwrap();
+    drop(rt);
+    let out = std::fs::read(&path).unwrap();
+    let first: usize = (0..25).map(|i| format!("t=0 i={i}\n").len()).sum();
+    check_lines(&out[..first], 1, 25);
+    check_lines(&out[first..], threads, lines);
+}
+
+#[test]
+fn a_zero_timeout_is_refused() {
+    match builder().hang_timeout(Some(Duration::ZERO)).build() {
+        Err(Error::Config(m)) => assert!(m.contains("hang_timeout"), "{m}"),
+        other => panic!("expected a configuration error, got {:?}", other.map(|_| ())),
+    }
+}
+
+// ------------------------------------------------------------------- child processes
+
+/// Names what a child process of this binary runs (see `hang_child`).
+const CHILD_ENV: &str = "GPUIO_HANG_CHILD";
+
+struct ChildRun {
+    report: BTreeMap<String, String>,
+    stderr: String,
+}
+
+/// Runs `hang_child` in a new process of this test binary with `GPUIO_HANG_CHILD=mode` and
+/// the variables `env` (`None`: removed), killing it after 30 s; fails unless it exits 0.
+fn run_child(mode: &str, env: &[(&str, Option<&str>)]) -> ChildRun {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut cmd = Command::new(exe);
+    cmd.args(["hang_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, mode)
+        .env_remove("GPUIO_HANG_TIMEOUT")
+        .env_remove("GPUIO_QUIET")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let mut child = cmd.spawn().expect("spawning the child");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let until = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for the child") {
+            break status;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "child `{mode}` ran past 30 s: killed\n--- stderr\n{}",
+                err_reader.join().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = out_reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    assert!(
+        status.success(),
+        "child `{mode}`: {status}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    let report = stdout
+        .lines()
+        .filter_map(|l| l.find("hang: ").map(|at| &l[at + "hang: ".len()..]))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    ChildRun { report, stderr }
+}
+
+/// Tells the parent `key=value`.
+fn report(key: &str, value: impl std::fmt::Display) {
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "hang: {key}={value}");
+    let _ = o.flush();
+}
+
+/// The body of a child process: runs what `GPUIO_HANG_CHILD` names. Without it (a plain
+/// `cargo test -- --ignored`), does nothing.
+#[test]
+#[ignore = "runs as a child process of the hang tests (GPUIO_HANG_CHILD), not by itself"]
+fn hang_child() {
+    let Ok(mode) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let _wd = watchdog("hang_child", 25);
+    match mode.as_str() {
+        "warn" => child_warn(),
+        "env" => child_env(),
+        "drop-spin" => child_drop_spin(),
+        "drop-drain" => child_drop_drain(),
+        other => panic!("unknown {CHILD_ENV} {other}"),
+    }
+}
+
+/// Without a timeout: a kernel that sits still for 0.9 s, with warnings due after 0.2 s
+/// and then every 0.3 s (instead of 30 s and 5 minutes).
+fn child_warn() {
+    let rt = builder()
+        .hang_warnings(Duration::from_millis(200), Duration::from_millis(300))
+        .build()
+        .unwrap();
+    assert_eq!(rt.hang_timeout(), None);
+    rt.launch(1, 1, || std::thread::sleep(Duration::from_millis(900)))
+        .unwrap();
+    let start = Instant::now();
+    rt.synchronize().expect("no timeout: synchronize waits it out");
+    report("waited_ms", start.elapsed().as_millis());
+    report("synchronized", "ok");
+}
+
+#[test]
+fn without_a_timeout_a_stall_is_waited_out_and_said_on_stderr() {
+    let _wd = watchdog("without_a_timeout_a_stall_is_waited_out_and_said_on_stderr", 60);
+    let run = run_child("warn", &[]);
+    assert_eq!(run.report.get("synchronized").map(String::as_str), Some("ok"));
+    let warnings: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("gpuio: synchronize: nothing has moved for"))
+        .collect();
+    // Due at 0.2, 0.5 and 0.8 s, and every 0.3 s after, while the kernel sleeps (longer
+    // than 0.9 s on a loaded machine): never more than the wait allows.
+    let waited: u64 = run
+        .report
+        .get("waited_ms")
+        .and_then(|v| v.parse().ok())
+        .expect("waited_ms");
+    let most = 1 + waited.saturating_sub(200) / 300;
+    assert!(
+        (2..=most as usize).contains(&warnings.len()),
+        "expected 2 to {most} warnings in {waited} ms:\n{}",
+        run.stderr
+    );
+    for w in &warnings {
+        assert!(w.contains("1 kernel thread(s) still running"), "{w}");
+        assert!(w.contains("GPUIO_HANG_TIMEOUT"), "{w}");
+    }
+    // GPUIO_QUIET silences the warnings, and changes nothing else.
+    let quiet = run_child("warn", &[("GPUIO_QUIET", Some("1"))]);
+    assert_eq!(quiet.report.get("synchronized").map(String::as_str), Some("ok"));
+    assert!(!quiet.stderr.contains("nothing has moved"), "{}", quiet.stderr);
+}
+
+/// The timeout each way of setting it gives, under the environment the parent set.
+fn child_env() {
+    let show = |b: gpuio::Builder| match b.build() {
+        Ok(rt) => format!("{:?}", rt.hang_timeout()),
+        Err(e) => format!("error: {e}"),
+    };
+    report("default", show(builder()));
+    report("builder_none", show(builder().hang_timeout(None)));
+    report("builder_2s", show(builder().hang_timeout(Some(Duration::from_secs(2)))));
+}
+
+#[test]
+fn the_builder_overrides_gpuio_hang_timeout_which_overrides_the_default() {
+    let _wd = watchdog(
+        "the_builder_overrides_gpuio_hang_timeout_which_overrides_the_default",
+        60,
+    );
+    let get = |run: &ChildRun, k: &str| run.report.get(k).cloned().unwrap_or_default();
+    let run = run_child("env", &[("GPUIO_HANG_TIMEOUT", Some("0.25"))]);
+    assert_eq!(get(&run, "default"), "Some(250ms)");
+    assert_eq!(get(&run, "builder_none"), "None");
+    assert_eq!(get(&run, "builder_2s"), "Some(2s)");
+    let run = run_child("env", &[]);
+    assert_eq!(get(&run, "default"), "None");
+    assert_eq!(get(&run, "builder_2s"), "Some(2s)");
+    let run = run_child("env", &[("GPUIO_HANG_TIMEOUT", Some("off"))]);
+    assert_eq!(get(&run, "default"), "None");
+    // A bad value is an error that names the variable, unless the builder decides.
+    let run = run_child("env", &[("GPUIO_HANG_TIMEOUT", Some("soon"))]);
+    let default = get(&run, "default");
+    assert!(
+        default.starts_with("error: invalid configuration: GPUIO_HANG_TIMEOUT=\"soon\""),
+        "{default}"
+    );
+    assert_eq!(get(&run, "builder_2s"), "Some(2s)");
+}
+
+/// Drops a runtime whose kernel never finishes.
+fn child_drop_spin() {
+    let rt = builder()
+        .hang_timeout(Some(Duration::from_millis(300)))
+        .build()
+        .unwrap();
+    rt.launch(1, 2, || loop {
+        std::thread::sleep(Duration::from_millis(10));
+    })
+    .unwrap();
+    let start = Instant::now();
+    drop(rt);
+    report("drop_ms", start.elapsed().as_millis());
+}
+
+/// Drops a runtime whose drain is stuck behind a full pipe, on the host-thread fallback,
+/// whose thread is blocked in write(2): freeing the ring would join it, forever.
+fn child_drop_drain() {
+    let (_r, w) = pipe();
+    fill(w.as_raw_fd());
+    let rt = builder()
+        .submission(Submission::HostThread)
+        .stdout_fd(w.as_raw_fd())
+        .hang_timeout(Some(Duration::from_millis(300)))
+        .build()
+        .unwrap();
+    let (done, print) = (Arc::new(AtomicUsize::new(0)), stress_kernel(3));
+    let d = done.clone();
+    rt.launch(1, 1, move || {
+        print();
+        d.fetch_add(1, Ordering::Release);
+    })
+    .unwrap();
+    // The drop's synchronize starts in the drain (see the drain test above).
+    wait_for(&done, 1);
+    hang_in_drain(&rt);
+    let start = Instant::now();
+    drop(rt);
+    report("drop_ms", start.elapsed().as_millis());
+}
+
+#[test]
+fn dropping_a_runtime_whose_kernel_hangs_leaks_instead_of_hanging_or_freeing() {
+    let _wd = watchdog(
+        "dropping_a_runtime_whose_kernel_hangs_leaks_instead_of_hanging_or_freeing",
+        90,
+    );
+    for (mode, waiting) in [
+        ("drop-spin", "kernel thread(s) still running"),
+        ("drop-drain", "every kernel thread has finished"),
+    ] {
+        let run = run_child(mode, &[]);
+        let ms: u64 = run
+            .report
+            .get("drop_ms")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| {
+                panic!("{mode}: no drop time\n{}", run.stderr);
+            });
+        assert!((300..5000).contains(&ms), "{mode}: the drop took {ms} ms");
+        let said: Vec<&str> = run.stderr.lines().filter(|l| l.contains("leaked")).collect();
+        assert_eq!(said.len(), 1, "{mode}: said once:\n{}", run.stderr);
+        assert!(
+            said[0].starts_with("gpuio: at runtime drop: synchronize gave up"),
+            "{}",
+            said[0]
+        );
+        assert!(said[0].contains(waiting), "{mode}: {}", said[0]);
+    }
+}
