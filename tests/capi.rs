@@ -15,6 +15,10 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+#[allow(dead_code)]
+mod common;
+use common::skip;
+
 /// The example kernels' PTX, built by build.rs (for the GPU part).
 const PTX_PATH: &str = env!("GPUIO_KERNELS_PTX");
 
@@ -306,9 +310,9 @@ fn c_host_error_paths_return_statuses_with_messages() {
 fn c_host_gpu_hello_from_ptx() {
     let out = run(c_host(), &["gpu", PTX_PATH]);
     if out.status.code() == Some(77) {
-        eprintln!(
-            "skipping the C host's GPU part: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+        skip(
+            "c_host_gpu_hello_from_ptx",
+            String::from_utf8_lossy(&out.stderr).trim().trim_start_matches("skip: "),
         );
         return;
     }
@@ -376,8 +380,15 @@ fn c_hello_example_builds_with_the_readme_command() {
         .args(["--cflags", "--libs", "gpuio"])
         .env("PKG_CONFIG_PATH", &b.libdir)
         .output();
-    let Ok(pc) = pc.map_err(|e| eprintln!("skipping: no pkg-config ({e})")) else {
-        return;
+    let pc = match pc {
+        Ok(pc) => pc,
+        Err(e) => {
+            skip(
+                "c_hello_example_builds_with_the_readme_command",
+                &format!("no pkg-config ({e})"),
+            );
+            return;
+        }
     };
     assert!(
         pc.status.success(),

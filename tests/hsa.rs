@@ -11,6 +11,10 @@ use std::path::Path;
 
 use gpuio::{Backend, Error, Runtime};
 
+#[allow(dead_code)]
+mod common;
+use common::skip;
+
 /// The example kernels for every GPU build.rs built for: `(processor, code object)`.
 const KERNELS: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_AMDGCN"));
 
@@ -71,7 +75,10 @@ fn forced_hsa_says_why_it_cannot_run() {
 #[test]
 fn automatic_choice_falls_back_to_the_cpu() {
     if std::env::var_os("GPUIO_BACKEND").is_some() {
-        eprintln!("skipping: GPUIO_BACKEND is set");
+        skip(
+            "automatic_choice_falls_back_to_the_cpu",
+            "GPUIO_BACKEND is set, so the choice is not automatic",
+        );
         return;
     }
     let null = std::fs::File::create("/dev/null").unwrap();
@@ -90,6 +97,7 @@ fn automatic_choice_falls_back_to_the_cpu() {
 
 #[test]
 fn gpu_threads_print_every_line_exactly_once_in_order() {
+    const TEST: &str = "gpu_threads_print_every_line_exactly_once_in_order";
     let dir = std::env::temp_dir().join(format!("gpuio-hsa-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("stress.txt");
@@ -101,7 +109,7 @@ fn gpu_threads_print_every_line_exactly_once_in_order() {
     {
         Ok(rt) => rt,
         Err(Error::BackendUnavailable { reason, .. }) => {
-            eprintln!("skipping: no AMD GPU ({reason})");
+            skip(TEST, &format!("no AMD GPU ({reason})"));
             return;
         }
         Err(e) => panic!("HSA runtime failed: {e}"),
@@ -109,7 +117,7 @@ fn gpu_threads_print_every_line_exactly_once_in_order() {
     let m = match rt.load_matching(KERNELS) {
         Ok(m) => m,
         Err(e @ Error::NoCodeObject { .. }) => {
-            eprintln!("skipping: {e}");
+            skip(TEST, &e.to_string());
             return;
         }
         Err(e) => panic!("loading the kernels: {e}"),

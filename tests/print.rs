@@ -14,6 +14,7 @@ use gpuio::device::group::Group;
 use gpuio::device::{eprintln, print, println};
 use gpuio::{Backend, Error, Runtime};
 
+#[allow(dead_code)]
 mod common;
 use common::{check_lines, stress_kernel, temp_file, watchdog};
 
