@@ -292,8 +292,16 @@ fn c_host_error_paths_return_statuses_with_messages() {
     let out = run(c_host(), &["errors"]);
     expect_success("C host, error paths", &out);
     let stderr = String::from_utf8_lossy(&out.stderr);
+    // Forcing HSA: a runtime on an AMD GPU, elsewhere unavailable with the reason.
+    let forced = [
+        "ok: create forcing hsa: GPUIO_OK: the backend is present here",
+        "ok: create forcing hsa: GPUIO_ERROR_BACKEND_UNAVAILABLE: the hsa backend is unavailable: ",
+    ];
+    assert!(
+        forced.iter().any(|w| stderr.contains(w)),
+        "the C host's report has neither of {forced:?}"
+    );
     for want in [
-        "create forcing hsa: GPUIO_ERROR_BACKEND_UNAVAILABLE: the hsa backend is unavailable",
         "destroy again: GPUIO_ERROR_INVALID_HANDLE: the runtime handle 0x",
         "is not a runtime handle that gpuio returned",
         "attach_hsa_executable: GPUIO_ERROR_BACKEND_UNAVAILABLE",
