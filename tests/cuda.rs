@@ -6,14 +6,20 @@ use std::os::fd::AsRawFd;
 
 use gpuio::{Backend, Error, Runtime};
 
+#[allow(dead_code)]
+mod common;
+use common::skip;
+
 /// The example kernels, built for sm_90 by build.rs.
 const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
 
-fn gpu_runtime(fd: i32) -> Option<Runtime> {
+/// A CUDA runtime printing to `fd`, or `None` (reported as a skip of `test`) without a
+/// CUDA GPU.
+fn gpu_runtime(test: &str, fd: i32) -> Option<Runtime> {
     match Runtime::builder().backend(Backend::Cuda).stdout_fd(fd).build() {
         Ok(rt) => Some(rt),
         Err(Error::BackendUnavailable { reason, .. }) => {
-            eprintln!("skipping: no CUDA GPU ({reason})");
+            skip(test, &format!("no CUDA GPU ({reason})"));
             None
         }
         Err(e) => panic!("CUDA runtime failed: {e}"),
@@ -30,7 +36,9 @@ fn temp_file(name: &str) -> (std::fs::File, std::path::PathBuf) {
 #[test]
 fn gpu_threads_print_every_line_exactly_once_in_order() {
     let (f, path) = temp_file("stress.txt");
-    let Some(rt) = gpu_runtime(f.as_raw_fd()) else { return };
+    let Some(rt) = gpu_runtime("gpu_threads_print_every_line_exactly_once_in_order", f.as_raw_fd()) else {
+        return;
+    };
     let (grid, block, lines) = (64u32, 256u32, 16u32);
     let m = rt.load_module(PTX).unwrap();
     m.launch("stress", grid, block, &[lines.into(), 40u32.into()]).unwrap();
@@ -60,7 +68,9 @@ fn gpu_threads_print_every_line_exactly_once_in_order() {
 
 #[test]
 fn gpu_print_to_a_closed_fd_is_reported() {
-    let Some(rt) = gpu_runtime(1_000_000) else { return };
+    let Some(rt) = gpu_runtime("gpu_print_to_a_closed_fd_is_reported", 1_000_000) else {
+        return;
+    };
     let m = rt.load_module(PTX).unwrap();
     m.launch("hello", 2, 64, &[]).unwrap();
     match rt.synchronize() {
@@ -76,7 +86,9 @@ fn gpu_print_to_a_closed_fd_is_reported() {
 
 #[test]
 fn a_code_object_built_against_another_layout_is_refused() {
-    let Some(rt) = gpu_runtime(1) else { return };
+    let Some(rt) = gpu_runtime("a_code_object_built_against_another_layout_is_refused", 1) else {
+        return;
+    };
     // The same PTX with `gpuio_layout` changed, as a kernel built against another gpuio
     // version would carry: the runtime must refuse it, not let it read the context at the
     // wrong offsets.

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use gpuio::device::println;
 use gpuio::{Backend, Error, Runtime, Submission};
 
+#[allow(dead_code)]
 mod common;
 use common::{check_lines, stress_kernel, temp_file, watchdog};
 

@@ -33,7 +33,7 @@ const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
 // The watchdog and the stress kernel are used here.
 #[allow(dead_code)]
 mod common;
-use common::{stress_kernel, watchdog};
+use common::{skip, stress_kernel, watchdog};
 
 fn builder() -> gpuio::Builder {
     Runtime::builder().backend(Backend::Cpu)
@@ -296,7 +296,10 @@ fn disk_full_enospc_is_reported_and_the_lines_before_it_are_intact() {
     let _wd = watchdog("disk_full_enospc_is_reported_and_the_lines_before_it_are_intact", 180);
     let run = run_child("enospc", Duration::from_secs(150));
     if let Some(why) = run.get("skip") {
-        eprintln!("skipping: cannot mount a small tmpfs here ({why})");
+        skip(
+            "disk_full_enospc_is_reported_and_the_lines_before_it_are_intact",
+            &format!("cannot mount a small tmpfs here ({why})"),
+        );
         return;
     }
     run.assert_ok("ENOSPC on a 64 KiB tmpfs");
@@ -1018,7 +1021,10 @@ fn child_rings() {
 #[test]
 fn the_trap_kernel_is_built_for_the_gpu() {
     if PTX.is_empty() {
-        eprintln!("skipping: GPUIO_SKIP_GPU_BUILD=1 (no PTX)");
+        skip(
+            "the_trap_kernel_is_built_for_the_gpu",
+            "GPUIO_SKIP_GPU_BUILD=1 (no PTX)",
+        );
         return;
     }
     // A function's body: from its header to the next `// -- End function`.
@@ -1063,7 +1069,10 @@ fn cuda_a_kernel_that_traps_mid_print_is_reported_and_the_runtime_refuses_clearl
     {
         Ok(rt) => rt,
         Err(Error::BackendUnavailable { reason, .. }) => {
-            eprintln!("skipping: no CUDA GPU ({reason})");
+            skip(
+                "cuda_a_kernel_that_traps_mid_print_is_reported_and_the_runtime_refuses_clearly",
+                &format!("no CUDA GPU ({reason})"),
+            );
             return;
         }
         Err(e) => panic!("CUDA runtime failed: {e}"),

@@ -10,7 +10,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use common::watchdog;
+use common::{skip, watchdog};
 use gpuio::device::fs::{Error as FsError, File, OpenOptions};
 use gpuio::device::io::{self, Errno};
 use gpuio::{Backend, Error, Runtime, Sandbox};
@@ -454,9 +454,9 @@ fn print_only_sandbox_refuses_file_io_and_reports_it() {
     let path = dir.path("must-not-exist");
     let rt = Runtime::builder().backend(Backend::Cpu).build().unwrap();
     if rt.stats().sandbox != Sandbox::PrintOnly {
-        eprintln!(
-            "skipped: this kernel cannot restrict rings (sandbox {:?})",
-            rt.stats().sandbox
+        skip(
+            "print_only_sandbox_refuses_file_io_and_reports_it",
+            &format!("this kernel cannot restrict rings (sandbox {:?})", rt.stats().sandbox),
         );
         return;
     }

@@ -10,10 +10,16 @@ use gpuio::cuda::Cuda;
 use gpuio::{Arg, Backend, Error, Runtime, Sandbox};
 use gpuio_kernels as k;
 
+#[allow(dead_code)]
+mod common;
+use common::skip;
+
 /// The example kernels, built for sm_90 by build.rs.
 const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
 
-fn runtime(backend: Backend) -> Option<Runtime> {
+/// A file-I/O runtime on `backend`, or `None` (reported as a skip of `test`) where that
+/// backend cannot run.
+fn runtime(test: &str, backend: Backend) -> Option<Runtime> {
     let b = Runtime::builder()
         .backend(backend)
         .sandbox(Sandbox::FileIo)
@@ -23,7 +29,7 @@ fn runtime(backend: Backend) -> Option<Runtime> {
     match b.build() {
         Ok(rt) => Some(rt),
         Err(Error::BackendUnavailable { reason, .. }) => {
-            eprintln!("skipping the {backend:?} run: no CUDA GPU ({reason})");
+            skip(test, &format!("no {} backend here ({reason})", backend.name()));
             None
         }
         Err(e) => panic!("{backend:?} runtime failed: {e}"),
@@ -98,8 +104,8 @@ impl Drop for TempDir {
 }
 
 /// Runs `file_check` on `grid x block` threads of `backend`; returns false if skipped.
-fn file_check(backend: Backend, grid: u32, block: u32, bytes: u32) -> bool {
-    let Some(rt) = runtime(backend) else { return false };
+fn file_check(test: &str, backend: Backend, grid: u32, block: u32, bytes: u32) -> bool {
+    let Some(rt) = runtime(test, backend) else { return false };
     let dir = TempDir::new(&format!("{backend:?}-check"));
     let shared_path = dir.0.join("shared");
     let shared = std::fs::OpenOptions::new()
@@ -180,8 +186,8 @@ fn file_check(backend: Backend, grid: u32, block: u32, bytes: u32) -> bool {
 }
 
 /// Runs `file_errors` on one thread of `backend`.
-fn file_errors(backend: Backend) -> bool {
-    let Some(rt) = runtime(backend) else { return false };
+fn file_errors(test: &str, backend: Backend) -> bool {
+    let Some(rt) = runtime(test, backend) else { return false };
     let dir = TempDir::new(&format!("{backend:?}-errors"));
     std::fs::write(dir.0.join("ten"), b"0123456789").unwrap();
     let secret = dir.0.join("secret");
@@ -253,16 +259,23 @@ fn file_errors(backend: Backend) -> bool {
 
 #[test]
 fn cpu_backend_runs_the_file_kernels() {
-    assert!(file_check(Backend::Cpu, 4, 16, 5000));
-    assert!(file_errors(Backend::Cpu));
+    const TEST: &str = "cpu_backend_runs_the_file_kernels";
+    assert!(file_check(TEST, Backend::Cpu, 4, 16, 5000));
+    assert!(file_errors(TEST, Backend::Cpu));
 }
 
 #[test]
 fn gpu_threads_write_fsync_and_read_back_files() {
-    file_check(Backend::Cuda, 32, 64, 8192);
+    file_check(
+        "gpu_threads_write_fsync_and_read_back_files",
+        Backend::Cuda,
+        32,
+        64,
+        8192,
+    );
 }
 
 #[test]
 fn gpu_file_errors_reach_the_thread() {
-    file_errors(Backend::Cuda);
+    file_errors("gpu_file_errors_reach_the_thread", Backend::Cuda);
 }

@@ -1,11 +1,35 @@
-//! Helpers shared by the end-to-end tests (`print.rs`, `fallback.rs`, `faults.rs`): a watchdog,
-//! temporary files, the line checker and the stress kernel.
+//! Helpers shared by the tests: a watchdog, temporary files, the line checker, the stress
+//! kernel, and the report of a test that cannot run here.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gpuio::device::println;
+
+/// Reports that `test` cannot run here, and why; the caller returns right after. libtest
+/// would count the test as passed and hide what it prints, so the line goes to stderr as
+/// `SKIPPED <binary>::<test>: <reason>` and, if `GPUIO_SKIP_LOG` names a file, is appended
+/// to it without the `SKIPPED ` (`.ci/run` counts and lists them at the end).
+pub fn skip(test: &str, reason: &str) {
+    let line = format!(
+        "{}::{test}: {}",
+        env!("CARGO_CRATE_NAME"),
+        reason.split_whitespace().collect::<Vec<_>>().join(" ")
+    );
+    eprintln!("SKIPPED {line}");
+    if let Some(log) = std::env::var_os("GPUIO_SKIP_LOG") {
+        use std::io::Write;
+        // One write of one line to an O_APPEND file: lines from parallel tests and test
+        // binaries do not interleave.
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()))
+            .unwrap_or_else(|e| panic!("GPUIO_SKIP_LOG={}: {e}", log.to_string_lossy()));
+    }
+}
 
 /// Aborts the test binary if the test runs longer than `secs`: a protocol bug shows as a
 /// failure naming the test, never as a CI run that hangs.
