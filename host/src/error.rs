@@ -246,10 +246,12 @@ pub struct HangReport {
     pub stalled: Duration,
     /// The ring's words.
     pub ring: RingWords,
-    /// The device's SQ tickets: on the CPU backend (`None` on GPUs, where they live in
-    /// device memory that the host cannot read while a kernel runs).
+    /// The device's SQ tickets: on the CPU backend, and on CUDA from a copy of the
+    /// context read while the kernels run; `None` where the context could not be read
+    /// (HSA, or that copy failed).
     pub tickets: Option<Tickets>,
-    /// Each print stream's positions: on the CPU backend (empty on GPUs, as above).
+    /// Each print stream's positions (read as the tickets are; empty where they could not
+    /// be).
     pub streams: Vec<StreamPositions>,
     /// CPU-backend kernel threads still running.
     pub running_threads: usize,

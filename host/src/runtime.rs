@@ -493,6 +493,9 @@ enum State {
         device: Device,
         dptr: CuDevicePtr,
         image: Mutex<Mapping>,
+        /// Reads the context while kernels run (CUDA), for hang reports: made on first
+        /// use; `Some(None)` once that failed.
+        peek: Mutex<Option<Option<cuda::Peek>>>,
     },
 }
 
@@ -636,6 +639,7 @@ impl Shared {
                         device,
                         dptr,
                         image: Mutex::new(image),
+                        peek: Mutex::new(None),
                     },
                     dptr as *mut u8,
                     ptr,
@@ -723,7 +727,10 @@ impl Shared {
             regions: Mutex::new([false; MAX_REGIONS]),
             retired: Mutex::new(Vec::new()),
         };
-        if let State::Device { device, dptr, image } = &shared.state {
+        if let State::Device {
+            device, dptr, image, ..
+        } = &shared.state
+        {
             let image = image.lock().unwrap_or_else(|e| e.into_inner());
             // SAFETY: the image holds the Context just written.
             let bytes = unsafe { std::slice::from_raw_parts(image.as_ptr(), size_of::<Context>()) };
@@ -747,7 +754,9 @@ impl Shared {
     fn with_context<R>(&self, f: impl FnOnce(&Context) -> R) -> Result<R> {
         match &self.state {
             State::Host(_) => Ok(f(self.host_context().expect("host state"))),
-            State::Device { device, dptr, image } => {
+            State::Device {
+                device, dptr, image, ..
+            } => {
                 let image = image.lock().unwrap_or_else(|e| e.into_inner());
                 // SAFETY: the image mapping is size_of::<Context>() bytes (at least).
                 let bytes = unsafe { std::slice::from_raw_parts_mut(image.as_ptr(), size_of::<Context>()) };
@@ -758,6 +767,33 @@ impl Shared {
         }
     }
 
+    /// Runs `f` on the context as it is now, also while kernels run: on the CPU backend the
+    /// context itself; on CUDA a copy read without waiting for the kernels (at most 200 ms
+    /// for the copy); `None` where it cannot be read (HSA, or the copy failed or was slow).
+    /// For diagnostics only: a copy may catch words mid-update.
+    fn peek_context<R>(&self, f: impl FnOnce(&Context) -> R) -> Option<R> {
+        match &self.state {
+            State::Host(_) => self.host_context().map(f),
+            State::Device {
+                device: Device::Cuda(c),
+                dptr,
+                peek,
+                ..
+            } => {
+                let mut peek = peek.lock().unwrap_or_else(|e| e.into_inner());
+                let peek = peek.get_or_insert_with(|| cuda::Peek::new(c, size_of::<Context>()).ok());
+                let bytes = peek
+                    .as_mut()?
+                    .read(*dptr, size_of::<Context>(), Duration::from_millis(200))
+                    .ok()??;
+                // SAFETY: a byte copy of a Context (plain data and atomics) in a page-aligned
+                // buffer, which stays put while the lock is held.
+                Some(f(unsafe { &*(bytes.as_ptr() as *const Context) }))
+            }
+            State::Device { .. } => None,
+        }
+    }
+
     /// Stores `v` into the field `field` selects. Only while no kernel runs.
     pub(crate) fn store<A: AtomicWord>(&self, field: impl Fn(&Context) -> &A, v: A::Value) -> Result<()> {
         match &self.state {
@@ -765,7 +801,9 @@ impl Shared {
                 field(self.host_context().expect("host state")).set(v);
                 Ok(())
             }
-            State::Device { device, dptr, image } => {
+            State::Device {
+                device, dptr, image, ..
+            } => {
                 let image = image.lock().unwrap_or_else(|e| e.into_inner());
                 // SAFETY: the image holds a Context (written in `new`, refreshed by copies).
                 let ctx = unsafe { &*(image.as_ptr() as *const Context) };
@@ -788,6 +826,10 @@ impl Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        if let State::Device { peek, .. } = &self.state {
+            // Before the memory it reads goes.
+            drop(peek.lock().unwrap_or_else(|e| e.into_inner()).take());
+        }
         if let State::Device { device, dptr, .. } = &self.state {
             // SAFETY: mapped in `new`; no kernel runs any more (the runtime synchronized
             // before dropping its last reference).
@@ -1634,16 +1676,50 @@ impl Runtime {
         pause: impl FnMut(Duration),
         waiting: Waiting,
     ) -> Result<()> {
-        watchdog::wait(&self.hang, pacing, done, pause, || self.observe(waiting))
+        watchdog::wait(
+            &self.hang,
+            pacing,
+            done,
+            pause,
+            || self.observe(waiting, false),
+            |r| HangReport {
+                stalled: r.stalled,
+                ..self.observe(waiting, true)
+            },
+        )
     }
 
     /// What the runtime can observe now, for the watchdog: the ring's words; on the CPU
     /// backend also the SQ tickets, the streams' positions and the running kernel threads
     /// (all in host memory; on GPUs the context is in device memory, which the host
     /// cannot read while a kernel runs).
-    fn observe(&self, waiting_for: Waiting) -> HangReport {
+    fn observe(&self, waiting_for: Waiting, detailed: bool) -> HangReport {
         let [sq_head, sq_tail, sq_flags, cq_head, cq_tail] = self.ring_words();
-        let ctx = self.shared.host_context();
+        // The context is read every round on the CPU backend, where that is cheap; on a GPU
+        // only for a report (it takes a copy from device memory).
+        let cheap = matches!(self.shared.state, State::Host(_));
+        let (tickets, streams) = (detailed || cheap)
+            .then(|| {
+                self.shared.peek_context(|c| {
+                    let tickets = Tickets {
+                        taken: c.ring.tickets.load(Ordering::Acquire),
+                        published: c.ring.published.load(Ordering::Acquire),
+                        reaped: c.ring.reaped.load(Ordering::Acquire),
+                    };
+                    let streams = Shared::live_streams(c)
+                        .map(|s| StreamPositions {
+                            fd: s.fd,
+                            reserved: s.reserved.load(Ordering::Acquire),
+                            committed: s.committed.load(Ordering::Acquire),
+                            flushed: s.flushed.load(Ordering::Acquire),
+                            released: s.released.load(Ordering::Acquire),
+                        })
+                        .collect();
+                    (Some(tickets), streams)
+                })
+            })
+            .flatten()
+            .unwrap_or_default();
         HangReport {
             waiting_for,
             stalled: Duration::ZERO,
@@ -1654,24 +1730,8 @@ impl Runtime {
                 cq_head,
                 cq_tail,
             },
-            tickets: ctx.map(|c| Tickets {
-                taken: c.ring.tickets.load(Ordering::Acquire),
-                published: c.ring.published.load(Ordering::Acquire),
-                reaped: c.ring.reaped.load(Ordering::Acquire),
-            }),
-            streams: ctx
-                .map(|c| {
-                    Shared::live_streams(c)
-                        .map(|s| StreamPositions {
-                            fd: s.fd,
-                            reserved: s.reserved.load(Ordering::Acquire),
-                            committed: s.committed.load(Ordering::Acquire),
-                            flushed: s.flushed.load(Ordering::Acquire),
-                            released: s.released.load(Ordering::Acquire),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
+            tickets,
+            streams,
             running_threads: self.exits.running(),
         }
     }
@@ -1898,7 +1958,7 @@ mod tests {
             }
             other => panic!("expected a CQ overflow, got {other:?}"),
         }
-        let report = rt.observe(Waiting::Drain);
+        let report = rt.observe(Waiting::Drain, true);
         assert!(report.ring.cq_overflow());
         assert!(report.to_string().contains("CQ_OVERFLOW"), "{report}");
         // SAFETY: as above.

@@ -115,14 +115,16 @@ pub(crate) fn timeout_from_env() -> Result<Option<Duration>> {
 ///
 /// `pause(d)` waits at most `d` (it may return early: a condition variable that the awaited
 /// event signals, say); it is called once the spins and yields are over, with `d` growing
-/// as `pacing` says while nothing moves. `observe` reports what is outstanding; its
-/// `stalled` is filled in here.
+/// as `pacing` says while nothing moves. `observe` reports what is outstanding (cheaply: it
+/// runs every round); its `stalled` is filled in here. `detail` completes the report that
+/// is returned or warned about (with what is too costly to read every round).
 pub(crate) fn wait(
     policy: &HangPolicy,
     pacing: Pacing,
     mut done: impl FnMut() -> Result<bool>,
     mut pause: impl FnMut(Duration),
     mut observe: impl FnMut() -> HangReport,
+    mut detail: impl FnMut(HangReport) -> HangReport,
 ) -> Result<()> {
     if done()? {
         return Ok(());
@@ -162,12 +164,12 @@ pub(crate) fn wait(
         let stalled = since.elapsed();
         match policy.timeout {
             Some(limit) if stalled >= limit => {
-                return Err(Error::Hang(HangReport { stalled, ..now }));
+                return Err(Error::Hang(detail(HangReport { stalled, ..now })));
             }
             Some(_) => {}
             None if stalled >= next_warning => {
                 next_warning = stalled + policy.warn_every;
-                (policy.warn)(&HangReport { stalled, ..now });
+                (policy.warn)(&detail(HangReport { stalled, ..now }));
             }
             None => {}
         }
@@ -234,11 +236,12 @@ mod tests {
                 tail.set(tail.get() + 1);
                 report(tail.get())
             },
+            |r| r,
         );
         assert!(r.is_ok(), "{r:?}");
         // No progress: a hang after the timeout, not much later, with the report.
         let start = Instant::now();
-        let r = wait(&policy, MS, || Ok(false), std::thread::sleep, || report(7));
+        let r = wait(&policy, MS, || Ok(false), std::thread::sleep, || report(7), |r| r);
         let waited = start.elapsed();
         match r {
             Err(Error::Hang(h)) => {
@@ -250,7 +253,14 @@ mod tests {
         }
         assert!(waited < Duration::from_secs(2), "gave up after {waited:?}");
         // Errors of `done` end the wait as they are.
-        let r = wait(&policy, MS, || Err(Error::Kernel("x".into())), |_| {}, || report(0));
+        let r = wait(
+            &policy,
+            MS,
+            || Err(Error::Kernel("x".into())),
+            |_| {},
+            || report(0),
+            |r| r,
+        );
         assert!(matches!(r, Err(Error::Kernel(_))), "{r:?}");
     }
 
@@ -279,6 +289,7 @@ mod tests {
                 r.ring.sq_flags = flags.get();
                 r
             },
+            |r| r,
         );
         assert!(matches!(r, Err(Error::Hang(_))), "{r:?}");
         assert_eq!(pauses.first(), Some(&Duration::from_micros(1)));
@@ -307,6 +318,7 @@ mod tests {
             || Ok(start.elapsed() > Duration::from_millis(450)),
             std::thread::sleep,
             || report(3),
+            |r| r,
         );
         assert!(r.is_ok(), "{r:?}");
         assert_eq!(WARNINGS.load(Ordering::Relaxed), 2);

@@ -5,11 +5,142 @@ use core::arch::amdgpu;
 use crate::context::Context;
 use crate::group::Group;
 
-/// On amdgcn, LLVM's default synchronisation scope for Rust atomics and fences is the
-/// whole system (`buffer_wbl2 sc0 sc1` / `global_atomic_* sc1` / `buffer_inv sc0 sc1` on
-/// gfx942), which is what rings in host memory need.
+/// System-scope atomics for AMD GPUs.
+///
+/// On amdgcn, LLVM's default synchronisation scope for Rust atomics and fences is the whole
+/// system (`buffer_wbl2 sc0 sc1` / `global_atomic_* sc1` / `buffer_inv sc0 sc1` on gfx942),
+/// which is what rings in host memory need. But Rust 1.95's LLVM (22.1) does not count the
+/// L2 writeback of a release (`buffer_wbl2` on gfx90a and gfx942) as outstanding memory
+/// work, so it drops the `s_waitcnt vmcnt(0)` that must follow it when nothing else is
+/// pending: the releasing store can then become visible before the bytes it publishes
+/// reach memory (llvm-project#178316; `tests/amdgcn_code_objects.rs` finds every such
+/// store). So every release here is a release fence, then an explicit wait for all
+/// outstanding memory work (`s_waitcnt 0`, which the compiler keeps), then the relaxed
+/// operation; acquires and relaxed operations are core's as they are.
 pub mod atomic {
-    pub use core::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64};
+    use core::sync::atomic::{self as core_atomic, Ordering};
+
+    #[allow(improper_ctypes)]
+    extern "C" {
+        /// `s_waitcnt` with its immediate: 0 waits until every counter is zero (the same
+        /// on every GFX generation, whose encodings of the counters differ).
+        #[link_name = "llvm.amdgcn.s.waitcnt"]
+        fn s_waitcnt(simm16: i32);
+    }
+
+    /// Whether `o` releases (needs the barrier before the operation).
+    const fn releases(o: Ordering) -> bool {
+        matches!(o, Ordering::Release | Ordering::AcqRel | Ordering::SeqCst)
+    }
+
+    /// The ordering left for the operation itself once the release part was done by
+    /// [`release_barrier`].
+    const fn without_release(o: Ordering) -> Ordering {
+        match o {
+            Ordering::AcqRel | Ordering::SeqCst | Ordering::Acquire => Ordering::Acquire,
+            _ => Ordering::Relaxed,
+        }
+    }
+
+    /// A release fence whose L2 writeback is waited for.
+    #[inline(always)]
+    fn release_barrier() {
+        core_atomic::fence(Ordering::Release);
+        // SAFETY: `s_waitcnt 0` only waits for this wave's outstanding memory operations.
+        unsafe { s_waitcnt(0) };
+    }
+
+    /// A fence at system scope; its release part is waited for (see the module docs).
+    /// `Relaxed` panics, as core's `fence` does.
+    #[inline(always)]
+    pub fn fence(o: Ordering) {
+        match o {
+            Ordering::Acquire => core_atomic::fence(Ordering::Acquire),
+            Ordering::Release | Ordering::AcqRel | Ordering::SeqCst => {
+                release_barrier();
+                if o != Ordering::Release {
+                    core_atomic::fence(Ordering::Acquire);
+                }
+            }
+            _ => core_atomic::fence(o),
+        }
+    }
+
+    macro_rules! atomic_int {
+        ($name:ident, $t:ty) => {
+            /// A system-scope atomic integer (see the module docs).
+            #[repr(transparent)]
+            pub struct $name(core_atomic::$name);
+
+            impl $name {
+                /// A new atomic holding `v`.
+                pub const fn new(v: $t) -> Self {
+                    Self(core_atomic::$name::new(v))
+                }
+                /// core's load (an acquire load is `buffer_inv` after it).
+                #[inline(always)]
+                pub fn load(&self, o: Ordering) -> $t {
+                    self.0.load(o)
+                }
+                /// A release store is [`release_barrier`], then a relaxed store.
+                #[inline(always)]
+                pub fn store(&self, v: $t, o: Ordering) {
+                    if releases(o) {
+                        release_barrier();
+                    }
+                    self.0.store(v, Ordering::Relaxed);
+                    if o == Ordering::SeqCst {
+                        fence(Ordering::SeqCst);
+                    }
+                }
+                /// Compare-and-swap; a releasing success ordering is [`release_barrier`]
+                /// first.
+                #[inline(always)]
+                pub fn compare_exchange(&self, c: $t, n: $t, s: Ordering, f: Ordering) -> Result<$t, $t> {
+                    if releases(s) {
+                        release_barrier();
+                    }
+                    self.0.compare_exchange(c, n, without_release(s), f)
+                }
+                /// Atomic add; a releasing ordering is [`release_barrier`] first.
+                #[inline(always)]
+                pub fn fetch_add(&self, v: $t, o: Ordering) -> $t {
+                    if releases(o) {
+                        release_barrier();
+                    }
+                    self.0.fetch_add(v, without_release(o))
+                }
+                /// Atomic or; as `fetch_add`.
+                #[inline(always)]
+                pub fn fetch_or(&self, v: $t, o: Ordering) -> $t {
+                    if releases(o) {
+                        release_barrier();
+                    }
+                    self.0.fetch_or(v, without_release(o))
+                }
+                /// Atomic and; as `fetch_add`.
+                #[inline(always)]
+                pub fn fetch_and(&self, v: $t, o: Ordering) -> $t {
+                    if releases(o) {
+                        release_barrier();
+                    }
+                    self.0.fetch_and(v, without_release(o))
+                }
+                /// Atomic swap; as `fetch_add`.
+                #[inline(always)]
+                pub fn swap(&self, v: $t, o: Ordering) -> $t {
+                    if releases(o) {
+                        release_barrier();
+                    }
+                    self.0.swap(v, without_release(o))
+                }
+            }
+        };
+    }
+
+    atomic_int!(AtomicU32, u32);
+    atomic_int!(AtomicI32, i32);
+    atomic_int!(AtomicU64, u64);
 }
 
 /// The work-items of a wavefront that execute a call together: the `exec` mask, as
