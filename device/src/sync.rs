@@ -78,7 +78,8 @@ pub unsafe fn copy_to_cells(dst: *const SharedCell<u8>, src: &[u8]) {
     #[cfg(not(loom))]
     // SAFETY: SharedCell<u8> is a transparent UnsafeCell<u8>, so the cells are plain,
     // writable bytes; the caller guarantees exclusivity. The word stores below stay inside
-    // `dst .. dst + len` and are 8-byte aligned.
+    // `dst .. dst + len` and are 8-byte aligned; the word loads stay inside `src`, and are
+    // aligned loads only where `src + i` was found 8-byte aligned.
     unsafe {
         // Bytes until the destination is 8-byte aligned, then whole words, then the rest:
         // on a GPU each store to host memory is a PCIe transaction, and an unaligned
@@ -91,10 +92,21 @@ pub unsafe fn copy_to_cells(dst: *const SharedCell<u8>, src: &[u8]) {
             *d.add(i) = src[i];
             i += 1;
         }
-        while i + 8 <= n {
-            let w = core::ptr::read_unaligned(src.as_ptr().add(i) as *const u64);
-            core::ptr::write(d.add(i) as *mut u64, w);
-            i += 8;
+        // Whole words: with the source aligned too (a line buffer on the stack usually is,
+        // and log positions of lines of equal length stay aligned) one load per word;
+        // otherwise an unaligned read, which the GPU does as 8 byte loads.
+        if (src.as_ptr() as usize + i).is_multiple_of(8) {
+            while i + 8 <= n {
+                let w = core::ptr::read(src.as_ptr().add(i) as *const u64);
+                core::ptr::write(d.add(i) as *mut u64, w);
+                i += 8;
+            }
+        } else {
+            while i + 8 <= n {
+                let w = core::ptr::read_unaligned(src.as_ptr().add(i) as *const u64);
+                core::ptr::write(d.add(i) as *mut u64, w);
+                i += 8;
+            }
         }
         while i < n {
             *d.add(i) = src[i];

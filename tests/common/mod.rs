@@ -31,6 +31,18 @@ pub fn skip(test: &str, reason: &str) {
     }
 }
 
+/// Why `program` (`rustc`, `cargo`, `cc`) cannot run on this machine, if it cannot (it is
+/// not installed: the GPU machine runs prebuilt test binaries and has no toolchain). Any
+/// other failure to run it is not a reason to skip.
+pub fn missing_program(program: &str) -> Option<String> {
+    match std::process::Command::new(program).arg("--version").output() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(format!(
+            "`{program}` is not installed here (prebuilt test binaries, no toolchain)"
+        )),
+        _ => None,
+    }
+}
+
 /// Aborts the test binary if the test runs longer than `secs`: a protocol bug shows as a
 /// failure naming the test, never as a CI run that hangs.
 pub struct Watchdog(Arc<AtomicBool>);
