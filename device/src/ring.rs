@@ -176,7 +176,6 @@ impl Ring {
     /// while the SQ slot is occupied or the CQ has no credit.
     ///
     /// Whatever the SQE points at must be fully written before the call.
-    #[inline(never)] // one copy of the protocol in a code object, whoever submits
     pub fn submit(&self, sqe: &Sqe, help: &mut dyn FnMut()) -> u32 {
         // 1. Ticket. Relaxed, system scope: uniqueness is all it provides.
         let t = self.tickets.fetch_add(1, Ordering::Relaxed);

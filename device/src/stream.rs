@@ -308,7 +308,7 @@ impl Stream {
     /// that finds room for it (the lockstep rule, `arch/mod.rs`). `leader` says whether it
     /// helps the flush along often (the group's leader) or rarely (the others: thousands of
     /// helping lanes would only slow down the threads that free the space).
-    #[inline(never)] // one copy in a code object
+    #[inline(always)] // the print path: calls out of it cost 10-20% on the H100 (BENCHMARKS.md)
     pub fn write_record(&self, ctx: &Context, pos: u64, bytes: &[u8], leader: bool) {
         let len = bytes.len() as u64;
         debug_assert!(len <= self.cap);
