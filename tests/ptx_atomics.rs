@@ -295,11 +295,11 @@ fn protocol_steps_have_the_orderings_they_need() {
          look): without it requester and holder can miss each other and a request is lost",
     );
     // Every function that runs a combiner takes its lock (CAS) and releases it with a release
-    // store: the flusher (`Context::flush`, `Combiner::run` inlined), the reaper (`Context::reap`'s
-    // `Combiner::try_run`) and the publisher (`Ring::submit`'s `Combiner::run_fast`). (Other
-    // CASes take pool slots, which are given back elsewhere, when their request is done.)
-    // Every function that makes a combiner request (acq_rel exch) also has the
-    // store-buffering fence. (The reaper's try-lock makes no request and needs none.)
+    // store. Those are the functions with a CAS and the combiner's store-buffering fence
+    // (`Combiner::run`, and `run_fast` wherever the publisher is inlined); other CASes take
+    // pool slots, which are given back elsewhere, when their request is done. Every function
+    // that makes a combiner request (acq_rel exch) also has the store-buffering fence. (The
+    // reaper's try-lock makes no request and needs none.)
     let funcs = |pred: &dyn Fn(&Inst) -> bool| {
         insts
             .iter()
@@ -308,19 +308,20 @@ fn protocol_steps_have_the_orderings_they_need() {
             .collect::<BTreeSet<_>>()
     };
     let has = |f: &str, op: &str| insts.iter().any(|i| i.func == f && i.op == op);
-    for runner in ["7Context5flush", "7Context4reap", "4Ring6submit"] {
-        let fs = funcs(&|i| i.func.contains(runner) && i.is_rmw() && i.has("cas"));
+    let runners: Vec<String> = funcs(&|i| i.is_rmw() && i.has("cas"))
+        .into_iter()
+        .filter(|f| has(f, "fence.sc.sys"))
+        .collect();
+    assert!(
+        !runners.is_empty(),
+        "no function takes a combiner lock (a CAS beside fence.sc.sys)"
+    );
+    for f in runners {
         assert!(
-            !fs.is_empty(),
-            "no function matching {runner} takes a combiner lock (CAS)"
+            has(&f, "st.release.sys.b32"),
+            "function {f} takes a combiner lock (CAS) but never releases one with st.release.sys: the \
+             next holder would not see its work"
         );
-        for f in fs {
-            assert!(
-                has(&f, "st.release.sys.b32"),
-                "function {f} takes a combiner lock (CAS) but never releases one with st.release.sys: the \
-                 next holder would not see its work"
-            );
-        }
     }
     // A request is `pending.swap(1)`: an exchange of the constant 1 (an immediate, or a
     // register a `mov` set to 1 in the same function). Exchanges of 0 (the holder taking
@@ -639,24 +640,36 @@ fn the_lockstep_build_orders_the_protocol_steps() {
         "Stream::complete_prefix does not end with membar.sys after its last counter load: {prefix:?}"
     );
 
-    // Ring::submit: the ready flag (step 4) and the SQ tail (step 5) are release stores, so
-    // at least two `st.volatile.b32` there come right after a `membar.sys`; and no
-    // `st.volatile.b32` of it comes right after the SQE's plain stores (the SQE must be
-    // covered by the barrier).
-    let submit = in_fn("4Ring6submit");
-    assert!(
-        !submit.is_empty(),
-        "Ring::submit is not an out-of-line function in the sm_60 PTX"
-    );
-    let ops_ = memory(&submit);
-    let released = ops_
-        .windows(2)
-        .filter(|w| w[0] == "membar.sys" && w[1] == "st.volatile.b32")
-        .count();
+    // Ring::submit (inlined wherever it is used): the SQE is written with plain stores (step
+    // 3), then the ready flag is stored with release (step 4): an atomic (volatile) store that
+    // follows a run of plain stores must have a `membar.sys` after them, or the kernel could
+    // see the flag (and then the tail) before the SQE (invariant 1).
+    let mut released = 0;
+    for f in insts.iter().map(|i| i.func.as_str()).collect::<BTreeSet<_>>() {
+        let body = memory(&insts.iter().filter(|i| i.func == f).collect::<Vec<_>>());
+        let mut plain = 0;
+        for op in &body {
+            let parts: Vec<&str> = op.split('.').collect();
+            if op == "membar.sys" {
+                plain = 0;
+            } else if parts[0] == "st" && !parts.iter().any(|p| ["volatile", "local", "param"].contains(p)) {
+                plain += 1;
+            } else if op == "st.volatile.b32" {
+                assert!(
+                    plain < 4,
+                    "{f}: an atomic store (st.volatile.b32) right after {plain} plain stores with no \
+                     membar.sys between them: a ready flag published before its SQE? Its memory \
+                     instructions: {body:?}"
+                );
+                if plain == 0 {
+                    released += 1;
+                }
+            }
+        }
+    }
     assert!(
         released >= 2,
-        "Ring::submit in the sm_60 build has {released} release stores (membar.sys; st.volatile.b32), \
-         expected the ready flag's and the SQ tail's at least (invariant 1). Its memory instructions: {ops_:?}"
+        "no release stores (membar.sys; st.volatile.b32) at all in the sm_60 build"
     );
 
     // Acquires: the combiner's lock (a CAS) and the loads of the kernel's words and of
