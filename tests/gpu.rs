@@ -15,7 +15,7 @@
 //! ```text
 //! cargo test --release --test gpu                       # every configuration there is
 //! cargo test --release --test gpu -- --config lockstep --repeat 3
-//! cargo test --release --test gpu -- --case stack       # cases whose name contains "stack"
+//! cargo test --release --test gpu -- --case stack --case ring  # cases whose name contains either
 //! ```
 
 use std::collections::HashMap;
@@ -105,6 +105,10 @@ const CASES: &[Case] = &[
         run: one_warp_mixing_streams_and_pieces,
     },
     Case {
+        name: "one_print_call_two_streams",
+        run: one_print_call_two_streams,
+    },
+    Case {
         name: "lines_of_every_shape",
         run: lines_of_every_shape,
     },
@@ -165,7 +169,7 @@ impl Scratch {
 
 fn main() {
     let mut configs: Vec<Config> = Vec::new();
-    let (mut repeat, mut filter) = (1u32, None::<String>);
+    let (mut repeat, mut filters) = (1u32, Vec::<String>::new());
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -180,12 +184,12 @@ fn main() {
                     .and_then(|v| v.parse().ok())
                     .unwrap_or_else(|| usage("--repeat N"))
             }
-            "--case" => filter = Some(args.next().unwrap_or_else(|| usage("--case NAME"))),
+            "--case" => filters.push(args.next().unwrap_or_else(|| usage("--case NAME"))),
             // What cargo's test runner passes; this harness has no use for them.
             "--nocapture" | "--quiet" | "-q" | "--test-threads" | "--color" | "--format" => {}
             other if other.starts_with("--") => {}
             // A positional filter, as `cargo test NAME` passes.
-            other => filter = Some(other.to_string()),
+            other => filters.push(other.to_string()),
         }
     }
     if configs.is_empty() {
@@ -193,7 +197,7 @@ fn main() {
     }
     let cases: Vec<&Case> = CASES
         .iter()
-        .filter(|c| filter.as_deref().is_none_or(|f| c.name.contains(f)))
+        .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
         .collect();
 
     let scratch_root = if Path::new("/dev/shm").is_dir() {
@@ -264,7 +268,7 @@ fn main() {
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("gpu suite: {why}\nusage: gpu [--config cpu|cuda|lockstep]... [--repeat N] [--case NAME]");
+    eprintln!("gpu suite: {why}\nusage: gpu [--config cpu|cuda|lockstep]... [--repeat N] [--case NAME]...");
     std::process::exit(2);
 }
 
@@ -719,7 +723,8 @@ fn one_warp_mixing_streams_and_pieces(config: Config, scratch: &Scratch) -> Outc
                 {
                     return Err(format!("{what}: <{t}:{i}:{kind}> is followed by {after:?}, not {f:?}"));
                 }
-            } else if after.contains('\n') && !after.chars().all(|c| c == '\n') {
+            } else if !after.bytes().all(|b| b == b'\n') {
+                // A piece is followed by another token, or by other threads' line ends.
                 return Err(format!("{what}: the piece <{t}:{i}:{kind}> is followed by {after:?}"));
             }
             *n += 1;
@@ -748,6 +753,54 @@ fn one_warp_mixing_streams_and_pieces(config: Config, scratch: &Scratch) -> Outc
          eprintln!: {} tokens on stdout and {} on stderr, each once and in order",
         tokens(&out).map(|t| t.len()).unwrap_or(0),
         tokens(&err).map(|t| t.len()).unwrap_or(0)
+    ))
+}
+
+/// The lanes of one `print_to` call choose their stream at run time, so a converged warp
+/// holds both streams' lanes in one call: its group must split by stream (`Group::split`).
+fn one_print_call_two_streams(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block, lines) = (config.pick(16, 2), config.pick(64, 16), 8u32);
+    let threads = (grid * block) as u64;
+    let (out, err) = run_printing(
+        config.builder(),
+        scratch,
+        "two_streams_one_call",
+        (grid, block),
+        &[lines.into()],
+        move || k::two_streams_one_call(lines),
+    )?;
+    for (stderr, text) in [(false, &out), (true, &err)] {
+        let what = if stderr { "stderr" } else { "stdout" };
+        let mut next = vec![0u32; threads as usize];
+        for line in text.lines() {
+            let toks = tokens(line).map_err(|e| format!("{what}: {e}: {line:?}"))?;
+            let [((t, i, 'x'), "")] = toks[..] else {
+                return Err(format!("{what}: not one whole token: {line:?}"));
+            };
+            if t >= threads || (t % 2 == 1) != stderr {
+                return Err(format!(
+                    "{what}: a line of thread {t}, which prints to the other stream"
+                ));
+            }
+            if i != next[t as usize] {
+                return Err(format!(
+                    "{what}: thread {t}: i={i} where i={} was due",
+                    next[t as usize]
+                ));
+            }
+            next[t as usize] += 1;
+        }
+        for t in (0..threads).filter(|t| (t % 2 == 1) == stderr) {
+            if next[t as usize] != lines {
+                return Err(format!(
+                    "{what}: thread {t} printed {} of {lines} lines",
+                    next[t as usize]
+                ));
+            }
+        }
+    }
+    Ok(format!(
+        "{threads} threads, one print call whose lanes pick stdout or stderr: every line once, on its stream, in order"
     ))
 }
 
@@ -855,7 +908,8 @@ fn stack_buffers_pwrite_pread(config: Config, scratch: &Scratch) -> Outcome {
     let (grid, block) = (config.pick(8, 2), 32u32);
     let threads = (grid * block) as usize;
     let (file, path) = scratch.file("stack_io.bin");
-    let rt = build(config.builder().sandbox(Sandbox::FileIo))?;
+    // An 8-entry SQ: the 32 lanes of a warp submitting together need slots a lap apart.
+    let rt = build(config.builder().sandbox(Sandbox::FileIo).sq_entries(8))?;
     let k = Kernels::load(&rt)?;
     let mut results = Mem::zeroed(&k, threads * 8);
     let (fd, res) = (file.as_raw_fd(), results.addr());
@@ -886,7 +940,7 @@ fn stack_buffers_pwrite_pread(config: Config, scratch: &Scratch) -> Outcome {
         }
     }
     Ok(format!(
-        "{threads} threads wrote 64 bytes each from their stacks and read them back, byte-exact"
+        "{threads} threads, an 8-entry SQ: wrote 64 bytes each from their stacks and read them back, byte-exact"
     ))
 }
 
@@ -900,7 +954,8 @@ fn file_io_4_arena_blocks_2048_threads(config: Config, scratch: &Scratch) -> Out
             .builder()
             .sandbox(Sandbox::FileIo)
             .arena_bytes(4 * block_bytes)
-            .arena_block_bytes(block_bytes),
+            .arena_block_bytes(block_bytes)
+            .sq_entries(8),
     )?;
     let k = Kernels::load(&rt)?;
     let dir = scratch.0.join("files");
@@ -954,8 +1009,8 @@ fn file_io_4_arena_blocks_2048_threads(config: Config, scratch: &Scratch) -> Out
         }
     }
     Ok(format!(
-        "{threads} threads, 4 arena blocks: each wrote, fsynced and read back its own file and its part \
-         of a shared one ({} bytes each), byte-exact",
+        "{threads} threads, 4 arena blocks, an 8-entry SQ: each wrote, fsynced and read back its own \
+         file and its part of a shared one ({} bytes each), byte-exact",
         bytes
     ))
 }

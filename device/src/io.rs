@@ -214,10 +214,12 @@ impl<'a> Pending<'a> {
         p
     }
 
-    /// One round of the transfer, which never waits for a resource: accounts for the
-    /// pieces whose results are in (oldest first, in order), then issues pieces while an
-    /// arena block (if staged) and a completion slot are free. Returns whether it is
-    /// finished: nothing in flight and nothing more to issue.
+    /// One round of the transfer, which never waits for an arena block or a completion
+    /// slot: accounts for the pieces whose results are in (oldest first, in order), then
+    /// issues pieces while a block (if staged) and a slot are free. (Submitting a piece may
+    /// wait for an SQ slot and a CQ credit, which only the kernel and reaping free: a nested
+    /// wait, safe under the lockstep rule.) Returns whether it is finished: nothing in
+    /// flight and nothing more to issue.
     ///
     /// A piece takes its block and its slot together or not at all, and a lane holds them
     /// only while their request is in flight, which the kernel finishes whatever the other
@@ -429,10 +431,13 @@ pub fn pread(fd: i32, buf: &mut [u8], offset: u64) -> Result<usize, Errno> {
 /// pieces are submitted before it returns if arena blocks and completion slots are free
 /// then; it never waits for them (`wait` does).
 ///
-/// While a `Pending` holds blocks and slots, other threads may wait for them. On a GPU
-/// whose lanes run in lockstep (AMD), finish it in code that the lanes run together: a
-/// sibling lane waiting for a block on another branch of the kernel runs before this one
-/// can give its blocks back, and with few blocks it may wait for them forever.
+/// While a `Pending` holds blocks and slots, other threads may wait for them; it gives back
+/// those of completed pieces only when it is stepped (`wait`, or drop). So: on a GPU whose
+/// lanes run in lockstep (AMD; NVIDIA code built for sm_60), finish it in code that the
+/// lanes run together, since a sibling lane waiting for a block on another branch of the
+/// kernel runs before this one can give its blocks back; and, with an arena of few blocks,
+/// do not start another transfer on the same thread before finishing this one, which could
+/// wait for blocks that only this `Pending` holds.
 ///
 /// # Safety
 /// The returned [`Pending`] must be waited for or dropped, not leaked (`mem::forget`):

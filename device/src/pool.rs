@@ -5,10 +5,10 @@
 //! [`FREE`]; taking it is one compare-and-swap from `FREE`. A rotating hint spreads takers
 //! over the slots, so that thousands of GPU threads do not all fight over slot 0.
 //!
-//! No thread holds a slot while it waits for another one: a thread that needs several
-//! takes them all or none in one attempt ([`with_taken`], `io::Pending`). That rules out
-//! hold-and-wait deadlocks between threads, and, with the lockstep rule (`arch/mod.rs`),
-//! between the lanes of a wavefront.
+//! A thread that needs several slots at once takes them all or none in one attempt
+//! ([`with_taken`], `io::Pending`), and holds slots only for requests in flight, which the
+//! kernel finishes whatever other threads do. That rules out hold-and-wait deadlocks between
+//! threads, and, with the lockstep rule (`arch/mod.rs`), between the lanes of a wavefront.
 
 use crate::context::Context;
 use crate::sync::{AtomicU32, Ordering, Padded};

@@ -1,7 +1,8 @@
 //! The one way device code waits: [`until`].
 //!
-//! Every wait of the protocol (a ring slot and a CQ credit, room in a print log, an arena
-//! block or completion slot, a request's result) is a call of [`until`], so that each obeys
+//! Every wait of the protocol that GPU threads run (a ring slot and a CQ credit, room in a
+//! print log, an arena block or completion slot, a request's result) is a call of
+//! [`until`], so that each obeys
 //! the lockstep rule of `arch/mod.rs`: the work that depends on what was waited for is done
 //! in the round that got it, and the lanes that entered the wait together leave it
 //! together.
@@ -36,7 +37,8 @@ pub fn until<R>(mut attempt: impl FnMut() -> Option<R>, mut idle: impl FnMut()) 
         // group, so no lane leaves (and waits, masked off, at the loop's end) while a
         // sibling still waits; and the attempt's work stays inside the loop.
         if group.all(out.is_some()) {
-            // SAFETY: `all` is true only if it is true on this lane (the `Group` contract).
+            // SAFETY: `all` is true only if it is true on this lane (the `Group` contract, which
+            // `arch::WaitGroup`, one of this crate's groups, keeps).
             return unsafe { out.unwrap_unchecked() };
         }
     }

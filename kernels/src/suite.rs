@@ -59,6 +59,19 @@ kernel! {
     }
 }
 
+kernel! {
+    /// `lines` lines `<t:i:x>` per thread, from one call of the print function whose stream
+    /// each lane picks at run time (even threads stdout, odd threads stderr): the lanes of a
+    /// warp reach it together with both streams, as `println!` and `eprintln!` can when
+    /// their call sites merge.
+    pub fn two_streams_one_call(lines: u32) {
+        let t = global_thread_idx();
+        for i in 0..lines {
+            gpuio_device::print::print_to(t % 2 == 1, true, format_args!("{}", Token(t, i, 'x')));
+        }
+    }
+}
+
 /// `<t:i:kind>`: one piece of [`mixed_streams`]' output.
 pub struct Token(pub u64, pub u32, pub char);
 

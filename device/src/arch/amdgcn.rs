@@ -22,8 +22,11 @@ pub mod atomic {
 
     #[allow(improper_ctypes)]
     extern "C" {
-        /// `s_waitcnt` with its immediate: 0 waits until every counter is zero (the same
-        /// on every GFX generation, whose encodings of the counters differ).
+        /// `s_waitcnt` with its immediate: 0 waits until every counter it encodes is zero
+        /// (0 means that on every GFX generation, whose encodings differ). From gfx10 on,
+        /// stores are counted apart (`vscnt`) and this does not wait for them; the writeback
+        /// this waits for exists on gfx90a and gfx942 only (`buffer_wbl2`), and LLVM's own
+        /// release on gfx10+ waits for `vscnt` itself.
         #[link_name = "llvm.amdgcn.s.waitcnt"]
         fn s_waitcnt(simm16: i32);
     }
@@ -148,9 +151,11 @@ pub mod atomic {
 ///
 /// A wavefront runs its lanes in lockstep: the lanes active at an instruction are the lanes
 /// of `exec`, and they stay converged until a divergent branch, after which they meet again
-/// at its end. Every method is built from `ballot` and `readlane` with a lane index that is
-/// the same on every lane (a bit of the mask, which `ballot` returns in a scalar register),
-/// so each is well defined whatever the lanes' data.
+/// at its end. Every method is built from `ballot` and `readlane`. `readlane` needs a lane
+/// index that is the same on every active lane, and after [`Group::split`] two groups with
+/// different masks may run one collective together (`print::print_to` does, by stream): so
+/// the methods walk the lanes active at that instruction (`ballot(true)`, the same on every
+/// lane) and each lane keeps what its own group's members hold.
 #[derive(Clone, Copy, Debug)]
 pub struct Warp {
     /// The lanes of the group (this lane included): bit `i` is lane `i`.
@@ -176,11 +181,11 @@ impl Warp {
         self.mask.trailing_zeros()
     }
 
-    /// Lane `src`'s `v` (`src` a member, the same on every lane).
+    /// Lane `src`'s `v` (`src` an active lane, the same on every lane).
     #[inline(always)]
-    fn read(&self, v: u64, src: u32) -> u64 {
-        // SAFETY: `src` is a member (active, below the wavefront size) and uniform: every
-        // caller derives it from `mask`, a ballot result.
+    fn read(v: u64, src: u32) -> u64 {
+        // SAFETY: `src` is active (below the wavefront size) and uniform: every caller takes
+        // it from `ballot(true)`, which every active lane reads alike.
         unsafe { amdgpu::readlane_u64(v, src) }
     }
 }
@@ -199,26 +204,40 @@ impl Group for Warp {
         self.lane == self.leader()
     }
 
-    /// Reads every member's `v` in turn (lowest lane first); "before" means a lower lane.
+    /// Reads every active lane's `v` in turn (lowest lane first) and sums those of this
+    /// lane's group; "before" means a lower lane.
     #[inline(always)]
     fn exclusive_sum(&self, v: u64) -> (u64, u64) {
         let (mut before, mut total) = (0u64, 0u64);
-        let mut rest = self.mask;
+        let mut rest = amdgpu::ballot(true);
         while rest != 0 {
             let src = rest.trailing_zeros();
-            let x = self.read(v, src);
-            if src < self.lane {
-                before = before.wrapping_add(x);
+            let x = Self::read(v, src);
+            if self.mask >> src & 1 != 0 {
+                if src < self.lane {
+                    before = before.wrapping_add(x);
+                }
+                total = total.wrapping_add(x);
             }
-            total = total.wrapping_add(x);
             rest &= rest - 1;
         }
         (before, total)
     }
 
+    /// Reads every active lane's `v` in turn and keeps this group's leader's.
     #[inline(always)]
     fn broadcast(&self, v: u64) -> u64 {
-        self.read(v, self.leader())
+        let (leader, mut out) = (self.leader(), 0);
+        let mut rest = amdgpu::ballot(true);
+        while rest != 0 {
+            let src = rest.trailing_zeros();
+            let x = Self::read(v, src);
+            if src == leader {
+                out = x;
+            }
+            rest &= rest - 1;
+        }
+        out
     }
 
     /// The lanes of a converged group are at the same instruction already; each makes its

@@ -22,7 +22,8 @@
 //! the loop holding it while a sibling spins for more of it, or for something only its
 //! next step would free: the sibling would spin forever.
 //!
-//! Every device wait is therefore written one way, [`crate::wait::until`]: each round, every
+//! Every device wait is therefore written one way, [`crate::wait::until`] (the drain, run by
+//! one thread, has its own loop): each round, every
 //! lane still waiting *attempts* its step without blocking, and a lane whose attempt
 //! succeeds does all of the dependent work (writes and publishes its SQE, writes and
 //! commits its line, uses and gives back its block) inside that attempt, before the

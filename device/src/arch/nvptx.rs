@@ -43,7 +43,7 @@ pub mod atomic {
     }
 
     /// A memory fence at system scope (`fence.{acq_rel,sc}.sys` on sm_70+, `membar.sys`
-    /// before). `Relaxed` is only a compiler fence.
+    /// before). `Relaxed` panics, as core's `fence` does.
     #[inline(always)]
     pub fn fence(o: Ordering) {
         #[cfg(target_feature = "sm_70")]
@@ -265,7 +265,11 @@ pub mod atomic {
 /// sink them into a conditional. Rust 1.95 does not mark them `convergent`, so LLVM may still
 /// duplicate one onto two paths or merge two identical ones; that changes the program
 /// counter, not the sequence each lane runs, and `.sync` matching on sm_70+ does not depend
-/// on the program counter.
+/// on the program counter. Before sm_70 it would matter: lanes reaching two copies of one
+/// collective on two paths would run them at different instructions, which PTX does not
+/// allow there. Nothing in the asm forbids such a copy (Rust cannot mark asm `convergent`);
+/// what keeps it from happening is that LLVM keeps PTX control flow structured, and what
+/// checks it is the lockstep suite on the H100 (`tests/gpu.rs`).
 #[derive(Clone, Copy, Debug)]
 pub struct Warp {
     /// The lanes of the group (this lane included): bit `i` is lane `i`.
