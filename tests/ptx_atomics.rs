@@ -370,7 +370,7 @@ fn protocol_steps_have_the_orderings_they_need() {
     assert_present(
         &insts,
         "ld.acquire.sys.b64",
-        "Stream::wait_room's load of `released` and the flusher's load of `committed` must be \
+        "Stream::room's load of `released` and the flusher's load of `committed` must be \
          system-scope acquires (invariants 3 and 5)",
     );
 }

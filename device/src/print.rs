@@ -1,11 +1,15 @@
 //! `print!`, `println!`, `eprint!`, `eprintln!`: std's format syntax, no allocation.
 //!
 //! A line is formatted into a small buffer on the thread's stack. If it fits (the common
-//! case), the lanes of the warp add up their lengths, one lane reserves space for all of
-//! them, each lane copies its line into its place, and one flush sends them out. A longer
-//! line is measured first (a formatting pass that only counts), then formatted straight
-//! into its reserved space, in pieces if it is longer than the whole log: it stays whole
-//! and contiguous at any length.
+//! case), the lanes of the warp that print to the same stream add up their lengths, one
+//! lane reserves space for all of them, each lane copies its line into its place, and one
+//! flush sends them out. A longer line is measured first (a formatting pass that only
+//! counts), then formatted straight into its reserved space, one lane of the group at a
+//! time, in pieces if it is longer than the whole log: it stays whole and contiguous at any
+//! length.
+//!
+//! `print!` (no newline) writes its text at once, whole, like a line: it is not held back
+//! until the thread's line ends, so pieces of different threads sit side by side.
 
 use core::fmt::{self, Write};
 
