@@ -37,14 +37,14 @@ use std::time::Instant;
 
 use gpuio::cuda::Cuda;
 use gpuio::{Arg, Backend, Error, GpuModule, Runtime, Sandbox};
-use gpuio_kernels as k;
+use gpuio_test_kernels as k;
 
 mod common;
 use common::{cpu_model, uname_release, utc_date, write_table, Cli};
 
 /// The example kernels (`kernels/`) as PTX for `sm_90` and `sm_60` (`GPUIO_LOCKSTEP=1`
 /// picks the lockstep build), built by build.rs.
-const NVPTX: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_NVPTX"));
+const NVPTX: &[(&str, &[u8])] = gpuio_kernels_gpu::TEST_NVPTX;
 
 const CLI: Cli = Cli {
     name: "bench_file",

@@ -61,7 +61,7 @@ use common::{expected_bytes, statfs, verify, Check};
 
 /// The example kernels (`kernels/`) as PTX, built by build.rs for `sm_90` and for `sm_60`
 /// (the lockstep build, which `GPUIO_LOCKSTEP=1` selects: `Runtime::load_matching`).
-const NVPTX: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_NVPTX"));
+const NVPTX: &[(&str, &[u8])] = gpuio_kernels_gpu::NVPTX;
 
 const USAGE: &str = "usage: bench_gpu [--total N] [--lines 1,16] [--widths 32,128] [--targets shm,null] \
                      [--dir /dev/shm] [--block 256] [--reps 3] [--cold-reps 3] [--timeout-s 120] [--log-mib N] \

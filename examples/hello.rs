@@ -5,9 +5,9 @@
 use gpuio::{Backend, Runtime};
 
 /// The example kernels (`kernels/`) as PTX for `sm_90` and `sm_60`, built by build.rs.
-const NVPTX: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_NVPTX"));
+const NVPTX: &[(&str, &[u8])] = gpuio_kernels_gpu::NVPTX;
 /// The same kernels for AMD GPUs, one code object per processor (gfx90a, gfx942, gfx1100).
-const AMDGCN: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_AMDGCN"));
+const AMDGCN: &[(&str, &[u8])] = gpuio_kernels_gpu::AMDGCN;
 
 fn main() -> Result<(), gpuio::Error> {
     let rt = Runtime::new()?;

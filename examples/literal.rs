@@ -5,7 +5,7 @@ use std::os::fd::AsRawFd;
 
 /// The example kernels (`kernels/`) as PTX for `sm_90` and `sm_60` (`GPUIO_LOCKSTEP=1`
 /// picks the lockstep build), built by build.rs.
-const NVPTX: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_NVPTX"));
+const NVPTX: &[(&str, &[u8])] = gpuio_kernels_gpu::NVPTX;
 
 fn main() -> Result<(), gpuio::Error> {
     let args: Vec<u32> = std::env::args()

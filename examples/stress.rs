@@ -12,9 +12,9 @@ use std::os::fd::AsRawFd;
 
 /// The example kernels (`kernels/`) as PTX for `sm_90` and `sm_60` (`GPUIO_LOCKSTEP=1`
 /// picks the lockstep build), built by build.rs.
-const NVPTX: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_NVPTX"));
+const NVPTX: &[(&str, &[u8])] = gpuio_kernels_gpu::NVPTX;
 /// The same kernels for AMD GPUs, one code object per processor.
-const AMDGCN: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_AMDGCN"));
+const AMDGCN: &[(&str, &[u8])] = gpuio_kernels_gpu::AMDGCN;
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: Option<T>) -> T {
     match args.iter().position(|a| a == name) {

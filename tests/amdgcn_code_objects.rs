@@ -60,17 +60,17 @@ struct Target {
 const TARGETS: &[Target] = &[
     Target {
         gfx: "gfx90a",
-        path: env!("GPUIO_KERNELS_HSACO_GFX90A"),
+        path: gpuio_kernels_gpu::TEST_HSACO_PATHS[0].1,
         mach: 0x3f,
     },
     Target {
         gfx: "gfx942",
-        path: env!("GPUIO_KERNELS_HSACO_GFX942"),
+        path: gpuio_kernels_gpu::TEST_HSACO_PATHS[1].1,
         mach: 0x4c,
     },
     Target {
         gfx: "gfx1100",
-        path: env!("GPUIO_KERNELS_HSACO_GFX1100"),
+        path: gpuio_kernels_gpu::TEST_HSACO_PATHS[2].1,
         mach: 0x41,
     },
 ];
@@ -97,7 +97,7 @@ fn read(t: &Target) -> Vec<u8> {
 
 #[test]
 fn the_build_table_lists_every_target() {
-    let table: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_AMDGCN"));
+    let table: &[(&str, &[u8])] = gpuio_kernels_gpu::TEST_AMDGCN;
     let names: Vec<&str> = table.iter().map(|(g, _)| *g).collect();
     assert_eq!(names, TARGETS.iter().map(|t| t.gfx).collect::<Vec<_>>());
     for ((_, bytes), t) in table.iter().zip(TARGETS) {

@@ -20,7 +20,7 @@ mod common;
 use common::skip;
 
 /// The example kernels' PTX, built by build.rs (for the GPU part).
-const PTX_PATH: &str = env!("GPUIO_KERNELS_PTX");
+const PTX_PATH: &str = gpuio_kernels_gpu::PTX_PATH;
 
 /// How long a host may run before the test kills it and fails.
 const TIMEOUT: Duration = Duration::from_secs(120);

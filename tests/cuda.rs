@@ -11,7 +11,7 @@ mod common;
 use common::skip;
 
 /// The example kernels, built for sm_90 by build.rs.
-const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
+const PTX: &str = gpuio_kernels_gpu::PTX;
 
 /// A CUDA runtime printing to `fd`, or `None` (reported as a skip of `test`) without a
 /// CUDA GPU.

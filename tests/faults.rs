@@ -26,7 +26,7 @@ use gpuio::device::println;
 use gpuio::{Backend, Error, OutputErrors, Runtime};
 
 /// The example kernels' PTX, built by build.rs (empty with `GPUIO_SKIP_GPU_BUILD=1`).
-const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
+const PTX: &str = gpuio_kernels_gpu::PTX;
 
 // ------------------------------------------------------------------------------ helpers
 
@@ -1015,9 +1015,9 @@ fn child_rings() {
 
 // ------------------------------------------------------------------- CUDA: a trap
 
-/// The trap kernel is in the GPU builds and traps: its body executes `trap;`, or calls
-/// core's `panic_fmt`, which the kernels' panic handler makes `trap;` (checked without a
-/// GPU; skipped when the GPU builds were skipped).
+/// The trap kernel is in the GPU builds and traps after reporting: its panic path (core's
+/// `panic_fmt`, then gpuio's panic handler) calls `report_panic` and reaches `trap;`
+/// (checked without a GPU; skipped when the GPU builds were skipped).
 #[test]
 fn the_trap_kernel_is_built_for_the_gpu() {
     if PTX.is_empty() {
@@ -1033,20 +1033,36 @@ fn the_trap_kernel_is_built_for_the_gpu() {
         let rest = &PTX[at..];
         &rest[..rest.find("// -- End function").unwrap_or(rest.len())]
     };
+    let calls = |text: &str| -> Vec<String> {
+        text.split("call.uni ")
+            .skip(1)
+            .filter_map(|c| c.split([',', ' ', '(', ';', '\n', '\t']).find(|w| !w.is_empty()))
+            .map(str::to_string)
+            .collect()
+    };
+    // The panic path: the kernel calls panic_fmt, which calls the panic handler (gpuio's,
+    // `gpuio_device::panic_handler!`), which reports the panic and then traps. Somewhere
+    // on that path, within a few calls, there is a `trap`, after the report.
     let kernel = body(".entry trap_after_print(");
-    if kernel.contains("trap;") {
-        return;
+    let mut path = vec![".entry trap_after_print".to_string()];
+    let mut text = kernel;
+    for _ in 0..4 {
+        if text.contains("trap;") {
+            let reported = path.iter().any(|f| f.contains("report_panic"))
+                || calls(text).iter().any(|c| c.contains("report_panic"));
+            assert!(reported, "the trap on {path:?} comes without gpuio's panic report");
+            return;
+        }
+        let Some(next) = calls(text)
+            .into_iter()
+            .find(|n| n.contains("panic_fmt") || n.contains("rust_begin_unwind") || n.contains("gpuio_panic"))
+        else {
+            break;
+        };
+        text = body(&format!(".func {next}("));
+        path.push(next);
     }
-    let callee = kernel
-        .split("call.uni ")
-        .skip(1)
-        .filter_map(|c| c.split([',', ' ', '(', ';']).next())
-        .find(|name| name.contains("panic_fmt"))
-        .expect("trap_after_print neither traps nor calls panic_fmt");
-    assert!(
-        body(&format!(".func {callee}(")).contains("trap;"),
-        "{callee}, which trap_after_print calls, does not trap"
-    );
+    panic!("no trap on the panic path of trap_after_print: {path:?}");
 }
 
 /// On a CUDA GPU: a kernel whose threads print, then trap. Synchronize reports the CUDA

@@ -60,10 +60,10 @@ impl Drop for TempDir {
 }
 
 /// Deterministic pseudo-random bytes, different for each seed: the generator the kernels
-/// crate's file kernels use (`gpuio_kernels::random_fill`).
+/// crate's file kernels use (`gpuio_test_kernels::random_fill`).
 fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
-    gpuio_kernels::random_fill(seed, &mut v);
+    gpuio_test_kernels::random_fill(seed, &mut v);
     v
 }
 

@@ -8,14 +8,14 @@ use std::path::PathBuf;
 
 use gpuio::cuda::Cuda;
 use gpuio::{Arg, Backend, Error, Runtime, Sandbox};
-use gpuio_kernels as k;
+use gpuio_test_kernels as k;
 
 #[allow(dead_code)]
 mod common;
 use common::skip;
 
 /// The example kernels, built for sm_90 by build.rs.
-const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
+const PTX: &str = gpuio_kernels_gpu::TEST_PTX;
 
 /// A file-I/O runtime on `backend`, or `None` (reported as a skip of `test`) where that
 /// backend cannot run.

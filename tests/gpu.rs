@@ -27,10 +27,10 @@ use std::time::{Duration, Instant};
 
 use gpuio::cuda::Cuda;
 use gpuio::{Arg, Backend, Builder, Error, GpuModule, Runtime, Sandbox, Scheduling};
-use gpuio_kernels as k;
+use gpuio_test_kernels as k;
 
 /// The example kernels as PTX: `sm_90` and `sm_60` (build.rs).
-const NVPTX: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_NVPTX"));
+const NVPTX: &[(&str, &[u8])] = gpuio_kernels_gpu::TEST_NVPTX;
 
 /// A configuration of the suite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,7 +15,7 @@ fn read(var: &str, path: &str) -> Vec<u8> {
 
 #[test]
 fn ptx_declares_kernels_target_and_context() {
-    let ptx = read("GPUIO_KERNELS_PTX", env!("GPUIO_KERNELS_PTX"));
+    let ptx = read("TEST_PTX_PATH", gpuio_kernels_gpu::TEST_PTX_PATH);
     let ptx = String::from_utf8(ptx).expect("PTX is text");
     let lines: Vec<&str> = ptx.lines().map(str::trim).collect();
     assert!(lines.contains(&".target sm_90"), "no `.target sm_90`");
@@ -49,7 +49,7 @@ fn ptx_declares_kernels_target_and_context() {
 
 #[test]
 fn hsaco_is_gfx90a_code_object_with_kernels_and_context() {
-    let elf = Elf::parse(read("GPUIO_KERNELS_HSACO", env!("GPUIO_KERNELS_HSACO")));
+    let elf = Elf::parse(read("TEST_HSACO_PATHS", gpuio_kernels_gpu::TEST_HSACO_PATHS[0].1));
     const EM_AMDGPU: u16 = 224;
     const ELFOSABI_AMDGPU_HSA: u8 = 64;
     const ELFABIVERSION_AMDGPU_HSA_V5: u8 = 3;

@@ -17,7 +17,7 @@ mod common;
 use common::skip;
 
 /// The example kernels for every GPU build.rs built for: `(processor, code object)`.
-const KERNELS: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_AMDGCN"));
+const KERNELS: &[(&str, &[u8])] = gpuio_kernels_gpu::AMDGCN;
 
 /// Whether the HSA runtime library can be loaded here.
 fn library_present() -> bool {

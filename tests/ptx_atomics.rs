@@ -60,12 +60,12 @@ impl Inst {
 }
 
 fn ptx() -> String {
-    read_ptx("GPUIO_KERNELS_PTX", env!("GPUIO_KERNELS_PTX"))
+    read_ptx("TEST_PTX_PATH", gpuio_kernels_gpu::TEST_PTX_PATH)
 }
 
 /// The lockstep build: `sm_60`.
 fn ptx_sm60() -> String {
-    read_ptx("GPUIO_KERNELS_PTX_SM60", env!("GPUIO_KERNELS_PTX_SM60"))
+    read_ptx("TEST_PTX_SM60_PATH", gpuio_kernels_gpu::TEST_PTX_SM60_PATH)
 }
 
 fn read_ptx(var: &str, path: &str) -> String {
@@ -581,7 +581,7 @@ fn the_lockstep_build_uses_only_pre_volta_memory_operations() {
     let ptx = ptx_sm60();
     assert!(
         ptx.lines().any(|l| l.trim() == ".target sm_60"),
-        "GPUIO_KERNELS_PTX_SM60 does not target sm_60"
+        "TEST_PTX_SM60_PATH does not target sm_60"
     );
     let insts = instructions(&ptx);
     let newer = ops(&insts, |i| {

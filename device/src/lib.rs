@@ -25,7 +25,10 @@
     target_arch = "amdgpu",
     feature(stdarch_amdgpu, core_intrinsics, gpu_intrinsics, link_llvm_intrinsics)
 )]
-#![cfg_attr(any(target_arch = "amdgpu", target_arch = "nvptx64"), feature(abi_gpu_kernel))]
+#![cfg_attr(
+    any(target_arch = "amdgpu", target_arch = "nvptx64"),
+    feature(abi_gpu_kernel, allow_internal_unstable)
+)]
 #![cfg_attr(any(target_arch = "amdgpu", target_arch = "nvptx64"), allow(internal_features))]
 
 pub mod arch;
@@ -33,6 +36,7 @@ pub mod arena;
 pub mod combine;
 pub mod context;
 pub mod copy;
+pub mod entry;
 pub mod fs;
 pub mod group;
 pub mod io;

@@ -30,6 +30,8 @@ pub fn print_to(stderr: bool, newline: bool, args: fmt::Arguments) {
         crate::arch::host::print_without_context(stderr, newline, args);
         return;
     }
+    #[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
+    let _in_print = crate::arch::host::InPrint::enter();
     // SAFETY: the host installs a context that outlives every kernel that can see it.
     let ctx = unsafe { &*ctx };
     let index = ctx.stream_index(stderr);

@@ -20,12 +20,16 @@ const CUDA_ERROR_NOT_READY: CuResult = 600;
 const CU_MEMHOSTREGISTER_PORTABLE: u32 = 1;
 const CU_MEMHOSTREGISTER_DEVICEMAP: u32 = 2;
 const CU_STREAM_NON_BLOCKING: u32 = 1;
+/// An exception while a kernel ran (a `trap`, and so a gpuio panic, reports this one).
+const CUDA_ERROR_LAUNCH_FAILED: CuResult = 719;
 const CU_LIMIT_STACK_SIZE: i32 = 0;
 const CU_LIMIT_PRINTF_FIFO_SIZE: i32 = 1;
 // CUjit_option values (cuda.h).
 const CU_JIT_WALL_TIME: u32 = 2;
 const CU_JIT_ERROR_LOG_BUFFER: u32 = 5;
 const CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: u32 = 6;
+// CUjitInputType (cuda.h).
+const CU_JIT_INPUT_PTX: u32 = 1;
 
 macro_rules! driver_api {
     ($($name:ident: fn($($arg:ty),*);)*) => {
@@ -66,6 +70,11 @@ driver_api! {
     cuStreamSynchronize: fn(*mut c_void);
     cuMemcpyDtoHAsync_v2: fn(*mut c_void, CuDevicePtr, usize, *mut c_void);
     cuModuleLoadDataEx: fn(*mut CuModule, *const c_void, u32, *mut u32, *mut *mut c_void);
+    cuModuleLoadData: fn(*mut CuModule, *const c_void);
+    cuLinkCreate_v2: fn(u32, *mut u32, *mut *mut c_void, *mut *mut c_void);
+    cuLinkAddData_v2: fn(*mut c_void, u32, *mut c_void, usize, *const c_char, u32, *mut u32, *mut *mut c_void);
+    cuLinkComplete: fn(*mut c_void, *mut *mut c_void, *mut usize);
+    cuLinkDestroy: fn(*mut c_void);
     cuModuleUnload: fn(CuModule);
     cuModuleGetFunction: fn(*mut CuFunction, CuModule, *const c_char);
     cuModuleGetGlobal_v2: fn(*mut CuDevicePtr, *mut usize, CuModule, *const c_char);
@@ -275,7 +284,19 @@ impl Cuda {
         match unsafe { (self.api.cuStreamQuery)(std::ptr::null_mut()) } {
             0 => Ok(true),
             CUDA_ERROR_NOT_READY => Ok(false),
-            rc => Err(Error::Kernel(format!("kernel failed: {}", self.error_name(rc)))),
+            rc => Err(Error::Kernel(self.kernel_error(rc))),
+        }
+    }
+
+    /// Why a kernel failed, from the driver's error code.
+    fn kernel_error(&self, rc: CuResult) -> String {
+        let name = self.error_name(rc);
+        match rc {
+            CUDA_ERROR_LAUNCH_FAILED => format!(
+                "{name}: a kernel trapped (a panic: a kernel crate with gpuio_device::panic_handler! \
+                 printed where and why on stderr) or faulted"
+            ),
+            _ => name,
         }
     }
 
@@ -286,7 +307,7 @@ impl Cuda {
         // SAFETY: no arguments.
         let rc = unsafe { (self.api.cuCtxSynchronize)() };
         if rc != 0 {
-            return Err(Error::Kernel(format!("kernel failed: {}", self.error_name(rc))));
+            return Err(Error::Kernel(self.kernel_error(rc)));
         }
         Ok(())
     }
@@ -307,11 +328,96 @@ pub struct Module {
     owned: bool,
     /// The driver's compile time at load, in milliseconds.
     jit_ms: Option<f32>,
+    /// Each kernel's parameter sizes in bytes, from the PTX (`None` for a borrowed module).
+    params: Option<std::collections::HashMap<String, Vec<usize>>>,
+}
+
+/// Each `.entry`'s parameter sizes in bytes, from PTX text: `.param .u32 x` is 4 bytes,
+/// `.param .align 8 .b8 x[24]` 24. An entry whose parameters cannot be read is left out.
+pub(crate) fn ptx_entry_params(ptx: &str) -> std::collections::HashMap<String, Vec<usize>> {
+    let mut entries = std::collections::HashMap::new();
+    let mut rest = ptx;
+    while let Some(at) = rest.find(".entry ") {
+        rest = &rest[at + ".entry ".len()..];
+        let Some(open) = rest.find('(') else { break };
+        let name = rest[..open].trim().to_string();
+        let Some(close) = rest[open..].find(')') else { break };
+        let list = &rest[open + 1..open + close];
+        let sizes: Option<Vec<usize>> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                let words: Vec<&str> = p.split_whitespace().collect();
+                // The type: `.u32`, `.b64`, `.f32`, ... (`.ptr`, `.align N` may follow it).
+                let ty = words.iter().find(|w| {
+                    w.len() > 2
+                        && w.starts_with(['.'])
+                        && matches!(w.as_bytes()[1], b'b' | b'u' | b's' | b'f')
+                        && w[2..].bytes().all(|b| b.is_ascii_digit())
+                })?;
+                let scalar = match &ty[2..] {
+                    "8" => 1,
+                    "16" => 2,
+                    "32" => 4,
+                    "64" => 8,
+                    _ => return None,
+                };
+                let last = words.last()?;
+                Some(match last.split_once('[') {
+                    Some((_, n)) => scalar * n.trim_end_matches(']').parse::<usize>().ok()?,
+                    None => scalar,
+                })
+            })
+            .collect();
+        if let (false, Some(sizes)) = (name.is_empty(), sizes) {
+            entries.insert(name, sizes);
+        }
+        rest = &rest[open + close..];
+    }
+    entries
 }
 
 // SAFETY: module handles are context-wide, usable from any thread with the context bound.
 unsafe impl Send for Module {}
 unsafe impl Sync for Module {}
+
+/// How the driver compiles a module's PTX at its first load (later loads take the result
+/// from the driver's JIT cache, either way).
+///
+/// As one whole program (`ptxas` without `-c`), every kernel is compiled with its own copy
+/// of every function it calls (the print path, the ring, `core::fmt`, the panic report), so
+/// a module's JIT time grows as kernels x shared code: on the H100, about 1.2-1.5 s per
+/// kernel, 60-65 s for the 19 kernels of gpuio's test module and 7-9 s for the 6 of its
+/// example module. Compiled separately (relocatable code, which the driver's linker then
+/// links), each function is compiled once: 1.2-1.7 s for the example module. Calls between
+/// functions then follow the standard ABI: printing 32-byte lines ran about 3% slower on
+/// the H100 (BENCHMARKS.md has the figures and commands).
+///
+/// PTX for a target before sm_70 (the lockstep build) is always compiled whole: compiled
+/// separately, it ran with independent thread scheduling on the H100.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Jit {
+    /// `cuModuleLoadDataEx`: one whole program.
+    Whole,
+    /// `cuLinkCreate` / `cuLinkAddData` / `cuLinkComplete`: separate compilation.
+    Separate,
+}
+
+impl Jit {
+    /// `GPUIO_JIT=whole` or `GPUIO_JIT=separate`; unset (or empty): [`Jit::Separate`].
+    pub fn from_env() -> Result<Jit> {
+        match std::env::var("GPUIO_JIT") {
+            Err(_) => Ok(Jit::Separate),
+            Ok(v) if v.is_empty() => Ok(Jit::Separate),
+            Ok(v) if v == "whole" => Ok(Jit::Whole),
+            Ok(v) if v == "separate" => Ok(Jit::Separate),
+            Ok(v) => Err(Error::Config(format!(
+                "GPUIO_JIT={v:?}: expected \"whole\" or \"separate\""
+            ))),
+        }
+    }
+}
 
 /// A kernel argument, passed by value.
 #[derive(Clone, Copy, Debug)]
@@ -355,10 +461,16 @@ impl From<f64> for Arg {
 impl Module {
     /// Loads PTX text (the driver compiles it for the GPU, or takes the result from its JIT
     /// cache). Where the driver refuses it, the error carries the compiler's log.
+    ///
+    /// How it is compiled is [`Jit::from_env`]'s choice: see [`Jit`].
     pub fn load(cuda: &Arc<Cuda>, ptx: &str) -> Result<Module> {
+        Module::load_with(cuda, ptx, Jit::from_env()?)
+    }
+
+    /// [`Module::load`], compiled as `jit` says.
+    pub fn load_with(cuda: &Arc<Cuda>, ptx: &str, jit: Jit) -> Result<Module> {
         cuda.bind()?;
         let text = CString::new(ptx).map_err(|_| Error::Config("PTX text contains a NUL byte".into()))?;
-        let mut handle = std::ptr::null_mut();
         let mut log = vec![0u8; 16 << 10];
         let mut options = [
             CU_JIT_ERROR_LOG_BUFFER,
@@ -370,27 +482,88 @@ impl Module {
             log.len() as *mut c_void,
             std::ptr::null_mut(),
         ];
-        // SAFETY: a NUL-terminated PTX image, a valid out-pointer, and one value per option:
-        // the error log buffer (alive for the call) with its size, and a slot the driver
-        // writes the compile time into.
-        let rc = unsafe {
-            (cuda.api.cuModuleLoadDataEx)(
-                &mut handle,
-                text.as_ptr() as *const c_void,
-                options.len() as u32,
-                options.as_mut_ptr(),
-                values.as_mut_ptr(),
-            )
-        };
-        if rc != 0 {
+        let failed = |rc: CuResult, what: &str, log: &[u8]| {
             let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
             let log = String::from_utf8_lossy(&log[..end]);
-            let mut why = cuda.check_str(rc, "cuModuleLoadDataEx").unwrap_err();
+            let mut why = cuda.check_str(rc, what).unwrap_err();
             if !log.trim().is_empty() {
                 why.push_str(":\n");
                 why.push_str(log.trim_end());
             }
-            return Err(Error::Cuda(why));
+            Error::Cuda(why)
+        };
+        let mut handle = std::ptr::null_mut();
+        match jit {
+            Jit::Whole => {
+                // SAFETY: a NUL-terminated PTX image, a valid out-pointer, and one value per
+                // option: the error log buffer (alive for the call) with its size, and a
+                // slot the driver writes the compile time into.
+                let rc = unsafe {
+                    (cuda.api.cuModuleLoadDataEx)(
+                        &mut handle,
+                        text.as_ptr() as *const c_void,
+                        options.len() as u32,
+                        options.as_mut_ptr(),
+                        values.as_mut_ptr(),
+                    )
+                };
+                if rc != 0 {
+                    return Err(failed(rc, "cuModuleLoadDataEx", &log));
+                }
+            }
+            Jit::Separate => {
+                let mut state = std::ptr::null_mut();
+                // SAFETY: one value per option, as above; the log buffer and `values` outlive
+                // the link state (destroyed below, on every path).
+                let rc = unsafe {
+                    (cuda.api.cuLinkCreate_v2)(
+                        options.len() as u32,
+                        options.as_mut_ptr(),
+                        values.as_mut_ptr(),
+                        &mut state,
+                    )
+                };
+                if rc != 0 {
+                    return Err(failed(rc, "cuLinkCreate", &log));
+                }
+                let linked = (|| {
+                    // SAFETY: `state` is a live link state; the PTX image is `size` bytes
+                    // including its NUL, and the name is a NUL-terminated string; no
+                    // per-input options.
+                    let rc = unsafe {
+                        (cuda.api.cuLinkAddData_v2)(
+                            state,
+                            CU_JIT_INPUT_PTX,
+                            text.as_ptr() as *mut c_void,
+                            text.as_bytes_with_nul().len(),
+                            c"gpuio kernels".as_ptr(),
+                            0,
+                            std::ptr::null_mut(),
+                            std::ptr::null_mut(),
+                        )
+                    };
+                    if rc != 0 {
+                        return Err(failed(rc, "cuLinkAddData", &log));
+                    }
+                    let (mut cubin, mut size) = (std::ptr::null_mut(), 0usize);
+                    // SAFETY: valid out-pointers; the cubin belongs to `state` and is loaded
+                    // before `state` is destroyed.
+                    let rc = unsafe { (cuda.api.cuLinkComplete)(state, &mut cubin, &mut size) };
+                    if rc != 0 {
+                        return Err(failed(rc, "cuLinkComplete", &log));
+                    }
+                    // SAFETY: `cubin` is the image cuLinkComplete produced, still owned by
+                    // the live `state`.
+                    let rc = unsafe { (cuda.api.cuModuleLoadData)(&mut handle, cubin) };
+                    if rc != 0 {
+                        return Err(failed(rc, "cuModuleLoadData (linked image)", &log));
+                    }
+                    Ok(())
+                })();
+                // SAFETY: `state` came from cuLinkCreate and is destroyed once.
+                unsafe { (cuda.api.cuLinkDestroy)(state) };
+                linked?;
+            }
         }
         Ok(Module {
             cuda: cuda.clone(),
@@ -398,6 +571,7 @@ impl Module {
             owned: true,
             // The driver writes a float (milliseconds) into the pointer-sized slot.
             jit_ms: Some(f32::from_bits(values[2] as usize as u32)),
+            params: Some(ptx_entry_params(ptx)),
         })
     }
 
@@ -412,12 +586,15 @@ impl Module {
     /// # Safety
     /// `handle` is a `CUmodule` loaded in `cuda`'s context (device 0's primary context),
     /// and stays loaded as long as this `Module` (and anything launched from it) is used.
+    /// Launches through it pass each kernel's parameters exactly (their PTX is not known
+    /// here to check them).
     pub unsafe fn borrow_raw(cuda: &Arc<Cuda>, handle: *mut c_void) -> Module {
         Module {
             cuda: cuda.clone(),
             handle,
             owned: false,
             jit_ms: None,
+            params: None,
         }
     }
 
@@ -448,10 +625,35 @@ impl Module {
 
     /// Launches `name` on `grid` blocks of `block` threads with `args` (asynchronous).
     ///
-    /// The caller must pass exactly the kernel's parameters, in order and by type: the
-    /// driver cannot check them against a PTX signature.
+    /// `args` must match the kernel's parameters in number and size (a `u32` or `f32` for a
+    /// 4-byte parameter, a `u64`, `f64` or pointer for an 8-byte one): checked against the
+    /// PTX, an [`Error::Config`] names the difference. (A borrowed module has no PTX here:
+    /// [`Module::borrow_raw`]'s caller vouches for its launches.)
     pub fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
         let f = self.function(name)?;
+        if let Some(params) = &self.params {
+            let Some(sizes) = params.get(name) else {
+                return Err(Error::Config(format!(
+                    "kernel {name}: its parameters could not be read from the PTX, so it cannot \
+                     be launched safely with arguments from here"
+                )));
+            };
+            let given: Vec<usize> = args
+                .iter()
+                .map(|a| match a {
+                    Arg::U32(_) | Arg::F32(_) => 4,
+                    Arg::U64(_) | Arg::F64(_) => 8,
+                })
+                .collect();
+            if &given != sizes {
+                return Err(Error::Config(format!(
+                    "kernel {name} takes {} parameter(s) of {sizes:?} bytes; the launch passed {} \
+                     argument(s) of {given:?} bytes (u32/f32: 4, u64/f64/pointers: 8)",
+                    sizes.len(),
+                    given.len()
+                )));
+            }
+        }
         let mut values: Vec<[u8; 8]> = args
             .iter()
             .map(|a| match *a {
@@ -463,7 +665,9 @@ impl Module {
             .collect();
         let mut ptrs: Vec<*mut c_void> = values.iter_mut().map(|v| v.as_mut_ptr() as *mut c_void).collect();
         // SAFETY: `ptrs` holds one pointer per kernel parameter, each to a buffer at least
-        // as large as the parameter, alive until the call returns (the driver copies them).
+        // as large as the parameter (checked above against the PTX; for a borrowed module,
+        // `borrow_raw`'s caller vouches), alive until the call returns (the driver copies
+        // them).
         self.cuda.check(
             unsafe {
                 (self.cuda.api.cuLaunchKernel)(
@@ -601,5 +805,22 @@ impl Drop for Peek {
             (self.cuda.api.cuStreamDestroy_v2)(self.stream);
             self.cuda.unregister(self.buf.as_ptr());
         }
+    }
+}
+
+#[cfg(test)]
+mod param_tests {
+    use super::ptx_entry_params;
+
+    #[test]
+    fn entry_parameters_are_read_from_the_ptx() {
+        let ptx = ".visible .entry hello()\n{\n\tret;\n}\n\
+                   .visible .entry table(\n\t.param .u32 table_param_0\n)\n{\n}\n\
+                   .visible .entry mix(\n\t.param .u64 .ptr .align 1 mix_param_0,\n\t.param .f32 mix_param_1,\n\
+                   \t.param .align 8 .b8 mix_param_2[24]\n)\n{\n}\n";
+        let p = ptx_entry_params(ptx);
+        assert_eq!(p["hello"], Vec::<usize>::new());
+        assert_eq!(p["table"], [4]);
+        assert_eq!(p["mix"], [8, 4, 24]);
     }
 }

@@ -28,7 +28,7 @@ mod waker;
 mod watchdog;
 
 pub use backend::Backend;
-pub use cuda::Arg;
+pub use cuda::{Arg, Jit};
 pub use error::{
     Error, HangReport, OutputErrors, PrintErrors, Refused, Result, RingWords, StreamPositions, Tickets, Waiting,
 };

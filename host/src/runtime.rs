@@ -513,6 +513,10 @@ pub(crate) struct Shared {
     pub(crate) regions: Mutex<[bool; MAX_REGIONS]>,
     /// Host buffers dropped while kernels might still use them: freed with the runtime.
     pub(crate) retired: Mutex<Vec<(Mapping, bool)>>,
+    /// The output fds that the kernels write with `pwrite` at their own positions (regular
+    /// files): after a kernel fault, when the context can no longer be read, they are moved
+    /// to their end so that the host's own writes do not land on the kernels' lines.
+    pub(crate) positional_fds: Vec<RawFd>,
 }
 
 /// Where each part lives: offsets into the state region and into the logs.
@@ -726,6 +730,7 @@ impl Shared {
             state,
             regions: Mutex::new([false; MAX_REGIONS]),
             retired: Mutex::new(Vec::new()),
+            positional_fds: fds.iter().copied().filter(|&fd| output_mode(fd).0).collect(),
         };
         if let State::Device {
             device, dptr, image, ..
@@ -1253,7 +1258,16 @@ impl Runtime {
                             .map_or("no .target", str::trim)
                     )));
                 }
-                (Loaded::Cuda(cuda::Module::load(c, ptx)?), scheduling)
+                // PTX for a target before sm_70 is compiled as one whole program, always:
+                // compiled separately and linked by the driver, the sm_60 build ran with
+                // independent thread scheduling on the H100 (the suite's lockstep probe: 256
+                // of 256 lanes took a lock that lockstep lanes cannot), which would make the
+                // lockstep build test nothing.
+                let jit = match scheduling {
+                    Some(Scheduling::Lockstep) => cuda::Jit::Whole,
+                    _ => cuda::Jit::from_env()?,
+                };
+                (Loaded::Cuda(cuda::Module::load_with(c, ptx, jit)?), scheduling)
             }
             Device::Hsa(h) => (
                 Loaded::Hsa(hsa::Executable::load(h, image)?),
@@ -1457,6 +1471,7 @@ impl Runtime {
         }
         kernels.launches += 1;
         self.waker.activate();
+        report_kernel_panics();
         let kernel = Arc::new(kernel);
         for i in 0..n as u32 {
             let ids = ThreadIds {
@@ -1532,6 +1547,7 @@ impl Runtime {
                         return Err(e);
                     }
                     Err(e) => {
+                        self.settle_after_fault();
                         self.waker.deactivate();
                         let why = match &e {
                             Error::Kernel(why) => why.clone(),
@@ -1666,6 +1682,33 @@ impl Runtime {
     fn wait_gpu(&self, gpu: &Gpu, waiting: Waiting) -> Result<()> {
         gpu.device
             .synchronize_with(|idle| self.wait(GPU_PACING, idle, std::thread::sleep, waiting))
+    }
+
+    /// After a kernel fault: lets the requests the kernels submitted before it complete, so
+    /// that what they wrote (a panic's report among it) is out before the fault is
+    /// reported, and nothing uses the shared memory once the runtime frees it. Published
+    /// SQEs are consumed and completed by the kernel whatever happened to the GPU; each
+    /// gives one CQE, so the ring is settled when the CQ's tail has caught up with the
+    /// SQ's. Bounded: a request that does not complete in time (a write to a full pipe)
+    /// is left, as before. Then the regular files the kernels wrote at their own positions
+    /// have their offsets moved to the end (see `Shared::positional_fds`).
+    fn settle_after_fault(&self) {
+        const SETTLE: Duration = Duration::from_secs(2);
+        let start = std::time::Instant::now();
+        while start.elapsed() < SETTLE {
+            let [sq_head, sq_tail, _, _, cq_tail] = self.ring_words();
+            if sq_head == sq_tail && cq_tail == sq_tail {
+                break;
+            }
+            self.shared.queue.wake_if_needed();
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        // The kernels' positional writes ended at most at each file's end; the context that
+        // knows exactly where is in device memory, out of reach now.
+        for &fd in &self.shared.positional_fds {
+            // SAFETY: lseek on an output fd moves only its offset.
+            unsafe { libc::lseek(fd, 0, libc::SEEK_END) };
+        }
     }
 
     /// The watchdog's wait ([`watchdog::wait`]) with this runtime's policy and observations.
@@ -1902,6 +1945,27 @@ fn ptx_layout(ptx: &str) -> Option<u64> {
     let inner = line.split_once('{')?.1.split_once('}')?.0;
     let bytes: Vec<u8> = inner.split(',').map(|b| b.trim().parse().ok()).collect::<Option<_>>()?;
     Some(u64::from_le_bytes(bytes.try_into().ok()?))
+}
+
+/// Makes a panicking kernel thread of the CPU backend print what a GPU's panic handler
+/// prints (`gpuio_device::panic_handler!`): `kernel thread T (block B, thread I) panicked at
+/// FILE:LINE:COL: MESSAGE`, on the runtime's stderr stream, in place of std's report.
+/// Installed once per process, in front of the hook that was there, which still reports
+/// every other thread's panics (and a kernel thread's panic inside a print, whose stream is
+/// in the middle of a line then).
+fn report_kernel_panics() {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if gpuio_device::arch::context().is_null() || gpuio_device::arch::host::in_print() {
+                previous(info)
+            } else {
+                let message = info.payload_as_str().unwrap_or("Box<dyn Any>");
+                gpuio_device::entry::report_panic(info.location(), &message)
+            }
+        }));
+    });
 }
 
 impl Drop for Runtime {

@@ -1,40 +1,20 @@
 //! gpuio's example kernels.
 //!
-//! One source, three targets: `gpuio`'s build script builds this crate for
+//! One source, three targets: `gpuio-kernels-gpu`'s build script builds this crate for
 //! `nvptx64-nvidia-cuda` and `amdgcn-amd-amdhsa` with `gpuio-linker` (each kernel becomes an
 //! exported `extern "gpu-kernel"` entry point), and on the host it is an ordinary library
 //! whose kernels are plain functions that the CPU backend runs on its threads.
 #![no_std]
-#![cfg_attr(
-    any(target_arch = "nvptx64", target_arch = "amdgpu"),
-    feature(abi_gpu_kernel, core_intrinsics)
-)]
-#![cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), allow(internal_features))]
 #![cfg_attr(target_arch = "nvptx64", feature(stdarch_nvptx))]
 
 use core::fmt;
 
-use gpuio_device::{block_dim, global_thread_idx, grid_dim, println};
+use gpuio_device::{block_dim, global_thread_idx, grid_dim, kernel, println};
 
-/// Declares a kernel: on GPU targets an exported (`#[no_mangle]`) `extern "gpu-kernel"`
-/// entry point, on the host a plain `pub fn` of the same name and signature.
-macro_rules! kernel {
-    ($(#[$attr:meta])* pub fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
-        $(#[$attr])*
-        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
-        #[no_mangle]
-        pub extern "gpu-kernel" fn $name($($arg: $ty),*) $body
-
-        $(#[$attr])*
-        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-        pub fn $name($($arg: $ty),*) $body
-    };
-}
-
-mod files;
-pub use files::*;
-mod suite;
-pub use suite::*;
+// A panic prints `kernel thread T (block B, thread I) panicked at FILE:LINE:COL: MESSAGE`
+// on stderr, then traps: the launch fails with an error the host reports, instead of the
+// kernel hanging or carrying on.
+gpuio_device::panic_handler!();
 
 kernel! {
     /// Prints `hello from thread <global thread index> of <threads in the grid>`, one line
@@ -57,6 +37,7 @@ kernel! {
     }
 }
 
+kernel! {
 /// Like [`stress`], through CUDA's own device `printf` (`vprintf`) instead of gpuio: the
 /// same bytes, `lines` lines `t=<global thread index> i=<line number>` per thread, padded
 /// with `.` to `width` bytes including the newline. For comparisons (`examples/bench_gpu.rs`).
@@ -66,8 +47,7 @@ kernel! {
 /// `*` for the field width only, not for the precision), so padding beyond 1024 dots
 /// (`width` over about 1040) is cut to 1024 dots.
 #[cfg(target_arch = "nvptx64")]
-#[no_mangle]
-pub extern "gpu-kernel" fn printf_stress(lines: u32, width: u32) {
+pub fn printf_stress(lines: u32, width: u32) {
     /// The format: the arguments are laid out like [`PrintfArgs`].
     const FORMAT: &[u8] = b"t=%llu i=%u%s\n\0";
     /// `vprintf`'s argument buffer: the arguments at their natural alignment, as a C
@@ -92,6 +72,7 @@ pub extern "gpu-kernel" fn printf_stress(lines: u32, width: u32) {
         // which has copied everything into the printf FIFO by then.
         unsafe { core::arch::nvptx::vprintf(FORMAT.as_ptr(), &args as *const PrintfArgs as *const _) };
     }
+}
 }
 
 /// 1024 dots and a NUL: [`printf_stress`] prints a suffix of it as its padding.
@@ -160,9 +141,11 @@ impl fmt::Display for Padded {
 }
 
 /// Passes text through, counting its bytes.
-struct Counting<'a, W: fmt::Write + ?Sized> {
-    inner: &'a mut W,
-    written: usize,
+pub struct Counting<'a, W: fmt::Write + ?Sized> {
+    /// Where the text goes.
+    pub inner: &'a mut W,
+    /// Bytes passed through so far.
+    pub written: usize,
 }
 
 impl<W: fmt::Write + ?Sized> fmt::Write for Counting<'_, W> {
@@ -170,14 +153,6 @@ impl<W: fmt::Write + ?Sized> fmt::Write for Counting<'_, W> {
         self.written += s.len();
         self.inner.write_str(s)
     }
-}
-
-/// A panic on the GPU traps: the launch fails with an error the host reports, instead of
-/// the kernel hanging or carrying on.
-#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
-#[panic_handler]
-fn panic(_: &core::panic::PanicInfo) -> ! {
-    core::intrinsics::abort()
 }
 
 #[cfg(test)]

@@ -55,6 +55,9 @@
 //! v5 also moves the hidden kernel arguments (block counts, group sizes, ...) to a fixed
 //! layout that the metadata note describes; a launcher fills them from that note.
 
+mod kernels;
+pub use kernels::{Built, Kernels};
+
 use std::ffi::OsString;
 use std::fmt;
 use std::io;
@@ -146,10 +149,14 @@ impl GpuTarget {
                     "-Zunstable-options".into(),
                     "-Clinker-flavor=llbc".into(),
                 ];
-                // LLVM writes the oldest PTX version the processor allows (5.0 for sm_60),
-                // but gpuio-device's warp collectives (`activemask`) need PTX 6.2.
-                if self.is_pre_volta() {
-                    flags.push("-Ctarget-feature=+ptx62".into());
+                // LLVM writes the oldest PTX version the processor allows (5.0 for sm_60,
+                // 6.0 for sm_70), but gpuio-device's warp collectives (`activemask`) need
+                // PTX 6.2, and its waits on sm_70 and later (`nanosleep`) PTX 6.3. From
+                // sm_75 on, the oldest version allowed is newer than both.
+                match self.sm_number() {
+                    Some(n) if n < 70 => flags.push("-Ctarget-feature=+ptx62".into()),
+                    Some(n) if n < 75 => flags.push("-Ctarget-feature=+ptx63".into()),
+                    _ => {}
                 }
                 flags
             }
@@ -163,22 +170,24 @@ impl GpuTarget {
         }
     }
 
+    /// The number of an NVIDIA target (`70` for `sm_70`, `90` for `sm_90a`).
+    fn sm_number(&self) -> Option<u32> {
+        match self {
+            GpuTarget::Nvptx { sm } => sm
+                .strip_prefix("sm_")?
+                .trim_end_matches(|c: char| c.is_ascii_alphabetic())
+                .parse()
+                .ok(),
+            GpuTarget::Amdgcn { .. } => None,
+        }
+    }
+
     /// Whether this is an NVIDIA target before sm_70 (Volta): PTX for it runs without
     /// independent thread scheduling, the lanes of a warp in lockstep, also on newer GPUs.
     /// gpuio builds its kernels for `sm_60` to test the lockstep hazards of AMD wavefronts
     /// on NVIDIA hardware.
     pub fn is_pre_volta(&self) -> bool {
-        match self {
-            GpuTarget::Nvptx { sm } => sm
-                .strip_prefix("sm_")
-                .and_then(|n| {
-                    n.trim_end_matches(|c: char| c.is_ascii_alphabetic())
-                        .parse::<u32>()
-                        .ok()
-                })
-                .is_some_and(|n| n < 70),
-            GpuTarget::Amdgcn { .. } => false,
-        }
+        self.sm_number().is_some_and(|n| n < 70)
     }
 
     /// Checks the architecture name, so that a typo fails here and not deep in LLVM.

@@ -353,3 +353,9 @@ pub fn grid_dim() -> u32 {
     let grid = unsafe { (dispatch().add(12) as *const u32).read() };
     grid.div_ceil(block_dim().max(1))
 }
+
+/// Ends the kernel with an error: the dispatch fails (the panic handler's last step).
+#[inline]
+pub fn abort() -> ! {
+    core::intrinsics::abort()
+}

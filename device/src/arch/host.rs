@@ -67,6 +67,34 @@ pub struct ThreadIds {
 }
 
 std::thread_local! {
+    /// How many `print_to` calls this thread is inside (a panic hook must not print then).
+    static IN_PRINT: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Whether this thread is inside a print (formatting or writing a line): a panic there
+/// must not print through the same stream.
+pub fn in_print() -> bool {
+    IN_PRINT.with(|c| c.get() > 0)
+}
+
+/// Marks this thread as inside a print until dropped.
+pub struct InPrint(());
+
+impl InPrint {
+    /// Enters a print.
+    pub fn enter() -> InPrint {
+        IN_PRINT.with(|c| c.set(c.get() + 1));
+        InPrint(())
+    }
+}
+
+impl Drop for InPrint {
+    fn drop(&mut self) {
+        IN_PRINT.with(|c| c.set(c.get() - 1));
+    }
+}
+
+std::thread_local! {
     static CURRENT: Cell<(*const Context, ThreadIds)> =
         const { Cell::new((core::ptr::null(), ThreadIds { thread_idx: 0, block_idx: 0, block_dim: 1, grid_dim: 1 })) };
 }
@@ -129,4 +157,10 @@ pub fn print_without_context(stderr: bool, newline: bool, args: core::fmt::Argum
     } else {
         let _ = std::io::stdout().lock().write_fmt(format_args!("{args}{nl}"));
     }
+}
+
+/// Ends the process (GPU targets end the kernel; the host has no kernel to end alone, and
+/// the CPU backend's panics unwind instead: only a panic handler calls this).
+pub fn abort() -> ! {
+    std::process::abort()
 }

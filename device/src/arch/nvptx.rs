@@ -587,3 +587,11 @@ pub fn grid_dim() -> u32 {
     // SAFETY: reads a special register.
     unsafe { core::arch::nvptx::_grid_dim_x() }
 }
+
+/// Ends the kernel with an error: the launch fails and the context is lost (the panic
+/// handler's last step).
+#[inline]
+pub fn abort() -> ! {
+    // SAFETY: `trap` has no preconditions; it never returns.
+    unsafe { core::arch::nvptx::trap() }
+}

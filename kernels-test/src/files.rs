@@ -7,6 +7,7 @@ use core::fmt::Write;
 
 use gpuio_device::fs::{Error as FsError, File, OpenOptions};
 use gpuio_device::io::{self, Errno};
+use gpuio_device::kernel;
 use gpuio_device::sync::{AtomicU32, Ordering};
 use gpuio_device::{block_dim, clock_ns, global_thread_idx, grid_dim};
 

@@ -6,6 +6,7 @@
 use core::fmt;
 
 use gpuio_device::io;
+use gpuio_device::kernel;
 use gpuio_device::sync::{AtomicU32, Ordering};
 use gpuio_device::{clock_ns, eprint, eprintln, global_thread_idx, print, println};
 
@@ -110,7 +111,7 @@ pub struct Repeat {
 impl fmt::Display for Repeat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const ABC: &str = "abcdefghijklmnopqrstuvwxyz";
-        let mut head = crate::Counting { inner: f, written: 0 };
+        let mut head = gpuio_kernels::Counting { inner: f, written: 0 };
         fmt::Write::write_fmt(&mut head, format_args!("L{}:", self.t))?;
         let mut rest = self.len.saturating_sub(head.written);
         while rest > 0 {

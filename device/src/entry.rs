@@ -1,0 +1,174 @@
+//! What a kernel crate declares: its kernels ([`kernel!`](crate::kernel)) and, if it wants
+//! panics reported, gpuio's panic handler ([`panic_handler!`](crate::panic_handler)).
+//!
+//! A kernel crate is `#![no_std]` and builds for the GPUs (with `gpuio-linker`) and for the
+//! host, where the CPU backend calls its kernels as plain functions:
+//!
+//! ```
+//! #![no_std]
+//! # extern crate std; // only for this doctest's host build
+//! use gpuio_device::{kernel, println};
+//!
+//! kernel! {
+//!     /// Prints one line per thread.
+//!     pub fn hello(n: u32) {
+//!         println!("hello {n} from thread {}", gpuio_device::global_thread_idx());
+//!     }
+//! }
+//!
+//! // On GPU targets a panic then prints `kernel thread T (block B, thread I) panicked at
+//! // FILE:LINE:COL: MESSAGE` on the runtime's stderr before the kernel traps.
+//! gpuio_device::panic_handler!();
+//! # fn main() {}
+//! ```
+
+use core::fmt;
+use core::panic::Location;
+use core::sync::atomic::Ordering;
+
+/// Declares kernels: on GPU targets each becomes an exported (`#[no_mangle]`)
+/// `extern "gpu-kernel"` entry point, on the host a plain `pub fn` of the same name and
+/// signature, which the CPU backend runs on its threads.
+///
+/// Arguments are plain values (`u32`, `u64`, `f32`, `f64`, raw pointers), as the host passes
+/// them to the launch. The crate using it needs no unstable feature of its own: the
+/// `gpu-kernel` ABI is allowed inside this macro.
+///
+/// ```
+/// gpuio_device::kernel! {
+///     /// Adds `a` to `n` floats at `x`.
+///     pub fn add(x: *mut f32, n: u32, a: f32) {
+///         let i = gpuio_device::global_thread_idx();
+///         if i < n as u64 {
+///             // SAFETY: the host passes `n` floats at `x`, one per thread.
+///             unsafe { *x.add(i as usize) += a };
+///         }
+///     }
+/// }
+/// let mut v = [1.0f32; 4];
+/// add(v.as_mut_ptr(), 4, 0.5); // on the host, outside a runtime: thread 0 only
+/// assert_eq!(v, [1.5, 1.0, 1.0, 1.0]);
+/// ```
+#[macro_export]
+#[cfg_attr(
+    any(target_arch = "amdgpu", target_arch = "nvptx64"),
+    allow_internal_unstable(abi_gpu_kernel)
+)]
+macro_rules! kernel {
+    ($($(#[$attr:meta])* pub fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block)*) => {
+        $(
+            $(#[$attr])*
+            #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+            #[no_mangle]
+            pub extern "gpu-kernel" fn $name($($arg: $ty),*) $body
+
+            $(#[$attr])*
+            #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+            pub fn $name($($arg: $ty),*) $body
+        )*
+    };
+}
+
+/// Defines the crate's `#[panic_handler]` on GPU targets (on the host, std's stays): a
+/// panicking thread prints `kernel thread T (block B, thread I) panicked at
+/// FILE:LINE:COL: MESSAGE` on the runtime's stderr, sends it to the ring, and traps; the
+/// host's `synchronize` then reports the failed launch, after the line is written.
+///
+/// Opt-in: a crate that defines its own handler does not call this. Call it once, at the
+/// crate root of the kernel crate (a GPU build links exactly one panic handler).
+#[macro_export]
+macro_rules! panic_handler {
+    () => {
+        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+        #[panic_handler]
+        fn gpuio_panic(info: &::core::panic::PanicInfo<'_>) -> ! {
+            $crate::entry::report_panic(info.location(), &info.message());
+            $crate::arch::abort()
+        }
+    };
+}
+
+/// How long a panicking thread waits for its report to reach the ring before it traps. A
+/// bounded wait: a thread that is flushing the stream may be a sibling lane that cannot run
+/// until this one leaves (the lockstep rule, `arch`), or may itself be panicking.
+const REPORT_WAIT_NS: u64 = 100_000_000;
+
+/// `kernel thread T (block B, thread I) panicked at FILE:LINE:COL: MESSAGE`.
+struct Report<'a> {
+    t: u64,
+    b: u32,
+    i: u32,
+    location: Option<&'a Location<'a>>,
+    message: &'a dyn fmt::Display,
+}
+
+impl fmt::Display for Report<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Report {
+            t,
+            b,
+            i,
+            location,
+            message,
+        } = self;
+        write!(f, "kernel thread {t} (block {b}, thread {i}) panicked")?;
+        if let Some(at) = location {
+            write!(f, " at {}:{}:{}", at.file(), at.line(), at.column())?;
+        }
+        write!(f, ": {message}")
+    }
+}
+
+/// After the report is handed to a flight, time for the flusher (if another thread) to
+/// publish the flight's SQE.
+const GRACE_NS: u64 = 100_000;
+
+/// Prints `kernel thread T (block B, thread I) panicked at FILE:LINE:COL: MESSAGE` on the
+/// runtime's stderr and waits (boundedly) until it is handed to the ring. The GPU panic
+/// handler calls it, and the CPU backend calls it from its panic hook, so that both report
+/// a panic the same way.
+#[cold]
+#[inline(never)]
+pub fn report_panic(location: Option<&Location<'_>>, message: &dyn fmt::Display) {
+    let (t, b, i) = (crate::global_thread_idx(), crate::block_idx(), crate::thread_idx());
+    crate::eprintln!(
+        "{}",
+        Report {
+            t,
+            b,
+            i,
+            location,
+            message
+        }
+    );
+    let ctx = crate::arch::context();
+    if ctx.is_null() {
+        return;
+    }
+    // SAFETY: the host installs a context that outlives every kernel that can see it.
+    let ctx = unsafe { &*ctx };
+    let stream = ctx.stream(true);
+    // Everything reserved so far, this line included, is to be handed to the ring.
+    // Acquire: pairs with the reservations' AcqRel (we only need a position at or past our
+    // own line's end, which this thread reserved itself).
+    let end = stream.reserved.load(Ordering::Acquire);
+    let start = crate::clock_ns();
+    loop {
+        ctx.flush(stream);
+        // Acquire: pairs with the flusher's Release of `flushed` when it hands the bytes to
+        // a flight, whose SQE it publishes before its flush returns. If this thread was the
+        // flusher, that was before its `flush` returned; if another was, it is a few
+        // instructions later (the grace period below).
+        if stream.flushed.load(Ordering::Acquire) >= end {
+            let handed = crate::clock_ns();
+            while crate::clock_ns().wrapping_sub(handed) < GRACE_NS {}
+            break;
+        }
+        if crate::clock_ns().wrapping_sub(start) > REPORT_WAIT_NS {
+            break;
+        }
+        // Lets sibling lanes that diverged from this one run (on GPUs with independent
+        // thread scheduling a spinning branch may otherwise hold the warp).
+        crate::arch::doze();
+    }
+}

@@ -1,0 +1,37 @@
+//! gpuio's kernel crates built for the GPUs by this crate's build script, for gpuio's own
+//! examples and tests (a dev-dependency: a crate that depends on gpuio builds none of this):
+//!
+//! - the example kernels (`kernels/`): [`NVPTX`], [`AMDGCN`], [`PTX`], ...;
+//! - the test and benchmark kernels (`kernels-test/`, with the example kernels):
+//!   [`TEST_NVPTX`], [`TEST_AMDGCN`], [`TEST_PTX`], ...
+//!
+//! With `GPUIO_SKIP_GPU_BUILD=1` at build time the tables are empty and the files empty:
+//! loading them fails at run time, clearly.
+
+/// The example kernels as PTX for `sm_90` and `sm_60` (the lockstep build), for
+/// `Runtime::load_matching`.
+pub const NVPTX: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_NVPTX"));
+/// The example kernels as amdgcn code objects for gfx90a, gfx942 and gfx1100.
+pub const AMDGCN: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_AMDGCN"));
+/// The example kernels' `sm_90` PTX.
+pub const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
+/// The path of the example kernels' `sm_90` PTX.
+pub const PTX_PATH: &str = env!("GPUIO_KERNELS_PTX");
+
+/// The test kernels (and the example kernels) as PTX for `sm_90` and `sm_60`.
+pub const TEST_NVPTX: &[(&str, &[u8])] = include!(env!("GPUIO_TEST_KERNELS_NVPTX"));
+/// The test kernels (and the example kernels) as amdgcn code objects for gfx90a, gfx942 and
+/// gfx1100.
+pub const TEST_AMDGCN: &[(&str, &[u8])] = include!(env!("GPUIO_TEST_KERNELS_AMDGCN"));
+/// The test kernels' `sm_90` PTX.
+pub const TEST_PTX: &str = include_str!(env!("GPUIO_TEST_KERNELS_PTX"));
+/// The path of the test kernels' `sm_90` PTX.
+pub const TEST_PTX_PATH: &str = env!("GPUIO_TEST_KERNELS_PTX");
+/// The path of the test kernels' `sm_60` PTX (the lockstep build).
+pub const TEST_PTX_SM60_PATH: &str = env!("GPUIO_TEST_KERNELS_PTX_SM60");
+/// The paths of the test kernels' code objects, by processor.
+pub const TEST_HSACO_PATHS: &[(&str, &str)] = &[
+    ("gfx90a", env!("GPUIO_TEST_KERNELS_HSACO_GFX90A")),
+    ("gfx942", env!("GPUIO_TEST_KERNELS_HSACO_GFX942")),
+    ("gfx1100", env!("GPUIO_TEST_KERNELS_HSACO_GFX1100")),
+];
