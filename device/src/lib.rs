@@ -13,7 +13,7 @@
 //! # kernel(); // outside a kernel (no context) the host build falls back to std's stdout
 //! ```
 //!
-//! Modules, in the order data flows: [`print`] formats, [`stream`] appends to a log and
+//! Modules, in the order data flows: [`mod@print`] formats, [`stream`] appends to a log and
 //! flushes; [`fs`] and [`io`] read and write files, through the [`arena`] when the buffer is
 //! in device memory, and [`request`] routes each result back to its thread; [`ring`]
 //! submits and reaps, [`uapi`] is the kernel's ABI, [`pool`], [`sync`] and [`arch`] are

@@ -18,7 +18,7 @@
 //!    `DONE`, it tries to become the reaper (`Ring::reap`, a try-lock: when another thread
 //!    reaps, it leaves at once and looks at its slot again). The reaper hands every CQE
 //!    present to the context's dispatch, which routes a request's CQE here
-//!    ([`Requests::complete`]): it checks the slot is `PENDING` with the CQE's tag, stores
+//!    (`Requests::complete`): it checks the slot is `PENDING` with the CQE's tag, stores
 //!    the result (Relaxed), then `DONE` (Release).
 //! 3. **Wake.** The waiter's Acquire load of `DONE` pairs with that release: it sees the
 //!    result, and everything the kernel did for the request (the bytes a read put into our

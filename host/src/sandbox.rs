@@ -16,7 +16,7 @@
 //! A request the policy forbids completes at once with `-EACCES` and is never executed.
 //! Such a completion matches no print, so the device context counts it
 //! (`Context::refused_requests`) and [`Runtime::synchronize`](crate::Runtime::synchronize)
-//! returns [`Error::Refused`](crate::Error::Refused).
+//! returns [`crate::Error::Refused`].
 //!
 //! Registered files are the files `stdout_fd`/`stderr_fd` referred to when the runtime was
 //! built: a later `dup2` onto those numbers does not redirect device prints (build the
