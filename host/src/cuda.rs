@@ -387,12 +387,12 @@ unsafe impl Sync for Module {}
 ///
 /// As one whole program (`ptxas` without `-c`), every kernel is compiled with its own copy
 /// of every function it calls (the print path, the ring, `core::fmt`, the panic report), so
-/// a module's JIT time grows as kernels x shared code: on the H100, about 1.2-1.5 s per
-/// kernel, 60-65 s for the 19 kernels of gpuio's test module and 7-9 s for the 6 of its
-/// example module. Compiled separately (relocatable code, which the driver's linker then
-/// links), each function is compiled once: 1.2-1.7 s for the example module. Calls between
-/// functions then follow the standard ABI: printing 32-byte lines ran about 3% slower on
-/// the H100 (BENCHMARKS.md has the figures and commands).
+/// a module's JIT time grows as kernels x shared code: on the H100, about 0.9-1.5 s per
+/// kernel (`ptxas -v`), 60-65 s for a module of 19 kernels and 6-9 s for the 6 of gpuio's
+/// example module (`bench_start`). Compiled separately (relocatable code, which the
+/// driver's linker then links), each function is compiled once: 1.2-1.7 s for the example
+/// module. Calls between functions then follow the standard ABI: printing 32-byte lines
+/// ran 3.6-5.0% slower on the H100 (`bench_gpu`; BENCHMARKS.md has the runs).
 ///
 /// PTX for a target before sm_70 (the lockstep build) is always compiled whole: compiled
 /// separately, it ran with independent thread scheduling on the H100.
