@@ -119,12 +119,8 @@ impl fmt::Display for Report<'_> {
     }
 }
 
-/// After the report is handed to a flight, time for the flusher (if another thread) to
-/// publish the flight's SQE.
-const GRACE_NS: u64 = 100_000;
-
 /// Prints `kernel thread T (block B, thread I) panicked at FILE:LINE:COL: MESSAGE` on the
-/// runtime's stderr and waits (boundedly) until it is handed to the ring. The GPU panic
+/// runtime's stderr and waits (boundedly) until its write has completed. The GPU panic
 /// handler calls it, and the CPU backend calls it from its panic hook, so that both report
 /// a panic the same way.
 #[cold]
@@ -148,27 +144,30 @@ pub fn report_panic(location: Option<&Location<'_>>, message: &dyn fmt::Display)
     // SAFETY: the host installs a context that outlives every kernel that can see it.
     let ctx = unsafe { &*ctx };
     let stream = ctx.stream(true);
-    // Everything reserved so far, this line included, is to be handed to the ring.
-    // Acquire: pairs with the reservations' AcqRel (we only need a position at or past our
-    // own line's end, which this thread reserved itself).
+    // Everything reserved so far, this line included. Acquire: pairs with the
+    // reservations' AcqRel (we only need a position at or past our own line's end, which
+    // this thread reserved itself).
     let end = stream.reserved.load(Ordering::Acquire);
     let start = crate::clock_ns();
+    // Until the write that holds the line has completed: `flushed` is not enough. The
+    // flusher releases `flushed` before it publishes the flight's SQE, and when stdout and
+    // stderr share one stream that flusher may be a sibling lane that printed with this
+    // one; a thread that trapped on seeing `flushed` would kill the kernel before the
+    // sibling publishes, and the line would be lost. `released` moves only when the
+    // write's completion is reaped, so this thread reaps as well as flushes.
     loop {
+        ctx.reap();
         ctx.flush(stream);
-        // Acquire: pairs with the flusher's Release of `flushed` when it hands the bytes to
-        // a flight, whose SQE it publishes before its flush returns. If this thread was the
-        // flusher, that was before its `flush` returned; if another was, it is a few
-        // instructions later (the grace period below).
-        if stream.flushed.load(Ordering::Acquire) >= end {
-            let handed = crate::clock_ns();
-            while crate::clock_ns().wrapping_sub(handed) < GRACE_NS {}
+        // Acquire: pairs with the Release of `released` by whoever reaped the completion.
+        if stream.released.load(Ordering::Acquire) >= end {
             break;
         }
         if crate::clock_ns().wrapping_sub(start) > REPORT_WAIT_NS {
             break;
         }
-        // Lets sibling lanes that diverged from this one run (on GPUs with independent
-        // thread scheduling a spinning branch may otherwise hold the warp).
+        // Lets sibling lanes that diverged from this one run (with independent thread
+        // scheduling a branch that spins without a pause may hold the warp: the flusher
+        // above may be one of them).
         crate::arch::doze();
     }
 }

@@ -556,13 +556,29 @@ mod tests {
         assert_eq!(d.run(fixed), -libc::EBADF, "no registered files");
         r.register_files(&[fd]);
         assert_eq!(d.run(fixed), 1, "fixed file 0");
+        // Closed twice, then written: EBADF. On a high fd number of its own: once closed, a
+        // low number is soon taken by another test of this binary (run in parallel), and a
+        // write to that would fail otherwise.
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the struct; dup2 onto a number no other test uses (tests
+        // take the lowest free numbers).
+        let high = unsafe {
+            assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+            let high = (limit.rlim_cur.saturating_sub(1)).min(4095) as i32;
+            assert_eq!(libc::dup2(fd, high), high, "dup2 to {high}");
+            high
+        };
         assert_eq!(d.run(sqe(IORING_OP_CLOSE, fd, std::ptr::null(), 0, 0, 12)), 0);
+        assert_eq!(d.run(sqe(IORING_OP_CLOSE, high, std::ptr::null(), 0, 0, 13)), 0);
         assert_eq!(
-            d.run(sqe(IORING_OP_CLOSE, fd, std::ptr::null(), 0, 0, 13)),
+            d.run(sqe(IORING_OP_CLOSE, high, std::ptr::null(), 0, 0, 14)),
             -libc::EBADF
         );
         let bad = b"x".as_ptr();
-        assert_eq!(d.run(sqe(IORING_OP_WRITE, fd, bad, 1, cur, 14)), -libc::EBADF);
+        assert_eq!(d.run(sqe(IORING_OP_WRITE, high, bad, 1, cur, 15)), -libc::EBADF);
         assert_eq!(std::fs::read(dir.join("ops.txt")).unwrap(), b"hello World\n!");
         let _ = std::fs::remove_dir_all(dir);
     }
