@@ -17,6 +17,7 @@ use std::time::Duration;
 
 #[allow(dead_code)]
 mod common;
+use common::c_hosts::{build_capi, compile, compiler, pc_fields, root, toolchain_here, words, Built};
 use common::skip;
 
 /// The example kernels' PTX, built by build.rs (for the GPU part).
@@ -25,126 +26,10 @@ const PTX_PATH: &str = gpuio_kernels_gpu::PTX_PATH;
 /// How long a host may run before the test kills it and fails.
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Where the C API was built.
-struct Built {
-    /// `target/<profile>`: `libgpuio.a`, `libgpuio.so`, `gpuio.pc`.
-    libdir: PathBuf,
-    /// Compiled hosts go here.
-    bin: PathBuf,
-}
-
-/// Whether cargo and a C compiler can run here (the tests build the C API and C hosts); if
-/// not, reports the test as skipped (the GPU machine runs prebuilt test binaries, without a
-/// toolchain).
-fn toolchain_here(test: &str) -> bool {
-    let cc = words(&compiler("CC", "cc"))
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| "cc".into());
-    match common::missing_program("cargo").or_else(|| common::missing_program(&cc)) {
-        Some(why) => {
-            skip(test, &format!("it builds the C API and C hosts: {why}"));
-            false
-        }
-        None => true,
-    }
-}
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
 /// Builds the C libraries once per test binary.
 fn built() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        // This binary is target/<profile>/deps/capi-<hash>: the libraries land two up.
-        let exe = std::env::current_exe().expect("current_exe");
-        let libdir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("test binary in target/<profile>/deps")
-            .to_path_buf();
-        let profile = libdir
-            .file_name()
-            .and_then(|p| p.to_str())
-            .unwrap_or("debug")
-            .to_owned();
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Command::new(&cargo);
-        cmd.current_dir(root()).args(["build", "-p", "gpuio-capi", "--lib"]);
-        match profile.as_str() {
-            "debug" => {}
-            "release" => {
-                cmd.arg("--release");
-            }
-            other => {
-                cmd.args(["--profile", other]);
-            }
-        }
-        // Same target directory as this test (CARGO_TARGET_DIR, if set, is inherited).
-        if let Some(target) = libdir.parent() {
-            cmd.env("CARGO_TARGET_DIR", target);
-        }
-        let out = cmd.output().expect("running cargo");
-        assert!(
-            out.status.success(),
-            "`cargo build -p gpuio-capi` failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for f in ["libgpuio.a", "libgpuio.so", "gpuio.pc"] {
-            assert!(
-                libdir.join(f).exists(),
-                "{} missing after the build",
-                libdir.join(f).display()
-            );
-        }
-        let bin = libdir.join("capi-hosts");
-        std::fs::create_dir_all(&bin).expect("create capi-hosts");
-        Built { libdir, bin }
-    })
-}
-
-/// The fields of `gpuio.pc` (`Cflags`, `Libs`, `Libs.private`), variables substituted.
-fn pc_fields(pc: &Path) -> BTreeMap<String, String> {
-    let text = std::fs::read_to_string(pc).expect("read gpuio.pc");
-    let mut vars = BTreeMap::new();
-    let mut fields = BTreeMap::new();
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let subst = |v: &str, vars: &BTreeMap<String, String>| {
-            vars.iter()
-                .fold(v.trim().to_string(), |s, (k, val)| s.replace(&format!("${{{k}}}"), val))
-        };
-        if let Some((k, v)) = line.split_once(':') {
-            fields.insert(k.trim().to_string(), subst(v, &vars));
-        } else if let Some((k, v)) = line.split_once('=') {
-            let v = subst(v, &vars);
-            vars.insert(k.trim().to_string(), v);
-        }
-    }
-    fields
-}
-
-fn words(s: &str) -> Vec<String> {
-    s.split_whitespace().map(str::to_string).collect()
-}
-
-fn compiler(var: &str, default: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| default.to_string())
-}
-
-/// Runs a compiler; fails the test with its messages.
-fn compile(what: &str, program: &str, args: &[String]) {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run the {what} compiler `{program}`: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {} failed:\n{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    BUILT.get_or_init(|| build_capi(&[]))
 }
 
 /// The C host, statically linked against libgpuio.a (C99, warnings are errors).
@@ -160,7 +45,7 @@ fn c_host() -> &'static Path {
         args.push(b.libdir.join("libgpuio.a").display().to_string());
         args.extend(words(&pc["Libs.private"]));
         args.extend(["-o".into(), exe.display().to_string()]);
-        compile("C", &compiler("CC", "cc"), &args);
+        compile(&compiler(false), &args);
         exe
     })
 }
@@ -188,7 +73,7 @@ fn cpp_host() -> &'static Path {
         args.push(root().join("tests/capi/host.cpp").display().to_string());
         args.extend(flags);
         args.extend(["-o".into(), exe.display().to_string()]);
-        compile("C++", &compiler("CXX", "c++"), &args);
+        compile(&compiler(true), &args);
         exe
     })
 }
@@ -329,6 +214,9 @@ fn c_host_error_paths_return_statuses_with_messages() {
         "is not a runtime handle that gpuio returned",
         "attach_hsa_executable: GPUIO_ERROR_BACKEND_UNAVAILABLE",
         "this runtime runs on the cpu backend",
+        "attach_hip_module(NULL): GPUIO_ERROR_INVALID_ARGUMENT: hip_module is NULL",
+        "attach_hip_module: GPUIO_ERROR_BACKEND_UNAVAILABLE: the hip backend is unavailable: libgpuio was built \
+         without its `hip` feature",
         "synchronize inside a kernel: GPUIO_ERROR_WRONG_CONTEXT",
         "synchronize a waiting kernel: GPUIO_ERROR_HANG: synchronize gave up (hang timeout): nothing has moved for",
         "synchronize the released kernel: GPUIO_OK",
@@ -442,7 +330,7 @@ fn c_hello_example_builds_with_the_readme_command() {
     let mut args = vec![root().join("host/capi/examples/hello.c").display().to_string()];
     args.extend(words(&String::from_utf8_lossy(&pc.stdout)));
     args.extend(["-o".into(), exe.display().to_string()]);
-    compile("C", &compiler("CC", "cc"), &args);
+    compile(&compiler(false), &args);
     let out = run(&exe, &[]);
     expect_success("hello.c", &out);
     let lines: std::collections::BTreeSet<&[u8]> =

@@ -18,14 +18,22 @@
 
 use crate::io::{self, Errno};
 
-/// `open(2)` flags (Linux; the same values on x86-64 and arm64).
+// `open(2)` flags (Linux; the same values on x86-64 and arm64).
+/// `O_RDONLY`: open for reading only.
 pub const O_RDONLY: i32 = 0;
+/// `O_WRONLY`: open for writing only.
 pub const O_WRONLY: i32 = 1;
+/// `O_RDWR`: open for reading and writing.
 pub const O_RDWR: i32 = 2;
+/// `O_CREAT`: create the file if it does not exist.
 pub const O_CREAT: i32 = 0o100;
+/// `O_EXCL`: with `O_CREAT`, fail with `EEXIST` if the file exists.
 pub const O_EXCL: i32 = 0o200;
+/// `O_TRUNC`: truncate an existing regular file to 0 bytes.
 pub const O_TRUNC: i32 = 0o1000;
+/// `O_APPEND`: every write goes to the end of the file.
 pub const O_APPEND: i32 = 0o2000;
+/// `O_CLOEXEC`: close the descriptor on `execve(2)`.
 pub const O_CLOEXEC: i32 = 0o2000000;
 
 /// A failed `write_all_at` or `read_exact_at`: what went wrong, and how many bytes were
@@ -33,11 +41,22 @@ pub const O_CLOEXEC: i32 = 0o2000000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Error {
     /// The kernel failed a request (or an `open`, with `done == 0`).
-    Os { errno: Errno, done: usize },
+    Os {
+        /// What the kernel returned.
+        errno: Errno,
+        /// Bytes transferred before the failed request.
+        done: usize,
+    },
     /// End of file after `done` bytes, before the buffer was full.
-    UnexpectedEof { done: usize },
+    UnexpectedEof {
+        /// Bytes read before the end of file.
+        done: usize,
+    },
     /// A write made no progress after `done` bytes.
-    WriteZero { done: usize },
+    WriteZero {
+        /// Bytes written before the write that wrote nothing.
+        done: usize,
+    },
 }
 
 impl Error {
@@ -253,6 +272,15 @@ impl OpenOptions {
 
     /// The `open(2)` flags these options give, or `EINVAL` for a combination std refuses
     /// too (nothing to read or write; create or truncate without write access).
+    ///
+    /// ```
+    /// use gpuio_device::fs::{OpenOptions, O_APPEND, O_CLOEXEC, O_CREAT, O_WRONLY};
+    /// use gpuio_device::io::Errno;
+    /// let flags = OpenOptions::new().append(true).create(true).flags();
+    /// assert_eq!(flags, Ok(O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC));
+    /// // Nothing to read or write.
+    /// assert_eq!(OpenOptions::new().flags(), Err(Errno::EINVAL));
+    /// ```
     pub fn flags(&self) -> Result<i32, Errno> {
         let access = match (self.read, self.write || self.append) {
             (true, false) => O_RDONLY,

@@ -104,9 +104,13 @@ const DONE: u32 = 3;
 /// One write in flight: `[start, end)`, of which `[cursor, end)` is still to be written.
 #[repr(C)]
 pub struct Flight {
+    /// The first log position of the write.
     pub start: AtomicU64,
+    /// Where the unwritten part starts (moves on after a short write).
     pub cursor: AtomicU64,
+    /// The log position after the write's last byte.
     pub end: AtomicU64,
+    /// Free, in flight, to be resubmitted (after a short write) or done.
     pub state: AtomicU32,
     /// The sequence number it was started with (completions are checked against it).
     pub seq: AtomicU32,

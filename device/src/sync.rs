@@ -21,6 +21,8 @@ pub use loom::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64};
 #[repr(transparent)]
 pub struct SharedCell<T>(core::cell::UnsafeCell<T>);
 
+/// Memory written with plain stores and published through an atomic release/acquire pair
+/// (loom's `UnsafeCell`, which checks that every access is ordered).
 #[cfg(loom)]
 pub struct SharedCell<T>(loom::cell::UnsafeCell<T>);
 

@@ -59,13 +59,21 @@ pub struct Cqe {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SqringOffsets {
+    /// Byte offset of the SQ head (SQEs the kernel has consumed; the kernel writes it).
     pub head: u32,
+    /// Byte offset of the SQ tail (SQEs the application has published; it writes it).
     pub tail: u32,
+    /// Byte offset of the SQ ring mask (entries - 1).
     pub ring_mask: u32,
+    /// Byte offset of the number of SQ entries.
     pub ring_entries: u32,
+    /// Byte offset of the SQ flags word (`IORING_SQ_*`).
     pub flags: u32,
+    /// Byte offset of the count of invalid SQEs the kernel dropped.
     pub dropped: u32,
+    /// Byte offset of the SQ index array (none with `IORING_SETUP_NO_SQARRAY`).
     pub array: u32,
+    /// Reserved.
     pub resv1: u32,
     /// With `IORING_SETUP_NO_MMAP`: the address of the SQE array.
     pub user_addr: u64,
@@ -75,13 +83,21 @@ pub struct SqringOffsets {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CqringOffsets {
+    /// Byte offset of the CQ head (CQEs the application has reaped; it writes it).
     pub head: u32,
+    /// Byte offset of the CQ tail (CQEs the kernel has posted; the kernel writes it).
     pub tail: u32,
+    /// Byte offset of the CQ ring mask (entries - 1).
     pub ring_mask: u32,
+    /// Byte offset of the number of CQ entries.
     pub ring_entries: u32,
+    /// Byte offset of the count of completions lost to a full CQ.
     pub overflow: u32,
+    /// Byte offset of the CQE array.
     pub cqes: u32,
+    /// Byte offset of the CQ flags word (`IORING_CQ_*`).
     pub flags: u32,
+    /// Reserved.
     pub resv1: u32,
     /// With `IORING_SETUP_NO_MMAP`: the address of the rings (heads, tails, CQEs).
     pub user_addr: u64,
@@ -91,24 +107,42 @@ pub struct CqringOffsets {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Params {
+    /// Out: the SQ's entries (the `entries` argument, rounded up to a power of two).
     pub sq_entries: u32,
+    /// The CQ's entries (in: the size asked for, with `IORING_SETUP_CQSIZE`; out: the size).
     pub cq_entries: u32,
+    /// `IORING_SETUP_*`.
     pub flags: u32,
+    /// The CPU the SQPOLL thread is bound to, with `IORING_SETUP_SQ_AFF`.
     pub sq_thread_cpu: u32,
+    /// Milliseconds the SQPOLL thread polls an idle ring before it sleeps.
     pub sq_thread_idle: u32,
+    /// Out: `IORING_FEAT_*`, what the kernel supports.
     pub features: u32,
+    /// With `IORING_SETUP_ATTACH_WQ`: the ring whose async workers to share.
     pub wq_fd: u32,
+    /// Reserved, zero.
     pub resv: [u32; 3],
+    /// Out: where the SQ ring's fields are.
     pub sq_off: SqringOffsets,
+    /// Out: where the CQ ring's fields are.
     pub cq_off: CqringOffsets,
 }
 
 // Setup flags (`IORING_SETUP_*`).
+/// `IORING_SETUP_SQPOLL`: a kernel thread polls the SQ, so submitting needs no system call.
 pub const IORING_SETUP_SQPOLL: u32 = 1 << 1;
+/// `IORING_SETUP_CQSIZE`: the CQ has `Params::cq_entries` entries.
 pub const IORING_SETUP_CQSIZE: u32 = 1 << 3;
+/// `IORING_SETUP_CLAMP`: too large SQ and CQ sizes are clamped to the maximum, not refused.
 pub const IORING_SETUP_CLAMP: u32 = 1 << 4;
+/// `IORING_SETUP_R_DISABLED`: the ring starts disabled, until
+/// `IORING_REGISTER_ENABLE_RINGS`.
 pub const IORING_SETUP_R_DISABLED: u32 = 1 << 6;
+/// `IORING_SETUP_NO_MMAP`: the application provides the ring and SQE memory (the
+/// `user_addr` fields), instead of mapping the kernel's.
 pub const IORING_SETUP_NO_MMAP: u32 = 1 << 14;
+/// `IORING_SETUP_NO_SQARRAY`: no SQ index array; SQEs are consumed in ring order.
 pub const IORING_SETUP_NO_SQARRAY: u32 = 1 << 16;
 
 // SQ ring flags, written by the kernel.
@@ -118,16 +152,29 @@ pub const IORING_SQ_NEED_WAKEUP: u32 = 1 << 0;
 pub const IORING_SQ_CQ_OVERFLOW: u32 = 1 << 1;
 
 // `io_uring_enter(2)` flags.
+/// `IORING_ENTER_GETEVENTS`: wait for `min_complete` completions.
 pub const IORING_ENTER_GETEVENTS: u32 = 1 << 0;
+/// `IORING_ENTER_SQ_WAKEUP`: wake the SQPOLL thread.
 pub const IORING_ENTER_SQ_WAKEUP: u32 = 1 << 1;
 
 // Opcodes.
+/// `IORING_OP_NOP`: does nothing; completes with 0.
 pub const IORING_OP_NOP: u8 = 0;
+/// `IORING_OP_FSYNC`: fsync(2) of `fd` (fdatasync(2) with `IORING_FSYNC_DATASYNC` in
+/// `rw_flags`).
 pub const IORING_OP_FSYNC: u8 = 3;
+/// `IORING_OP_OPENAT`: openat(2) of the path at `addr`, relative to `fd`, with
+/// `open_flags` in `rw_flags` and the mode in `len`; completes with the new descriptor.
 pub const IORING_OP_OPENAT: u8 = 18;
+/// `IORING_OP_CLOSE`: close(2) of `fd`.
 pub const IORING_OP_CLOSE: u8 = 19;
+/// `IORING_OP_READ`: read(2) of `len` bytes into `addr` at `off` (at the file position
+/// with [`OFF_CURRENT_POSITION`], -1).
 pub const IORING_OP_READ: u8 = 22;
+/// `IORING_OP_WRITE`: write(2) of `len` bytes from `addr` at `off` (at the file position
+/// with [`OFF_CURRENT_POSITION`], -1).
 pub const IORING_OP_WRITE: u8 = 23;
+/// `IORING_OP_UNLINKAT`: unlinkat(2) of the path at `addr`, relative to `fd`.
 pub const IORING_OP_UNLINKAT: u8 = 36;
 
 // SQE flags (`IOSQE_*`).
@@ -137,8 +184,13 @@ pub const IOSQE_FIXED_FILE: u8 = 1 << 0;
 pub const IOSQE_ASYNC: u8 = 1 << 4;
 
 // `io_uring_register(2)` opcodes.
+/// `IORING_REGISTER_FILES`: registers an array of file descriptors, which SQEs with
+/// `IOSQE_FIXED_FILE` name by index (-1: an empty slot).
 pub const IORING_REGISTER_FILES: u32 = 2;
+/// `IORING_REGISTER_RESTRICTIONS`: limits the opcodes and SQE flags the ring accepts (an
+/// array of [`Restriction`]; only while the ring is disabled).
 pub const IORING_REGISTER_RESTRICTIONS: u32 = 11;
+/// `IORING_REGISTER_ENABLE_RINGS`: enables a ring created with `IORING_SETUP_R_DISABLED`.
 pub const IORING_REGISTER_ENABLE_RINGS: u32 = 12;
 
 // `struct io_uring_restriction` opcodes.
@@ -159,7 +211,9 @@ pub struct Restriction {
     pub opcode: u16,
     /// The union `register_op` / `sqe_op` / `sqe_flags`.
     pub arg: u8,
+    /// Reserved, zero.
     pub resv: u8,
+    /// Reserved, zero.
     pub resv2: [u32; 3],
 }
 
@@ -167,6 +221,8 @@ pub struct Restriction {
 pub const OFF_CURRENT_POSITION: u64 = u64::MAX;
 
 // Feature bits reported in `Params::features`.
+/// `IORING_FEAT_NODROP`: the kernel keeps completions that do not fit the CQ, instead
+/// of dropping them.
 pub const IORING_FEAT_NODROP: u32 = 1 << 1;
 
 const _: () = {

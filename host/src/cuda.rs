@@ -432,6 +432,29 @@ pub enum Arg {
     F64(f64),
 }
 
+impl Arg {
+    /// The parameter's size in bytes: 4 for `u32`/`f32`, 8 for `u64`/`f64` and pointers.
+    pub fn size(&self) -> usize {
+        match self {
+            Arg::U32(_) | Arg::F32(_) => 4,
+            Arg::U64(_) | Arg::F64(_) => 8,
+        }
+    }
+
+    /// The value's bytes, in the first [`Arg::size`] of 8 (the rest zero): what a driver
+    /// copies into the kernel's parameter.
+    pub(crate) fn bytes(&self) -> [u8; 8] {
+        let mut b = [0u8; 8];
+        match *self {
+            Arg::U32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
+            Arg::U64(v) => b = v.to_ne_bytes(),
+            Arg::F32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
+            Arg::F64(v) => b = v.to_ne_bytes(),
+        }
+        b
+    }
+}
+
 impl From<u32> for Arg {
     fn from(v: u32) -> Arg {
         Arg::U32(v)
@@ -638,13 +661,7 @@ impl Module {
                      be launched safely with arguments from here"
                 )));
             };
-            let given: Vec<usize> = args
-                .iter()
-                .map(|a| match a {
-                    Arg::U32(_) | Arg::F32(_) => 4,
-                    Arg::U64(_) | Arg::F64(_) => 8,
-                })
-                .collect();
+            let given: Vec<usize> = args.iter().map(Arg::size).collect();
             if &given != sizes {
                 return Err(Error::Config(format!(
                     "kernel {name} takes {} parameter(s) of {sizes:?} bytes; the launch passed {} \
@@ -654,15 +671,7 @@ impl Module {
                 )));
             }
         }
-        let mut values: Vec<[u8; 8]> = args
-            .iter()
-            .map(|a| match *a {
-                Arg::U32(v) => widen(&v.to_ne_bytes()),
-                Arg::U64(v) => v.to_ne_bytes(),
-                Arg::F32(v) => widen(&v.to_ne_bytes()),
-                Arg::F64(v) => v.to_ne_bytes(),
-            })
-            .collect();
+        let mut values: Vec<[u8; 8]> = args.iter().map(Arg::bytes).collect();
         let mut ptrs: Vec<*mut c_void> = values.iter_mut().map(|v| v.as_mut_ptr() as *mut c_void).collect();
         // SAFETY: `ptrs` holds one pointer per kernel parameter, each to a buffer at least
         // as large as the parameter (checked above against the PTX; for a borrowed module,
@@ -687,10 +696,6 @@ impl Module {
             &format!("cuLaunchKernel({name})"),
         )
     }
-}
-
-fn widen(b: &[u8; 4]) -> [u8; 8] {
-    [b[0], b[1], b[2], b[3], 0, 0, 0, 0]
 }
 
 impl Drop for Module {

@@ -9,14 +9,43 @@ use gpuio_device::uapi::{IORING_SQ_CQ_OVERFLOW, IORING_SQ_NEED_WAKEUP};
 use crate::sandbox::Sandbox;
 
 /// Everything the host runtime can report.
+///
+/// Failed prints are reported as [`Error::Print`], after the rest went out, so a caller
+/// can report them and go on:
+///
+/// ```
+/// use gpuio_host::{Backend, Error, Runtime};
+/// let rt = Runtime::builder().backend(Backend::Cpu).build()?;
+/// rt.launch(1, 4, || gpuio_device::println!("thread {}", gpuio_device::thread_idx()))?;
+/// match rt.synchronize() {
+///     Ok(()) => {}
+///     Err(Error::Print(failed)) => {
+///         for o in &failed.outputs {
+///             eprintln!("fd {}: {} lines lost", o.fd, o.lost_lines);
+///         }
+///     }
+///     Err(e) => return Err(e),
+/// }
+/// # Ok::<(), Error>(())
+/// ```
 #[derive(Debug)]
 pub enum Error {
     /// io_uring cannot be used here; the message names the cause.
     UringUnavailable(String),
     /// A system call failed.
-    Os { what: &'static str, source: io::Error },
+    Os {
+        /// What was being done, e.g. `mmap of the print logs`.
+        what: &'static str,
+        /// The error it returned.
+        source: io::Error,
+    },
     /// A backend was asked for (by `GPUIO_BACKEND` or the builder) but cannot run here.
-    BackendUnavailable { backend: &'static str, reason: String },
+    BackendUnavailable {
+        /// The backend asked for, or that the call needs, e.g. `hsa`.
+        backend: &'static str,
+        /// Why it cannot run.
+        reason: String,
+    },
     /// A configuration value is out of range.
     Config(String),
     /// Prints that were fire-and-forget failed; nothing hung, the rest went out.
@@ -25,6 +54,8 @@ pub enum Error {
     Cuda(String),
     /// An HSA runtime call failed.
     Hsa(String),
+    /// A HIP runtime call failed (the `hip` feature: modules the host loaded with HIP).
+    Hip(String),
     /// None of the code objects offered is for this runtime's GPU.
     NoCodeObject {
         /// The GPU, e.g. `gfx1030 (amdgcn-amd-amdhsa--gfx1030)`.
@@ -44,8 +75,11 @@ pub enum Error {
     Hang(HangReport),
     /// The kernel set `IORING_SQ_CQ_OVERFLOW`: completions did not fit the completion queue
     /// and wait in the kernel. The device keeps no more requests in flight than the CQ
-    /// holds, so this is a gpuio bug; `sq_flags` is the SQ flags word as read.
-    CqOverflow { sq_flags: u32 },
+    /// holds, so this is a gpuio bug.
+    CqOverflow {
+        /// The SQ flags word, as read.
+        sq_flags: u32,
+    },
 }
 
 impl fmt::Display for Error {
@@ -60,6 +94,7 @@ impl fmt::Display for Error {
             Error::Print(p) => write!(f, "{p}"),
             Error::Cuda(why) => write!(f, "CUDA: {why}"),
             Error::Hsa(why) => write!(f, "HSA: {why}"),
+            Error::Hip(why) => write!(f, "HIP: {why}"),
             Error::NoCodeObject { gpu, available } => write!(
                 f,
                 "no code object for this GPU, {gpu}: there are code objects for [{}]",

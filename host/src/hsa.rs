@@ -43,7 +43,9 @@ const HSA_AGENT_INFO_PROFILE: u32 = 4;
 const HSA_AGENT_INFO_QUEUE_MIN_SIZE: u32 = 13;
 const HSA_AGENT_INFO_QUEUE_MAX_SIZE: u32 = 14;
 const HSA_AGENT_INFO_DEVICE: u32 = 17;
+const HSA_AMD_AGENT_INFO_BDFID: u32 = 0xA006;
 const HSA_AMD_AGENT_INFO_PRODUCT_NAME: u32 = 0xA009;
+const HSA_AMD_AGENT_INFO_DOMAIN: u32 = 0xA00F;
 // hsa_device_type_t
 const HSA_DEVICE_TYPE_CPU: u32 = 0;
 const HSA_DEVICE_TYPE_GPU: u32 = 1;
@@ -500,6 +502,19 @@ impl Hsa {
         } else {
             &self.product
         }
+    }
+
+    /// The GPU agent's PCI location: `(domain, bus << 8 | device << 3 | function)`, as
+    /// `HSA_AMD_AGENT_INFO_DOMAIN` and `HSA_AMD_AGENT_INFO_BDFID` give it (`None` if the
+    /// runtime does not say). Used to match a device of another API (HIP) to this agent.
+    pub fn pci_location(&self) -> Option<(u32, u32)> {
+        let info = |attribute: u32| {
+            let mut v = 0u32;
+            // SAFETY: DOMAIN and BDFID are 4-byte values (uint32_t in hsa_ext_amd.h).
+            let rc = unsafe { (self.api.hsa_agent_get_info)(self.gpu, attribute, &mut v as *mut u32 as *mut c_void) };
+            (rc == HSA_STATUS_SUCCESS).then_some(v)
+        };
+        Some((info(HSA_AMD_AGENT_INFO_DOMAIN)?, info(HSA_AMD_AGENT_INFO_BDFID)?))
     }
 
     /// The GPU agent's handle (for code that loads executables itself).
@@ -1038,14 +1053,7 @@ impl Executable {
 
 /// Lays out a kernel's argument block.
 fn kernarg_bytes(k: &KernelInfo, name: &str, grid: u32, block: u16, args: &[Arg]) -> Result<Vec<u8>> {
-    let value = |a: &Arg| -> Vec<u8> {
-        match *a {
-            Arg::U32(v) => v.to_ne_bytes().to_vec(),
-            Arg::U64(v) => v.to_ne_bytes().to_vec(),
-            Arg::F32(v) => v.to_ne_bytes().to_vec(),
-            Arg::F64(v) => v.to_ne_bytes().to_vec(),
-        }
-    };
+    let value = |a: &Arg| a.bytes()[..a.size()].to_vec();
     let mut bytes = vec![0u8; k.kernarg_segment_size as usize];
     let mut put = |offset: u64, v: &[u8]| {
         let at = offset as usize;

@@ -16,6 +16,8 @@ pub mod cuda;
 mod dl;
 pub mod error;
 pub mod fallback;
+#[cfg(feature = "hip")]
+pub mod hip;
 pub mod host_buffer;
 pub mod hsa;
 pub mod memory;

@@ -377,6 +377,8 @@ impl Builder {
             launched: AtomicBool::new(false),
             drained: AtomicBool::new(true),
             fault: Mutex::new(None),
+            #[cfg(feature = "hip")]
+            hip: std::sync::OnceLock::new(),
         });
         Ok(Runtime {
             shared,
@@ -1021,6 +1023,10 @@ struct Gpu {
     /// Why a kernel failed, once one did: the context is lost then (on CUDA every later
     /// call fails with the same sticky error), so the runtime refuses all further work.
     fault: Mutex<Option<String>>,
+    /// The HIP device of the modules attached with [`Runtime::attach_hip_module`]: the
+    /// runtime's GPU agent, seen through HIP, whose launches synchronize waits for too.
+    #[cfg(feature = "hip")]
+    hip: std::sync::OnceLock<crate::hip::Device>,
 }
 
 impl Gpu {
@@ -1069,6 +1075,9 @@ pub struct Runtime {
 enum Loaded {
     Cuda(cuda::Module),
     Hsa(hsa::Executable),
+    /// A module the host program loaded with HIP (on the HSA backend's GPU).
+    #[cfg(feature = "hip")]
+    Hip(crate::hip::Module),
 }
 
 impl Loaded {
@@ -1076,6 +1085,8 @@ impl Loaded {
         match self {
             Loaded::Cuda(m) => m.launch(name, grid, block, args),
             Loaded::Hsa(e) => e.launch(name, grid, block, args),
+            #[cfg(feature = "hip")]
+            Loaded::Hip(m) => m.launch(name, grid, block, args),
         }
     }
 
@@ -1083,6 +1094,27 @@ impl Loaded {
         match self {
             Loaded::Cuda(m) => m.global(name),
             Loaded::Hsa(e) => e.global(name),
+            #[cfg(feature = "hip")]
+            Loaded::Hip(m) => m.global(name),
+        }
+    }
+
+    /// Copies from a global of the module (through HIP for a HIP module, whose device
+    /// memory HIP owns; through the runtime's device otherwise).
+    fn copy_from_global(&self, device: &Device, dst: &mut [u8], src: u64) -> Result<()> {
+        match self {
+            #[cfg(feature = "hip")]
+            Loaded::Hip(m) => m.copy_from_device(dst, src),
+            _ => device.copy_from_device(dst, src),
+        }
+    }
+
+    /// Copies to a global of the module, as [`Loaded::copy_from_global`].
+    fn copy_to_global(&self, device: &Device, dst: u64, src: &[u8]) -> Result<()> {
+        match self {
+            #[cfg(feature = "hip")]
+            Loaded::Hip(m) => m.copy_to_device(dst, src),
+            _ => device.copy_to_device(dst, src),
         }
     }
 }
@@ -1127,6 +1159,8 @@ impl GpuModule<'_> {
         match &*self.module {
             Loaded::Cuda(m) => m.jit_ms(),
             Loaded::Hsa(_) => None,
+            #[cfg(feature = "hip")]
+            Loaded::Hip(_) => None,
         }
     }
 
@@ -1374,6 +1408,53 @@ impl Runtime {
         self.install(gpu, Loaded::Cuda(module), None)
     }
 
+    /// Attaches a module that the host program loaded itself with HIP (`hipModuleLoadData`
+    /// on HIP device `hip_device`; the C API's `gpuio_attach_hip_module`): points its
+    /// `gpuio_context` at this runtime, as [`Runtime::attach_cuda_module`] does on CUDA.
+    /// The runtime runs on the HSA backend (HIP runs on the same HSA runtime, so the shared
+    /// memory is visible to HIP's kernels), and `hip_device` must be its GPU agent (checked
+    /// by PCI location). Kernels of the module that the host launches itself need
+    /// [`Runtime::prepare_external_launch`] first; [`Runtime::synchronize`] then waits for
+    /// the device's HIP work too (its null stream, then `hipDeviceSynchronize`) and drains.
+    /// [`GpuModule::launch`] launches on HIP's null stream; HIP reads each parameter's size
+    /// from the code object, so the arguments must match the kernel's parameters.
+    ///
+    /// Only in builds with the `hip` feature (it links `libamdhip64`).
+    ///
+    /// # Safety
+    /// `hip_module` is a `hipModule_t` loaded on `hip_device`, stays loaded until this
+    /// runtime is dropped, and its kernels are launched with the arguments they take.
+    #[cfg(feature = "hip")]
+    pub unsafe fn attach_hip_module(
+        &self,
+        hip_module: *mut std::ffi::c_void,
+        hip_device: i32,
+    ) -> Result<GpuModule<'_>> {
+        let Some(
+            gpu @ Gpu {
+                device: Device::Hsa(h), ..
+            },
+        ) = self.gpu.as_ref()
+        else {
+            return Err(Error::BackendUnavailable {
+                backend: "hsa",
+                reason: format!(
+                    "a HIP module is attached to a runtime on the HSA backend (the same GPU, through \
+                     ROCr); this runtime runs on the {} backend",
+                    self.backend.name()
+                ),
+            });
+        };
+        if hip_module.is_null() {
+            return Err(Error::Config("the HIP module is null".into()));
+        }
+        let device = crate::hip::Device::open(hip_device, h.pci_location())?;
+        let _ = gpu.hip.set(device.clone());
+        // SAFETY: the caller's contract.
+        let module = unsafe { crate::hip::Module::borrow_raw(hip_module, device) };
+        self.install(gpu, Loaded::Hip(module), Some(Scheduling::Lockstep))
+    }
+
     /// Tells the runtime that the caller is about to launch, itself, a kernel of a module
     /// attached with [`Runtime::attach_cuda_module`] or [`Runtime::attach_hsa_executable`]:
     /// SQPOLL is kept awake while it runs, and the next [`Runtime::synchronize`] waits for it
@@ -1414,19 +1495,19 @@ impl Runtime {
         if size != 8 {
             return Err(Error::Config(format!("gpuio_layout is {size} bytes, expected 8")));
         }
-        gpu.device.copy_from_device(&mut layout, layout_at)?;
+        module.copy_from_global(&gpu.device, &mut layout, layout_at)?;
         check_layout(u64::from_ne_bytes(layout))?;
         match &module {
-            Loaded::Cuda(m) => {
+            Loaded::Hsa(e) => e.install_context(*dptr)?,
+            m => {
                 let (global, size) = m.global("gpuio_context")?;
                 if size != 8 {
                     return Err(Error::Config(format!(
                         "gpuio_context is {size} bytes, expected a pointer"
                     )));
                 }
-                gpu.device.copy_to_device(global, &dptr.to_ne_bytes())?;
+                m.copy_to_global(&gpu.device, global, &dptr.to_ne_bytes())?;
             }
-            Loaded::Hsa(e) => e.install_context(*dptr)?,
         }
         let module = Arc::new(module);
         let mut drain = gpu.drain.lock().unwrap_or_else(|e| e.into_inner());
@@ -1437,6 +1518,8 @@ impl Runtime {
                     m.function("gpuio_drain")?;
                 }
                 Loaded::Hsa(e) => e.check_kernel("gpuio_drain")?,
+                #[cfg(feature = "hip")]
+                Loaded::Hip(m) => m.check_kernel("gpuio_drain")?,
             }
             *drain = Some(module.clone());
         }
@@ -1681,7 +1764,14 @@ impl Runtime {
 
     fn wait_gpu(&self, gpu: &Gpu, waiting: Waiting) -> Result<()> {
         gpu.device
-            .synchronize_with(|idle| self.wait(GPU_PACING, idle, std::thread::sleep, waiting))
+            .synchronize_with(|idle| self.wait(GPU_PACING, idle, std::thread::sleep, waiting))?;
+        // The host's HIP launches run on HIP's queues, which the HSA backend's signal does
+        // not count.
+        #[cfg(feature = "hip")]
+        if let Some(hip) = gpu.hip.get() {
+            hip.synchronize_with(|idle| self.wait(GPU_PACING, idle, std::thread::sleep, waiting))?;
+        }
+        Ok(())
     }
 
     /// After a kernel fault: lets the requests the kernels submitted before it complete, so

@@ -296,6 +296,14 @@ static int run_errors(void) {
         fprintf(stderr, "FAIL: attach_hsa_executable's message does not say the runtime is not on HSA\n");
         failures++;
     }
+    expect("attach_hip_module(NULL)", gpuio_attach_hip_module(rt, NULL, 0, &m), GPUIO_ERROR_INVALID_ARGUMENT);
+    /* Without the `hip` feature: unavailable, saying how to build it; with it: the runtime
+     * is not on HSA. */
+    expect("attach_hip_module", gpuio_attach_hip_module(rt, (void *)&o, 0, &m), GPUIO_ERROR_BACKEND_UNAVAILABLE);
+    if (m != NULL) {
+        fprintf(stderr, "FAIL: attach_hip_module failed and left *out set\n");
+        failures++;
+    }
     expect("prepare_launch on the cpu backend", gpuio_prepare_launch(rt), GPUIO_ERROR_BACKEND_UNAVAILABLE);
     args[0] = gpuio_arg_u32(7);
     args[1] = gpuio_arg_f64(0.5);

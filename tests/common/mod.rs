@@ -1,11 +1,14 @@
 //! Helpers shared by the tests: a watchdog, temporary files, the line checker, the stress
-//! kernel, and the report of a test that cannot run here.
+//! kernel, the report of a test that cannot run here, and C hosts of the C API
+//! ([`c_hosts`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gpuio::device::println;
+
+pub mod c_hosts;
 
 /// Reports that `test` cannot run here, and why; the caller returns right after. libtest
 /// would count the test as passed and hide what it prints, so the line goes to stderr as

@@ -467,6 +467,25 @@ gpuio_status gpuio_attach_hsa_executable(gpuio_runtime *rt, uint64_t executable,
                                          gpuio_module **out);
 
 /**
+ * Attaches a module that the host loaded itself with HIP (`hip_module` is a hipModule_t from
+ * hipModuleLoadData on HIP device `hip_device`): finds its `gpuio_context` global
+ * (hipModuleGetGlobal) and points it at the runtime. The runtime must run on the HSA
+ * backend (HIP runs on the same HSA runtime, so the runtime's shared memory is visible to
+ * HIP's kernels; else GPUIO_ERROR_BACKEND_UNAVAILABLE), and `hip_device` must be its GPU
+ * agent, the first GPU (checked by PCI location: GPUIO_ERROR_CONFIG otherwise). The module
+ * must stay loaded until the runtime is destroyed; gpuio never unloads it. `out` may be NULL.
+ *
+ * Kernels the host launches itself (hipModuleLaunchKernel) need gpuio_prepare_launch first;
+ * gpuio_synchronize then waits for the device's HIP work (its null stream, then
+ * hipDeviceSynchronize) and drains what they printed. gpuio_module_launch launches on HIP's
+ * null stream.
+ *
+ * Needs libgpuio built with its `hip` feature (`cargo build -p gpuio-capi --features hip`,
+ * with HIP's headers and libamdhip64 installed): otherwise GPUIO_ERROR_BACKEND_UNAVAILABLE.
+ */
+gpuio_status gpuio_attach_hip_module(gpuio_runtime *rt, void *hip_module, int hip_device, gpuio_module **out);
+
+/**
  * Announces that the host is about to launch, itself, kernels of an attached code object:
  * the runtime keeps SQPOLL awake while they run, and the next gpuio_synchronize waits
  * for the device and drains what they printed. Call it before each launch (cheap).

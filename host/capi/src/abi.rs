@@ -92,10 +92,25 @@ fn rust_lines() -> BTreeSet<String> {
     out
 }
 
+/// The C (or, with `cpp`, C++) compiler, as the `cc` crate picks it for this machine
+/// (`CC`/`CXX` and their flags honoured, as in a build script).
+fn compiler(cpp: bool) -> cc::Tool {
+    let target = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+    cc::Build::new()
+        .cpp(cpp)
+        .target(&target)
+        .host(&target)
+        .opt_level(0)
+        .debug(false)
+        .cargo_metadata(false)
+        .get_compiler()
+}
+
 /// Compiles and runs the C program with `compiler` and `flags`; its output lines.
-fn c_lines(compiler: &str, flags: &str, exe: &Path) -> BTreeSet<String> {
+fn c_lines(compiler: &cc::Tool, flags: &str, exe: &Path) -> BTreeSet<String> {
     let dir = manifest_dir();
-    let out = Command::new(compiler)
+    let mut cmd = compiler.to_command();
+    let out = cmd
         .args(flags.split_whitespace())
         .args(["-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
         .arg(dir.join("include"))
@@ -103,10 +118,10 @@ fn c_lines(compiler: &str, flags: &str, exe: &Path) -> BTreeSet<String> {
         .arg("-o")
         .arg(exe)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run `{compiler}`: {e}"));
+        .unwrap_or_else(|e| panic!("cannot run `{}`: {e}", compiler.path().display()));
     assert!(
         out.status.success(),
-        "{compiler} {flags} abi_layout.c:\n{}",
+        "{cmd:?} abi_layout.c:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let run = Command::new(exe).output().expect("run abi_layout");
@@ -125,17 +140,17 @@ fn temp_exe(name: &str) -> PathBuf {
 #[test]
 fn header_layouts_and_values_match_rust() {
     let rust = rust_lines();
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    for (compiler, flags, name) in [(&cc, "-std=c11", "abi-c"), (&cxx, "-x c++ -std=c++11", "abi-cxx")] {
+    for (cpp, flags, name) in [(false, "-std=c11", "abi-c"), (true, "-x c++ -std=c++11", "abi-cxx")] {
         let exe = temp_exe(name);
-        let c = c_lines(compiler, flags, &exe);
+        let compiler = compiler(cpp);
+        let c = c_lines(&compiler, flags, &exe);
         let _ = std::fs::remove_file(&exe);
         let only_c: Vec<_> = c.difference(&rust).collect();
         let only_rust: Vec<_> = rust.difference(&c).collect();
         assert!(
             only_c.is_empty() && only_rust.is_empty(),
-            "gpuio.h ({compiler} {flags}) and the Rust definitions differ:\n  header: {only_c:?}\n  Rust:   {only_rust:?}"
+            "gpuio.h ({} {flags}) and the Rust definitions differ:\n  header: {only_c:?}\n  Rust:   {only_rust:?}",
+            compiler.path().display()
         );
     }
 }

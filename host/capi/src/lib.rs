@@ -612,6 +612,59 @@ pub unsafe extern "C" fn gpuio_attach_cuda_module(
     })
 }
 
+/// `gpuio_attach_hip_module`: [`Runtime::attach_hip_module`] (with the `hip` feature; without
+/// it, GPUIO_ERROR_BACKEND_UNAVAILABLE saying so).
+///
+/// # Safety
+/// `hip_module` is NULL or a `hipModule_t` loaded on HIP device `hip_device` that stays
+/// loaded until the runtime is destroyed; `out` is NULL or valid for writes of a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn gpuio_attach_hip_module(
+    rt: *mut gpuio_runtime,
+    hip_module: *mut c_void,
+    hip_device: c_int,
+    out: *mut *mut gpuio_module,
+) -> gpuio_status {
+    call(|| {
+        if !out.is_null() {
+            // SAFETY: non-NULL, valid for writes by the caller's contract.
+            unsafe { out.write(std::ptr::null_mut()) };
+        }
+        handles::runtime(runtime_id(rt))?;
+        if hip_module.is_null() {
+            return Err(Failure::arg("hip_module is NULL"));
+        }
+        #[cfg(not(feature = "hip"))]
+        {
+            let _ = hip_device;
+            Err(Error::BackendUnavailable {
+                backend: "hip",
+                reason: "libgpuio was built without its `hip` feature (cargo build -p gpuio-capi \
+                         --features hip, with HIP's headers and libamdhip64 installed)"
+                    .into(),
+            }
+            .into())
+        }
+        #[cfg(feature = "hip")]
+        {
+            // SAFETY: a hipModule_t loaded on `hip_device`, loaded until the runtime is
+            // destroyed (the caller's contract); the runtime checks its backend is HSA and
+            // that the device is its GPU agent.
+            let id = handles::add_module(runtime_id(rt), |rt| unsafe {
+                rt.attach_hip_module(hip_module, hip_device)
+            })?;
+            if out.is_null() {
+                // The context pointer is set; the handle is not wanted.
+                drop(handles::remove_module(id)?);
+            } else {
+                // SAFETY: non-NULL, valid for writes by the caller's contract.
+                unsafe { write_module(out, id) };
+            }
+            Ok(())
+        }
+    })
+}
+
 /// `gpuio_attach_hsa_executable`: [`Runtime::attach_hsa_executable`] for an executable the
 /// host loaded and froze itself for the runtime's agent.
 ///
