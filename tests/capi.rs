@@ -253,12 +253,7 @@ fn c_host_gpu_hello_from_ptx() {
             hello.entry(n.parse().unwrap()).or_default().push(t.parse().unwrap());
         } else {
             assert_eq!(line.len() + 1, 40, "padded to 40 bytes: {line:?}");
-            let (t, i) = line
-                .trim_end_matches('.')
-                .strip_prefix("t=")
-                .and_then(|r| r.split_once(" i="))
-                .unwrap_or_else(|| panic!("torn line {line:?}"));
-            let (t, i): (usize, u32) = (t.parse().unwrap(), i.parse().unwrap());
+            let (t, i) = common::stress_line(line);
             assert_eq!(i, stress[t], "thread {t}: out of order or duplicated");
             stress[t] += 1;
         }

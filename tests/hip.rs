@@ -120,13 +120,8 @@ fn a_module_loaded_with_hip_prints_through_the_runtime() {
     let mut seen = vec![0u32; threads * lines as usize];
     for line in text.lines() {
         assert_eq!(line.len() + 1, width as usize, "padded: {line:?}");
-        let (t, i) = line
-            .trim_end_matches('.')
-            .strip_prefix("t=")
-            .and_then(|r| r.split_once(" i="))
-            .expect("whole line");
-        let (t, i): (usize, usize) = (t.parse().unwrap(), i.parse().unwrap());
-        seen[t * lines as usize + i] += 1;
+        let (t, i) = common::stress_line(line);
+        seen[t * lines as usize + i as usize] += 1;
     }
     assert!(seen.iter().all(|&n| n == 2), "each line once per launch");
     std::fs::remove_dir_all(&dir).ok();
@@ -203,13 +198,8 @@ fn a_c_host_attaches_a_module_it_loaded_with_hip() {
         Some(0) => {
             let mut seen = vec![0u32; 128 * 4];
             for line in stdout.lines() {
-                let (t, i) = line
-                    .trim_end_matches('.')
-                    .strip_prefix("t=")
-                    .and_then(|r| r.split_once(" i="))
-                    .unwrap_or_else(|| panic!("not a stress line: {line:?}"));
-                let (t, i): (usize, usize) = (t.parse().unwrap(), i.parse().unwrap());
-                seen[t * 4 + i] += 1;
+                let (t, i) = common::stress_line(line);
+                seen[t * 4 + i as usize] += 1;
             }
             assert!(seen.iter().all(|&n| n == 1), "each line once:\n{stdout}\n{stderr}");
         }

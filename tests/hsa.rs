@@ -141,12 +141,7 @@ fn gpu_threads_print_every_line_exactly_once_in_order() {
     let mut next = vec![0u32; threads];
     for line in text.lines() {
         assert_eq!(line.len() + 1, 40, "padded to 40 bytes: {line:?}");
-        let (t, i) = line
-            .trim_end_matches('.')
-            .strip_prefix("t=")
-            .and_then(|r| r.split_once(" i="))
-            .expect("whole line");
-        let (t, i): (usize, u32) = (t.parse().unwrap(), i.parse().unwrap());
+        let (t, i) = common::stress_line(line);
         assert_eq!(i, next[t], "thread {t}: out of order or duplicated");
         next[t] += 1;
     }

@@ -1365,20 +1365,27 @@ impl Runtime {
     /// `executable` is a frozen executable of this process's HSA runtime, loaded for this
     /// runtime's agent, and stays alive while the returned module and this runtime are.
     pub unsafe fn attach_hsa_executable(&self, executable: hsa::Handle) -> Result<GpuModule<'_>> {
-        let Some(
-            gpu @ Gpu {
-                device: Device::Hsa(h), ..
-            },
-        ) = self.gpu.as_ref()
-        else {
-            return Err(Error::BackendUnavailable {
-                backend: "hsa",
-                reason: format!("this runtime runs on the {} backend", self.backend.name()),
-            });
-        };
+        let (gpu, h) = self.hsa_gpu("")?;
         // SAFETY: the caller's contract.
         let exe = unsafe { hsa::Executable::attach(h, executable) };
         self.install(gpu, Loaded::Hsa(exe), Some(Scheduling::Lockstep))
+    }
+
+    /// The GPU and its HSA runtime, for attaching code objects the host loaded itself; on
+    /// another backend, `BackendUnavailable` whose reason is `why` followed by the backend
+    /// this runtime runs on.
+    fn hsa_gpu(&self, why: &str) -> Result<(&Gpu, &Arc<Hsa>)> {
+        match self.gpu.as_ref() {
+            Some(
+                gpu @ Gpu {
+                    device: Device::Hsa(h), ..
+                },
+            ) => Ok((gpu, h)),
+            _ => Err(Error::BackendUnavailable {
+                backend: "hsa",
+                reason: format!("{why}this runtime runs on the {} backend", self.backend.name()),
+            }),
+        }
     }
 
     /// Attaches a CUDA module that the caller loaded itself (the C API's
@@ -1430,21 +1437,8 @@ impl Runtime {
         hip_module: *mut std::ffi::c_void,
         hip_device: i32,
     ) -> Result<GpuModule<'_>> {
-        let Some(
-            gpu @ Gpu {
-                device: Device::Hsa(h), ..
-            },
-        ) = self.gpu.as_ref()
-        else {
-            return Err(Error::BackendUnavailable {
-                backend: "hsa",
-                reason: format!(
-                    "a HIP module is attached to a runtime on the HSA backend (the same GPU, through \
-                     ROCr); this runtime runs on the {} backend",
-                    self.backend.name()
-                ),
-            });
-        };
+        let (gpu, h) =
+            self.hsa_gpu("a HIP module is attached to a runtime on the HSA backend (the same GPU, through ROCr); ")?;
         if hip_module.is_null() {
             return Err(Error::Config("the HIP module is null".into()));
         }

@@ -18,19 +18,7 @@
 #include <hip/hip_runtime_api.h>
 
 #include "gpuio.h"
-
-static int failures;
-
-static void expect(const char *what, gpuio_status got, gpuio_status want) {
-    const char *msg = gpuio_last_error();
-    if (got == want) {
-        fprintf(stderr, "ok: %s: %s%s%s\n", what, gpuio_status_name(got), *msg ? ": " : "", msg);
-    } else {
-        fprintf(stderr, "FAIL: %s: got %s (%s), want %s\n", what, gpuio_status_name(got), msg,
-                gpuio_status_name(want));
-        failures++;
-    }
-}
+#include "expect.h"
 
 static int hip_ok(hipError_t e, const char *what) {
     if (e != hipSuccess) {

@@ -25,20 +25,7 @@
 #include <unistd.h>
 
 #include "gpuio.h"
-
-static int failures;
-
-/* Checks that `got` is `want`; prints the call's message either way. */
-static void expect(const char *what, gpuio_status got, gpuio_status want) {
-    const char *msg = gpuio_last_error();
-    if (got == want) {
-        fprintf(stderr, "ok: %s: %s%s%s\n", what, gpuio_status_name(got), *msg ? ": " : "", msg);
-    } else {
-        fprintf(stderr, "FAIL: %s: got %s (%s), want %s\n", what, gpuio_status_name(got), msg,
-                gpuio_status_name(want));
-        failures++;
-    }
-}
+#include "expect.h"
 
 /* Forcing a GPU backend: a runtime where that GPU is present (destroyed here), else
  * GPUIO_ERROR_BACKEND_UNAVAILABLE with a reason and *rt left NULL. */

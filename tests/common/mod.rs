@@ -108,6 +108,17 @@ pub fn check_lines(out: &[u8], threads: u64, lines: u64) {
     assert!(next.iter().all(|&c| c == lines), "a thread lost lines");
 }
 
+/// A line of the `stress` GPU kernel, `t=<thread> i=<n>` padded with dots to its width:
+/// `(thread, n)`. Panics on anything else (a torn or foreign line).
+pub fn stress_line(line: &str) -> (usize, u32) {
+    let parsed = line
+        .trim_end_matches('.')
+        .strip_prefix("t=")
+        .and_then(|r| r.split_once(" i="))
+        .and_then(|(t, i)| Some((t.parse().ok()?, i.parse().ok()?)));
+    parsed.unwrap_or_else(|| panic!("not a whole stress line: {line:?}"))
+}
+
 pub fn stress_kernel(lines: u64) -> impl Fn() + Send + Sync + 'static {
     move || {
         let t = gpuio::device::global_thread_idx();

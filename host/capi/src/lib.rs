@@ -449,6 +449,22 @@ unsafe fn write_module(out: *mut *mut gpuio_module, id: usize) {
     unsafe { out.write(std::ptr::without_provenance_mut(id)) }
 }
 
+/// Hands an attached module's handle to the caller through `out`, or, where `out` is NULL,
+/// drops it: attaching has set the code object's context pointer, and the handle is not
+/// wanted.
+///
+/// # Safety
+/// `out` is NULL or valid for writes of a pointer.
+unsafe fn hand_out_attached(out: *mut *mut gpuio_module, id: usize) -> Result<(), Failure> {
+    if out.is_null() {
+        drop(handles::remove_module(id)?);
+    } else {
+        // SAFETY: non-NULL, valid for writes by the caller's contract.
+        unsafe { write_module(out, id) };
+    }
+    Ok(())
+}
+
 /// `gpuio_module_load_data`: loads a code object from memory ([`Runtime::load_module`]).
 ///
 /// # Safety
@@ -601,14 +617,8 @@ pub unsafe extern "C" fn gpuio_attach_cuda_module(
         // SAFETY: a CUmodule loaded in the primary context, loaded until the runtime is
         // destroyed (the caller's contract); the runtime checks its backend is CUDA.
         let id = handles::add_module(runtime_id(rt), |rt| unsafe { rt.attach_cuda_module(cu_module) })?;
-        if out.is_null() {
-            // The context pointer is set; the handle is not wanted.
-            drop(handles::remove_module(id)?);
-        } else {
-            // SAFETY: non-NULL, valid for writes by the caller's contract.
-            unsafe { write_module(out, id) };
-        }
-        Ok(())
+        // SAFETY: `out` as the caller's contract says.
+        unsafe { hand_out_attached(out, id) }
     })
 }
 
@@ -653,14 +663,8 @@ pub unsafe extern "C" fn gpuio_attach_hip_module(
             let id = handles::add_module(runtime_id(rt), |rt| unsafe {
                 rt.attach_hip_module(hip_module, hip_device)
             })?;
-            if out.is_null() {
-                // The context pointer is set; the handle is not wanted.
-                drop(handles::remove_module(id)?);
-            } else {
-                // SAFETY: non-NULL, valid for writes by the caller's contract.
-                unsafe { write_module(out, id) };
-            }
-            Ok(())
+            // SAFETY: `out` as the caller's contract says.
+            unsafe { hand_out_attached(out, id) }
         }
     })
 }
@@ -709,13 +713,8 @@ pub unsafe extern "C" fn gpuio_attach_hsa_executable(
                 )),
             }
         })?;
-        if out.is_null() {
-            drop(handles::remove_module(id)?);
-        } else {
-            // SAFETY: non-NULL, valid for writes by the caller's contract.
-            unsafe { write_module(out, id) };
-        }
-        Ok(())
+        // SAFETY: `out` as the caller's contract says.
+        unsafe { hand_out_attached(out, id) }
     })
 }
 
