@@ -57,9 +57,9 @@ use std::time::{Duration, Instant};
 
 use gpuio_device::uapi::*;
 
+use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES, MAX_SQ_ENTRIES};
 use crate::error::{Error, Result};
 use crate::memory::{page_size, round_up, Mapping};
-use crate::uring::UringConfig;
 
 // The ring words, at the offsets the kernel's `struct io_rings` has on x86-64 and arm64:
 // each head and tail on its own 64-byte line, the masks, counts and flags after them, the
@@ -78,14 +78,13 @@ const CQ_FLAGS: u32 = 280;
 const CQ_OVERFLOW: u32 = 284;
 const CQES: u32 = 320;
 
-use crate::uring::{MAX_CQ_ENTRIES, MAX_SQ_ENTRIES};
-
-// SQE flags (`IOSQE_*`), as far as the fallback knows them.
-const IOSQE_FIXED_FILE: u8 = 1 << 0;
+/// `IOSQE_IO_DRAIN` (the SQE flags the fallback knows besides `IOSQE_FIXED_FILE` and
+/// `IOSQE_ASYNC`, which `gpuio_device::uapi` defines): the device never sets it, and
+/// `uapi` does not define it.
 const IOSQE_IO_DRAIN: u8 = 1 << 1;
-const IOSQE_ASYNC: u8 = 1 << 4;
-/// `IORING_FSYNC_DATASYNC`.
-const FSYNC_DATASYNC: u32 = 1 << 0;
+/// `IORING_FSYNC_DATASYNC`: `gpuio_device::uapi` does not export it (the device keeps a
+/// private copy in `io.rs`).
+const IORING_FSYNC_DATASYNC: u32 = 1 << 0;
 
 /// Sleep between polls once spinning and yielding found nothing.
 const POLL: Duration = Duration::from_micros(20);
@@ -422,8 +421,10 @@ fn execute(sqe: &Sqe, files: &RwLock<Vec<RawFd>>) -> i32 {
             0 => 0,
             _ => -std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO),
         },
-        IORING_OP_FSYNC if sqe.rw_flags & !FSYNC_DATASYNC != 0 => -libc::EINVAL,
-        IORING_OP_FSYNC if sqe.rw_flags & FSYNC_DATASYNC != 0 => retry(|| unsafe { libc::fdatasync(fd) as isize }),
+        IORING_OP_FSYNC if sqe.rw_flags & !IORING_FSYNC_DATASYNC != 0 => -libc::EINVAL,
+        IORING_OP_FSYNC if sqe.rw_flags & IORING_FSYNC_DATASYNC != 0 => {
+            retry(|| unsafe { libc::fdatasync(fd) as isize })
+        }
         IORING_OP_FSYNC => retry(|| unsafe { libc::fsync(fd) as isize }),
         _ => -libc::EINVAL,
     }
@@ -531,7 +532,7 @@ mod tests {
         assert_eq!(d.run(sqe(IORING_OP_WRITE, fd, b"W".as_ptr(), 1, 6, 4)), 1, "pwrite");
         let mut fsync = sqe(IORING_OP_FSYNC, fd, std::ptr::null(), 0, 0, 5);
         assert_eq!(d.run(fsync), 0);
-        fsync.rw_flags = FSYNC_DATASYNC;
+        fsync.rw_flags = IORING_FSYNC_DATASYNC;
         assert_eq!(d.run(fsync), 0);
         let mut buf = [0u8; 16];
         assert_eq!(d.run(sqe(IORING_OP_READ, fd, buf.as_mut_ptr(), 16, 0, 6)), 12, "pread");
