@@ -21,6 +21,7 @@ pub struct Cuda {
 // SAFETY: driver API handles may be used from any thread; every call first makes the
 // primary context current on the calling thread (`bind`).
 unsafe impl Send for Cuda {}
+// SAFETY: as for `Send`: driver API handles may be used from any thread; every call first makes the primary context current on the calling thread (`bind`).
 unsafe impl Sync for Cuda {}
 
 impl Cuda {
@@ -105,14 +106,14 @@ impl Cuda {
     pub unsafe fn register(&self, ptr: *mut u8, len: usize) -> Result<()> {
         self.bind()?;
         let flags = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP;
-        // SAFETY: the caller keeps the range mapped.
         self.check(
+            // SAFETY: the caller keeps the range mapped.
             unsafe { (self.api.cuMemHostRegister_v2)(ptr as *mut c_void, len, flags) },
             "cuMemHostRegister",
         )?;
         let mut dptr = 0;
-        // SAFETY: a registered host pointer.
         self.check(
+            // SAFETY: a registered host pointer.
             unsafe { (self.api.cuMemHostGetDevicePointer_v2)(&mut dptr, ptr as *mut c_void, 0) },
             "cuMemHostGetDevicePointer",
         )?;

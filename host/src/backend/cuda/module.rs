@@ -69,6 +69,7 @@ pub(crate) fn ptx_entry_params(ptx: &str) -> std::collections::HashMap<String, V
 
 // SAFETY: module handles are context-wide, usable from any thread with the context bound.
 unsafe impl Send for Module {}
+// SAFETY: as for `Send`: module handles are context-wide, usable from any thread with the context bound.
 unsafe impl Sync for Module {}
 
 /// How the driver compiles a module's PTX at its first load (later loads take the result
@@ -253,8 +254,8 @@ impl Module {
         self.cuda.bind()?;
         let cname = CString::new(name).map_err(|_| Error::Config(format!("bad symbol name {name:?}")))?;
         let (mut d, mut n) = (0, 0);
-        // SAFETY: valid out-pointers and a loaded module.
         self.cuda.check(
+            // SAFETY: valid out-pointers and a loaded module.
             unsafe { (self.cuda.api.cuModuleGetGlobal_v2)(&mut d, &mut n, self.handle, cname.as_ptr()) },
             &format!("cuModuleGetGlobal({name})"),
         )?;
@@ -265,8 +266,8 @@ impl Module {
         self.cuda.bind()?;
         let cname = CString::new(name).map_err(|_| Error::Config(format!("bad kernel name {name:?}")))?;
         let mut f = std::ptr::null_mut();
-        // SAFETY: valid out-pointer and a loaded module.
         self.cuda.check(
+            // SAFETY: valid out-pointer and a loaded module.
             unsafe { (self.cuda.api.cuModuleGetFunction)(&mut f, self.handle, cname.as_ptr()) },
             &format!("cuModuleGetFunction({name})"),
         )?;

@@ -34,8 +34,8 @@ impl Peek {
         // SAFETY: `buf` stays mapped until `Drop`, which unregisters it first.
         unsafe { cuda.register(buf.as_ptr(), buf.len())? };
         let mut stream = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer and a documented flag.
         if let Err(e) = cuda.check(
+            // SAFETY: a valid out-pointer and a documented flag.
             unsafe { (cuda.api.cuStreamCreate)(&mut stream, CU_STREAM_NON_BLOCKING) },
             "cuStreamCreate",
         ) {
@@ -81,10 +81,10 @@ impl Peek {
             }
             self.busy = false;
         }
-        // SAFETY: `buf` is pinned (registered) and `len` bytes long at least; the driver
-        // checks `src`. The copy runs on our stream; `busy` keeps `buf` its own until it is
-        // seen finished.
         self.cuda.check(
+            // SAFETY: `buf` is pinned (registered) and `len` bytes long at least; the driver
+            // checks `src`. The copy runs on our stream; `busy` keeps `buf` its own until it is
+            // seen finished.
             unsafe { (self.cuda.api.cuMemcpyDtoHAsync_v2)(self.buf.as_ptr() as *mut c_void, src, len, self.stream) },
             "cuMemcpyDtoHAsync (peek)",
         )?;

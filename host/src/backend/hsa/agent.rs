@@ -42,6 +42,7 @@ pub struct Hsa {
 // SAFETY: HSA handles and the queue may be used from any thread: the runtime is thread-safe,
 // and packet slots are claimed with the queue's atomic write index.
 unsafe impl Send for Hsa {}
+// SAFETY: as for `Send`: HSA handles and the queue may be used from any thread: the runtime is thread-safe, and packet slots are claimed with the queue's atomic write index.
 unsafe impl Sync for Hsa {}
 
 /// Collects handles from an HSA iteration callback.
@@ -110,8 +111,8 @@ impl Hsa {
 
     pub(super) fn setup(&mut self) -> std::result::Result<(), String> {
         let mut agents: Vec<Handle> = Vec::new();
-        // SAFETY: `collect` matches the callback type; `agents` outlives the call.
         self.check_str(
+            // SAFETY: `collect` matches the callback type; `agents` outlives the call.
             unsafe { (self.api.hsa_iterate_agents)(collect, &mut agents as *mut _ as *mut c_void) },
             "hsa_iterate_agents",
         )?;
@@ -147,8 +148,8 @@ impl Hsa {
 
         let pools = |agent: Handle| -> std::result::Result<Vec<(Handle, u32, u32, bool)>, String> {
             let mut pools: Vec<Handle> = Vec::new();
-            // SAFETY: as for the agents.
             self.check_str(
+                // SAFETY: as for the agents.
                 unsafe {
                     (self.api.hsa_amd_agent_iterate_memory_pools)(agent, collect, &mut pools as *mut _ as *mut c_void)
                 },
@@ -212,9 +213,9 @@ impl Hsa {
         }
         let size = 1024u32.clamp(min.max(1), max.max(1));
         let mut queue = std::ptr::null_mut();
-        // SAFETY: the callback's data is the boxed error slot, which outlives the queue
-        // (Drop destroys the queue first). u32::MAX: no private/group segment hints.
         self.check_str(
+            // SAFETY: the callback's data is the boxed error slot, which outlives the queue
+            // (Drop destroys the queue first). u32::MAX: no private/group segment hints.
             unsafe {
                 (self.api.hsa_queue_create)(
                     gpu,
@@ -231,8 +232,8 @@ impl Hsa {
         )?;
         self.queue = queue;
         let mut done = Handle(0);
-        // SAFETY: valid out-pointer; no consumer list.
         self.check_str(
+            // SAFETY: valid out-pointer; no consumer list.
             unsafe { (self.api.hsa_signal_create)(0, 0, std::ptr::null(), &mut done) },
             "hsa_signal_create",
         )?;
@@ -354,8 +355,8 @@ impl Hsa {
     pub unsafe fn lock(&self, ptr: *mut u8, len: usize) -> Result<*mut u8> {
         let mut agent = self.gpu;
         let mut agent_ptr = std::ptr::null_mut();
-        // SAFETY: the caller keeps the range mapped; one agent; flags must be 0.
         self.check(
+            // SAFETY: the caller keeps the range mapped; one agent; flags must be 0.
             unsafe {
                 (self.api.hsa_amd_memory_lock_to_pool)(
                     ptr as *mut c_void,
@@ -384,8 +385,8 @@ impl Hsa {
     /// Allocates zeroed GPU memory (coarse-grained, GPU-local).
     pub fn alloc_zeroed(&self, len: usize) -> Result<u64> {
         let mut p = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; flags 0.
         self.check(
+            // SAFETY: valid out-pointer; flags 0.
             unsafe { (self.api.hsa_amd_memory_pool_allocate)(self.device_pool, len, 0, &mut p) },
             "hsa_amd_memory_pool_allocate(device)",
         )?;

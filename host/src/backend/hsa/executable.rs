@@ -40,6 +40,7 @@ pub struct Executable {
 
 // SAFETY: executable handles may be used from any thread.
 unsafe impl Send for Executable {}
+// SAFETY: as for `Send`: executable handles may be used from any thread.
 unsafe impl Sync for Executable {}
 
 impl Executable {
@@ -63,8 +64,8 @@ impl Executable {
         let image = image.to_vec();
         let api = &hsa.api;
         let mut reader = Handle(0);
-        // SAFETY: `image` lives as long as the reader (both in the Executable).
         hsa.check(
+            // SAFETY: `image` lives as long as the reader (both in the Executable).
             unsafe {
                 (api.hsa_code_object_reader_create_from_memory)(
                     image.as_ptr() as *const c_void,
@@ -84,8 +85,8 @@ impl Executable {
             _image: image,
         };
         let mut handle = Handle(0);
-        // SAFETY: valid out-pointer; no options.
         hsa.check(
+            // SAFETY: valid out-pointer; no options.
             unsafe {
                 (api.hsa_executable_create_alt)(
                     hsa.profile,
@@ -97,9 +98,9 @@ impl Executable {
             "hsa_executable_create_alt",
         )?;
         exe.handle = handle;
-        // SAFETY: handles created above; no options; the loaded code object handle is not
-        // needed.
         hsa.check(
+            // SAFETY: handles created above; no options; the loaded code object handle is not
+            // needed.
             unsafe {
                 (api.hsa_executable_load_agent_code_object)(
                     handle,
@@ -111,8 +112,8 @@ impl Executable {
             },
             "hsa_executable_load_agent_code_object",
         )?;
-        // SAFETY: a loaded executable; no options.
         hsa.check(
+            // SAFETY: a loaded executable; no options.
             unsafe { (api.hsa_executable_freeze)(handle, std::ptr::null()) },
             "hsa_executable_freeze",
         )?;

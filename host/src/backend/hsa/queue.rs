@@ -149,8 +149,8 @@ impl Hsa {
     /// Allocates `len` bytes of kernel argument memory the GPU can read.
     pub(super) fn alloc_kernarg(&self, len: usize) -> Result<*mut u8> {
         let mut p = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; flags 0.
         self.check(
+            // SAFETY: valid out-pointer; flags 0.
             unsafe { (self.api.hsa_amd_memory_pool_allocate)(self.kernarg_pool, len.max(64), 0, &mut p) },
             "hsa_amd_memory_pool_allocate(kernarg)",
         )?;
@@ -189,8 +189,8 @@ impl Hsa {
     pub(super) fn symbol(&self, executable: Handle, name: &str) -> Result<Handle> {
         let cname = CString::new(name).map_err(|_| Error::Config(format!("bad symbol name {name:?}")))?;
         let mut symbol = Handle(0);
-        // SAFETY: valid C string and out-pointer; our agent.
         self.check(
+            // SAFETY: valid C string and out-pointer; our agent.
             unsafe { (self.api.hsa_executable_get_symbol_by_name)(executable, cname.as_ptr(), &self.gpu, &mut symbol) },
             &format!("hsa_executable_get_symbol_by_name({name})"),
         )?;
@@ -200,8 +200,8 @@ impl Hsa {
     /// A symbol attribute of type `T` (as `hsa.h` documents for `attribute`).
     pub(super) fn symbol_info<T: Default>(&self, symbol: Handle, attribute: u32) -> Result<T> {
         let mut v = T::default();
-        // SAFETY: the callers pair each attribute with its documented type.
         self.check(
+            // SAFETY: the callers pair each attribute with its documented type.
             unsafe { (self.api.hsa_executable_symbol_get_info)(symbol, attribute, &mut v as *mut T as *mut c_void) },
             "hsa_executable_symbol_get_info",
         )?;
