@@ -137,8 +137,8 @@ impl Device {
     /// (`dddd:bb:dd.f`).
     fn pci_location(&self) -> Result<(u32, u32)> {
         let mut buf = [0 as std::ffi::c_char; 32];
-        // SAFETY: HIP writes at most `len` bytes, NUL included, into `buf`.
         check(
+            // SAFETY: HIP writes at most `len` bytes, NUL included, into `buf`.
             unsafe { api::hipDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as c_int, self.ordinal) },
             "hipDeviceGetPCIBusId",
         )?;
@@ -208,8 +208,8 @@ impl Module {
         let cname = c_name(name)?;
         let (mut ptr, mut size): (sys::hipDeviceptr_t, usize) = (std::ptr::null_mut(), 0);
         self.device.select()?;
-        // SAFETY: out-pointers valid for the call; a module the caller vouched for.
         check(
+            // SAFETY: out-pointers valid for the call; a module the caller vouched for.
             unsafe { api::hipModuleGetGlobal(&mut ptr, &mut size, self.module, cname.as_ptr()) },
             &format!("hipModuleGetGlobal({name})"),
         )?;
@@ -246,8 +246,8 @@ impl Module {
         let cname = c_name(name)?;
         let mut f: sys::hipFunction_t = std::ptr::null_mut();
         self.device.select()?;
-        // SAFETY: out-pointer valid for the call; a module the caller vouched for.
         check(
+            // SAFETY: out-pointer valid for the call; a module the caller vouched for.
             unsafe { api::hipModuleGetFunction(&mut f, self.module, cname.as_ptr()) },
             &format!("hipModuleGetFunction({name})"),
         )?;

@@ -198,7 +198,7 @@ impl Executable {
     }
 
     /// Launches `name` on `grid` work-groups of `block` work-items with `args`
-    /// (asynchronous; [`Hsa::synchronize`] waits).
+    /// (asynchronous; the runtime's synchronize waits).
     ///
     /// Explicit arguments are checked against the kernel's metadata (count and sizes) and
     /// placed at its offsets; hidden arguments get the launch's values (block counts,

@@ -42,9 +42,6 @@ pub(super) const HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED: u32 = 2;
 pub(super) const HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED: u32 = 4;
 // hsa_queue_type32_t
 pub(super) const HSA_QUEUE_TYPE_MULTI: u32 = 0;
-// hsa_signal_condition_t, hsa_wait_state_t
-pub(super) const HSA_SIGNAL_CONDITION_EQ: u32 = 0;
-pub(super) const HSA_WAIT_STATE_BLOCKED: u32 = 0;
 // hsa_default_float_rounding_mode_t
 pub(super) const HSA_DEFAULT_FLOAT_ROUNDING_MODE_DEFAULT: u32 = 0;
 // hsa_executable_symbol_info_t
@@ -142,7 +139,6 @@ dl_api! {
     hsa_signal_store_screlease: fn(Handle, i64);
     hsa_signal_add_scacq_screl: fn(Handle, i64);
     hsa_signal_load_scacquire: fn(Handle) -> i64;
-    hsa_signal_wait_scacquire: fn(Handle, u32, i64, u64, u32) -> i64;
     hsa_code_object_reader_create_from_memory: fn(*const c_void, usize, *mut Handle) -> Status;
     hsa_code_object_reader_destroy: fn(Handle) -> Status;
     hsa_executable_create_alt: fn(u32, u32, *const c_char, *mut Handle) -> Status;

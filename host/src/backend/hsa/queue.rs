@@ -43,17 +43,10 @@ impl Hsa {
         Ok(v == 0)
     }
 
-    /// Waits until every dispatch has completed, then frees the kernel arguments of those
-    /// enqueued before the call (a launch racing with it keeps its block for the next one).
-    /// Blocks for as long as that takes; the runtime's synchronize waits through
-    /// `synchronize_with` instead, under its hang watchdog.
-    pub fn synchronize(&self) -> Result<()> {
-        self.synchronize_until(|| self.wait_idle())
-    }
-
-    /// [`Hsa::synchronize`] with `wait` waiting until `idle`. If `wait` fails (a
-    /// failed queue, or a watchdog that gave up), the kernel arguments are kept: their
-    /// dispatches may still run.
+    /// Runs `wait` (until every dispatch has completed), then frees the kernel arguments
+    /// of those enqueued before the call (a launch racing with it keeps its block for the
+    /// next one). If `wait` fails (a failed queue, or a watchdog that gave up), the
+    /// kernel arguments are kept: their dispatches may still run.
     fn synchronize_until(&self, wait: impl FnOnce() -> Result<()>) -> Result<()> {
         let blocks = std::mem::take(&mut *self.kernargs.lock().unwrap_or_else(|e| e.into_inner()));
         let waited = wait();
@@ -66,29 +59,6 @@ impl Hsa {
             unsafe { (self.api.hsa_amd_memory_pool_free)(b as *mut c_void) };
         }
         Ok(())
-    }
-
-    pub(super) fn wait_idle(&self) -> Result<()> {
-        loop {
-            if let Some(e) = self.queue_failed() {
-                return Err(e);
-            }
-            // SAFETY: a signal we created. The timeout is a hint (in timestamp ticks);
-            // waking now and then lets us notice a failed queue, whose dispatches never
-            // complete.
-            let v = unsafe {
-                (self.api.hsa_signal_wait_scacquire)(
-                    self.done,
-                    HSA_SIGNAL_CONDITION_EQ,
-                    0,
-                    100_000_000,
-                    HSA_WAIT_STATE_BLOCKED,
-                )
-            };
-            if v == 0 {
-                return Ok(());
-            }
-        }
     }
 
     /// Enqueues one kernel dispatch packet: `grid` work-groups of `block` work-items (x).
