@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use gpuio_device::uapi::{IORING_SQ_CQ_OVERFLOW, IORING_SQ_NEED_WAKEUP};
 
-use crate::sandbox::Sandbox;
+use crate::consumer::sandbox::Sandbox;
 
 /// Everything the host runtime can report.
 ///

@@ -27,7 +27,8 @@ use gpuio_device::arena::MAX_REGIONS;
 
 use crate::error::{Error, Result};
 use crate::memory::Mapping;
-use crate::runtime::{Runtime, Shared};
+use crate::runtime::Runtime;
+use crate::shared::Shared;
 
 /// Host memory registered for direct device file I/O (see the module docs). Dropping it
 /// unregisters it; if kernels launched since the last synchronize might still use it, its

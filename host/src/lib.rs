@@ -11,31 +11,31 @@
 //! ```
 
 pub mod backend;
-pub mod code_object;
-pub mod cuda;
-mod dl;
+mod builder;
+pub mod consumer;
 pub mod error;
-pub mod fallback;
-#[cfg(feature = "hip")]
-pub mod hip;
 pub mod host_buffer;
-pub mod hsa;
 pub mod memory;
 pub mod runtime;
-pub mod sandbox;
 pub mod scheduling;
-pub mod submission;
-pub mod uring;
-mod waker;
+mod shared;
 mod watchdog;
 
-pub use backend::Backend;
-pub use cuda::{Arg, Jit};
+// The paths hosts use: each backend and each ring consumer by its own name.
+#[cfg(feature = "hip")]
+pub use backend::hip;
+pub use backend::{code_object, cuda, hsa};
+pub use consumer::{fallback, sandbox, submission, uring};
+
+pub use backend::{Arg, Backend};
+pub use builder::Builder;
+pub use cuda::Jit;
 pub use error::{
     Error, HangReport, OutputErrors, PrintErrors, Refused, Result, RingWords, StreamPositions, Tickets, Waiting,
 };
 pub use host_buffer::HostBuffer;
-pub use runtime::{Builder, GpuModule, Runtime, Stats};
+pub use runtime::module::GpuModule;
+pub use runtime::{Runtime, Stats};
 pub use sandbox::Sandbox;
 pub use scheduling::Scheduling;
 pub use submission::Submission;

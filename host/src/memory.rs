@@ -16,6 +16,7 @@ pub struct Mapping {
 // SAFETY: a Mapping is plain memory; who may touch which bytes is decided by the protocols
 // that use it.
 unsafe impl Send for Mapping {}
+// SAFETY: as for `Send`: a Mapping is plain memory; who may touch which bytes is decided by the protocols that use it.
 unsafe impl Sync for Mapping {}
 
 /// The system page size.

@@ -369,6 +369,7 @@ struct User(*mut c_void);
 // SAFETY: gpuio_cpu_launch's contract (gpuio.h): `user` is shared by all threads of the
 // launch and must be usable from each of them; gpuio itself never dereferences it.
 unsafe impl Send for User {}
+// SAFETY: as for `Send`: gpuio_cpu_launch's contract (gpuio.h): `user` is shared by all threads of the launch and must be usable from each of them; gpuio itself never dereferences it.
 unsafe impl Sync for User {}
 
 impl User {
@@ -702,9 +703,9 @@ pub unsafe extern "C" fn gpuio_attach_hsa_executable(
             }
             .into());
         }
-        // SAFETY: the caller's contract (a frozen executable for this runtime's agent); the
-        // agent is checked right after, before the module can be used.
         let id = handles::add_module(runtime, |rt| {
+            // SAFETY: the caller's contract (a frozen executable for this runtime's agent); the
+            // agent is checked right after, before the module can be used.
             let m = unsafe { rt.attach_hsa_executable(gpuio_host::hsa::Handle(executable)) }?;
             match m.hsa().map(|h| h.agent().0) {
                 Some(a) if a == agent => Ok(m),

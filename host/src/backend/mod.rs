@@ -1,14 +1,29 @@
-//! Choosing where kernels run: a CUDA GPU, then an AMD GPU, then the CPU.
+//! Who runs kernels: host threads ([`cpu`]), an NVIDIA GPU through the CUDA driver
+//! ([`cuda`]) or an AMD GPU through the HSA runtime ([`hsa`]; modules the host loaded with
+//! HIP through [`hip`]), and choosing among them: a CUDA GPU, then an AMD GPU, then the CPU.
 //!
 //! `GPUIO_BACKEND=cpu|cuda|hsa` (or [`crate::Builder::backend`]) forces one; a forced
 //! backend that cannot run here is an error that says why. Detection loads the driver
-//! libraries at run time: building needs neither CUDA nor ROCm.
+//! libraries at run time ([`dl`]): building needs neither CUDA nor ROCm. The GPU backends
+//! show the runtime one face ([`gpu`]).
 
 use std::sync::Arc;
 
-use crate::cuda::Cuda;
 use crate::error::{Error, Result};
-use crate::hsa::Hsa;
+use cuda::Cuda;
+use gpu::GpuBackend;
+use hsa::Hsa;
+
+pub mod code_object;
+pub(crate) mod cpu;
+pub mod cuda;
+pub(crate) mod dl;
+pub(crate) mod gpu;
+#[cfg(feature = "hip")]
+pub mod hip;
+pub mod hsa;
+
+pub use gpu::Arg;
 
 /// Where kernels run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,44 +69,68 @@ impl Backend {
     }
 }
 
-/// A backend, ready to run kernels.
-pub(crate) enum Opened {
-    Cpu,
+/// The GPU a runtime runs kernels on, opened: through [`GpuBackend`] (which it
+/// dereferences to) for what every GPU does, by its kind where one backend's API is asked
+/// for.
+#[derive(Clone)]
+pub(crate) enum Device {
     Cuda(Arc<Cuda>),
     Hsa(Arc<Hsa>),
 }
 
-/// Opens the backend: `requested`, else `GPUIO_BACKEND`, else the first available.
-/// Returns it and, when the choice fell back to the CPU, a one-line notice of why.
-pub(crate) fn open(requested: Option<Backend>) -> Result<(Opened, Option<String>)> {
+impl std::ops::Deref for Device {
+    type Target = dyn GpuBackend;
+
+    fn deref(&self) -> &(dyn GpuBackend + 'static) {
+        match self {
+            Device::Cuda(c) => &**c,
+            Device::Hsa(h) => &**h,
+        }
+    }
+}
+
+impl Device {
+    /// The backend it is.
+    pub(crate) fn backend(&self) -> Backend {
+        match self {
+            Device::Cuda(_) => Backend::Cuda,
+            Device::Hsa(_) => Backend::Hsa,
+        }
+    }
+}
+
+/// Opens the backend: `requested`, else `GPUIO_BACKEND`, else the first available
+/// (`None`: the CPU). Returns it and, when the choice fell back to the CPU, a one-line
+/// notice of why.
+pub(crate) fn open(requested: Option<Backend>) -> Result<(Option<Device>, Option<String>)> {
     let requested = match requested {
         Some(b) => Some(b),
         None => Backend::from_env()?,
     };
     match requested {
-        Some(Backend::Cpu) => Ok((Opened::Cpu, None)),
+        Some(Backend::Cpu) => Ok((None, None)),
         Some(Backend::Cuda) => {
             Cuda::open()
-                .map(|c| (Opened::Cuda(c), None))
+                .map(|c| (Some(Device::Cuda(c)), None))
                 .map_err(|reason| Error::BackendUnavailable {
                     backend: "cuda",
                     reason,
                 })
         }
         Some(Backend::Hsa) => Hsa::open()
-            .map(|h| (Opened::Hsa(h), None))
+            .map(|h| (Some(Device::Hsa(h)), None))
             .map_err(|reason| Error::BackendUnavailable { backend: "hsa", reason }),
         None => {
             let cuda = match Cuda::open() {
-                Ok(c) => return Ok((Opened::Cuda(c), None)),
+                Ok(c) => return Ok((Some(Device::Cuda(c)), None)),
                 Err(e) => e,
             };
             let hsa = match Hsa::open() {
-                Ok(h) => return Ok((Opened::Hsa(h), None)),
+                Ok(h) => return Ok((Some(Device::Hsa(h)), None)),
                 Err(e) => e,
             };
             Ok((
-                Opened::Cpu,
+                None,
                 Some(format!(
                     "gpuio: running kernels on the CPU backend (cuda: {cuda}; hsa: {hsa})"
                 )),
@@ -117,12 +156,12 @@ mod tests {
         match open(Some(Backend::Hsa)) {
             Err(Error::BackendUnavailable { backend: "hsa", reason }) => assert!(!reason.is_empty()),
             Err(e) => panic!("wrong error: {e}"),
-            Ok((Opened::Hsa(h), None)) => assert!(h.agent_name().starts_with("gfx")),
+            Ok((Some(Device::Hsa(h)), None)) => assert!(h.agent_name().starts_with("gfx")),
             Ok(_) => panic!("forcing HSA gave another backend"),
         }
         if let Err(e) = open(Some(Backend::Cuda)) {
             assert!(matches!(e, Error::BackendUnavailable { backend: "cuda", ref reason } if !reason.is_empty()));
         }
-        assert!(matches!(open(Some(Backend::Cpu)).unwrap().0, Opened::Cpu));
+        assert!(open(Some(Backend::Cpu)).unwrap().0.is_none());
     }
 }

@@ -27,7 +27,7 @@ use std::ffi::{c_int, c_void, CStr, CString};
 /// load and launch through HIP themselves.
 pub use hip_runtime_sys as sys;
 
-use crate::cuda::Arg;
+use crate::backend::gpu::{Arg, GpuBackend, LoadedModule};
 use crate::error::{Error, Result};
 
 /// `hipSuccess`.
@@ -137,8 +137,8 @@ impl Device {
     /// (`dddd:bb:dd.f`).
     fn pci_location(&self) -> Result<(u32, u32)> {
         let mut buf = [0 as std::ffi::c_char; 32];
-        // SAFETY: HIP writes at most `len` bytes, NUL included, into `buf`.
         check(
+            // SAFETY: HIP writes at most `len` bytes, NUL included, into `buf`.
             unsafe { api::hipDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as c_int, self.ordinal) },
             "hipDeviceGetPCIBusId",
         )?;
@@ -208,8 +208,8 @@ impl Module {
         let cname = c_name(name)?;
         let (mut ptr, mut size): (sys::hipDeviceptr_t, usize) = (std::ptr::null_mut(), 0);
         self.device.select()?;
-        // SAFETY: out-pointers valid for the call; a module the caller vouched for.
         check(
+            // SAFETY: out-pointers valid for the call; a module the caller vouched for.
             unsafe { api::hipModuleGetGlobal(&mut ptr, &mut size, self.module, cname.as_ptr()) },
             &format!("hipModuleGetGlobal({name})"),
         )?;
@@ -246,8 +246,8 @@ impl Module {
         let cname = c_name(name)?;
         let mut f: sys::hipFunction_t = std::ptr::null_mut();
         self.device.select()?;
-        // SAFETY: out-pointer valid for the call; a module the caller vouched for.
         check(
+            // SAFETY: out-pointer valid for the call; a module the caller vouched for.
             unsafe { api::hipModuleGetFunction(&mut f, self.module, cname.as_ptr()) },
             &format!("hipModuleGetFunction({name})"),
         )?;
@@ -343,6 +343,30 @@ fn parse_pci_bus_id(id: &str) -> Option<(u32, u32)> {
 
 fn pci_string((domain, bdf): (u32, u32)) -> String {
     format!("{domain:04x}:{:02x}:{:02x}.{:x}", bdf >> 8, (bdf >> 3) & 0x1f, bdf & 7)
+}
+
+impl LoadedModule for Module {
+    fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+        Module::launch(self, name, grid, block, args)
+    }
+
+    fn global(&self, name: &str) -> Result<(u64, usize)> {
+        Module::global(self, name)
+    }
+
+    fn check_kernel(&self, name: &str) -> Result<()> {
+        Module::check_kernel(self, name)
+    }
+
+    /// Through HIP, whose device memory HIP owns.
+    fn copy_from_global(&self, _gpu: &dyn GpuBackend, dst: &mut [u8], src: u64) -> Result<()> {
+        self.copy_from_device(dst, src)
+    }
+
+    /// Through HIP, as [`LoadedModule::copy_from_global`].
+    fn copy_to_global(&self, _gpu: &dyn GpuBackend, dst: u64, src: &[u8]) -> Result<()> {
+        self.copy_to_device(dst, src)
+    }
 }
 
 #[cfg(test)]

@@ -57,9 +57,9 @@ use std::time::{Duration, Instant};
 
 use gpuio_device::uapi::*;
 
+use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES, MAX_SQ_ENTRIES};
 use crate::error::{Error, Result};
 use crate::memory::{page_size, round_up, Mapping};
-use crate::uring::UringConfig;
 
 // The ring words, at the offsets the kernel's `struct io_rings` has on x86-64 and arm64:
 // each head and tail on its own 64-byte line, the masks, counts and flags after them, the
@@ -78,14 +78,13 @@ const CQ_FLAGS: u32 = 280;
 const CQ_OVERFLOW: u32 = 284;
 const CQES: u32 = 320;
 
-use crate::uring::{MAX_CQ_ENTRIES, MAX_SQ_ENTRIES};
-
-// SQE flags (`IOSQE_*`), as far as the fallback knows them.
-const IOSQE_FIXED_FILE: u8 = 1 << 0;
+/// `IOSQE_IO_DRAIN` (the SQE flags the fallback knows besides `IOSQE_FIXED_FILE` and
+/// `IOSQE_ASYNC`, which `gpuio_device::uapi` defines): the device never sets it, and
+/// `uapi` does not define it.
 const IOSQE_IO_DRAIN: u8 = 1 << 1;
-const IOSQE_ASYNC: u8 = 1 << 4;
-/// `IORING_FSYNC_DATASYNC`.
-const FSYNC_DATASYNC: u32 = 1 << 0;
+/// `IORING_FSYNC_DATASYNC`: `gpuio_device::uapi` does not export it (the device keeps a
+/// private copy in `io.rs`).
+const IORING_FSYNC_DATASYNC: u32 = 1 << 0;
 
 /// Sleep between polls once spinning and yielding found nothing.
 const POLL: Duration = Duration::from_micros(20);
@@ -397,18 +396,26 @@ fn execute(sqe: &Sqe, files: &RwLock<Vec<RawFd>>) -> i32 {
     };
     let (buf, len) = (sqe.addr as usize, sqe.len as usize);
     let current = sqe.off == OFF_CURRENT_POSITION;
-    // SAFETY (every call below): plain syscalls on fds and addresses the SQE's submitter
-    // provided, as io_uring would use them; the kernel checks them.
+    // Every call below is a plain syscall on the fd and buffer the SQE names, as io_uring
+    // would make it: the kernel checks the fd and faults on a bad address (EFAULT) rather
+    // than letting the host touch it; the submitter keeps the buffer alive until the
+    // completion, as io_uring requires.
     match sqe.opcode {
         IORING_OP_NOP => 0,
         IORING_OP_WRITE | IORING_OP_READ if sqe.rw_flags != 0 => -libc::EOPNOTSUPP,
+        // SAFETY: write(2) reads `len` bytes at `buf`, which the submitter keeps alive.
         IORING_OP_WRITE if current => retry(|| unsafe { libc::write(fd, buf as *const _, len) }),
+        // SAFETY: pwrite(2), as write(2) above.
         IORING_OP_WRITE => retry(|| unsafe { libc::pwrite(fd, buf as *const _, len, sqe.off as libc::off_t) }),
+        // SAFETY: read(2) writes up to `len` bytes at `buf`, the submitter's buffer for it.
         IORING_OP_READ if current => retry(|| unsafe { libc::read(fd, buf as *mut _, len) }),
+        // SAFETY: pread(2), as read(2) above.
         IORING_OP_READ => retry(|| unsafe { libc::pread(fd, buf as *mut _, len, sqe.off as libc::off_t) }),
         // Opening into, or closing, a fixed-file slot is not supported (-EBADF, as for
         // a direct descriptor the kernel cannot find).
         IORING_OP_OPENAT | IORING_OP_CLOSE if fixed => -libc::EBADF,
+        // SAFETY: openat(2) reads the NUL-terminated path at `buf`, kept alive by the
+        // submitter; the kernel faults on a bad one.
         IORING_OP_OPENAT => retry(|| unsafe {
             libc::openat(
                 fd,
@@ -418,12 +425,18 @@ fn execute(sqe: &Sqe, files: &RwLock<Vec<RawFd>>) -> i32 {
             ) as isize
         }),
         // close is not retried: after EINTR the fd is gone on Linux.
+        // SAFETY: close(2) of the fd the device named: the device owns it (it opened it
+        // through the ring), as with io_uring's CLOSE.
         IORING_OP_CLOSE => match unsafe { libc::close(fd) } {
             0 => 0,
             _ => -std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO),
         },
-        IORING_OP_FSYNC if sqe.rw_flags & !FSYNC_DATASYNC != 0 => -libc::EINVAL,
-        IORING_OP_FSYNC if sqe.rw_flags & FSYNC_DATASYNC != 0 => retry(|| unsafe { libc::fdatasync(fd) as isize }),
+        IORING_OP_FSYNC if sqe.rw_flags & !IORING_FSYNC_DATASYNC != 0 => -libc::EINVAL,
+        IORING_OP_FSYNC if sqe.rw_flags & IORING_FSYNC_DATASYNC != 0 => {
+            // SAFETY: fdatasync(2) touches no memory.
+            retry(|| unsafe { libc::fdatasync(fd) as isize })
+        }
+        // SAFETY: fsync(2) touches no memory.
         IORING_OP_FSYNC => retry(|| unsafe { libc::fsync(fd) as isize }),
         _ => -libc::EINVAL,
     }
@@ -531,7 +544,7 @@ mod tests {
         assert_eq!(d.run(sqe(IORING_OP_WRITE, fd, b"W".as_ptr(), 1, 6, 4)), 1, "pwrite");
         let mut fsync = sqe(IORING_OP_FSYNC, fd, std::ptr::null(), 0, 0, 5);
         assert_eq!(d.run(fsync), 0);
-        fsync.rw_flags = FSYNC_DATASYNC;
+        fsync.rw_flags = IORING_FSYNC_DATASYNC;
         assert_eq!(d.run(fsync), 0);
         let mut buf = [0u8; 16];
         assert_eq!(d.run(sqe(IORING_OP_READ, fd, buf.as_mut_ptr(), 16, 0, 6)), 12, "pread");

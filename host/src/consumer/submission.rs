@@ -15,10 +15,10 @@ use std::io;
 
 use gpuio_device::uapi::Params;
 
+use crate::consumer::fallback::HostRing;
+use crate::consumer::uring::{diagnose_setup, Uring, UringConfig};
 use crate::error::{Error, Result};
-use crate::fallback::HostRing;
 use crate::memory::Mapping;
-use crate::uring::{diagnose_setup, Uring, UringConfig};
 
 /// How the ring's SQEs are consumed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -12,8 +12,6 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use crate::runtime::Shared;
-
 /// How often an active waker looks at the flag.
 const POLL: Duration = Duration::from_micros(50);
 /// How long an idle waker stays parked before it looks anyway.
@@ -33,7 +31,9 @@ struct State {
 }
 
 impl Waker {
-    pub(crate) fn start(shared: Arc<Shared>) -> std::io::Result<Waker> {
+    /// Starts the thread. `wake_if_needed` wakes the ring's consumer if it sleeps with
+    /// work waiting, and says whether it did (`Queue::wake_if_needed`).
+    pub(crate) fn start(wake_if_needed: impl Fn() -> bool + Send + 'static) -> std::io::Result<Waker> {
         let state = Arc::new(State {
             stop: AtomicBool::new(false),
             active: AtomicUsize::new(0),
@@ -42,7 +42,7 @@ impl Waker {
         let st = state.clone();
         let handle = thread::Builder::new()
             .name("gpuio-waker".into())
-            .spawn(move || run(&shared, &st))?;
+            .spawn(move || run(&wake_if_needed, &st))?;
         Ok(Waker {
             state,
             handle: Some(handle),
@@ -78,12 +78,12 @@ impl Drop for Waker {
     }
 }
 
-fn run(shared: &Shared, state: &State) {
+fn run(wake_if_needed: &dyn Fn() -> bool, state: &State) {
     // Sleep precisely: the default 50 µs timer slack would double our polling interval.
     // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64, 0u64, 0u64, 0u64) };
     while !state.stop.load(Ordering::SeqCst) {
-        if shared.queue.wake_if_needed() {
+        if wake_if_needed() {
             state.wakeups.fetch_add(1, Ordering::Relaxed);
         }
         if state.active.load(Ordering::SeqCst) > 0 {

@@ -1,0 +1,238 @@
+//! The CPU backend: host threads run device closures, one thread per device thread, each
+//! with its own ids and the runtime's context current (`gpuio_device::arch::host`).
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use gpuio_device::arch::host::{enter, ThreadIds};
+
+use crate::error::{Error, Result};
+use crate::shared::Shared;
+use crate::watchdog::Pacing;
+
+/// How synchronize's waits pace themselves (see [`Pacing`]).
+///
+/// CPU kernel threads: the last one's exit ends the pause at once (a condition variable),
+/// so the wait neither spins nor yields; it wakes every 10 ms only to look for progress.
+pub(crate) const THREADS_PACING: Pacing = Pacing {
+    spins: 0,
+    yields: 0,
+    first_pause: Duration::from_millis(10),
+    max_pause: Duration::from_millis(10),
+};
+
+type KernelThread = JoinHandle<std::result::Result<(), String>>;
+
+/// CPU-backend launches not yet synchronized.
+#[derive(Default)]
+struct Kernels {
+    /// Their threads, not yet joined.
+    threads: Vec<KernelThread>,
+    /// `launch` calls not yet synchronized (each activated the waker once). Counted down
+    /// only once their drain has completed: until then kernels or their I/O may use host
+    /// buffers (`kernels_pending`).
+    launches: usize,
+}
+
+/// How many CPU-backend kernel threads are running, and a signal when none is: what the
+/// watchdog's wait for them waits on.
+#[derive(Default)]
+pub(crate) struct Exits {
+    running: Mutex<usize>,
+    none: Condvar,
+}
+
+impl Exits {
+    pub(crate) fn running(&self) -> usize {
+        *self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits up to `max` for the last thread to exit.
+    pub(crate) fn wait(&self, max: Duration) {
+        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = self.none.wait_timeout_while(running, max, |n| *n != 0);
+    }
+}
+
+/// Counts a kernel thread as running until it drops (also when the thread unwinds, or is
+/// never spawned).
+struct Running(Arc<Exits>);
+
+impl Running {
+    fn new(exits: &Arc<Exits>) -> Running {
+        *exits.running.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        Running(exits.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut n = self.0.running.lock().unwrap_or_else(|e| e.into_inner());
+        *n -= 1;
+        if *n == 0 {
+            self.0.none.notify_all();
+        }
+    }
+}
+
+/// The CPU backend's launches: their threads, those still running, and failures not yet
+/// reported.
+#[derive(Default)]
+pub(crate) struct Cpu {
+    kernels: Mutex<Kernels>,
+    /// Running kernel threads.
+    exits: Arc<Exits>,
+    /// Failures of joined kernel threads that a synchronize could not report yet (it gave
+    /// up in the drain after joining them).
+    failures: Mutex<Vec<String>>,
+}
+
+impl Cpu {
+    /// Runs `kernel` on `grid * block` new threads, with the context of `shared`.
+    /// `start(first)` runs first, under the launch lock (`first`: no launch is pending);
+    /// if a thread cannot be spawned, `on_spawn_failure` runs (without the lock) before the
+    /// error returns.
+    pub(crate) fn launch<F>(
+        &self,
+        shared: &Arc<Shared>,
+        grid: u32,
+        block: u32,
+        kernel: F,
+        start: impl FnOnce(bool) -> Result<()>,
+        on_spawn_failure: impl FnOnce(),
+    ) -> Result<()>
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        let n = grid as u64 * block as u64;
+        let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        start(kernels.launches == 0)?;
+        kernels.launches += 1;
+        report_kernel_panics();
+        let kernel = Arc::new(kernel);
+        for i in 0..n as u32 {
+            let ids = ThreadIds {
+                thread_idx: i % block,
+                block_idx: i / block,
+                block_dim: block,
+                grid_dim: grid,
+            };
+            let (shared, kernel) = (shared.clone(), kernel.clone());
+            let running = Running::new(&self.exits);
+            let spawned = std::thread::Builder::new().stack_size(256 << 10).spawn(move || {
+                // Dropped last: the thread counts as running until the kernel is done.
+                let _running = running;
+                let ctx = shared.host_context().expect("CPU backend");
+                // SAFETY: `shared` (and so the context) outlives this thread: we hold an Arc.
+                let _in_kernel = unsafe { enter(ctx, ids) };
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kernel())).map_err(|p| {
+                    let msg = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned());
+                    format!("thread {i} panicked: {}", msg.unwrap_or_else(|| "(no message)".into()))
+                })
+            });
+            match spawned {
+                Ok(h) => kernels.threads.push(h),
+                Err(e) => {
+                    drop(kernels);
+                    on_spawn_failure();
+                    return Err(Error::Os {
+                        what: "spawning a kernel thread",
+                        source: e,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the kernel threads launched so far (`wait` waits until `Exits::running`
+    /// is 0, under the watchdog) and joins them; returns
+    /// their failures, after those a synchronize that gave up could not report. On
+    /// [`Error::Hang`] the threads stay launched.
+    pub(crate) fn join(&self, wait: impl FnOnce(&Exits) -> Result<()>) -> Result<Vec<String>> {
+        let threads = std::mem::take(&mut self.kernels.lock().unwrap_or_else(|e| e.into_inner()).threads);
+        let mut failures = std::mem::take(&mut *self.failures.lock().unwrap_or_else(|e| e.into_inner()));
+        if threads.is_empty() {
+            return Ok(failures);
+        }
+        // Threads of a launch racing with this call count too: this waits for them as
+        // well, and the next synchronize joins them.
+        let waited = wait(&self.exits);
+        if let Err(e) = waited {
+            let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+            let later = std::mem::replace(&mut kernels.threads, threads);
+            kernels.threads.extend(later);
+            drop(kernels);
+            self.keep_failures(failures);
+            return Err(e);
+        }
+        for t in threads {
+            match t.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(msg)) => failures.push(msg),
+                Err(_) => failures.push("a kernel thread died".into()),
+            }
+        }
+        Ok(failures)
+    }
+
+    /// Keeps kernel failures for the next synchronize, before any kept meanwhile.
+    pub(crate) fn keep_failures(&self, mut failures: Vec<String>) {
+        let mut kept = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        failures.append(&mut kept);
+        *kept = failures;
+    }
+
+    /// After a completed drain: unless a launch racing with this synchronize
+    /// left threads to join, every launch so far is synchronized, and the waker may rest
+    /// (once per launch, as each activated it).
+    pub(crate) fn finish_launches(&self, deactivate: impl Fn()) {
+        let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        // Launches racing with this synchronize left threads to join: they stay counted.
+        let done = if kernels.threads.is_empty() {
+            std::mem::take(&mut kernels.launches)
+        } else {
+            0
+        };
+        drop(kernels);
+        for _ in 0..done {
+            deactivate();
+        }
+    }
+
+    /// Whether launches are not yet synchronized (or threads not yet joined).
+    pub(crate) fn pending(&self) -> bool {
+        let k = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        k.launches > 0 || !k.threads.is_empty()
+    }
+
+    /// Kernel threads running now.
+    pub(crate) fn running(&self) -> usize {
+        self.exits.running()
+    }
+}
+
+/// Makes a panicking kernel thread of the CPU backend print what a GPU's panic handler
+/// prints (`gpuio_device::panic_handler!`): `kernel thread T (block B, thread I) panicked at
+/// FILE:LINE:COL: MESSAGE`, on the runtime's stderr stream, in place of std's report.
+/// Installed once per process, in front of the hook that was there, which still reports
+/// every other thread's panics (and a kernel thread's panic inside a print, whose stream is
+/// in the middle of a line then).
+fn report_kernel_panics() {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if gpuio_device::arch::context().is_null() || gpuio_device::arch::host::in_print() {
+                previous(info)
+            } else {
+                let message = info.payload_as_str().unwrap_or("Box<dyn Any>");
+                gpuio_device::entry::report_panic(info.location(), &message)
+            }
+        }));
+    });
+}

@@ -1,0 +1,287 @@
+//! The driver itself: loaded, initialised, with device 0's primary context; memory,
+//! copies and waiting for the GPU.
+
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::Arc;
+
+use super::ffi::*;
+use crate::backend::dl::Library;
+use crate::backend::gpu::{GpuBackend, Wait};
+use crate::error::{Error, Result};
+
+/// The CUDA driver with device 0's primary context current on the calling thread.
+pub struct Cuda {
+    pub(super) api: Api,
+    device: CuDevice,
+    context: CuContext,
+    name: String,
+    _lib: Library,
+}
+
+// SAFETY: driver API handles may be used from any thread; every call first makes the
+// primary context current on the calling thread (`bind`).
+unsafe impl Send for Cuda {}
+// SAFETY: as for `Send`: driver API handles may be used from any thread; every call first makes the primary context current on the calling thread (`bind`).
+unsafe impl Sync for Cuda {}
+
+impl Cuda {
+    /// Loads the driver, initialises it and retains device 0's primary context.
+    pub fn open() -> std::result::Result<Arc<Cuda>, String> {
+        let lib = Library::open(c"libcuda.so.1").ok_or("libcuda.so.1 not found (no NVIDIA driver installed)")?;
+        let api = Api::load(&lib)?;
+        let mut cuda = Cuda {
+            api,
+            device: 0,
+            context: std::ptr::null_mut(),
+            name: String::new(),
+            _lib: lib,
+        };
+        // SAFETY: documented calls with valid out-pointers.
+        unsafe {
+            let rc = (cuda.api.cuInit)(0);
+            if rc != 0 {
+                return Err(format!("cuInit failed: {}", cuda.error_name(rc)));
+            }
+            let mut n = 0;
+            let rc = (cuda.api.cuDeviceGetCount)(&mut n);
+            if rc != 0 || n == 0 {
+                return Err(format!("no CUDA device ({}, {n} devices)", cuda.error_name(rc)));
+            }
+            let mut device = 0;
+            cuda.check_str((cuda.api.cuDeviceGet)(&mut device, 0), "cuDeviceGet")?;
+            cuda.device = device;
+            let mut ctx = std::ptr::null_mut();
+            cuda.check_str(
+                (cuda.api.cuDevicePrimaryCtxRetain)(&mut ctx, cuda.device),
+                "cuDevicePrimaryCtxRetain",
+            )?;
+            cuda.context = ctx;
+            let mut name = [0 as c_char; 256];
+            (cuda.api.cuDeviceGetName)(name.as_mut_ptr(), 256, cuda.device);
+            cuda.name = CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned();
+        }
+        cuda.bind().map_err(|e| e.to_string())?;
+        Ok(Arc::new(cuda))
+    }
+
+    /// The device's name.
+    pub fn device_name(&self) -> &str {
+        &self.name
+    }
+
+    fn error_name(&self, rc: CuResult) -> String {
+        let mut p: *const c_char = std::ptr::null();
+        // SAFETY: cuGetErrorName writes a pointer to a static string (or leaves it null).
+        unsafe { (self.api.cuGetErrorName)(rc, &mut p) };
+        if p.is_null() {
+            format!("CUresult {rc}")
+        } else {
+            // SAFETY: a NUL-terminated static string from the driver.
+            format!("{} ({rc})", unsafe { CStr::from_ptr(p) }.to_string_lossy())
+        }
+    }
+
+    pub(super) fn check_str(&self, rc: CuResult, what: &str) -> std::result::Result<(), String> {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(format!("{what} failed: {}", self.error_name(rc)))
+        }
+    }
+
+    pub(super) fn check(&self, rc: CuResult, what: &str) -> Result<()> {
+        self.check_str(rc, what).map_err(Error::Cuda)
+    }
+
+    /// Makes the primary context current on the calling thread.
+    pub fn bind(&self) -> Result<()> {
+        // SAFETY: a context retained in `open`.
+        self.check(unsafe { (self.api.cuCtxSetCurrent)(self.context) }, "cuCtxSetCurrent")
+    }
+
+    /// Makes host memory GPU-visible at the same address (unified addressing).
+    ///
+    /// # Safety
+    /// `ptr .. ptr + len` is mapped memory that stays mapped until `unregister`.
+    pub unsafe fn register(&self, ptr: *mut u8, len: usize) -> Result<()> {
+        self.bind()?;
+        let flags = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP;
+        self.check(
+            // SAFETY: the caller keeps the range mapped.
+            unsafe { (self.api.cuMemHostRegister_v2)(ptr as *mut c_void, len, flags) },
+            "cuMemHostRegister",
+        )?;
+        let mut dptr = 0;
+        self.check(
+            // SAFETY: a registered host pointer.
+            unsafe { (self.api.cuMemHostGetDevicePointer_v2)(&mut dptr, ptr as *mut c_void, 0) },
+            "cuMemHostGetDevicePointer",
+        )?;
+        if dptr != ptr as u64 {
+            // SAFETY: registered just above.
+            unsafe { (self.api.cuMemHostUnregister)(ptr as *mut c_void) };
+            return Err(Error::Cuda(format!(
+                "registered host memory {ptr:p} has device address {dptr:#x}: gpuio needs unified addressing"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Undoes `register`.
+    ///
+    /// # Safety
+    /// `ptr` was registered, and no kernel that may touch it is running.
+    pub unsafe fn unregister(&self, ptr: *mut u8) {
+        let _ = self.bind();
+        // SAFETY: the caller's contract.
+        unsafe { (self.api.cuMemHostUnregister)(ptr as *mut c_void) };
+    }
+
+    /// Allocates zeroed device memory.
+    pub fn alloc_zeroed(&self, len: usize) -> Result<CuDevicePtr> {
+        self.bind()?;
+        let mut d = 0;
+        // SAFETY: valid out-pointer.
+        self.check(unsafe { (self.api.cuMemAlloc_v2)(&mut d, len) }, "cuMemAlloc")?;
+        // SAFETY: `d` is a fresh allocation of `len` bytes.
+        self.check(unsafe { (self.api.cuMemsetD8_v2)(d, 0, len) }, "cuMemsetD8")?;
+        Ok(d)
+    }
+
+    /// Frees device memory.
+    pub fn free(&self, d: CuDevicePtr) {
+        let _ = self.bind();
+        // SAFETY: `d` came from `alloc_zeroed`; the caller no longer uses it.
+        unsafe { (self.api.cuMemFree_v2)(d) };
+    }
+
+    /// Copies host bytes to the device.
+    pub fn copy_to_device(&self, dst: CuDevicePtr, src: &[u8]) -> Result<()> {
+        self.bind()?;
+        // SAFETY: `src` is valid for its length; the driver checks `dst`.
+        self.check(
+            unsafe { (self.api.cuMemcpyHtoD_v2)(dst, src.as_ptr() as *const c_void, src.len()) },
+            "cuMemcpyHtoD",
+        )
+    }
+
+    /// Copies device bytes to the host.
+    pub fn copy_from_device(&self, dst: &mut [u8], src: CuDevicePtr) -> Result<()> {
+        self.bind()?;
+        // SAFETY: `dst` is valid for its length; the driver checks `src`.
+        self.check(
+            unsafe { (self.api.cuMemcpyDtoH_v2)(dst.as_mut_ptr() as *mut c_void, src, dst.len()) },
+            "cuMemcpyDtoH",
+        )
+    }
+
+    /// Sets the per-thread stack size (core::fmt needs more than the 1 KiB default).
+    pub fn set_stack_size(&self, bytes: usize) -> Result<()> {
+        self.bind()?;
+        // SAFETY: a documented limit.
+        self.check(
+            unsafe { (self.api.cuCtxSetLimit)(CU_LIMIT_STACK_SIZE, bytes) },
+            "cuCtxSetLimit(stack)",
+        )
+    }
+
+    /// Sets the device printf FIFO size (for comparisons with CUDA's own printf).
+    pub fn set_printf_fifo(&self, bytes: usize) -> Result<()> {
+        self.bind()?;
+        // SAFETY: a documented limit.
+        self.check(
+            unsafe { (self.api.cuCtxSetLimit)(CU_LIMIT_PRINTF_FIFO_SIZE, bytes) },
+            "cuCtxSetLimit(printf)",
+        )
+    }
+
+    /// Whether the default stream has finished its work (errors surface as `Err`). Never
+    /// blocks: the runtime's synchronize polls it (`cuStreamQuery` on the null stream)
+    /// under its hang watchdog.
+    fn idle(&self) -> Result<bool> {
+        self.bind()?;
+        // SAFETY: the null stream is always valid.
+        match unsafe { (self.api.cuStreamQuery)(std::ptr::null_mut()) } {
+            0 => Ok(true),
+            CUDA_ERROR_NOT_READY => Ok(false),
+            rc => Err(Error::Kernel(self.kernel_error(rc))),
+        }
+    }
+
+    /// Why a kernel failed, from the driver's error code.
+    fn kernel_error(&self, rc: CuResult) -> String {
+        let name = self.error_name(rc);
+        match rc {
+            CUDA_ERROR_LAUNCH_FAILED => format!(
+                "{name}: a kernel trapped (a panic: a kernel crate with gpuio_device::panic_handler! \
+                 printed where and why on stderr) or faulted"
+            ),
+            _ => name,
+        }
+    }
+
+    /// Waits for all work on the context (`cuCtxSynchronize`), for as long as it takes. The
+    /// runtime's synchronize polls [`Cuda::idle`] first, under its hang watchdog.
+    pub fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        // SAFETY: no arguments.
+        let rc = unsafe { (self.api.cuCtxSynchronize)() };
+        if rc != 0 {
+            return Err(Error::Kernel(self.kernel_error(rc)));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Cuda {
+    fn drop(&mut self) {
+        // SAFETY: balanced with the retain in `open`.
+        unsafe { (self.api.cuDevicePrimaryCtxRelease_v2)(self.device) };
+    }
+}
+
+impl GpuBackend for Cuda {
+    fn name(&self) -> &str {
+        self.device_name()
+    }
+
+    unsafe fn map_host(&self, ptr: *mut u8, len: usize) -> Result<*mut u8> {
+        // SAFETY: the caller keeps the range mapped until `unmap_host` (the trait's
+        // contract, `register`'s). CUDA maps it at the same address: unified addressing,
+        // checked in `register`.
+        unsafe { self.register(ptr, len) }.map(|_| ptr)
+    }
+
+    unsafe fn unmap_host(&self, ptr: *mut u8) {
+        // SAFETY: mapped by `map_host`, and no kernel that may touch it runs (the trait's
+        // contract, `unregister`'s).
+        unsafe { self.unregister(ptr) }
+    }
+
+    fn alloc_zeroed(&self, len: usize) -> Result<u64> {
+        Cuda::alloc_zeroed(self, len)
+    }
+
+    fn free(&self, d: u64) {
+        Cuda::free(self, d)
+    }
+
+    fn copy_to_device(&self, dst: u64, src: &[u8]) -> Result<()> {
+        Cuda::copy_to_device(self, dst, src)
+    }
+
+    fn copy_from_device(&self, dst: &mut [u8], src: u64) -> Result<()> {
+        Cuda::copy_from_device(self, dst, src)
+    }
+
+    fn set_stack_size(&self, bytes: usize) -> Result<()> {
+        Cuda::set_stack_size(self, bytes)
+    }
+
+    fn synchronize_with(&self, wait: Wait<'_>) -> Result<()> {
+        wait(&mut || self.idle())?;
+        // Returns at once for gpuio's launches (all on the null stream, now idle); it also
+        // waits for work the host put on streams of its own.
+        self.synchronize()
+    }
+}

@@ -1,0 +1,14 @@
+//! The few CUDA driver API calls gpuio needs, loaded from `libcuda.so.1` at run time.
+//!
+//! Building needs no CUDA; where the driver or a GPU is absent, [`Cuda::open`] says why.
+//! [`Module`] is a loaded PTX module, [`Peek`] reads device memory while kernels run.
+
+mod driver;
+mod ffi;
+mod module;
+mod peek;
+
+pub use driver::Cuda;
+pub use ffi::CuDevicePtr;
+pub use module::{Jit, Module};
+pub use peek::Peek;

@@ -1,0 +1,373 @@
+//! A PTX module loaded into the CUDA driver: how its PTX is compiled ([`Jit`]), its
+//! kernels' parameters (read from the PTX, checked at launch), globals and launches.
+
+use std::ffi::{c_void, CString};
+use std::sync::Arc;
+
+use super::driver::Cuda;
+use super::ffi::*;
+use crate::backend::gpu::{Arg, LoadedModule};
+use crate::error::{Error, Result};
+
+/// A loaded PTX module.
+pub struct Module {
+    cuda: Arc<Cuda>,
+    handle: CuModule,
+    /// Unloaded on drop (false for a module the caller loaded: [`Module::borrow_raw`]).
+    owned: bool,
+    /// The driver's compile time at load, in milliseconds.
+    jit_ms: Option<f32>,
+    /// Each kernel's parameter sizes in bytes, from the PTX (`None` for a borrowed module).
+    params: Option<std::collections::HashMap<String, Vec<usize>>>,
+}
+
+/// Each `.entry`'s parameter sizes in bytes, from PTX text: `.param .u32 x` is 4 bytes,
+/// `.param .align 8 .b8 x[24]` 24. An entry whose parameters cannot be read is left out.
+pub(crate) fn ptx_entry_params(ptx: &str) -> std::collections::HashMap<String, Vec<usize>> {
+    let mut entries = std::collections::HashMap::new();
+    let mut rest = ptx;
+    while let Some(at) = rest.find(".entry ") {
+        rest = &rest[at + ".entry ".len()..];
+        let Some(open) = rest.find('(') else { break };
+        let name = rest[..open].trim().to_string();
+        let Some(close) = rest[open..].find(')') else { break };
+        let list = &rest[open + 1..open + close];
+        let sizes: Option<Vec<usize>> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                let words: Vec<&str> = p.split_whitespace().collect();
+                // The type: `.u32`, `.b64`, `.f32`, ... (`.ptr`, `.align N` may follow it).
+                let ty = words.iter().find(|w| {
+                    w.len() > 2
+                        && w.starts_with(['.'])
+                        && matches!(w.as_bytes()[1], b'b' | b'u' | b's' | b'f')
+                        && w[2..].bytes().all(|b| b.is_ascii_digit())
+                })?;
+                let scalar = match &ty[2..] {
+                    "8" => 1,
+                    "16" => 2,
+                    "32" => 4,
+                    "64" => 8,
+                    _ => return None,
+                };
+                let last = words.last()?;
+                Some(match last.split_once('[') {
+                    Some((_, n)) => scalar * n.trim_end_matches(']').parse::<usize>().ok()?,
+                    None => scalar,
+                })
+            })
+            .collect();
+        if let (false, Some(sizes)) = (name.is_empty(), sizes) {
+            entries.insert(name, sizes);
+        }
+        rest = &rest[open + close..];
+    }
+    entries
+}
+
+// SAFETY: module handles are context-wide, usable from any thread with the context bound.
+unsafe impl Send for Module {}
+// SAFETY: as for `Send`: module handles are context-wide, usable from any thread with the context bound.
+unsafe impl Sync for Module {}
+
+/// How the driver compiles a module's PTX at its first load (later loads take the result
+/// from the driver's JIT cache, either way).
+///
+/// As one whole program (`ptxas` without `-c`), every kernel is compiled with its own copy
+/// of every function it calls (the print path, the ring, `core::fmt`, the panic report), so
+/// a module's JIT time grows as kernels x shared code: on the H100, about 0.9-1.5 s per
+/// kernel (`ptxas -v`), 60-65 s for a module of 19 kernels and 6-9 s for the 6 of gpuio's
+/// example module (`bench_start`). Compiled separately (relocatable code, which the
+/// driver's linker then links), each function is compiled once: 1.2-1.7 s for the example
+/// module. Calls between functions then follow the standard ABI: printing 32-byte lines
+/// ran 3.6-5.0% slower on the H100 (`bench_gpu`; BENCHMARKS.md has the runs).
+///
+/// PTX for a target before sm_70 (the lockstep build) is always compiled whole: compiled
+/// separately, it ran with independent thread scheduling on the H100.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Jit {
+    /// `cuModuleLoadDataEx`: one whole program.
+    Whole,
+    /// `cuLinkCreate` / `cuLinkAddData` / `cuLinkComplete`: separate compilation.
+    Separate,
+}
+
+impl Jit {
+    /// `GPUIO_JIT=whole` or `GPUIO_JIT=separate`; unset (or empty): [`Jit::Separate`].
+    pub fn from_env() -> Result<Jit> {
+        match std::env::var("GPUIO_JIT") {
+            Err(_) => Ok(Jit::Separate),
+            Ok(v) if v.is_empty() => Ok(Jit::Separate),
+            Ok(v) if v == "whole" => Ok(Jit::Whole),
+            Ok(v) if v == "separate" => Ok(Jit::Separate),
+            Ok(v) => Err(Error::Config(format!(
+                "GPUIO_JIT={v:?}: expected \"whole\" or \"separate\""
+            ))),
+        }
+    }
+}
+
+impl Module {
+    /// Loads PTX text (the driver compiles it for the GPU, or takes the result from its JIT
+    /// cache). Where the driver refuses it, the error carries the compiler's log.
+    ///
+    /// How it is compiled is [`Jit::from_env`]'s choice: see [`Jit`].
+    pub fn load(cuda: &Arc<Cuda>, ptx: &str) -> Result<Module> {
+        Module::load_with(cuda, ptx, Jit::from_env()?)
+    }
+
+    /// [`Module::load`], compiled as `jit` says.
+    pub fn load_with(cuda: &Arc<Cuda>, ptx: &str, jit: Jit) -> Result<Module> {
+        cuda.bind()?;
+        let text = CString::new(ptx).map_err(|_| Error::Config("PTX text contains a NUL byte".into()))?;
+        let mut log = vec![0u8; 16 << 10];
+        let mut options = [
+            CU_JIT_ERROR_LOG_BUFFER,
+            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+            CU_JIT_WALL_TIME,
+        ];
+        let mut values: [*mut c_void; 3] = [
+            log.as_mut_ptr() as *mut c_void,
+            log.len() as *mut c_void,
+            std::ptr::null_mut(),
+        ];
+        let failed = |rc: CuResult, what: &str, log: &[u8]| {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            let log = String::from_utf8_lossy(&log[..end]);
+            let mut why = cuda.check_str(rc, what).unwrap_err();
+            if !log.trim().is_empty() {
+                why.push_str(":\n");
+                why.push_str(log.trim_end());
+            }
+            Error::Cuda(why)
+        };
+        let mut handle = std::ptr::null_mut();
+        match jit {
+            Jit::Whole => {
+                // SAFETY: a NUL-terminated PTX image, a valid out-pointer, and one value per
+                // option: the error log buffer (alive for the call) with its size, and a
+                // slot the driver writes the compile time into.
+                let rc = unsafe {
+                    (cuda.api.cuModuleLoadDataEx)(
+                        &mut handle,
+                        text.as_ptr() as *const c_void,
+                        options.len() as u32,
+                        options.as_mut_ptr(),
+                        values.as_mut_ptr(),
+                    )
+                };
+                if rc != 0 {
+                    return Err(failed(rc, "cuModuleLoadDataEx", &log));
+                }
+            }
+            Jit::Separate => {
+                let mut state = std::ptr::null_mut();
+                // SAFETY: one value per option, as above; the log buffer and `values` outlive
+                // the link state (destroyed below, on every path).
+                let rc = unsafe {
+                    (cuda.api.cuLinkCreate_v2)(
+                        options.len() as u32,
+                        options.as_mut_ptr(),
+                        values.as_mut_ptr(),
+                        &mut state,
+                    )
+                };
+                if rc != 0 {
+                    return Err(failed(rc, "cuLinkCreate", &log));
+                }
+                let linked = (|| {
+                    // SAFETY: `state` is a live link state; the PTX image is `size` bytes
+                    // including its NUL, and the name is a NUL-terminated string; no
+                    // per-input options.
+                    let rc = unsafe {
+                        (cuda.api.cuLinkAddData_v2)(
+                            state,
+                            CU_JIT_INPUT_PTX,
+                            text.as_ptr() as *mut c_void,
+                            text.as_bytes_with_nul().len(),
+                            c"gpuio kernels".as_ptr(),
+                            0,
+                            std::ptr::null_mut(),
+                            std::ptr::null_mut(),
+                        )
+                    };
+                    if rc != 0 {
+                        return Err(failed(rc, "cuLinkAddData", &log));
+                    }
+                    let (mut cubin, mut size) = (std::ptr::null_mut(), 0usize);
+                    // SAFETY: valid out-pointers; the cubin belongs to `state` and is loaded
+                    // before `state` is destroyed.
+                    let rc = unsafe { (cuda.api.cuLinkComplete)(state, &mut cubin, &mut size) };
+                    if rc != 0 {
+                        return Err(failed(rc, "cuLinkComplete", &log));
+                    }
+                    // SAFETY: `cubin` is the image cuLinkComplete produced, still owned by
+                    // the live `state`.
+                    let rc = unsafe { (cuda.api.cuModuleLoadData)(&mut handle, cubin) };
+                    if rc != 0 {
+                        return Err(failed(rc, "cuModuleLoadData (linked image)", &log));
+                    }
+                    Ok(())
+                })();
+                // SAFETY: `state` came from cuLinkCreate and is destroyed once.
+                unsafe { (cuda.api.cuLinkDestroy)(state) };
+                linked?;
+            }
+        }
+        Ok(Module {
+            cuda: cuda.clone(),
+            handle,
+            owned: true,
+            // The driver writes a float (milliseconds) into the pointer-sized slot.
+            jit_ms: Some(f32::from_bits(values[2] as usize as u32)),
+            params: Some(ptx_entry_params(ptx)),
+        })
+    }
+
+    /// How long the driver spent compiling the PTX when it loaded this module, in
+    /// milliseconds (close to 0 when its JIT cache had it); `None` for a borrowed module.
+    pub fn jit_ms(&self) -> Option<f32> {
+        self.jit_ms
+    }
+
+    /// A module the caller loaded itself; it is not unloaded when this drops.
+    ///
+    /// # Safety
+    /// `handle` is a `CUmodule` loaded in `cuda`'s context (device 0's primary context),
+    /// and stays loaded as long as this `Module` (and anything launched from it) is used.
+    /// Launches through it pass each kernel's parameters exactly (their PTX is not known
+    /// here to check them).
+    pub unsafe fn borrow_raw(cuda: &Arc<Cuda>, handle: *mut c_void) -> Module {
+        Module {
+            cuda: cuda.clone(),
+            handle,
+            owned: false,
+            jit_ms: None,
+            params: None,
+        }
+    }
+
+    /// The address and size of a global variable.
+    pub fn global(&self, name: &str) -> Result<(CuDevicePtr, usize)> {
+        self.cuda.bind()?;
+        let cname = CString::new(name).map_err(|_| Error::Config(format!("bad symbol name {name:?}")))?;
+        let (mut d, mut n) = (0, 0);
+        self.cuda.check(
+            // SAFETY: valid out-pointers and a loaded module.
+            unsafe { (self.cuda.api.cuModuleGetGlobal_v2)(&mut d, &mut n, self.handle, cname.as_ptr()) },
+            &format!("cuModuleGetGlobal({name})"),
+        )?;
+        Ok((d, n))
+    }
+
+    pub(crate) fn function(&self, name: &str) -> Result<CuFunction> {
+        self.cuda.bind()?;
+        let cname = CString::new(name).map_err(|_| Error::Config(format!("bad kernel name {name:?}")))?;
+        let mut f = std::ptr::null_mut();
+        self.cuda.check(
+            // SAFETY: valid out-pointer and a loaded module.
+            unsafe { (self.cuda.api.cuModuleGetFunction)(&mut f, self.handle, cname.as_ptr()) },
+            &format!("cuModuleGetFunction({name})"),
+        )?;
+        Ok(f)
+    }
+
+    /// Launches `name` on `grid` blocks of `block` threads with `args` (asynchronous).
+    ///
+    /// `args` must match the kernel's parameters in number and size (a `u32` or `f32` for a
+    /// 4-byte parameter, a `u64`, `f64` or pointer for an 8-byte one): checked against the
+    /// PTX, an [`Error::Config`] names the difference. (A borrowed module has no PTX here:
+    /// [`Module::borrow_raw`]'s caller vouches for its launches.)
+    pub fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+        let f = self.function(name)?;
+        if let Some(params) = &self.params {
+            let Some(sizes) = params.get(name) else {
+                return Err(Error::Config(format!(
+                    "kernel {name}: its parameters could not be read from the PTX, so it cannot \
+                     be launched safely with arguments from here"
+                )));
+            };
+            let given: Vec<usize> = args.iter().map(Arg::size).collect();
+            if &given != sizes {
+                return Err(Error::Config(format!(
+                    "kernel {name} takes {} parameter(s) of {sizes:?} bytes; the launch passed {} \
+                     argument(s) of {given:?} bytes (u32/f32: 4, u64/f64/pointers: 8)",
+                    sizes.len(),
+                    given.len()
+                )));
+            }
+        }
+        let mut values: Vec<[u8; 8]> = args.iter().map(Arg::bytes).collect();
+        let mut ptrs: Vec<*mut c_void> = values.iter_mut().map(|v| v.as_mut_ptr() as *mut c_void).collect();
+        // SAFETY: `ptrs` holds one pointer per kernel parameter, each to a buffer at least
+        // as large as the parameter (checked above against the PTX; for a borrowed module,
+        // `borrow_raw`'s caller vouches), alive until the call returns (the driver copies
+        // them).
+        self.cuda.check(
+            unsafe {
+                (self.cuda.api.cuLaunchKernel)(
+                    f,
+                    grid,
+                    1,
+                    1,
+                    block,
+                    1,
+                    1,
+                    0,
+                    std::ptr::null_mut(),
+                    ptrs.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            },
+            &format!("cuLaunchKernel({name})"),
+        )
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
+        let _ = self.cuda.bind();
+        // SAFETY: loaded in `load`; no kernel of it runs once the runtime synchronized.
+        unsafe { (self.cuda.api.cuModuleUnload)(self.handle) };
+    }
+}
+
+impl LoadedModule for Module {
+    fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+        Module::launch(self, name, grid, block, args)
+    }
+
+    fn global(&self, name: &str) -> Result<(u64, usize)> {
+        Module::global(self, name)
+    }
+
+    fn check_kernel(&self, name: &str) -> Result<()> {
+        self.function(name).map(drop)
+    }
+
+    fn jit_ms(&self) -> Option<f32> {
+        Module::jit_ms(self)
+    }
+}
+
+#[cfg(test)]
+mod param_tests {
+    use super::ptx_entry_params;
+
+    #[test]
+    fn entry_parameters_are_read_from_the_ptx() {
+        let ptx = ".visible .entry hello()\n{\n\tret;\n}\n\
+                   .visible .entry table(\n\t.param .u32 table_param_0\n)\n{\n}\n\
+                   .visible .entry mix(\n\t.param .u64 .ptr .align 1 mix_param_0,\n\t.param .f32 mix_param_1,\n\
+                   \t.param .align 8 .b8 mix_param_2[24]\n)\n{\n}\n";
+        let p = ptx_entry_params(ptx);
+        assert_eq!(p["hello"], Vec::<usize>::new());
+        assert_eq!(p["table"], [4]);
+        assert_eq!(p["mix"], [8, 4, 24]);
+    }
+}

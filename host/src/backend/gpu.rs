@@ -1,0 +1,150 @@
+//! The face every GPU backend shows the runtime: [`GpuBackend`] (memory, copies, waiting
+//! for kernels) and [`LoadedModule`] (a code object's kernels and globals), and the
+//! kernel arguments they take ([`Arg`]).
+
+use crate::error::{Error, Result};
+
+/// The watchdog's loop as [`GpuBackend::synchronize_with`] runs it: it calls the question
+/// it is given ("is the GPU done?", never blocking) until that says yes, gives up, or fails.
+pub(crate) type Wait<'a> = &'a mut dyn FnMut(&mut dyn FnMut() -> Result<bool>) -> Result<()>;
+
+/// A GPU the runtime runs kernels on: CUDA's driver or HSA's runtime.
+pub(crate) trait GpuBackend: Send + Sync {
+    /// The GPU's name.
+    fn name(&self) -> &str;
+
+    /// Makes host memory GPU-visible; returns the address the GPU sees it at.
+    ///
+    /// # Safety
+    /// `ptr .. ptr + len` is mapped memory that stays mapped until `unmap_host`.
+    unsafe fn map_host(&self, ptr: *mut u8, len: usize) -> Result<*mut u8>;
+
+    /// Undoes `map_host`.
+    ///
+    /// # Safety
+    /// `ptr` was mapped with `map_host`, and no kernel that may touch it runs.
+    unsafe fn unmap_host(&self, ptr: *mut u8);
+
+    /// Allocates zeroed device memory.
+    fn alloc_zeroed(&self, len: usize) -> Result<u64>;
+
+    /// Frees device memory from `alloc_zeroed`.
+    fn free(&self, d: u64);
+
+    /// Copies host bytes to the device.
+    fn copy_to_device(&self, dst: u64, src: &[u8]) -> Result<()>;
+
+    /// Copies device bytes to the host.
+    fn copy_from_device(&self, dst: &mut [u8], src: u64) -> Result<()>;
+
+    /// Sets the per-thread stack of kernels (core::fmt needs more than the defaults).
+    fn set_stack_size(&self, bytes: usize) -> Result<()>;
+
+    /// Waits for every kernel (and copy) on the GPU: `wait` runs the watchdog's loop with
+    /// the "done?" question it is given (`cuStreamQuery` on CUDA's null stream, the
+    /// completion signal on HSA), which never blocks; then errors surface as
+    /// [`Error::Kernel`]. On [`Error::Hang`] nothing is released that a running kernel
+    /// may use.
+    fn synchronize_with(&self, wait: Wait<'_>) -> Result<()>;
+}
+
+/// A code object loaded on a GPU backend (or attached: loaded by the host program).
+pub(crate) trait LoadedModule: Send + Sync {
+    /// Launches kernel `name` on `grid` blocks of `block` threads (asynchronous).
+    fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()>;
+
+    /// The device address and size of a global variable.
+    fn global(&self, name: &str) -> Result<(u64, usize)>;
+
+    /// Whether the module has kernel `name` (an error saying why not).
+    fn check_kernel(&self, name: &str) -> Result<()>;
+
+    /// How long the driver compiled the module at load, in milliseconds, where known.
+    fn jit_ms(&self) -> Option<f32> {
+        None
+    }
+
+    /// Copies from a global of the module, through `gpu` unless the module's memory
+    /// belongs to another runtime (HIP's).
+    fn copy_from_global(&self, gpu: &dyn GpuBackend, dst: &mut [u8], src: u64) -> Result<()> {
+        gpu.copy_from_device(dst, src)
+    }
+
+    /// Copies to a global of the module, as [`LoadedModule::copy_from_global`].
+    fn copy_to_global(&self, gpu: &dyn GpuBackend, dst: u64, src: &[u8]) -> Result<()> {
+        gpu.copy_to_device(dst, src)
+    }
+
+    /// Points the module's `gpuio_context` at `context` (a device address).
+    fn install_context(&self, gpu: &dyn GpuBackend, context: u64) -> Result<()> {
+        let (global, size) = self.global("gpuio_context")?;
+        if size != 8 {
+            return Err(Error::Config(format!(
+                "gpuio_context is {size} bytes, expected a pointer"
+            )));
+        }
+        self.copy_to_global(gpu, global, &context.to_ne_bytes())
+    }
+}
+
+/// A kernel argument, passed by value.
+#[derive(Clone, Copy, Debug)]
+pub enum Arg {
+    /// `u32`/`i32` (as its bits).
+    U32(u32),
+    /// `u64`/`i64`, or a device pointer.
+    U64(u64),
+    /// `f32`.
+    F32(f32),
+    /// `f64`.
+    F64(f64),
+}
+
+impl Arg {
+    /// The parameter's size in bytes: 4 for `u32`/`f32`, 8 for `u64`/`f64` and pointers.
+    pub fn size(&self) -> usize {
+        match self {
+            Arg::U32(_) | Arg::F32(_) => 4,
+            Arg::U64(_) | Arg::F64(_) => 8,
+        }
+    }
+
+    /// The value's bytes, in the first [`Arg::size`] of 8 (the rest zero): what a driver
+    /// copies into the kernel's parameter.
+    pub(crate) fn bytes(&self) -> [u8; 8] {
+        let mut b = [0u8; 8];
+        match *self {
+            Arg::U32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
+            Arg::U64(v) => b = v.to_ne_bytes(),
+            Arg::F32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
+            Arg::F64(v) => b = v.to_ne_bytes(),
+        }
+        b
+    }
+}
+
+impl From<u32> for Arg {
+    fn from(v: u32) -> Arg {
+        Arg::U32(v)
+    }
+}
+impl From<i32> for Arg {
+    fn from(v: i32) -> Arg {
+        Arg::U32(v as u32)
+    }
+}
+impl From<u64> for Arg {
+    fn from(v: u64) -> Arg {
+        Arg::U64(v)
+    }
+}
+impl From<f32> for Arg {
+    fn from(v: f32) -> Arg {
+        Arg::F32(v)
+    }
+}
+impl From<f64> for Arg {
+    fn from(v: f64) -> Arg {
+        Arg::F64(v)
+    }
+}

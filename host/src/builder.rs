@@ -1,0 +1,394 @@
+//! [`Builder`]: a runtime's settings, checked and put together by [`Builder::build`].
+
+use std::os::fd::RawFd;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gpuio_device::context::STREAMS;
+
+use crate::backend::cpu::Cpu;
+use crate::backend::{self, Backend};
+use crate::consumer::sandbox::{restrictions, Sandbox};
+use crate::consumer::submission::{self, Queue, Submission};
+use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES};
+use crate::consumer::waker::Waker;
+use crate::error::{Error, Result};
+use crate::runtime::{Gpu, Runtime};
+use crate::scheduling::Scheduling;
+use crate::shared::{Shared, SharedConfig};
+use crate::watchdog::{self, HangPolicy};
+
+/// The largest log per stream: 1 TiB.
+const MAX_LOG_BYTES: usize = 1 << 40;
+
+/// Builds a [`Runtime`].
+///
+/// ```
+/// use gpuio_host::{Backend, Runtime};
+/// let rt = Runtime::builder().backend(Backend::Cpu).sq_entries(64).log_bytes(1 << 16).build()?;
+/// rt.launch(1, 4, || gpuio_device::println!("thread {}", gpuio_device::thread_idx()))?;
+/// rt.synchronize()?;
+/// # Ok::<(), gpuio_host::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Builder {
+    backend: Option<Backend>,
+    sq_entries: u32,
+    cq_entries: Option<u32>,
+    log_bytes: Option<usize>,
+    max_flights: u32,
+    stdout_fd: RawFd,
+    stderr_fd: RawFd,
+    sq_thread_idle_ms: u32,
+    gpu_stack_bytes: usize,
+    sandbox: Sandbox,
+    fixed_files: bool,
+    submission: Option<Submission>,
+    simulate_uring_errno: Option<i32>,
+    arena_bytes: usize,
+    arena_block_bytes: usize,
+    lockstep: Option<bool>,
+    /// `Some`: set with [`Builder::hang_timeout`]; `None`: `GPUIO_HANG_TIMEOUT`, else none.
+    hang_timeout: Option<Option<Duration>>,
+    /// Tests: when the default (no timeout) warns: first, then every.
+    hang_warnings: Option<(Duration, Duration)>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            backend: None,
+            sq_entries: 256,
+            cq_entries: None,
+            log_bytes: None,
+            max_flights: 16,
+            stdout_fd: 1,
+            stderr_fd: 2,
+            sq_thread_idle_ms: 50,
+            gpu_stack_bytes: 8 << 10,
+            sandbox: Sandbox::default(),
+            fixed_files: true,
+            submission: None,
+            simulate_uring_errno: None,
+            arena_bytes: 16 << 20,
+            arena_block_bytes: 64 << 10,
+            lockstep: None,
+            hang_timeout: None,
+            hang_warnings: None,
+        }
+    }
+}
+
+impl Builder {
+    /// Forces a backend (otherwise `GPUIO_BACKEND`, otherwise the first available).
+    pub fn backend(mut self, b: Backend) -> Self {
+        self.backend = Some(b);
+        self
+    }
+    /// SQ entries (a power of two up to 32768, the kernel's limit; default 256).
+    pub fn sq_entries(mut self, n: u32) -> Self {
+        self.sq_entries = n;
+        self
+    }
+    /// CQ entries (a power of two >= SQ entries, up to 65536; default twice the SQ).
+    pub fn cq_entries(mut self, n: u32) -> Self {
+        self.cq_entries = Some(n);
+        self
+    }
+    /// Bytes of log per print stream (a power of two from 64 to 2^40; default 4 MiB on the CPU
+    /// backend, 64 MiB on GPUs, where far more threads print at once). Lines of any
+    /// length fit: longer ones go out in pieces, still whole and in order.
+    pub fn log_bytes(mut self, n: usize) -> Self {
+        self.log_bytes = Some(n);
+        self
+    }
+    /// Writes in flight per regular-file stream (a power of two up to 65536; default 16).
+    pub fn max_flights(mut self, n: u32) -> Self {
+        self.max_flights = n;
+        self
+    }
+    /// Where `print!`/`println!` go (default 1).
+    pub fn stdout_fd(mut self, fd: RawFd) -> Self {
+        self.stdout_fd = fd;
+        self
+    }
+    /// Where `eprint!`/`eprintln!` go (default 2).
+    pub fn stderr_fd(mut self, fd: RawFd) -> Self {
+        self.stderr_fd = fd;
+        self
+    }
+    /// Milliseconds SQPOLL spins without work before it sleeps (default 50).
+    pub fn sq_thread_idle_ms(mut self, ms: u32) -> Self {
+        self.sq_thread_idle_ms = ms;
+        self
+    }
+
+    /// Per-thread stack for GPU kernels (default 8 KiB; `core::fmt` needs more than
+    /// CUDA's 1 KiB default). On HSA it is the private segment of kernels that use a
+    /// dynamic stack (at least what their metadata asks for).
+    pub fn gpu_stack_bytes(mut self, n: usize) -> Self {
+        self.gpu_stack_bytes = n;
+        self
+    }
+
+    /// Which io_uring requests the ring accepts (default [`Sandbox::PrintOnly`], what
+    /// printing needs). The kernel refuses anything else with `EACCES`, without executing
+    /// it, and [`Runtime::synchronize`] reports such refusals ([`Error::Refused`]). Where
+    /// the kernel cannot restrict rings, the runtime still works, says so once on stderr,
+    /// and [`Runtime::stats`] reports `Sandbox::Off`. See [`crate::sandbox`].
+    pub fn sandbox(mut self, policy: Sandbox) -> Self {
+        self.sandbox = policy;
+        self
+    }
+
+    /// Registers stdout and stderr with the ring (`IORING_REGISTER_FILES`) and has print
+    /// writes name them by index (`IOSQE_FIXED_FILE`); [`Sandbox::PrintOnly`] then refuses
+    /// writes to any other file (default: on). Device prints go to the files the fds
+    /// referred to at `build`: a later `dup2` onto them does not redirect them.
+    pub fn fixed_files(mut self, on: bool) -> Self {
+        self.fixed_files = on;
+        self
+    }
+
+    /// Who consumes the ring (otherwise `GPUIO_URING`, otherwise [`Submission::Auto`]):
+    /// the kernel's SQPOLL thread, or a host thread with ordinary syscalls where io_uring
+    /// is unavailable (see [`crate::submission`]).
+    pub fn submission(mut self, s: Submission) -> Self {
+        self.submission = Some(s);
+        self
+    }
+
+    /// Bytes of host-visible staging memory for device file I/O from device memory
+    /// (a power of two, at least one block, up to 2^36; default 16 MiB). Transfers of any size
+    /// go through it, in pieces of one block; it bounds how many bytes are in flight at once.
+    pub fn arena_bytes(mut self, n: usize) -> Self {
+        self.arena_bytes = n;
+        self
+    }
+
+    /// Bytes per arena block, the largest piece of a staged transfer (a power of two from
+    /// 4096, which a path must fit in, to 1 GiB; default 64 KiB).
+    pub fn arena_block_bytes(mut self, n: usize) -> Self {
+        self.arena_block_bytes = n;
+        self
+    }
+
+    /// Asks for [`Scheduling::Lockstep`] on CUDA (otherwise `GPUIO_LOCKSTEP=1`, otherwise
+    /// off): [`Runtime::load_matching`] then picks PTX built for a target before sm_70,
+    /// which the GPU runs with the lanes of each warp in lockstep, as AMD GPUs run
+    /// wavefronts; [`Runtime::load_module`] refuses PTX built for sm_70 or newer. It tests
+    /// AMD's scheduling on NVIDIA hardware (see [`crate::scheduling`]). No effect on the
+    /// CPU backend, whose threads are independent, nor on AMD GPUs, which are in lockstep
+    /// anyway.
+    pub fn lockstep(mut self, on: bool) -> Self {
+        self.lockstep = Some(on);
+        self
+    }
+
+    /// How long [`Runtime::synchronize`] (and so the runtime's drop) waits while nothing
+    /// moves before it gives up with [`Error::Hang`], which names what is outstanding.
+    /// `None`: it never gives up. Without this call, `GPUIO_HANG_TIMEOUT` decides (seconds,
+    /// such as `2` or `0.5`; `0` or `off`: none); without either, there is none.
+    ///
+    /// "Moves" is anything the runtime can observe: the ring's heads and tails, on the CPU
+    /// backend also each stream's positions, the SQ tickets and the number of kernel
+    /// threads still running, and a GPU kernel finishing. So a kernel that computes for
+    /// longer than the timeout without any I/O counts as hung too: pick a timeout longer
+    /// than your kernels' longest silence. After `Error::Hang` the kernels may still run;
+    /// the runtime stays as it was, and a later `synchronize` waits for them again.
+    ///
+    /// Without a timeout, a synchronize that sees nothing move for 30 s says so in one line
+    /// on stderr, with the same report, then again every 5 minutes while nothing moves
+    /// (`GPUIO_QUIET` silences these warnings, not errors): a hang is never silent.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use gpuio_host::{Backend, Error, Runtime};
+    ///
+    /// let rt = Runtime::builder()
+    ///     .backend(Backend::Cpu)
+    ///     .hang_timeout(Some(Duration::from_millis(200)))
+    ///     .build()?;
+    /// let go = Arc::new(AtomicBool::new(false));
+    /// let g = go.clone();
+    /// rt.launch(1, 2, move || {
+    ///     while !g.load(Ordering::Acquire) {
+    ///         std::thread::sleep(Duration::from_millis(1));
+    ///     }
+    /// })?;
+    /// match rt.synchronize() {
+    ///     Err(Error::Hang(report)) => assert_eq!(report.running_threads, 2, "{report}"),
+    ///     other => panic!("expected a hang: {other:?}"),
+    /// }
+    /// go.store(true, Ordering::Release);
+    /// rt.synchronize()?; // the threads finish now
+    /// # Ok::<(), gpuio_host::Error>(())
+    /// ```
+    pub fn hang_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.hang_timeout = Some(timeout);
+        self
+    }
+
+    /// Tests: when synchronize warns without a hang timeout (default: after 30 s, then
+    /// every 5 minutes).
+    #[doc(hidden)]
+    pub fn hang_warnings(mut self, first: Duration, every: Duration) -> Self {
+        self.hang_warnings = Some((first, every));
+        self
+    }
+
+    /// Tests: makes io_uring setup fail with `errno`, as if the kernel had said so.
+    #[doc(hidden)]
+    pub fn simulate_uring_setup_error(mut self, errno: i32) -> Self {
+        self.simulate_uring_errno = Some(errno);
+        self
+    }
+
+    /// Creates the runtime.
+    pub fn build(self) -> Result<Runtime> {
+        let lockstep = match self.lockstep {
+            Some(on) => on,
+            None => Scheduling::lockstep_from_env()?.unwrap_or(false),
+        };
+        let hang_timeout = match self.hang_timeout {
+            Some(Some(t)) if t.is_zero() => {
+                return Err(Error::Config(
+                    "hang_timeout must be longer than zero (None: never give up)".into(),
+                ))
+            }
+            Some(t) => t,
+            None => watchdog::timeout_from_env()?,
+        };
+        let mut hang = HangPolicy::new(hang_timeout);
+        if let Some((first, every)) = self.hang_warnings {
+            (hang.warn_first, hang.warn_every) = (first, every);
+        }
+        let (device, notice) = backend::open(self.backend)?;
+        let log_bytes = match (&device, self.log_bytes) {
+            (_, Some(n)) => n,
+            (None, None) => 4 << 20,
+            (Some(_), None) => 64 << 20,
+        };
+        // (The upper bounds keep the sizes computed from these from overflowing, and
+        // absurd values from mapping and populating gigabytes.)
+        if !log_bytes.is_power_of_two() || !(64..=MAX_LOG_BYTES).contains(&log_bytes) {
+            return Err(Error::Config(format!(
+                "log_bytes must be a power of two from 64 to 2^40, not {log_bytes}"
+            )));
+        }
+        if !self.max_flights.is_power_of_two() || self.max_flights > MAX_CQ_ENTRIES {
+            return Err(Error::Config(format!(
+                "max_flights must be a power of two up to {MAX_CQ_ENTRIES} (no more writes can be \
+                 in flight than the largest CQ holds), not {}",
+                self.max_flights
+            )));
+        }
+        let block = self.arena_block_bytes;
+        if !block.is_power_of_two() || !(4096..=1 << 30).contains(&block) {
+            return Err(Error::Config(format!(
+                "arena_block_bytes must be a power of two from 4096 to 2^30, not {block}"
+            )));
+        }
+        if !self.arena_bytes.is_power_of_two() || !(block..=1 << 36).contains(&self.arena_bytes) {
+            return Err(Error::Config(format!(
+                "arena_bytes must be a power of two from arena_block_bytes ({block}) to 2^36, not {}",
+                self.arena_bytes
+            )));
+        }
+        let cq_entries = self.cq_entries.unwrap_or(self.sq_entries.saturating_mul(2));
+        let (mut queue, queue_notice) = submission::open(
+            UringConfig {
+                sq_entries: self.sq_entries,
+                cq_entries,
+                sq_thread_idle_ms: self.sq_thread_idle_ms,
+                start_disabled: self.sandbox != Sandbox::Off,
+            },
+            self.submission,
+            self.simulate_uring_errno,
+        )?;
+        // Files, restrictions, then enable: before anything can submit. A host-thread ring
+        // takes the same fixed files; restrictions mean nothing to it (it runs only the
+        // operations it implements, each on the device's behalf).
+        let fds = [self.stdout_fd, self.stderr_fd];
+        let sandbox = match &mut queue {
+            Queue::Uring(uring) => restrictions::configure(uring, self.sandbox, self.fixed_files, fds)?,
+            Queue::Host(host) => {
+                if self.fixed_files {
+                    host.register_files(&restrictions::file_slots(fds));
+                }
+                restrictions::Setup {
+                    policy: Sandbox::Off,
+                    fixed_files: self.fixed_files,
+                    notices: Vec::new(),
+                }
+            }
+        };
+        if std::env::var_os("GPUIO_QUIET").is_none() {
+            for n in &sandbox.notices {
+                eprintln!("{n}");
+            }
+        }
+        let backend = match &device {
+            None => Backend::Cpu,
+            Some(device) => {
+                device.set_stack_size(self.gpu_stack_bytes)?;
+                device.backend()
+            }
+        };
+        let config = SharedConfig {
+            log_bytes,
+            max_flights: self.max_flights,
+            arena_bytes: self.arena_bytes,
+            arena_block_bytes: self.arena_block_bytes,
+            fds: [self.stdout_fd, self.stderr_fd],
+            fixed_files: sandbox.fixed_files,
+        };
+        let shared = Arc::new(Shared::new(queue, &config, device.clone())?);
+        let consumer = shared.clone();
+        let waker = Waker::start(move || consumer.queue.wake_if_needed()).map_err(|e| Error::Os {
+            what: "starting the waker thread",
+            source: e,
+        })?;
+        if std::env::var_os("GPUIO_QUIET").is_none() {
+            for n in [notice, queue_notice].into_iter().flatten() {
+                eprintln!("{n}");
+            }
+        }
+        let gpu = device.map(|device| Gpu {
+            device,
+            drain: Mutex::new(None),
+            launched: AtomicBool::new(false),
+            drained: AtomicBool::new(true),
+            fault: Mutex::new(None),
+            #[cfg(feature = "hip")]
+            hip: std::sync::OnceLock::new(),
+        });
+        Ok(Runtime {
+            shared,
+            waker,
+            backend,
+            cpu: Cpu::default(),
+            hang,
+            gpu,
+            settled: Mutex::new([0; STREAMS]),
+            sandbox: sandbox.policy,
+            fixed_files: sandbox.fixed_files,
+            lockstep,
+        })
+    }
+}
+
+impl Runtime {
+    /// A runtime with default settings (backend from `GPUIO_BACKEND` or detected).
+    pub fn new() -> Result<Runtime> {
+        Builder::default().build()
+    }
+
+    /// A builder for custom settings.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}

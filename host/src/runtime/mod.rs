@@ -1,0 +1,273 @@
+//! The runtime: one io_uring (or its host-thread fallback), one shared arena holding the
+//! device [`Context`], a waker, and a backend that runs kernels. [`Builder`](crate::Builder)
+//! makes one; [`module`] loads GPU code objects into it; [`synchronize`](self::synchronize)
+//! waits for kernels and drains their I/O.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gpuio_device::context::STREAMS;
+use gpuio_device::sync::Ordering;
+use gpuio_device::Context;
+
+use crate::backend::cpu::Cpu;
+use crate::backend::gpu::LoadedModule;
+use crate::backend::{Backend, Device};
+use crate::consumer::sandbox::Sandbox;
+use crate::consumer::submission::Submission;
+use crate::consumer::waker::Waker;
+use crate::error::{Error, Result};
+use crate::shared::Shared;
+use crate::watchdog::HangPolicy;
+
+pub mod module;
+pub mod synchronize;
+
+/// Counters for tests and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// SQEs submitted so far.
+    pub sqes: u32,
+    /// Times the waker woke SQPOLL (or unparked the host-thread fallback).
+    pub wakeups: u64,
+    /// Completions that matched no request in flight and succeeded: a protocol bug if
+    /// ever non-zero.
+    pub stray_completions: u32,
+    /// Requests the kernel refused or failed that no print made, not yet reported by
+    /// [`Runtime::synchronize`] (see [`Error::Refused`]).
+    pub refused_requests: u32,
+    /// The io_uring sandbox in force: the one asked for, or `Off` where the kernel could
+    /// not restrict the ring.
+    pub sandbox: Sandbox,
+    /// Whether prints write to registered files (`IOSQE_FIXED_FILE`).
+    pub fixed_files: bool,
+    /// Bytes device file I/O moved through the arena (buffers in device memory).
+    pub staged_bytes: u64,
+    /// Bytes device file I/O moved directly to or from host buffers.
+    pub direct_bytes: u64,
+}
+
+/// The GPU side of a runtime.
+pub(crate) struct Gpu {
+    pub(crate) device: Device,
+    /// A module whose `gpuio_drain` kernel drains the context.
+    pub(crate) drain: Mutex<Option<Arc<dyn LoadedModule>>>,
+    /// Kernels launched and not yet synchronized (set: the waker was activated once).
+    pub(crate) launched: AtomicBool,
+    /// The drain kernel has been launched after every kernel launched so far: a
+    /// synchronize that gave up after launching it waits for it next time, without a
+    /// second one.
+    pub(crate) drained: AtomicBool,
+    /// Why a kernel failed, once one did: the context is lost then (on CUDA every later
+    /// call fails with the same sticky error), so the runtime refuses all further work.
+    pub(crate) fault: Mutex<Option<String>>,
+    /// The HIP device of the modules attached with [`Runtime::attach_hip_module`]: the
+    /// runtime's GPU agent, seen through HIP, whose launches synchronize waits for too.
+    #[cfg(feature = "hip")]
+    pub(crate) hip: std::sync::OnceLock<crate::backend::hip::Device>,
+}
+
+impl Gpu {
+    /// Refuses work once a kernel has faulted, saying so.
+    pub(crate) fn usable(&self) -> Result<()> {
+        match &*self.fault.lock().unwrap_or_else(|e| e.into_inner()) {
+            None => Ok(()),
+            Some(fault) => Err(Error::Kernel(format!(
+                "the GPU context is unusable after an earlier kernel fault ({fault}): this runtime \
+                 runs nothing more"
+            ))),
+        }
+    }
+
+    pub(crate) fn faulted(&self) -> bool {
+        self.fault.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+}
+
+/// A gpuio runtime: creates the ring, runs kernels, drains their I/O.
+pub struct Runtime {
+    /// Dropped after synchronize and the waker (see `Drop`).
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) waker: Waker,
+    pub(crate) backend: Backend,
+    /// The CPU backend's launches.
+    pub(crate) cpu: Cpu,
+    /// When synchronize gives up or warns.
+    pub(crate) hang: HangPolicy,
+    pub(crate) gpu: Option<Gpu>,
+    /// Each stream's `reserved` when its fd's offset was last settled.
+    pub(crate) settled: Mutex<[u64; STREAMS]>,
+    /// The io_uring sandbox in force.
+    pub(crate) sandbox: Sandbox,
+    /// Whether prints write to registered files.
+    pub(crate) fixed_files: bool,
+    /// Whether lockstep scheduling was asked for (CUDA: which PTX to load).
+    pub(crate) lockstep: bool,
+}
+
+impl Runtime {
+    /// The backend kernels run on.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Who consumes the ring: [`Submission::IoUring`] (SQPOLL) or
+    /// [`Submission::HostThread`] (the fallback).
+    pub fn submission(&self) -> Submission {
+        self.shared.queue.submission()
+    }
+
+    /// The GPU's name, on a GPU backend.
+    pub fn device_name(&self) -> Option<&str> {
+        self.gpu.as_ref().map(|g| g.device.name())
+    }
+
+    /// The GPU's processor, which picks the code object to load: `gfx90a` (the HSA
+    /// agent's name) on AMD GPUs. `None` on CUDA (PTX is compiled for the GPU by the
+    /// driver) and on the CPU.
+    pub fn gpu_arch(&self) -> Option<&str> {
+        match &self.gpu.as_ref()?.device {
+            Device::Hsa(h) => Some(h.agent_name()),
+            Device::Cuda(_) => None,
+        }
+    }
+
+    /// The device context, on the CPU backend (for host code that drives the protocol
+    /// itself, like tests). `None` on GPU backends, where it lives in device memory.
+    pub fn context(&self) -> Option<&Context> {
+        self.shared.host_context()
+    }
+
+    /// Counters (read while no kernel runs; zero if they cannot be read).
+    pub fn stats(&self) -> Stats {
+        let (sqes, stray_completions, refused_requests, staged_bytes, direct_bytes) = self
+            .shared
+            .with_context(|c| {
+                (
+                    c.ring.submitted(),
+                    c.stray_completions.load(Ordering::Relaxed),
+                    c.refused_requests.load(Ordering::Relaxed),
+                    c.arena.staged_bytes.load(Ordering::Relaxed),
+                    c.arena.direct_bytes.load(Ordering::Relaxed),
+                )
+            })
+            .unwrap_or((0, 0, 0, 0, 0));
+        Stats {
+            sqes,
+            wakeups: self.waker.wakeups(),
+            stray_completions,
+            refused_requests,
+            sandbox: self.sandbox,
+            fixed_files: self.fixed_files,
+            staged_bytes,
+            direct_bytes,
+        }
+    }
+
+    /// Launches `kernel` on `grid * block` threads (CPU backend: one host thread each,
+    /// with its own ids). Returns at once; [`Runtime::synchronize`] waits.
+    pub fn launch<F>(&self, grid: u32, block: u32, kernel: F) -> Result<()>
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        if self.backend != Backend::Cpu {
+            return Err(Error::BackendUnavailable {
+                backend: self.backend.name(),
+                reason: "closures run only on the CPU backend; load a module and launch it".into(),
+            });
+        }
+        let n = grid as u64 * block as u64;
+        if n == 0 || n > 1 << 16 {
+            return Err(Error::Config(format!(
+                "the CPU backend runs 1..=65536 threads, not {grid} x {block}"
+            )));
+        }
+        self.cpu.launch(
+            &self.shared,
+            grid,
+            block,
+            kernel,
+            |first| {
+                if first {
+                    self.rebase_positions()?;
+                }
+                self.waker.activate();
+                Ok(())
+            },
+            || {
+                let _ = self.synchronize();
+            },
+        )
+    }
+
+    /// The hang timeout in force: set with [`Builder::hang_timeout`], else from
+    /// `GPUIO_HANG_TIMEOUT`; `None`: synchronize never gives up.
+    pub fn hang_timeout(&self) -> Option<Duration> {
+        self.hang.timeout
+    }
+
+    /// Diagnostics: the ring's words as the kernel keeps them, read now from host memory
+    /// (safe at any time): `[sq_head, sq_tail, sq_flags, cq_head, cq_tail]`.
+    #[doc(hidden)]
+    pub fn ring_words(&self) -> [u32; 5] {
+        let q = &self.shared.queue;
+        let p = *q.params();
+        [
+            p.sq_off.head,
+            p.sq_off.tail,
+            p.sq_off.flags,
+            p.cq_off.head,
+            p.cq_off.tail,
+        ]
+        .map(|off| {
+            // SAFETY: a ring word inside the queue's mapping, which lives as long as `self`;
+            // a volatile read of a word others write is what the kernel's side allows.
+            unsafe { std::ptr::read_volatile(q.ring_word(off)) }
+        })
+    }
+
+    /// The shared memory and ring (for [`crate::host_buffer`]).
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The GPU, if kernels run on one.
+    pub(crate) fn device(&self) -> Option<&Device> {
+        self.gpu.as_ref().map(|g| &g.device)
+    }
+
+    /// Whether kernels were launched and not yet synchronized (also after a synchronize
+    /// that gave up: they, or their I/O, may still run).
+    pub(crate) fn kernels_pending(&self) -> bool {
+        self.cpu.pending() || self.gpu.as_ref().is_some_and(|g| g.launched.load(Ordering::Acquire))
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // A kernel fault was reported already; the refusal would only repeat it.
+        let reported = self.gpu.as_ref().is_some_and(Gpu::faulted);
+        match self.synchronize() {
+            Ok(()) => {}
+            Err(Error::Hang(report)) => {
+                // A kernel, or a request it submitted, may still use the shared memory, the
+                // ring, the GPU's registrations of them and the drain kernel's module:
+                // leak them rather than free them under it. (Kernel threads of the CPU
+                // backend hold the Shared too; requests in flight in the kernel do not.)
+                eprintln!(
+                    "gpuio: at runtime drop: synchronize gave up (hang timeout): {report}; the \
+                     runtime's memory, ring and GPU mappings are leaked, not freed, because the \
+                     kernels or their I/O may still use them"
+                );
+                std::mem::forget(Arc::clone(&self.shared));
+                std::mem::forget(self.gpu.take());
+            }
+            Err(e) => {
+                if !reported {
+                    eprintln!("gpuio: at runtime drop: {e}");
+                }
+            }
+        }
+    }
+}

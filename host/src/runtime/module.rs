@@ -1,0 +1,386 @@
+//! GPU code objects in a runtime: loading them (PTX on CUDA, AMDGPU ELF on HSA), attaching
+//! those the host program loaded itself, and pointing each one's `gpuio_context` at the
+//! runtime's context ([`GpuModule`]).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use gpuio_device::context::CONTEXT_LAYOUT;
+
+use super::{Gpu, Runtime};
+use crate::backend::cuda::{self, Cuda};
+use crate::backend::gpu::{Arg, LoadedModule};
+use crate::backend::hsa::{self, Hsa};
+use crate::backend::Device;
+use crate::error::{Error, Result};
+use crate::scheduling::Scheduling;
+use crate::shared::State;
+
+/// A GPU code object loaded into a runtime, with its context global set: a PTX module on
+/// CUDA, an HSA executable on AMD GPUs.
+pub struct GpuModule<'rt> {
+    rt: &'rt Runtime,
+    module: Arc<dyn LoadedModule>,
+    scheduling: Option<Scheduling>,
+}
+
+impl GpuModule<'_> {
+    /// Launches kernel `name` on `grid` blocks of `block` threads (asynchronous;
+    /// [`Runtime::synchronize`] waits). `args` must match the kernel's parameters (on HSA
+    /// they are checked against the code object's metadata).
+    pub fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+        let gpu = self.rt.gpu.as_ref().expect("a GpuModule exists only on a GPU runtime");
+        gpu.usable()?;
+        if !gpu.launched.load(Ordering::Acquire) {
+            self.rt.rebase_positions()?;
+        }
+        self.module.launch(name, grid, block, args)?;
+        // Before `launched`: a synchronize that claims this launch drains it.
+        gpu.drained.store(false, Ordering::Release);
+        if !gpu.launched.swap(true, Ordering::AcqRel) {
+            self.rt.waker.activate();
+        }
+        Ok(())
+    }
+
+    /// How the GPU runs the lanes of a warp for this module's kernels: lockstep on AMD GPUs
+    /// and for PTX built before sm_70, independently otherwise; `None` for a CUDA module
+    /// attached with [`Runtime::attach_cuda_module`], whose PTX target is not known here.
+    pub fn scheduling(&self) -> Option<Scheduling> {
+        self.scheduling
+    }
+
+    /// On CUDA, how long the driver spent compiling the module's PTX when it was loaded, in
+    /// milliseconds (close to 0 when the driver's JIT cache had it).
+    pub fn jit_ms(&self) -> Option<f32> {
+        self.module.jit_ms()
+    }
+
+    /// The device address and size of a global variable of the module.
+    pub fn global(&self, name: &str) -> Result<(u64, usize)> {
+        self.module.global(name)
+    }
+
+    /// The CUDA driver (for copies to and from the module's globals, say), on CUDA.
+    pub fn cuda(&self) -> Option<&Arc<Cuda>> {
+        match &self.rt.gpu.as_ref()?.device {
+            Device::Cuda(c) => Some(c),
+            Device::Hsa(_) => None,
+        }
+    }
+
+    /// The HSA runtime (for copies to and from the module's globals, say), on HSA.
+    pub fn hsa(&self) -> Option<&Arc<Hsa>> {
+        match &self.rt.gpu.as_ref()?.device {
+            Device::Hsa(h) => Some(h),
+            Device::Cuda(_) => None,
+        }
+    }
+}
+
+impl Runtime {
+    /// Loads a PTX module (CUDA backend) and points its `gpuio_context` at this runtime.
+    /// On the HSA backend, load an ELF code object with [`Runtime::load_code_object`] or
+    /// [`Runtime::load_matching`] instead.
+    pub fn load_module(&self, ptx: &str) -> Result<GpuModule<'_>> {
+        self.load_code_object(ptx.as_bytes())
+    }
+
+    /// Loads a code object for this runtime's GPU and points its `gpuio_context` at this
+    /// runtime: PTX text on CUDA, an AMDGPU ELF code object (`.hsaco`) for the GPU's
+    /// processor on HSA.
+    pub fn load_code_object(&self, image: &[u8]) -> Result<GpuModule<'_>> {
+        let gpu = self.gpu.as_ref().ok_or_else(|| Error::BackendUnavailable {
+            backend: "cuda or hsa",
+            reason: format!("this runtime runs on the {} backend", self.backend.name()),
+        })?;
+        gpu.usable()?;
+        let (module, scheduling) = match &gpu.device {
+            Device::Cuda(c) => {
+                let ptx = std::str::from_utf8(image.strip_suffix(&[0]).unwrap_or(image))
+                    .map_err(|_| Error::Config("the CUDA backend loads PTX text, and this is not text".into()))?;
+                // A module built against another layout is refused before the driver
+                // compiles it (which can take tens of seconds); `install` checks the
+                // loaded global too.
+                if let Some(layout) = ptx_layout(ptx) {
+                    check_layout(layout)?;
+                }
+                let scheduling = Scheduling::of_ptx(ptx);
+                if self.lockstep && scheduling != Some(Scheduling::Lockstep) {
+                    return Err(Error::Config(format!(
+                        "lockstep scheduling was asked for (Builder::lockstep or GPUIO_LOCKSTEP=1), but \
+                         this PTX targets {}: build the kernels for sm_60 too (gpuio-linker --arch sm_60) \
+                         and load them with load_matching",
+                        ptx.lines()
+                            .find_map(|l| l.trim().strip_prefix(".target"))
+                            .map_or("no .target", str::trim)
+                    )));
+                }
+                // PTX for a target before sm_70 is compiled as one whole program, always:
+                // compiled separately and linked by the driver, the sm_60 build ran with
+                // independent thread scheduling on the H100 (the suite's lockstep probe: 256
+                // of 256 lanes took a lock that lockstep lanes cannot), which would make the
+                // lockstep build test nothing.
+                let jit = match scheduling {
+                    Some(Scheduling::Lockstep) => cuda::Jit::Whole,
+                    _ => cuda::Jit::from_env()?,
+                };
+                (
+                    Box::new(cuda::Module::load_with(c, ptx, jit)?) as Box<dyn LoadedModule>,
+                    scheduling,
+                )
+            }
+            Device::Hsa(h) => (
+                Box::new(hsa::Executable::load(h, image)?) as Box<dyn LoadedModule>,
+                Some(Scheduling::Lockstep),
+            ),
+        };
+        self.install(gpu, module, scheduling)
+    }
+
+    /// Loads, among code objects built for several GPUs (`(processor, bytes)`, like the
+    /// tables `gpuio`'s build script generates), the one for this runtime's GPU: on HSA the
+    /// one whose processor is the agent's (`gfx90a`); on CUDA the first PTX for sm_70 or
+    /// newer (`sm_90`), or, when lockstep scheduling was asked for ([`Builder::lockstep`]),
+    /// the first for a target before sm_70 (`sm_60`), or else the first PTX there is.
+    /// Where none fits, [`Error::NoCodeObject`] names the GPU and what there was.
+    pub fn load_matching(&self, objects: &[(&str, &[u8])]) -> Result<GpuModule<'_>> {
+        let gpu = self.gpu.as_ref().ok_or_else(|| Error::BackendUnavailable {
+            backend: "cuda or hsa",
+            reason: format!("this runtime runs on the {} backend", self.backend.name()),
+        })?;
+        let found = match &gpu.device {
+            Device::Hsa(h) => {
+                let want = crate::backend::code_object::processor_of_isa(h.agent_name());
+                objects.iter().find(|(arch, _)| *arch == want)
+            }
+            Device::Cuda(_) => {
+                let want = if self.lockstep {
+                    Scheduling::Lockstep
+                } else {
+                    Scheduling::Independent
+                };
+                let ptx = || objects.iter().filter(|(arch, _)| arch.starts_with("sm_"));
+                ptx()
+                    .find(|(arch, _)| Scheduling::of_sm(arch) == Some(want))
+                    .or_else(|| ptx().next().filter(|_| !self.lockstep))
+            }
+        };
+        match found {
+            Some((_, image)) => self.load_code_object(image),
+            None => Err(Error::NoCodeObject {
+                gpu: match &gpu.device {
+                    Device::Hsa(h) => format!("{} ({})", h.agent_name(), h.isa()),
+                    Device::Cuda(c) if self.lockstep => format!(
+                        "{} (CUDA, lockstep scheduling asked for: wants PTX for a target before sm_70, e.g. sm_60)",
+                        c.device_name()
+                    ),
+                    Device::Cuda(c) => format!("{} (CUDA: wants PTX, sm_NN)", c.device_name()),
+                },
+                available: objects.iter().map(|(arch, _)| arch.to_string()).collect(),
+            }),
+        }
+    }
+
+    /// Takes in an HSA executable that the host program loaded and froze itself for this
+    /// runtime's agent ([`Hsa::agent`]): points its `gpuio_context` at this runtime and
+    /// returns a module to launch its kernels with (explicit arguments in order, naturally
+    /// aligned: an attached executable's metadata is not read). The executable is not
+    /// destroyed when the module drops.
+    ///
+    /// # Safety
+    /// `executable` is a frozen executable of this process's HSA runtime, loaded for this
+    /// runtime's agent, and stays alive while the returned module and this runtime are.
+    pub unsafe fn attach_hsa_executable(&self, executable: hsa::Handle) -> Result<GpuModule<'_>> {
+        let (gpu, h) = self.hsa_gpu("")?;
+        // SAFETY: the caller's contract.
+        let exe = unsafe { hsa::Executable::attach(h, executable) };
+        self.install(gpu, Box::new(exe), Some(Scheduling::Lockstep))
+    }
+
+    /// The GPU and its HSA runtime, for attaching code objects the host loaded itself; on
+    /// another backend, `BackendUnavailable` whose reason is `why` followed by the backend
+    /// this runtime runs on.
+    fn hsa_gpu(&self, why: &str) -> Result<(&Gpu, &Arc<Hsa>)> {
+        match self.gpu.as_ref() {
+            Some(
+                gpu @ Gpu {
+                    device: Device::Hsa(h), ..
+                },
+            ) => Ok((gpu, h)),
+            _ => Err(Error::BackendUnavailable {
+                backend: "hsa",
+                reason: format!("{why}this runtime runs on the {} backend", self.backend.name()),
+            }),
+        }
+    }
+
+    /// Attaches a CUDA module that the caller loaded itself (the C API's
+    /// `gpuio_attach_cuda_module`): points its `gpuio_context` at this runtime, as
+    /// [`Runtime::load_module`] does for the modules it loads. The module is not unloaded
+    /// when the returned handle drops. Kernels of it that the caller launches itself need
+    /// [`Runtime::prepare_external_launch`] first.
+    ///
+    /// # Safety
+    /// `cu_module` is a `CUmodule` loaded in device 0's primary context (the one this
+    /// runtime uses), and stays loaded until this runtime is dropped.
+    pub unsafe fn attach_cuda_module(&self, cu_module: *mut std::ffi::c_void) -> Result<GpuModule<'_>> {
+        let Some(
+            gpu @ Gpu {
+                device: Device::Cuda(c),
+                ..
+            },
+        ) = self.gpu.as_ref()
+        else {
+            return Err(Error::BackendUnavailable {
+                backend: "cuda",
+                reason: format!("this runtime runs on the {} backend", self.backend.name()),
+            });
+        };
+        // SAFETY: the caller's contract.
+        let module = unsafe { cuda::Module::borrow_raw(c, cu_module) };
+        self.install(gpu, Box::new(module), None)
+    }
+
+    /// Attaches a module that the host program loaded itself with HIP (`hipModuleLoadData`
+    /// on HIP device `hip_device`; the C API's `gpuio_attach_hip_module`): points its
+    /// `gpuio_context` at this runtime, as [`Runtime::attach_cuda_module`] does on CUDA.
+    /// The runtime runs on the HSA backend (HIP runs on the same HSA runtime, so the shared
+    /// memory is visible to HIP's kernels), and `hip_device` must be its GPU agent (checked
+    /// by PCI location). Kernels of the module that the host launches itself need
+    /// [`Runtime::prepare_external_launch`] first; [`Runtime::synchronize`] then waits for
+    /// the device's HIP work too (its null stream, then `hipDeviceSynchronize`) and drains.
+    /// [`GpuModule::launch`] launches on HIP's null stream; HIP reads each parameter's size
+    /// from the code object, so the arguments must match the kernel's parameters.
+    ///
+    /// Only in builds with the `hip` feature (it links `libamdhip64`).
+    ///
+    /// # Safety
+    /// `hip_module` is a `hipModule_t` loaded on `hip_device`, stays loaded until this
+    /// runtime is dropped, and its kernels are launched with the arguments they take.
+    #[cfg(feature = "hip")]
+    pub unsafe fn attach_hip_module(
+        &self,
+        hip_module: *mut std::ffi::c_void,
+        hip_device: i32,
+    ) -> Result<GpuModule<'_>> {
+        let (gpu, h) =
+            self.hsa_gpu("a HIP module is attached to a runtime on the HSA backend (the same GPU, through ROCr); ")?;
+        if hip_module.is_null() {
+            return Err(Error::Config("the HIP module is null".into()));
+        }
+        let device = crate::backend::hip::Device::open(hip_device, h.pci_location())?;
+        let _ = gpu.hip.set(device.clone());
+        // SAFETY: the caller's contract.
+        let module = unsafe { crate::backend::hip::Module::borrow_raw(hip_module, device) };
+        self.install(gpu, Box::new(module), Some(Scheduling::Lockstep))
+    }
+
+    /// Tells the runtime that the caller is about to launch, itself, a kernel of a module
+    /// attached with [`Runtime::attach_cuda_module`] or [`Runtime::attach_hsa_executable`]:
+    /// SQPOLL is kept awake while it runs, and the next [`Runtime::synchronize`] waits for it
+    /// and drains its prints.
+    pub fn prepare_external_launch(&self) -> Result<()> {
+        let gpu = self.gpu.as_ref().ok_or_else(|| Error::BackendUnavailable {
+            backend: "cuda or hsa",
+            reason: format!("this runtime runs on the {} backend", self.backend.name()),
+        })?;
+        gpu.usable()?;
+        if !gpu.launched.load(Ordering::Acquire) {
+            self.rebase_positions()?;
+        }
+        // Before `launched`: a synchronize that claims this launch drains it.
+        gpu.drained.store(false, Ordering::Release);
+        if !gpu.launched.swap(true, Ordering::AcqRel) {
+            self.waker.activate();
+        }
+        Ok(())
+    }
+
+    /// Points a loaded module's `gpuio_context` at this runtime's context, and keeps the
+    /// first module as the one whose `gpuio_drain` kernel synchronize launches.
+    fn install(
+        &self,
+        gpu: &Gpu,
+        module: Box<dyn LoadedModule>,
+        scheduling: Option<Scheduling>,
+    ) -> Result<GpuModule<'_>> {
+        gpu.usable()?;
+        let State::Device { dptr, .. } = &self.shared.state else {
+            unreachable!("GPU runtimes keep state on the device")
+        };
+        // A code object built against another version of the device crate would read the
+        // context at the wrong offsets: refuse it.
+        let (layout_at, size) = module.global("gpuio_layout").map_err(|e| {
+            Error::Config(format!(
+                "the code object has no `gpuio_layout` ({e}): it was not built with gpuio's device \
+                 crate, or with a version older than this runtime"
+            ))
+        })?;
+        let mut layout = [0u8; 8];
+        if size != 8 {
+            return Err(Error::Config(format!("gpuio_layout is {size} bytes, expected 8")));
+        }
+        module.copy_from_global(&*gpu.device, &mut layout, layout_at)?;
+        check_layout(u64::from_ne_bytes(layout))?;
+        module.install_context(&*gpu.device, *dptr)?;
+        let module: Arc<dyn LoadedModule> = Arc::from(module);
+        let mut drain = gpu.drain.lock().unwrap_or_else(|e| e.into_inner());
+        if drain.is_none() {
+            // Every module that links gpuio-device exports the drain kernel; check early.
+            module.check_kernel("gpuio_drain")?;
+            *drain = Some(module.clone());
+        }
+        Ok(GpuModule {
+            rt: self,
+            module,
+            scheduling,
+        })
+    }
+}
+
+/// Refuses a code object whose `gpuio_layout` is not this build's: one built against
+/// another version of the device crate would read the context at the wrong offsets.
+fn check_layout(layout: u64) -> Result<()> {
+    if layout == CONTEXT_LAYOUT {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "the code object was built with another version of gpuio's device crate (context \
+         layout {layout:#x}, this runtime's {CONTEXT_LAYOUT:#x}): rebuild it against this gpuio"
+    )))
+}
+
+/// The value of `gpuio_layout` as the PTX text initializes it
+/// (`.global .align 8 .b8 gpuio_layout[8] = {b0, ..., b7};`, little-endian bytes), if it
+/// does so.
+fn ptx_layout(ptx: &str) -> Option<u64> {
+    let line = ptx.lines().find(|l| l.contains(" gpuio_layout[8] = {"))?;
+    let inner = line.split_once('{')?.1.split_once('}')?.0;
+    let bytes: Vec<u8> = inner.split(',').map(|b| b.trim().parse().ok()).collect::<Option<_>>()?;
+    Some(u64::from_le_bytes(bytes.try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_layout_is_read_from_ptx_text() {
+        let b = CONTEXT_LAYOUT.to_le_bytes().map(|x| x.to_string()).join(", ");
+        let ptx = format!(".version 7.8\n.visible .global .align 8 .b8 gpuio_layout[8] = {{{b}}};\n");
+        assert_eq!(ptx_layout(&ptx), Some(CONTEXT_LAYOUT));
+        assert!(check_layout(CONTEXT_LAYOUT).is_ok());
+        let other = ptx
+            .replacen("= {", "= {1, ", 1)
+            .replacen(&format!(", {}}}", CONTEXT_LAYOUT >> 56), "}", 1);
+        let layout = ptx_layout(&other).expect("still 8 bytes");
+        assert_ne!(layout, CONTEXT_LAYOUT);
+        assert!(check_layout(layout)
+            .unwrap_err()
+            .to_string()
+            .contains("another version"));
+        assert_eq!(ptx_layout(".target sm_90\n"), None);
+        assert_eq!(ptx_layout(".global .align 8 .b8 gpuio_layout[8] = {1, 2};"), None);
+    }
+}

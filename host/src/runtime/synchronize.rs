@@ -1,0 +1,398 @@
+//! Waiting for kernels and their I/O: [`Runtime::synchronize`] and what it builds on
+//! (the host's drain, the GPU's waits, the watchdog's observations), and the reports it
+//! makes: kernel failures, refused requests, failed prints.
+
+use std::time::Duration;
+
+use gpuio_device::sync::Ordering;
+use gpuio_device::uapi::IORING_SQ_CQ_OVERFLOW;
+use gpuio_device::Context;
+
+use super::{Gpu, Runtime};
+use crate::backend::cpu::THREADS_PACING;
+use crate::consumer::sandbox;
+use crate::error::{
+    Error, HangReport, OutputErrors, PrintErrors, Refused, Result, RingWords, StreamPositions, Tickets, Waiting,
+};
+use crate::shared::{Shared, State};
+use crate::watchdog::{self, Pacing};
+
+/// The host's drain: as the device's own backoff (`gpuio_device::sync::Backoff`), which
+/// `Context::drain` uses: completions usually arrive within microseconds, so it yields for
+/// a long while, then dozes 50 µs at a time.
+const DRAIN_PACING: Pacing = Pacing {
+    spins: 8,
+    yields: 4096,
+    first_pause: Duration::from_micros(1),
+    max_pause: Duration::from_micros(50),
+};
+/// A GPU: a few µs of polling the driver, then sleeps growing to 1 ms while a long
+/// kernel runs.
+const GPU_PACING: Pacing = Pacing {
+    spins: 16,
+    yields: 16,
+    first_pause: Duration::from_micros(1),
+    max_pause: Duration::from_millis(1),
+};
+
+impl Runtime {
+    /// Waits until every kernel finished and every request they submitted completed
+    /// (invariant 8), then reports failed kernels, requests the kernel refused
+    /// ([`Error::Refused`]), and failed fire-and-forget prints since the last report
+    /// (invariant 7), in that order; what is not reported now is at the next call.
+    ///
+    /// No silent hang (invariant 11): if nothing moves for the hang timeout
+    /// ([`Builder::hang_timeout`]), it returns [`Error::Hang`], naming what is outstanding;
+    /// the kernels stay launched, and the next call waits for them again. Without a
+    /// timeout it waits for as long as it takes, saying so on stderr after 30 s.
+    pub fn synchronize(&self) -> Result<()> {
+        if let Some(gpu) = &self.gpu {
+            gpu.usable()?;
+        }
+        let mut failures = self.cpu.join(|exits| {
+            self.wait(
+                THREADS_PACING,
+                || Ok(exits.running() == 0),
+                |max| exits.wait(max),
+                Waiting::KernelThreads,
+            )
+        })?;
+        if let Some(ctx) = self.shared.host_context() {
+            if let Err(e) = self.drain_host(ctx) {
+                // Joined: the synchronize that completes the drain reports them.
+                self.cpu.keep_failures(failures);
+                return Err(e);
+            }
+        }
+        self.cpu.finish_launches(|| self.waker.deactivate());
+        if let Some(gpu) = &self.gpu {
+            // Claim the launches so far; a launch from now on activates the waker anew.
+            if gpu.launched.swap(false, Ordering::AcqRel) {
+                match self.synchronize_gpu(gpu) {
+                    Ok(()) => self.waker.deactivate(),
+                    Err(e @ Error::Hang(_)) => {
+                        // Still launched. If a launch meanwhile found `launched` clear, it
+                        // activated the waker again: once is enough.
+                        if gpu.launched.swap(true, Ordering::AcqRel) {
+                            self.waker.deactivate();
+                        }
+                        return Err(e);
+                    }
+                    Err(e) => {
+                        self.settle_after_fault();
+                        self.waker.deactivate();
+                        let why = match &e {
+                            Error::Kernel(why) => why.clone(),
+                            e => e.to_string(),
+                        };
+                        *gpu.fault.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let sq_flags = self.ring_words()[2];
+        if sq_flags & IORING_SQ_CQ_OVERFLOW != 0 {
+            return Err(Error::CqOverflow { sq_flags });
+        }
+        self.settle_positions()?;
+        if !failures.is_empty() {
+            let n = failures.len();
+            failures.truncate(4);
+            return Err(Error::Kernel(format!("{n} thread(s) failed: {}", failures.join("; "))));
+        }
+        if let Some(refused) = self.take_refused()? {
+            return Err(Error::Refused(refused));
+        }
+        let errors = self.take_print_errors()?;
+        if errors.outputs.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Print(errors))
+        }
+    }
+
+    /// CPU backend: runs the protocol until every stream is written out and every request
+    /// completed ([`Context::drain`], under the watchdog). Only while no kernel thread runs.
+    fn drain_host(&self, ctx: &Context) -> Result<()> {
+        self.wait(
+            DRAIN_PACING,
+            || {
+                ctx.progress();
+                for s in &ctx.streams {
+                    ctx.flush(s);
+                }
+                if ctx.idle() {
+                    return Ok(true);
+                }
+                self.shared.queue.wake_if_needed();
+                Ok(false)
+            },
+            std::thread::sleep,
+            Waiting::Drain,
+        )
+    }
+
+    /// GPU backends: waits for the kernels, launches the drain kernel (unless one was
+    /// launched after the latest kernel already), and waits for it.
+    fn synchronize_gpu(&self, gpu: &Gpu) -> Result<()> {
+        let phase = if gpu.drained.load(Ordering::Acquire) {
+            Waiting::GpuDrain
+        } else {
+            Waiting::GpuKernels
+        };
+        self.wait_gpu(gpu, phase)?;
+        if !gpu.drained.swap(true, Ordering::AcqRel) {
+            let drain = gpu.drain.lock().unwrap_or_else(|e| e.into_inner());
+            let m = drain.as_ref().expect("a kernel was launched, so a module is loaded");
+            m.launch("gpuio_drain", 1, 1, &[])?;
+            drop(drain);
+            self.wait_gpu(gpu, Waiting::GpuDrain)?;
+        }
+        Ok(())
+    }
+
+    fn wait_gpu(&self, gpu: &Gpu, waiting: Waiting) -> Result<()> {
+        gpu.device
+            .synchronize_with(&mut |idle| self.wait(GPU_PACING, idle, std::thread::sleep, waiting))?;
+        // The host's HIP launches run on HIP's queues, which the HSA backend's signal does
+        // not count.
+        #[cfg(feature = "hip")]
+        if let Some(hip) = gpu.hip.get() {
+            hip.synchronize_with(|idle| self.wait(GPU_PACING, idle, std::thread::sleep, waiting))?;
+        }
+        Ok(())
+    }
+
+    /// After a kernel fault: lets the requests the kernels submitted before it complete, so
+    /// that what they wrote (a panic's report among it) is out before the fault is
+    /// reported, and nothing uses the shared memory once the runtime frees it. Published
+    /// SQEs are consumed and completed by the kernel whatever happened to the GPU; each
+    /// gives one CQE, so the ring is settled when the CQ's tail has caught up with the
+    /// SQ's. Bounded: a request that does not complete in time (a write to a full pipe)
+    /// is left, as before. Then the regular files the kernels wrote at their own positions
+    /// have their offsets moved to the end (see `Shared::positional_fds`).
+    fn settle_after_fault(&self) {
+        const SETTLE: Duration = Duration::from_secs(2);
+        let start = std::time::Instant::now();
+        while start.elapsed() < SETTLE {
+            let [sq_head, sq_tail, _, _, cq_tail] = self.ring_words();
+            if sq_head == sq_tail && cq_tail == sq_tail {
+                break;
+            }
+            self.shared.queue.wake_if_needed();
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        // The kernels' positional writes ended at most at each file's end; the context that
+        // knows exactly where is in device memory, out of reach now.
+        for &fd in &self.shared.positional_fds {
+            // SAFETY: lseek on an output fd moves only its offset.
+            unsafe { libc::lseek(fd, 0, libc::SEEK_END) };
+        }
+    }
+
+    /// The watchdog's wait ([`watchdog::wait`]) with this runtime's policy and observations.
+    fn wait(
+        &self,
+        pacing: Pacing,
+        done: impl FnMut() -> Result<bool>,
+        pause: impl FnMut(Duration),
+        waiting: Waiting,
+    ) -> Result<()> {
+        watchdog::wait(
+            &self.hang,
+            pacing,
+            done,
+            pause,
+            || self.observe(waiting, false),
+            |r| HangReport {
+                stalled: r.stalled,
+                ..self.observe(waiting, true)
+            },
+        )
+    }
+
+    /// What the runtime can observe now, for the watchdog: the ring's words; on the CPU
+    /// backend also the SQ tickets, the streams' positions and the running kernel threads
+    /// (all in host memory; on GPUs the context is in device memory, which the host
+    /// cannot read while a kernel runs).
+    fn observe(&self, waiting_for: Waiting, detailed: bool) -> HangReport {
+        let [sq_head, sq_tail, sq_flags, cq_head, cq_tail] = self.ring_words();
+        // The context is read every round on the CPU backend, where that is cheap; on a GPU
+        // only for a report (it takes a copy from device memory).
+        let cheap = matches!(self.shared.state, State::Host(_));
+        let (tickets, streams) = (detailed || cheap)
+            .then(|| {
+                self.shared.peek_context(|c| {
+                    let tickets = Tickets {
+                        taken: c.ring.tickets.load(Ordering::Acquire),
+                        published: c.ring.published.load(Ordering::Acquire),
+                        reaped: c.ring.reaped.load(Ordering::Acquire),
+                    };
+                    let streams = Shared::live_streams(c)
+                        .map(|s| StreamPositions {
+                            fd: s.fd,
+                            reserved: s.reserved.load(Ordering::Acquire),
+                            committed: s.committed.load(Ordering::Acquire),
+                            flushed: s.flushed.load(Ordering::Acquire),
+                            released: s.released.load(Ordering::Acquire),
+                        })
+                        .collect();
+                    (Some(tickets), streams)
+                })
+            })
+            .flatten()
+            .unwrap_or_default();
+        HangReport {
+            waiting_for,
+            stalled: Duration::ZERO,
+            ring: RingWords {
+                sq_head,
+                sq_tail,
+                sq_flags,
+                cq_head,
+                cq_tail,
+            },
+            tickets,
+            streams,
+            running_threads: self.cpu.running(),
+        }
+    }
+
+    /// Positional streams: make position 0 the fd's current offset (the host may have
+    /// written to the file between kernels). Only while no kernel runs.
+    pub(crate) fn rebase_positions(&self) -> Result<()> {
+        let bases = self.shared.with_context(|ctx| {
+            Shared::live_streams(ctx)
+                .filter(|s| s.positional != 0 && s.idle())
+                .filter_map(|s| {
+                    // SAFETY: lseek only queries the offset of the fd.
+                    let pos = unsafe { libc::lseek(s.fd, 0, libc::SEEK_CUR) };
+                    (pos >= 0).then(|| {
+                        (
+                            s.index as usize,
+                            (pos as u64).wrapping_sub(s.reserved.load(Ordering::Acquire)),
+                        )
+                    })
+                })
+                .collect::<Vec<_>>()
+        })?;
+        for (i, base) in bases {
+            self.shared.store(|c| &c.streams[i].base, base)?;
+        }
+        Ok(())
+    }
+
+    /// Positional streams that printed since the last settle: leave the fd's offset after
+    /// the last byte printed, as if the lines had been written with write(2). A stream that
+    /// printed nothing leaves the offset alone: the fd may share its offset with others
+    /// (`> log 2>&1`), which the host may have moved meanwhile.
+    fn settle_positions(&self) -> Result<()> {
+        let mut settled = self.settled.lock().unwrap_or_else(|e| e.into_inner());
+        self.shared.with_context(|ctx| {
+            for s in Shared::live_streams(ctx).filter(|s| s.positional != 0) {
+                let reserved = s.reserved.load(Ordering::Acquire);
+                let last = &mut settled[s.index as usize];
+                if reserved == *last {
+                    continue;
+                }
+                *last = reserved;
+                let end = s.base.load(Ordering::Acquire).wrapping_add(reserved);
+                // SAFETY: lseek on the stream's fd moves only its offset.
+                unsafe { libc::lseek(s.fd, end as libc::off_t, libc::SEEK_SET) };
+            }
+        })
+    }
+
+    /// Requests refused since the last report (and resets their count): requests no stream
+    /// or device call made, and, under [`Sandbox::PrintOnly`], device file-I/O requests
+    /// (the kernel refuses every one of them; the device caller got `EACCES` too).
+    fn take_refused(&self) -> Result<Option<Refused>> {
+        let (mut requests, mut errno, denied) = self.shared.with_context(|ctx| {
+            (
+                ctx.refused_requests.load(Ordering::Acquire),
+                ctx.refused_errno.load(Ordering::Acquire),
+                ctx.denied_requests.load(Ordering::Acquire),
+            )
+        })?;
+        if denied != 0 {
+            self.shared.store(|c| &c.denied_requests, 0)?;
+            (requests, errno) = sandbox::merge_denied(self.sandbox, requests, errno, denied);
+        }
+        if requests == 0 {
+            return Ok(None);
+        }
+        self.shared.store(|c| &c.refused_requests, 0)?;
+        Ok(Some(Refused {
+            requests,
+            errno,
+            sandbox: self.sandbox,
+            fixed_files: self.fixed_files,
+        }))
+    }
+
+    /// Failed fire-and-forget prints since the last report (and resets their counts).
+    fn take_print_errors(&self) -> Result<PrintErrors> {
+        let failed = self.shared.with_context(|ctx| {
+            Shared::live_streams(ctx)
+                .filter(|s| s.errors.failed_writes.load(Ordering::Acquire) > 0)
+                .map(|s| {
+                    let e = &s.errors;
+                    let o = OutputErrors {
+                        fd: s.fd,
+                        failed_writes: e.failed_writes.load(Ordering::Acquire),
+                        errno: e.last_errno.load(Ordering::Acquire),
+                        lost_bytes: e.lost_bytes.load(Ordering::Acquire),
+                        lost_lines: e.lost_lines.load(Ordering::Acquire),
+                    };
+                    (s.index as usize, o)
+                })
+                .collect::<Vec<_>>()
+        })?;
+        for &(i, _) in &failed {
+            self.shared.store(|c| &c.streams[i].errors.failed_writes, 0)?;
+            self.shared.store(|c| &c.streams[i].errors.lost_bytes, 0)?;
+            self.shared.store(|c| &c.streams[i].errors.lost_lines, 0)?;
+        }
+        Ok(PrintErrors {
+            outputs: failed.into_iter().map(|(_, o)| o).collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Backend;
+    use crate::consumer::submission::Submission;
+
+    #[test]
+    fn a_cq_overflow_flag_is_an_error() {
+        // The host-thread fallback's SQ flags word is ours (the kernel's is not ours to set).
+        let rt = Runtime::builder()
+            .backend(Backend::Cpu)
+            .submission(Submission::HostThread)
+            .build()
+            .unwrap();
+        rt.launch(1, 1, || {}).unwrap();
+        let flags = rt.shared.queue.ring_word(rt.shared.queue.params().sq_off.flags);
+        // SAFETY: a ring word in the queue's mapping; the fallback thread never writes it.
+        unsafe { std::ptr::write_volatile(flags, IORING_SQ_CQ_OVERFLOW) };
+        match rt.synchronize() {
+            Err(
+                e @ Error::CqOverflow {
+                    sq_flags: IORING_SQ_CQ_OVERFLOW,
+                },
+            ) => {
+                assert!(e.to_string().contains("IORING_SQ_CQ_OVERFLOW"), "{e}")
+            }
+            other => panic!("expected a CQ overflow, got {other:?}"),
+        }
+        let report = rt.observe(Waiting::Drain, true);
+        assert!(report.ring.cq_overflow());
+        assert!(report.to_string().contains("CQ_OVERFLOW"), "{report}");
+        // SAFETY: as above.
+        unsafe { std::ptr::write_volatile(flags, 0) };
+        rt.synchronize().unwrap();
+    }
+}

@@ -1,0 +1,462 @@
+//! The memory the host shares with the kernels: the ring's SQEs and words, the print
+//! logs, the file-I/O arena, and the protocol state (the device [`Context`], ready flags,
+//! completion slots, chunk counters, flights), in host memory on the CPU backend and in
+//! device memory on a GPU; its layout, and the host's reads and writes of the context.
+
+use std::os::fd::RawFd;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use gpuio_device::arena::{Arena, MAX_REGIONS};
+use gpuio_device::context::{CONTEXT_MAGIC, STREAMS};
+use gpuio_device::pool::Pool;
+use gpuio_device::request::Requests;
+use gpuio_device::ring::Ring;
+use gpuio_device::stream::{chunk_count, Flight, Stream};
+use gpuio_device::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering, SharedCell};
+use gpuio_device::uapi::{Cqe, Sqe};
+use gpuio_device::Context;
+
+use crate::backend::cuda::Peek;
+use crate::backend::Device;
+use crate::consumer::submission::Queue;
+use crate::error::{Error, Result};
+use crate::memory::{round_up, Mapping};
+
+/// What [`Shared::new`] needs of the runtime's settings.
+pub(crate) struct SharedConfig {
+    /// Bytes of each print stream's log.
+    pub(crate) log_bytes: usize,
+    /// Writes in flight per positional stream.
+    pub(crate) max_flights: u32,
+    /// The file-I/O arena's size and block size.
+    pub(crate) arena_bytes: usize,
+    pub(crate) arena_block_bytes: usize,
+    /// stdout, stderr.
+    pub(crate) fds: [RawFd; 2],
+    /// stdout and stderr are the ring's registered files 0 and 1.
+    pub(crate) fixed_files: bool,
+}
+
+/// Where the protocol state (the [`Context`], ready flags, chunk counters, flights) lives.
+pub(crate) enum State {
+    /// CPU backend: host memory, shared by the kernel threads and the host's drain.
+    Host(Mapping),
+    /// GPU backends: device memory, touched only by GPU code. (On PCIe GPUs, GPU atomics on
+    /// host memory are slow and not atomic against the CPU's.) The host reads and writes
+    /// it with copies, only while no kernel runs; `image` is the host-side copy.
+    Device {
+        device: Device,
+        dptr: u64,
+        image: Mutex<Mapping>,
+        /// Reads the context while kernels run (CUDA), for hang reports: made on first
+        /// use; `Some(None)` once that failed.
+        peek: Mutex<Option<Option<Peek>>>,
+    },
+}
+
+/// Memory and ring shared with the device, the waker and kernel threads.
+pub(crate) struct Shared {
+    /// Closed (io_uring) or stopped (the fallback thread) before the memory below goes:
+    /// its consumer stops reading it.
+    pub(crate) queue: Queue,
+    /// The print logs: host memory the kernel reads (GPU-registered on GPU backends).
+    logs: Mapping,
+    /// The file-I/O arena: host memory the kernel reads and writes (GPU-registered too).
+    arena: Mapping,
+    pub(crate) state: State,
+    /// Which of the context's host-visible region entries are in use.
+    pub(crate) regions: Mutex<[bool; MAX_REGIONS]>,
+    /// Host buffers dropped while kernels might still use them: freed with the runtime.
+    pub(crate) retired: Mutex<Vec<(Mapping, bool)>>,
+    /// The output fds that the kernels write with `pwrite` at their own positions (regular
+    /// files): after a kernel fault, when the context can no longer be read, they are moved
+    /// to their end so that the host's own writes do not land on the kernels' lines.
+    pub(crate) positional_fds: Vec<RawFd>,
+}
+
+/// Where each part lives: offsets into the state region and into the logs.
+struct Layout {
+    ready: usize,
+    /// Completion slots: states, tags, results (`cq_entries` each).
+    request_words: [usize; 3],
+    /// Arena block states.
+    block_states: usize,
+    flights: [usize; STREAMS],
+    chunks: [usize; STREAMS],
+    state_len: usize,
+    bufs: [usize; STREAMS],
+    logs_len: usize,
+}
+
+impl Layout {
+    fn new(sq_entries: u32, cq_entries: u32, log_bytes: usize, max_flights: u32, blocks: usize) -> Layout {
+        let mut at = round_up(size_of::<Context>(), 128);
+        let ready = at;
+        at = round_up(at + sq_entries as usize * 4, 128);
+        let mut request_words = [0; 3];
+        for w in &mut request_words {
+            *w = at;
+            at = round_up(at + cq_entries as usize * 4, 128);
+        }
+        let block_states = at;
+        at = round_up(at + blocks * 4, 128);
+        let (mut flights, mut chunks) = ([0; STREAMS], [0; STREAMS]);
+        for i in 0..STREAMS {
+            flights[i] = at;
+            at = round_up(at + max_flights as usize * size_of::<Flight>(), 128);
+            chunks[i] = at;
+            at = round_up(at + chunk_count(log_bytes as u64) * 4, 128);
+        }
+        let state_len = round_up(at, 4096);
+        let bufs = std::array::from_fn(|i| i * log_bytes);
+        Layout {
+            ready,
+            request_words,
+            block_states,
+            flights,
+            chunks,
+            state_len,
+            bufs,
+            logs_len: STREAMS * log_bytes,
+        }
+    }
+}
+
+/// How a print stream writes to its file descriptor.
+fn output_mode(fd: RawFd) -> (bool, u64) {
+    // SAFETY: fstat/fcntl/lseek on an fd we do not own only query it.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return (false, 0);
+        }
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        if fl < 0 || fl & libc::O_APPEND != 0 {
+            return (false, 0);
+        }
+        let pos = libc::lseek(fd, 0, libc::SEEK_CUR);
+        if pos < 0 {
+            return (false, 0);
+        }
+        (true, pos as u64)
+    }
+}
+
+/// Whether two fds are the same open file (so stdout and stderr must share one stream).
+fn same_file(a: RawFd, b: RawFd) -> bool {
+    // SAFETY: fstat only queries.
+    unsafe {
+        let mut sa: libc::stat = std::mem::zeroed();
+        let mut sb: libc::stat = std::mem::zeroed();
+        libc::fstat(a, &mut sa) == 0 && libc::fstat(b, &mut sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(queue: Queue, cfg: &SharedConfig, device: Option<Device>) -> Result<Shared> {
+        let (log_bytes, fixed_files) = (cfg.log_bytes, cfg.fixed_files);
+        let p = *queue.params();
+        let (ring_sqes, ring_words) = (queue.sqes(), queue.rings());
+        let blocks = cfg.arena_bytes / cfg.arena_block_bytes;
+        let layout = Layout::new(p.sq_entries, p.cq_entries, log_bytes, cfg.max_flights, blocks);
+        let os = |what| move |e| Error::Os { what, source: e };
+        let logs = Mapping::new(layout.logs_len).map_err(os("mmap of the print logs"))?;
+        let arena = Mapping::new(cfg.arena_bytes).map_err(os("mmap of the file-I/O arena"))?;
+        // The state region's address as the agents that run the protocol see it, the host
+        // memory the Context is first written to, and the addresses at which those agents
+        // see the SQEs, the ring words and the logs (the host's, except where the GPU maps
+        // host memory elsewhere: HSA on discrete GPUs without the SVM API).
+        let (state, state_base, image_ptr, [sqes, rings, logs_view, arena_view]) = match device {
+            None => {
+                let m = Mapping::new(layout.state_len).map_err(os("mmap of the protocol state"))?;
+                let base = m.as_ptr();
+                let views = [ring_sqes.as_ptr(), ring_words.as_ptr(), logs.as_ptr(), arena.as_ptr()];
+                (State::Host(m), base, base, views)
+            }
+            Some(device) => {
+                let views = map_all(&device, [ring_sqes, ring_words, &logs, &arena])?;
+                let unmap_all = || {
+                    // SAFETY: mapped just above; no kernel has run yet.
+                    unsafe {
+                        for m in [ring_sqes, ring_words, &logs, &arena] {
+                            device.unmap_host(m.as_ptr());
+                        }
+                    }
+                };
+                let dptr = device.alloc_zeroed(layout.state_len).inspect_err(|_| unmap_all())?;
+                let image = Mapping::new(size_of::<Context>()).map_err(|e| {
+                    unmap_all();
+                    device.free(dptr);
+                    Error::Os {
+                        what: "mmap of the context image",
+                        source: e,
+                    }
+                })?;
+                let ptr = image.as_ptr();
+                (
+                    State::Device {
+                        device,
+                        dptr,
+                        image: Mutex::new(image),
+                        peek: Mutex::new(None),
+                    },
+                    dptr as *mut u8,
+                    ptr,
+                    views,
+                )
+            }
+        };
+        let fds = cfg.fds;
+        // SAFETY: every pointer below points into `queue`'s, `logs`' or the state region's
+        // memory, at the kernel's offsets or at our layout's, which those regions cover;
+        // all of it lives as long as `Shared`, which outlives every kernel and the waker.
+        // The state region is zeroed: the initial state of ready flags, chunk counters and flights.
+        // The Context is written once here, before any agent can see it.
+        unsafe {
+            // The ring words, where the protocol's agents see them.
+            let w = |off: u32| {
+                let host = queue.ring_word(off) as *const u8;
+                rings.add(host.offset_from(ring_words.as_ptr()) as usize) as *const AtomicU32
+            };
+            let ring = Ring::new(
+                w(p.sq_off.head),
+                w(p.sq_off.tail),
+                w(p.sq_off.flags),
+                sqes as *const SharedCell<Sqe>,
+                w(p.cq_off.head),
+                w(p.cq_off.tail),
+                rings.add(p.cq_off.cqes as usize) as *const SharedCell<Cqe>,
+                state_base.add(layout.ready) as *const AtomicU32,
+                p.sq_entries,
+                p.cq_entries,
+            );
+            let streams: [Stream; STREAMS] = std::array::from_fn(|i| {
+                let (positional, pos) = output_mode(fds[i]);
+                let mut s = Stream::new(
+                    i as u32,
+                    fds[i],
+                    positional,
+                    pos,
+                    logs_view.add(layout.bufs[i]) as *const SharedCell<u8>,
+                    log_bytes as u64,
+                    state_base.add(layout.chunks[i]) as *const AtomicU32,
+                    state_base.add(layout.flights[i]) as *const Flight,
+                    if positional { cfg.max_flights } else { 1 },
+                );
+                // The kernel reads the log at the host's address.
+                s.io_base = logs.as_ptr().add(layout.bufs[i]) as u64;
+                if fixed_files {
+                    s.fixed_file = i as i32;
+                }
+                s
+            });
+            let word = |i: usize| state_base.add(layout.request_words[i]);
+            let requests = Requests::new(
+                word(0) as *const AtomicU32,
+                word(1) as *const AtomicU32,
+                word(2) as *const AtomicI32,
+                p.cq_entries,
+            );
+            let arena = Arena::new(
+                arena_view as *const SharedCell<u8>,
+                // The kernel reads and writes the arena at the host's address.
+                arena.as_ptr() as u64,
+                cfg.arena_block_bytes as u64,
+                Pool::new(state_base.add(layout.block_states) as *const AtomicU32, blocks as u32),
+            );
+            let ctx = Context {
+                magic: CONTEXT_MAGIC,
+                ring,
+                streams,
+                stderr_stream: if same_file(fds[0], fds[1]) { 0 } else { 1 },
+                stray_completions: AtomicU32::new(0),
+                refused_requests: AtomicU32::new(0),
+                refused_errno: AtomicI32::new(0),
+                requests,
+                arena,
+                denied_requests: AtomicU32::new(0),
+            };
+            std::ptr::write(image_ptr as *mut Context, ctx);
+        }
+        let shared = Shared {
+            queue,
+            logs,
+            arena,
+            state,
+            regions: Mutex::new([false; MAX_REGIONS]),
+            retired: Mutex::new(Vec::new()),
+            positional_fds: fds.iter().copied().filter(|&fd| output_mode(fd).0).collect(),
+        };
+        if let State::Device {
+            device, dptr, image, ..
+        } = &shared.state
+        {
+            let image = image.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: the image holds the Context just written.
+            let bytes = unsafe { std::slice::from_raw_parts(image.as_ptr(), size_of::<Context>()) };
+            // On failure, dropping `shared` unmaps and frees.
+            device.copy_to_device(*dptr, bytes)?;
+        }
+        Ok(shared)
+    }
+
+    /// The context, for the CPU backend (None when it lives on a GPU).
+    pub(crate) fn host_context(&self) -> Option<&Context> {
+        match &self.state {
+            // SAFETY: written in `new`, lives as long as `self`.
+            State::Host(m) => Some(unsafe { &*(m.as_ptr() as *const Context) }),
+            State::Device { .. } => None,
+        }
+    }
+
+    /// Runs `f` on the context, or on a fresh copy of it when it lives on a GPU.
+    /// Only while no kernel runs.
+    pub(crate) fn with_context<R>(&self, f: impl FnOnce(&Context) -> R) -> Result<R> {
+        match &self.state {
+            State::Host(_) => Ok(f(self.host_context().expect("host state"))),
+            State::Device {
+                device, dptr, image, ..
+            } => {
+                let image = image.lock().unwrap_or_else(|e| e.into_inner());
+                // SAFETY: the image mapping is size_of::<Context>() bytes (at least).
+                let bytes = unsafe { std::slice::from_raw_parts_mut(image.as_ptr(), size_of::<Context>()) };
+                device.copy_from_device(bytes, *dptr)?;
+                // SAFETY: a byte copy of a valid Context (plain data and atomics).
+                Ok(f(unsafe { &*(image.as_ptr() as *const Context) }))
+            }
+        }
+    }
+
+    /// Runs `f` on the context as it is now, also while kernels run: on the CPU backend the
+    /// context itself; on CUDA a copy read without waiting for the kernels (at most 200 ms
+    /// for the copy); `None` where it cannot be read (HSA, or the copy failed or was slow).
+    /// For diagnostics only: a copy may catch words mid-update.
+    pub(crate) fn peek_context<R>(&self, f: impl FnOnce(&Context) -> R) -> Option<R> {
+        match &self.state {
+            State::Host(_) => self.host_context().map(f),
+            State::Device {
+                device: Device::Cuda(c),
+                dptr,
+                peek,
+                ..
+            } => {
+                let mut peek = peek.lock().unwrap_or_else(|e| e.into_inner());
+                let peek = peek.get_or_insert_with(|| Peek::new(c, size_of::<Context>()).ok());
+                let bytes = peek
+                    .as_mut()?
+                    .read(*dptr, size_of::<Context>(), Duration::from_millis(200))
+                    .ok()??;
+                // SAFETY: a byte copy of a Context (plain data and atomics) in a page-aligned
+                // buffer, which stays put while the lock is held.
+                Some(f(unsafe { &*(bytes.as_ptr() as *const Context) }))
+            }
+            State::Device { .. } => None,
+        }
+    }
+
+    /// Stores `v` into the field `field` selects. Only while no kernel runs.
+    pub(crate) fn store<A: AtomicWord>(&self, field: impl Fn(&Context) -> &A, v: A::Value) -> Result<()> {
+        match &self.state {
+            State::Host(_) => {
+                field(self.host_context().expect("host state")).set(v);
+                Ok(())
+            }
+            State::Device {
+                device, dptr, image, ..
+            } => {
+                let image = image.lock().unwrap_or_else(|e| e.into_inner());
+                // SAFETY: the image holds a Context (written in `new`, refreshed by copies).
+                let ctx = unsafe { &*(image.as_ptr() as *const Context) };
+                let offset = field(ctx) as *const A as usize - image.as_ptr() as usize;
+                field(ctx).set(v);
+                device.copy_to_device(*dptr + offset as u64, A::bytes(v).as_ref())
+            }
+        }
+    }
+
+    /// Streams that print to distinct files.
+    pub(crate) fn live_streams(ctx: &Context) -> impl Iterator<Item = &Stream> {
+        ctx.streams
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| *i == 0 || ctx.stderr_stream as usize == *i)
+            .map(|(_, s)| s)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let State::Device { peek, .. } = &self.state {
+            // Before the memory it reads goes.
+            drop(peek.lock().unwrap_or_else(|e| e.into_inner()).take());
+        }
+        if let State::Device { device, dptr, .. } = &self.state {
+            // SAFETY: mapped in `new`; no kernel runs any more (the runtime synchronized
+            // before dropping its last reference).
+            unsafe {
+                device.unmap_host(self.logs.as_ptr());
+                device.unmap_host(self.arena.as_ptr());
+                device.unmap_host(self.queue.rings().as_ptr());
+                device.unmap_host(self.queue.sqes().as_ptr());
+            }
+            device.free(*dptr);
+            for (m, mapped) in self.retired.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                if *mapped {
+                    // SAFETY: mapped by `Runtime::host_buffer`; no kernel runs any more.
+                    unsafe { device.unmap_host(m.as_ptr()) };
+                }
+            }
+        }
+    }
+}
+
+/// Maps the regions for the GPU, in order; on failure unmaps those already mapped.
+fn map_all<const N: usize>(device: &Device, regions: [&Mapping; N]) -> Result<[*mut u8; N]> {
+    let mut views = [std::ptr::null_mut(); N];
+    for (i, m) in regions.iter().enumerate() {
+        // SAFETY: the mappings live in `Shared`, whose Drop unmaps them for the GPU first.
+        match unsafe { device.map_host(m.as_ptr(), m.len()) } {
+            Ok(v) => views[i] = v,
+            Err(e) => {
+                for done in &regions[..i] {
+                    // SAFETY: mapped in this loop; no kernel has run yet.
+                    unsafe { device.unmap_host(done.as_ptr()) };
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(views)
+}
+
+/// An atomic field of the context that the host may set between kernels.
+pub(crate) trait AtomicWord {
+    /// The value the field holds.
+    type Value: Copy;
+    /// Stores `v` (Release: the kernels launched next, on the CPU backend, see what the
+    /// host wrote before).
+    fn set(&self, v: Self::Value);
+    /// `v` as the bytes a copy to device memory writes.
+    fn bytes(v: Self::Value) -> impl AsRef<[u8]>;
+}
+
+impl AtomicWord for AtomicU64 {
+    type Value = u64;
+    fn set(&self, v: u64) {
+        self.store(v, Ordering::Release)
+    }
+    fn bytes(v: u64) -> impl AsRef<[u8]> {
+        v.to_ne_bytes()
+    }
+}
+
+impl AtomicWord for AtomicU32 {
+    type Value = u32;
+    fn set(&self, v: u32) {
+        self.store(v, Ordering::Release)
+    }
+    fn bytes(v: u32) -> impl AsRef<[u8]> {
+        v.to_ne_bytes()
+    }
+}
