@@ -367,7 +367,7 @@ fn host_buffer_is_read_and_written_directly(sub: Submission) {
     );
     // And a write from it.
     buf.as_mut_slice()[..5].copy_from_slice(b"HELLO");
-    let out = create(&dir.str("out"));
+    let out = create(dir.str("out"));
     let ofd = out.as_raw_fd();
     rt.launch(1, 1, move || {
         // SAFETY: as above.

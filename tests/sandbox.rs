@@ -249,7 +249,7 @@ fn off_runs_what_the_policies_refuse() {
 #[test]
 fn a_closed_stdout_is_reported_at_synchronize_with_or_without_fixed_files() {
     let dir = TempDir::new("closed");
-    let f = create(&dir.join("f"));
+    let f = create(dir.join("f"));
     let closed = 1_000_000 + f.as_raw_fd(); // beyond any open descriptor
     for fixed in [true, false] {
         let rt = builder().stdout_fd(closed).fixed_files(fixed).build().unwrap();
