@@ -1,24 +1,28 @@
 //! Device file I/O (`gpuio_device::io`, `gpuio_device::fs`) against this machine's kernel,
 //! on the CPU backend: the device code runs on host threads, the requests go through the
-//! real io_uring (or, with `GPUIO_URING=off`, the host-thread fallback), and results come
-//! back through the device's own completion routing.
+//! real io_uring (tests `io_uring::*`) or the host-thread fallback (tests `host_thread::*`),
+//! and results come back through the device's own completion routing.
 
 #[allow(dead_code)]
 mod common;
 
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use common::child::{child_mode, run_child};
+use common::dirs::{create, TempDir};
 use common::{skip, watchdog};
 use gpuio::device::fs::{Error as FsError, File, OpenOptions};
 use gpuio::device::io::{self, Errno};
-use gpuio::{Backend, Error, Runtime, Sandbox};
+use gpuio::{Backend, Error, Runtime, Sandbox, Submission};
 
-/// A file-I/O runtime with a small arena, so that transfers split into many pieces.
-fn runtime(arena: usize, block: usize) -> Runtime {
+/// A file-I/O runtime, its ring consumed by `sub`, with a small arena, so that transfers split into many pieces.
+fn runtime(sub: Submission, arena: usize, block: usize) -> Runtime {
     Runtime::builder()
         .backend(Backend::Cpu)
+        .submission(sub)
         .sandbox(Sandbox::FileIo)
         .arena_bytes(arena)
         .arena_block_bytes(block)
@@ -26,38 +30,17 @@ fn runtime(arena: usize, block: usize) -> Runtime {
         .expect("runtime")
 }
 
-/// A directory of its own for a test, removed when the test ends.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("gpuio-fileio-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-    /// A new empty file at `path` (inside a test's directory), open for reading and
-    /// writing.
-    fn create(path: &str) -> std::fs::File {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .unwrap()
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).to_str().unwrap().to_string()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+over_submissions!(
+    per_thread_files_write_fsync_read_back,
+    shared_file_distinct_offsets,
+    file_larger_than_the_arena,
+    end_of_file_is_reported_with_the_count,
+    errors_reach_the_caller,
+    permission_denied,
+    host_buffer_is_read_and_written_directly,
+    async_transfers_overlap,
+    print_only_sandbox_refuses_file_io_and_reports_it,
+);
 
 /// Deterministic pseudo-random bytes, different for each seed: the generator the kernels
 /// crate's file kernels use (`gpuio_test_kernels::random_fill`).
@@ -84,19 +67,18 @@ fn assert_no_failures(failures: &Failures) {
     );
 }
 
-#[test]
-fn per_thread_files_write_fsync_read_back() {
+fn per_thread_files_write_fsync_read_back(sub: Submission) {
     let _w = watchdog("per_thread_files_write_fsync_read_back", 120);
     let dir = Arc::new(TempDir::new("per-thread"));
     // 64 KiB of arena in 4 KiB blocks, 64 threads of 10-50 KB each: pieces, waits for
     // blocks, completions for other threads.
-    let rt = runtime(64 << 10, 4096);
+    let rt = runtime(sub, 64 << 10, 4096);
     let failures: Failures = Arc::default();
     let (d, f) = (dir.clone(), failures.clone());
     rt.launch(8, 8, move || {
         let t = gpuio::device::global_thread_idx();
         let data = random_bytes(t, 10_000 + (t as usize * 641) % 40_000);
-        let path = d.path(&format!("t{t}"));
+        let path = d.str(&format!("t{t}"));
         let run = || -> Result<(), String> {
             let file = OpenOptions::new()
                 .read(true)
@@ -123,7 +105,7 @@ fn per_thread_files_write_fsync_read_back() {
     assert_no_failures(&failures);
     // And the host sees the same bytes.
     for t in 0..64u64 {
-        let on_disk = std::fs::read(dir.path(&format!("t{t}"))).unwrap();
+        let on_disk = std::fs::read(dir.str(&format!("t{t}"))).unwrap();
         assert!(
             on_disk == random_bytes(t, 10_000 + (t as usize * 641) % 40_000),
             "file t{t} differs"
@@ -131,15 +113,14 @@ fn per_thread_files_write_fsync_read_back() {
     }
 }
 
-#[test]
-fn shared_file_distinct_offsets() {
+fn shared_file_distinct_offsets(sub: Submission) {
     let _w = watchdog("shared_file_distinct_offsets", 120);
     let dir = TempDir::new("shared");
-    let path = dir.path("shared");
-    let file = TempDir::create(&path);
+    let path = dir.str("shared");
+    let file = create(&path);
     let fd = file.as_raw_fd();
     const PER: usize = 12_345; // not block-aligned: pieces straddle blocks
-    let rt = runtime(128 << 10, 4096);
+    let rt = runtime(sub, 128 << 10, 4096);
     let failures: Failures = Arc::default();
     let f = failures.clone();
     rt.launch(4, 32, move || {
@@ -175,13 +156,12 @@ fn shared_file_distinct_offsets() {
     }
 }
 
-#[test]
-fn file_larger_than_the_arena() {
+fn file_larger_than_the_arena(sub: Submission) {
     let _w = watchdog("file_larger_than_the_arena", 120);
     let dir = TempDir::new("large");
-    let path = dir.path("large");
+    let path = dir.str("large");
     // 16 KiB of arena; 3 MiB + 5 bytes through it, one thread, both ways.
-    let rt = runtime(16 << 10, 4096);
+    let rt = runtime(sub, 16 << 10, 4096);
     let failures: Failures = Arc::default();
     let (p, f) = (path.clone(), failures.clone());
     rt.launch(1, 1, move || {
@@ -205,13 +185,12 @@ fn file_larger_than_the_arena() {
     assert!(std::fs::read(&path).unwrap() == random_bytes(7, (3 << 20) + 5));
 }
 
-#[test]
-fn end_of_file_is_reported_with_the_count() {
+fn end_of_file_is_reported_with_the_count(sub: Submission) {
     let _w = watchdog("end_of_file_is_reported_with_the_count", 60);
     let dir = TempDir::new("eof");
-    let path = dir.path("ten");
+    let path = dir.str("ten");
     std::fs::write(&path, b"0123456789").unwrap();
-    let rt = runtime(16 << 10, 4096);
+    let rt = runtime(sub, 16 << 10, 4096);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let (p, s) = (path.clone(), seen.clone());
     rt.launch(1, 1, move || {
@@ -242,17 +221,16 @@ fn end_of_file_is_reported_with_the_count() {
     );
 }
 
-#[test]
-fn errors_reach_the_caller() {
+fn errors_reach_the_caller(sub: Submission) {
     let _w = watchdog("errors_reach_the_caller", 60);
     let dir = TempDir::new("errors");
-    let exists = dir.path("exists");
+    let exists = dir.str("exists");
     std::fs::write(&exists, b"x").unwrap();
     let readonly = std::fs::File::open(&exists).unwrap();
     let ro_fd = readonly.as_raw_fd();
-    let rt = runtime(16 << 10, 4096);
+    let rt = runtime(sub, 16 << 10, 4096);
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let (d, s) = (dir.path(""), seen.clone());
+    let (d, s) = (dir.str(""), seen.clone());
     let exists2 = exists.clone();
     rt.launch(1, 1, move || {
         let mut out = s.lock().unwrap();
@@ -298,11 +276,10 @@ fn errors_reach_the_caller() {
 /// Permission denied needs a user the file's mode excludes: as root (CI), a child process
 /// of this test binary drops to `nobody` before it creates its runtime (the SQPOLL thread
 /// takes the ring creator's credentials).
-#[test]
-fn permission_denied() {
+fn permission_denied(sub: Submission) {
     let _w = watchdog("permission_denied", 60);
     let dir = TempDir::new("perm");
-    let secret = dir.path("secret");
+    let secret = dir.str("secret");
     std::fs::write(&secret, b"secret").unwrap();
     std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     // SAFETY: geteuid only reads.
@@ -310,17 +287,18 @@ fn permission_denied() {
         // Not root: the mode already excludes us... unless we own the file, which we do.
         // Make it 000 instead (owners without CAP_DAC_OVERRIDE are refused).
         std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
-        assert_eq!(open_in_kernel(&secret), Some(Errno(libc::EACCES)));
+        assert_eq!(open_in_kernel(sub, &secret), Some(Errno(libc::EACCES)));
         return;
     }
     // The directory must be searchable by nobody.
-    std::fs::set_permissions(&dir.0, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "permission_child", "--include-ignored", "--nocapture"])
-        .env("GPUIO_PERMISSION_CHILD", &secret)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = run_child(
+        "permission_child",
+        &secret,
+        &[("GPUIO_URING", Some(sub.name()))],
+        Duration::from_secs(60),
+    );
+    let text = out.stdout + &out.stderr;
     assert!(out.status.success(), "child failed:\n{text}");
     assert!(
         text.contains("child saw Some(EACCES (errno 13))"),
@@ -329,8 +307,8 @@ fn permission_denied() {
 }
 
 /// Opens `path` read-only from a one-thread kernel; returns the error, if any.
-fn open_in_kernel(path: &str) -> Option<Errno> {
-    let rt = runtime(16 << 10, 4096);
+fn open_in_kernel(sub: Submission, path: &str) -> Option<Errno> {
+    let rt = runtime(sub, 16 << 10, 4096);
     let seen = Arc::new(Mutex::new(None));
     let (p, s) = (path.to_string(), seen.clone());
     rt.launch(1, 1, move || *s.lock().unwrap() = File::open(&p).err())
@@ -343,28 +321,29 @@ fn open_in_kernel(path: &str) -> Option<Errno> {
 #[test]
 #[ignore = "runs as a child process of permission_denied"]
 fn permission_child() {
-    let Ok(path) = std::env::var("GPUIO_PERMISSION_CHILD") else {
+    let Some(path) = child_mode() else {
         return;
     };
+    // The parent's path, given as GPUIO_URING.
+    let sub = Submission::from_env().unwrap().expect("GPUIO_URING");
     // SAFETY: plain syscalls that change this process's credentials.
     unsafe {
         assert_eq!(libc::setgid(65534), 0, "setgid");
         assert_eq!(libc::setuid(65534), 0, "setuid");
     }
-    println!("child saw {:?}", open_in_kernel(&path));
+    println!("child saw {:?}", open_in_kernel(sub, &path));
 }
 
-#[test]
-fn host_buffer_is_read_and_written_directly() {
+fn host_buffer_is_read_and_written_directly(sub: Submission) {
     let _w = watchdog("host_buffer_is_read_and_written_directly", 60);
     let dir = TempDir::new("direct");
-    let path = dir.path("direct");
+    let path = dir.str("direct");
     let data = random_bytes(99, 200_000);
     std::fs::write(&path, &data).unwrap();
     // A 4 KiB arena of one block: a staged 200 KB read would need 49 pieces; the direct
     // one needs one. The test checks the bytes, and that the arena was never used (its
     // one block is then still free: a read of a missing fd stages nothing either way).
-    let rt = runtime(4096, 4096);
+    let rt = runtime(sub, 4096, 4096);
     let mut buf = rt.host_buffer(data.len()).unwrap();
     let (at, len) = (buf.device_ptr(), buf.len());
     let file = std::fs::File::open(&path).unwrap();
@@ -388,7 +367,7 @@ fn host_buffer_is_read_and_written_directly() {
     );
     // And a write from it.
     buf.as_mut_slice()[..5].copy_from_slice(b"HELLO");
-    let out = TempDir::create(&dir.path("out"));
+    let out = create(dir.str("out"));
     let ofd = out.as_raw_fd();
     rt.launch(1, 1, move || {
         // SAFETY: as above.
@@ -397,7 +376,7 @@ fn host_buffer_is_read_and_written_directly() {
     })
     .unwrap();
     rt.synchronize().unwrap();
-    assert_eq!(std::fs::read(dir.path("out")).unwrap(), b"HELLO");
+    assert_eq!(std::fs::read(dir.str("out")).unwrap(), b"HELLO");
     assert_eq!(rt.stats().staged_bytes, 0, "the write was staged");
     // The same read into memory that is not a host buffer is staged.
     let s2 = seen.clone();
@@ -410,14 +389,13 @@ fn host_buffer_is_read_and_written_directly() {
     assert_eq!(rt.stats().staged_bytes, 10_000);
 }
 
-#[test]
-fn async_transfers_overlap() {
+fn async_transfers_overlap(sub: Submission) {
     let _w = watchdog("async_transfers_overlap", 60);
     let dir = TempDir::new("async");
-    let path = dir.path("async");
-    let file = TempDir::create(&path);
+    let path = dir.str("async");
+    let file = create(&path);
     let fd = file.as_raw_fd();
-    let rt = runtime(64 << 10, 4096);
+    let rt = runtime(sub, 64 << 10, 4096);
     let failures: Failures = Arc::default();
     let f = failures.clone();
     rt.launch(2, 4, move || {
@@ -447,12 +425,15 @@ fn async_transfers_overlap() {
     assert_no_failures(&failures);
 }
 
-#[test]
-fn print_only_sandbox_refuses_file_io_and_reports_it() {
+fn print_only_sandbox_refuses_file_io_and_reports_it(sub: Submission) {
     let _w = watchdog("print_only_sandbox_refuses_file_io_and_reports_it", 60);
     let dir = TempDir::new("refused");
-    let path = dir.path("must-not-exist");
-    let rt = Runtime::builder().backend(Backend::Cpu).build().unwrap();
+    let path = dir.str("must-not-exist");
+    let rt = Runtime::builder()
+        .backend(Backend::Cpu)
+        .submission(sub)
+        .build()
+        .unwrap();
     if rt.stats().sandbox != Sandbox::PrintOnly {
         skip(
             "print_only_sandbox_refuses_file_io_and_reports_it",

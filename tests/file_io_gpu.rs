@@ -1,27 +1,28 @@
 //! The file-I/O kernels of `gpuio-kernels` (`kernels/src/files.rs`) end to end: on a CUDA
 //! GPU where there is one (the device machine; skipped with a message elsewhere), and the
-//! same kernels on the CPU backend (always), so CI runs the kernel code too.
+//! same kernels on the CPU backend (always), so CI runs the kernel code too; each over both
+//! submission paths (tests `io_uring::*` and `host_thread::*`).
 
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 
 use gpuio::cuda::Cuda;
-use gpuio::{Arg, Backend, Error, Runtime, Sandbox};
+use gpuio::{Arg, Backend, Error, Runtime, Sandbox, Submission};
 use gpuio_test_kernels as k;
 
 #[allow(dead_code)]
 mod common;
-use common::skip;
+use common::{path_name, skip, TempDir};
 
 /// The example kernels, built for sm_90 by build.rs.
 const PTX: &str = gpuio_kernels_gpu::TEST_PTX;
 
-/// A file-I/O runtime on `backend`, or `None` (reported as a skip of `test`) where that
+/// A file-I/O runtime on `backend`, its ring consumed by `sub`, or `None` (reported as a skip of `test`) where that
 /// backend cannot run.
-fn runtime(test: &str, backend: Backend) -> Option<Runtime> {
+fn runtime(test: &str, backend: Backend, sub: Submission) -> Option<Runtime> {
     let b = Runtime::builder()
         .backend(backend)
+        .submission(sub)
         .sandbox(Sandbox::FileIo)
         // Small, so that the big file is larger than the arena and transfers split.
         .arena_bytes(256 << 10)
@@ -86,28 +87,13 @@ impl Drop for Mem {
     }
 }
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("gpuio-fileio-gpu-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Runs `file_check` on `grid x block` threads of `backend`; returns false if skipped.
-fn file_check(test: &str, backend: Backend, grid: u32, block: u32, bytes: u32) -> bool {
-    let Some(rt) = runtime(test, backend) else { return false };
+fn file_check(test: &str, backend: Backend, sub: Submission, grid: u32, block: u32, bytes: u32) -> bool {
+    let Some(rt) = runtime(test, backend, sub) else {
+        return false;
+    };
     let dir = TempDir::new(&format!("{backend:?}-check"));
-    let shared_path = dir.0.join("shared");
+    let shared_path = dir.join("shared");
     let shared = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -118,7 +104,7 @@ fn file_check(test: &str, backend: Backend, grid: u32, block: u32, bytes: u32) -
     let threads = (grid * block) as usize;
     let module = (backend == Backend::Cuda).then(|| rt.load_module(PTX).unwrap());
     let cuda = module.as_ref().and_then(|m| m.cuda().cloned());
-    let dir_bytes = dir.0.to_str().unwrap().as_bytes().to_vec();
+    let dir_bytes = dir.path().to_str().unwrap().as_bytes().to_vec();
     let mut dir_mem = Mem::new(&rt, cuda.as_ref(), &dir_bytes);
     let mut scratch = Mem::new(&rt, cuda.as_ref(), &vec![0u8; threads * 2 * bytes as usize]);
     let mut results = Mem::new(&rt, cuda.as_ref(), &vec![0xffu8; threads * 8]);
@@ -167,7 +153,7 @@ fn file_check(test: &str, backend: Backend, grid: u32, block: u32, bytes: u32) -
     for t in 0..threads {
         k::random_fill(t as u64, &mut want);
         assert!(
-            std::fs::read(dir.0.join(format!("t{t}"))).unwrap() == want,
+            std::fs::read(dir.join(&format!("t{t}"))).unwrap() == want,
             "file t{t} differs"
         );
         let at = t * bytes as usize;
@@ -186,16 +172,18 @@ fn file_check(test: &str, backend: Backend, grid: u32, block: u32, bytes: u32) -
 }
 
 /// Runs `file_errors` on one thread of `backend`.
-fn file_errors(test: &str, backend: Backend) -> bool {
-    let Some(rt) = runtime(test, backend) else { return false };
+fn file_errors(test: &str, backend: Backend, sub: Submission) -> bool {
+    let Some(rt) = runtime(test, backend, sub) else {
+        return false;
+    };
     let dir = TempDir::new(&format!("{backend:?}-errors"));
-    std::fs::write(dir.0.join("ten"), b"0123456789").unwrap();
-    let secret = dir.0.join("secret");
+    std::fs::write(dir.join("ten"), b"0123456789").unwrap();
+    let secret = dir.join("secret");
     std::fs::write(&secret, b"secret").unwrap();
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).unwrap();
     let module = (backend == Backend::Cuda).then(|| rt.load_module(PTX).unwrap());
     let cuda = module.as_ref().and_then(|m| m.cuda().cloned());
-    let dir_bytes = dir.0.to_str().unwrap().as_bytes().to_vec();
+    let dir_bytes = dir.path().to_str().unwrap().as_bytes().to_vec();
     let big_len = (1usize << 20) + 17; // 1 MiB + 17 through a 256 KiB arena
     let mut dir_mem = Mem::new(&rt, cuda.as_ref(), &dir_bytes);
     let mut big = Mem::new(&rt, cuda.as_ref(), &vec![0u8; big_len]);
@@ -246,7 +234,7 @@ fn file_errors(test: &str, backend: Backend) -> bool {
     let mut want = vec![0u8; big_len];
     k::random_fill(42, &mut want);
     assert!(
-        std::fs::read(dir.0.join("big")).unwrap() == want,
+        std::fs::read(dir.join("big")).unwrap() == want,
         "big file differs on disk"
     );
     eprintln!(
@@ -257,25 +245,24 @@ fn file_errors(test: &str, backend: Backend) -> bool {
     true
 }
 
-#[test]
-fn cpu_backend_runs_the_file_kernels() {
-    const TEST: &str = "cpu_backend_runs_the_file_kernels";
-    assert!(file_check(TEST, Backend::Cpu, 4, 16, 5000));
-    assert!(file_errors(TEST, Backend::Cpu));
+over_submissions!(
+    cpu_backend_runs_the_file_kernels,
+    gpu_threads_write_fsync_and_read_back_files,
+    gpu_file_errors_reach_the_thread,
+);
+
+fn cpu_backend_runs_the_file_kernels(sub: Submission) {
+    let test = format!("{}::cpu_backend_runs_the_file_kernels", path_name(sub));
+    assert!(file_check(&test, Backend::Cpu, sub, 4, 16, 5000));
+    assert!(file_errors(&test, Backend::Cpu, sub));
 }
 
-#[test]
-fn gpu_threads_write_fsync_and_read_back_files() {
-    file_check(
-        "gpu_threads_write_fsync_and_read_back_files",
-        Backend::Cuda,
-        32,
-        64,
-        8192,
-    );
+fn gpu_threads_write_fsync_and_read_back_files(sub: Submission) {
+    let test = format!("{}::gpu_threads_write_fsync_and_read_back_files", path_name(sub));
+    file_check(&test, Backend::Cuda, sub, 32, 64, 8192);
 }
 
-#[test]
-fn gpu_file_errors_reach_the_thread() {
-    file_errors("gpu_file_errors_reach_the_thread", Backend::Cuda);
+fn gpu_file_errors_reach_the_thread(sub: Submission) {
+    let test = format!("{}::gpu_file_errors_reach_the_thread", path_name(sub));
+    file_errors(&test, Backend::Cuda, sub);
 }

@@ -10,10 +10,8 @@
 //! read stderr or set environment variables run in a child process of this binary
 //! (`hang_child`), which is killed if it runs too long.
 
-use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::process::{Command, Stdio};
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -25,23 +23,12 @@ use gpuio::{Backend, Error, HangReport, Runtime, Submission, Waiting};
 // The watchdog, temporary files, the line checker and the stress kernel are used here.
 #[allow(dead_code)]
 mod common;
+use common::child::{child_mode, report, ChildRun, CHILD_ENV};
+use common::pipes::small_pipe;
 use common::{check_lines, stress_kernel, temp_file, watchdog};
 
 fn builder() -> gpuio::Builder {
     Runtime::builder().backend(Backend::Cpu)
-}
-
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two fds that we then own.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: fresh fds from pipe2, owned by nobody else.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // One page: a few KiB of output fill it (the default is 64 KiB).
-    // SAFETY: F_SETPIPE_SZ only resizes the pipe's buffer.
-    let size = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
-    assert!(size >= 4096, "F_SETPIPE_SZ: {}", std::io::Error::last_os_error());
-    (r, w)
 }
 
 /// Fills the pipe until a write would block; returns how many bytes it holds.
@@ -185,7 +172,7 @@ fn a_kernel_that_never_finishes_is_reported_then_waited_for() {
 #[test]
 fn prints_into_a_pipe_nobody_reads_are_reported_then_drained() {
     let _wd = watchdog("prints_into_a_pipe_nobody_reads_are_reported_then_drained", 60);
-    let (r, w) = pipe();
+    let (r, w) = small_pipe();
     let rt = builder()
         .stdout_fd(w.as_raw_fd())
         .log_bytes(4096)
@@ -231,7 +218,7 @@ fn a_drain_stuck_behind_a_full_pipe_is_reported_after_the_kernels_finished() {
         "a_drain_stuck_behind_a_full_pipe_is_reported_after_the_kernels_finished",
         60,
     );
-    let (r, w) = pipe();
+    let (r, w) = small_pipe();
     let filled = fill(w.as_raw_fd());
     let rt = builder()
         .stdout_fd(w.as_raw_fd())
@@ -329,88 +316,22 @@ fn a_zero_timeout_is_refused() {
 
 // ------------------------------------------------------------------- child processes
 
-/// Names what a child process of this binary runs (see `hang_child`).
-const CHILD_ENV: &str = "GPUIO_HANG_CHILD";
-
-struct ChildRun {
-    report: BTreeMap<String, String>,
-    stderr: String,
-}
-
-/// Runs `hang_child` in a new process of this test binary with `GPUIO_HANG_CHILD=mode` and
-/// the variables `env` (`None`: removed), killing it after 30 s; fails unless it exits 0.
+/// Runs `hang_child` in a new process of this test binary on `mode` and the variables
+/// `env` (`None`: removed), killing it after 30 s; fails unless it exits 0.
 fn run_child(mode: &str, env: &[(&str, Option<&str>)]) -> ChildRun {
-    let exe = std::env::current_exe().expect("current_exe");
-    let mut cmd = Command::new(exe);
-    cmd.args(["hang_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, mode)
-        .env_remove("GPUIO_HANG_TIMEOUT")
-        .env_remove("GPUIO_QUIET")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    let mut child = cmd.spawn().expect("spawning the child");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let until = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting for the child") {
-            break status;
-        }
-        if Instant::now() > until {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "child `{mode}` ran past 30 s: killed\n--- stderr\n{}",
-                err_reader.join().unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let stdout = out_reader.join().unwrap_or_default();
-    let stderr = err_reader.join().unwrap_or_default();
-    assert!(
-        status.success(),
-        "child `{mode}`: {status}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
-    );
-    let report = stdout
-        .lines()
-        .filter_map(|l| l.find("hang: ").map(|at| &l[at + "hang: ".len()..]))
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    ChildRun { report, stderr }
+    let mut vars = vec![("GPUIO_HANG_TIMEOUT", None), ("GPUIO_QUIET", None)];
+    vars.extend_from_slice(env);
+    let run = common::child::run_child("hang_child", mode, &vars, Duration::from_secs(30));
+    run.assert_ok(&format!("child `{mode}`"));
+    run
 }
 
-/// Tells the parent `key=value`.
-fn report(key: &str, value: impl std::fmt::Display) {
-    let mut o = std::io::stdout().lock();
-    let _ = writeln!(o, "hang: {key}={value}");
-    let _ = o.flush();
-}
-
-/// The body of a child process: runs what `GPUIO_HANG_CHILD` names. Without it (a plain
+/// The body of a child process: runs what `GPUIO_TEST_CHILD` names. Without it (a plain
 /// `cargo test -- --ignored`), does nothing.
 #[test]
-#[ignore = "runs as a child process of the hang tests (GPUIO_HANG_CHILD), not by itself"]
+#[ignore = "runs as a child process of the hang tests (GPUIO_TEST_CHILD), not by itself"]
 fn hang_child() {
-    let Ok(mode) = std::env::var(CHILD_ENV) else {
+    let Some(mode) = child_mode() else {
         return;
     };
     let _wd = watchdog("hang_child", 25);
@@ -527,7 +448,7 @@ fn child_drop_spin() {
 /// Drops a runtime whose drain is stuck behind a full pipe, on the host-thread fallback,
 /// whose thread is blocked in write(2): freeing the ring would join it, forever.
 fn child_drop_drain() {
-    let (_r, w) = pipe();
+    let (_r, w) = small_pipe();
     fill(w.as_raw_fd());
     let rt = builder()
         .submission(Submission::HostThread)

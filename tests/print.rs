@@ -1,44 +1,62 @@
-//! println! end to end on the CPU backend, against the machine's real io_uring (SQPOLL).
-//! `GPUIO_URING=off cargo test --test print` runs the same tests on the host-thread
-//! fallback (CI does both).
+//! println! end to end on the CPU backend, over both submission paths: the machine's real
+//! io_uring (SQPOLL), tests `io_uring::*`, and the host-thread fallback, tests
+//! `host_thread::*` (see `over_submissions!` in tests/common).
 //!
-//! Each test checks one of the invariants in `shared/DESIGN.md` and fails if it is broken.
+//! Each test checks one of the protocol's invariants (docs/PROTOCOL.md) and fails if it is
+//! broken.
 
-use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use gpuio::device::group::Group;
 use gpuio::device::{eprintln, print, println};
-use gpuio::{Backend, Error, Runtime};
+use gpuio::{Backend, Error, Runtime, Submission};
 
 #[allow(dead_code)]
 mod common;
+use common::pipes::{slow_reader, small_pipe};
 use common::{check_lines, skip, stress_kernel, temp_file, watchdog};
 
-fn builder() -> gpuio::Builder {
-    Runtime::builder().backend(Backend::Cpu)
+/// The CPU backend, its ring consumed by `sub`.
+fn builder(sub: Submission) -> gpuio::Builder {
+    Runtime::builder().backend(Backend::Cpu).submission(sub)
 }
 
-#[test]
-fn sixty_four_threads_hundred_thousand_lines_into_a_file() {
+over_submissions!(
+    sixty_four_threads_hundred_thousand_lines_into_a_file,
+    tiny_ring_and_arena_apply_backpressure,
+    a_slow_pipe_reader_loses_nothing_and_the_writers_wait,
+    printing_to_a_closed_fd_is_reported_and_nothing_hangs,
+    formatting_matches_std,
+    long_lines_stay_whole,
+    lines_that_fit_the_line_buffer_but_not_the_log_stay_whole,
+    stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one,
+    host_writes_between_kernels_stay_in_order,
+    positional_writes_land_at_their_offset_wherever_the_fd_points,
+    a_stream_that_printed_nothing_leaves_a_shared_offset_alone,
+    a_warp_println_is_one_record_in_lane_order,
+);
+
+fn sixty_four_threads_hundred_thousand_lines_into_a_file(sub: Submission) {
     let _wd = watchdog("sixty_four_threads_hundred_thousand_lines_into_a_file", 120);
     let (f, path) = temp_file("many.txt");
-    let rt = builder().stdout_fd(f.as_raw_fd()).build().unwrap();
+    let rt = builder(sub).stdout_fd(f.as_raw_fd()).build().unwrap();
+    assert_eq!(rt.submission(), sub);
     rt.launch(1, 64, stress_kernel(100_000)).unwrap();
     rt.synchronize().unwrap();
+    assert!(rt.stats().sqes > 0);
+    assert_eq!(rt.stats().stray_completions, 0);
     drop(rt);
     check_lines(&std::fs::read(&path).unwrap(), 64, 100_000);
 }
 
-#[test]
-fn tiny_ring_and_arena_apply_backpressure() {
+fn tiny_ring_and_arena_apply_backpressure(sub: Submission) {
     let _wd = watchdog("tiny_ring_and_arena_apply_backpressure", 120);
     let (f, path) = temp_file("tiny.txt");
     let log = 256u64;
-    let rt = builder()
+    let rt = builder(sub)
         .stdout_fd(f.as_raw_fd())
         .sq_entries(8)
         .log_bytes(log as usize)
@@ -62,37 +80,17 @@ fn tiny_ring_and_arena_apply_backpressure() {
     check_lines(&out, 32, 2_000);
 }
 
-#[test]
-fn a_slow_pipe_reader_loses_nothing_and_the_writers_wait() {
+fn a_slow_pipe_reader_loses_nothing_and_the_writers_wait(sub: Submission) {
     let _wd = watchdog("a_slow_pipe_reader_loses_nothing_and_the_writers_wait", 120);
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two fds that we then own.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: fresh fds from pipe2.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // A 4 KiB pipe (the minimum is a page), so the writers outrun the reader at once.
-    // SAFETY: fcntl on our own fd.
-    unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
-
+    // A one-page pipe, so the writers outrun the reader at once.
+    let (r, w) = small_pipe();
     let start = Instant::now();
-    let reader = std::thread::spawn(move || {
-        let mut file = std::fs::File::from(r);
-        let mut out = Vec::new();
-        let mut buf = [0u8; 1024];
-        loop {
-            match file.read(&mut buf) {
-                Ok(0) => return out,
-                Ok(n) => out.extend_from_slice(&buf[..n]),
-                Err(e) => panic!("read: {e}"),
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    });
+    let reader = slow_reader(r);
 
     let threads = 8u64;
     let lines = 1_000u64; // ~15 KB per thread, ~120 KB: over 100 reads of 1 KiB, >= 100 ms
     let last_line_at = Arc::new(AtomicU64::new(0));
-    let rt = builder().stdout_fd(w.as_raw_fd()).log_bytes(4096).build().unwrap();
+    let rt = builder(sub).stdout_fd(w.as_raw_fd()).log_bytes(4096).build().unwrap();
     let stamp = last_line_at.clone();
     rt.launch(1, threads as u32, move || {
         let t = gpuio::device::global_thread_idx();
@@ -116,14 +114,13 @@ fn a_slow_pipe_reader_loses_nothing_and_the_writers_wait() {
     );
 }
 
-#[test]
-fn printing_to_a_closed_fd_is_reported_and_nothing_hangs() {
+fn printing_to_a_closed_fd_is_reported_and_nothing_hangs(sub: Submission) {
     let _wd = watchdog("printing_to_a_closed_fd_is_reported_and_nothing_hangs", 120);
     let (f, _) = temp_file("closed.txt");
     let fd = f.as_raw_fd();
     drop(f); // `fd` is now closed (and, in this test, not reused: we pick a high number)
     let closed = 1_000_000 + fd; // beyond any open descriptor
-    let rt = builder().stdout_fd(closed).build().unwrap();
+    let rt = builder(sub).stdout_fd(closed).build().unwrap();
     rt.launch(1, 4, stress_kernel(10)).unwrap();
     let started = Instant::now();
     match rt.synchronize() {
@@ -143,11 +140,10 @@ fn printing_to_a_closed_fd_is_reported_and_nothing_hangs() {
     rt.synchronize().unwrap();
 }
 
-#[test]
-fn formatting_matches_std() {
+fn formatting_matches_std(sub: Submission) {
     let _wd = watchdog("formatting_matches_std", 120);
     let (f, path) = temp_file("fmt.txt");
-    let rt = builder().stdout_fd(f.as_raw_fd()).build().unwrap();
+    let rt = builder(sub).stdout_fd(f.as_raw_fd()).build().unwrap();
     rt.launch(1, 1, || {
         println!(
             "{} {:?} {:>6.2} {:#x} {:08b} {:e}",
@@ -179,12 +175,11 @@ fn formatting_matches_std() {
     assert_eq!(std::fs::read_to_string(path).unwrap(), expected);
 }
 
-#[test]
-fn long_lines_stay_whole() {
+fn long_lines_stay_whole(sub: Submission) {
     let _wd = watchdog("long_lines_stay_whole", 120);
     let (f, path) = temp_file("long.txt");
     // A log smaller than one line: 64 KiB and 200 KiB lines go out in pieces, whole.
-    let rt = builder()
+    let rt = builder(sub)
         .stdout_fd(f.as_raw_fd())
         .log_bytes(4096)
         .sq_entries(8)
@@ -228,13 +223,12 @@ impl std::fmt::Display for Repeat {
     }
 }
 
-#[test]
-fn lines_that_fit_the_line_buffer_but_not_the_log_stay_whole() {
+fn lines_that_fit_the_line_buffer_but_not_the_log_stay_whole(sub: Submission) {
     let _wd = watchdog("lines_that_fit_the_line_buffer_but_not_the_log_stay_whole", 60);
     let (f, path) = temp_file("small_log.txt");
     // A 64-byte log, and lines of 65 to 250 bytes: short enough for the stack buffer, too
     // long to be one record in the log. (They used to wait forever for room.)
-    let rt = builder()
+    let rt = builder(sub)
         .stdout_fd(f.as_raw_fd())
         .log_bytes(64)
         .sq_entries(8)
@@ -263,15 +257,14 @@ fn lines_that_fit_the_line_buffer_but_not_the_log_stay_whole() {
     }
 }
 
-#[test]
-fn stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one() {
+fn stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one(sub: Submission) {
     let _wd = watchdog(
         "stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one",
         120,
     );
     let (out, out_path) = temp_file("out.txt");
     let (err, err_path) = temp_file("err.txt");
-    let rt = builder()
+    let rt = builder(sub)
         .stdout_fd(out.as_raw_fd())
         .stderr_fd(err.as_raw_fd())
         .build()
@@ -301,7 +294,7 @@ fn stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_on
     // `> file 2>&1`: both go to one file. Two positional streams would overwrite each
     // other at the same offsets; one shared stream keeps every line.
     let (both, both_path) = temp_file("both.txt");
-    let rt = builder()
+    let rt = builder(sub)
         .stdout_fd(both.as_raw_fd())
         .stderr_fd(both.as_raw_fd())
         .build()
@@ -318,12 +311,11 @@ fn stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_on
     check_lines(&std::fs::read(both_path).unwrap(), 16, 500);
 }
 
-#[test]
-fn host_writes_between_kernels_stay_in_order() {
+fn host_writes_between_kernels_stay_in_order(sub: Submission) {
     let _wd = watchdog("host_writes_between_kernels_stay_in_order", 120);
     let (f, path) = temp_file("interleave.txt");
     let mut file = f.try_clone().unwrap();
-    let rt = builder().stdout_fd(f.as_raw_fd()).build().unwrap();
+    let rt = builder(sub).stdout_fd(f.as_raw_fd()).build().unwrap();
     for k in 0..3 {
         use std::io::Write;
         writeln!(file, "host {k}").unwrap();
@@ -337,8 +329,34 @@ fn host_writes_between_kernels_stay_in_order() {
     );
 }
 
-#[test]
-fn a_stream_that_printed_nothing_leaves_a_shared_offset_alone() {
+fn positional_writes_land_at_their_offset_wherever_the_fd_points(sub: Submission) {
+    // A regular file is written with pwrite at the stream's offsets: moving the fd's own
+    // offset while a kernel runs changes nothing (write(2) would follow it).
+    let _wd = watchdog("positional_writes_land_at_their_offset_wherever_the_fd_points", 60);
+    let (f, path) = temp_file("positional.txt");
+    let rt = builder(sub).stdout_fd(f.as_raw_fd()).build().unwrap();
+    let go = Arc::new(AtomicBool::new(false));
+    let go2 = go.clone();
+    rt.launch(1, 1, move || {
+        println!("first");
+        while !go2.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        println!("second");
+    })
+    .unwrap();
+    while std::fs::metadata(&path).unwrap().len() < 6 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // SAFETY: lseek moves only the offset of our fd.
+    assert_eq!(unsafe { libc::lseek(f.as_raw_fd(), 1000, libc::SEEK_SET) }, 1000);
+    go.store(true, Ordering::Release);
+    rt.synchronize().unwrap();
+    drop(rt);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "first\nsecond\n");
+}
+
+fn a_stream_that_printed_nothing_leaves_a_shared_offset_alone(sub: Submission) {
     let _wd = watchdog("a_stream_that_printed_nothing_leaves_a_shared_offset_alone", 60);
     // `> log 2>&1`: the runtime's stderr fd shares its file offset with another fd that the
     // host writes to. The kernels print only to stdout (another file); the host's own lines
@@ -348,7 +366,7 @@ fn a_stream_that_printed_nothing_leaves_a_shared_offset_alone() {
     let (out, _) = temp_file("kernel-out.txt");
     for round in 0..3 {
         use std::io::Write;
-        let rt = builder()
+        let rt = builder(sub)
             .stdout_fd(out.as_raw_fd())
             .stderr_fd(log.as_raw_fd())
             .build()
@@ -432,15 +450,14 @@ impl Group for Lane<'_> {
     }
 }
 
-#[test]
-fn a_warp_println_is_one_record_in_lane_order() {
+fn a_warp_println_is_one_record_in_lane_order(sub: Submission) {
     let _wd = watchdog("a_warp_println_is_one_record_in_lane_order", 120);
     let (f, path) = temp_file("warp.txt");
     let lanes = 4;
     let warps = 6;
     let prints = 300;
     // A small log and many warps: records would interleave if lanes reserved separately.
-    let rt = builder()
+    let rt = builder(sub)
         .stdout_fd(f.as_raw_fd())
         .log_bytes(1024)
         .sq_entries(8)

@@ -6,7 +6,7 @@
 use std::ffi::CString;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,40 +15,12 @@ use gpuio::device::uapi::*;
 use gpuio::device::{println, Context};
 use gpuio::{Backend, Error, Runtime, Sandbox};
 
+#[allow(dead_code)]
+mod common;
+use common::dirs::{create, TempDir};
+
 fn builder() -> gpuio::Builder {
     Runtime::builder().backend(Backend::Cpu)
-}
-
-/// A directory of its own for a test, removed when the test ends.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn temp_dir(test: &str) -> TempDir {
-    let dir = std::env::temp_dir().join(format!("gpuio-sandbox-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    TempDir(dir)
-}
-
-fn create(path: &Path) -> std::fs::File {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
-        .unwrap()
 }
 
 fn c_path(p: &Path) -> CString {
@@ -125,7 +97,7 @@ fn write(fd: i32, flags: u8, bytes: &[u8], user_data: u64) -> Sqe {
 
 #[test]
 fn print_only_refuses_openat_and_unlinkat_reports_them_and_runs_neither() {
-    let dir = temp_dir("print-only");
+    let dir = TempDir::new("print-only");
     let out_path = dir.join("out.txt");
     let out = create(&out_path);
     let rt = builder().stdout_fd(out.as_raw_fd()).build().unwrap();
@@ -173,7 +145,7 @@ fn print_only_refuses_openat_and_unlinkat_reports_them_and_runs_neither() {
 
 #[test]
 fn print_only_refuses_writes_that_do_not_name_a_registered_file() {
-    let dir = temp_dir("raw-write");
+    let dir = TempDir::new("raw-write");
     let out_path = dir.join("out.txt");
     let out = create(&out_path);
     let other_path = dir.join("other.txt");
@@ -207,7 +179,7 @@ fn print_only_refuses_writes_that_do_not_name_a_registered_file() {
 
 #[test]
 fn file_io_allows_openat_close_and_raw_writes_and_refuses_unlinkat() {
-    let dir = temp_dir("file-io");
+    let dir = TempDir::new("file-io");
     let out_path = dir.join("out.txt");
     let out = create(&out_path);
     let rt = builder()
@@ -247,7 +219,7 @@ fn file_io_allows_openat_close_and_raw_writes_and_refuses_unlinkat() {
 
 #[test]
 fn off_runs_what_the_policies_refuse() {
-    let dir = temp_dir("off");
+    let dir = TempDir::new("off");
     let other_path = dir.join("other.txt");
     let other = create(&other_path);
     let rt = builder().sandbox(Sandbox::Off).build().unwrap();
@@ -276,8 +248,8 @@ fn off_runs_what_the_policies_refuse() {
 
 #[test]
 fn a_closed_stdout_is_reported_at_synchronize_with_or_without_fixed_files() {
-    let dir = temp_dir("closed");
-    let f = create(&dir.join("f"));
+    let dir = TempDir::new("closed");
+    let f = create(dir.join("f"));
     let closed = 1_000_000 + f.as_raw_fd(); // beyond any open descriptor
     for fixed in [true, false] {
         let rt = builder().stdout_fd(closed).fixed_files(fixed).build().unwrap();
@@ -300,7 +272,7 @@ fn a_closed_stdout_is_reported_at_synchronize_with_or_without_fixed_files() {
 
 #[test]
 fn fixed_files_keep_the_file_the_fd_named_at_build() {
-    let dir = temp_dir("dup2");
+    let dir = TempDir::new("dup2");
     let (first, second) = (dir.join("first"), dir.join("second"));
     for fixed in [true, false] {
         let a = create(&first);

@@ -1,5 +1,7 @@
-//! Helpers shared by the tests: a watchdog, temporary files, the line checker, the stress
-//! kernel, the report of a test that cannot run here, and C hosts of the C API
+//! Helpers shared by the tests: a watchdog, the line checker, the stress kernel, the report
+//! of a test that cannot run here, one suite over both submission paths
+//! ([`over_submissions!`]), temporary files ([`dirs`]), pipes and a slow reader
+//! ([`pipes`]), child processes of a test binary ([`child`]), and C hosts of the C API
 //! ([`c_hosts`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,6 +11,55 @@ use std::time::{Duration, Instant};
 use gpuio::device::println;
 
 pub mod c_hosts;
+pub mod child;
+pub mod dirs;
+pub mod faults;
+pub mod pipes;
+
+#[allow(unused_imports)] // (not every test binary uses both)
+pub use dirs::{temp_file, TempDir};
+
+/// Both submission paths, for a case to run over: io_uring with SQPOLL, and the host-thread
+/// fallback (`GPUIO_URING=off`).
+pub const SUBMISSIONS: [gpuio::Submission; 2] = [gpuio::Submission::IoUring, gpuio::Submission::HostThread];
+
+/// The module `over_submissions!` puts a case on `sub` in: the test's name is
+/// `<this>::<case>` (for skip lines and watchdogs that name the test).
+pub fn path_name(sub: gpuio::Submission) -> &'static str {
+    match sub {
+        gpuio::Submission::HostThread => "host_thread",
+        _ => "io_uring",
+    }
+}
+
+/// One suite over both submission paths: for each `case` (a `fn case(gpuio::Submission)`
+/// of the test file), a test `io_uring::case` that runs it with io_uring (SQPOLL) and a test
+/// `host_thread::case` that runs it on the host-thread fallback. Each case asks its builder
+/// for the path it is given ([`gpuio::Builder::submission`], which `GPUIO_URING` does not
+/// override), so one `cargo test` covers both.
+#[macro_export]
+macro_rules! over_submissions {
+    ($($case:ident),* $(,)?) => {
+        /// The cases on io_uring with SQPOLL.
+        mod io_uring {
+            $(
+                #[test]
+                fn $case() {
+                    super::$case(gpuio::Submission::IoUring)
+                }
+            )*
+        }
+        /// The cases on the host-thread fallback (`GPUIO_URING=off`).
+        mod host_thread {
+            $(
+                #[test]
+                fn $case() {
+                    super::$case(gpuio::Submission::HostThread)
+                }
+            )*
+        }
+    };
+}
 
 /// Reports that `test` cannot run here, and why; the caller returns right after. libtest
 /// would count the test as passed and hide what it prints, so the line goes to stderr as
@@ -71,20 +122,6 @@ impl Drop for Watchdog {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
     }
-}
-
-pub fn temp_file(name: &str) -> (std::fs::File, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("gpuio-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)
-        .unwrap();
-    (f, path)
 }
 
 /// Checks `t=<t> i=<i>` lines: each exactly once, whole, in per-thread order.

@@ -1,0 +1,127 @@
+//! Child processes of a test binary: a test that changes process-wide state (an rlimit, a
+//! signal disposition, credentials, the environment) or reads the process's stderr runs its
+//! body in a new process of the same binary. The child is a `#[test]` that does nothing
+//! unless [`CHILD_ENV`] is set; it tells the parent what it saw with [`report`].
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Names what the child runs (its mode); unset, the child test returns at once.
+pub const CHILD_ENV: &str = "GPUIO_TEST_CHILD";
+
+/// The mode this process was started with, if it is a child.
+pub fn child_mode() -> Option<String> {
+    std::env::var(CHILD_ENV).ok()
+}
+
+/// What a child reported ([`report`] lines on its stdout), and how it ended.
+pub struct ChildRun {
+    pub status: std::process::ExitStatus,
+    pub report: BTreeMap<String, String>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl ChildRun {
+    /// The value the child reported for `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.report.get(key).map(String::as_str)
+    }
+
+    /// Fails the test unless the child exited 0 (it makes its own assertions).
+    pub fn assert_ok(&self, what: &str) {
+        if !self.status.success() {
+            let how = match self.status.signal() {
+                Some(s) => format!("was killed by signal {s} ({})", signal_name(s)),
+                None => format!("exited with {:?}", self.status.code()),
+            };
+            panic!(
+                "{what}: the child process {how}\n--- stdout\n{}\n--- stderr\n{}",
+                self.stdout, self.stderr
+            );
+        }
+    }
+}
+
+fn signal_name(s: i32) -> String {
+    // SAFETY: strsignal returns a pointer to a static or thread-local string.
+    let p = unsafe { libc::strsignal(s) };
+    if p.is_null() {
+        return "?".into();
+    }
+    // SAFETY: non-NULL, NUL-terminated.
+    unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+/// Runs the test `test` of this binary alone in a new process, with `CHILD_ENV=mode` and the
+/// variables `env` (`None`: removed), and kills it (failing the test) after `limit`.
+pub fn run_child(test: &str, mode: &str, env: &[(&str, Option<&str>)], limit: Duration) -> ChildRun {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut cmd = Command::new(exe);
+    cmd.args([test, "--exact", "--include-ignored", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, mode)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let mut child = cmd.spawn().expect("spawning the child");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let until = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for the child") {
+            break status;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "child `{mode}` ran past {limit:?}: killed\n--- stderr\n{}",
+                err_reader.join().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = out_reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    let report = stdout
+        .lines()
+        // (The harness may print `test <name> ... ` before the first one.)
+        .filter_map(|l| l.find(REPORT).map(|at| &l[at + REPORT.len()..]))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    ChildRun {
+        status,
+        report,
+        stdout,
+        stderr,
+    }
+}
+
+pub const REPORT: &str = "child report: ";
+
+/// Tells the parent `key=value` (the child's stdout is the parent's pipe).
+pub fn report(key: &str, value: impl std::fmt::Display) {
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{REPORT}{key}={value}");
+    let _ = o.flush();
+}

@@ -1,0 +1,264 @@
+//! Faults of the kernel itself: a kernel that panics mid-print, a Display that panics after
+//! its line was reserved (CPU backend, real io_uring), the trap kernel's GPU build, and on a
+//! CUDA GPU a kernel that traps mid-print (skipped without one).
+//!
+//! Each test checks that the fault is reported, that nothing is lost beyond what is
+//! reported, and that nothing hangs: a watchdog aborts a test that runs too long.
+
+#[allow(dead_code)]
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Instant;
+
+use gpuio::device::println;
+use gpuio::{Backend, Error, Runtime};
+
+use common::dirs::process_dir;
+use common::faults::{builder, create};
+use common::{skip, watchdog};
+
+/// The example kernels' PTX, built by build.rs (empty with `GPUIO_SKIP_GPU_BUILD=1`).
+const PTX: &str = gpuio_kernels_gpu::PTX;
+
+// --------------------------------------------------------------- a kernel that panics
+
+#[test]
+fn a_kernel_that_panics_mid_print_is_reported_and_the_runtime_goes_on() {
+    let _wd = watchdog("a_kernel_that_panics_mid_print_is_reported_and_the_runtime_goes_on", 60);
+    let path = process_dir().join("panic.txt");
+    let f = create(&path, false);
+    let rt = builder().stdout_fd(f.as_raw_fd()).build().unwrap();
+    // Thread 2 gives up after 10 lines; the others print 20.
+    rt.launch(1, 4, || {
+        let t = gpuio::device::global_thread_idx();
+        for i in 0..20 {
+            if t == 2 && i == 10 {
+                panic!("thread {t} gives up at line {i}");
+            }
+            println!("t={t} i={i}");
+        }
+    })
+    .unwrap();
+    match rt.synchronize() {
+        Err(Error::Kernel(why)) => {
+            assert!(why.contains("1 thread(s) failed"), "{why}");
+            assert!(why.contains("thread 2 panicked: thread 2 gives up at line 10"), "{why}");
+        }
+        other => panic!("expected a kernel error, got {other:?}"),
+    }
+    // The example kernel that traps on a GPU panics here, after 5 lines per thread.
+    rt.launch(1, 4, || gpuio_kernels::trap_after_print(5)).unwrap();
+    match rt.synchronize() {
+        Err(Error::Kernel(why)) => {
+            assert!(why.contains("4 thread(s) failed"), "{why}");
+            assert!(why.contains("trap_after_print: thread"), "{why}");
+        }
+        other => panic!("expected a kernel error, got {other:?}"),
+    }
+    // The runtime goes on: a new launch prints.
+    rt.launch(1, 2, || println!("after t={}", gpuio::device::global_thread_idx()))
+        .unwrap();
+    rt.synchronize().unwrap();
+    drop(rt);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut per_thread = BTreeMap::<String, Vec<u64>>::new();
+    let mut after = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("after ") {
+            after.push(rest.to_string());
+            continue;
+        }
+        let (t, i) = line.strip_prefix("t=").and_then(|r| r.split_once(" i=")).expect(line);
+        per_thread
+            .entry(t.to_string())
+            .or_default()
+            .push(i.parse().expect(line));
+    }
+    // Launch 1: threads 0, 1, 3 printed 20 lines, thread 2 ten; launch 2: 5 each.
+    for (t, is) in &per_thread {
+        let first: Vec<u64> = if t == "2" { (0..10).collect() } else { (0..20).collect() };
+        let expected: Vec<u64> = first.into_iter().chain(0..5).collect();
+        assert_eq!(is, &expected, "thread {t}'s lines");
+    }
+    assert_eq!(per_thread.len(), 4);
+    after.sort();
+    assert_eq!(after, ["t=0", "t=1"]);
+}
+
+/// A Display that panics only when formatted for the third time: in println!'s long-line
+/// path, the first two passes (the stack buffer, then measuring) succeed, the space is
+/// reserved, and the third pass, writing in place, panics.
+struct PanicsOnThirdPass(AtomicU32);
+
+impl std::fmt::Display for PanicsOnThirdPass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pass = self.0.fetch_add(1, Ordering::SeqCst);
+        f.write_str(&"x".repeat(150))?;
+        if pass == 2 {
+            panic!("Display panicked after reserving its line");
+        }
+        f.write_str(&"y".repeat(150))
+    }
+}
+
+/// Regression: a Display that panicked after its line's space was reserved left the range
+/// uncommitted, and synchronize waited for it forever (this test hung until the watchdog
+/// aborted it). Now the range is padded and committed while the thread unwinds.
+#[test]
+fn a_display_that_panics_after_its_line_was_reserved_hangs_nothing() {
+    let _wd = watchdog("a_display_that_panics_after_its_line_was_reserved_hangs_nothing", 60);
+    let path = process_dir().join("display-panic.txt");
+    let f = create(&path, false);
+    let rt = builder().stdout_fd(f.as_raw_fd()).build().unwrap();
+    rt.launch(1, 1, || {
+        println!("before");
+        println!("{}", PanicsOnThirdPass(AtomicU32::new(0)));
+        println!("not reached");
+    })
+    .unwrap();
+    match rt.synchronize() {
+        Err(Error::Kernel(why)) => assert!(why.contains("Display panicked after reserving its line"), "{why}"),
+        other => panic!("expected a kernel error, got {other:?}"),
+    }
+    rt.launch(1, 1, || println!("after")).unwrap();
+    rt.synchronize().unwrap();
+    drop(rt);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text:?}");
+    assert_eq!(lines[0], "before");
+    // The cut line: what was formatted before the panic, padded to the length it measured.
+    assert_eq!(lines[1], format!("{}{}", "x".repeat(150), " ".repeat(150)));
+    assert_eq!(lines[2], "after");
+}
+
+// ------------------------------------------------------------------- CUDA: a trap
+
+/// The trap kernel is in the GPU builds and traps after reporting: its panic path (core's
+/// `panic_fmt`, then gpuio's panic handler) calls `report_panic` and reaches `trap;`
+/// (checked without a GPU; skipped when the GPU builds were skipped).
+#[test]
+fn the_trap_kernel_is_built_for_the_gpu() {
+    if PTX.is_empty() {
+        skip(
+            "the_trap_kernel_is_built_for_the_gpu",
+            "GPUIO_SKIP_GPU_BUILD=1 (no PTX)",
+        );
+        return;
+    }
+    // A function's body: from its header to the next `// -- End function`.
+    let body = |header: &str| {
+        let at = PTX.find(header).unwrap_or_else(|| panic!("the PTX has no {header}"));
+        let rest = &PTX[at..];
+        &rest[..rest.find("// -- End function").unwrap_or(rest.len())]
+    };
+    let calls = |text: &str| -> Vec<String> {
+        text.split("call.uni ")
+            .skip(1)
+            .filter_map(|c| c.split([',', ' ', '(', ';', '\n', '\t']).find(|w| !w.is_empty()))
+            .map(str::to_string)
+            .collect()
+    };
+    // The panic path: the kernel calls panic_fmt, which calls the panic handler (gpuio's,
+    // `gpuio_device::panic_handler!`), which reports the panic and then traps. Somewhere
+    // on that path, within a few calls, there is a `trap`, after the report.
+    let kernel = body(".entry trap_after_print(");
+    let mut path = vec![".entry trap_after_print".to_string()];
+    let mut text = kernel;
+    for _ in 0..4 {
+        if text.contains("trap;") {
+            let reported = path.iter().any(|f| f.contains("report_panic"))
+                || calls(text).iter().any(|c| c.contains("report_panic"));
+            assert!(reported, "the trap on {path:?} comes without gpuio's panic report");
+            return;
+        }
+        let Some(next) = calls(text)
+            .into_iter()
+            .find(|n| n.contains("panic_fmt") || n.contains("rust_begin_unwind") || n.contains("gpuio_panic"))
+        else {
+            break;
+        };
+        text = body(&format!(".func {next}("));
+        path.push(next);
+    }
+    panic!("no trap on the panic path of trap_after_print: {path:?}");
+}
+
+/// On a CUDA GPU: a kernel whose threads print, then trap. Synchronize reports the CUDA
+/// error; the context is lost after a trap, so the runtime then refuses clearly. What
+/// came out before the trap is whole (how much did is not guaranteed). Skips without CUDA.
+///
+/// Run on a GPU machine: `cargo test --release --test faults -- --nocapture cuda_`.
+#[test]
+fn cuda_a_kernel_that_traps_mid_print_is_reported_and_the_runtime_refuses_clearly() {
+    let _wd = watchdog(
+        "cuda_a_kernel_that_traps_mid_print_is_reported_and_the_runtime_refuses_clearly",
+        120,
+    );
+    let path = process_dir().join("trap.txt");
+    let f = create(&path, false);
+    let rt = match Runtime::builder()
+        .backend(Backend::Cuda)
+        .stdout_fd(f.as_raw_fd())
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(Error::BackendUnavailable { reason, .. }) => {
+            skip(
+                "cuda_a_kernel_that_traps_mid_print_is_reported_and_the_runtime_refuses_clearly",
+                &format!("no CUDA GPU ({reason})"),
+            );
+            return;
+        }
+        Err(e) => panic!("CUDA runtime failed: {e}"),
+    };
+    let m = rt.load_module(PTX).unwrap();
+    // Warm: the runtime works before the trap.
+    m.launch("hello", 1, 32, &[]).unwrap();
+    rt.synchronize().unwrap();
+    let (grid, block, lines) = (4u32, 64u32, 3u32);
+    m.launch("trap_after_print", grid, block, &[lines.into()]).unwrap();
+    let started = Instant::now();
+    let fault = match rt.synchronize() {
+        Err(Error::Kernel(why)) => why,
+        other => panic!("expected a kernel error from a trapping kernel, got {other:?}"),
+    };
+    eprintln!(
+        "synchronize after the trap ({:?}): kernel failed: {fault}",
+        started.elapsed()
+    );
+    // The context is lost: everything after refuses, naming the first fault.
+    for (what, r) in [
+        ("launch", m.launch("hello", 1, 1, &[])),
+        ("synchronize", rt.synchronize()),
+        ("load_module", rt.load_module(PTX).map(drop)),
+    ] {
+        match r {
+            Err(Error::Kernel(why)) => {
+                assert!(why.contains("unusable") && why.contains(&fault), "{what}: {why}");
+                eprintln!("{what} after the trap: {why}");
+            }
+            other => panic!("{what} after a trap: expected a clear refusal, got {other:?}"),
+        }
+    }
+    drop(m);
+    drop(rt);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut trap_lines = 0;
+    for line in text.lines() {
+        if line.starts_with("hello from thread") {
+            continue;
+        }
+        let (t, i) = line.strip_prefix("t=").and_then(|r| r.split_once(" i=")).expect(line);
+        let (t, i): (u32, u32) = (t.parse().expect(line), i.parse().expect(line));
+        assert!(t < grid * block && i < lines, "foreign line {line:?}");
+        trap_lines += 1;
+    }
+    eprintln!(
+        "{trap_lines} of {} lines came out before the trap, all whole",
+        grid * block * lines
+    );
+}
