@@ -191,7 +191,7 @@ fn the_trap_kernel_is_built_for_the_gpu() {
 /// error; the context is lost after a trap, so the runtime then refuses clearly. What
 /// came out before the trap is whole (how much did is not guaranteed). Skips without CUDA.
 ///
-/// Run on a GPU machine: `cargo test --release --test faults -- --nocapture cuda_`.
+/// Run on a GPU machine: `cargo test --release --test faults_kernel -- --nocapture cuda_`.
 #[test]
 fn cuda_a_kernel_that_traps_mid_print_is_reported_and_the_runtime_refuses_clearly() {
     let _wd = watchdog(

@@ -107,7 +107,7 @@ kernel! {
 kernel! {
     /// Prints `lines` lines `t=<global thread index> i=<line number>` per thread, then
     /// panics. On a GPU the panic handler traps: the launch fails, and the context is lost.
-    /// On the CPU backend the thread panics and synchronize reports it. (tests/faults.rs)
+    /// On the CPU backend the thread panics and synchronize reports it. (tests/faults_kernel.rs)
     pub fn trap_after_print(lines: u32) {
         let t = global_thread_idx();
         for i in 0..lines {
