@@ -2,10 +2,11 @@
 //! by group commit.
 //!
 //! # Why a log and not one SQE per line
-//! One SQE per line caps throughput at the SQPOLL thread's per-request cost
-//! (`shared/reference/MEASURED.md`: 1.5 M lines/s per line, 176 M per block of lines).
-//! Here lines are appended to a log; whoever flushes submits one write for everything
-//! that is complete, so a burst of lines costs a handful of SQEs.
+//! One SQE per line caps throughput at the SQPOLL thread's per-request cost (on an H200
+//! writing 32-byte lines to a tmpfs file: about 1.5 M lines/s with one SQE per line, 176 M
+//! with one SQE per block of 256 lines). Here lines are appended to a log; whoever flushes
+//! submits one write for everything that is complete, so a burst of lines costs a handful
+//! of SQEs.
 //!
 //! # Positions
 //! A stream counts bytes with 64-bit logical positions that never wrap in practice.
@@ -32,8 +33,8 @@
 //! # Why chunk counters
 //! The flusher is one thread at a time, so whatever it does per byte bounds the stream's
 //! throughput. It reads one counter per chunk (up to 16 KiB), and the reaper writes one,
-//! so a 512 MB burst costs them about 32,000 accesses each. (A first version kept a bit
-//! per byte, which the flusher scanned and the reaper cleared word by word.)
+//! so a 512 MB burst costs them about 32,000 accesses each, where state per byte would
+//! cost them a scan and a clear of every byte.
 //!
 //! Counters are indexed by logical chunk (`position / chunk`) modulo twice the chunks of
 //! the log, so the chunks of two consecutive passes over the log have separate counters.
@@ -58,11 +59,15 @@
 //! # Errors (invariant 7)
 //! A failed write is counted with its errno and the bytes and lines it lost; the host's
 //! `synchronize` reports them. The stream carries on with newer lines.
+//!
+//! The invariants cited here are listed, numbered, in `docs/PROTOCOL.md`.
 
 use crate::combine::Combiner;
-use crate::context::Context;
+use crate::errno::Errno;
+use crate::ring::Ring;
 use crate::sync::{copy_to_cells, fence, read_cells, AtomicI32, AtomicU32, AtomicU64, Ordering, Padded, SharedCell};
 use crate::uapi::{Sqe, IORING_OP_WRITE, IOSQE_FIXED_FILE, OFF_CURRENT_POSITION};
+use crate::user_data;
 use crate::wait::until;
 
 /// Largest single write: Linux caps one write at `0x7ffff000` bytes.
@@ -255,15 +260,20 @@ impl Stream {
         }
     }
 
-    // SAFETY (accessors): `Stream::new`'s contract; indices are masked to array sizes.
     fn chunk_counter(&self, pos: u64) -> &AtomicU32 {
         let n = 2 * self.cap / self.chunk;
+        // SAFETY: `chunks` points to `chunk_count(cap) == n` counters (`Stream::new`), `n` a
+        // power of two, and the index is masked below it; the counters are atomics.
         unsafe { &*self.chunks.add(((pos / self.chunk) & (n - 1)) as usize) }
     }
     fn flight(&self, seq: u32) -> &Flight {
+        // SAFETY: `flights` points to `max_flights` flights (`Stream::new`), a power of two,
+        // and the index is masked below it; a flight's fields are atomics.
         unsafe { &*self.flights.add((seq & (self.max_flights - 1)) as usize) }
     }
     fn cell(&self, pos: u64) -> *const SharedCell<u8> {
+        // SAFETY: `buf` points to `cap` bytes (`Stream::new`), a power of two, and the offset
+        // is masked below it, so the pointer stays inside the log.
         unsafe { self.buf.add((pos & (self.cap - 1)) as usize) }
     }
 
@@ -277,13 +287,14 @@ impl Stream {
     }
 
     /// Writes `bytes` at reserved position `pos` and marks them written, waiting for space
-    /// (and helping the flush along) piece by piece. A record longer than the log goes out
-    /// in log-sized pieces, still contiguous in the output.
+    /// piece by piece. A record longer than the log goes out in log-sized pieces, still
+    /// contiguous in the output. While it waits it now and then calls `help`, which reaps
+    /// and flushes this stream (`Context::fill` passes `Context::help`).
     ///
     /// Each round writes and commits every piece there is room for (the lockstep rule,
     /// `arch/mod.rs`: what a lane waited for, it uses before its wavefront looks again).
     #[inline(never)] // one copy in a code object
-    pub fn fill(&self, ctx: &Context, pos: u64, bytes: &[u8]) {
+    pub fn fill(&self, pos: u64, bytes: &[u8], mut help: impl FnMut()) {
         let (mut pos, mut rest) = (pos, bytes);
         let mut helper = Helper::new(HELP_EVERY);
         until(
@@ -301,7 +312,7 @@ impl Stream {
                 }
                 rest.is_empty().then_some(())
             },
-            || helper.round(self, ctx),
+            || helper.round(self, &mut help),
         )
     }
 
@@ -309,11 +320,12 @@ impl Stream {
     /// position `pos`, in one piece once all of it may be written, and commits it.
     ///
     /// Each lane of a group writes its own line this way (see `print::emit`), in the round
-    /// that finds room for it (the lockstep rule, `arch/mod.rs`). `leader` says whether it
-    /// helps the flush along often (the group's leader) or rarely (the others: thousands of
-    /// helping lanes would only slow down the threads that free the space).
+    /// that finds room for it (the lockstep rule, `arch/mod.rs`). While it waits it calls
+    /// `help` (reap, then flush this stream: `Context::help`); `leader` says whether often
+    /// (the group's leader) or rarely (the others: thousands of helping lanes would only
+    /// slow down the threads that free the space).
     #[inline(always)] // the print path: calls out of it cost 10-20% on the H100 (BENCHMARKS.md)
-    pub fn write_record(&self, ctx: &Context, pos: u64, bytes: &[u8], leader: bool) {
+    pub fn write_record(&self, pos: u64, bytes: &[u8], leader: bool, mut help: impl FnMut()) {
         let len = bytes.len() as u64;
         debug_assert!(len <= self.cap);
         if len == 0 {
@@ -330,7 +342,7 @@ impl Stream {
                 self.commit(pos, pos + len);
                 Some(())
             },
-            || helper.round(self, ctx),
+            || helper.round(self, &mut help),
         )
     }
 
@@ -373,8 +385,19 @@ impl Stream {
 
     // ---------------------------------------------------------------- the flusher
 
+    /// Flushes this stream, or asks whoever is flushing it to go on: submits writes for
+    /// what is complete to `ring`. `reap` consumes completions (the context's reaper); it
+    /// is called while all flights are out and while a submission waits for a credit.
+    ///
+    /// Never called from inside a flush: a flush that waited on another flush's
+    /// submission could wait on itself (tickets are taken in order).
+    #[inline] // on the print path (see `Stream::write_record`)
+    pub fn flush(&self, ring: &Ring, mut reap: impl FnMut()) {
+        self.flusher.run(|| self.flush_work(ring, &mut reap));
+    }
+
     /// Submits writes for what is complete. Called only through `flusher.run`.
-    pub(crate) fn flush_work(&self, ctx: &Context) {
+    fn flush_work(&self, ring: &Ring, reap: &mut impl FnMut()) {
         // Remainders of short writes first: they come before anything newer.
         let head = self.flight_head.load(Ordering::Relaxed);
         let mut seq = self.flight_tail.load(Ordering::Acquire);
@@ -382,7 +405,7 @@ impl Stream {
             // Acquire: pairs with the reaper's release of RESUBMIT (and the new cursor).
             if self.flight(seq).state.load(Ordering::Acquire) == RESUBMIT {
                 self.flight(seq).state.store(IN_FLIGHT, Ordering::Relaxed);
-                self.submit_flight(ctx, seq);
+                self.submit_flight(ring, reap, seq);
             }
             seq = seq.wrapping_add(1);
         }
@@ -393,7 +416,7 @@ impl Stream {
             if head.wrapping_sub(tail) >= self.max_flights {
                 // All flights are out: collect completions (reaping never submits, so this
                 // cannot wait on ourselves), then look again.
-                ctx.reap();
+                reap();
                 if head.wrapping_sub(self.flight_tail.load(Ordering::Acquire)) >= self.max_flights {
                     return; // the reaper kicks the stream when a flight lands
                 }
@@ -419,7 +442,7 @@ impl Stream {
             f.state.store(IN_FLIGHT, Ordering::Release);
             self.flushed.store(end, Ordering::Release);
             self.flight_head.store(head.wrapping_add(1), Ordering::Release);
-            self.submit_flight(ctx, head);
+            self.submit_flight(ring, reap, head);
         }
     }
 
@@ -457,7 +480,7 @@ impl Stream {
     }
 
     /// Submits the unwritten part of flight `seq`.
-    fn submit_flight(&self, ctx: &Context, seq: u32) {
+    fn submit_flight(&self, ring: &Ring, reap: &mut impl FnMut(), seq: u32) {
         let f = self.flight(seq);
         let cursor = f.cursor.load(Ordering::Relaxed);
         let end = f.end.load(Ordering::Relaxed);
@@ -481,13 +504,13 @@ impl Stream {
             // whose model cells are larger), moved to where the kernel sees the log.
             addr: self.io_base.wrapping_add(self.cell(cursor) as u64 - self.buf as u64),
             len: (end - cursor) as u32,
-            user_data: crate::context::user_data_for_stream(self.index, seq),
+            user_data: user_data::for_stream(self.index, seq),
             ..Sqe::default()
         };
         // Help by reaping only: a flush must never start another submission from inside
-        // this one (see `Context::help`).
-        ctx.ring.submit(&sqe, &mut || {
-            ctx.reap();
+        // this one (see `Stream::flush`).
+        ring.submit(&sqe, &mut || {
+            reap();
         });
     }
 
@@ -509,11 +532,7 @@ impl Stream {
         let end = f.end.load(Ordering::Relaxed);
         if res <= 0 {
             // A write that fails, or makes no progress, loses the rest of the flight.
-            let errno = if res < 0 {
-                -res
-            } else {
-                5 /* EIO */
-            };
+            let errno = if res < 0 { -res } else { Errno::EIO.0 };
             self.lose(cursor, end, errno);
             f.state.store(DONE, Ordering::Relaxed);
         } else if (res as u64) < end - cursor {
@@ -606,15 +625,20 @@ impl Helper {
         Helper { rounds: 0, every }
     }
 
-    fn round(&mut self, stream: &Stream, ctx: &Context) {
+    fn round(&mut self, stream: &Stream, help: &mut impl FnMut()) {
         self.rounds = self.rounds.wrapping_add(1);
         if self.rounds % self.every == 1 % self.every && !stream.flusher.busy() {
-            ctx.help(stream);
+            help();
         }
     }
 }
 
-// SAFETY: the pointers point to memory shared by design; every access goes through the
-// stream protocol above.
+// SAFETY: a Stream's fields are atomics and pointers to memory shared by design
+// (`Stream::new`'s contract keeps it valid): counters and flights are atomics, and a log byte
+// is written only by the producer that reserved it while it is below `released + cap`, and
+// read by the flusher and the kernel only once committed (the stream protocol above). So
+// shared references from many threads are sound.
 unsafe impl Sync for Stream {}
+// SAFETY: a Stream owns nothing thread-bound: moving it moves only the pointers, whose
+// validity `Stream::new`'s contract ties to the memory, not to a thread.
 unsafe impl Send for Stream {}
