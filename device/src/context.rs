@@ -158,7 +158,7 @@ impl Context {
     }
 
     /// What a thread waiting for a request's result does between rounds (`rounds` counts
-    /// them): reap, and every [`PROGRESS_EVERY`] rounds also flush the print streams a
+    /// them): reap, and every `PROGRESS_EVERY` rounds also flush the print streams a
     /// completion kicked.
     #[inline]
     pub fn waiting(&self, rounds: &mut u32) {
