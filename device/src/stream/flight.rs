@@ -65,6 +65,7 @@ impl Stream {
     }
 
     /// Submits writes for what is complete. Called only through `flusher.run`.
+    #[inline(never)] // one copy in a code object; the combiner's lock around it is inlined
     fn flush_work(&self, ring: &Ring, reap: &mut impl FnMut()) {
         // Remainders of short writes first: they come before anything newer.
         let head = self.flight_head.load(Ordering::Relaxed);
