@@ -13,6 +13,8 @@
 //! Blocks are taken from a [`Pool`] and given back when the request that used them has
 //! completed (invariant 3: not when the SQ head moves; the kernel may punt a request to
 //! io-wq and touch the buffer later). A path for `open` also travels in a block.
+//!
+//! The invariants cited here are listed, numbered, in `docs/PROTOCOL.md`.
 
 use crate::pool::Pool;
 use crate::sync::{AtomicU64, Ordering, SharedCell};
@@ -109,7 +111,11 @@ impl Arena {
     }
 }
 
-// SAFETY: the pointers point to memory shared by design; blocks are handed out by the
-// pool, and each is accessed only by its holder and by the kernel for the holder's request.
+// SAFETY: the pointers point to memory shared by design (`Arena::new`'s contract keeps it
+// valid); blocks are handed out by the pool, and each is accessed only by its holder and by
+// the kernel for the holder's request; the region table and the counters are atomics. So
+// shared references from many threads are sound.
 unsafe impl Sync for Arena {}
+// SAFETY: an Arena owns nothing thread-bound: moving it moves only the pointers, whose
+// validity `Arena::new`'s contract ties to the memory, not to a thread.
 unsafe impl Send for Arena {}

@@ -3,11 +3,14 @@
 //! (the CPU backend), so they need no extra argument to print.
 
 use crate::arena::Arena;
-use crate::request::{Requests, KIND_REQUEST};
+use crate::errno::Errno;
+use crate::pool;
+use crate::request::{Requests, Ticket};
 use crate::ring::Ring;
 use crate::stream::Stream;
 use crate::sync::{AtomicI32, AtomicU32, Ordering};
-use crate::uapi::Cqe;
+use crate::uapi::{Cqe, Sqe};
+use crate::user_data::{self, KIND_REQUEST, KIND_STREAM};
 
 /// `"gpuio\0\0"` plus the layout version; the host writes it, the device checks it.
 pub const CONTEXT_MAGIC: u64 = 0x6770_7569_6f00_0004;
@@ -30,14 +33,14 @@ pub const STREAMS: usize = 2;
 /// Index of the stdout stream.
 pub const STDOUT: usize = 0;
 
-/// What a CQE's `user_data` says it completes.
-const KIND_SHIFT: u32 = 56;
-const KIND_STREAM: u64 = 1;
+/// How often a thread waiting for a request's result also flushes the print streams a
+/// completion kicked (a waiter mostly only reaps; a performance knob, every round under
+/// loom).
+const PROGRESS_EVERY: u32 = if cfg!(loom) { 1 } else { 64 };
 
-/// `user_data` for flight `seq` of stream `index`.
-pub(crate) fn user_data_for_stream(index: u32, seq: u32) -> u64 {
-    (KIND_STREAM << KIND_SHIFT) | ((index as u64) << 32) | seq as u64
-}
+/// The result with which the host's io_uring sandbox refuses a request without executing
+/// it (a forbidden opcode or SQE flag): `-EACCES`.
+const SANDBOX_REFUSAL: i32 = -Errno::EACCES.0;
 
 /// The shared runtime state (see the module docs).
 #[repr(C)]
@@ -63,14 +66,19 @@ pub struct Context {
     pub requests: Requests,
     /// Host-visible staging memory for device file I/O, and the direct regions.
     pub arena: Arena,
-    /// Device requests that came back `-EACCES`. Under the print-only sandbox every file
-    /// request does (the kernel refused it without executing it); the host reports them.
+    /// Device requests that came back `-EACCES`: the sandbox's refusals (or a plain
+    /// permission error). Under the print-only sandbox every file request comes back so,
+    /// refused by the kernel without being executed; the host reports them.
     pub denied_requests: AtomicU32,
 }
 
-// SAFETY: the raw pointers in a Context point to memory shared by design between all
-// agents; every access to it goes through the ring and stream protocols.
+// SAFETY: a Context's fields are atomics and the ring, streams, requests and arena, each of
+// which is `Sync` (see theirs); its plain fields (`magic`, `stderr_stream`) are written only
+// by the host before any kernel sees the context. So shared references from many threads are
+// sound.
 unsafe impl Sync for Context {}
+// SAFETY: a Context owns nothing thread-bound: its parts are `Send` (see theirs), and the
+// memory their pointers name is valid independently of any thread.
 unsafe impl Send for Context {}
 
 impl Context {
@@ -97,15 +105,21 @@ impl Context {
         self.ring.reap(|cqe| self.dispatch(cqe))
     }
 
+    /// Routes one CQE to the stream flight or the request it completes (see
+    /// [`crate::user_data`]), or counts it.
     fn dispatch(&self, cqe: Cqe) {
-        let kind = cqe.user_data >> KIND_SHIFT;
-        let index = ((cqe.user_data >> 32) & 0xff_ffff) as usize;
-        if kind == KIND_STREAM && index < STREAMS && self.streams[index].complete(cqe.user_data as u32, cqe.res) {
+        let kind = user_data::kind(cqe.user_data);
+        let index = user_data::index(cqe.user_data) as usize;
+        if kind == KIND_STREAM
+            && index < STREAMS
+            && self.streams[index].complete(user_data::low(cqe.user_data), cqe.res)
+        {
             return;
         }
         if kind == KIND_REQUEST && self.requests.complete(cqe.user_data, cqe.res) {
-            if cqe.res == -13 {
-                // EACCES. Only the reaper writes it; the host reads it after a drain.
+            if cqe.res == SANDBOX_REFUSAL {
+                // The sandbox's refusal. Only the reaper writes the count; the host reads
+                // it after a drain.
                 self.denied_requests.fetch_add(1, Ordering::Relaxed);
             }
             return;
@@ -119,10 +133,13 @@ impl Context {
         }
     }
 
-    /// Flushes `stream`, or asks whoever is flushing it to go on.
+    /// Flushes `stream`, or asks whoever is flushing it to go on ([`Stream::flush`], with
+    /// this context's ring and reaper).
     #[inline] // on the print path (see `Stream::write_record`)
     pub fn flush(&self, stream: &Stream) {
-        stream.flusher.run(|| stream.flush_work(self));
+        stream.flush(&self.ring, || {
+            self.reap();
+        });
     }
 
     /// What a thread waiting for log space does: reap, then flush.
@@ -132,6 +149,57 @@ impl Context {
     pub fn help(&self, stream: &Stream) {
         self.reap();
         self.flush(stream);
+    }
+
+    /// [`Stream::fill`], helping with [`Context::help`] while it waits for log space.
+    #[inline]
+    pub fn fill(&self, stream: &Stream, pos: u64, bytes: &[u8]) {
+        stream.fill(pos, bytes, || self.help(stream));
+    }
+
+    /// What a thread waiting for a request's result does between rounds (`rounds` counts
+    /// them): reap, and every `PROGRESS_EVERY` rounds also flush the print streams a
+    /// completion kicked.
+    #[inline]
+    pub fn waiting(&self, rounds: &mut u32) {
+        *rounds = rounds.wrapping_add(1);
+        if rounds.is_multiple_of(PROGRESS_EVERY) {
+            self.progress();
+        } else if !self.ring.reaper.busy() {
+            self.reap();
+        }
+    }
+
+    /// Waits for `ticket`'s completion ([`Requests::wait`], reaping for everyone through
+    /// [`Context::waiting`]); returns the CQE's result and gives the slot back.
+    #[inline]
+    pub fn wait(&self, ticket: Ticket) -> i32 {
+        let mut rounds = 0u32;
+        self.requests.wait(ticket, || self.waiting(&mut rounds))
+    }
+
+    /// [`pool::with_taken`], reaping while it waits for slots or blocks.
+    #[inline]
+    pub fn with_taken<T, R>(&self, try_take: impl FnMut() -> Option<T>, work: impl FnMut(T) -> R) -> R {
+        pool::with_taken(try_take, work, || {
+            self.reap();
+        })
+    }
+
+    /// Submits `sqe` for `ticket` (its `user_data` replaced by the ticket's) and waits for
+    /// its result.
+    pub fn submit_and_wait(&self, ticket: Ticket, mut sqe: Sqe) -> i32 {
+        sqe.user_data = ticket.user_data();
+        self.ring.submit(&sqe, &mut || {
+            self.reap();
+        });
+        self.wait(ticket)
+    }
+
+    /// Takes a completion slot (waiting for one), submits `sqe` and waits for its result.
+    #[inline(never)] // one copy in a code object
+    pub fn call(&self, sqe: Sqe) -> i32 {
+        self.with_taken(|| self.requests.try_take(), |ticket| self.submit_and_wait(ticket, sqe))
     }
 
     /// Reaps, and flushes every stream a completion kicked.

@@ -35,106 +35,13 @@
 use core::marker::PhantomData;
 
 use crate::context::Context;
+pub use crate::errno::Errno;
 use crate::request::Ticket;
 #[cfg(loom)]
 use crate::sync::copy_from_cells;
 use crate::sync::{copy_to_cells, SharedCell};
 use crate::uapi::{Sqe, IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_OPENAT, IORING_OP_READ, IORING_OP_WRITE};
 use crate::wait::until;
-
-/// An error number from the kernel (`errno`), as a device call returns it.
-///
-/// Displayed with its symbolic name where [`Errno::name`] knows it:
-///
-/// ```
-/// use gpuio_device::io::Errno;
-/// assert_eq!(Errno(2), Errno::ENOENT);
-/// assert_eq!(Errno::ENOENT.name(), Some("ENOENT"));
-/// assert_eq!(Errno::ENOENT.to_string(), "ENOENT (errno 2)");
-/// assert_eq!(Errno(1000).to_string(), "errno 1000");
-/// ```
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Errno(pub i32);
-
-impl Errno {
-    /// Operation not permitted.
-    pub const EPERM: Errno = Errno(1);
-    /// No such file or directory.
-    pub const ENOENT: Errno = Errno(2);
-    /// Interrupted system call.
-    pub const EINTR: Errno = Errno(4);
-    /// Input/output error.
-    pub const EIO: Errno = Errno(5);
-    /// Bad file descriptor.
-    pub const EBADF: Errno = Errno(9);
-    /// Resource temporarily unavailable.
-    pub const EAGAIN: Errno = Errno(11);
-    /// Permission denied (also: the io_uring sandbox refused the request).
-    pub const EACCES: Errno = Errno(13);
-    /// Bad address.
-    pub const EFAULT: Errno = Errno(14);
-    /// File exists.
-    pub const EEXIST: Errno = Errno(17);
-    /// Is a directory.
-    pub const EISDIR: Errno = Errno(21);
-    /// Invalid argument.
-    pub const EINVAL: Errno = Errno(22);
-    /// File too large.
-    pub const EFBIG: Errno = Errno(27);
-    /// No space left on device.
-    pub const ENOSPC: Errno = Errno(28);
-    /// Broken pipe.
-    pub const EPIPE: Errno = Errno(32);
-    /// File name too long.
-    pub const ENAMETOOLONG: Errno = Errno(36);
-    /// Function not implemented; also: called outside a kernel launched by a gpuio runtime
-    /// (no context).
-    pub const ENOSYS: Errno = Errno(38);
-    /// Value too large for defined data type.
-    pub const EOVERFLOW: Errno = Errno(75);
-    /// Operation not supported.
-    pub const EOPNOTSUPP: Errno = Errno(95);
-
-    /// The symbolic name, for the common ones.
-    pub fn name(self) -> Option<&'static str> {
-        Some(match self.0 {
-            1 => "EPERM",
-            2 => "ENOENT",
-            4 => "EINTR",
-            5 => "EIO",
-            9 => "EBADF",
-            11 => "EAGAIN",
-            13 => "EACCES",
-            14 => "EFAULT",
-            17 => "EEXIST",
-            21 => "EISDIR",
-            22 => "EINVAL",
-            27 => "EFBIG",
-            28 => "ENOSPC",
-            32 => "EPIPE",
-            36 => "ENAMETOOLONG",
-            38 => "ENOSYS",
-            75 => "EOVERFLOW",
-            95 => "EOPNOTSUPP",
-            _ => return None,
-        })
-    }
-}
-
-impl core::fmt::Display for Errno {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self.name() {
-            Some(n) => write!(f, "{n} (errno {})", self.0),
-            None => write!(f, "errno {}", self.0),
-        }
-    }
-}
-
-impl core::fmt::Debug for Errno {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        core::fmt::Display::fmt(self, f)
-    }
-}
 
 /// Pieces of one transfer in flight at once.
 pub const PIECES: usize = 4;
@@ -388,10 +295,7 @@ impl<'a> Pending<'a> {
     fn finish(&mut self) -> Result<usize, Errno> {
         if let Some(ctx) = self.ctx {
             let mut rounds = 0u32;
-            until(
-                || self.step().then_some(()),
-                || crate::request::waiting(ctx, &mut rounds),
-            );
+            until(|| self.step().then_some(()), || ctx.waiting(&mut rounds));
         }
         match self.errno {
             Some(e) if self.done == 0 => Err(e),
@@ -500,7 +404,7 @@ pub fn try_take_block_and_slot(ctx: &Context) -> Option<(u32, Ticket)> {
 /// and returns the result.
 fn call(sqe: Sqe) -> Result<i32, Errno> {
     let ctx = context().ok_or(Errno::ENOSYS)?;
-    let res = ctx.requests.call(ctx, sqe);
+    let res = ctx.call(sqe);
     if res < 0 {
         Err(Errno(-res))
     } else {
@@ -525,8 +429,7 @@ pub fn open(path: &str, flags: i32, mode: u32) -> Result<i32, Errno> {
         return Err(Errno::ENAMETOOLONG);
     }
     // A block for the path and a completion slot, taken together (see `pool::with_taken`).
-    let res = crate::pool::with_taken(
-        ctx,
+    let res = ctx.with_taken(
         || try_take_block_and_slot(ctx),
         |(block, ticket)| {
             // SAFETY: the block is ours until the request completes (we give it back after).
@@ -542,7 +445,7 @@ pub fn open(path: &str, flags: i32, mode: u32) -> Result<i32, Errno> {
                 rw_flags: flags as u32,
                 ..Sqe::default()
             };
-            let res = ctx.requests.submit_and_wait(ctx, ticket, sqe);
+            let res = ctx.submit_and_wait(ticket, sqe);
             ctx.arena.pool.give_back(block);
             res
         },

@@ -37,6 +37,7 @@ pub mod combine;
 pub mod context;
 pub mod copy;
 pub mod entry;
+mod errno;
 pub mod fs;
 pub mod group;
 pub mod io;
@@ -47,6 +48,7 @@ pub mod ring;
 pub mod stream;
 pub mod sync;
 pub mod uapi;
+mod user_data;
 pub mod wait;
 
 pub use arch::{block_dim, block_idx, clock_ns, grid_dim, thread_idx};

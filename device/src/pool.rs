@@ -10,7 +10,6 @@
 //! kernel finishes whatever other threads do. That rules out hold-and-wait deadlocks between
 //! threads, and, with the lockstep rule (`arch/mod.rs`), between the lanes of a wavefront.
 
-use crate::context::Context;
 use crate::sync::{AtomicU32, Ordering, Padded};
 use crate::wait::until;
 
@@ -81,21 +80,25 @@ impl Pool {
 }
 
 /// Runs `work` with what `try_take` takes (a slot, or several slots taken together),
-/// waiting while it takes nothing and reaping meanwhile (completions are what free slots
-/// and blocks); returns what `work` returns. `work` gives back what it took.
+/// waiting while it takes nothing and calling `reap` meanwhile (completions are what free
+/// slots and blocks: the caller passes the context's reaper, as `Context::with_taken`
+/// does); returns what `work` returns. `work` gives back what it took.
 ///
 /// `work` runs in the round of the wait that took the slots (the lockstep rule,
 /// `arch/mod.rs`): a lane of a lockstep wavefront never sits masked off holding a slot
 /// while its siblings spin for one. So `try_take` must take all it needs or nothing.
-pub fn with_taken<T, R>(ctx: &Context, mut try_take: impl FnMut() -> Option<T>, mut work: impl FnMut(T) -> R) -> R {
-    until(
-        || try_take().map(&mut work),
-        || {
-            ctx.reap();
-        },
-    )
+pub fn with_taken<T, R>(
+    mut try_take: impl FnMut() -> Option<T>,
+    mut work: impl FnMut(T) -> R,
+    reap: impl FnMut(),
+) -> R {
+    until(|| try_take().map(&mut work), reap)
 }
 
-// SAFETY: the state words are atomics shared by design.
+// SAFETY: the state words are atomics in memory shared by design (`Pool::new`'s contract
+// keeps it valid), and every access to them is atomic. So shared references from many
+// threads are sound.
 unsafe impl Sync for Pool {}
+// SAFETY: a Pool owns nothing thread-bound: moving it moves only the pointer, whose validity
+// `Pool::new`'s contract ties to the memory, not to a thread.
 unsafe impl Send for Pool {}

@@ -80,7 +80,7 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
         // commits after the leader's flush is flushed by the next flush, by a thread
         // waiting for room, or by the drain.
         if my_len > 0 {
-            stream.write_record(ctx, base + offset, line.bytes(), g.is_leader());
+            stream.write_record(base + offset, line.bytes(), g.is_leader(), || ctx.help(stream));
         }
         if g.is_leader() {
             ctx.flush(stream);
@@ -201,11 +201,11 @@ impl Drop for InPlace<'_> {
     fn drop(&mut self) {
         while self.pos < self.end {
             let n = (self.end - self.pos).min(64) as usize;
-            self.stream.fill(self.ctx, self.pos, &[b' '; 64][..n]);
+            self.ctx.fill(self.stream, self.pos, &[b' '; 64][..n]);
             self.pos += n as u64;
         }
         if self.newline {
-            self.stream.fill(self.ctx, self.end, b"\n");
+            self.ctx.fill(self.stream, self.end, b"\n");
         }
         self.ctx.flush(self.stream);
     }
@@ -214,7 +214,7 @@ impl Drop for InPlace<'_> {
 impl Write for InPlace<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         let n = (s.len() as u64).min(self.end - self.pos) as usize;
-        self.stream.fill(self.ctx, self.pos, &s.as_bytes()[..n]);
+        self.ctx.fill(self.stream, self.pos, &s.as_bytes()[..n]);
         self.pos += n as u64;
         Ok(())
     }

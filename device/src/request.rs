@@ -41,23 +41,15 @@
 //! A CQE whose slot is not `PENDING` with its tag matches nothing; the dispatch counts it
 //! (`Context::stray_completions`) instead of corrupting another request's result.
 
-use crate::context::Context;
 use crate::pool::{Pool, FREE};
 use crate::sync::{AtomicI32, AtomicU32, Ordering};
-use crate::uapi::Sqe;
+use crate::user_data;
 use crate::wait::until;
 
 /// A slot's state: taken, its request submitted or about to be.
 const PENDING: u32 = crate::pool::TAKEN;
 /// A slot's state: the result is in.
 const DONE: u32 = 2;
-
-/// How often a waiter also flushes print streams a completion kicked (a waiter mostly only
-/// reaps; a performance knob, every round under loom).
-const PROGRESS_EVERY: u32 = if cfg!(loom) { 1 } else { 64 };
-
-/// `user_data` kind of device requests (`KIND_STREAM` is 1: print flights).
-pub(crate) const KIND_REQUEST: u64 = 2;
 
 /// The completion slots (see the module docs).
 #[repr(C)]
@@ -80,7 +72,7 @@ pub struct Ticket {
 impl Ticket {
     /// The `user_data` its SQE must carry.
     pub fn user_data(self) -> u64 {
-        (KIND_REQUEST << 56) | ((self.slot as u64) << 32) | self.tag as u64
+        user_data::for_request(self.slot, self.tag)
     }
 }
 
@@ -99,11 +91,14 @@ impl Requests {
         }
     }
 
-    // SAFETY (accessors): `Requests::new`'s contract; indices are masked.
     fn tag(&self, slot: u32) -> &AtomicU32 {
+        // SAFETY: `tags` points to `count` atomics (`Requests::new`), a power of two, and
+        // the index is masked below it.
         unsafe { &*self.tags.add((slot & (self.pool.count - 1)) as usize) }
     }
     fn result(&self, slot: u32) -> &AtomicI32 {
+        // SAFETY: `results` points to `count` atomics (`Requests::new`), a power of two, and
+        // the index is masked below it.
         unsafe { &*self.results.add((slot & (self.pool.count - 1)) as usize) }
     }
 
@@ -120,14 +115,14 @@ impl Requests {
     /// Routes a CQE to its slot. Called only by the reaper. Returns `false`, changing
     /// nothing, when the slot is not pending with this tag (a stray).
     pub(crate) fn complete(&self, user_data: u64, res: i32) -> bool {
-        let slot = ((user_data >> 32) & 0xff_ffff) as u32;
+        let slot = user_data::index(user_data);
         if slot >= self.pool.count {
             return false;
         }
         // Relaxed: the holder's take (and tag) happen-before the CQE we hold (see above);
         // no one else moves a PENDING slot.
         if self.pool.state(slot).load(Ordering::Relaxed) != PENDING
-            || self.tag(slot).load(Ordering::Relaxed) != user_data as u32
+            || self.tag(slot).load(Ordering::Relaxed) != user_data::low(user_data)
         {
             return false;
         }
@@ -157,43 +152,19 @@ impl Requests {
         Some(res)
     }
 
-    /// Waits for `ticket`'s completion, reaping for everyone while it waits; returns the
-    /// CQE's result and gives the slot back.
+    /// Waits for `ticket`'s completion, calling `waiting` between rounds (it reaps for
+    /// everyone: `Context::wait` passes `Context::waiting`); returns the CQE's result and
+    /// gives the slot back.
     #[inline(never)] // one copy in a code object
-    pub fn wait(&self, ctx: &Context, ticket: Ticket) -> i32 {
-        let mut rounds = 0u32;
-        until(|| self.try_result(ticket), || waiting(ctx, &mut rounds))
-    }
-
-    /// Submits `sqe` for `ticket` (its `user_data` replaced by the ticket's) and waits for
-    /// its result.
-    pub fn submit_and_wait(&self, ctx: &Context, ticket: Ticket, mut sqe: Sqe) -> i32 {
-        sqe.user_data = ticket.user_data();
-        ctx.ring.submit(&sqe, &mut || {
-            ctx.reap();
-        });
-        self.wait(ctx, ticket)
-    }
-
-    /// Takes a slot (waiting for one), submits `sqe` and waits for its result.
-    #[inline(never)] // one copy in a code object
-    pub fn call(&self, ctx: &Context, sqe: Sqe) -> i32 {
-        crate::pool::with_taken(ctx, || self.try_take(), |ticket| self.submit_and_wait(ctx, ticket, sqe))
+    pub fn wait(&self, ticket: Ticket, waiting: impl FnMut()) -> i32 {
+        until(|| self.try_result(ticket), waiting)
     }
 }
 
-/// What a thread waiting for a request's result does between rounds: reap, and now and
-/// then also flush the print streams a completion kicked.
-pub(crate) fn waiting(ctx: &Context, rounds: &mut u32) {
-    *rounds = rounds.wrapping_add(1);
-    if rounds.is_multiple_of(PROGRESS_EVERY) {
-        ctx.progress();
-    } else if !ctx.ring.reaper.busy() {
-        ctx.reap();
-    }
-}
-
-// SAFETY: the pointers point to memory shared by design; every access goes through the
-// protocol above.
+// SAFETY: the slots' states, tags and results are atomics in memory shared by design
+// (`Requests::new`'s contract keeps it valid); every access to them is atomic. So shared
+// references from many threads are sound.
 unsafe impl Sync for Requests {}
+// SAFETY: Requests owns nothing thread-bound: moving it moves only the pointers, whose
+// validity `Requests::new`'s contract ties to the memory, not to a thread.
 unsafe impl Send for Requests {}

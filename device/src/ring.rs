@@ -18,7 +18,8 @@
 //! | `ready[]`, `tickets`, `published` | submitters / publisher | submitters / publisher |
 //! | `reaped` (our copy of `cq_head`) | the reaper, `Release` | reaper; submitters: credits |
 //!
-//! Every atomic here is a `crate::sync` atomic: **system scope** on every target.
+//! Every atomic here is a `crate::sync` atomic: **system scope** on every target. The
+//! invariants cited here are listed, numbered, in `docs/PROTOCOL.md`.
 //!
 //! # Submitting one SQE ([`Ring::submit`])
 //! 1. **Ticket.** `tickets.fetch_add(1)` gives the SQ position `t` the SQE will occupy.
@@ -148,27 +149,38 @@ impl Ring {
         }
     }
 
-    // SAFETY (for the accessors below): `Ring::new`'s contract keeps every pointer valid
-    // while the ring is in use, and indices are masked to the array sizes.
+    // The accessors below turn the pointers `Ring::new` was given into references. Shared
+    // references are sound: every word is an atomic or a `SharedCell`, written by other
+    // agents only through atomic operations or through the protocol's ownership of a slot.
     fn sq_head(&self) -> &AtomicU32 {
+        // SAFETY: `Ring::new`'s contract keeps the kernel's SQ head valid while the ring is used.
         unsafe { &*self.sq_head }
     }
     fn sq_tail(&self) -> &AtomicU32 {
+        // SAFETY: `Ring::new`'s contract keeps the kernel's SQ tail valid while the ring is used.
         unsafe { &*self.sq_tail }
     }
     fn cq_head(&self) -> &AtomicU32 {
+        // SAFETY: `Ring::new`'s contract keeps the kernel's CQ head valid while the ring is used.
         unsafe { &*self.cq_head }
     }
     fn cq_tail(&self) -> &AtomicU32 {
+        // SAFETY: `Ring::new`'s contract keeps the kernel's CQ tail valid while the ring is used.
         unsafe { &*self.cq_tail }
     }
     fn ready(&self, t: u32) -> &AtomicU32 {
+        // SAFETY: `ready` points to `sq_entries` words (`Ring::new`), a power of two, and the
+        // index is masked below it.
         unsafe { &*self.ready.add((t & (self.sq_entries - 1)) as usize) }
     }
     fn sqe(&self, t: u32) -> &SharedCell<Sqe> {
+        // SAFETY: `sqes` points to `sq_entries` SQEs (`Ring::new`), a power of two, and the
+        // index is masked below it.
         unsafe { &*self.sqes.add((t & (self.sq_entries - 1)) as usize) }
     }
     fn cqe(&self, h: u32) -> &SharedCell<Cqe> {
+        // SAFETY: `cqes` points to `cq_entries` CQEs (`Ring::new`), a power of two, and the
+        // index is masked below it.
         unsafe { &*self.cqes.add((h & (self.cq_entries - 1)) as usize) }
     }
 
@@ -296,7 +308,11 @@ impl Ring {
     }
 }
 
-// SAFETY: the pointers point to memory shared by design with the kernel and other agents;
-// every access goes through the protocol above.
+// SAFETY: a Ring's fields are atomics and pointers to memory shared by design with the
+// kernel and every agent (`Ring::new`'s contract keeps it valid); every access through them
+// is atomic, or to an SQE slot that the protocol gives one submitter (or a CQE slot that it
+// gives the one reaper) at a time. So shared references from many threads are sound.
 unsafe impl Sync for Ring {}
+// SAFETY: a Ring owns nothing thread-bound: moving it moves only the pointers, whose
+// validity `Ring::new`'s contract ties to the memory, not to a thread.
 unsafe impl Send for Ring {}

@@ -2,10 +2,11 @@
 //! by group commit.
 //!
 //! # Why a log and not one SQE per line
-//! One SQE per line caps throughput at the SQPOLL thread's per-request cost
-//! (`shared/reference/MEASURED.md`: 1.5 M lines/s per line, 176 M per block of lines).
-//! Here lines are appended to a log; whoever flushes submits one write for everything
-//! that is complete, so a burst of lines costs a handful of SQEs.
+//! One SQE per line caps throughput at the SQPOLL thread's per-request cost (on an H200
+//! writing 32-byte lines to a tmpfs file: about 1.5 M lines/s with one SQE per line, 176 M
+//! with one SQE per block of 256 lines). Here lines are appended to a log; whoever flushes
+//! submits one write for everything that is complete, so a burst of lines costs a handful
+//! of SQEs.
 //!
 //! # Positions
 //! A stream counts bytes with 64-bit logical positions that never wrap in practice.
@@ -32,8 +33,8 @@
 //! # Why chunk counters
 //! The flusher is one thread at a time, so whatever it does per byte bounds the stream's
 //! throughput. It reads one counter per chunk (up to 16 KiB), and the reaper writes one,
-//! so a 512 MB burst costs them about 32,000 accesses each. (A first version kept a bit
-//! per byte, which the flusher scanned and the reaper cleared word by word.)
+//! so a 512 MB burst costs them about 32,000 accesses each, where state per byte would
+//! cost them a scan and a clear of every byte.
 //!
 //! Counters are indexed by logical chunk (`position / chunk`) modulo twice the chunks of
 //! the log, so the chunks of two consecutive passes over the log have separate counters.
@@ -58,11 +59,17 @@
 //! # Errors (invariant 7)
 //! A failed write is counted with its errno and the bytes and lines it lost; the host's
 //! `synchronize` reports them. The stream carries on with newer lines.
+//!
+//! This file holds the log and its producers; the flusher and the reaper, which write the
+//! log out in flights, are in `stream/flight.rs`. The invariants cited here are listed,
+//! numbered, in `docs/PROTOCOL.md`.
+
+mod flight;
+
+pub use flight::Flight;
 
 use crate::combine::Combiner;
-use crate::context::Context;
-use crate::sync::{copy_to_cells, fence, read_cells, AtomicI32, AtomicU32, AtomicU64, Ordering, Padded, SharedCell};
-use crate::uapi::{Sqe, IORING_OP_WRITE, IOSQE_FIXED_FILE, OFF_CURRENT_POSITION};
+use crate::sync::{copy_to_cells, fence, AtomicI32, AtomicU32, AtomicU64, Ordering, Padded, SharedCell};
 use crate::wait::until;
 
 /// Largest single write: Linux caps one write at `0x7ffff000` bytes.
@@ -94,46 +101,6 @@ const HELP_EVERY: u32 = if cfg!(loom) { 1 } else { 8 };
 /// How often a waiting lane other than its group's leader helps: rarely, since its leader
 /// helps for the group (but not never: every waiter keeps the stream live on its own).
 const LANE_HELP_EVERY: u32 = if cfg!(loom) { 1 } else { 256 };
-
-/// Flight states.
-const FREE: u32 = 0;
-const IN_FLIGHT: u32 = 1;
-const RESUBMIT: u32 = 2;
-const DONE: u32 = 3;
-
-/// One write in flight: `[start, end)`, of which `[cursor, end)` is still to be written.
-#[repr(C)]
-pub struct Flight {
-    /// The first log position of the write.
-    pub start: AtomicU64,
-    /// Where the unwritten part starts (moves on after a short write).
-    pub cursor: AtomicU64,
-    /// The log position after the write's last byte.
-    pub end: AtomicU64,
-    /// Free, in flight, to be resubmitted (after a short write) or done.
-    pub state: AtomicU32,
-    /// The sequence number it was started with (completions are checked against it).
-    pub seq: AtomicU32,
-}
-
-impl Flight {
-    /// An unused flight.
-    pub fn new() -> Self {
-        Flight {
-            start: AtomicU64::new(0),
-            cursor: AtomicU64::new(0),
-            end: AtomicU64::new(0),
-            state: AtomicU32::new(FREE),
-            seq: AtomicU32::new(0),
-        }
-    }
-}
-
-impl Default for Flight {
-    fn default() -> Self {
-        Self::new()
-    }
-}
 
 /// Failed writes of one stream, for the host's report. Written only by the reaper.
 #[repr(C)]
@@ -255,15 +222,20 @@ impl Stream {
         }
     }
 
-    // SAFETY (accessors): `Stream::new`'s contract; indices are masked to array sizes.
     fn chunk_counter(&self, pos: u64) -> &AtomicU32 {
         let n = 2 * self.cap / self.chunk;
+        // SAFETY: `chunks` points to `chunk_count(cap) == n` counters (`Stream::new`), `n` a
+        // power of two, and the index is masked below it; the counters are atomics.
         unsafe { &*self.chunks.add(((pos / self.chunk) & (n - 1)) as usize) }
     }
     fn flight(&self, seq: u32) -> &Flight {
+        // SAFETY: `flights` points to `max_flights` flights (`Stream::new`), a power of two,
+        // and the index is masked below it; a flight's fields are atomics.
         unsafe { &*self.flights.add((seq & (self.max_flights - 1)) as usize) }
     }
     fn cell(&self, pos: u64) -> *const SharedCell<u8> {
+        // SAFETY: `buf` points to `cap` bytes (`Stream::new`), a power of two, and the offset
+        // is masked below it, so the pointer stays inside the log.
         unsafe { self.buf.add((pos & (self.cap - 1)) as usize) }
     }
 
@@ -277,13 +249,14 @@ impl Stream {
     }
 
     /// Writes `bytes` at reserved position `pos` and marks them written, waiting for space
-    /// (and helping the flush along) piece by piece. A record longer than the log goes out
-    /// in log-sized pieces, still contiguous in the output.
+    /// piece by piece. A record longer than the log goes out in log-sized pieces, still
+    /// contiguous in the output. While it waits it now and then calls `help`, which reaps
+    /// and flushes this stream (`Context::fill` passes `Context::help`).
     ///
     /// Each round writes and commits every piece there is room for (the lockstep rule,
     /// `arch/mod.rs`: what a lane waited for, it uses before its wavefront looks again).
     #[inline(never)] // one copy in a code object
-    pub fn fill(&self, ctx: &Context, pos: u64, bytes: &[u8]) {
+    pub fn fill(&self, pos: u64, bytes: &[u8], mut help: impl FnMut()) {
         let (mut pos, mut rest) = (pos, bytes);
         let mut helper = Helper::new(HELP_EVERY);
         until(
@@ -301,7 +274,7 @@ impl Stream {
                 }
                 rest.is_empty().then_some(())
             },
-            || helper.round(self, ctx),
+            || helper.round(self, &mut help),
         )
     }
 
@@ -309,11 +282,12 @@ impl Stream {
     /// position `pos`, in one piece once all of it may be written, and commits it.
     ///
     /// Each lane of a group writes its own line this way (see `print::emit`), in the round
-    /// that finds room for it (the lockstep rule, `arch/mod.rs`). `leader` says whether it
-    /// helps the flush along often (the group's leader) or rarely (the others: thousands of
-    /// helping lanes would only slow down the threads that free the space).
+    /// that finds room for it (the lockstep rule, `arch/mod.rs`). While it waits it calls
+    /// `help` (reap, then flush this stream: `Context::help`); `leader` says whether often
+    /// (the group's leader) or rarely (the others: thousands of helping lanes would only
+    /// slow down the threads that free the space).
     #[inline(always)] // the print path: calls out of it cost 10-20% on the H100 (BENCHMARKS.md)
-    pub fn write_record(&self, ctx: &Context, pos: u64, bytes: &[u8], leader: bool) {
+    pub fn write_record(&self, pos: u64, bytes: &[u8], leader: bool, mut help: impl FnMut()) {
         let len = bytes.len() as u64;
         debug_assert!(len <= self.cap);
         if len == 0 {
@@ -330,7 +304,7 @@ impl Stream {
                 self.commit(pos, pos + len);
                 Some(())
             },
-            || helper.round(self, ctx),
+            || helper.round(self, &mut help),
         )
     }
 
@@ -371,216 +345,6 @@ impl Stream {
         self.committed.fetch_add(e - s, Ordering::Relaxed);
     }
 
-    // ---------------------------------------------------------------- the flusher
-
-    /// Submits writes for what is complete. Called only through `flusher.run`.
-    pub(crate) fn flush_work(&self, ctx: &Context) {
-        // Remainders of short writes first: they come before anything newer.
-        let head = self.flight_head.load(Ordering::Relaxed);
-        let mut seq = self.flight_tail.load(Ordering::Acquire);
-        while seq != head {
-            // Acquire: pairs with the reaper's release of RESUBMIT (and the new cursor).
-            if self.flight(seq).state.load(Ordering::Acquire) == RESUBMIT {
-                self.flight(seq).state.store(IN_FLIGHT, Ordering::Relaxed);
-                self.submit_flight(ctx, seq);
-            }
-            seq = seq.wrapping_add(1);
-        }
-        loop {
-            let head = self.flight_head.load(Ordering::Relaxed);
-            // Acquire: pairs with the reaper's release of the tail; the slot is free.
-            let tail = self.flight_tail.load(Ordering::Acquire);
-            if head.wrapping_sub(tail) >= self.max_flights {
-                // All flights are out: collect completions (reaping never submits, so this
-                // cannot wait on ourselves), then look again.
-                ctx.reap();
-                if head.wrapping_sub(self.flight_tail.load(Ordering::Acquire)) >= self.max_flights {
-                    return; // the reaper kicks the stream when a flight lands
-                }
-                continue;
-            }
-            let start = self.flushed.load(Ordering::Relaxed);
-            // Acquire: the counters of released bytes were decremented before `released`
-            // moved.
-            let window = self.released.load(Ordering::Acquire) + self.cap;
-            let ready = self.complete_prefix(start, window);
-            if ready == start {
-                return;
-            }
-            let wrap = (start | (self.cap - 1)) + 1;
-            let end = ready.min(wrap).min(start + MAX_WRITE);
-            let f = self.flight(head);
-            f.start.store(start, Ordering::Relaxed);
-            f.cursor.store(start, Ordering::Relaxed);
-            f.end.store(end, Ordering::Relaxed);
-            f.seq.store(head, Ordering::Relaxed);
-            // Release: the flight's fields happen-before the reaper's use of them (also
-            // ordered through the SQE's publication and the kernel's CQE).
-            f.state.store(IN_FLIGHT, Ordering::Release);
-            self.flushed.store(end, Ordering::Release);
-            self.flight_head.store(head.wrapping_add(1), Ordering::Release);
-            self.submit_flight(ctx, head);
-        }
-    }
-
-    /// How far from `from` (and below `window`) the log is written without a gap.
-    #[inline(never)] // tests/ptx_atomics.rs finds it by name
-    fn complete_prefix(&self, from: u64, window: u64) -> u64 {
-        let limit = self.reserved.load(Ordering::Relaxed).min(window);
-        let mut p = from;
-        // Whole chunks, one counter each. The chunk ends below `window`, so its counter's
-        // previous user was zeroed before we read `released` (see the module docs).
-        loop {
-            let chunk_end = (p | (self.chunk - 1)) + 1;
-            if chunk_end > limit || self.chunk_counter(p).load(Ordering::Relaxed) as u64 != self.chunk {
-                break;
-            }
-            p = chunk_end;
-        }
-        if p < limit {
-            // A partial chunk: take the rest if every reserved byte is committed. Acquire
-            // orders the load of `reserved` after it; every record counted in `committed`
-            // was reserved before it was committed, so lies below that `reserved`. Counted
-            // records are disjoint, so equal totals mean that all of `[0, reserved)` is
-            // written.
-            let committed = self.committed.load(Ordering::Acquire);
-            let reserved = self.reserved.load(Ordering::Relaxed);
-            if committed == reserved {
-                p = reserved.min(window).max(p);
-            }
-        }
-        // Acquire fence: pairs with the release fence in each `commit` whose counter adds
-        // we read, so the bytes of `[from, p)` happen-before our submission (and, through
-        // the ring's system-scope publication, the kernel's read).
-        fence(Ordering::Acquire);
-        p
-    }
-
-    /// Submits the unwritten part of flight `seq`.
-    fn submit_flight(&self, ctx: &Context, seq: u32) {
-        let f = self.flight(seq);
-        let cursor = f.cursor.load(Ordering::Relaxed);
-        let end = f.end.load(Ordering::Relaxed);
-        let off = if self.positional != 0 {
-            self.base.load(Ordering::Relaxed).wrapping_add(cursor)
-        } else {
-            OFF_CURRENT_POSITION
-        };
-        // A registered file is named by its index (and the flag that says so).
-        let (fd, flags) = if self.fixed_file >= 0 {
-            (self.fixed_file, IOSQE_FIXED_FILE)
-        } else {
-            (self.fd, 0)
-        };
-        let sqe = Sqe {
-            opcode: IORING_OP_WRITE,
-            flags,
-            fd,
-            off,
-            // The cell's offset from `buf` in bytes (a cell is a byte, except under loom,
-            // whose model cells are larger), moved to where the kernel sees the log.
-            addr: self.io_base.wrapping_add(self.cell(cursor) as u64 - self.buf as u64),
-            len: (end - cursor) as u32,
-            user_data: crate::context::user_data_for_stream(self.index, seq),
-            ..Sqe::default()
-        };
-        // Help by reaping only: a flush must never start another submission from inside
-        // this one (see `Context::help`).
-        ctx.ring.submit(&sqe, &mut || {
-            ctx.reap();
-        });
-    }
-
-    // ---------------------------------------------------------------- the reaper
-
-    /// A write of flight `seq` completed with `res`. Called only by the reaper.
-    ///
-    /// Returns `false`, changing nothing, if flight `seq` is not in flight (a completion
-    /// that matches nothing: a bug, counted by the caller).
-    pub(crate) fn complete(&self, seq: u32, res: i32) -> bool {
-        let f = self.flight(seq);
-        // Only the reaper moves a flight out of IN_FLIGHT, and the flight's slot is reused
-        // only after it was released, so a genuine completion always finds it in flight
-        // (with `seq` itself: the flusher wrote it before publishing the SQE).
-        if f.state.load(Ordering::Relaxed) != IN_FLIGHT || f.seq.load(Ordering::Relaxed) != seq {
-            return false;
-        }
-        let cursor = f.cursor.load(Ordering::Relaxed);
-        let end = f.end.load(Ordering::Relaxed);
-        if res <= 0 {
-            // A write that fails, or makes no progress, loses the rest of the flight.
-            let errno = if res < 0 {
-                -res
-            } else {
-                5 /* EIO */
-            };
-            self.lose(cursor, end, errno);
-            f.state.store(DONE, Ordering::Relaxed);
-        } else if (res as u64) < end - cursor {
-            f.cursor.store(cursor + res as u64, Ordering::Relaxed);
-            // Release: the new cursor happens-before the flusher's acquire of RESUBMIT.
-            f.state.store(RESUBMIT, Ordering::Release);
-        } else {
-            f.state.store(DONE, Ordering::Relaxed);
-        }
-        // Release finished flights in order.
-        loop {
-            let tail = self.flight_tail.load(Ordering::Relaxed);
-            if tail == self.flight_head.load(Ordering::Acquire) {
-                break;
-            }
-            let f = self.flight(tail);
-            if f.state.load(Ordering::Relaxed) != DONE {
-                break;
-            }
-            let (s, e) = (f.start.load(Ordering::Relaxed), f.end.load(Ordering::Relaxed));
-            self.clear(s, e);
-            f.state.store(FREE, Ordering::Relaxed);
-            // Release, system scope: the kernel's reads of `[s, e)` (acquired with the CQ
-            // tail) and the decremented counters happen-before a producer's acquire of `released`
-            // and its writes to `[s + cap, e + cap)`. Invariant 3.
-            self.released.store(e, Ordering::Release);
-            // Release: the flight slot is free for the flusher.
-            self.flight_tail.store(tail.wrapping_add(1), Ordering::Release);
-        }
-        // Release: the released space and freed flight happen-before whoever takes the kick.
-        self.kick.store(1, Ordering::Release);
-        true
-    }
-
-    /// Zeroes the counters of the chunks whose last byte is in `[s, e)`: released now.
-    fn clear(&self, s: u64, e: u64) {
-        let mut end = (s | (self.chunk - 1)) + 1;
-        while end <= e {
-            // Relaxed: ordered before the counter's next user (two passes later) by the
-            // release of `released`, which that user's producers acquire.
-            self.chunk_counter(end - 1).store(0, Ordering::Relaxed);
-            end += self.chunk;
-        }
-    }
-
-    /// Records that `[s, e)` will never be written.
-    fn lose(&self, s: u64, e: u64, errno: i32) {
-        let mut lines = 0u64;
-        let mut p = s;
-        while p < e {
-            let wrap = (p | (self.cap - 1)) + 1;
-            let hi = e.min(wrap);
-            // SAFETY: the flight's bytes stay untouched until `released` passes them.
-            unsafe {
-                read_cells(self.cell(p), (hi - p) as usize, |b| {
-                    lines += b.iter().filter(|&&c| c == b'\n').count() as u64
-                })
-            };
-            p = hi;
-        }
-        let errs = &self.errors;
-        errs.failed_writes.fetch_add(1, Ordering::Relaxed);
-        errs.last_errno.store(errno, Ordering::Relaxed);
-        errs.lost_bytes.fetch_add(e - s, Ordering::Relaxed);
-        errs.lost_lines.fetch_add(lines, Ordering::Relaxed);
-    }
-
     // ---------------------------------------------------------------- state
 
     /// Whether every reserved byte has been written out (or reported lost).
@@ -606,15 +370,20 @@ impl Helper {
         Helper { rounds: 0, every }
     }
 
-    fn round(&mut self, stream: &Stream, ctx: &Context) {
+    fn round(&mut self, stream: &Stream, help: &mut impl FnMut()) {
         self.rounds = self.rounds.wrapping_add(1);
         if self.rounds % self.every == 1 % self.every && !stream.flusher.busy() {
-            ctx.help(stream);
+            help();
         }
     }
 }
 
-// SAFETY: the pointers point to memory shared by design; every access goes through the
-// stream protocol above.
+// SAFETY: a Stream's fields are atomics and pointers to memory shared by design
+// (`Stream::new`'s contract keeps it valid): counters and flights are atomics, and a log byte
+// is written only by the producer that reserved it while it is below `released + cap`, and
+// read by the flusher and the kernel only once committed (the stream protocol above). So
+// shared references from many threads are sound.
 unsafe impl Sync for Stream {}
+// SAFETY: a Stream owns nothing thread-bound: moving it moves only the pointers, whose
+// validity `Stream::new`'s contract ties to the memory, not to a thread.
 unsafe impl Send for Stream {}

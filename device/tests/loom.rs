@@ -25,7 +25,7 @@ use gpuio_device::combine::Combiner;
 use gpuio_device::context::{Context, CONTEXT_MAGIC};
 use gpuio_device::group::SingleLane;
 use gpuio_device::io;
-use gpuio_device::pool::{self, Pool, FREE};
+use gpuio_device::pool::{Pool, FREE};
 use gpuio_device::print::emit;
 use gpuio_device::request::Requests;
 use gpuio_device::ring::Ring;
@@ -537,8 +537,8 @@ impl InlineKernel {
 }
 
 /// Two threads each make two requests, one after the other (take a slot, submit, wait:
-/// `Requests::call`'s steps, with the kernel model run in between, in the round of
-/// `pool::with_taken` that took the slot), whose results are their
+/// `Context::call`'s steps, with the kernel model run in between, in the round of
+/// `Context::with_taken` that took the slot), whose results are their
 /// SQEs' `len`s, all different: a result routed to the wrong slot, left over from the
 /// slot's previous request, or read before its `DONE` was acquired (a stale value), fails
 /// the waiter's assertion. Whoever waits reaps, so a result is often routed by the other
@@ -554,10 +554,9 @@ fn requests_model(slots: u32, batch: usize) {
                 thread::spawn(move || {
                     let ctx = w.ctx.as_ref().unwrap();
                     for len in lens {
-                        // As `Requests::call` does: the request is made and waited for in the
+                        // As `Context::call` does: the request is made and waited for in the
                         // round that took the slot (the lockstep rule).
-                        pool::with_taken(
-                            ctx,
+                        ctx.with_taken(
                             || ctx.requests.try_take(),
                             |ticket| {
                                 let sqe = Sqe {
@@ -571,7 +570,7 @@ fn requests_model(slots: u32, batch: usize) {
                                     ctx.reap();
                                 });
                                 kernel.run(&w, |sqe| sqe.len as i32);
-                                let res = ctx.requests.wait(ctx, ticket);
+                                let res = ctx.wait(ticket);
                                 assert_eq!(res, len as i32, "a waiter got a result that is not its own");
                             },
                         );

@@ -15,7 +15,8 @@
 //! # The lockstep rule
 //! On AMD GPUs the lanes of a wavefront run in lockstep, and so do the lanes of an NVIDIA
 //! warp running PTX built for a target before sm_70 (`sm_60`: the driver then runs it
-//! without independent thread scheduling, also on Hopper; `shared/reference/MEASURED.md`).
+//! without independent thread scheduling, also on Hopper, which is why the `lockstep`
+//! configuration of `tests/gpu.rs` runs the sm_60 build on NVIDIA GPUs).
 //! A lane that leaves a loop its siblings are still in stays masked off, doing nothing,
 //! until every lane of the wavefront has left it. So in a wait loop a lane that got what
 //! it waited for (a ring slot, log room, an arena block, a completion slot) must not leave
@@ -36,6 +37,8 @@
 //! With independent thread scheduling (sm_70+, and the CPU backend) a waiting lane does
 //! not hold up its siblings, and `WaitGroup` is a single lane: each lane leaves as soon as
 //! it is done.
+//!
+//! The lockstep rule is invariant 10 of the protocol (`docs/PROTOCOL.md` lists them all).
 
 #[cfg(target_arch = "amdgpu")]
 mod amdgcn;

@@ -507,7 +507,7 @@ pub fn relax() {
 #[inline(always)]
 pub fn doze() {
     #[cfg(target_feature = "sm_70")]
-    // SAFETY: as above.
+    // SAFETY: `nanosleep` only suspends the thread for a while; it has no memory effects.
     unsafe {
         core::arch::asm!("nanosleep.u32 2000;", options(nostack, nomem))
     };

@@ -1,0 +1,271 @@
+//! The way out of a print log: the flusher turns the complete bytes of a [`Stream`] into
+//! *flights* (one write SQE each), and the reaper completes them and releases their bytes
+//! to the producers, in flight order (the module docs of [`crate::stream`] give the whole
+//! protocol; the invariants it cites are listed in `docs/PROTOCOL.md`).
+
+use super::{Stream, MAX_WRITE};
+use crate::errno::Errno;
+use crate::ring::Ring;
+use crate::sync::{fence, read_cells, AtomicU32, AtomicU64, Ordering};
+use crate::uapi::{Sqe, IORING_OP_WRITE, IOSQE_FIXED_FILE, OFF_CURRENT_POSITION};
+use crate::user_data;
+
+/// Flight states.
+const FREE: u32 = 0;
+const IN_FLIGHT: u32 = 1;
+const RESUBMIT: u32 = 2;
+const DONE: u32 = 3;
+
+/// One write in flight: `[start, end)`, of which `[cursor, end)` is still to be written.
+#[repr(C)]
+pub struct Flight {
+    /// The first log position of the write.
+    pub start: AtomicU64,
+    /// Where the unwritten part starts (moves on after a short write).
+    pub cursor: AtomicU64,
+    /// The log position after the write's last byte.
+    pub end: AtomicU64,
+    /// Free, in flight, to be resubmitted (after a short write) or done.
+    pub state: AtomicU32,
+    /// The sequence number it was started with (completions are checked against it).
+    pub seq: AtomicU32,
+}
+
+impl Flight {
+    /// An unused flight.
+    pub fn new() -> Self {
+        Flight {
+            start: AtomicU64::new(0),
+            cursor: AtomicU64::new(0),
+            end: AtomicU64::new(0),
+            state: AtomicU32::new(FREE),
+            seq: AtomicU32::new(0),
+        }
+    }
+}
+
+impl Default for Flight {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Stream {
+    // ---------------------------------------------------------------- the flusher
+
+    /// Flushes this stream, or asks whoever is flushing it to go on: submits writes for
+    /// what is complete to `ring`. `reap` consumes completions (the context's reaper); it
+    /// is called while all flights are out and while a submission waits for a credit.
+    ///
+    /// Never called from inside a flush: a flush that waited on another flush's
+    /// submission could wait on itself (tickets are taken in order).
+    #[inline] // on the print path (see `Stream::write_record`)
+    pub fn flush(&self, ring: &Ring, mut reap: impl FnMut()) {
+        self.flusher.run(|| self.flush_work(ring, &mut reap));
+    }
+
+    /// Submits writes for what is complete. Called only through `flusher.run`.
+    #[inline(never)] // one copy in a code object; the combiner's lock around it is inlined
+    fn flush_work(&self, ring: &Ring, reap: &mut impl FnMut()) {
+        // Remainders of short writes first: they come before anything newer.
+        let head = self.flight_head.load(Ordering::Relaxed);
+        let mut seq = self.flight_tail.load(Ordering::Acquire);
+        while seq != head {
+            // Acquire: pairs with the reaper's release of RESUBMIT (and the new cursor).
+            if self.flight(seq).state.load(Ordering::Acquire) == RESUBMIT {
+                self.flight(seq).state.store(IN_FLIGHT, Ordering::Relaxed);
+                self.submit_flight(ring, reap, seq);
+            }
+            seq = seq.wrapping_add(1);
+        }
+        loop {
+            let head = self.flight_head.load(Ordering::Relaxed);
+            // Acquire: pairs with the reaper's release of the tail; the slot is free.
+            let tail = self.flight_tail.load(Ordering::Acquire);
+            if head.wrapping_sub(tail) >= self.max_flights {
+                // All flights are out: collect completions (reaping never submits, so this
+                // cannot wait on ourselves), then look again.
+                reap();
+                if head.wrapping_sub(self.flight_tail.load(Ordering::Acquire)) >= self.max_flights {
+                    return; // the reaper kicks the stream when a flight lands
+                }
+                continue;
+            }
+            let start = self.flushed.load(Ordering::Relaxed);
+            // Acquire: the counters of released bytes were decremented before `released`
+            // moved.
+            let window = self.released.load(Ordering::Acquire) + self.cap;
+            let ready = self.complete_prefix(start, window);
+            if ready == start {
+                return;
+            }
+            let wrap = (start | (self.cap - 1)) + 1;
+            let end = ready.min(wrap).min(start + MAX_WRITE);
+            let f = self.flight(head);
+            f.start.store(start, Ordering::Relaxed);
+            f.cursor.store(start, Ordering::Relaxed);
+            f.end.store(end, Ordering::Relaxed);
+            f.seq.store(head, Ordering::Relaxed);
+            // Release: the flight's fields happen-before the reaper's use of them (also
+            // ordered through the SQE's publication and the kernel's CQE).
+            f.state.store(IN_FLIGHT, Ordering::Release);
+            self.flushed.store(end, Ordering::Release);
+            self.flight_head.store(head.wrapping_add(1), Ordering::Release);
+            self.submit_flight(ring, reap, head);
+        }
+    }
+
+    /// How far from `from` (and below `window`) the log is written without a gap.
+    #[inline(never)] // tests/ptx_atomics.rs finds it by name
+    fn complete_prefix(&self, from: u64, window: u64) -> u64 {
+        let limit = self.reserved.load(Ordering::Relaxed).min(window);
+        let mut p = from;
+        // Whole chunks, one counter each. The chunk ends below `window`, so its counter's
+        // previous user was zeroed before we read `released` (see the module docs).
+        loop {
+            let chunk_end = (p | (self.chunk - 1)) + 1;
+            if chunk_end > limit || self.chunk_counter(p).load(Ordering::Relaxed) as u64 != self.chunk {
+                break;
+            }
+            p = chunk_end;
+        }
+        if p < limit {
+            // A partial chunk: take the rest if every reserved byte is committed. Acquire
+            // orders the load of `reserved` after it; every record counted in `committed`
+            // was reserved before it was committed, so lies below that `reserved`. Counted
+            // records are disjoint, so equal totals mean that all of `[0, reserved)` is
+            // written.
+            let committed = self.committed.load(Ordering::Acquire);
+            let reserved = self.reserved.load(Ordering::Relaxed);
+            if committed == reserved {
+                p = reserved.min(window).max(p);
+            }
+        }
+        // Acquire fence: pairs with the release fence in each `commit` whose counter adds
+        // we read, so the bytes of `[from, p)` happen-before our submission (and, through
+        // the ring's system-scope publication, the kernel's read).
+        fence(Ordering::Acquire);
+        p
+    }
+
+    /// Submits the unwritten part of flight `seq`.
+    fn submit_flight(&self, ring: &Ring, reap: &mut impl FnMut(), seq: u32) {
+        let f = self.flight(seq);
+        let cursor = f.cursor.load(Ordering::Relaxed);
+        let end = f.end.load(Ordering::Relaxed);
+        let off = if self.positional != 0 {
+            self.base.load(Ordering::Relaxed).wrapping_add(cursor)
+        } else {
+            OFF_CURRENT_POSITION
+        };
+        // A registered file is named by its index (and the flag that says so).
+        let (fd, flags) = if self.fixed_file >= 0 {
+            (self.fixed_file, IOSQE_FIXED_FILE)
+        } else {
+            (self.fd, 0)
+        };
+        let sqe = Sqe {
+            opcode: IORING_OP_WRITE,
+            flags,
+            fd,
+            off,
+            // The cell's offset from `buf` in bytes (a cell is a byte, except under loom,
+            // whose model cells are larger), moved to where the kernel sees the log.
+            addr: self.io_base.wrapping_add(self.cell(cursor) as u64 - self.buf as u64),
+            len: (end - cursor) as u32,
+            user_data: user_data::for_stream(self.index, seq),
+            ..Sqe::default()
+        };
+        // Help by reaping only: a flush must never start another submission from inside
+        // this one (see `Stream::flush`).
+        ring.submit(&sqe, &mut || {
+            reap();
+        });
+    }
+
+    // ---------------------------------------------------------------- the reaper
+
+    /// A write of flight `seq` completed with `res`. Called only by the reaper.
+    ///
+    /// Returns `false`, changing nothing, if flight `seq` is not in flight (a completion
+    /// that matches nothing: a bug, counted by the caller).
+    pub(crate) fn complete(&self, seq: u32, res: i32) -> bool {
+        let f = self.flight(seq);
+        // Only the reaper moves a flight out of IN_FLIGHT, and the flight's slot is reused
+        // only after it was released, so a genuine completion always finds it in flight
+        // (with `seq` itself: the flusher wrote it before publishing the SQE).
+        if f.state.load(Ordering::Relaxed) != IN_FLIGHT || f.seq.load(Ordering::Relaxed) != seq {
+            return false;
+        }
+        let cursor = f.cursor.load(Ordering::Relaxed);
+        let end = f.end.load(Ordering::Relaxed);
+        if res <= 0 {
+            // A write that fails, or makes no progress, loses the rest of the flight.
+            let errno = if res < 0 { -res } else { Errno::EIO.0 };
+            self.lose(cursor, end, errno);
+            f.state.store(DONE, Ordering::Relaxed);
+        } else if (res as u64) < end - cursor {
+            f.cursor.store(cursor + res as u64, Ordering::Relaxed);
+            // Release: the new cursor happens-before the flusher's acquire of RESUBMIT.
+            f.state.store(RESUBMIT, Ordering::Release);
+        } else {
+            f.state.store(DONE, Ordering::Relaxed);
+        }
+        // Release finished flights in order.
+        loop {
+            let tail = self.flight_tail.load(Ordering::Relaxed);
+            if tail == self.flight_head.load(Ordering::Acquire) {
+                break;
+            }
+            let f = self.flight(tail);
+            if f.state.load(Ordering::Relaxed) != DONE {
+                break;
+            }
+            let (s, e) = (f.start.load(Ordering::Relaxed), f.end.load(Ordering::Relaxed));
+            self.clear(s, e);
+            f.state.store(FREE, Ordering::Relaxed);
+            // Release, system scope: the kernel's reads of `[s, e)` (acquired with the CQ
+            // tail) and the decremented counters happen-before a producer's acquire of `released`
+            // and its writes to `[s + cap, e + cap)`. Invariant 3.
+            self.released.store(e, Ordering::Release);
+            // Release: the flight slot is free for the flusher.
+            self.flight_tail.store(tail.wrapping_add(1), Ordering::Release);
+        }
+        // Release: the released space and freed flight happen-before whoever takes the kick.
+        self.kick.store(1, Ordering::Release);
+        true
+    }
+
+    /// Zeroes the counters of the chunks whose last byte is in `[s, e)`: released now.
+    fn clear(&self, s: u64, e: u64) {
+        let mut end = (s | (self.chunk - 1)) + 1;
+        while end <= e {
+            // Relaxed: ordered before the counter's next user (two passes later) by the
+            // release of `released`, which that user's producers acquire.
+            self.chunk_counter(end - 1).store(0, Ordering::Relaxed);
+            end += self.chunk;
+        }
+    }
+
+    /// Records that `[s, e)` will never be written.
+    fn lose(&self, s: u64, e: u64, errno: i32) {
+        let mut lines = 0u64;
+        let mut p = s;
+        while p < e {
+            let wrap = (p | (self.cap - 1)) + 1;
+            let hi = e.min(wrap);
+            // SAFETY: the flight's bytes stay untouched until `released` passes them.
+            unsafe {
+                read_cells(self.cell(p), (hi - p) as usize, |b| {
+                    lines += b.iter().filter(|&&c| c == b'\n').count() as u64
+                })
+            };
+            p = hi;
+        }
+        let errs = &self.errors;
+        errs.failed_writes.fetch_add(1, Ordering::Relaxed);
+        errs.last_errno.store(errno, Ordering::Relaxed);
+        errs.lost_bytes.fetch_add(e - s, Ordering::Relaxed);
+        errs.lost_lines.fetch_add(lines, Ordering::Relaxed);
+    }
+}
