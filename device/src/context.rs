@@ -27,6 +27,24 @@ pub const CONTEXT_LAYOUT: u64 = CONTEXT_MAGIC ^ ((core::mem::size_of::<Context>(
 #[allow(non_upper_case_globals)]
 pub static gpuio_layout: u64 = CONTEXT_LAYOUT;
 
+/// The context the host installed for the calling thread's kernel (a device global on GPUs,
+/// a thread-local on the CPU backend), or null outside a kernel.
+#[inline(always)]
+pub fn current() -> *const Context {
+    crate::arch::installed_context().cast()
+}
+
+/// Makes the calling host thread a "GPU thread" of a kernel on `ctx` until the guard drops
+/// (the CPU backend calls this on each thread it starts; tests call it to run device code).
+///
+/// # Safety
+/// `ctx` must point to an initialised [`Context`] that outlives the guard.
+#[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
+pub unsafe fn enter(ctx: *const Context, ids: crate::arch::host::ThreadIds) -> crate::arch::host::EnterGuard {
+    // SAFETY: the caller upholds `arch::host::enter`'s contract, which is this function's.
+    unsafe { crate::arch::host::enter(ctx.cast(), ids) }
+}
+
 /// Number of print streams: stdout and stderr.
 pub const STREAMS: usize = 2;
 

@@ -137,7 +137,7 @@ pub fn report_panic(location: Option<&Location<'_>>, message: &dyn fmt::Display)
             message
         }
     );
-    let ctx = crate::arch::context();
+    let ctx = crate::context::current();
     if ctx.is_null() {
         return;
     }

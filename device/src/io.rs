@@ -58,7 +58,7 @@ const FSYNC_DATASYNC: u32 = 1;
 
 /// The context of the calling kernel, if any.
 fn context() -> Option<&'static Context> {
-    let ctx = crate::arch::context();
+    let ctx = crate::context::current();
     // SAFETY: a non-null context was installed by the host and outlives every kernel that
     // runs with it.
     (!ctx.is_null()).then(|| unsafe { &*ctx })

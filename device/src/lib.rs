@@ -67,7 +67,7 @@ pub fn global_thread_idx() -> u64 {
 #[cfg(any(target_arch = "amdgpu", target_arch = "nvptx64"))]
 #[no_mangle]
 pub extern "gpu-kernel" fn gpuio_drain() {
-    let ctx = arch::context();
+    let ctx = context::current();
     if !ctx.is_null() {
         // SAFETY: the host installed a context that outlives every kernel of this module.
         unsafe { &*ctx }.drain(|| {});

@@ -24,7 +24,7 @@ pub const LINE_BUF: usize = 256;
 #[doc(hidden)]
 #[inline(never)]
 pub fn print_to(stderr: bool, newline: bool, args: fmt::Arguments) {
-    let ctx = crate::arch::context();
+    let ctx = crate::context::current();
     if ctx.is_null() {
         #[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
         crate::arch::host::print_without_context(stderr, newline, args);

@@ -19,9 +19,10 @@
 //! some interleaving.
 #![cfg(loom)]
 
-use gpuio_device::arch::host::{enter, ThreadIds};
+use gpuio_device::arch::host::ThreadIds;
 use gpuio_device::arena::Arena;
 use gpuio_device::combine::Combiner;
+use gpuio_device::context::enter;
 use gpuio_device::context::{Context, CONTEXT_MAGIC};
 use gpuio_device::group::SingleLane;
 use gpuio_device::io;

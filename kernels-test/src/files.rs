@@ -295,13 +295,12 @@ kernel! {
     /// `out[6 * i + k]` (u64, ns) for the phases `k` in that order; the last entry is the
     /// CQE's result.
     pub fn latency_phases(fd: i32, iters: u32, out: u64) {
-        use gpuio_device::pool;
         use gpuio_device::sync::fence;
         use gpuio_device::uapi::{Sqe, IORING_OP_WRITE};
         if global_thread_idx() != 0 {
             return;
         }
-        let ctx = gpuio_device::arch::context();
+        let ctx = gpuio_device::context::current();
         if ctx.is_null() {
             return;
         }
@@ -317,7 +316,7 @@ kernel! {
             let t2 = clock_ns();
             // One thread: no sibling waits for what it holds (the lockstep rule,
             // gpuio_device::arch), so it may keep the block and slot past the wait.
-            let (block, ticket) = pool::with_taken(ctx, || io::try_take_block_and_slot(ctx), |taken| taken);
+            let (block, ticket) = ctx.with_taken(|| io::try_take_block_and_slot(ctx), |taken| taken);
             // SAFETY: the block is ours until the request completes.
             unsafe { gpuio_device::sync::copy_to_cells(ctx.arena.cells(block), &line) };
             let t3 = clock_ns();
@@ -334,7 +333,7 @@ kernel! {
                 ctx.reap();
             });
             let t4 = clock_ns();
-            let res = ctx.requests.wait(ctx, ticket);
+            let res = ctx.wait(ticket);
             let t5 = clock_ns();
             ctx.arena.pool.give_back(block);
             let row = [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, res as i64 as u64 ^ (head as u64 & 0)];

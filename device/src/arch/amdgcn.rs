@@ -2,7 +2,6 @@
 
 use core::arch::amdgpu;
 
-use crate::context::Context;
 use crate::group::Group;
 
 /// System-scope atomics for AMD GPUs.
@@ -312,11 +311,12 @@ pub fn is_thread_private(p: *const u8) -> bool {
 /// before dispatch.
 #[no_mangle]
 #[allow(non_upper_case_globals)]
-pub static mut gpuio_context: *const Context = core::ptr::null();
+pub static mut gpuio_context: *const () = core::ptr::null();
 
-/// The context the host installed, or null.
+/// The context the host installed (a `*const Context`: [`crate::context::current`] gives it
+/// its type), or null.
 #[inline(always)]
-pub fn context() -> *const Context {
+pub fn installed_context() -> *const () {
     // SAFETY: the host writes the global only while no kernel of this code object runs.
     unsafe { core::ptr::read_volatile(&raw const gpuio_context) }
 }

@@ -9,7 +9,6 @@ extern crate std;
 
 use core::cell::Cell;
 
-use crate::context::Context;
 use crate::group::SingleLane;
 
 /// Host atomics.
@@ -95,13 +94,14 @@ impl Drop for InPrint {
 }
 
 std::thread_local! {
-    static CURRENT: Cell<(*const Context, ThreadIds)> =
+    static CURRENT: Cell<(*const (), ThreadIds)> =
         const { Cell::new((core::ptr::null(), ThreadIds { thread_idx: 0, block_idx: 0, block_dim: 1, grid_dim: 1 })) };
 }
 
-/// The context of the kernel this thread runs, or null outside a kernel.
+/// The context of the kernel this thread runs (a `*const Context`: [`crate::context::current`]
+/// gives it its type), or null outside a kernel.
 #[inline]
-pub fn context() -> *const Context {
+pub fn installed_context() -> *const () {
     CURRENT.with(|c| c.get().0)
 }
 
@@ -131,15 +131,16 @@ pub fn grid_dim() -> u32 {
 /// The CPU backend calls this on each thread it starts; tests call it to run device code.
 ///
 /// # Safety
-/// `ctx` must point to an initialised [`Context`] that outlives the guard.
-pub unsafe fn enter(ctx: *const Context, ids: ThreadIds) -> EnterGuard {
+/// `ctx` must point to an initialised [`Context`](crate::Context) that outlives the guard.
+/// [`crate::context::enter`] is the typed form.
+pub unsafe fn enter(ctx: *const (), ids: ThreadIds) -> EnterGuard {
     let prev = CURRENT.with(|c| c.replace((ctx, ids)));
     EnterGuard { prev }
 }
 
 /// Restores the thread's previous context when dropped.
 pub struct EnterGuard {
-    prev: (*const Context, ThreadIds),
+    prev: (*const (), ThreadIds),
 }
 
 impl Drop for EnterGuard {

@@ -5,8 +5,9 @@
 //!   every ordering other than `Relaxed` (and system-scope coherence for `Relaxed`);
 //! - `relax()`, `doze()`: what a spinning thread does;
 //! - `clock_ns()`: a nanosecond clock for measurements (GPU-wide on GPUs);
-//! - `context()`: the runtime context the host installed (a device global on GPUs, a
-//!   thread-local on the CPU backend);
+//! - `installed_context()`: the runtime context the host installed (a device global on GPUs,
+//!   a thread-local on the CPU backend), untyped: [`crate::context::current`] types it, so
+//!   that this module depends on nothing above it;
 //! - ids: `thread_idx`, `block_idx`, `block_dim`, `grid_dim` (x dimension);
 //! - `is_thread_private(p)`: whether `p` is in the calling thread's own private memory;
 //! - `Warp`: the lanes executing a call together, as a [`crate::group::Group`];

@@ -5,7 +5,6 @@
 //! lockstep as an AMD wavefront runs. The memory-model operations differ between the two
 //! ([`atomic`]); the warp collectives and ids are the same.
 
-use crate::context::Context;
 use crate::group::Group;
 
 /// System-scope atomics for PTX, in two variants chosen by the PTX target.
@@ -554,11 +553,12 @@ pub fn clock_ns() -> u64 {
 /// The runtime context. The host writes this global (`cuModuleGetGlobal`) before launch.
 #[no_mangle]
 #[allow(non_upper_case_globals)]
-pub static mut gpuio_context: *const Context = core::ptr::null();
+pub static mut gpuio_context: *const () = core::ptr::null();
 
-/// The context the host installed, or null.
+/// The context the host installed (a `*const Context`: [`crate::context::current`] gives it
+/// its type), or null.
 #[inline(always)]
-pub fn context() -> *const Context {
+pub fn installed_context() -> *const () {
     // SAFETY: the host writes the global only while no kernel of this module runs.
     unsafe { core::ptr::read_volatile(&raw const gpuio_context) }
 }

@@ -2,7 +2,7 @@
 //! device protocol code as Rust kernels.
 //!
 //! The CPU backend installs the runtime's device context in each kernel thread's
-//! thread-local (`gpuio_device::arch::host::enter`); printing finds it there, so C needs
+//! thread-local (`gpuio_device::context::enter`); printing finds it there, so C needs
 //! no handle. Bytes that are UTF-8 (nearly always) take `println!`'s own path,
 //! `gpuio_device::print::emit`. Other bytes are written with the stream calls that `emit`
 //! makes for a long line (reserve, fill, flush): one contiguous record either way.
@@ -15,7 +15,7 @@ use crate::status::Failure;
 
 /// Prints `bytes` to the runtime's stdout (or stderr) from a CPU kernel thread.
 pub(crate) fn print(stderr: bool, bytes: &[u8]) -> Result<(), Failure> {
-    let ctx = gpuio_device::arch::context();
+    let ctx = gpuio_device::context::current();
     if ctx.is_null() {
         let f = if stderr { "gpuio_eprint" } else { "gpuio_print" };
         return Err(Failure::new(
@@ -35,7 +35,7 @@ pub(crate) fn print(stderr: bool, bytes: &[u8]) -> Result<(), Failure> {
         Ok(text) => emit(&Warp::default(), ctx, stream, false, format_args!("{text}")),
         Err(_) => {
             let pos = stream.reserve(bytes.len() as u64);
-            stream.fill(ctx, pos, bytes);
+            ctx.fill(stream, pos, bytes);
             ctx.flush(stream);
         }
     }

@@ -5,7 +5,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use gpuio_device::arch::host::{enter, ThreadIds};
+use gpuio_device::arch::host::ThreadIds;
+use gpuio_device::context::enter;
 
 use crate::error::{Error, Result};
 use crate::shared::Shared;
@@ -227,7 +228,7 @@ fn report_kernel_panics() {
     INSTALL.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if gpuio_device::arch::context().is_null() || gpuio_device::arch::host::in_print() {
+            if gpuio_device::context::current().is_null() || gpuio_device::arch::host::in_print() {
                 previous(info)
             } else {
                 let message = info.payload_as_str().unwrap_or("Box<dyn Any>");
