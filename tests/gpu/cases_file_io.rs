@@ -1,0 +1,121 @@
+//! File I/O from kernels: stack buffers, and thousands of threads on a few arena blocks.
+
+use std::os::fd::AsRawFd;
+
+use gpuio::Sandbox;
+use gpuio_test_kernels as k;
+
+use crate::harness::{Config, Scratch};
+use crate::kernels::{build, sync, Kernels, Mem};
+use crate::Outcome;
+
+pub(crate) fn stack_buffers_pwrite_pread(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block) = (config.pick(8, 2), 32u32);
+    let threads = (grid * block) as usize;
+    let (file, path) = scratch.file("stack_io.bin");
+    // An 8-entry SQ: the 32 lanes of a warp submitting together need slots a lap apart.
+    let rt = build(config.builder().sandbox(Sandbox::FileIo).sq_entries(8))?;
+    let k = Kernels::load(&rt)?;
+    let mut results = Mem::zeroed(&k, threads * 8);
+    let (fd, res) = (file.as_raw_fd(), results.addr());
+    k.launch("stack_io", grid, block, &[fd.into(), res.into()], move || {
+        k::stack_io(fd, res)
+    })?;
+    sync(&rt)?;
+    let codes: Vec<i64> = results
+        .read()
+        .chunks(8)
+        .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
+        .collect();
+    drop(results);
+    drop(k);
+    drop(rt);
+    let bad: Vec<(usize, i64)> = codes.iter().copied().enumerate().filter(|&(_, c)| c != 0).collect();
+    if !bad.is_empty() {
+        return Err(format!(
+            "{} of {threads} threads failed (thread, 1000 * step + errno; 998 wrong bytes read back): {:?}",
+            bad.len(),
+            &bad[..bad.len().min(8)]
+        ));
+    }
+    let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
+    for t in 0..threads {
+        if bytes.get(t * 64..t * 64 + 64) != Some(&k::stack_bytes(t as u64)[..]) {
+            return Err(format!("the file's bytes of thread {t} are not the ones it wrote"));
+        }
+    }
+    Ok(format!(
+        "{threads} threads, an 8-entry SQ: wrote 64 bytes each from their stacks and read them back, byte-exact"
+    ))
+}
+
+pub(crate) fn file_io_4_arena_blocks_2048_threads(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block) = (config.pick(16, 4), config.pick(128, 32));
+    let threads = (grid * block) as usize;
+    let bytes = 4096u32;
+    let block_bytes = 64 << 10;
+    let rt = build(
+        config
+            .builder()
+            .sandbox(Sandbox::FileIo)
+            .arena_bytes(4 * block_bytes)
+            .arena_block_bytes(block_bytes)
+            .sq_entries(8),
+    )?;
+    let k = Kernels::load(&rt)?;
+    let dir = scratch.0.join("files");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let (shared, shared_path) = scratch.file("shared.bin");
+    let dir_text = dir.to_str().unwrap().as_bytes().to_vec();
+    let mut dir_mem = Mem::zeroed(&k, dir_text.len());
+    match (&mut dir_mem, k.cuda()) {
+        (Mem::Host(v), _) => v.copy_from_slice(&dir_text),
+        (Mem::Gpu(_, d, _), Some(c)) => c.copy_to_device(*d, &dir_text).map_err(|e| e.to_string())?,
+        _ => unreachable!(),
+    }
+    let mut scratch_mem = Mem::zeroed(&k, threads * 2 * bytes as usize);
+    let mut results = Mem::zeroed(&k, threads * 8);
+    let (d, dl, fd, s, r) = (
+        dir_mem.addr(),
+        dir_text.len() as u32,
+        shared.as_raw_fd(),
+        scratch_mem.addr(),
+        results.addr(),
+    );
+    k.launch(
+        "file_check",
+        grid,
+        block,
+        &[d.into(), dl.into(), fd.into(), bytes.into(), s.into(), r.into()],
+        move || k::file_check(d, dl, fd, bytes, s, r),
+    )?;
+    sync(&rt)?;
+    let codes: Vec<i64> = results
+        .read()
+        .chunks(8)
+        .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
+        .collect();
+    let bad: Vec<(usize, i64)> = codes.iter().copied().enumerate().filter(|&(_, c)| c != 0).collect();
+    if !bad.is_empty() {
+        return Err(format!(
+            "{} of {threads} threads failed (thread, step * 1000 + errno): {:?}",
+            bad.len(),
+            &bad[..bad.len().min(8)]
+        ));
+    }
+    let shared_bytes = std::fs::read(&shared_path).map_err(|e| e.to_string())?;
+    let mut want = vec![0u8; bytes as usize];
+    for t in 0..threads {
+        k::random_fill(t as u64, &mut want);
+        let own = std::fs::read(dir.join(format!("t{t}"))).map_err(|e| format!("thread {t}'s file: {e}"))?;
+        let at = t * bytes as usize;
+        if own != want || shared_bytes.get(at..at + bytes as usize) != Some(&want[..]) {
+            return Err(format!("thread {t}: the bytes in its files are not the ones it wrote"));
+        }
+    }
+    Ok(format!(
+        "{threads} threads, 4 arena blocks, an 8-entry SQ: each wrote, fsynced and read back its own \
+         file and its part of a shared one ({} bytes each), byte-exact",
+        bytes
+    ))
+}

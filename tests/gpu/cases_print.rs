@@ -1,0 +1,360 @@
+//! Printing: odd block sizes, lanes diverging between call sites and streams, `print!`
+//! pieces, lines of every shape, thousands of threads on a tiny ring.
+
+use gpuio_test_kernels as k;
+
+use crate::harness::{Config, Scratch};
+use crate::kernels::{check_numbered, plain, run_printing};
+use crate::Outcome;
+
+pub(crate) fn blocks_of_33_and_37_threads(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, lines) = (config.pick(64, 3), 40u32);
+    let mut total = 0;
+    for block in [33u32, 37] {
+        let (out, _) = run_printing(
+            config.builder(),
+            scratch,
+            "stress",
+            (grid, block),
+            &[lines.into(), 0u32.into()],
+            k_stress(lines, 0),
+        )?;
+        check_numbered(&out, (grid * block) as u64, lines as u64, plain).map_err(|e| format!("block {block}: {e}"))?;
+        total += out.lines().count();
+    }
+    Ok(format!(
+        "{grid} blocks of 33, then of 37 threads: {total} lines whole, once, in order"
+    ))
+}
+
+pub(crate) fn k_stress(lines: u32, width: u32) -> impl Fn() + Send + Sync + 'static {
+    move || k::stress(lines, width)
+}
+
+pub(crate) fn every_line_once_in_order(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block, lines, width) = (config.pick(64, 4), config.pick(256, 16), 16u32, 40u32);
+    let (out, _) = run_printing(
+        config.builder(),
+        scratch,
+        "stress",
+        (grid, block),
+        &[lines.into(), width.into()],
+        k_stress(lines, width),
+    )?;
+    check_numbered(&out, (grid * block) as u64, lines as u64, |_, _, tail| {
+        plain(0, 0, tail)?;
+        Ok(())
+    })?;
+    if let Some(l) = out.lines().find(|l| l.len() + 1 != width as usize) {
+        return Err(format!("a line is not padded to {width} bytes: {l:?}"));
+    }
+    Ok(format!("{} lines from {} threads", out.lines().count(), grid * block))
+}
+
+pub(crate) fn divergent_call_sites(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block, lines) = (config.pick(16, 2), config.pick(64, 16), 20u32);
+    let (out, _) = run_printing(
+        config.builder(),
+        scratch,
+        "divergent_sites",
+        (grid, block),
+        &[lines.into()],
+        move || k::divergent_sites(lines),
+    )?;
+    check_numbered(&out, (grid * block) as u64, lines as u64, |t, i, tail| {
+        let want = match (t % 3, i % 2) {
+            (0, _) => " site=a",
+            (1, _) => " site=b more",
+            (_, 0) => " site=c",
+            _ => " site=d",
+        };
+        if tail == want {
+            Ok(())
+        } else {
+            Err(format!("expected {want:?}"))
+        }
+    })?;
+    Ok(format!(
+        "{} lines from 4 call sites, {} threads",
+        out.lines().count(),
+        grid * block
+    ))
+}
+
+/// A `<t:i:kind>` token of [`k::mixed_streams`].
+type Token = (u64, u32, char);
+
+/// Splits `text` into `<t:i:k>` tokens and what follows each up to the next token; text
+/// before the first token, or a broken token, is an error.
+fn tokens(text: &str) -> Result<Vec<(Token, &str)>, String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    if !rest.is_empty() && !rest.starts_with('<') {
+        return Err(format!(
+            "text before the first token: {:?}",
+            &rest[..rest.len().min(80)]
+        ));
+    }
+    while let Some(body) = rest.strip_prefix('<') {
+        let end = body.find('>').ok_or("a token is not closed")?;
+        let mut parts = body[..end].split(':');
+        let bad = || format!("a torn token: <{}>", &body[..end.min(40)]);
+        let t = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+        let i = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+        let kind = parts
+            .next()
+            .filter(|p| p.len() == 1)
+            .and_then(|p| p.chars().next())
+            .ok_or_else(bad)?;
+        let after = &body[end + 1..];
+        let next = after.find('<').unwrap_or(after.len());
+        out.push(((t, i, kind), &after[..next]));
+        rest = &after[next..];
+    }
+    Ok(out)
+}
+
+pub(crate) fn one_warp_mixing_streams_and_pieces(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block, lines) = (config.pick(16, 2), config.pick(64, 16), 8u32);
+    let threads = (grid * block) as u64;
+    let (out, err) = run_printing(
+        config.builder(),
+        scratch,
+        "mixed_streams",
+        (grid, block),
+        &[lines.into()],
+        move || k::mixed_streams(lines),
+    )?;
+    // What each thread prints to each stream, in order, and what must follow each token
+    // (`None`: anything, for the `print!` pieces).
+    let expected = |t: u64, stderr: bool| -> Vec<(Token, Option<String>)> {
+        let mut v = Vec::new();
+        for i in 0..lines {
+            match (t.is_multiple_of(2), stderr) {
+                (true, false) => v.push(((t, i, 'o'), Some("\n".to_string()))),
+                (false, true) => v.push(((t, i, 'e'), Some("\n".to_string()))),
+                _ => {}
+            }
+        }
+        for i in 0..lines {
+            if stderr {
+                v.push(((t, i, 'r'), Some("\n".into())));
+                if i % 4 == 3 {
+                    // An `eprint!` piece; its `eprintln!()` comes as a record of its own.
+                    v.push(((t, i, 's'), None));
+                }
+            } else {
+                v.push(((t, i, 'f'), Some(format!(" ünï ✓ {:?}\n", "d\"é"))));
+                v.push(((t, i, 'p'), None));
+                v.push(((t, i, 'q'), None));
+            }
+        }
+        v
+    };
+    for (stderr, text) in [(false, &out), (true, &err)] {
+        let what = if stderr { "stderr" } else { "stdout" };
+        let toks = tokens(text).map_err(|e| format!("{what}: {e}"))?;
+        let mut next = vec![0usize; threads as usize];
+        let plans: Vec<_> = (0..threads).map(|t| expected(t, stderr)).collect();
+        for ((t, i, kind), after) in &toks {
+            let plan = plans.get(*t as usize).ok_or(format!("{what}: a token of thread {t}"))?;
+            let n = &mut next[*t as usize];
+            let Some((want, follow)) = plan.get(*n) else {
+                return Err(format!(
+                    "{what}: thread {t} printed <{t}:{i}:{kind}> after all it had to print"
+                ));
+            };
+            if *want != (*t, *i, *kind) {
+                return Err(format!(
+                    "{what}: thread {t} printed <{t}:{i}:{kind}> where <{}:{}:{}> was due",
+                    want.0, want.1, want.2
+                ));
+            }
+            if let Some(f) = follow {
+                // Bare line ends after it are other threads' empty `eprintln!()`s.
+                if !after
+                    .strip_prefix(f.as_str())
+                    .is_some_and(|rest| rest.bytes().all(|b| b == b'\n'))
+                {
+                    return Err(format!("{what}: <{t}:{i}:{kind}> is followed by {after:?}, not {f:?}"));
+                }
+            } else if !after.bytes().all(|b| b == b'\n') {
+                // A piece is followed by another token, or by other threads' line ends.
+                return Err(format!("{what}: the piece <{t}:{i}:{kind}> is followed by {after:?}"));
+            }
+            *n += 1;
+        }
+        if let Some(t) = (0..threads as usize).find(|&t| next[t] != plans[t].len()) {
+            return Err(format!(
+                "{what}: thread {t} printed {} of its {} pieces",
+                next[t],
+                plans[t].len()
+            ));
+        }
+        // Every line end is there once: one per `println!`/`eprintln!`.
+        let per_thread: u64 = (0..threads)
+            .map(|t| {
+                let own = t.is_multiple_of(2) != stderr;
+                lines as u64 * (own as u64 + 1) + if stderr { (lines / 4) as u64 } else { 0 }
+            })
+            .sum();
+        let newlines = text.bytes().filter(|&b| b == b'\n').count() as u64;
+        if newlines != per_thread {
+            return Err(format!("{what}: {newlines} line ends, {per_thread} printed"));
+        }
+    }
+    Ok(format!(
+        "{threads} threads, even ones println!, odd ones eprintln!, then println!, 2 print! pieces, \
+         eprintln!: {} tokens on stdout and {} on stderr, each once and in order",
+        tokens(&out).map(|t| t.len()).unwrap_or(0),
+        tokens(&err).map(|t| t.len()).unwrap_or(0)
+    ))
+}
+
+/// The lanes of one `print_to` call choose their stream at run time, so a converged warp
+/// holds both streams' lanes in one call: its group must split by stream (`Group::split`).
+pub(crate) fn one_print_call_two_streams(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block, lines) = (config.pick(16, 2), config.pick(64, 16), 8u32);
+    let threads = (grid * block) as u64;
+    let (out, err) = run_printing(
+        config.builder(),
+        scratch,
+        "two_streams_one_call",
+        (grid, block),
+        &[lines.into()],
+        move || k::two_streams_one_call(lines),
+    )?;
+    for (stderr, text) in [(false, &out), (true, &err)] {
+        let what = if stderr { "stderr" } else { "stdout" };
+        let mut next = vec![0u32; threads as usize];
+        for line in text.lines() {
+            let toks = tokens(line).map_err(|e| format!("{what}: {e}: {line:?}"))?;
+            let [((t, i, 'x'), "")] = toks[..] else {
+                return Err(format!("{what}: not one whole token: {line:?}"));
+            };
+            if t >= threads || (t % 2 == 1) != stderr {
+                return Err(format!(
+                    "{what}: a line of thread {t}, which prints to the other stream"
+                ));
+            }
+            if i != next[t as usize] {
+                return Err(format!(
+                    "{what}: thread {t}: i={i} where i={} was due",
+                    next[t as usize]
+                ));
+            }
+            next[t as usize] += 1;
+        }
+        for t in (0..threads).filter(|t| (t % 2 == 1) == stderr) {
+            if next[t as usize] != lines {
+                return Err(format!(
+                    "{what}: thread {t} printed {} of {lines} lines",
+                    next[t as usize]
+                ));
+            }
+        }
+    }
+    Ok(format!(
+        "{threads} threads, one print call whose lanes pick stdout or stderr: every line once, on its stream, in order"
+    ))
+}
+
+pub(crate) fn lines_of_every_shape(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block) = (config.pick(4, 2), config.pick(32, 8));
+    let threads = (grid * block) as u64;
+    let mut summary = Vec::new();
+    // A 4 KiB log (the 64 KiB lines and the long ones go out in pieces), then the default.
+    for (log, long) in [(Some(4096usize), 10_000u32), (None, 300)] {
+        let mut b = config.builder();
+        if let Some(n) = log {
+            b = b.log_bytes(n);
+        }
+        let (out, _) = run_printing(b, scratch, "line_shapes", (grid, block), &[long.into()], move || {
+            k::line_shapes(long)
+        })?;
+        let expected = |t: u64| -> Vec<String> {
+            vec![
+                format!("100% {{}} {{{t}}} t={t}"),
+                format!("ünïcødé ✓ {:?} t={t}", "q\"uote"),
+                k::Repeat { t, len: 65536 }.to_string(),
+                k::Repeat { t, len: long as usize }.to_string(),
+                format!("done t={t}"),
+            ]
+        };
+        if !out.ends_with('\n') {
+            return Err("the output does not end with a newline".into());
+        }
+        let mut next = vec![0usize; threads as usize];
+        let mut empty = 0;
+        for line in out.lines() {
+            if line.is_empty() {
+                empty += 1;
+                continue;
+            }
+            // Which thread: every non-empty line names it.
+            let t =
+                thread_of(line).ok_or_else(|| format!("a foreign or torn line: {:?}", &line[..line.len().min(100)]))?;
+            if t >= threads {
+                return Err(format!("a line of thread {t}"));
+            }
+            let want = expected(t);
+            let n = &mut next[t as usize];
+            match want.get(*n) {
+                Some(w) if w == line => *n += 1,
+                Some(w) => {
+                    return Err(format!(
+                        "log {log:?}: thread {t}, line {n}: {} bytes {:?}... where {} bytes {:?}... were due",
+                        line.len(),
+                        &line[..line.len().min(60)],
+                        w.len(),
+                        &w[..w.len().min(60)]
+                    ))
+                }
+                None => return Err(format!("thread {t} printed more lines than it had")),
+            }
+        }
+        if empty != threads {
+            return Err(format!("{empty} empty lines, expected {threads}"));
+        }
+        if let Some(t) = next.iter().position(|&n| n != 5) {
+            return Err(format!("thread {t} printed {} of 5 non-empty lines", next[t]));
+        }
+        summary.push(format!(
+            "log {}: {} bytes byte-exact",
+            log.map_or("default".into(), |n| format!("{n} B")),
+            out.len()
+        ));
+    }
+    Ok(format!(
+        "{threads} threads, `%`, `{{}}`, UTF-8, empty, 64 KiB and 10,000-byte lines; {}",
+        summary.join(", ")
+    ))
+}
+
+/// The thread a [`k::line_shapes`] line names: `t=<t>` at its end, or `L<t>:` at its start.
+fn thread_of(line: &str) -> Option<u64> {
+    if let Some(rest) = line.strip_prefix('L') {
+        return rest.split(':').next()?.parse().ok();
+    }
+    let at = line.rfind("t=")?;
+    line[at + 2..].parse().ok()
+}
+
+pub(crate) fn tiny_ring_and_log_thousands_of_threads(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block, lines) = (config.pick(64, 4), config.pick(64, 16), 10u32);
+    let b = config.builder().sq_entries(8).log_bytes(4096);
+    let (out, _) = run_printing(
+        b,
+        scratch,
+        "stress",
+        (grid, block),
+        &[lines.into(), 0u32.into()],
+        k_stress(lines, 0),
+    )?;
+    check_numbered(&out, (grid * block) as u64, lines as u64, plain)?;
+    Ok(format!(
+        "sq_entries(8), a 4 KiB log: {} lines from {} threads",
+        out.lines().count(),
+        grid * block
+    ))
+}

@@ -1,0 +1,214 @@
+//! The runtime around the kernels: idle kernels, errors reported, hangs, several
+//! runtimes, create/drop cycles, and code objects built for another layout.
+
+use std::collections::HashMap;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use gpuio::{Error, Scheduling};
+use gpuio_test_kernels as k;
+
+use crate::cases_print::k_stress;
+use crate::harness::{Config, Scratch};
+use crate::kernels::{build, check_numbered, plain, run_printing, sync, Kernels, NVPTX};
+use crate::Outcome;
+
+pub(crate) fn idle_longer_than_sq_thread_idle(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block) = (config.pick(4, 1), config.pick(64, 8));
+    let ns = 300_000_000u64;
+    let b = config.builder().sq_thread_idle_ms(10);
+    let (out, _) = run_printing(b, scratch, "idle_then_print", (grid, block), &[ns.into()], move || {
+        k::idle_then_print(ns)
+    })?;
+    check_numbered(&out, (grid * block) as u64, 1, plain)?;
+    Ok(format!(
+        "{} threads idled 300 ms (SQPOLL idles after 10 ms), then printed: all lines there",
+        grid * block
+    ))
+}
+
+pub(crate) fn print_to_a_closed_fd_is_reported(config: Config, _: &Scratch) -> Outcome {
+    let (grid, block) = (2u32, 64u32);
+    let rt = build(config.builder().stdout_fd(1_000_000))?;
+    let k = Kernels::load(&rt)?;
+    k.launch("hello", grid, block, &[], k::hello)?;
+    match rt.synchronize() {
+        Err(Error::Print(p)) if p.outputs.len() == 1 && p.outputs[0].errno == libc::EBADF => {
+            if p.outputs[0].lost_lines != (grid * block) as u64 {
+                return Err(format!(
+                    "{} lines reported lost, {} printed: {p}",
+                    p.outputs[0].lost_lines,
+                    grid * block
+                ));
+            }
+            sync(&rt)?;
+            Ok(format!("reported: {p}"))
+        }
+        other => Err(format!(
+            "expected EBADF with {} lines lost, got {other:?}",
+            grid * block
+        )),
+    }
+}
+
+/// A kernel that does nothing visible for longer than the hang timeout: synchronize gives
+/// up with a report of what is outstanding (on CUDA read from device memory while the
+/// kernel runs), and later synchronizes wait for it again until it is done, with every line.
+pub(crate) fn a_hang_is_reported_then_waited_out(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block) = (config.pick(2, 1), config.pick(64, 4));
+    let ns = 3_000_000_000u64;
+    let (out, path) = scratch.file("hang.out");
+    let rt = build(
+        config
+            .builder()
+            .stdout_fd(out.as_raw_fd())
+            .hang_timeout(Some(Duration::from_millis(500))),
+    )?;
+    let k = Kernels::load(&rt)?;
+    let t0 = Instant::now();
+    k.launch("idle_then_print", grid, block, &[ns.into()], move || {
+        k::idle_then_print(ns)
+    })?;
+    let report = match rt.synchronize() {
+        Err(Error::Hang(r)) => r,
+        other => return Err(format!("expected a hang after 0.5 s, got {other:?}")),
+    };
+    let gave_up = t0.elapsed();
+    if gave_up >= Duration::from_nanos(ns) {
+        return Err(format!("gave up only after {gave_up:?}, when the kernel was done"));
+    }
+    if report.tickets.is_none() || report.streams.is_empty() {
+        return Err(format!("the report does not name the device's positions: {report}"));
+    }
+    let line = report.to_string();
+    // Each synchronize gives up again while the kernel still idles; then it is done.
+    loop {
+        match rt.synchronize() {
+            Ok(()) => break,
+            Err(Error::Hang(_)) if t0.elapsed() < Duration::from_secs(60) => continue,
+            Err(e) => return Err(format!("after the hang: {e}")),
+        }
+    }
+    drop(k);
+    drop(rt);
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    check_numbered(&text, (grid * block) as u64, 1, plain)?;
+    Ok(format!(
+        "gave up after {:.2} s: {line}; then waited out, every line there",
+        gave_up.as_secs_f64()
+    ))
+}
+
+pub(crate) fn two_runtimes_in_one_process(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block, lines) = (config.pick(16, 2), config.pick(128, 8), 20u32);
+    let (a, a_path) = scratch.file("a.out");
+    let (b, b_path) = scratch.file("b.out");
+    {
+        let rt_a = build(config.builder().stdout_fd(a.as_raw_fd()))?;
+        let rt_b = build(config.builder().stdout_fd(b.as_raw_fd()))?;
+        let (ka, kb) = (Kernels::load(&rt_a)?, Kernels::load(&rt_b)?);
+        let args = [lines.into(), 0u32.into()];
+        ka.launch("stress", grid, block, &args, k_stress(lines, 0))?;
+        kb.launch("stress", grid, block, &args, k_stress(lines, 0))?;
+        sync(&rt_b)?;
+        sync(&rt_a)?;
+    }
+    for (name, path) in [("first", a_path), ("second", b_path)] {
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        check_numbered(&text, (grid * block) as u64, lines as u64, plain)
+            .map_err(|e| format!("{name} runtime: {e}"))?;
+    }
+    Ok(format!(
+        "two runtimes, {} lines each, both whole and in order",
+        grid * block * lines
+    ))
+}
+
+pub(crate) fn hundred_runtime_create_drop_cycles(config: Config, scratch: &Scratch) -> Outcome {
+    let before = process_counts();
+    let (block, cycles) = (32u32, 100u32);
+    let t0 = Instant::now();
+    for cycle in 0..cycles {
+        let (out, _) = run_printing(config.builder(), scratch, "hello", (1, block), &[], k::hello)
+            .map_err(|e| format!("cycle {cycle}: {e}"))?;
+        let n = out.lines().filter(|l| l.starts_with("hello from thread ")).count();
+        if n != block as usize || out.lines().count() != n {
+            return Err(format!("cycle {cycle}: {n} hello lines of {block}: {out:?}"));
+        }
+    }
+    let after = process_counts();
+    let grew: Vec<String> = before
+        .iter()
+        .filter_map(|(k, b)| {
+            let a = after.get(k).copied().unwrap_or(0);
+            // A little slack: the driver may open a file or map a region once, lazily.
+            (a > b + 8).then(|| format!("{k} {b} -> {a}"))
+        })
+        .collect();
+    if !grew.is_empty() {
+        return Err(format!(
+            "after {cycles} cycles the process holds more: {}",
+            grew.join(", ")
+        ));
+    }
+    Ok(format!(
+        "{cycles} cycles of build, load, launch, synchronize, drop in {:.1} s; fds {} -> {}, maps {} -> {}, threads {} -> {}",
+        t0.elapsed().as_secs_f64(),
+        before["fds"],
+        after["fds"],
+        before["maps"],
+        after["maps"],
+        before["threads"],
+        after["threads"]
+    ))
+}
+
+/// Open fds, memory maps and threads of this process.
+fn process_counts() -> HashMap<&'static str, usize> {
+    let count_dir = |p: &str| std::fs::read_dir(p).map(|d| d.count()).unwrap_or(0);
+    let maps = std::fs::read_to_string("/proc/self/maps")
+        .map(|m| m.lines().count())
+        .unwrap_or(0);
+    HashMap::from([
+        ("fds", count_dir("/proc/self/fd")),
+        ("maps", maps),
+        ("threads", count_dir("/proc/self/task")),
+    ])
+}
+
+pub(crate) fn another_layout_is_refused(config: Config, _: &Scratch) -> Outcome {
+    if !config.gpu() {
+        return Ok("the CPU backend loads no code objects: nothing to refuse".into());
+    }
+    let rt = build(config.builder())?;
+    let (arch, ptx) = NVPTX
+        .iter()
+        .find(|(arch, _)| {
+            Scheduling::of_sm(arch)
+                == Some(if config == Config::Lockstep {
+                    Scheduling::Lockstep
+                } else {
+                    Scheduling::Independent
+                })
+        })
+        .ok_or("no PTX for this configuration")?;
+    let ptx = std::str::from_utf8(ptx).map_err(|e| e.to_string())?;
+    // The same PTX with `gpuio_layout` changed, as a kernel built against another gpuio
+    // version would carry: the runtime must refuse it, not read the context at the wrong
+    // offsets.
+    let decl = ".global .align 8 .b8 gpuio_layout[8] = {";
+    let at = ptx.find(decl).ok_or("the PTX exports no gpuio_layout")? + decl.len();
+    let end = at + ptx[at..].find('}').ok_or("gpuio_layout's initializer is not closed")?;
+    let mut values: Vec<String> = ptx[at..end].split(',').map(|v| v.trim().to_string()).collect();
+    values[0] = ((values[0].parse::<u32>().map_err(|e| e.to_string())? + 1) % 256).to_string();
+    let changed = format!("{}{}{}", &ptx[..at], values.join(", "), &ptx[end..]);
+    match rt.load_module(&changed) {
+        Err(Error::Config(why)) if why.contains("another version of gpuio's device crate") => {
+            rt.load_module(ptx)
+                .map_err(|e| format!("the right {arch} PTX after the refusal: {e}"))?;
+            Ok(format!("refused: {why}"))
+        }
+        Err(e) => Err(format!("expected a layout error, got {e}")),
+        Ok(_) => Err("a code object with another context layout was accepted".into()),
+    }
+}

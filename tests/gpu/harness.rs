@@ -1,0 +1,98 @@
+//! The harness's pieces: the configurations, each case's scratch directory, and the
+//! watchdog that aborts a case that hangs.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gpuio::{Backend, Builder, Runtime};
+
+/// A configuration of the suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Config {
+    Cpu,
+    Cuda,
+    Lockstep,
+}
+
+impl Config {
+    pub(crate) const ALL: [Config; 3] = [Config::Cpu, Config::Cuda, Config::Lockstep];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Config::Cpu => "cpu",
+            Config::Cuda => "cuda",
+            Config::Lockstep => "lockstep",
+        }
+    }
+
+    pub(crate) fn gpu(self) -> bool {
+        self != Config::Cpu
+    }
+
+    /// A builder for this configuration, with a hang timeout: a hang fails the case with
+    /// a report of what was outstanding, instead of hanging the run.
+    pub(crate) fn builder(self) -> Builder {
+        let b = Runtime::builder().backend(if self.gpu() { Backend::Cuda } else { Backend::Cpu });
+        b.lockstep(self == Config::Lockstep)
+            .hang_timeout(Some(Duration::from_secs(30)))
+    }
+
+    /// `gpu` on the GPU configurations, `cpu` on the CPU backend (which runs one host
+    /// thread per GPU thread).
+    pub(crate) fn pick(self, gpu: u32, cpu: u32) -> u32 {
+        if self.gpu() {
+            gpu
+        } else {
+            cpu
+        }
+    }
+}
+
+/// A directory for the case's files (tmpfs when there is one), emptied per case.
+pub(crate) struct Scratch(pub(crate) PathBuf);
+
+impl Scratch {
+    pub(crate) fn file(&self, name: &str) -> (std::fs::File, PathBuf) {
+        let path = self.0.join(name);
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
+        (f, path)
+    }
+}
+
+/// Aborts the process if a case runs longer than `secs`: a hang the runtime did not catch
+/// fails the run, naming the case, instead of hanging it.
+pub(crate) struct Watchdog(Arc<AtomicBool>);
+
+impl Watchdog {
+    pub(crate) fn start(what: String, secs: u64) -> Watchdog {
+        let done = Arc::new(AtomicBool::new(false));
+        let d = done.clone();
+        std::thread::spawn(move || {
+            let until = Instant::now() + Duration::from_secs(secs);
+            while Instant::now() < until {
+                if d.load(Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            println!("gpu suite: {what} did not finish in {secs} s: aborting");
+            eprintln!("gpu suite: {what} did not finish in {secs} s: aborting");
+            std::process::abort();
+        });
+        Watchdog(done)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,182 @@
+//! What the cases share: the kernels on a runtime (a loaded module on CUDA, the host
+//! functions on the CPU backend), the memory they read and write, and the checks of what
+//! they printed.
+
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::Arc;
+
+use gpuio::cuda::Cuda;
+use gpuio::{Arg, Backend, Builder, GpuModule, Runtime, Scheduling};
+
+use crate::harness::Scratch;
+
+/// The example kernels as PTX: `sm_90` and `sm_60` (build.rs).
+pub(crate) const NVPTX: &[(&str, &[u8])] = gpuio_kernels_gpu::TEST_NVPTX;
+
+/// The kernels on a runtime: a loaded module on CUDA, the host functions on the CPU.
+pub(crate) struct Kernels<'rt> {
+    rt: &'rt Runtime,
+    pub(crate) module: Option<GpuModule<'rt>>,
+}
+
+impl<'rt> Kernels<'rt> {
+    pub(crate) fn load(rt: &'rt Runtime) -> Result<Kernels<'rt>, String> {
+        let module = match rt.backend() {
+            Backend::Cpu => None,
+            _ => Some(
+                rt.load_matching(NVPTX)
+                    .map_err(|e| format!("loading the kernels: {e}"))?,
+            ),
+        };
+        Ok(Kernels { rt, module })
+    }
+
+    pub(crate) fn scheduling(&self) -> String {
+        match &self.module {
+            None => format!("{} (host threads)", Scheduling::Independent),
+            Some(m) => match m.scheduling() {
+                Some(s @ Scheduling::Lockstep) => format!("{s} (sm_60 PTX)"),
+                Some(s) => format!("{s} (sm_90 PTX)"),
+                None => "unknown scheduling".into(),
+            },
+        }
+    }
+
+    pub(crate) fn cuda(&self) -> Option<&Arc<Cuda>> {
+        self.module.as_ref().and_then(|m| m.cuda())
+    }
+
+    /// Launches kernel `name` (on the CPU backend: `cpu` on every thread).
+    pub(crate) fn launch(
+        &self,
+        name: &str,
+        grid: u32,
+        block: u32,
+        args: &[Arg],
+        cpu: impl Fn() + Send + Sync + 'static,
+    ) -> Result<(), String> {
+        match &self.module {
+            Some(m) => m.launch(name, grid, block, args),
+            None => self.rt.launch(grid, block, cpu),
+        }
+        .map_err(|e| format!("launching {name}: {e}"))
+    }
+}
+
+/// Memory a kernel reads or writes: device memory on a GPU, a host vector on the CPU.
+pub(crate) enum Mem {
+    Host(Vec<u8>),
+    Gpu(Arc<Cuda>, u64, usize),
+}
+
+impl Mem {
+    pub(crate) fn zeroed(k: &Kernels, len: usize) -> Mem {
+        match k.cuda() {
+            None => Mem::Host(vec![0; len]),
+            Some(c) => Mem::Gpu(c.clone(), c.alloc_zeroed(len.max(1)).expect("cuMemAlloc"), len),
+        }
+    }
+    pub(crate) fn addr(&mut self) -> u64 {
+        match self {
+            Mem::Host(v) => v.as_mut_ptr() as u64,
+            Mem::Gpu(_, d, _) => *d,
+        }
+    }
+    pub(crate) fn read(&self) -> Vec<u8> {
+        match self {
+            Mem::Host(v) => v.clone(),
+            Mem::Gpu(c, d, n) => {
+                let mut v = vec![0; *n];
+                c.copy_from_device(&mut v, *d).expect("cuMemcpyDtoH");
+                v
+            }
+        }
+    }
+}
+
+impl Drop for Mem {
+    fn drop(&mut self) {
+        if let Mem::Gpu(c, d, _) = self {
+            c.free(*d);
+        }
+    }
+}
+
+pub(crate) fn sync(rt: &Runtime) -> Result<(), String> {
+    rt.synchronize().map_err(|e| format!("synchronize: {e}"))
+}
+
+pub(crate) fn build(b: Builder) -> Result<Runtime, String> {
+    b.build().map_err(|e| format!("building the runtime: {e}"))
+}
+
+/// Runs `name` (`cpu` on the CPU backend) once on a fresh runtime from `b` whose stdout and
+/// stderr are files; returns what each received.
+pub(crate) fn run_printing(
+    b: Builder,
+    scratch: &Scratch,
+    name: &str,
+    (grid, block): (u32, u32),
+    args: &[Arg],
+    cpu: impl Fn() + Send + Sync + 'static,
+) -> Result<(String, String), String> {
+    let (out, out_path) = scratch.file(&format!("{name}.out"));
+    let (err, err_path) = scratch.file(&format!("{name}.err"));
+    {
+        let rt = build(b.stdout_fd(out.as_raw_fd()).stderr_fd(err.as_raw_fd()))?;
+        let k = Kernels::load(&rt)?;
+        k.launch(name, grid, block, args, cpu)?;
+        sync(&rt)?;
+    }
+    let read = |p: &Path| std::fs::read(p).map_err(|e| format!("reading {}: {e}", p.display()));
+    let text = |bytes: Vec<u8>, what: &str| {
+        String::from_utf8(bytes).map_err(|e| format!("{what} is not UTF-8 (a torn character?): {e}"))
+    };
+    Ok((text(read(&out_path)?, "stdout")?, text(read(&err_path)?, "stderr")?))
+}
+
+/// Checks lines `t=<t> i=<i><suffix>`: each (t, i) exactly once, in order per thread, for
+/// `threads` threads of `lines` lines each; `suffix` checks the rest of each line.
+pub(crate) fn check_numbered(
+    text: &str,
+    threads: u64,
+    lines: u64,
+    suffix: impl Fn(u64, u64, &str) -> Result<(), String>,
+) -> Result<(), String> {
+    if !text.is_empty() && !text.ends_with('\n') {
+        return Err("the output ends in the middle of a line".into());
+    }
+    let mut next = vec![0u64; threads as usize];
+    for (n, line) in text.lines().enumerate() {
+        let bad = || format!("line {n} is torn or foreign: {:?}", &line[..line.len().min(120)]);
+        let rest = line.strip_prefix("t=").ok_or_else(bad)?;
+        let (t, rest) = rest.split_once(" i=").ok_or_else(bad)?;
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let (i, tail) = rest.split_at(digits);
+        let (t, i): (u64, u64) = (t.parse().map_err(|_| bad())?, i.parse().map_err(|_| bad())?);
+        if t >= threads {
+            return Err(bad());
+        }
+        if i != next[t as usize] {
+            return Err(format!(
+                "thread {t}: line i={i} where i={} was due (lost, repeated or out of order)",
+                next[t as usize]
+            ));
+        }
+        suffix(t, i, tail).map_err(|e| format!("line {n} ({line:?}): {e}"))?;
+        next[t as usize] += 1;
+    }
+    match next.iter().position(|&c| c != lines) {
+        Some(t) => Err(format!("thread {t} printed {} of {lines} lines", next[t])),
+        None => Ok(()),
+    }
+}
+
+pub(crate) fn plain(_: u64, _: u64, tail: &str) -> Result<(), String> {
+    if tail.trim_end_matches('.').is_empty() {
+        Ok(())
+    } else {
+        Err(format!("unexpected text {tail:?}"))
+    }
+}

@@ -1,0 +1,271 @@
+//! The GPU suite: kernels shaped as users write them (odd block sizes, lanes diverging
+//! between call sites and streams, `print!` pieces, lines of every shape, stack buffers in
+//! file I/O, thousands of threads on a tiny ring, idle kernels, several runtimes), run over
+//! every configuration this machine has:
+//!
+//! - `cpu`: the CPU backend (always; the kernels run on host threads, one lane each);
+//! - `cuda`: CUDA, the `sm_90` PTX, independent thread scheduling;
+//! - `lockstep`: CUDA, the `sm_60` PTX, which the GPU runs with the lanes of each warp in
+//!   lockstep, as AMD GPUs run wavefronts (`gpuio_device::arch` on why that matters).
+//!
+//! Its own harness (`harness = false`): one module load per configuration, one line per
+//! case, and a summary that counts skipped cases and says why. A case that hangs fails:
+//! its runtime has a hang timeout, and a watchdog aborts the run naming the case.
+//!
+//! ```text
+//! cargo test --release --test gpu                       # every configuration there is
+//! cargo test --release --test gpu -- --config lockstep --repeat 3
+//! cargo test --release --test gpu -- --case stack --case ring  # cases whose name contains either
+//! ```
+
+mod cases_file_io;
+mod cases_print;
+mod cases_runtime;
+mod cases_scheduling;
+mod harness;
+mod kernels;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use gpuio::{Backend, Error, Runtime};
+
+use cases_file_io::{file_io_4_arena_blocks_2048_threads, stack_buffers_pwrite_pread};
+use cases_print::{
+    blocks_of_33_and_37_threads, divergent_call_sites, every_line_once_in_order, lines_of_every_shape,
+    one_print_call_two_streams, one_warp_mixing_streams_and_pieces, tiny_ring_and_log_thousands_of_threads,
+};
+use cases_runtime::{
+    a_hang_is_reported_then_waited_out, another_layout_is_refused, hundred_runtime_create_drop_cycles,
+    idle_longer_than_sq_thread_idle, print_to_a_closed_fd_is_reported, two_runtimes_in_one_process,
+};
+use cases_scheduling::scheduling_is_the_one_asked_for;
+use harness::{Config, Scratch, Watchdog};
+use kernels::Kernels;
+
+/// What a case found.
+type Outcome = Result<String, String>;
+
+/// A case: its name and its body.
+struct Case {
+    name: &'static str,
+    run: fn(Config, &Scratch) -> Outcome,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "scheduling_is_the_one_asked_for",
+        run: scheduling_is_the_one_asked_for,
+    },
+    Case {
+        name: "blocks_of_33_and_37_threads",
+        run: blocks_of_33_and_37_threads,
+    },
+    Case {
+        name: "every_line_once_in_order",
+        run: every_line_once_in_order,
+    },
+    Case {
+        name: "divergent_call_sites",
+        run: divergent_call_sites,
+    },
+    Case {
+        name: "one_warp_mixing_streams_and_pieces",
+        run: one_warp_mixing_streams_and_pieces,
+    },
+    Case {
+        name: "one_print_call_two_streams",
+        run: one_print_call_two_streams,
+    },
+    Case {
+        name: "lines_of_every_shape",
+        run: lines_of_every_shape,
+    },
+    Case {
+        name: "tiny_ring_and_log_thousands_of_threads",
+        run: tiny_ring_and_log_thousands_of_threads,
+    },
+    Case {
+        name: "stack_buffers_pwrite_pread",
+        run: stack_buffers_pwrite_pread,
+    },
+    Case {
+        name: "file_io_4_arena_blocks_2048_threads",
+        run: file_io_4_arena_blocks_2048_threads,
+    },
+    Case {
+        name: "idle_longer_than_sq_thread_idle",
+        run: idle_longer_than_sq_thread_idle,
+    },
+    Case {
+        name: "print_to_a_closed_fd_is_reported",
+        run: print_to_a_closed_fd_is_reported,
+    },
+    Case {
+        name: "a_hang_is_reported_then_waited_out",
+        run: a_hang_is_reported_then_waited_out,
+    },
+    Case {
+        name: "two_runtimes_in_one_process",
+        run: two_runtimes_in_one_process,
+    },
+    Case {
+        name: "hundred_runtime_create_drop_cycles",
+        run: hundred_runtime_create_drop_cycles,
+    },
+    Case {
+        name: "another_layout_is_refused",
+        run: another_layout_is_refused,
+    },
+];
+
+fn main() {
+    let mut configs: Vec<Config> = Vec::new();
+    let (mut repeat, mut filters) = (1u32, Vec::<String>::new());
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--config" => {
+                let v = args.next().unwrap_or_default();
+                let c = Config::ALL.into_iter().find(|c| c.name() == v);
+                configs.push(c.unwrap_or_else(|| usage(&format!("unknown config {v:?}"))));
+            }
+            "--repeat" => {
+                repeat = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| usage("--repeat N"))
+            }
+            "--case" => filters.push(args.next().unwrap_or_else(|| usage("--case NAME"))),
+            // What cargo's test runner passes; this harness has no use for them.
+            "--nocapture" | "--quiet" | "-q" | "--test-threads" | "--color" | "--format" => {}
+            other if other.starts_with("--") => {}
+            // A positional filter, as `cargo test NAME` passes.
+            other => filters.push(other.to_string()),
+        }
+    }
+    if configs.is_empty() {
+        configs = Config::ALL.to_vec();
+    }
+    let cases: Vec<&Case> = CASES
+        .iter()
+        .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
+        .collect();
+
+    let scratch_root = if Path::new("/dev/shm").is_dir() {
+        PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    let scratch = Scratch(scratch_root.join(format!("gpuio-gpu-suite-{}", std::process::id())));
+    let (mut passed, mut failed, mut skipped) = (0u32, Vec::new(), Vec::new());
+    let started = Instant::now();
+    for &config in &configs {
+        if let Some(why) = unavailable(config) {
+            println!("gpu suite: {}: skipped, {why}", config.name());
+            skipped.push(format!("{} ({} cases): {why}", config.name(), cases.len()));
+            continue;
+        }
+        println!("gpu suite: {}: {}", config.name(), describe(config));
+        for round in 1..=repeat {
+            if repeat > 1 {
+                println!("  round {round} of {repeat}");
+            }
+            for case in &cases {
+                let _ = std::fs::remove_dir_all(&scratch.0);
+                std::fs::create_dir_all(&scratch.0).expect("scratch directory");
+                let t0 = Instant::now();
+                let dog = Watchdog::start(format!("{} ({})", case.name, config.name()), 150);
+                let outcome =
+                    std::panic::catch_unwind(|| (case.run)(config, &scratch)).unwrap_or_else(|p| Err(panic_text(&*p)));
+                drop(dog);
+                let secs = t0.elapsed().as_secs_f64();
+                match outcome {
+                    Ok(detail) => {
+                        passed += 1;
+                        println!("  {} ... ok ({secs:.2} s): {detail}", case.name);
+                    }
+                    Err(why) => {
+                        println!("  {} ... FAILED ({secs:.2} s): {why}", case.name);
+                        failed.push(format!("{} ({}): {why}", case.name, config.name()));
+                    }
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch.0);
+    let skipped_cases: usize = skipped.len();
+    println!(
+        "gpu suite: {passed} passed, {} failed, {skipped_cases} configuration(s) skipped, in {:.1} s",
+        failed.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if let Ok(log) = std::env::var("GPUIO_SKIP_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
+            for s in &skipped {
+                let _ = writeln!(f, "gpu suite, {s}");
+            }
+        }
+    }
+    for s in &skipped {
+        println!("  SKIPPED {s}");
+    }
+    for f in &failed {
+        println!("  FAILED {f}");
+    }
+    if !failed.is_empty() {
+        std::process::exit(1);
+    }
+}
+
+fn usage(why: &str) -> ! {
+    eprintln!("gpu suite: {why}\nusage: gpu [--config cpu|cuda|lockstep]... [--repeat N] [--case NAME]...");
+    std::process::exit(2);
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    let msg = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned());
+    format!("panicked: {}", msg.unwrap_or_else(|| "(no message)".into()))
+}
+
+/// Why `config` cannot run here, if it cannot.
+fn unavailable(config: Config) -> Option<String> {
+    if !config.gpu() {
+        return None;
+    }
+    match Runtime::builder().backend(Backend::Cuda).build() {
+        Ok(_) => None,
+        Err(Error::BackendUnavailable { reason, .. }) => Some(format!("no CUDA GPU ({reason})")),
+        Err(e) => Some(format!("the CUDA runtime failed: {e}")),
+    }
+}
+
+/// The device and the scheduling its module runs with, as a line.
+fn describe(config: Config) -> String {
+    let rt = match config.builder().build() {
+        Ok(rt) => rt,
+        Err(e) => return format!("(runtime failed: {e})"),
+    };
+    let t0 = Instant::now();
+    match Kernels::load(&rt) {
+        Ok(k) => format!(
+            "{} backend{}, {}{}",
+            rt.backend().name(),
+            rt.device_name().map(|n| format!(" on {n}")).unwrap_or_default(),
+            k.scheduling(),
+            match k.module.as_ref().and_then(|m| m.jit_ms()) {
+                Some(ms) => format!(
+                    "; first module load {:.1} s (the driver's JIT: {:.1} s)",
+                    t0.elapsed().as_secs_f64(),
+                    ms / 1000.0
+                ),
+                None => String::new(),
+            }
+        ),
+        Err(e) => format!("(loading the kernels failed: {e})"),
+    }
+}
