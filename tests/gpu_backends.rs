@@ -121,7 +121,7 @@ fn gpu_print_to_a_closed_fd_is_reported() {
     }
 }
 
-/// PTX only: the layout is a text initializer there (tests/amdgcn_code_objects.rs reads it
+/// PTX only: the layout is a text initializer there (tests/amdgcn_code_objects/ reads it
 /// from the AMD code objects).
 #[test]
 fn a_code_object_built_against_another_layout_is_refused() {

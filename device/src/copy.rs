@@ -30,7 +30,7 @@ use crate::group::Group;
 ///
 /// The caller forms the group (`arch::Warp::default()`) right before the call: at a call
 /// site, not inside this shared function, where lanes from different call sites can meet.
-#[inline(never)] // one copy loop in the code object; tests/ptx_atomics.rs finds it by name
+#[inline(never)] // one copy loop in the code object; tests/ptx_atomics/ finds it by name
 pub unsafe fn group_copy(g: &impl Group, dst: *mut u8, src: *const u8, len: usize) {
     let private = crate::arch::is_thread_private(dst) || crate::arch::is_thread_private(src);
     let g = g.split(private);

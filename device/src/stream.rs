@@ -333,7 +333,7 @@ impl Stream {
     /// it) happen-before the flusher's acquire fence after it read any of these counters
     /// (fence-to-fence synchronisation; later adds by others are read-modify-writes, so they
     /// continue the release sequence).
-    #[inline(never)] // one call per warp; and tests/ptx_atomics.rs finds it by name
+    #[inline(never)] // one call per warp; and tests/ptx_atomics/ finds it by name
     pub fn commit(&self, s: u64, e: u64) {
         fence(Ordering::Release);
         let mut p = s;

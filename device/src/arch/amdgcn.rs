@@ -12,7 +12,7 @@ use crate::group::Group;
 /// L2 writeback of a release (`buffer_wbl2` on gfx90a and gfx942) as outstanding memory
 /// work, so it drops the `s_waitcnt vmcnt(0)` that must follow it when nothing else is
 /// pending: the releasing store can then become visible before the bytes it publishes
-/// reach memory (llvm-project#178316; `tests/amdgcn_code_objects.rs` finds every such
+/// reach memory (llvm-project#178316; `tests/amdgcn_code_objects/` finds every such
 /// store). So every release here is a release fence, then an explicit wait for all
 /// outstanding memory work (`s_waitcnt 0`, which the compiler keeps), then the relaxed
 /// operation; acquires and relaxed operations are core's as they are.

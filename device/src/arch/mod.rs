@@ -17,7 +17,7 @@
 //! On AMD GPUs the lanes of a wavefront run in lockstep, and so do the lanes of an NVIDIA
 //! warp running PTX built for a target before sm_70 (`sm_60`: the driver then runs it
 //! without independent thread scheduling, also on Hopper, which is why the `lockstep`
-//! configuration of `tests/gpu.rs` runs the sm_60 build on NVIDIA GPUs).
+//! configuration of `tests/gpu/` runs the sm_60 build on NVIDIA GPUs).
 //! A lane that leaves a loop its siblings are still in stays masked off, doing nothing,
 //! until every lane of the wavefront has left it. So in a wait loop a lane that got what
 //! it waited for (a ring slot, log room, an arena block, a completion slot) must not leave

@@ -268,7 +268,7 @@ pub mod atomic {
 /// collective on two paths would run them at different instructions, which PTX does not
 /// allow there. Nothing in the asm forbids such a copy (Rust cannot mark asm `convergent`);
 /// what keeps it from happening is that LLVM keeps PTX control flow structured, and what
-/// checks it is the lockstep suite on the H100 (`tests/gpu.rs`).
+/// checks it is the lockstep suite on the H100 (`tests/gpu/`).
 #[derive(Clone, Copy, Debug)]
 pub struct Warp {
     /// The lanes of the group (this lane included): bit `i` is lane `i`.

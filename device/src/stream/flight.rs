@@ -116,7 +116,7 @@ impl Stream {
     }
 
     /// How far from `from` (and below `window`) the log is written without a gap.
-    #[inline(never)] // tests/ptx_atomics.rs finds it by name
+    #[inline(never)] // tests/ptx_atomics/ finds it by name
     fn complete_prefix(&self, from: u64, window: u64) -> u64 {
         let limit = self.reserved.load(Ordering::Relaxed).min(window);
         let mut p = from;
