@@ -51,7 +51,7 @@
 //! # Waking the kernel
 //! SQPOLL sleeps after `sq_thread_idle` ms without work and sets `IORING_SQ_NEED_WAKEUP`.
 //! A GPU cannot make the `io_uring_enter` syscall, so the device never does: the host's
-//! waker watches the flag (see `host/src/waker.rs`).
+//! waker watches the flag (see `host/src/consumer/waker.rs`).
 //!
 //! # Completions ([`Ring::reap`])
 //! Whoever gets the reaper lock (a try-lock: the others leave at once) reads CQEs from

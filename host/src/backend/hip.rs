@@ -9,10 +9,10 @@
 //! stays on the HSA backend; HIP is used only for what belongs to the host's own module:
 //! finding its globals, copying to them, launching its kernels and waiting for the host's
 //! HIP work before draining. The module must be loaded on the HIP device that is the
-//! runtime's GPU agent; [`Device::open`] checks this by PCI location.
+//! runtime's GPU agent; `Device::open` checks this by PCI location.
 //!
 //! `hip-runtime-sys` gives the types, the header discovery and the link to `libamdhip64`.
-//! The functions called here are declared again below ([`api`]) returning the status as a
+//! The functions called here are declared again below (`api`) returning the status as a
 //! plain `c_int`: the crate declares `hipError_t` as a Rust enum generated from one HIP
 //! release's header, and a status a newer HIP returns that the enum lacks (HIP 6 added
 //! some) would be undefined behaviour.

@@ -1,11 +1,11 @@
-//! Who runs kernels: host threads ([`cpu`]), an NVIDIA GPU through the CUDA driver
+//! Who runs kernels: host threads (`cpu`), an NVIDIA GPU through the CUDA driver
 //! ([`cuda`]) or an AMD GPU through the HSA runtime ([`hsa`]; modules the host loaded with
-//! HIP through [`hip`]), and choosing among them: a CUDA GPU, then an AMD GPU, then the CPU.
+//! HIP through `hip`, with the `hip` feature), and choosing among them: a CUDA GPU, then an AMD GPU, then the CPU.
 //!
 //! `GPUIO_BACKEND=cpu|cuda|hsa` (or [`crate::Builder::backend`]) forces one; a forced
 //! backend that cannot run here is an error that says why. Detection loads the driver
-//! libraries at run time ([`dl`]): building needs neither CUDA nor ROCm. The GPU backends
-//! show the runtime one face ([`gpu`]).
+//! libraries at run time (`dl`): building needs neither CUDA nor ROCm. The GPU backends
+//! show the runtime one face (`gpu`: the `GpuBackend` and `LoadedModule` traits).
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! The runtime: one io_uring (or its host-thread fallback), one shared arena holding the
 //! device [`Context`], a waker, and a backend that runs kernels. [`Builder`](crate::Builder)
-//! makes one; [`module`] loads GPU code objects into it; [`synchronize`](self::synchronize)
+//! makes one; [`module`] loads GPU code objects into it; [`synchronize`]
 //! waits for kernels and drains their I/O.
 
 use std::sync::atomic::AtomicBool;
@@ -201,7 +201,7 @@ impl Runtime {
         )
     }
 
-    /// The hang timeout in force: set with [`Builder::hang_timeout`], else from
+    /// The hang timeout in force: set with [`Builder::hang_timeout`](crate::Builder::hang_timeout), else from
     /// `GPUIO_HANG_TIMEOUT`; `None`: synchronize never gives up.
     pub fn hang_timeout(&self) -> Option<Duration> {
         self.hang.timeout

@@ -141,7 +141,7 @@ impl Runtime {
     /// Loads, among code objects built for several GPUs (`(processor, bytes)`, like the
     /// tables `gpuio`'s build script generates), the one for this runtime's GPU: on HSA the
     /// one whose processor is the agent's (`gfx90a`); on CUDA the first PTX for sm_70 or
-    /// newer (`sm_90`), or, when lockstep scheduling was asked for ([`Builder::lockstep`]),
+    /// newer (`sm_90`), or, when lockstep scheduling was asked for ([`Builder::lockstep`](crate::Builder::lockstep)),
     /// the first for a target before sm_70 (`sm_60`), or else the first PTX there is.
     /// Where none fits, [`Error::NoCodeObject`] names the GPU and what there was.
     pub fn load_matching(&self, objects: &[(&str, &[u8])]) -> Result<GpuModule<'_>> {

@@ -42,7 +42,7 @@ impl Runtime {
     /// (invariant 7), in that order; what is not reported now is at the next call.
     ///
     /// No silent hang (invariant 11): if nothing moves for the hang timeout
-    /// ([`Builder::hang_timeout`]), it returns [`Error::Hang`], naming what is outstanding;
+    /// ([`Builder::hang_timeout`](crate::Builder::hang_timeout)), it returns [`Error::Hang`], naming what is outstanding;
     /// the kernels stay launched, and the next call waits for them again. Without a
     /// timeout it waits for as long as it takes, saying so on stderr after 30 s.
     pub fn synchronize(&self) -> Result<()> {

@@ -221,7 +221,7 @@ impl Cuda {
     }
 
     /// Waits for all work on the context (`cuCtxSynchronize`), for as long as it takes. The
-    /// runtime's synchronize polls [`Cuda::idle`] first, under its hang watchdog.
+    /// runtime's synchronize polls the null stream (`cuStreamQuery`) first, under its hang watchdog.
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
         // SAFETY: no arguments.
