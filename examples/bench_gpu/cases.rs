@@ -1,0 +1,367 @@
+//! The cases, parent side: run the children, collect their reports into rows.
+
+use std::fs::File;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::child::run_child;
+use crate::common::{expected_bytes, statfs, Check};
+use crate::options::{Config, Target};
+use crate::readback::check_file;
+use crate::{fail, MIB};
+
+pub(crate) struct Case {
+    pub(crate) lines: u32,
+    pub(crate) width: u32,
+    pub(crate) target: Target,
+    pub(crate) threads: u32,
+}
+
+impl Case {
+    pub(crate) fn name(&self) -> String {
+        format!("L={} W={} {}", self.lines, self.width, self.target.name())
+    }
+    pub(crate) fn total(&self) -> u64 {
+        u64::from(self.lines) * u64::from(self.threads)
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct GpuioResult {
+    /// Median of the reps.
+    pub(crate) time: Option<Duration>,
+    /// Lines lost, summed over the reps.
+    pub(crate) lost: u64,
+    /// SQEs of the median rep.
+    pub(crate) sqes: Option<u64>,
+    pub(crate) error: Option<String>,
+}
+
+pub(crate) enum PrintfResult {
+    Measured {
+        time: Duration,
+        /// `None`: into /dev/null, not checkable.
+        lost: Option<u64>,
+    },
+    Skipped(String),
+    Timeout(Duration),
+    Failed(String),
+}
+
+pub(crate) struct Row {
+    pub(crate) name: String,
+    pub(crate) target: Target,
+    pub(crate) width: u32,
+    pub(crate) lines: u64,
+    pub(crate) bytes: u64,
+    pub(crate) gpuio: GpuioResult,
+    pub(crate) printf: PrintfResult,
+}
+
+pub(crate) fn out_path(cfg: &Config, target: Target, what: &str, case: &Case) -> String {
+    match target {
+        Target::Null => "/dev/null".into(),
+        Target::Shm => cfg
+            .dir
+            .join(format!(
+                "bench_gpu-{}-{what}-l{}-w{}.out",
+                std::process::id(),
+                case.lines,
+                case.width
+            ))
+            .to_string_lossy()
+            .into_owned(),
+    }
+}
+
+/// Whether `dir` has room for `bytes` (and some slack); the reason if not.
+pub(crate) fn room_for(cfg: &Config, bytes: u64) -> Result<(), String> {
+    match statfs(&cfg.dir) {
+        Ok((_, free)) if free < bytes + bytes / 16 + 64 * MIB => Err(format!(
+            "{} has {:.2} GiB free, the output needs {:.2} GiB",
+            cfg.dir.display(),
+            free as f64 / (1u64 << 30) as f64,
+            bytes as f64 / (1u64 << 30) as f64
+        )),
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("statfs {}: {e}", cfg.dir.display())),
+    }
+}
+
+pub(crate) fn bench_case(cfg: &Config, case: &Case) -> Row {
+    let total = case.total();
+    let bytes = expected_bytes(u64::from(case.threads), u64::from(case.lines), case.width);
+    eprintln!(
+        "{}: {} threads x {} lines = {total} lines, {:.1} MB",
+        case.name(),
+        case.threads,
+        case.lines,
+        bytes as f64 / 1e6
+    );
+    let room = match case.target {
+        Target::Shm => room_for(cfg, bytes),
+        Target::Null => Ok(()),
+    };
+    let gpuio = match &room {
+        Ok(()) => run_gpuio(cfg, case, bytes),
+        Err(why) => GpuioResult {
+            error: Some(format!("not run: {why}")),
+            ..GpuioResult::default()
+        },
+    };
+    let printf = if cfg.skip_printf_above > 0 && total > cfg.skip_printf_above {
+        PrintfResult::Skipped(format!("more than --skip-printf-above {}", cfg.skip_printf_above))
+    } else if let Err(why) = room {
+        PrintfResult::Skipped(why)
+    } else {
+        run_printf(cfg, case, bytes)
+    };
+    Row {
+        name: case.name(),
+        target: case.target,
+        width: case.width,
+        lines: total,
+        bytes,
+        gpuio,
+        printf,
+    }
+}
+
+pub(crate) fn run_gpuio(cfg: &Config, case: &Case, bytes: u64) -> GpuioResult {
+    let path = out_path(cfg, case.target, "gpuio", case);
+    let args = [
+        format!("lines={}", case.lines),
+        format!("width={}", case.width),
+        format!("threads={}", case.threads),
+        format!("block={}", cfg.block),
+        format!("reps={}", cfg.reps),
+        format!("log_mib={}", cfg.log_mib),
+        format!("out={path}"),
+    ];
+    let run = run_child("--gpuio-child", &args, Stdio::null(), cfg.timeout, "gpuio");
+    if case.target == Target::Shm {
+        let _ = std::fs::remove_file(&path);
+    }
+    let total = case.total();
+    let mut res = GpuioResult::default();
+    let mut reps = Vec::new();
+    for r in &run.reports {
+        match r.kind.as_str() {
+            "setup" => eprintln!(
+                "  gpuio: runtime build {:.1} ms, module load {:.1} ms, warm-up {:.1} ms",
+                r.u64("build_ns").unwrap_or(0) as f64 / 1e6,
+                r.u64("load_ns").unwrap_or(0) as f64 / 1e6,
+                r.u64("warm_ns").unwrap_or(0) as f64 / 1e6
+            ),
+            "rep" => {
+                let t = Duration::from_nanos(r.u64("ns").unwrap_or(0));
+                let lost = match r.u64("good") {
+                    Some(good) => total.saturating_sub(good),
+                    None => r.u64("rt_lost").unwrap_or(0),
+                };
+                res.lost += lost;
+                let check = match r.fields.get("good") {
+                    Some(_) => Check::from_report(r).to_string(),
+                    None => "not read back (/dev/null)".into(),
+                };
+                eprintln!(
+                    "  gpuio rep {}: {:.2} ms, {:.1} M lines/s, {} SQEs, {} lost by the runtime's count; {check}; lost {lost}",
+                    r.fields.get("rep").map_or("?", String::as_str),
+                    t.as_secs_f64() * 1e3,
+                    total as f64 / t.as_secs_f64() / 1e6,
+                    r.u64("sqes").unwrap_or(0),
+                    r.u64("rt_lost").unwrap_or(0),
+                );
+                if r.u64("good").is_some() && r.u64("bytes") != Some(bytes) && lost == 0 {
+                    eprintln!(
+                        "  gpuio: {} bytes in the file, expected {bytes}",
+                        r.u64("bytes").unwrap_or(0)
+                    );
+                }
+                reps.push((t, r.u64("sqes").unwrap_or(0)));
+            }
+            _ => {}
+        }
+    }
+    if !run.errors.is_empty() || reps.len() < cfg.reps as usize {
+        let mut e = run.errors.join("; ");
+        if e.is_empty() {
+            e = format!("{} of {} reps reported", reps.len(), cfg.reps);
+        }
+        eprintln!("  gpuio FAILED: {e}");
+        res.error = Some(if run.timed_out { "timeout".into() } else { e });
+    }
+    reps.sort();
+    if !reps.is_empty() {
+        let (t, sqes) = reps[reps.len() / 2];
+        res.time = Some(t);
+        res.sqes = Some(sqes);
+    }
+    res
+}
+
+/// The printf FIFO: the records hold the format's address, the arguments at 8-byte slots
+/// and a copy of the `%s` string, with headers; twice a generous estimate of that per line.
+pub(crate) fn fifo_bytes(cfg: &Config, case: &Case) -> u64 {
+    match cfg.fifo_mib {
+        Some(m) => m * MIB,
+        None => case.total() * (u64::from(case.width) + 64) * 2 + 64 * MIB,
+    }
+}
+
+pub(crate) fn run_printf(cfg: &Config, case: &Case, bytes: u64) -> PrintfResult {
+    let path = out_path(cfg, case.target, "printf", case);
+    let file = open_target_parent(&path);
+    let fifo = fifo_bytes(cfg, case);
+    let args = [
+        format!("lines={}", case.lines),
+        format!("width={}", case.width),
+        format!("threads={}", case.threads),
+        format!("block={}", cfg.block),
+        format!("fifo={fifo}"),
+    ];
+    let run = run_child("--printf-child", &args, Stdio::from(file), cfg.timeout, "printf");
+    let r = run.reports.iter().find(|r| r.kind == "printf");
+    let result = match (r, run.errors.is_empty()) {
+        (_, false) if run.timed_out => PrintfResult::Timeout(cfg.timeout),
+        (Some(r), true) => {
+            let time = Duration::from_nanos(r.u64("ns").unwrap_or(0));
+            let used = r.u64("fifo").unwrap_or(0);
+            let lost = (case.target == Target::Shm).then(|| {
+                let c = check_file(
+                    Path::new(&path),
+                    u64::from(case.threads),
+                    u64::from(case.lines),
+                    case.width,
+                );
+                eprintln!("  printf check: {c}");
+                if c.good == case.total() && c.bytes != bytes {
+                    eprintln!("  printf: {} bytes in the file, expected {bytes}", c.bytes);
+                }
+                case.total().saturating_sub(c.good)
+            });
+            eprintln!(
+                "  printf: {:.2} ms, {:.2} M lines/s, FIFO {} MiB, {} bytes written; lost {}",
+                time.as_secs_f64() * 1e3,
+                case.total() as f64 / time.as_secs_f64() / 1e6,
+                used / MIB,
+                r.u64("bytes").unwrap_or(0),
+                lost.map_or("n/a (/dev/null)".into(), |l| l.to_string())
+            );
+            let (timed, at_exit) = (r.u64("bytes").unwrap_or(0), r.u64("bytes_at_exit").unwrap_or(0));
+            if at_exit > timed {
+                eprintln!(
+                    "  printf: NOTE {} bytes were written after synchronize returned: the printf time is a lower bound",
+                    at_exit - timed
+                );
+            }
+            if lost.is_some_and(|l| l > 0) {
+                eprintln!(
+                    "  printf lost lines: a FIFO too small? try --printf-fifo-mib (now {} MiB)",
+                    used / MIB
+                );
+            }
+            PrintfResult::Measured { time, lost }
+        }
+        _ => {
+            let e = if run.errors.is_empty() {
+                "no report".to_string()
+            } else {
+                run.errors.join("; ")
+            };
+            eprintln!("  printf FAILED: {e}");
+            PrintfResult::Failed(e)
+        }
+    };
+    if case.target == Target::Shm {
+        let _ = std::fs::remove_file(&path);
+    }
+    result
+}
+
+pub(crate) fn open_target_parent(path: &str) -> File {
+    let r = if path == "/dev/null" {
+        File::options().write(true).open(path)
+    } else {
+        File::create(path)
+    };
+    r.unwrap_or_else(|e| fail(&format!("open {path}: {e}")))
+}
+
+/// Cold start, `cfg.cold_reps` fresh processes: (build, load, first line, total) medians.
+pub(crate) struct Cold {
+    pub(crate) reps: Vec<[Duration; 4]>,
+    pub(crate) seen_by_sync: bool,
+    pub(crate) errors: Vec<String>,
+}
+
+pub(crate) fn cold_start(cfg: &Config) -> Cold {
+    let mut cold = Cold {
+        reps: Vec::new(),
+        seen_by_sync: false,
+        errors: Vec::new(),
+    };
+    if room_for(cfg, 0).is_err() {
+        cold.errors.push(format!("{} is not usable", cfg.dir.display()));
+        return cold;
+    }
+    for rep in 0..cfg.cold_reps {
+        let path = cfg
+            .dir
+            .join(format!("bench_gpu-{}-cold-{rep}.out", std::process::id()))
+            .to_string_lossy()
+            .into_owned();
+        let run = run_child(
+            "--cold-child",
+            &[format!("out={path}")],
+            Stdio::null(),
+            cfg.timeout,
+            "cold",
+        );
+        let content = std::fs::read(&path).unwrap_or_default();
+        let _ = std::fs::remove_file(&path);
+        let Some(r) = run
+            .reports
+            .iter()
+            .find(|r| r.kind == "cold")
+            .filter(|_| run.errors.is_empty())
+        else {
+            let e = format!("cold start rep {rep}: {}", run.errors.join("; "));
+            eprintln!("  {e}");
+            cold.errors.push(e);
+            continue;
+        };
+        if content != b"t=0 i=0\n" {
+            let e = format!("cold start rep {rep}: the file holds {content:?}, expected \"t=0 i=0\\n\"");
+            eprintln!("  {e}");
+            cold.errors.push(e);
+        }
+        let d = |k: &str| Duration::from_nanos(r.u64(k).unwrap_or(0));
+        let v = [d("build_ns"), d("load_ns"), d("first_ns"), d("total_ns")];
+        let by = r.fields.get("seen_by").map_or("?", String::as_str);
+        cold.seen_by_sync |= by != "poll";
+        eprintln!(
+            "cold start rep {rep}: build {:.1} ms + load {:.1} ms + launch to first line {:.3} ms = {:.1} ms (seen by {by})",
+            ms(v[0]),
+            ms(v[1]),
+            ms(v[2]),
+            ms(v[3])
+        );
+        cold.reps.push(v);
+    }
+    cold
+}
+
+/// A speed-up, with two decimals below 10.
+pub(crate) fn ratio(x: f64) -> String {
+    if x < 10.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+pub(crate) fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}

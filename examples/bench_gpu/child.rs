@@ -1,0 +1,377 @@
+//! Child processes: the parent runs each measurement in one, and the child modes run it.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use gpuio::cuda::Cuda;
+use gpuio::{Arg, Backend, Error, Runtime};
+
+use crate::readback::check_file;
+use crate::{fail, MIB, NVPTX, REPORT};
+
+/// `key=value` arguments of a child mode.
+pub(crate) fn child_args(args: &[String]) -> HashMap<String, String> {
+    args.iter()
+        .map(|a| match a.split_once('=') {
+            Some((k, v)) => (k.to_string(), v.to_string()),
+            None => fail(&format!("child argument {a:?} is not key=value")),
+        })
+        .collect()
+}
+
+pub(crate) fn get<T: std::str::FromStr>(kv: &HashMap<String, String>, key: &str) -> T {
+    kv.get(key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| child_error(&format!("missing or bad child argument {key}")))
+}
+
+/// Child side: one report line for the parent.
+pub(crate) fn report(kind: &str, fields: &[(&str, String)]) {
+    let mut s = format!("{REPORT}{kind}");
+    for (k, v) in fields {
+        s.push_str(&format!(" {k}={v}"));
+    }
+    eprintln!("{s}");
+}
+
+/// Child side: reports an error and exits 3.
+pub(crate) fn child_error(msg: &str) -> ! {
+    eprintln!("{REPORT}error {msg}");
+    std::process::exit(3)
+}
+
+/// One report line from a child: its kind and fields.
+#[derive(Debug, Default)]
+pub(crate) struct Report {
+    pub(crate) kind: String,
+    pub(crate) fields: HashMap<String, String>,
+}
+
+impl Report {
+    pub(crate) fn u64(&self, key: &str) -> Option<u64> {
+        self.fields.get(key).and_then(|v| v.parse().ok())
+    }
+}
+
+/// What a child left.
+pub(crate) struct ChildRun {
+    pub(crate) reports: Vec<Report>,
+    /// `@bench error` messages, then a description of an abnormal exit.
+    pub(crate) errors: Vec<String>,
+    pub(crate) timed_out: bool,
+}
+
+/// Runs this binary in child mode `mode`, with `stdout`, passing its stderr on (indented,
+/// tagged) except report lines, which it collects. Kills it after `timeout`.
+pub(crate) fn run_child(mode: &str, args: &[String], stdout: Stdio, timeout: Duration, tag: &str) -> ChildRun {
+    let exe = std::env::current_exe().unwrap_or_else(|e| fail(&format!("current_exe: {e}")));
+    let mut child = Command::new(exe)
+        .arg(mode)
+        .args(args)
+        .env("GPUIO_QUIET", "1")
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| fail(&format!("starting a child: {e}")));
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = mpsc::channel();
+    let tag = tag.to_string();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            match line.strip_prefix(REPORT) {
+                Some(r) => {
+                    let _ = tx.send(r.to_string());
+                }
+                None => eprintln!("    [{tag}] {line}"),
+            }
+        }
+    });
+    let deadline = Instant::now() + timeout;
+    let mut timed_out = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() >= deadline => {
+                timed_out = true;
+                let _ = child.kill();
+                break child.wait().ok();
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => fail(&format!("waiting for a child: {e}")),
+        }
+    };
+    let _ = reader.join();
+    let (mut reports, mut errors) = (Vec::new(), Vec::new());
+    for r in rx.try_iter() {
+        if let Some(msg) = r.strip_prefix("error ") {
+            errors.push(msg.to_string());
+            continue;
+        }
+        let mut parts = r.split(' ');
+        let kind = parts.next().unwrap_or_default().to_string();
+        let fields = parts
+            .filter_map(|p| p.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        reports.push(Report { kind, fields });
+    }
+    if timed_out {
+        errors.push(format!("killed after {} s (timeout)", timeout.as_secs()));
+    } else if let Some(s) = status.filter(|s| !s.success()) {
+        errors.push(format!("child exited with {s}"));
+    }
+    ChildRun {
+        reports,
+        errors,
+        timed_out,
+    }
+}
+
+/// Opens the target of a child: `/dev/null` for writing, or creates (truncates) a file.
+pub(crate) fn open_target(path: &str) -> File {
+    let r = if path == "/dev/null" {
+        File::options().write(true).open(path)
+    } else {
+        File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+    };
+    r.unwrap_or_else(|e| child_error(&format!("open {path}: {e}")))
+}
+
+/// Empties a regular file and rewinds its offset (after a warm-up, between reps).
+pub(crate) fn reset(file: &mut File) {
+    let regular = file.metadata().map(|m| m.is_file()).unwrap_or(false);
+    if regular {
+        file.set_len(0)
+            .and_then(|_| file.seek(SeekFrom::Start(0)).map(|_| ()))
+            .unwrap_or_else(|e| child_error(&format!("truncating the output: {e}")));
+    }
+}
+
+pub(crate) fn ns(d: Duration) -> String {
+    d.as_nanos().to_string()
+}
+
+/// Lines lost that `synchronize` reported, or the error if it failed otherwise.
+pub(crate) fn runtime_lost(r: gpuio::Result<()>) -> Result<u64, String> {
+    match r {
+        Ok(()) => Ok(0),
+        Err(Error::Print(p)) => {
+            eprintln!("{p}");
+            Ok(p.outputs.iter().map(|o| o.lost_lines).sum())
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Child mode `--gpuio-child`: build, load, warm up, then `reps` timed launches of `stress`.
+pub(crate) fn gpuio_child(kv: &HashMap<String, String>) -> ! {
+    let (lines, width, threads, block): (u32, u32, u32, u32) =
+        (get(kv, "lines"), get(kv, "width"), get(kv, "threads"), get(kv, "block"));
+    let (reps, log_mib): (u32, u64) = (get(kv, "reps"), get(kv, "log_mib"));
+    let path: String = get(kv, "out");
+    let mut file = open_target(&path);
+    let regular = path != "/dev/null";
+    let t0 = Instant::now();
+    let mut builder = Runtime::builder().backend(Backend::Cuda).stdout_fd(file.as_raw_fd());
+    if log_mib > 0 {
+        builder = builder.log_bytes((log_mib * MIB) as usize);
+    }
+    let rt = builder
+        .build()
+        .unwrap_or_else(|e| child_error(&format!("runtime: {e}")));
+    let build = t0.elapsed();
+    let t1 = Instant::now();
+    let module = rt
+        .load_matching(NVPTX)
+        .unwrap_or_else(|e| child_error(&format!("load_matching: {e}")));
+    let load = t1.elapsed();
+    let t2 = Instant::now();
+    let warm = module
+        .launch("stress", 1, block, &[Arg::from(1u32), width.into()])
+        .map_err(|e| e.to_string())
+        .and_then(|_| runtime_lost(rt.synchronize()));
+    if let Err(e) = warm {
+        child_error(&format!("warm-up launch: {e}"));
+    }
+    let warm = t2.elapsed();
+    reset(&mut file);
+    report(
+        "setup",
+        &[("build_ns", ns(build)), ("load_ns", ns(load)), ("warm_ns", ns(warm))],
+    );
+    for rep in 0..reps {
+        let sq0 = rt.stats().sqes;
+        let t = Instant::now();
+        let launched = module.launch("stress", threads / block, block, &[lines.into(), width.into()]);
+        if let Err(e) = launched {
+            child_error(&format!("rep {rep}: launch: {e}"));
+        }
+        let synced = rt.synchronize();
+        let elapsed = t.elapsed();
+        let rt_lost = runtime_lost(synced).unwrap_or_else(|e| child_error(&format!("rep {rep}: synchronize: {e}")));
+        let sqes = rt.stats().sqes.wrapping_sub(sq0);
+        let mut fields = vec![
+            ("rep", rep.to_string()),
+            ("ns", ns(elapsed)),
+            ("sqes", sqes.to_string()),
+            ("rt_lost", rt_lost.to_string()),
+        ];
+        if regular {
+            let c = check_file(Path::new(&path), u64::from(threads), u64::from(lines), width);
+            fields.extend(c.fields());
+            reset(&mut file);
+        }
+        report("rep", &fields);
+    }
+    drop(module);
+    drop(rt);
+    if regular {
+        let _ = std::fs::remove_file(&path);
+    }
+    std::process::exit(0)
+}
+
+/// Child mode `--printf-child`: stdout is the target. Set the FIFO, load, warm up, time one
+/// launch of `printf_stress`.
+pub(crate) fn printf_child(kv: &HashMap<String, String>) -> ! {
+    let (lines, width, threads, block): (u32, u32, u32, u32) =
+        (get(kv, "lines"), get(kv, "width"), get(kv, "threads"), get(kv, "block"));
+    let mut fifo: u64 = get(kv, "fifo");
+    // The FIFO size must be set before any module that uses printf is loaded. `cuda` holds
+    // the primary context (which the runtime shares) until the end, so the limit stays.
+    let cuda = Cuda::open().unwrap_or_else(|e| child_error(&format!("CUDA: {e}")));
+    loop {
+        match cuda.set_printf_fifo(fifo as usize) {
+            Ok(()) => break,
+            Err(e) if fifo > 64 * MIB => {
+                eprintln!("printf FIFO of {} MiB refused ({e}); trying half", fifo / MIB);
+                fifo /= 2;
+            }
+            Err(e) => child_error(&format!("set_printf_fifo({fifo}): {e}")),
+        }
+    }
+    // gpuio's own prints (none: printf_stress does not use them) go to /dev/null, so that the
+    // runtime never repositions our stdout.
+    let devnull = open_target("/dev/null");
+    let rt = Runtime::builder()
+        .backend(Backend::Cuda)
+        .stdout_fd(devnull.as_raw_fd())
+        .stderr_fd(devnull.as_raw_fd())
+        .build()
+        .unwrap_or_else(|e| child_error(&format!("runtime: {e}")));
+    let module = rt
+        .load_matching(NVPTX)
+        .unwrap_or_else(|e| child_error(&format!("load_matching: {e}")));
+    let flush = || {
+        // SAFETY: fflush(NULL) flushes every C stdio output stream; the driver writes the
+        // printf output through C stdio (or directly; then there is nothing to flush).
+        unsafe { libc::fflush(std::ptr::null_mut()) };
+    };
+    let warm = module
+        .launch("printf_stress", 1, 32, &[Arg::from(1u32), width.into()])
+        .and_then(|_| rt.synchronize());
+    if let Err(e) = warm {
+        child_error(&format!("warm-up launch: {e}"));
+    }
+    flush();
+    // SAFETY: dup only duplicates our stdout (fd 1, which stays open).
+    let fd = unsafe { libc::dup(1) };
+    if fd < 0 {
+        child_error(&format!("dup(1): {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    let mut stdout = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    reset(&mut stdout);
+    let t = Instant::now();
+    let run = module
+        .launch("printf_stress", threads / block, block, &[lines.into(), width.into()])
+        .and_then(|_| rt.synchronize());
+    flush();
+    let elapsed = t.elapsed();
+    if let Err(e) = run {
+        child_error(&format!("printf_stress: {e}"));
+    }
+    let bytes = stdout.metadata().map(|m| m.len()).unwrap_or(0);
+    // Anything the driver writes after synchronize returned (it should not) shows here.
+    drop(module);
+    drop(rt);
+    drop(cuda);
+    flush();
+    let bytes_at_exit = stdout.metadata().map(|m| m.len()).unwrap_or(0);
+    report(
+        "printf",
+        &[
+            ("ns", ns(elapsed)),
+            ("fifo", fifo.to_string()),
+            ("bytes", bytes.to_string()),
+            ("bytes_at_exit", bytes_at_exit.to_string()),
+        ],
+    );
+    std::process::exit(0)
+}
+
+/// Child mode `--cold-child`: runtime creation to the first line in the file.
+pub(crate) fn cold_child(kv: &HashMap<String, String>) -> ! {
+    let path: String = get(kv, "out");
+    let file = open_target(&path);
+    let t0 = Instant::now();
+    let rt = Runtime::builder()
+        .backend(Backend::Cuda)
+        .stdout_fd(file.as_raw_fd())
+        .build()
+        .unwrap_or_else(|e| child_error(&format!("runtime: {e}")));
+    let build = t0.elapsed();
+    let t1 = Instant::now();
+    let module = rt
+        .load_matching(NVPTX)
+        .unwrap_or_else(|e| child_error(&format!("load_matching: {e}")));
+    let load = t1.elapsed();
+    let t2 = Instant::now();
+    module
+        .launch("stress", 1, 1, &[Arg::from(1u32), Arg::from(0u32)])
+        .unwrap_or_else(|e| child_error(&format!("launch: {e}")));
+    let poll_until = t2 + Duration::from_secs(10);
+    let mut seen_by = "poll";
+    while std::fs::metadata(&path).map_or(0, |m| m.len()) == 0 {
+        if Instant::now() > poll_until {
+            // Not on disk without synchronize: say so, and time it with synchronize.
+            seen_by = "synchronize";
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    let mut first = t2.elapsed();
+    let total = t0.elapsed();
+    if let Err(e) = rt.synchronize() {
+        child_error(&format!("synchronize: {e}"));
+    }
+    if seen_by == "synchronize" {
+        first = t2.elapsed();
+    }
+    report(
+        "cold",
+        &[
+            ("build_ns", ns(build)),
+            ("load_ns", ns(load)),
+            ("first_ns", ns(first)),
+            ("total_ns", ns(if seen_by == "poll" { total } else { t0.elapsed() })),
+            ("seen_by", seen_by.into()),
+        ],
+    );
+    drop(module);
+    drop(rt);
+    std::process::exit(0)
+}

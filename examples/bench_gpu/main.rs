@@ -1,0 +1,203 @@
+//! CUDA backend: gpuio's `println!` against CUDA's own device `printf`, side by side.
+//!
+//! `cargo run --release --example bench_gpu [-- OPTIONS]`
+//!
+//! Needs an NVIDIA GPU; elsewhere it prints `bench_gpu: skipped: no CUDA GPU (<reason>)` and
+//! exits 0. Every measurement runs in a fresh child process (this binary, re-run in a hidden
+//! mode), so that a kernel fault or a hang costs one case, not the run; a child that runs
+//! longer than `--timeout-s` is killed and its case reported as `timeout`.
+//!
+//! For each lines-per-thread `L` (`--lines`, default `1,16`), line width `W` (`--widths`,
+//! default `32,128`, bytes including the newline) and target (`--targets`, default `shm,null`:
+//! a fresh file in `--dir`, default `/dev/shm`, or `/dev/null`), `T = --total / L` threads
+//! (`--total`, default 16777216 lines; blocks of `--block`, default 256) print `L` lines
+//! each, `t=<global thread> i=<seq>` padded with `.` to `W` bytes:
+//!
+//! - **gpuio**: a child builds a CUDA `Runtime` (Builder defaults, `stdout_fd` = the target,
+//!   `--log-mib` if given), loads the kernels' PTX, runs a warm-up launch (one block, one line
+//!   per thread; then the file is truncated), and then `--reps` times (default 3) launches
+//!   `stress(L, W)` and times launch .. `synchronize` returned. A tmpfs file is checked after
+//!   each rep (every line exactly once, whole, in per-thread order, nothing else) and
+//!   truncated; `lost` = expected - good lines. Into `/dev/null` nothing can be read back:
+//!   `lost` is what `synchronize` reports as lost. The table shows the median time.
+//! - **printf**: a child whose stdout is the target sets the device printf FIFO (before any
+//!   module is loaded, as the driver requires) to hold every line, builds a runtime (its own
+//!   prints go to /dev/null) and loads the same PTX, runs a warm-up launch of `printf_stress`
+//!   (then truncates its stdout), and times one launch of `printf_stress(L, W)` (the same
+//!   bytes through `vprintf`) .. `synchronize` returned and C stdio flushed: the driver
+//!   formats and writes the FIFO's records during `synchronize`. The parent checks the file
+//!   the same way once the child exited. Into `/dev/null`: `lost` is `n/a`.
+//! - **cold start** (`--cold-reps`, default 3, fresh processes, a tmpfs file): time from
+//!   before `Runtime::builder().build()` until the first line of a one-thread `stress(1, 0)`
+//!   launch is in the file (its size polled every 50 us, no `synchronize`), split into
+//!   runtime build, module load (includes the driver's PTX JIT, which it may cache in
+//!   `~/.nv/ComputeCache`) and launch-to-line.
+//!
+//! Output: machine and settings, one table (stdout), the targets' verdicts; per-rep details
+//! on stderr. Exits 1 if gpuio lost a line or a gpuio case failed, 2 on bad options.
+//!
+//! `GPUIO_LOCKSTEP=1` runs every case on the `sm_60` PTX, which the GPU runs with the lanes
+//! of each warp in lockstep (as AMD GPUs run wavefronts); the header says which ran.
+//!
+//! Options: `--total N`, `--lines 1,16`, `--widths 32,128`, `--targets shm,null`,
+//! `--dir /dev/shm`, `--block 256`, `--reps 3`, `--cold-reps 3`, `--timeout-s 120`,
+//! `--log-mib N` (gpuio log per stream, a power of two), `--printf-fifo-mib N` (override the
+//! FIFO size), `--skip-printf-above N` (no printf for cases of more than N lines; 0, the
+//! default, never skips).
+use std::time::Instant;
+
+use gpuio::cuda::Cuda;
+use gpuio::{Backend, Scheduling};
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cases;
+mod child;
+mod machine;
+mod options;
+mod readback;
+mod table;
+
+use cases::{bench_case, cold_start, Case};
+use child::{child_args, cold_child, gpuio_child, printf_child};
+use machine::machine_info;
+use options::parse_config;
+use table::print_table;
+
+/// The example kernels (`kernels/`) as PTX, built by build.rs for `sm_90` and for `sm_60`
+/// (the lockstep build, which `GPUIO_LOCKSTEP=1` selects: `Runtime::load_matching`).
+const NVPTX: &[(&str, &[u8])] = gpuio_kernels_gpu::NVPTX;
+
+const USAGE: &str = "usage: bench_gpu [--total N] [--lines 1,16] [--widths 32,128] [--targets shm,null] \
+                     [--dir /dev/shm] [--block 256] [--reps 3] [--cold-reps 3] [--timeout-s 120] [--log-mib N] \
+                     [--printf-fifo-mib N] [--skip-printf-above N]";
+
+/// Child reports on stderr start with this; everything else a child writes there is passed on.
+const REPORT: &str = "@bench ";
+
+const MIB: u64 = 1 << 20;
+
+const CLI: common::Cli = common::Cli {
+    name: "bench_gpu",
+    usage: USAGE,
+};
+
+fn fail(msg: &str) -> ! {
+    CLI.fail(msg)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("--gpuio-child") => gpuio_child(&child_args(&args[1..])),
+        Some("--printf-child") => printf_child(&child_args(&args[1..])),
+        Some("--cold-child") => cold_child(&child_args(&args[1..])),
+        _ => {}
+    }
+    let cfg = parse_config(&args);
+    let started = Instant::now();
+
+    // Is there a CUDA GPU? (The children force the CUDA backend.)
+    let forced = Backend::from_env().unwrap_or_else(|e| fail(&e.to_string()));
+    if let Some(b) = forced.filter(|b| *b != Backend::Cuda) {
+        println!(
+            "bench_gpu: skipped: no CUDA GPU (GPUIO_BACKEND={} selects another backend)",
+            b.name()
+        );
+        return;
+    }
+    let gpu_name = match Cuda::open() {
+        Ok(cuda) => cuda.device_name().to_string(),
+        Err(reason) => {
+            println!("bench_gpu: skipped: no CUDA GPU ({reason})");
+            return;
+        }
+    };
+    let lockstep = Scheduling::lockstep_from_env()
+        .unwrap_or_else(|e| fail(&e.to_string()))
+        .unwrap_or(false);
+    let want = if lockstep {
+        Scheduling::Lockstep
+    } else {
+        Scheduling::Independent
+    };
+    let Some((arch, ptx)) = NVPTX.iter().find(|(arch, _)| Scheduling::of_sm(arch) == Some(want)) else {
+        fail("no PTX for this scheduling: rebuild without GPUIO_SKIP_GPU_BUILD=1");
+    };
+    let ptx = String::from_utf8_lossy(ptx);
+    if !ptx.contains(".entry printf_stress(") || !ptx.contains(".entry stress(") {
+        fail("the kernels' PTX lacks `stress` or `printf_stress`: rebuild without GPUIO_SKIP_GPU_BUILD=1");
+    }
+    println!("scheduling:     {want} ({arch} PTX; GPUIO_LOCKSTEP={})", lockstep as u8);
+
+    machine_info(&cfg, &gpu_name);
+    let cold = cold_start(&cfg);
+    let mut rows = Vec::new();
+    for &lines in &cfg.lines {
+        for &width in &cfg.widths {
+            for &target in &cfg.targets {
+                let case = Case {
+                    lines,
+                    width,
+                    target,
+                    threads: (cfg.total / u64::from(lines)) as u32,
+                };
+                rows.push(bench_case(&cfg, &case));
+            }
+        }
+    }
+    print_table(&cfg, &rows, &cold);
+    let failed = rows.iter().any(|r| r.gpuio.error.is_some() || r.gpuio.lost != 0);
+    println!("total run time: {:.1} s", started.elapsed().as_secs_f64());
+    if failed {
+        eprintln!("bench_gpu: gpuio lost lines or a gpuio case failed (see above): exit 1");
+        std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::common::{expected_bytes, verify};
+
+    fn line(t: u64, i: u64, width: u32) -> Vec<u8> {
+        let mut s = format!("t={t} i={i}");
+        while s.len() + 1 < width as usize {
+            s.push('.');
+        }
+        s.push('\n');
+        s.into_bytes()
+    }
+
+    #[test]
+    fn verifies_padded_output() {
+        for width in [0, 8, 32, 128] {
+            let mut data = Vec::new();
+            for i in 0..3 {
+                for t in 0..12 {
+                    data.extend(line(t, i, width));
+                }
+            }
+            assert_eq!(data.len() as u64, expected_bytes(12, 3, width));
+            let c = verify(&data, 12, 3, width);
+            assert_eq!(
+                (c.good, c.malformed, c.duplicate, c.disorder),
+                (36, 0, 0, 0),
+                "width {width}"
+            );
+            // A duplicate, one out of order, a torn line; (0, 1), (0, 2) missing.
+            let mut bad = line(0, 0, width);
+            bad.extend(line(0, 0, width));
+            bad.extend(line(1, 2, width));
+            bad.extend(line(1, 1, width));
+            bad.extend(b"t=1 i\n");
+            let c = verify(&bad, 2, 3, width);
+            let found = (c.read, c.good, c.duplicate, c.disorder, c.malformed);
+            assert_eq!(found, (5, 2, 1, 1, 1), "width {width}");
+        }
+        // Wrong padding is malformed.
+        let mut short = line(3, 1, 32);
+        short.remove(10);
+        assert_eq!(verify(&short, 4, 2, 32).malformed, 1);
+    }
+}

@@ -1,0 +1,90 @@
+//! The error a GPU build returns, and the helper that wraps I/O errors with their context.
+
+use std::fmt;
+use std::io;
+use std::process::ExitStatus;
+
+use crate::GpuTarget;
+
+/// Why a GPU build failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The target's architecture name or code object version is not valid.
+    InvalidTarget(GpuTarget),
+    /// A program could not be run, or a file could not be read or written.
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// Toolchain components are missing (or could not be listed) and could not be added.
+    MissingComponents {
+        /// The missing components.
+        components: Vec<String>,
+        /// The command that adds them, to run by hand.
+        command: String,
+        /// What went wrong: listing or adding them.
+        detail: String,
+    },
+    /// The inner cargo failed.
+    Cargo {
+        /// The GPU target being built.
+        target: GpuTarget,
+        /// The command line.
+        command: String,
+        /// Its exit status.
+        status: ExitStatus,
+        /// The last lines of its standard error.
+        stderr_tail: String,
+    },
+    /// The inner cargo succeeded but reported no code object.
+    NoArtifact {
+        /// The GPU target being built.
+        target: GpuTarget,
+        /// The command line.
+        command: String,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidTarget(t) => write!(
+                f,
+                "invalid GPU target {t}: expected sm_NN for nvptx, gfxNNN and code object version 4..=6 for amdgcn"
+            ),
+            Error::Io { context, source } => write!(f, "{context}: {source}"),
+            Error::MissingComponents { components, command, detail } => write!(
+                f,
+                "building GPU kernels needs the Rust toolchain component(s) {}, but {detail}.\n\
+                 Add them by hand:\n    {command}",
+                components.join(", ")
+            ),
+            Error::Cargo { target, command, status, stderr_tail } => write!(
+                f,
+                "building the GPU kernels for {target} failed ({status})\ncommand: {command}\n{stderr_tail}"
+            ),
+            Error::NoArtifact { target, command } => write!(
+                f,
+                "building the GPU kernels for {target} produced no .{} file (is the crate a library?)\ncommand: {command}",
+                target.rustc_extension()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+    let context = context.into();
+    move |source| Error::Io { context, source }
+}
