@@ -37,6 +37,11 @@ use loom::sync::atomic::AtomicBool;
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
+mod kernel;
+mod world;
+use kernel::{InlineKernel, KernelRings};
+use world::{enter_world, model_file, serve_transfer, world, World, FD};
+
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(
@@ -99,127 +104,6 @@ fn combiner_fast_path_never_strands_a_request() {
         }
         assert_eq!(consumed.load(Ordering::Relaxed), 3);
     });
-}
-
-/// The kernel's side of one io_uring, in memory a test owns.
-struct KernelRings {
-    sq_head: AtomicU32,
-    sq_tail: AtomicU32,
-    sq_flags: AtomicU32,
-    cq_head: AtomicU32,
-    cq_tail: AtomicU32,
-    sqes: Vec<SharedCell<Sqe>>,
-    cqes: Vec<SharedCell<Cqe>>,
-    ready: Vec<AtomicU32>,
-}
-
-impl KernelRings {
-    fn new(sq: u32, cq: u32) -> Self {
-        KernelRings {
-            sq_head: AtomicU32::new(0),
-            sq_tail: AtomicU32::new(0),
-            sq_flags: AtomicU32::new(0),
-            cq_head: AtomicU32::new(0),
-            cq_tail: AtomicU32::new(0),
-            sqes: (0..sq).map(|_| SharedCell::new(Sqe::default())).collect(),
-            cqes: (0..cq).map(|_| SharedCell::new(Cqe::default())).collect(),
-            ready: (0..sq).map(|_| AtomicU32::new(0)).collect(),
-        }
-    }
-
-    fn ring(&self) -> Ring {
-        // SAFETY: every pointer points into `self`, which the test keeps alive (in an Arc)
-        // for as long as the ring is used.
-        unsafe {
-            Ring::new(
-                &self.sq_head,
-                &self.sq_tail,
-                &self.sq_flags,
-                self.sqes.as_ptr(),
-                &self.cq_head,
-                &self.cq_tail,
-                self.cqes.as_ptr(),
-                self.ready.as_ptr(),
-                self.sqes.len() as u32,
-                self.cqes.len() as u32,
-            )
-        }
-    }
-
-    /// Consumes one SQE if there is one, as SQPOLL does, and completes it with
-    /// `complete(sqe)`. Returns whether it did.
-    fn step(&self, complete: impl FnOnce(&Sqe) -> i32) -> bool {
-        let head = self.sq_head.load(Ordering::Relaxed);
-        // smp_load_acquire of the tail.
-        if self.sq_tail.load(Ordering::Acquire) == head {
-            return false;
-        }
-        let mask = self.sqes.len() as u32 - 1;
-        // SAFETY: loom checks this read is ordered after the submitter's write.
-        let sqe = unsafe { self.sqes[(head & mask) as usize].read() };
-        // Invariant 4: the CQ must have room for this request's completion.
-        let cq_tail = self.cq_tail.load(Ordering::Relaxed);
-        let in_cq = cq_tail.wrapping_sub(self.cq_head.load(Ordering::Acquire));
-        assert!(in_cq < self.cqes.len() as u32, "CQ would overflow");
-        let res = complete(&sqe);
-        // smp_store_release of the head: the SQE is consumed.
-        self.sq_head.store(head.wrapping_add(1), Ordering::Release);
-        let cmask = self.cqes.len() as u32 - 1;
-        // SAFETY: the reaper reads this slot only after our release of the tail.
-        unsafe {
-            self.cqes[(cq_tail & cmask) as usize].write(Cqe {
-                user_data: sqe.user_data,
-                res,
-                flags: 0,
-            })
-        };
-        self.cq_tail.store(cq_tail.wrapping_add(1), Ordering::Release);
-        true
-    }
-
-    /// Consumes one SQE if there is one, without completing it: the kernel may complete
-    /// requests in any order, later, with [`KernelRings::post`].
-    fn consume(&self) -> Option<Sqe> {
-        let head = self.sq_head.load(Ordering::Relaxed);
-        if self.sq_tail.load(Ordering::Acquire) == head {
-            return None;
-        }
-        let mask = self.sqes.len() as u32 - 1;
-        // SAFETY: as in `step`.
-        let sqe = unsafe { self.sqes[(head & mask) as usize].read() };
-        self.sq_head.store(head.wrapping_add(1), Ordering::Release);
-        Some(sqe)
-    }
-
-    /// Posts the completion of an SQE that [`KernelRings::consume`] took.
-    fn post(&self, user_data: u64, res: i32) {
-        let cq_tail = self.cq_tail.load(Ordering::Relaxed);
-        let in_cq = cq_tail.wrapping_sub(self.cq_head.load(Ordering::Acquire));
-        assert!(in_cq < self.cqes.len() as u32, "CQ would overflow");
-        let cmask = self.cqes.len() as u32 - 1;
-        // SAFETY: as in `step`.
-        unsafe {
-            self.cqes[(cq_tail & cmask) as usize].write(Cqe {
-                user_data,
-                res,
-                flags: 0,
-            })
-        };
-        self.cq_tail.store(cq_tail.wrapping_add(1), Ordering::Release);
-    }
-
-    /// Consumes and completes `n` SQEs, one at a time in the order it finds them, yielding
-    /// while there is none.
-    fn serve(&self, n: usize, mut complete: impl FnMut(&Sqe) -> i32) {
-        let mut done = 0;
-        while done < n {
-            if self.step(&mut complete) {
-                done += 1;
-            } else {
-                thread::yield_now();
-            }
-        }
-    }
 }
 
 #[test]
@@ -298,91 +182,6 @@ fn ring_model(sq: u32, cq: u32, counts: [u64; 2]) {
         r.sort();
         assert_eq!(r, want, "each completion reaped exactly once");
     });
-}
-
-/// Bytes per arena block in the models (the host insists on 4096; the protocol does not).
-const BLOCK: u64 = 8;
-
-/// A context with a 64-byte log for stdout, `slots` completion slots and an arena of
-/// `blocks` blocks, over a test-owned kernel model.
-struct World {
-    kernel: KernelRings,
-    bufs: Vec<Vec<SharedCell<u8>>>,
-    chunks: Vec<Vec<AtomicU32>>,
-    flights: Vec<Vec<Flight>>,
-    /// Completion slots: states, tags, results.
-    slot_states: Vec<AtomicU32>,
-    slot_tags: Vec<AtomicU32>,
-    slot_results: Vec<AtomicI32>,
-    /// The arena's bytes, and its blocks' states.
-    arena: Vec<SharedCell<u8>>,
-    block_states: Vec<AtomicU32>,
-    ctx: Option<Context>,
-}
-
-fn world(max_flights: u32, positional: bool, slots: u32, blocks: u32) -> Arc<World> {
-    let cap = 64;
-    let mut w = World {
-        kernel: KernelRings::new(2, 2),
-        bufs: (0..2).map(|_| (0..cap).map(|_| SharedCell::new(0)).collect()).collect(),
-        chunks: (0..2)
-            .map(|_| (0..chunk_count(cap as u64)).map(|_| AtomicU32::new(0)).collect())
-            .collect(),
-        flights: (0..2)
-            .map(|_| (0..max_flights).map(|_| Flight::new()).collect())
-            .collect(),
-        slot_states: (0..slots).map(|_| AtomicU32::new(0)).collect(),
-        slot_tags: (0..slots).map(|_| AtomicU32::new(0)).collect(),
-        slot_results: (0..slots).map(|_| AtomicI32::new(0)).collect(),
-        arena: (0..blocks as u64 * BLOCK).map(|_| SharedCell::new(0)).collect(),
-        block_states: (0..blocks).map(|_| AtomicU32::new(0)).collect(),
-        ctx: None,
-    };
-    // SAFETY: the pointers point into `w`'s vectors, whose heap storage does not move
-    // when `w` moves into the Arc; `w` outlives every use of the context.
-    let streams = [0, 1].map(|i| unsafe {
-        Stream::new(
-            i as u32,
-            1 + i as i32,
-            positional,
-            0,
-            w.bufs[i].as_ptr(),
-            cap as u64,
-            w.chunks[i].as_ptr(),
-            w.flights[i].as_ptr(),
-            max_flights,
-        )
-    });
-    w.ctx = Some(Context {
-        magic: CONTEXT_MAGIC,
-        ring: w.kernel.ring(),
-        streams,
-        stderr_stream: 1,
-        stray_completions: AtomicU32::new(0),
-        refused_requests: AtomicU32::new(0),
-        refused_errno: AtomicI32::new(0),
-        // SAFETY: as above; the vectors hold `slots` and `blocks` zeroed words and
-        // `blocks * BLOCK` cells. The kernel sees the arena where the device does, so an
-        // SQE's `addr` is a pointer to the cells.
-        requests: unsafe {
-            Requests::new(
-                w.slot_states.as_ptr(),
-                w.slot_tags.as_ptr(),
-                w.slot_results.as_ptr(),
-                slots,
-            )
-        },
-        arena: unsafe {
-            Arena::new(
-                w.arena.as_ptr(),
-                w.arena.as_ptr() as u64,
-                BLOCK,
-                Pool::new(w.block_states.as_ptr(), blocks),
-            )
-        },
-        denied_requests: AtomicU32::new(0),
-    });
-    Arc::new(w)
 }
 
 /// Runs two printers and a kernel that writes (partially, on its first write) into a
@@ -469,74 +268,6 @@ fn positional_stream_with_two_flights() {
     stream_model(2, true);
 }
 
-/// The kernel model played by the device threads themselves: after its submission, a thread
-/// runs the kernel (under a lock: the kernel is one SQPOLL thread) until every SQE
-/// submitted so far was consumed, then waits for its own result like any device thread.
-///
-/// Why not a kernel thread: with one, two device threads spinning in their waits give loom
-/// far more interleavings than a test can afford (over 15 minutes for one request on each
-/// of two threads, at preemption bound 1); this way a model takes seconds. What it gives
-/// up: the kernel's work for a thread's own request is ordered before that thread's later
-/// steps by program order, and the lock orders one thread's kernel run before the next
-/// one's. So the models that use it check what passes *between device threads* outside
-/// the kernel: a result routed by whichever thread reaps (through the slot's `DONE`), a
-/// slot or a block given back by one and taken by the other (through the pool). The edge
-/// from a kernel thread to a waiter is checked by `staged_read_sees_the_kernels_bytes`,
-/// which has one.
-struct InlineKernel {
-    /// SQEs consumed and not yet completed, and how many were consumed in all.
-    held: Mutex<(Vec<Sqe>, u32)>,
-    /// Completes SQEs in batches of this many, the latest first (1: each as it is found).
-    /// A model submits a multiple of it, or the last SQEs would never complete.
-    batch: usize,
-}
-
-impl InlineKernel {
-    fn new(batch: usize) -> Self {
-        InlineKernel {
-            held: Mutex::new((Vec::new(), 0)),
-            batch,
-        }
-    }
-
-    /// Runs the kernel until `total` SQEs were consumed in all, yielding between runs (for
-    /// a request that another thread submits late, inside its wait).
-    fn serve_until(&self, w: &World, total: u32, mut complete: impl FnMut(&Sqe) -> i32) {
-        loop {
-            self.run(w, &mut complete);
-            if self.held.lock().unwrap().1 >= total {
-                return;
-            }
-            thread::yield_now();
-        }
-    }
-
-    /// Runs the kernel until every SQE submitted before the call was consumed (one a
-    /// submitter published late is waited for, yielding).
-    fn run(&self, w: &World, mut complete: impl FnMut(&Sqe) -> i32) {
-        let target = w.ctx.as_ref().unwrap().ring.submitted();
-        loop {
-            {
-                let mut held = self.held.lock().unwrap();
-                let (sqes, consumed) = &mut *held;
-                while let Some(sqe) = w.kernel.consume() {
-                    sqes.push(sqe);
-                    *consumed += 1;
-                    if sqes.len() == self.batch {
-                        for sqe in sqes.drain(..).rev() {
-                            w.kernel.post(sqe.user_data, complete(&sqe));
-                        }
-                    }
-                }
-                if *consumed >= target {
-                    return;
-                }
-            }
-            thread::yield_now();
-        }
-    }
-}
-
 /// Two threads each make two requests, one after the other (take a slot, submit, wait:
 /// `Context::call`'s steps, with the kernel model run in between, in the round of
 /// `Context::with_taken` that took the slot), whose results are their
@@ -608,62 +339,6 @@ fn request_results_reach_their_own_waiters() {
 #[test]
 fn request_results_reach_their_own_waiters_out_of_order() {
     requests_model(2, 2);
-}
-
-/// The file descriptor of the transfer models (the kernel model ignores it).
-const FD: i32 = 7;
-
-/// The kernel's side of a READ or WRITE on `file`: the SQE's `addr` points at arena cells
-/// (the model's arena is where the kernel sees it); a read fills them from the file, a
-/// write copies them into it. Transfers the whole length.
-fn serve_transfer(w: &World, file: &Mutex<Vec<u8>>, sqe: &Sqe) -> i32 {
-    // Under loom a cell is bigger than a byte; `Arena::io_addr` counts cells' bytes.
-    let cell = core::mem::size_of::<SharedCell<u8>>() as u64;
-    let offset = sqe.addr - w.arena.as_ptr() as u64;
-    assert_eq!(offset % cell, 0, "addr is not a cell's");
-    let (first, len, at) = ((offset / cell) as usize, sqe.len as usize, sqe.off as usize);
-    assert!(first + len <= w.arena.len(), "addr..addr+len is outside the arena");
-    let cells = w.arena[first..first + len].as_ptr();
-    let mut f = file.lock().unwrap();
-    match sqe.opcode {
-        // SAFETY: loom checks these accesses against the device threads' copies into and
-        // out of the block, and against the block's next holder.
-        IORING_OP_READ => unsafe { copy_to_cells(cells, &f[at..at + len]) },
-        IORING_OP_WRITE => {
-            let mut i = at;
-            // SAFETY: as above.
-            unsafe {
-                read_cells(cells, len, |b| {
-                    f[i..i + b.len()].copy_from_slice(b);
-                    i += b.len();
-                })
-            };
-        }
-        op => panic!("unexpected opcode {op}"),
-    }
-    len as i32
-}
-
-/// Makes the calling loom thread a "GPU thread" of `w`'s context, as the CPU backend does,
-/// so that the `io` functions find the context.
-///
-/// Loom's threads are coroutines on the test's OS thread, so they share std's
-/// thread-locals: the model's main thread enters first, and every guard then restores that
-/// same context, in whatever order the threads drop them.
-fn enter_world(w: &World, thread_idx: u32) -> impl Drop {
-    let ids = ThreadIds {
-        thread_idx,
-        block_idx: 0,
-        block_dim: 3,
-        grid_dim: 1,
-    };
-    // SAFETY: the context lives in `w`, which the caller keeps alive past the guard.
-    unsafe { enter(w.ctx.as_ref().unwrap(), ids) }
-}
-
-/// The model file of the transfer models.
-fn model_file() -> Mutex<Vec<u8>> {
-    Mutex::new(b"0123456789abcdef".to_vec())
 }
 
 /// A staged `pread` of 12 bytes through an arena of one 8-byte block: two pieces, the
