@@ -227,7 +227,8 @@ fn lines_that_fit_the_line_buffer_but_not_the_log_stay_whole(sub: Submission) {
     let _wd = watchdog("lines_that_fit_the_line_buffer_but_not_the_log_stay_whole", 60);
     let (f, path) = temp_file("small_log.txt");
     // A 64-byte log, and lines of 65 to 250 bytes: short enough for the stack buffer, too
-    // long to be one record in the log. (They used to wait forever for room.)
+    // long to be one record in the log: such a line must go out in pieces, not wait for room
+    // the log can never have.
     let rt = builder(sub)
         .stdout_fd(f.as_raw_fd())
         .log_bytes(64)
