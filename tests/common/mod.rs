@@ -102,6 +102,11 @@ pub fn missing_program(program: &str) -> Option<String> {
 pub struct Watchdog(Arc<AtomicBool>);
 
 pub fn watchdog(name: &'static str, secs: u64) -> Watchdog {
+    watchdog_saying(secs, move || eprintln!("test {name} hung for {secs} s: aborting"))
+}
+
+/// [`watchdog`] with its own last words: `say` runs before the abort.
+pub fn watchdog_saying(secs: u64, say: impl FnOnce() + Send + 'static) -> Watchdog {
     let done = Arc::new(AtomicBool::new(false));
     let d = done.clone();
     std::thread::spawn(move || {
@@ -112,7 +117,7 @@ pub fn watchdog(name: &'static str, secs: u64) -> Watchdog {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        eprintln!("test {name} hung for {secs} s: aborting");
+        say();
         std::process::abort();
     });
     Watchdog(done)

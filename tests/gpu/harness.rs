@@ -2,11 +2,11 @@
 //! watchdog that aborts a case that hangs.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gpuio::{Backend, Builder, Runtime};
+
+use crate::common::{watchdog_saying, Watchdog};
 
 /// A configuration of the suite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,31 +68,11 @@ impl Scratch {
 }
 
 /// Aborts the process if a case runs longer than `secs`: a hang the runtime did not catch
-/// fails the run, naming the case, instead of hanging it.
-pub(crate) struct Watchdog(Arc<AtomicBool>);
-
-impl Watchdog {
-    pub(crate) fn start(what: String, secs: u64) -> Watchdog {
-        let done = Arc::new(AtomicBool::new(false));
-        let d = done.clone();
-        std::thread::spawn(move || {
-            let until = Instant::now() + Duration::from_secs(secs);
-            while Instant::now() < until {
-                if d.load(Ordering::Relaxed) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            println!("gpu suite: {what} did not finish in {secs} s: aborting");
-            eprintln!("gpu suite: {what} did not finish in {secs} s: aborting");
-            std::process::abort();
-        });
-        Watchdog(done)
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
+/// fails the run, naming the case (on stdout, beside the cases' lines, and on stderr),
+/// instead of hanging it.
+pub(crate) fn watchdog(what: String, secs: u64) -> Watchdog {
+    watchdog_saying(secs, move || {
+        println!("gpu suite: {what} did not finish in {secs} s: aborting");
+        eprintln!("gpu suite: {what} did not finish in {secs} s: aborting");
+    })
 }

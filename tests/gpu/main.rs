@@ -22,6 +22,9 @@ mod cases_file_io;
 mod cases_print;
 mod cases_runtime;
 mod cases_scheduling;
+#[allow(dead_code)]
+#[path = "../common/mod.rs"]
+mod common;
 mod harness;
 mod kernels;
 
@@ -40,7 +43,7 @@ use cases_runtime::{
     idle_longer_than_sq_thread_idle, print_to_a_closed_fd_is_reported, two_runtimes_in_one_process,
 };
 use cases_scheduling::scheduling_is_the_one_asked_for;
-use harness::{Config, Scratch, Watchdog};
+use harness::{watchdog, Config, Scratch};
 use kernels::Kernels;
 
 /// What a case found.
@@ -175,7 +178,7 @@ fn main() {
                 let _ = std::fs::remove_dir_all(&scratch.0);
                 std::fs::create_dir_all(&scratch.0).expect("scratch directory");
                 let t0 = Instant::now();
-                let dog = Watchdog::start(format!("{} ({})", case.name, config.name()), 150);
+                let dog = watchdog(format!("{} ({})", case.name, config.name()), 150);
                 let outcome =
                     std::panic::catch_unwind(|| (case.run)(config, &scratch)).unwrap_or_else(|p| Err(panic_text(&*p)));
                 drop(dog);
