@@ -118,7 +118,7 @@ impl Context {
     }
 
     /// Consumes available completions and routes each to its stream.
-    #[inline] // on the print path (see `Stream::write_record`)
+    #[inline] // on the print path (see `Stream::write_part`)
     pub fn reap(&self) -> bool {
         self.ring.reap(|cqe| self.dispatch(cqe))
     }
@@ -153,7 +153,7 @@ impl Context {
 
     /// Flushes `stream`, or asks whoever is flushing it to go on ([`Stream::flush`], with
     /// this context's ring and reaper).
-    #[inline] // on the print path (see `Stream::write_record`)
+    #[inline] // on the print path (see `Stream::write_part`)
     pub fn flush(&self, stream: &Stream) {
         stream.flush(&self.ring, || {
             self.reap();

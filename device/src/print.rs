@@ -75,14 +75,17 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
             base = stream.reserve(total);
         }
         let base = g.broadcast(base);
-        // From here on each lane works alone: it writes and commits its own line when there
-        // is room for it, and the leader flushes once its own line is in. A lane that
-        // commits after the leader's flush is flushed by the next flush, by a thread
-        // waiting for room, or by the drain.
-        if my_len > 0 {
-            stream.write_record(base + offset, line.bytes(), g.is_leader(), || ctx.help(stream));
-        }
+        // Each lane writes its line once the whole record has room (every lane waits for
+        // the same condition); then, with every line in, the leader commits the record in
+        // one piece (one system-scope fence and a few counter adds for the whole group, not
+        // one per line) and flushes it. A lane whose line did not fit writes nothing here.
+        let mine = if fits { line.bytes() } else { &[] };
+        stream.write_part(base + total, base + offset, mine, g.is_leader(), || ctx.help(stream));
+        // The lanes' writes happen-before the leader's commit (the `Group::sync` contract),
+        // whose release fence publishes them to the flusher.
+        g.sync();
         if g.is_leader() {
+            stream.commit(base, base + total);
             ctx.flush(stream);
         }
     }

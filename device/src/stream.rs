@@ -278,30 +278,31 @@ impl Stream {
         )
     }
 
-    /// Writes one lane's part of a record, `bytes` (at most `cap` of them) at reserved
-    /// position `pos`, in one piece once all of it may be written, and commits it.
+    /// Writes one lane's part of a record: `bytes` at reserved position `pos`, inside the
+    /// record that ends at `record_end` (at most `cap` bytes after its start). The lane waits
+    /// until the whole record may be written, then writes its part; it does not commit it:
+    /// the group's leader commits the whole record once every lane wrote (`print::emit`).
     ///
-    /// Each lane of a group writes its own line this way (see `print::emit`), in the round
-    /// that finds room for it (the lockstep rule, `arch/mod.rs`). While it waits it calls
+    /// Every lane waits for the same condition (room for the record's last byte), so the
+    /// lanes of a group leave their waits together in effect, and each writes its part in
+    /// the round that found room (the lockstep rule, `arch/mod.rs`). While it waits it calls
     /// `help` (reap, then flush this stream: `Context::help`); `leader` says whether often
     /// (the group's leader) or rarely (the others: thousands of helping lanes would only
     /// slow down the threads that free the space).
     #[inline(always)] // the print path: calls out of it cost 10-20% on the H100 (BENCHMARKS.md)
-    pub fn write_record(&self, pos: u64, bytes: &[u8], leader: bool, mut help: impl FnMut()) {
-        let len = bytes.len() as u64;
-        debug_assert!(len <= self.cap);
-        if len == 0 {
+    pub fn write_part(&self, record_end: u64, pos: u64, bytes: &[u8], leader: bool, mut help: impl FnMut()) {
+        debug_assert!(pos + bytes.len() as u64 <= record_end);
+        if bytes.is_empty() {
             return;
         }
         let mut helper = Helper::new(if leader { HELP_EVERY } else { LANE_HELP_EVERY });
         until(
             || {
-                // Room for the whole range: its last byte may be written.
-                if self.room(pos + len - 1) == 0 {
+                // Room for the whole record: its last byte may be written.
+                if self.room(record_end - 1) == 0 {
                     return None;
                 }
                 self.put(pos, bytes);
-                self.commit(pos, pos + len);
                 Some(())
             },
             || helper.round(self, &mut help),
@@ -330,10 +331,11 @@ impl Stream {
 
     /// Marks `[s, e)` written. One release fence, then relaxed adds to the chunk counters
     /// and to `committed`: the bytes (this thread's, and those of lanes synchronised with
-    /// it) happen-before the flusher's acquire fence after it read any of these counters
-    /// (fence-to-fence synchronisation; later adds by others are read-modify-writes, so they
-    /// continue the release sequence).
-    #[inline(never)] // one call per warp; and tests/ptx_atomics/ finds it by name
+    /// it, e.g. by the group's `sync` before a leader commits their record) happen-before
+    /// the flusher's acquire fence after it read any of these counters (fence-to-fence
+    /// synchronisation; later adds by others are read-modify-writes, so they continue the
+    /// release sequence).
+    #[inline(never)] // one call per record; and tests/ptx_atomics/ finds it by name
     pub fn commit(&self, s: u64, e: u64) {
         fence(Ordering::Release);
         let mut p = s;

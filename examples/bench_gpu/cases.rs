@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::child::run_child;
 use crate::common::{expected_bytes, statfs, Check};
-use crate::options::{Config, Target};
+use crate::options::{Config, Kernel, Target};
 use crate::readback::check_file;
 use crate::{fail, MIB};
 
@@ -35,6 +35,8 @@ pub(crate) struct GpuioResult {
     pub(crate) lost: u64,
     /// SQEs of the median rep.
     pub(crate) sqes: Option<u64>,
+    /// The median rep's host CPU time, ns: all threads, the SQPOLL threads, the waker.
+    pub(crate) cpu: Option<[u64; 3]>,
     pub(crate) error: Option<String>,
 }
 
@@ -57,6 +59,9 @@ pub(crate) struct Row {
     pub(crate) bytes: u64,
     pub(crate) gpuio: GpuioResult,
     pub(crate) printf: PrintfResult,
+    /// Into a tmpfs file: `dd bs=4M` writing as many bytes to a fresh file there, GB/s
+    /// (median of `--reps`), or why not.
+    pub(crate) dd: Option<Result<f64, String>>,
 }
 
 pub(crate) fn out_path(cfg: &Config, target: Target, what: &str, case: &Case) -> String {
@@ -110,7 +115,10 @@ pub(crate) fn bench_case(cfg: &Config, case: &Case) -> Row {
             ..GpuioResult::default()
         },
     };
-    let printf = if cfg.skip_printf_above > 0 && total > cfg.skip_printf_above {
+    let dd = (case.target == Target::Shm && room.is_ok()).then(|| run_dd(cfg, bytes));
+    let printf = if cfg.kernel == Kernel::Literal {
+        PrintfResult::Skipped("--kernel literal has no printf twin".into())
+    } else if cfg.skip_printf_above > 0 && total > cfg.skip_printf_above {
         PrintfResult::Skipped(format!("more than --skip-printf-above {}", cfg.skip_printf_above))
     } else if let Err(why) = room {
         PrintfResult::Skipped(why)
@@ -118,13 +126,17 @@ pub(crate) fn bench_case(cfg: &Config, case: &Case) -> Row {
         run_printf(cfg, case, bytes)
     };
     Row {
-        name: case.name(),
+        name: match cfg.kernel {
+            Kernel::Stress => case.name(),
+            Kernel::Literal => format!("{} literal", case.name()),
+        },
         target: case.target,
         width: case.width,
         lines: total,
         bytes,
         gpuio,
         printf,
+        dd,
     }
 }
 
@@ -137,6 +149,7 @@ pub(crate) fn run_gpuio(cfg: &Config, case: &Case, bytes: u64) -> GpuioResult {
         format!("block={}", cfg.block),
         format!("reps={}", cfg.reps),
         format!("log_mib={}", cfg.log_mib),
+        format!("kernel={}", cfg.kernel.name()),
         format!("out={path}"),
     ];
     let run = run_child("--gpuio-child", &args, Stdio::null(), cfg.timeout, "gpuio");
@@ -165,13 +178,18 @@ pub(crate) fn run_gpuio(cfg: &Config, case: &Case, bytes: u64) -> GpuioResult {
                     Some(_) => Check::from_report(r).to_string(),
                     None => "not read back (/dev/null)".into(),
                 };
+                let cpu = [r.u64("cpu_ns"), r.u64("sqpoll_ns"), r.u64("waker_ns")].map(|v| v.unwrap_or(0));
                 eprintln!(
-                    "  gpuio rep {}: {:.2} ms, {:.1} M lines/s, {} SQEs, {} lost by the runtime's count; {check}; lost {lost}",
+                    "  gpuio rep {}: {:.2} ms, {:.1} M lines/s, {} SQEs, {} lost by the runtime's count; {check}; lost {lost}; \
+                     host CPU {:.1} ms (SQPOLL {:.1}, waker {:.2})",
                     r.fields.get("rep").map_or("?", String::as_str),
                     t.as_secs_f64() * 1e3,
                     total as f64 / t.as_secs_f64() / 1e6,
                     r.u64("sqes").unwrap_or(0),
                     r.u64("rt_lost").unwrap_or(0),
+                    cpu[0] as f64 / 1e6,
+                    cpu[1] as f64 / 1e6,
+                    cpu[2] as f64 / 1e6,
                 );
                 if r.u64("good").is_some() && r.u64("bytes") != Some(bytes) && lost == 0 {
                     eprintln!(
@@ -179,7 +197,7 @@ pub(crate) fn run_gpuio(cfg: &Config, case: &Case, bytes: u64) -> GpuioResult {
                         r.u64("bytes").unwrap_or(0)
                     );
                 }
-                reps.push((t, r.u64("sqes").unwrap_or(0)));
+                reps.push((t, r.u64("sqes").unwrap_or(0), cpu));
             }
             _ => {}
         }
@@ -194,11 +212,47 @@ pub(crate) fn run_gpuio(cfg: &Config, case: &Case, bytes: u64) -> GpuioResult {
     }
     reps.sort();
     if !reps.is_empty() {
-        let (t, sqes) = reps[reps.len() / 2];
+        let (t, sqes, cpu) = reps[reps.len() / 2];
         res.time = Some(t);
         res.sqes = Some(sqes);
+        res.cpu = Some(cpu);
     }
     res
+}
+
+/// `dd if=/dev/zero bs=4M` writing at least `bytes` to a fresh file in `--dir`, `--reps`
+/// times: the median rate in GB/s (10^9 bytes a second), process start to exit.
+pub(crate) fn run_dd(cfg: &Config, bytes: u64) -> Result<f64, String> {
+    const BS: u64 = 4 * MIB;
+    let count = bytes.div_ceil(BS);
+    let path = cfg.dir.join(format!("bench_gpu-{}-dd.out", std::process::id()));
+    let mut rates = Vec::new();
+    for _ in 0..cfg.reps {
+        let _ = std::fs::remove_file(&path);
+        let t = std::time::Instant::now();
+        let status = std::process::Command::new("dd")
+            .arg("if=/dev/zero")
+            .arg(format!("of={}", path.display()))
+            .arg("bs=4M")
+            .arg(format!("count={count}"))
+            .arg("status=none")
+            .stdin(Stdio::null())
+            .status();
+        let elapsed = t.elapsed();
+        let _ = std::fs::remove_file(&path);
+        match status {
+            Ok(s) if s.success() => rates.push((count * BS) as f64 / elapsed.as_secs_f64() / 1e9),
+            Ok(s) => return Err(format!("dd exited with {s}")),
+            Err(e) => return Err(format!("running dd: {e}")),
+        }
+    }
+    rates.sort_by(f64::total_cmp);
+    eprintln!(
+        "  dd bs=4M count={count} into a fresh file in {}: {} GB/s",
+        cfg.dir.display(),
+        rates.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(", ")
+    );
+    Ok(rates[rates.len() / 2])
 }
 
 /// The printf FIFO: the records hold the format's address, the arguments at 8-byte slots
@@ -289,9 +343,10 @@ pub(crate) fn open_target_parent(path: &str) -> File {
     r.unwrap_or_else(|e| fail(&format!("open {path}: {e}")))
 }
 
-/// Cold start, `cfg.cold_reps` fresh processes: (build, load, first line, total) medians.
+/// Cold start, `cfg.cold_reps` fresh processes: each rep's (runtime build, module load,
+/// launch to the first line, total, the bare CUDA context made before it all).
 pub(crate) struct Cold {
-    pub(crate) reps: Vec<[Duration; 4]>,
+    pub(crate) reps: Vec<[Duration; 5]>,
     pub(crate) seen_by_sync: bool,
     pub(crate) errors: Vec<String>,
 }
@@ -338,11 +393,12 @@ pub(crate) fn cold_start(cfg: &Config) -> Cold {
             cold.errors.push(e);
         }
         let d = |k: &str| Duration::from_nanos(r.u64(k).unwrap_or(0));
-        let v = [d("build_ns"), d("load_ns"), d("first_ns"), d("total_ns")];
+        let v = [d("build_ns"), d("load_ns"), d("first_ns"), d("total_ns"), d("ctx_ns")];
         let by = r.fields.get("seen_by").map_or("?", String::as_str);
         cold.seen_by_sync |= by != "poll";
         eprintln!(
-            "cold start rep {rep}: build {:.1} ms + load {:.1} ms + launch to first line {:.3} ms = {:.1} ms (seen by {by})",
+            "cold start rep {rep}: (bare CUDA context {:.1} ms, before) build {:.1} ms + load {:.1} ms + launch to first line {:.3} ms = {:.1} ms (seen by {by})",
+            ms(v[4]),
             ms(v[0]),
             ms(v[1]),
             ms(v[2]),

@@ -176,14 +176,53 @@ pub(crate) fn runtime_lost(r: gpuio::Result<()>) -> Result<u64, String> {
     }
 }
 
-/// Child mode `--gpuio-child`: build, load, warm up, then `reps` timed launches of `stress`.
+/// CPU time this process's threads have run, in ns: `[all, SQPOLL threads, the waker]`,
+/// from each thread's `/proc/self/task/TID/schedstat` (its time on a CPU, in ns) and its
+/// name (`iou-sqp-PID`: an io_uring SQPOLL thread, which Linux runs as a thread of the
+/// process that made the ring; `gpuio-waker`). Threads that exit between two readings take
+/// their time with them; the children keep all theirs until they exit.
+pub(crate) fn cpu_ns() -> [u64; 3] {
+    let mut t = [0u64; 3];
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return t;
+    };
+    for task in dir.flatten() {
+        let path = task.path();
+        let Some(ns) = std::fs::read_to_string(path.join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        t[0] += ns;
+        if comm.starts_with("iou-sqp") {
+            t[1] += ns;
+        } else if comm.starts_with("gpuio-waker") {
+            t[2] += ns;
+        }
+    }
+    t
+}
+
+/// Child mode `--gpuio-child`: build, load, warm up, then `reps` timed launches of the
+/// kernel (`stress`, or `literal`).
 pub(crate) fn gpuio_child(kv: &HashMap<String, String>) -> ! {
     let (lines, width, threads, block): (u32, u32, u32, u32) =
         (get(kv, "lines"), get(kv, "width"), get(kv, "threads"), get(kv, "block"));
     let (reps, log_mib): (u32, u64) = (get(kv, "reps"), get(kv, "log_mib"));
     let path: String = get(kv, "out");
+    let kernel: String = get(kv, "kernel");
     let mut file = open_target(&path);
     let regular = path != "/dev/null";
+    // `literal(lines)` or `stress(lines, width)`.
+    let args = |lines: u32| -> Vec<Arg> {
+        if kernel == "literal" {
+            vec![lines.into()]
+        } else {
+            vec![lines.into(), width.into()]
+        }
+    };
     let t0 = Instant::now();
     let mut builder = Runtime::builder().backend(Backend::Cuda).stdout_fd(file.as_raw_fd());
     if log_mib > 0 {
@@ -200,7 +239,7 @@ pub(crate) fn gpuio_child(kv: &HashMap<String, String>) -> ! {
     let load = t1.elapsed();
     let t2 = Instant::now();
     let warm = module
-        .launch("stress", 1, block, &[Arg::from(1u32), width.into()])
+        .launch(&kernel, 1, block, &args(1))
         .map_err(|e| e.to_string())
         .and_then(|_| runtime_lost(rt.synchronize()));
     if let Err(e) = warm {
@@ -214,13 +253,15 @@ pub(crate) fn gpuio_child(kv: &HashMap<String, String>) -> ! {
     );
     for rep in 0..reps {
         let sq0 = rt.stats().sqes;
+        let cpu0 = cpu_ns();
         let t = Instant::now();
-        let launched = module.launch("stress", threads / block, block, &[lines.into(), width.into()]);
+        let launched = module.launch(&kernel, threads / block, block, &args(lines));
         if let Err(e) = launched {
             child_error(&format!("rep {rep}: launch: {e}"));
         }
         let synced = rt.synchronize();
         let elapsed = t.elapsed();
+        let cpu1 = cpu_ns();
         let rt_lost = runtime_lost(synced).unwrap_or_else(|e| child_error(&format!("rep {rep}: synchronize: {e}")));
         let sqes = rt.stats().sqes.wrapping_sub(sq0);
         let mut fields = vec![
@@ -228,6 +269,9 @@ pub(crate) fn gpuio_child(kv: &HashMap<String, String>) -> ! {
             ("ns", ns(elapsed)),
             ("sqes", sqes.to_string()),
             ("rt_lost", rt_lost.to_string()),
+            ("cpu_ns", cpu1[0].saturating_sub(cpu0[0]).to_string()),
+            ("sqpoll_ns", cpu1[1].saturating_sub(cpu0[1]).to_string()),
+            ("waker_ns", cpu1[2].saturating_sub(cpu0[2]).to_string()),
         ];
         if regular {
             let c = check_file(Path::new(&path), u64::from(threads), u64::from(lines), width);
@@ -327,6 +371,11 @@ pub(crate) fn printf_child(kv: &HashMap<String, String>) -> ! {
 pub(crate) fn cold_child(kv: &HashMap<String, String>) -> ! {
     let path: String = get(kv, "out");
     let file = open_target(&path);
+    // A bare CUDA context first (driver loaded, initialised, the primary context retained
+    // and kept), so that the runtime's build below is gpuio's own setup on top of it.
+    let tc = Instant::now();
+    let cuda = Cuda::open().unwrap_or_else(|e| child_error(&format!("CUDA: {e}")));
+    let ctx = tc.elapsed();
     let t0 = Instant::now();
     let rt = Runtime::builder()
         .backend(Backend::Cuda)
@@ -364,6 +413,7 @@ pub(crate) fn cold_child(kv: &HashMap<String, String>) -> ! {
     report(
         "cold",
         &[
+            ("ctx_ns", ns(ctx)),
             ("build_ns", ns(build)),
             ("load_ns", ns(load)),
             ("first_ns", ns(first)),
@@ -373,5 +423,6 @@ pub(crate) fn cold_child(kv: &HashMap<String, String>) -> ! {
     );
     drop(module);
     drop(rt);
+    drop(cuda);
     std::process::exit(0)
 }

@@ -22,7 +22,27 @@ impl Target {
     }
 }
 
+/// The kernel the gpuio children time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    /// `stress(L, W)`: formatted lines (`t=.. i=..` padded to W bytes).
+    Stress,
+    /// `literal(L)`: a 32-byte literal line, no `core::fmt`: the print path without
+    /// formatting. Only `--widths 32 --targets null` (its lines are not `stress`'s).
+    Literal,
+}
+
+impl Kernel {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kernel::Stress => "stress",
+            Kernel::Literal => "literal",
+        }
+    }
+}
+
 pub(crate) struct Config {
+    pub(crate) kernel: Kernel,
     pub(crate) total: u64,
     pub(crate) lines: Vec<u32>,
     pub(crate) widths: Vec<u32>,
@@ -50,6 +70,7 @@ pub(crate) fn list<T: std::str::FromStr>(args: &[String], name: &str, default: &
 
 pub(crate) fn parse_config(args: &[String]) -> Config {
     let known = [
+        "--kernel",
         "--total",
         "--lines",
         "--widths",
@@ -72,7 +93,13 @@ pub(crate) fn parse_config(args: &[String]) -> Config {
             _ => fail(&format!("--targets: {t:?} is neither shm nor null")),
         })
         .collect();
+    let kernel = match CLI.opt::<String>(args, "--kernel").as_deref() {
+        None | Some("stress") => Kernel::Stress,
+        Some("literal") => Kernel::Literal,
+        Some(k) => fail(&format!("--kernel: {k:?} is neither stress nor literal")),
+    };
     let cfg = Config {
+        kernel,
         total: CLI.opt(args, "--total").unwrap_or(16_777_216),
         lines: list(args, "--lines", "1,16"),
         widths: list(args, "--widths", "32,128"),
@@ -97,6 +124,9 @@ pub(crate) fn parse_config(args: &[String]) -> Config {
     }
     if cfg.log_mib != 0 && !cfg.log_mib.is_power_of_two() {
         fail("--log-mib must be a power of two");
+    }
+    if cfg.kernel == Kernel::Literal && (cfg.widths != [32] || cfg.targets != [Target::Null]) {
+        fail("--kernel literal prints 32-byte lines that cannot be checked: give --widths 32 --targets null");
     }
     for &l in &cfg.lines {
         let threads = cfg.total / u64::from(l.max(1));

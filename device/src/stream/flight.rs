@@ -59,7 +59,7 @@ impl Stream {
     ///
     /// Never called from inside a flush: a flush that waited on another flush's
     /// submission could wait on itself (tickets are taken in order).
-    #[inline] // on the print path (see `Stream::write_record`)
+    #[inline] // on the print path (see `Stream::write_part`)
     pub fn flush(&self, ring: &Ring, mut reap: impl FnMut()) {
         self.flusher.run(|| self.flush_work(ring, &mut reap));
     }
