@@ -37,6 +37,7 @@ over_submissions!(
     positional_writes_land_at_their_offset_wherever_the_fd_points,
     a_stream_that_printed_nothing_leaves_a_shared_offset_alone,
     a_warp_println_is_one_record_in_lane_order,
+    a_quiet_kernel_costs_few_waker_looks_and_its_late_lines_all_get_out,
 );
 
 fn sixty_four_threads_hundred_thousand_lines_into_a_file(sub: Submission) {
@@ -546,4 +547,70 @@ fn forcing_a_gpu_backend_runs_on_it_or_says_why_not() {
             "every GPU backend is available here, so no BackendUnavailable error was checked",
         );
     }
+}
+
+fn a_quiet_kernel_costs_few_waker_looks_and_its_late_lines_all_get_out(sub: Submission) {
+    // Invariant 9, and what it costs: while a kernel computes without I/O the waker backs
+    // off to a look a millisecond (at 50 µs, 300 ms would be 6,000 looks); the first SQE
+    // after the quiet spell still finds a waker that wakes the consumer.
+    let _wd = watchdog(
+        "a_quiet_kernel_costs_few_waker_looks_and_its_late_lines_all_get_out",
+        120,
+    );
+    let (f, path) = temp_file("quiet.txt");
+    // The consumer sleeps after 1 ms without work. A 4 KiB log: the burst after the quiet
+    // spell cannot finish without completions, so without a wakeup it would hang.
+    let rt = builder(sub)
+        .stdout_fd(f.as_raw_fd())
+        .sq_thread_idle_ms(1)
+        .log_bytes(4096)
+        .build()
+        .unwrap();
+    let quiet = Duration::from_millis(300);
+
+    let before = rt.stats();
+    let started = Instant::now();
+    rt.launch(1, 1, move || std::thread::sleep(quiet)).unwrap();
+    rt.synchronize().unwrap();
+    let (took, after) = (started.elapsed(), rt.stats());
+    let looks = after.waker_looks - before.waker_looks;
+    eprintln!(
+        "quiet {took:?}: {looks} waker looks ({:.0}/s)",
+        looks as f64 / took.as_secs_f64()
+    );
+    assert!(
+        looks < 1000,
+        "{looks} waker looks in {took:?} of a kernel without I/O: it polls as if I/O flowed"
+    );
+    assert!(
+        looks >= 10,
+        "{looks} waker looks in {took:?}: the waker stopped looking"
+    );
+
+    let (threads, lines) = (4u64, 2_000u64);
+    let before = rt.stats();
+    let started = Instant::now();
+    rt.launch(1, threads as u32, move || {
+        std::thread::sleep(quiet);
+        let t = gpuio::device::global_thread_idx();
+        for i in 0..lines {
+            println!("t={t} i={i}");
+        }
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    let (took, after) = (started.elapsed(), rt.stats());
+    eprintln!(
+        "quiet then a burst {took:?}: {} SQEs, {} wakeups, {} waker looks",
+        after.sqes - before.sqes,
+        after.wakeups - before.wakeups,
+        after.waker_looks - before.waker_looks
+    );
+    assert!(
+        after.wakeups > before.wakeups,
+        "the burst went out without a wakeup ({before:?} -> {after:?})"
+    );
+    assert_eq!(after.stray_completions, 0);
+    drop(rt);
+    check_lines(&std::fs::read(&path).unwrap(), threads, lines);
 }

@@ -64,6 +64,20 @@ impl Submission {
     }
 }
 
+/// What one look at the SQ saw ([`Uring::wake_sqpoll_if_needed`],
+/// [`HostRing::wake_if_needed`]): the host-memory words only, no syscall unless it woke the
+/// consumer. The waker paces itself by it: a tail that moved, or SQEs waiting, mean I/O
+/// flows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Look {
+    /// The SQ tail as read.
+    pub tail: u32,
+    /// SQEs waited unconsumed (the SQ tail differed from the head).
+    pub waiting: bool,
+    /// The consumer slept with SQEs waiting, and was woken.
+    pub woke: bool,
+}
+
 /// The ring and whoever consumes it.
 pub(crate) enum Queue {
     Uring(Uring),
@@ -105,8 +119,8 @@ impl Queue {
 
     /// Wakes the consumer if it sleeps while SQEs wait (invariant 9): SQPOLL through
     /// `IORING_ENTER_SQ_WAKEUP`, the fallback thread by unparking it (no syscall on a ring
-    /// fd: it has none). Returns whether it woke it.
-    pub(crate) fn wake_if_needed(&self) -> bool {
+    /// fd: it has none). Says what it saw and whether it woke it.
+    pub(crate) fn wake_if_needed(&self) -> Look {
         match self {
             Queue::Uring(u) => u.wake_sqpoll_if_needed(),
             Queue::Host(h) => h.wake_if_needed(),

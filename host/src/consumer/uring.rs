@@ -9,6 +9,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use gpuio_device::uapi::*;
 
+use crate::consumer::submission::Look;
 use crate::error::{Error, Result};
 use crate::memory::{page_size, round_up, Mapping};
 
@@ -201,19 +202,24 @@ impl Uring {
 
 impl Uring {
     /// Wakes SQPOLL if it sleeps while SQEs wait (invariant 9). Reads only the kernel's
-    /// head, tail and flags: it never touches data. Returns whether it woke it.
-    pub fn wake_sqpoll_if_needed(&self) -> bool {
+    /// head, tail and flags: it never touches data, and makes no syscall unless it wakes
+    /// SQPOLL. Says what it saw and whether it woke it.
+    pub fn wake_sqpoll_if_needed(&self) -> Look {
         use std::sync::atomic::{AtomicU32, Ordering};
         let word = |off: u32| {
             // SAFETY: kernel-maintained u32 words at the kernel's offsets in our mapping.
+            // Acquire: pairs with the Release stores of these words (the device's of the
+            // tail, the kernel's of the head and flags); only the words themselves are used.
             unsafe { &*(self.ring_word(off) as *const AtomicU32) }.load(Ordering::Acquire)
         };
         let p = &self.params;
-        if word(p.sq_off.tail) != word(p.sq_off.head) && word(p.sq_off.flags) & IORING_SQ_NEED_WAKEUP != 0 {
+        let tail = word(p.sq_off.tail);
+        let waiting = tail != word(p.sq_off.head);
+        let woke = waiting && word(p.sq_off.flags) & IORING_SQ_NEED_WAKEUP != 0;
+        if woke {
             self.wake_sqpoll();
-            return true;
         }
-        false
+        Look { tail, waiting, woke }
     }
 }
 

@@ -3,17 +3,35 @@
 //! The kernel's SQPOLL thread sleeps after `sq_thread_idle` ms without work and sets
 //! `IORING_SQ_NEED_WAKEUP`; from then on it consumes nothing until someone calls
 //! `io_uring_enter(IORING_ENTER_SQ_WAKEUP)`. A GPU cannot make that syscall. While kernels
-//! run (or a drain is under way) this thread looks every 50 µs: if SQEs wait unconsumed
-//! and the flag is set, it wakes SQPOLL. Otherwise it stays parked. With the host-thread
-//! fallback it unparks that thread instead, the same way (`Queue::wake_if_needed`).
+//! run (or a drain is under way) this thread looks at the SQ (`Queue::wake_if_needed`): if
+//! SQEs wait unconsumed and the flag is set, it wakes SQPOLL. With the host-thread fallback
+//! it unparks that thread instead, the same way. While no kernel runs it stays parked.
+//!
+//! **How often it looks.** Every 50 µs while it sees I/O: SQEs unconsumed, the SQ tail moved
+//! since its last look, or a wakeup just made. Each look that sees none of that doubles the
+//! pause, up to 1 ms ([`MAX_PAUSE`]), so a kernel that computes for seconds without I/O
+//! costs about 1,000 looks a second, not 20,000; the first look that sees I/O again goes
+//! back to 50 µs. A look reads at most three words of host memory and makes no syscall
+//! unless it wakes the consumer. `Stats::waker_looks` counts the looks.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-/// How often an active waker looks at the flag.
+use crate::consumer::submission::Look;
+
+/// The pause between looks while I/O is seen.
 const POLL: Duration = Duration::from_micros(50);
+/// The longest pause between looks while kernels run: what the first request after a
+/// quiet spell may wait, beyond the 50 µs it waits while I/O flows, for its wakeup. Only a
+/// request after a spell long enough for the consumer to fall asleep pays it: SQPOLL (and
+/// the fallback thread) keeps polling for `sq_thread_idle` ms (50 ms by default) after its
+/// last work, and takes SQEs without the waker meanwhile, so steady I/O never waits on
+/// the waker. 1 ms is then at most 2% of the default quiet spell that came before, while
+/// an idle-running kernel costs 1,000 looks a second (a few µs of CPU each) instead of
+/// 20,000.
+const MAX_PAUSE: Duration = Duration::from_millis(1);
 /// How long an idle waker stays parked before it looks anyway.
 const PARKED: Duration = Duration::from_millis(100);
 
@@ -28,16 +46,19 @@ struct State {
     active: AtomicUsize,
     /// SQ_WAKEUP calls made.
     wakeups: AtomicU64,
+    /// Looks at the ring (calls of `wake_if_needed`).
+    looks: AtomicU64,
 }
 
 impl Waker {
     /// Starts the thread. `wake_if_needed` wakes the ring's consumer if it sleeps with
-    /// work waiting, and says whether it did (`Queue::wake_if_needed`).
-    pub(crate) fn start(wake_if_needed: impl Fn() -> bool + Send + 'static) -> std::io::Result<Waker> {
+    /// work waiting, and says what it saw (`Queue::wake_if_needed`).
+    pub(crate) fn start(wake_if_needed: impl Fn() -> Look + Send + 'static) -> std::io::Result<Waker> {
         let state = Arc::new(State {
             stop: AtomicBool::new(false),
             active: AtomicUsize::new(0),
             wakeups: AtomicU64::new(0),
+            looks: AtomicU64::new(0),
         });
         let st = state.clone();
         let handle = thread::Builder::new()
@@ -66,6 +87,12 @@ impl Waker {
     pub(crate) fn wakeups(&self) -> u64 {
         self.state.wakeups.load(Ordering::Relaxed)
     }
+
+    /// Looks at the ring so far.
+    pub(crate) fn looks(&self) -> u64 {
+        // Relaxed: a statistic; nothing else is read through it.
+        self.state.looks.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for Waker {
@@ -78,18 +105,54 @@ impl Drop for Waker {
     }
 }
 
-fn run(wake_if_needed: &dyn Fn() -> bool, state: &State) {
-    // Sleep precisely: the default 50 µs timer slack would double our polling interval.
+/// The pause after a look: 50 µs if it saw I/O, else twice the last one, up to [`MAX_PAUSE`].
+fn next_pause(pause: Duration, io: bool) -> Duration {
+    if io {
+        POLL
+    } else {
+        (pause * 2).min(MAX_PAUSE)
+    }
+}
+
+fn run(wake_if_needed: &dyn Fn() -> Look, state: &State) {
+    // Sleep precisely: the default 50 µs timer slack would double our shortest pause.
     // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64, 0u64, 0u64, 0u64) };
+    let mut pause = POLL;
+    let mut last_tail = None;
     while !state.stop.load(Ordering::SeqCst) {
-        if wake_if_needed() {
+        let look = wake_if_needed();
+        // Relaxed: statistics; nothing else is read through them.
+        state.looks.fetch_add(1, Ordering::Relaxed);
+        if look.woke {
             state.wakeups.fetch_add(1, Ordering::Relaxed);
         }
+        let io = look.waiting || look.woke || last_tail != Some(look.tail);
+        last_tail = Some(look.tail);
+        pause = next_pause(pause, io);
         if state.active.load(Ordering::SeqCst) > 0 {
-            thread::sleep(POLL);
+            thread::sleep(pause);
         } else {
             thread::park_timeout(PARKED);
+            // Unparked (most likely) by a launch: its first requests come soon.
+            pause = POLL;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pause_doubles_to_its_cap_without_io_and_drops_back_with_it() {
+        let mut pause = POLL;
+        let mut quiet = vec![];
+        for _ in 0..7 {
+            pause = next_pause(pause, false);
+            quiet.push(pause.as_micros());
+        }
+        assert_eq!(quiet, [100, 200, 400, 800, 1000, 1000, 1000]);
+        assert_eq!(next_pause(pause, true), POLL);
     }
 }

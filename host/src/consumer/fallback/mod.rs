@@ -57,6 +57,7 @@ use std::time::{Duration, Instant};
 
 use gpuio_device::uapi::*;
 
+use crate::consumer::submission::Look;
 use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES, MAX_SQ_ENTRIES};
 use crate::error::{Error, Result};
 use crate::memory::{page_size, round_up, Mapping};
@@ -234,21 +235,23 @@ impl HostRing {
         unsafe { &*(self.ring_word(off) as *const AtomicU32) }
     }
 
-    /// Unparks the thread if it sleeps while SQEs wait. Reads only the SQ head and tail:
-    /// it never touches data. Returns whether it woke it.
-    pub fn wake_if_needed(&self) -> bool {
+    /// Unparks the thread if it sleeps while SQEs wait. Reads only the SQ head and tail
+    /// (and the thread's `sleeping` flag): it never touches data. Says what it saw and
+    /// whether it woke it.
+    pub fn wake_if_needed(&self) -> Look {
         // Acquire: pairs with the releases of the tail (device) and head (this thread).
-        let waiting = self.word(SQ_TAIL).load(Ordering::Acquire) != self.word(SQ_HEAD).load(Ordering::Acquire);
+        let tail = self.word(SQ_TAIL).load(Ordering::Acquire);
+        let waiting = tail != self.word(SQ_HEAD).load(Ordering::Acquire);
         // SeqCst: pairs with the thread's SeqCst store of `sleeping` and re-check of the
         // tail before it parks; a wakeup missed here is caught at the next look (the waker
-        // looks every 50 µs while kernels run) or by the park's timeout.
-        if waiting && self.state.sleeping.load(Ordering::SeqCst) {
+        // looks again within 50 µs while SQEs wait) or by the park's timeout.
+        let woke = waiting && self.state.sleeping.load(Ordering::SeqCst);
+        if woke {
             if let Some(t) = &self.thread {
                 t.thread().unpark();
             }
-            return true;
         }
-        false
+        Look { tail, waiting, woke }
     }
 
     /// Sets the fds that SQEs with `IOSQE_FIXED_FILE` name by index, like

@@ -228,7 +228,9 @@ fn a_parked_thread_is_woken_and_drop_does_not_hang() {
         assert!(Instant::now() < until, "never parked");
         thread::sleep(Duration::from_millis(1));
     }
-    assert!(!r.wake_if_needed(), "woken with nothing to do");
+    let look = r.wake_if_needed();
+    assert!(!look.woke && !look.waiting, "woken with nothing to do: {look:?}");
+    assert_eq!(look.tail, 0);
     d.push(sqe(IORING_OP_NOP, -1, std::ptr::null(), 0, 0, 7));
     assert_eq!(d.pop(), (7, 0));
     drop(r); // stops and joins the parked thread
