@@ -13,7 +13,7 @@ use crate::uapi::{Cqe, Sqe};
 use crate::user_data::{self, KIND_REQUEST, KIND_STREAM};
 
 /// `"gpuio\0\0"` plus the layout version; the host writes it, the device checks it.
-pub const CONTEXT_MAGIC: u64 = 0x6770_7569_6f00_0004;
+pub const CONTEXT_MAGIC: u64 = 0x6770_7569_6f00_0005;
 
 /// The layout this build of the device crate gives the [`Context`]: the magic with the
 /// Context's size folded in. A code object exports it as `gpuio_layout`; the host refuses a

@@ -43,10 +43,11 @@ pub fn print_to(stderr: bool, newline: bool, args: fmt::Arguments) {
 }
 
 /// Bit offsets of the counts that [`emit`] adds up together with the line lengths (a
-/// group's lines are at most 64 x [`LINE_BUF`] bytes, far below 2^40; a group has at most
+/// group's lines are at most 64 x [`LINE_BUF`] bytes, far below 2^32; a group has at most
 /// 64 lanes, below 2^10).
-const UNFIT_SHIFT: u32 = 40;
-const PRINTING_SHIFT: u32 = 50;
+const UNFIT_SHIFT: u32 = 32;
+const PRINTING_SHIFT: u32 = 42;
+const MEMBER_SHIFT: u32 = 52;
 const COUNT_MASK: u64 = (1 << 10) - 1;
 
 /// Prints one record for the group `g`: every lane's line, back to back, in lane order.
@@ -59,9 +60,10 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     let fits = line.format(args, newline);
     let my_len = if fits { line.len as u64 } else { 0 };
     // One sum gives the record's layout and, in the high bits, how many lanes have a line
-    // that did not fit the stack buffer and how many print anything at all.
+    // that did not fit the stack buffer, how many print anything at all, and how many
+    // lanes the group has (and this lane's rank in it).
     let printing = my_len > 0 || !fits;
-    let v = my_len | ((!fits as u64) << UNFIT_SHIFT) | ((printing as u64) << PRINTING_SHIFT);
+    let v = my_len | ((!fits as u64) << UNFIT_SHIFT) | ((printing as u64) << PRINTING_SHIFT) | (1 << MEMBER_SHIFT);
     let (before, sums) = g.exclusive_sum(v);
     let low = (1u64 << UNFIT_SHIFT) - 1;
     let (offset, total) = (before & low, sums & low);
@@ -79,11 +81,29 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
         // the same condition); then, with every line in, the leader commits the record in
         // one piece (one system-scope fence and a few counter adds for the whole group, not
         // one per line) and flushes it. A lane whose line did not fit writes nothing here.
+        //
+        // Where the stream has a stage (GPUs), the lanes put their lines there and then copy
+        // the record into the log together: lane k stores the k-th 16 bytes of each 16 x n,
+        // so each store instruction writes one contiguous span, where each lane storing its
+        // own line wrote a word into each of n places, one small write over the bus each.
+        // (`lanes` is the same on every lane, so every lane takes the same branch.)
         let mine = if fits { line.bytes() } else { &[] };
-        stream.write_part(base + total, base + offset, mine, g.is_leader(), || ctx.help(stream));
-        // The lanes' writes happen-before the leader's commit (the `Group::sync` contract),
-        // whose release fence publishes them to the flusher.
+        let (rank, lanes) = (
+            (before >> MEMBER_SHIFT) & COUNT_MASK,
+            (sums >> MEMBER_SHIFT) & COUNT_MASK,
+        );
+        let staged = lanes > 1 && !stream.stage.is_null();
+        stream.write_part(base + total, base + offset, mine, staged, g.is_leader(), || {
+            ctx.help(stream)
+        });
+        // The lanes' writes happen-before what the group's lanes do after `sync` (the
+        // `Group::sync` contract): reading each other's staged lines, and the leader's
+        // commit, whose release fence publishes the record to the flusher.
         g.sync();
+        if staged {
+            stream.copy_out(base, base + total, rank, lanes);
+            g.sync();
+        }
         if g.is_leader() {
             stream.commit(base, base + total);
             ctx.flush(stream);

@@ -69,7 +69,9 @@ mod flight;
 pub use flight::Flight;
 
 use crate::combine::Combiner;
-use crate::sync::{copy_to_cells, fence, AtomicI32, AtomicU32, AtomicU64, Ordering, Padded, SharedCell};
+use crate::sync::{
+    copy_cells_together, copy_to_cells, fence, AtomicI32, AtomicU32, AtomicU64, Ordering, Padded, SharedCell,
+};
 use crate::wait::until;
 
 /// Largest single write: Linux caps one write at `0x7ffff000` bytes.
@@ -141,6 +143,13 @@ pub struct Stream {
     pub base: AtomicU64,
     /// The log bytes (`cap` of them), where the producers and the flusher see them.
     pub buf: *const SharedCell<u8>,
+    /// Null, or `cap` bytes of the GPU's own memory beside the log (a *stage*): where a
+    /// group's lanes put their lines first, so that the group can then copy its record into
+    /// the log together with wide, contiguous stores (`copy_out`). Position `p` is staged at
+    /// `stage[p % cap]`, and is used only by the producer that reserved `p`, while `p` may be
+    /// written (below `released + cap`), before it commits. Null from [`Stream::new`]; the
+    /// host sets it.
+    pub stage: *const SharedCell<u8>,
     /// The address of `buf[0]` that goes into write SQEs: where the kernel sees the log.
     /// `buf` itself (set by [`Stream::new`]), except where a GPU maps host memory at
     /// another address than the host's (HSA on discrete GPUs); the host then sets it.
@@ -203,6 +212,7 @@ impl Stream {
             positional: positional as u32,
             base: AtomicU64::new(base),
             buf,
+            stage: core::ptr::null(),
             io_base: buf as u64,
             cap,
             chunks,
@@ -237,6 +247,12 @@ impl Stream {
         // SAFETY: `buf` points to `cap` bytes (`Stream::new`), a power of two, and the offset
         // is masked below it, so the pointer stays inside the log.
         unsafe { self.buf.add((pos & (self.cap - 1)) as usize) }
+    }
+
+    fn stage_cell(&self, pos: u64) -> *const SharedCell<u8> {
+        // SAFETY: called only with a non-null `stage`, which then points to `cap` bytes (the
+        // field's contract), a power of two, and the offset is masked below it.
+        unsafe { self.stage.add((pos & (self.cap - 1)) as usize) }
     }
 
     // ---------------------------------------------------------------- producers
@@ -279,9 +295,11 @@ impl Stream {
     }
 
     /// Writes one lane's part of a record: `bytes` at reserved position `pos`, inside the
-    /// record that ends at `record_end` (at most `cap` bytes after its start). The lane waits
-    /// until the whole record may be written, then writes its part; it does not commit it:
-    /// the group's leader commits the whole record once every lane wrote (`print::emit`).
+    /// record that ends at `record_end` (at most `cap` bytes after its start), into the log,
+    /// or into the stage if `staged` (the group then copies the record out: `copy_out`).
+    /// The lane waits until the whole record may be written, then writes its part; it does
+    /// not commit it: the group's leader commits the whole record once every lane wrote
+    /// (`print::emit`).
     ///
     /// Every lane waits for the same condition (room for the record's last byte), so the
     /// lanes of a group leave their waits together in effect, and each writes its part in
@@ -290,7 +308,15 @@ impl Stream {
     /// (the group's leader) or rarely (the others: thousands of helping lanes would only
     /// slow down the threads that free the space).
     #[inline(always)] // the print path: calls out of it cost 10-20% on the H100 (BENCHMARKS.md)
-    pub fn write_part(&self, record_end: u64, pos: u64, bytes: &[u8], leader: bool, mut help: impl FnMut()) {
+    pub fn write_part(
+        &self,
+        record_end: u64,
+        pos: u64,
+        bytes: &[u8],
+        staged: bool,
+        leader: bool,
+        mut help: impl FnMut(),
+    ) {
         debug_assert!(pos + bytes.len() as u64 <= record_end);
         if bytes.is_empty() {
             return;
@@ -302,7 +328,11 @@ impl Stream {
                 if self.room(record_end - 1) == 0 {
                     return None;
                 }
-                self.put(pos, bytes);
+                if staged {
+                    self.stage(pos, bytes);
+                } else {
+                    self.put(pos, bytes);
+                }
                 Some(())
             },
             || helper.round(self, &mut help),
@@ -326,6 +356,44 @@ impl Stream {
         unsafe {
             copy_to_cells(self.cell(pos), &bytes[..first]);
             copy_to_cells(self.cell(0), &bytes[first..]);
+        }
+    }
+
+    /// Copies a staged part into the stage at `pos`, wrapping at the end.
+    fn stage(&self, pos: u64, bytes: &[u8]) {
+        let first = bytes.len().min((self.cap - (pos & (self.cap - 1))) as usize);
+        // SAFETY: `[pos, pos + len)` is reserved by our group and below `released + cap`, so
+        // only our group uses these stage cells now (the `stage` field's contract); `stage`
+        // is non-null (callers stage only then).
+        unsafe {
+            copy_to_cells(self.stage_cell(pos), &bytes[..first]);
+            copy_to_cells(self.stage_cell(0), &bytes[first..]);
+        }
+    }
+
+    /// Copies the staged record `[s, e)` (at most `cap` bytes, reserved by the calling group,
+    /// its parts all staged and the group synchronised since) into the log: the group's
+    /// `n` lanes call it together, this one as lane `rank`, each store instruction of the
+    /// group writing `16 * n` contiguous bytes (`copy_cells_together`).
+    pub fn copy_out(&self, s: u64, e: u64, rank: u64, n: u64) {
+        debug_assert!(!self.stage.is_null() && e - s <= self.cap && rank < n);
+        let mut p = s;
+        while p < e {
+            let end = e.min((p | (self.cap - 1)) + 1);
+            // SAFETY: `[p, end)` lies in one pass over the log and the stage (it stops at the
+            // wrap), is reserved by our group and below `released + cap`, so only our group
+            // touches these cells; every lane of it staged its part and synchronised before
+            // this call (the caller's part).
+            unsafe {
+                copy_cells_together(
+                    self.cell(p),
+                    self.stage_cell(p),
+                    (end - p) as usize,
+                    rank as usize,
+                    n as usize,
+                )
+            };
+            p = end;
         }
     }
 

@@ -122,6 +122,62 @@ pub unsafe fn copy_to_cells(dst: *const SharedCell<u8>, src: &[u8]) {
     }
 }
 
+/// One lane's share of a group's copy of `len` bytes from the cells at `src` to the cells at
+/// `dst`: the group's `n` lanes call it together, lane `rank` (`0..n`) copying every `n`-th
+/// 16-byte unit of the aligned middle, lane 0 the unaligned bytes at either end. So each
+/// store instruction of the group writes `16 * n` contiguous bytes, which a GPU sends as a
+/// few large writes where one lane's line would go out as many small ones (the reason for
+/// copying at all: `print::emit` on GPUs).
+///
+/// `dst` and `src` must have the same offset modulo 16 for the wide copy; otherwise lane 0
+/// copies everything bytewise.
+///
+/// # Safety
+/// Both ranges are valid cells, no other agent accesses them concurrently (other than the
+/// group's lanes, each on its own units), and they do not overlap.
+#[inline(always)]
+pub unsafe fn copy_cells_together(
+    dst: *const SharedCell<u8>,
+    src: *const SharedCell<u8>,
+    len: usize,
+    rank: usize,
+    n: usize,
+) {
+    #[cfg(not(loom))]
+    // SAFETY: transparent UnsafeCell<u8> cells, valid for `len` bytes each (the caller's
+    // contract). The 16-byte accesses start at `head`, where `d` is 16-aligned and so is `s`
+    // (same phase, checked), and end at or before `len`; the byte copies stay in
+    // `0..head` and in `body_end..len`. Each byte is copied by exactly one lane.
+    unsafe {
+        let (d, s) = (dst as *mut u8, src as *const u8);
+        let same_phase = (d as usize ^ s as usize) & 15 == 0;
+        let head = if same_phase { d.align_offset(16).min(len) } else { len };
+        let units = (len - head) / 16;
+        let body_end = head + units * 16;
+        if rank == 0 {
+            for i in (0..head).chain(body_end..len) {
+                *d.add(i) = *s.add(i);
+            }
+        }
+        let mut u = rank;
+        while u < units {
+            let at = head + u * 16;
+            let w = core::ptr::read(s.add(at) as *const u128);
+            core::ptr::write(d.add(at) as *mut u128, w);
+            u += n;
+        }
+    }
+    #[cfg(loom)]
+    let _ = n;
+    #[cfg(loom)]
+    if rank == 0 {
+        for i in 0..len {
+            // SAFETY: as above, cell by cell.
+            unsafe { (*dst.add(i)).write((*src.add(i)).read()) };
+        }
+    }
+}
+
 /// Copies `len` bytes from the cells at `src` to `dst` (plain memory, such as a GPU
 /// thread's buffer in device memory).
 ///

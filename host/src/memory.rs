@@ -38,6 +38,16 @@ pub fn round_up(n: usize, align: usize) -> usize {
 impl Mapping {
     /// Maps `len` bytes (rounded up to pages), zeroed and populated.
     pub fn new(len: usize) -> io::Result<Mapping> {
+        Self::map(len, libc::MAP_POPULATE)
+    }
+
+    /// Maps `len` bytes (rounded up to pages), zeroed; a page takes memory only once it is
+    /// touched.
+    pub fn lazy(len: usize) -> io::Result<Mapping> {
+        Self::map(len, 0)
+    }
+
+    fn map(len: usize, populate: libc::c_int) -> io::Result<Mapping> {
         let len = round_up(len.max(1), page_size());
         // SAFETY: an anonymous private mapping at an address of the kernel's choice
         // aliases nothing.
@@ -46,7 +56,7 @@ impl Mapping {
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | populate,
                 -1,
                 0,
             )

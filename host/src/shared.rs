@@ -84,6 +84,8 @@ struct Layout {
     block_states: usize,
     flights: [usize; STREAMS],
     chunks: [usize; STREAMS],
+    /// The streams' stages.
+    stages: [usize; STREAMS],
     state_len: usize,
     bufs: [usize; STREAMS],
     logs_len: usize,
@@ -108,6 +110,16 @@ impl Layout {
             chunks[i] = at;
             at = round_up(at + chunk_count(log_bytes as u64) * 4, 128);
         }
+        // The stages (`Stream::stage`), in the GPU's own memory on GPU backends. Only groups
+        // of several lanes use them: on the CPU backend that is the tests' simulated warps
+        // (its own groups are single threads), and the pages nobody touches cost nothing.
+        // Each stage starts 128-aligned, as each log starts page-aligned: a position has the
+        // same 16-byte phase in both, which the group copy needs for its wide stores.
+        let mut stages = [0; STREAMS];
+        for stage in &mut stages {
+            *stage = at;
+            at = round_up(at + log_bytes, 128);
+        }
         let state_len = round_up(at, 4096);
         let bufs = std::array::from_fn(|i| i * log_bytes);
         Layout {
@@ -116,6 +128,7 @@ impl Layout {
             block_states,
             flights,
             chunks,
+            stages,
             state_len,
             bufs,
             logs_len: STREAMS * log_bytes,
@@ -169,7 +182,8 @@ impl Shared {
         // host memory elsewhere: HSA on discrete GPUs without the SVM API).
         let (state, state_base, image_ptr, [sqes, rings, logs_view, arena_view]) = match device {
             None => {
-                let m = Mapping::new(layout.state_len).map_err(os("mmap of the protocol state"))?;
+                // Lazy: the stages at its end are touched only by the tests' simulated warps.
+                let m = Mapping::lazy(layout.state_len).map_err(os("mmap of the protocol state"))?;
                 let base = m.as_ptr();
                 let views = [ring_sqes.as_ptr(), ring_words.as_ptr(), logs.as_ptr(), arena.as_ptr()];
                 (State::Host(m), base, base, views)
@@ -246,6 +260,7 @@ impl Shared {
                 );
                 // The kernel reads the log at the host's address.
                 s.io_base = logs.as_ptr().add(layout.bufs[i]) as u64;
+                s.stage = state_base.add(layout.stages[i]) as *const SharedCell<u8>;
                 if fixed_files {
                     s.fixed_file = i as i32;
                 }
