@@ -192,6 +192,10 @@ pub(crate) fn print_table(cfg: &Config, rows: &[Row], cold: &Cold) {
             return;
         }
         let values: Vec<(String, Option<f64>)> = rows.iter().map(|r| (r.name.clone(), value(r))).collect();
+        if values.iter().all(|(_, v)| v.is_none()) {
+            let _ = writeln!(out, "target {what}: not measured in this run");
+            return;
+        }
         let ok = values.iter().all(|(_, v)| v.is_some_and(|v| v >= min));
         let shown: Vec<String> = values
             .iter()
