@@ -369,7 +369,7 @@ pub(crate) fn cold_start(cfg: &Config) -> Cold {
             .into_owned();
         let run = run_child(
             "--cold-child",
-            &[format!("out={path}")],
+            &[format!("out={path}"), format!("log_mib={}", cfg.log_mib)],
             Stdio::null(),
             cfg.timeout,
             "cold",

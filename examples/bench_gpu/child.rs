@@ -370,6 +370,7 @@ pub(crate) fn printf_child(kv: &HashMap<String, String>) -> ! {
 /// Child mode `--cold-child`: runtime creation to the first line in the file.
 pub(crate) fn cold_child(kv: &HashMap<String, String>) -> ! {
     let path: String = get(kv, "out");
+    let log_mib: u64 = get(kv, "log_mib");
     let file = open_target(&path);
     // A bare CUDA context first (driver loaded, initialised, the primary context retained
     // and kept), so that the runtime's build below is gpuio's own setup on top of it.
@@ -377,9 +378,11 @@ pub(crate) fn cold_child(kv: &HashMap<String, String>) -> ! {
     let cuda = Cuda::open().unwrap_or_else(|e| child_error(&format!("CUDA: {e}")));
     let ctx = tc.elapsed();
     let t0 = Instant::now();
-    let rt = Runtime::builder()
-        .backend(Backend::Cuda)
-        .stdout_fd(file.as_raw_fd())
+    let mut builder = Runtime::builder().backend(Backend::Cuda).stdout_fd(file.as_raw_fd());
+    if log_mib > 0 {
+        builder = builder.log_bytes((log_mib * MIB) as usize);
+    }
+    let rt = builder
         .build()
         .unwrap_or_else(|e| child_error(&format!("runtime: {e}")));
     let build = t0.elapsed();
