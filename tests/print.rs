@@ -606,10 +606,16 @@ fn a_quiet_kernel_costs_few_waker_looks_and_its_late_lines_all_get_out(sub: Subm
         after.wakeups - before.wakeups,
         after.waker_looks - before.waker_looks
     );
-    assert!(
-        after.wakeups > before.wakeups,
-        "the burst went out without a wakeup ({before:?} -> {after:?})"
-    );
+    // SQPOLL, asleep after the quiet spell, consumes nothing until someone wakes it, and the
+    // burst cannot finish without completions: only the waker can have woken it. (The
+    // host-thread fallback also wakes itself every 100 ms, so there the burst may go out
+    // without the waker.)
+    if sub == gpuio::Submission::IoUring {
+        assert!(
+            after.wakeups > before.wakeups,
+            "the burst went out without a wakeup ({before:?} -> {after:?})"
+        );
+    }
     assert_eq!(after.stray_completions, 0);
     drop(rt);
     check_lines(&std::fs::read(&path).unwrap(), threads, lines);
