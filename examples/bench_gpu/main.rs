@@ -39,9 +39,10 @@
 //! bs=4M` writes into a fresh file there, as many bytes, in the same run.
 //!
 //! Output: machine and settings, one table (stdout), the targets' verdicts (issue 14's:
-//! 32-byte lines into /dev/null >= 250 M lines/s, 128-byte lines >= 12 GB/s, tmpfs >= 1.0x dd,
-//! >= 80x (32 B) and 40x (128 B) CUDA printf in every case, setup on a bare CUDA context <=
-//! 20 ms, nothing lost); per-rep details on stderr. Exits 1 if gpuio lost a line or a gpuio case failed, 2 on bad options.
+//! 32-byte lines into /dev/null at least 250 M lines/s, 128-byte lines at least 12 GB/s,
+//! tmpfs at least 1.0x dd, at least 80x (32 B) and 40x (128 B) CUDA printf in every case,
+//! setup on a bare CUDA context at most 20 ms, nothing lost); per-rep details on stderr.
+//! Exits 1 if gpuio lost a line or a gpuio case failed, 2 on bad options.
 //!
 //! `GPUIO_LOCKSTEP=1` runs every case on the `sm_60` PTX, which the GPU runs with the lanes
 //! of each warp in lockstep (as AMD GPUs run wavefronts); the header says which ran.

@@ -40,21 +40,24 @@ impl Mapping {
     /// pages where the kernel gives them.
     ///
     /// Huge pages because the print logs and the arena are tens of MiB that are populated
-    /// and then registered with the GPU driver page by page: with them a CUDA runtime's
-    /// build took 28.5 ms instead of 56.4 ms on the H100 (two 64 MiB logs; BENCHMARKS.md).
-    /// Where THP is off or absent the advice fails and base pages serve as before.
+    /// (the kernel zeroes every page) and then registered with the GPU driver: with them a
+    /// CUDA runtime's build took 27.5-31.9 ms instead of 59.0-62.5 ms on the H100 machine
+    /// (two 64 MiB logs; BENCHMARKS.md). Where THP is off or absent the advice fails and
+    /// base pages serve as before.
     pub fn new(len: usize) -> io::Result<Mapping> {
         let m = Self::map(len, 0)?;
         let (p, n) = (m.ptr.as_ptr() as *mut libc::c_void, m.len);
         // SAFETY: advice on our own fresh mapping, `p .. p + n` exactly; neither call changes
         // its contents (zero) or its validity. A failure leaves base pages, or pages not yet
-        // populated, which the loop below then faults in.
+        // populated (see below).
         let populated = unsafe {
             libc::madvise(p, n, libc::MADV_HUGEPAGE);
             libc::madvise(p, n, libc::MADV_POPULATE_WRITE) == 0
         };
-        if !populated {
-            // Before Linux 5.14 (no MADV_POPULATE_WRITE): touch every page.
+        // Before Linux 5.14 (EINVAL: no MADV_POPULATE_WRITE): touch every page. Any other
+        // failure (out of memory, say) leaves the pages to fault in when used, as a failed
+        // MAP_POPULATE would, and the error surfaces where they are registered or used.
+        if !populated && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
             for off in (0..n).step_by(page_size()) {
                 // SAFETY: inside our own writable mapping; writing the zero it holds.
                 unsafe { m.ptr.as_ptr().add(off).write_volatile(0) };
