@@ -36,15 +36,23 @@ pub fn round_up(n: usize, align: usize) -> usize {
 }
 
 impl Mapping {
-    /// Maps `len` bytes (rounded up to pages), zeroed and populated, in transparent huge
-    /// pages where the kernel gives them.
-    ///
-    /// Huge pages because the print logs and the arena are tens of MiB that are populated
-    /// (the kernel zeroes every page) and then registered with the GPU driver: with them a
-    /// CUDA runtime's build took 27.5-31.9 ms instead of 59.0-62.5 ms on the H100 machine
-    /// (two 64 MiB logs; BENCHMARKS.md). Where THP is off or absent the advice fails and
-    /// base pages serve as before.
+    /// Maps `len` bytes (rounded up to pages), zeroed and populated.
     pub fn new(len: usize) -> io::Result<Mapping> {
+        Self::map(len, libc::MAP_POPULATE)
+    }
+
+    /// Maps `len` bytes (rounded up to pages), zeroed and populated, in transparent huge
+    /// pages where the kernel gives them: for memory that is then registered with a GPU
+    /// driver (the print logs and the arena on GPU backends).
+    ///
+    /// Those are tens of MiB that are populated (the kernel zeroes every page) and then
+    /// registered page by page: with huge pages a CUDA runtime's build took 24.4-32.8 ms
+    /// instead of 59.0-62.5 ms on the H100 machine (two 64 MiB logs; BENCHMARKS.md). Not
+    /// for the CPU backend: there, on the 2-vCPU VM, asking for them made the first runtime
+    /// build of a process take 65-80 ms in 3 of 7 processes (9-17 ms without), for little
+    /// gain on its smaller logs. Where THP is off or absent the advice fails and base pages
+    /// serve.
+    pub fn huge(len: usize) -> io::Result<Mapping> {
         let m = Self::map(len, 0)?;
         let (p, n) = (m.ptr.as_ptr() as *mut libc::c_void, m.len);
         // SAFETY: advice on our own fresh mapping, `p .. p + n` exactly; neither call changes

@@ -174,8 +174,10 @@ impl Shared {
         let blocks = cfg.arena_bytes / cfg.arena_block_bytes;
         let layout = Layout::new(p.sq_entries, p.cq_entries, log_bytes, cfg.max_flights, blocks);
         let os = |what| move |e| Error::Os { what, source: e };
-        let logs = Mapping::new(layout.logs_len).map_err(os("mmap of the print logs"))?;
-        let arena = Mapping::new(cfg.arena_bytes).map_err(os("mmap of the file-I/O arena"))?;
+        // On GPU backends in huge pages: they are registered with the driver next.
+        let map = if device.is_some() { Mapping::huge } else { Mapping::new };
+        let logs = map(layout.logs_len).map_err(os("mmap of the print logs"))?;
+        let arena = map(cfg.arena_bytes).map_err(os("mmap of the file-I/O arena"))?;
         // The state region's address as the agents that run the protocol see it, the host
         // memory the Context is first written to, and the addresses at which those agents
         // see the SQEs, the ring words and the logs (the host's, except where the GPU maps
