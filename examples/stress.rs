@@ -126,7 +126,8 @@ fn main() {
     let total = threads as u64 * lines as u64;
     let stats = rt.stats();
     eprintln!(
-        "stress: {threads} threads x {lines} lines = {total} lines in {:.3} s ({:.2} M lines/s), {} SQEs, {} {} wakeups",
+        "stress: {threads} threads x {lines} lines = {total} lines in {:.3} s ({:.2} M lines/s), {} SQEs, {} {} wakeups, \
+         {} waker looks",
         secs,
         total as f64 / secs / 1e6,
         stats.sqes,
@@ -134,7 +135,8 @@ fn main() {
         match rt.submission() {
             gpuio::Submission::HostThread => "fallback-thread",
             _ => "SQPOLL",
-        }
+        },
+        stats.waker_looks
     );
     if stats.stray_completions != 0 {
         eprintln!(

@@ -74,9 +74,9 @@ pub(crate) fn print_table(cfg: &Config, rows: &[Row], cold: &Cold) {
                 g_lost,
                 p_lost,
                 r.gpuio.sqes.map_or("-".into(), |s| s.to_string()),
-                r.gpuio.cpu.map_or("-".into(), |c| {
-                    format!("{:.1}", c[0] as f64 / 1e6 / (r.bytes as f64 / 1e9))
-                }),
+                r.gpuio
+                    .cpu
+                    .map_or("-".into(), |c| format!("{:.1}", ms_per_gb(c[0], r.bytes))),
                 match &r.dd {
                     Some(Ok(rate)) => format!("{rate:.2}"),
                     Some(Err(_)) => "error".into(),
@@ -114,7 +114,7 @@ pub(crate) fn print_table(cfg: &Config, rows: &[Row], cold: &Cold) {
     );
     for r in rows {
         if let Some(c) = r.gpuio.cpu {
-            let per_gb = |ns: u64| ns as f64 / 1e6 / (r.bytes as f64 / 1e9);
+            let per_gb = |ns: u64| ms_per_gb(ns, r.bytes);
             let _ = writeln!(
                 out,
                 "{}: host CPU per GB {:.1} ms = SQPOLL {:.1} + waker {:.2} + the rest {:.1}",
@@ -187,11 +187,8 @@ pub(crate) fn print_table(cfg: &Config, rows: &[Row], cold: &Cold) {
         _ => None,
     };
     let mut target = |what: &str, rows: Vec<&Row>, value: &dyn Fn(&Row) -> Option<f64>, unit: &str, min: f64| {
-        if rows.is_empty() {
-            let _ = writeln!(out, "target {what}: not measured in this run");
-            return;
-        }
         let values: Vec<(String, Option<f64>)> = rows.iter().map(|r| (r.name.clone(), value(r))).collect();
+        // No case, or none measured (`all` of nothing is true).
         if values.iter().all(|(_, v)| v.is_none()) {
             let _ = writeln!(out, "target {what}: not measured in this run");
             return;
@@ -290,4 +287,9 @@ pub(crate) fn print_table(cfg: &Config, rows: &[Row], cold: &Cold) {
             cfg.total
         );
     }
+}
+
+/// Milliseconds of CPU time (`ns`) per 10^9 bytes printed (`bytes`).
+fn ms_per_gb(ns: u64, bytes: u64) -> f64 {
+    ns as f64 / 1e6 / (bytes as f64 / 1e9)
 }
