@@ -3,7 +3,7 @@
 use std::ffi::{c_char, c_int, c_void, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 
-use gpuio_host::{Backend, Error};
+use gpuio_host::{Backend, Error, GpuModule, Runtime};
 
 use crate::args::*;
 use crate::handles;
@@ -199,6 +199,30 @@ pub unsafe extern "C" fn gpuio_module_destroy(module: *mut gpuio_module) -> gpui
     call(|| handles::retire_module(module_id(module)))
 }
 
+/// What every `gpuio_attach_*` does around its own checks: clears `*out`, resolves the
+/// runtime handle, runs `check` on it (the function's argument checks, each naming its
+/// argument), registers the module `attach` makes, and hands it out.
+///
+/// # Safety
+/// `out` is NULL or valid for writes of a pointer.
+unsafe fn attach_module(
+    rt: *mut gpuio_runtime,
+    out: *mut *mut gpuio_module,
+    check: impl FnOnce(&handles::RuntimeEntry) -> Result<(), Failure>,
+    attach: impl FnOnce(&'static Runtime) -> gpuio_host::Result<GpuModule<'static>>,
+) -> Result<(), Failure> {
+    if !out.is_null() {
+        // SAFETY: non-NULL, valid for writes by the caller's contract.
+        unsafe { out.write(std::ptr::null_mut()) };
+    }
+    let runtime = runtime_id(rt);
+    let entry = handles::runtime(runtime)?;
+    check(&entry)?;
+    let id = handles::add_module(runtime, attach)?;
+    // SAFETY: `out` as the caller's contract says.
+    unsafe { hand_out_attached(out, id) }
+}
+
 /// `gpuio_attach_cuda_module`: [`Runtime::attach_cuda_module`].
 ///
 /// # Safety
@@ -211,19 +235,16 @@ pub unsafe extern "C" fn gpuio_attach_cuda_module(
     out: *mut *mut gpuio_module,
 ) -> gpuio_status {
     call(|| {
-        if !out.is_null() {
-            // SAFETY: non-NULL, valid for writes by the caller's contract.
-            unsafe { out.write(std::ptr::null_mut()) };
-        }
-        handles::runtime(runtime_id(rt))?;
-        if cu_module.is_null() {
-            return Err(Failure::arg("cu_module is NULL"));
-        }
-        // SAFETY: a CUmodule loaded in the primary context, loaded until the runtime is
-        // destroyed (the caller's contract); the runtime checks its backend is CUDA.
-        let id = handles::add_module(runtime_id(rt), |rt| unsafe { rt.attach_cuda_module(cu_module) })?;
-        // SAFETY: `out` as the caller's contract says.
-        unsafe { hand_out_attached(out, id) }
+        let check = |_: &handles::RuntimeEntry| {
+            if cu_module.is_null() {
+                return Err(Failure::arg("cu_module is NULL"));
+            }
+            Ok(())
+        };
+        // SAFETY: `out` as the caller's contract says. `cu_module`: a CUmodule loaded in the
+        // primary context, loaded until the runtime is destroyed (the caller's contract);
+        // the runtime checks its backend is CUDA.
+        unsafe { attach_module(rt, out, check, |rt| rt.attach_cuda_module(cu_module)) }
     })
 }
 
@@ -241,36 +262,33 @@ pub unsafe extern "C" fn gpuio_attach_hip_module(
     out: *mut *mut gpuio_module,
 ) -> gpuio_status {
     call(|| {
-        if !out.is_null() {
-            // SAFETY: non-NULL, valid for writes by the caller's contract.
-            unsafe { out.write(std::ptr::null_mut()) };
-        }
-        handles::runtime(runtime_id(rt))?;
-        if hip_module.is_null() {
-            return Err(Failure::arg("hip_module is NULL"));
-        }
-        #[cfg(not(feature = "hip"))]
-        {
-            let _ = hip_device;
-            Err(Error::BackendUnavailable {
-                backend: "hip",
-                reason: "libgpuio was built without its `hip` feature (cargo build -p gpuio-capi \
-                         --features hip, with HIP's headers and libamdhip64 installed)"
-                    .into(),
+        let check = |_: &handles::RuntimeEntry| {
+            if hip_module.is_null() {
+                return Err(Failure::arg("hip_module is NULL"));
             }
-            .into())
-        }
+            if cfg!(not(feature = "hip")) {
+                return Err(Error::BackendUnavailable {
+                    backend: "hip",
+                    reason: "libgpuio was built without its `hip` feature (cargo build -p gpuio-capi \
+                             --features hip, with HIP's headers and libamdhip64 installed)"
+                        .into(),
+                }
+                .into());
+            }
+            Ok(())
+        };
+        #[cfg(not(feature = "hip"))]
+        let attach = |_: &'static Runtime| -> gpuio_host::Result<GpuModule<'static>> {
+            let _ = hip_device;
+            unreachable!("`check` refuses every call without the hip feature")
+        };
+        // SAFETY: a hipModule_t loaded on `hip_device`, loaded until the runtime is
+        // destroyed (the caller's contract); the runtime checks its backend is HSA and that
+        // the device is its GPU agent.
         #[cfg(feature = "hip")]
-        {
-            // SAFETY: a hipModule_t loaded on `hip_device`, loaded until the runtime is
-            // destroyed (the caller's contract); the runtime checks its backend is HSA and
-            // that the device is its GPU agent.
-            let id = handles::add_module(runtime_id(rt), |rt| unsafe {
-                rt.attach_hip_module(hip_module, hip_device)
-            })?;
-            // SAFETY: `out` as the caller's contract says.
-            unsafe { hand_out_attached(out, id) }
-        }
+        let attach = |rt: &'static Runtime| unsafe { rt.attach_hip_module(hip_module, hip_device) };
+        // SAFETY: `out` as the caller's contract says.
+        unsafe { attach_module(rt, out, check, attach) }
     })
 }
 
@@ -288,26 +306,23 @@ pub unsafe extern "C" fn gpuio_attach_hsa_executable(
     out: *mut *mut gpuio_module,
 ) -> gpuio_status {
     call(|| {
-        if !out.is_null() {
-            // SAFETY: non-NULL, valid for writes by the caller's contract.
-            unsafe { out.write(std::ptr::null_mut()) };
-        }
-        let runtime = runtime_id(rt);
-        let entry = handles::runtime(runtime)?;
-        if executable == 0 {
-            return Err(Failure::arg("executable is a null hsa_executable_t handle"));
-        }
-        if agent == 0 {
-            return Err(Failure::arg("agent is a null hsa_agent_t handle"));
-        }
-        if entry.rt.backend() != Backend::Hsa {
-            return Err(Error::BackendUnavailable {
-                backend: "hsa",
-                reason: format!("this runtime runs on the {} backend", entry.rt.backend().name()),
+        let check = |entry: &handles::RuntimeEntry| {
+            if executable == 0 {
+                return Err(Failure::arg("executable is a null hsa_executable_t handle"));
             }
-            .into());
-        }
-        let id = handles::add_module(runtime, |rt| {
+            if agent == 0 {
+                return Err(Failure::arg("agent is a null hsa_agent_t handle"));
+            }
+            if entry.rt.backend() != Backend::Hsa {
+                return Err(Error::BackendUnavailable {
+                    backend: "hsa",
+                    reason: format!("this runtime runs on the {} backend", entry.rt.backend().name()),
+                }
+                .into());
+            }
+            Ok(())
+        };
+        let attach = |rt: &'static Runtime| {
             // SAFETY: the caller's contract (a frozen executable for this runtime's agent); the
             // agent is checked right after, before the module can be used.
             let m = unsafe { rt.attach_hsa_executable(gpuio_host::hsa::Handle(executable)) }?;
@@ -317,9 +332,9 @@ pub unsafe extern "C" fn gpuio_attach_hsa_executable(
                     "agent is not this runtime's GPU agent: the executable must be loaded for it".into(),
                 )),
             }
-        })?;
+        };
         // SAFETY: `out` as the caller's contract says.
-        unsafe { hand_out_attached(out, id) }
+        unsafe { attach_module(rt, out, check, attach) }
     })
 }
 
