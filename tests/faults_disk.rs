@@ -15,34 +15,17 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::child::{child_mode, report, ChildRun, CHILD_ENV, REPORT};
+use common::child::{report, REPORT};
 use common::dirs::process_dir;
 use common::faults::{builder, check_accounted, check_cut, create, print_error, total_bytes};
 use common::{skip, stress_kernel, watchdog};
 
-/// The body of a child process: runs the fault `GPUIO_TEST_CHILD` names. Without it (a
-/// plain `cargo test -- --ignored`), does nothing.
-#[test]
-#[ignore = "runs as a child process of the disk tests (GPUIO_TEST_CHILD), not by itself"]
-fn fault_child() {
-    let Some(mode) = child_mode() else {
-        return;
-    };
-    let _wd = watchdog("fault_child", 300);
-    match mode.as_str() {
-        "enospc" => child_enospc(),
-        "efbig-ignored" => child_efbig(libc::SIG_IGN),
-        "efbig-default" => child_efbig(libc::SIG_DFL),
-        "fileio-efbig" => child_fileio_efbig(),
-        other => panic!("unknown {CHILD_ENV} {other}"),
-    }
-}
-
-/// Runs `fault_child` in a new process of this test binary on `mode`, killing it after
-/// `limit`.
-fn run_child(mode: &str, limit: Duration) -> ChildRun {
-    common::child::run_child("fault_child", mode, &[], limit)
-}
+fault_children!("runs as a child process of the disk tests (GPUIO_TEST_CHILD), not by itself", {
+    "enospc" => child_enospc(),
+    "efbig-ignored" => child_efbig(libc::SIG_IGN),
+    "efbig-default" => child_efbig(libc::SIG_DFL),
+    "fileio-efbig" => child_fileio_efbig(),
+});
 
 // ------------------------------------------------------------------------ disk full
 

@@ -13,31 +13,14 @@ use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use common::child::{child_mode, report, ChildRun, CHILD_ENV, REPORT};
+use common::child::{report, REPORT};
 use common::faults::{builder, check_cut, print_error, total_bytes};
 use common::pipes::pipe;
 use common::{stress_kernel, watchdog};
 
-/// The body of a child process: runs the fault `GPUIO_TEST_CHILD` names. Without it (a
-/// plain `cargo test -- --ignored`), does nothing.
-#[test]
-#[ignore = "runs as a child process of the pipe tests (GPUIO_TEST_CHILD), not by itself"]
-fn fault_child() {
-    let Some(mode) = child_mode() else {
-        return;
-    };
-    let _wd = watchdog("fault_child", 300);
-    match mode.as_str() {
-        "sigpipe" => child_sigpipe(),
-        other => panic!("unknown {CHILD_ENV} {other}"),
-    }
-}
-
-/// Runs `fault_child` in a new process of this test binary on `mode`, killing it after
-/// `limit`.
-fn run_child(mode: &str, limit: Duration) -> ChildRun {
-    common::child::run_child("fault_child", mode, &[], limit)
-}
+fault_children!("runs as a child process of the pipe tests (GPUIO_TEST_CHILD), not by itself", {
+    "sigpipe" => child_sigpipe(),
+});
 
 // ---------------------------------------------------------------- the reader goes away
 

@@ -125,3 +125,32 @@ pub fn report(key: &str, value: impl std::fmt::Display) {
     let _ = writeln!(o, "{REPORT}{key}={value}");
     let _ = o.flush();
 }
+
+/// Declares a test binary's child test, `fault_child`, which runs the body that
+/// [`CHILD_ENV`] names (`"mode" => body(),` arms; nothing without it, as in a plain
+/// `cargo test -- --ignored`), and `run_child(mode, limit)`, which runs it in a new process
+/// of the binary and kills it after `limit`.
+#[macro_export]
+macro_rules! fault_children {
+    ($ignore:literal, { $($mode:literal => $body:expr),+ $(,)? }) => {
+        /// The body of a child process: runs the fault `GPUIO_TEST_CHILD` names.
+        #[test]
+        #[ignore = $ignore]
+        fn fault_child() {
+            let Some(mode) = $crate::common::child::child_mode() else {
+                return;
+            };
+            let _wd = $crate::common::watchdog("fault_child", 300);
+            match mode.as_str() {
+                $($mode => $body,)+
+                other => panic!("unknown {} {other}", $crate::common::child::CHILD_ENV),
+            }
+        }
+
+        /// Runs `fault_child` in a new process of this test binary on `mode`, killing it
+        /// after `limit`.
+        fn run_child(mode: &str, limit: std::time::Duration) -> $crate::common::child::ChildRun {
+            $crate::common::child::run_child("fault_child", mode, &[], limit)
+        }
+    };
+}
