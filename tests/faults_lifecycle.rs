@@ -70,7 +70,7 @@ fn a_burst_after_sqpoll_fell_asleep_wakes_it_and_loses_nothing() {
         .unwrap();
     let ctx = rt.context().expect("CPU backend");
     // SAFETY: the kernel's SQ flags word, in the ring memory the runtime keeps mapped.
-    let flags = unsafe { &*ctx.ring.sq_flags };
+    let flags = unsafe { &*ctx.rings[0].sq_flags };
     let (threads, lines) = (4u64, 2_000u64);
     let rounds = 3;
     for round in 0..rounds {

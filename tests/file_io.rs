@@ -23,6 +23,7 @@ fn runtime(sub: Submission, arena: usize, block: usize) -> Runtime {
     Runtime::builder()
         .backend(Backend::Cpu)
         .submission(sub)
+        .rings(common::suite_rings())
         .sandbox(Sandbox::FileIo)
         .arena_bytes(arena)
         .arena_block_bytes(block)
@@ -432,6 +433,7 @@ fn print_only_sandbox_refuses_file_io_and_reports_it(sub: Submission) {
     let rt = Runtime::builder()
         .backend(Backend::Cpu)
         .submission(sub)
+        .rings(common::suite_rings())
         .build()
         .unwrap();
     if rt.stats().sandbox != Sandbox::PrintOnly {
@@ -480,4 +482,124 @@ fn bad_arena_configuration_is_refused() {
             .build();
         assert!(matches!(r, Err(Error::Config(_))), "{arena}/{block} accepted");
     }
+}
+
+/// A block's requests go to ring `block_idx % rings`, each ring with its own SQPOLL thread;
+/// prints go through ring 0 whatever the block. Two blocks over three rings: rings 0 and 1
+/// carry the blocks' requests, ring 2 nothing, and every byte written reads back.
+#[test]
+fn requests_go_to_their_blocks_ring_and_prints_to_ring_0() {
+    let _w = watchdog("requests_go_to_their_blocks_ring_and_prints_to_ring_0", 120);
+    let dir = Arc::new(TempDir::new("rings"));
+    let (out, out_path) = common::temp_file("rings-out.txt");
+    let rt = Runtime::builder()
+        .backend(Backend::Cpu)
+        .submission(Submission::IoUring)
+        .rings(3)
+        .sandbox(Sandbox::FileIo)
+        .arena_bytes(64 << 10)
+        .arena_block_bytes(4096)
+        .stdout_fd(out.as_raw_fd())
+        .build()
+        .expect("runtime");
+    assert_eq!(rt.stats().rings, 3);
+    assert_eq!(rt.sqpoll_cpus().len(), 3);
+    let failures: Failures = Arc::default();
+    let (d, f) = (dir.clone(), failures.clone());
+    // Block 1 prints too: its lines go through ring 0.
+    rt.launch(2, 8, move || {
+        let t = gpuio::device::global_thread_idx();
+        let data = random_bytes(t, 5_000 + t as usize * 977);
+        let path = d.str(&format!("r{t}"));
+        let run = || -> Result<(), String> {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .map_err(|e| format!("open: {e}"))?;
+            file.write_all_at(&data, 0).map_err(|e| format!("write: {e}"))?;
+            let mut back = vec![0u8; data.len()];
+            file.read_exact_at(&mut back, 0).map_err(|e| format!("read: {e}"))?;
+            if back != data {
+                return Err("read back other bytes".into());
+            }
+            file.close().map_err(|e| format!("close: {e}"))
+        };
+        if let Err(e) = run() {
+            fail(&f, format!("thread {t}: {e}"));
+        }
+        if gpuio::device::block_idx() == 1 {
+            gpuio::device::println!("block 1 thread {t}");
+        }
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    assert_no_failures(&failures);
+    // sq_tail: SQEs each ring's SQPOLL thread was given.
+    let tails: Vec<u32> = (0..3).map(|i| rt.ring_words_of(i)[1]).collect();
+    // Block 0's 8 threads: at least open, write, read, close each (more where a transfer
+    // split into arena blocks); block 1's likewise, and its prints' writes on ring 0.
+    assert!(
+        tails[0] >= 32 && tails[1] >= 32 && tails[2] == 0,
+        "SQEs per ring: {tails:?}"
+    );
+    assert_eq!(rt.stats().sqes, tails.iter().sum::<u32>());
+    drop(rt);
+    let mut lines: Vec<String> = std::fs::read_to_string(&out_path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    let want: Vec<String> = {
+        let mut w: Vec<String> = (8..16).map(|t| format!("block 1 thread {t}")).collect();
+        w.sort();
+        w
+    };
+    assert_eq!(lines, want);
+}
+
+#[test]
+fn bad_ring_counts_and_cpus_are_refused() {
+    for n in [0, 9] {
+        let r = Runtime::builder().backend(Backend::Cpu).rings(n).build();
+        assert!(
+            matches!(&r, Err(Error::Config(m)) if m.contains("rings must be 1 to 8")),
+            "{n} rings: {:?}",
+            r.err()
+        );
+    }
+    let r = Runtime::builder()
+        .backend(Backend::Cpu)
+        .rings(2)
+        .sqpoll_cpus(&[0])
+        .build();
+    assert!(
+        matches!(&r, Err(Error::Config(m)) if m.contains("one per ring")),
+        "{:?}",
+        r.err()
+    );
+    // A CPU the kernel does not have: refused, naming it.
+    let r = Runtime::builder()
+        .backend(Backend::Cpu)
+        .submission(Submission::IoUring)
+        .rings(1)
+        .sqpoll_cpus(&[1000])
+        .build();
+    assert!(
+        matches!(&r, Err(Error::Config(m)) if m.contains("CPU 1000")),
+        "{:?}",
+        r.err()
+    );
+    // CPU 0 exists everywhere.
+    let rt = Runtime::builder()
+        .backend(Backend::Cpu)
+        .submission(Submission::IoUring)
+        .rings(1)
+        .sqpoll_cpus(&[0])
+        .build()
+        .unwrap();
+    assert_eq!(rt.sqpoll_cpus(), [Some(0)]);
 }

@@ -23,6 +23,7 @@ fn runtime(test: &str, backend: Backend, sub: Submission) -> Option<Runtime> {
     let b = Runtime::builder()
         .backend(backend)
         .submission(sub)
+        .rings(common::suite_rings())
         .sandbox(Sandbox::FileIo)
         // Small, so that the big file is larger than the arena and transfers split.
         .arena_bytes(256 << 10)

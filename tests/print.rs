@@ -21,7 +21,10 @@ use common::{check_lines, skip, stress_kernel, temp_file, watchdog};
 
 /// The CPU backend, its ring consumed by `sub`.
 fn builder(sub: Submission) -> gpuio::Builder {
-    Runtime::builder().backend(Backend::Cpu).submission(sub)
+    Runtime::builder()
+        .backend(Backend::Cpu)
+        .submission(sub)
+        .rings(common::suite_rings())
 }
 
 over_submissions!(

@@ -46,12 +46,12 @@ fn while_a_kernel_runs<R>(rt: &Runtime, f: impl FnOnce(&Context) -> R) -> R {
 /// Submits `sqe` and returns its CQE's result (the caller's `user_data`; nothing else is
 /// in flight).
 fn run(ctx: &Context, sqe: Sqe) -> i32 {
-    ctx.ring.submit(&sqe, &mut || {});
+    ctx.rings[0].submit(&sqe, &mut || {});
     let until = Instant::now() + Duration::from_secs(20);
     let mut res = None;
     while res.is_none() {
         assert!(Instant::now() < until, "no completion for {sqe:?}");
-        ctx.ring.reap(|cqe| {
+        ctx.rings[0].reap(|cqe| {
             assert_eq!(cqe.user_data, sqe.user_data, "a completion of another request");
             res = Some(cqe.res);
         });
@@ -120,7 +120,7 @@ fn print_only_refuses_openat_and_unlinkat_reports_them_and_runs_neither() {
     create(&victim);
     let victim_c = c_path(&victim);
     let ctx = rt.context().unwrap();
-    ctx.ring.submit(&unlinkat(&victim_c, 8), &mut || {});
+    ctx.rings[0].submit(&unlinkat(&victim_c, 8), &mut || {});
     match rt.synchronize() {
         Err(Error::Refused(r)) => {
             assert_eq!((r.requests, r.errno, r.sandbox), (1, libc::EACCES, Sandbox::PrintOnly));

@@ -13,7 +13,7 @@ use crate::uapi::{Cqe, Sqe};
 use crate::user_data::{self, KIND_REQUEST, KIND_STREAM};
 
 /// `"gpuio\0\0"` plus the layout version; the host writes it, the device checks it.
-pub const CONTEXT_MAGIC: u64 = 0x6770_7569_6f00_0005;
+pub const CONTEXT_MAGIC: u64 = 0x6770_7569_6f00_0006;
 
 /// The layout this build of the device crate gives the [`Context`]: the magic with the
 /// Context's size folded in. A code object exports it as `gpuio_layout`; the host refuses a
@@ -45,6 +45,9 @@ pub unsafe fn enter(ctx: *const Context, ids: crate::arch::host::ThreadIds) -> c
     unsafe { crate::arch::host::enter(ctx.cast(), ids) }
 }
 
+/// The most io_uring rings a context holds (see [`Context::rings`]).
+pub const MAX_RINGS: usize = 8;
+
 /// Number of print streams: stdout and stderr.
 pub const STREAMS: usize = 2;
 
@@ -65,8 +68,13 @@ const SANDBOX_REFUSAL: i32 = -Errno::EACCES.0;
 pub struct Context {
     /// [`CONTEXT_MAGIC`].
     pub magic: u64,
-    /// The io_uring.
-    pub ring: Ring,
+    /// The io_uring rings, each consumed by its own SQPOLL thread; `rings[..ring_count]`
+    /// are live, the rest are never touched. Ring 0 carries the print streams' writes (one
+    /// ring keeps a stream's flights in their order of submission); each device request
+    /// goes to its block's ring ([`Context::request_ring`]).
+    pub rings: [Ring; MAX_RINGS],
+    /// Live rings: 1 to [`MAX_RINGS`].
+    pub ring_count: u32,
     /// stdout, stderr.
     pub streams: [Stream; STREAMS],
     /// The stream `eprint!` uses: 1, or 0 when stdout and stderr are the same file (so
@@ -90,8 +98,8 @@ pub struct Context {
     pub denied_requests: AtomicU32,
 }
 
-// SAFETY: a Context's fields are atomics and the ring, streams, requests and arena, each of
-// which is `Sync` (see theirs); its plain fields (`magic`, `stderr_stream`) are written only
+// SAFETY: a Context's fields are atomics and the rings, streams, requests and arena, each of
+// which is `Sync` (see theirs); its plain fields (`magic`, `ring_count`, `stderr_stream`) are written only
 // by the host before any kernel sees the context. So shared references from many threads are
 // sound.
 unsafe impl Sync for Context {}
@@ -117,10 +125,43 @@ impl Context {
         }
     }
 
-    /// Consumes available completions and routes each to its stream.
-    #[inline] // on the print path (see `Stream::write_part`)
+    /// The live rings (`rings[..ring_count]`).
+    #[inline]
+    pub fn rings(&self) -> &[Ring] {
+        &self.rings[..self.ring_count.clamp(1, MAX_RINGS as u32) as usize]
+    }
+
+    /// The ring the print streams write through: ring 0.
+    #[inline]
+    pub fn print_ring(&self) -> &Ring {
+        &self.rings[0]
+    }
+
+    /// The ring the calling thread's requests go to: its block's, `block_idx % ring_count`.
+    /// Every lane of a warp or wavefront is in one block, so lanes that wait for one
+    /// another's requests (the lockstep rule, `arch/mod.rs`) reap the same ring.
+    #[inline]
+    pub fn request_ring(&self) -> &Ring {
+        let n = self.ring_count.clamp(1, MAX_RINGS as u32);
+        // The mask changes nothing (the index is below `n <= MAX_RINGS`, a power of two);
+        // it lets the compiler drop the bounds check.
+        &self.rings[(crate::arch::block_idx() % n) as usize & (MAX_RINGS - 1)]
+    }
+
+    /// Consumes the completions available on every live ring and routes each to its stream
+    /// or request. Returns whether it consumed any.
     pub fn reap(&self) -> bool {
-        self.ring.reap(|cqe| self.dispatch(cqe))
+        let mut any = false;
+        for ring in self.rings() {
+            any |= self.reap_ring(ring);
+        }
+        any
+    }
+
+    /// Consumes the completions available on `ring` (one of ours) and routes each.
+    #[inline] // on the print path (see `Stream::write_part`)
+    pub fn reap_ring(&self, ring: &Ring) -> bool {
+        ring.reap(|cqe| self.dispatch(cqe))
     }
 
     /// Routes one CQE to the stream flight or the request it completes (see
@@ -155,8 +196,9 @@ impl Context {
     /// this context's ring and reaper).
     #[inline] // on the print path (see `Stream::write_part`)
     pub fn flush(&self, stream: &Stream) {
-        stream.flush(&self.ring, || {
-            self.reap();
+        let ring = self.print_ring();
+        stream.flush(ring, || {
+            self.reap_ring(ring);
         });
     }
 
@@ -165,7 +207,7 @@ impl Context {
     /// Never called from inside a flush: a flush that waited on another flush's
     /// submission could wait on itself (tickets are taken in order).
     pub fn help(&self, stream: &Stream) {
-        self.reap();
+        self.reap_ring(self.print_ring());
         self.flush(stream);
     }
 
@@ -176,15 +218,16 @@ impl Context {
     }
 
     /// What a thread waiting for a request's result does between rounds (`rounds` counts
-    /// them): reap, and every `PROGRESS_EVERY` rounds also flush the print streams a
-    /// completion kicked.
+    /// them): reap its block's ring, and every `PROGRESS_EVERY` rounds reap every ring and
+    /// flush the print streams a completion kicked.
     #[inline]
     pub fn waiting(&self, rounds: &mut u32) {
         *rounds = rounds.wrapping_add(1);
+        let ring = self.request_ring();
         if rounds.is_multiple_of(PROGRESS_EVERY) {
             self.progress();
-        } else if !self.ring.reaper.busy() {
-            self.reap();
+        } else if !ring.reaper.busy() {
+            self.reap_ring(ring);
         }
     }
 
@@ -196,7 +239,8 @@ impl Context {
         self.requests.wait(ticket, || self.waiting(&mut rounds))
     }
 
-    /// [`pool::with_taken`], reaping while it waits for slots or blocks.
+    /// [`pool::with_taken`], reaping every ring while it waits for slots or blocks (their
+    /// holders' requests may be on any ring).
     #[inline]
     pub fn with_taken<T, R>(&self, try_take: impl FnMut() -> Option<T>, work: impl FnMut(T) -> R) -> R {
         pool::with_taken(try_take, work, || {
@@ -204,13 +248,21 @@ impl Context {
         })
     }
 
+    /// Submits `sqe` to the calling thread's ring ([`Context::request_ring`]), reaping that
+    /// ring while it waits for room ([`Ring::submit`]); returns its SQ ticket. Whatever the
+    /// SQE points at must be fully written before the call.
+    pub fn submit(&self, sqe: &Sqe) -> u32 {
+        let ring = self.request_ring();
+        ring.submit(sqe, &mut || {
+            self.reap_ring(ring);
+        })
+    }
+
     /// Submits `sqe` for `ticket` (its `user_data` replaced by the ticket's) and waits for
     /// its result.
     pub fn submit_and_wait(&self, ticket: Ticket, mut sqe: Sqe) -> i32 {
         sqe.user_data = ticket.user_data();
-        self.ring.submit(&sqe, &mut || {
-            self.reap();
-        });
+        self.submit(&sqe);
         self.wait(ticket)
     }
 
@@ -220,7 +272,7 @@ impl Context {
         self.with_taken(|| self.requests.try_take(), |ticket| self.submit_and_wait(ticket, sqe))
     }
 
-    /// Reaps, and flushes every stream a completion kicked.
+    /// Reaps every ring, and flushes every stream a completion kicked.
     pub fn progress(&self) {
         self.reap();
         for s in &self.streams {
@@ -253,6 +305,6 @@ impl Context {
 
     /// Whether everything submitted has completed and every stream is written out.
     pub fn idle(&self) -> bool {
-        self.streams.iter().all(|s| s.idle()) && self.ring.idle()
+        self.streams.iter().all(|s| s.idle()) && self.rings().iter().all(Ring::idle)
     }
 }

@@ -225,9 +225,7 @@ impl<'a> Pending<'a> {
         };
         // The payload (copied above, or the caller's) is written before the submission,
         // whose ready flag's release publishes it (ring.rs, step 4).
-        ctx.ring.submit(&sqe, &mut || {
-            ctx.reap();
-        });
+        ctx.submit(&sqe);
         let slot = (self.oldest + self.in_flight) % PIECES;
         self.pieces[slot] = Some(Piece {
             ticket,

@@ -149,6 +149,33 @@ impl Ring {
         }
     }
 
+    /// A ring with no memory behind it, for the context's slots past its live rings.
+    ///
+    /// # Safety
+    /// It must never be submitted to nor reaped: its pointers are null. (`idle` and
+    /// `submitted` read only its own counters, which are zero.)
+    pub unsafe fn unused() -> Ring {
+        let null = core::ptr::null();
+        Ring {
+            sq_head: null,
+            sq_tail: null,
+            sq_flags: null,
+            sqes: core::ptr::null(),
+            cq_head: null,
+            cq_tail: null,
+            cqes: core::ptr::null(),
+            ready: null,
+            sq_entries: 0,
+            cq_entries: 0,
+            tickets: Padded(AtomicU32::new(0)),
+            published: Padded(AtomicU32::new(0)),
+            sq_head_seen: Padded(AtomicU32::new(0)),
+            publisher: Combiner::new(),
+            reaper: Combiner::new(),
+            reaped: Padded(AtomicU32::new(0)),
+        }
+    }
+
     // The accessors below turn the pointers `Ring::new` was given into references. Shared
     // references are sound: every word is an atomic or a `SharedCell`, written by other
     // agents only through atomic operations or through the protocol's ownership of a slot.

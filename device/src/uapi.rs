@@ -132,6 +132,8 @@ pub struct Params {
 // Setup flags (`IORING_SETUP_*`).
 /// `IORING_SETUP_SQPOLL`: a kernel thread polls the SQ, so submitting needs no system call.
 pub const IORING_SETUP_SQPOLL: u32 = 1 << 1;
+/// `IORING_SETUP_SQ_AFF`: the SQPOLL thread is bound to `Params::sq_thread_cpu`.
+pub const IORING_SETUP_SQ_AFF: u32 = 1 << 2;
 /// `IORING_SETUP_CQSIZE`: the CQ has `Params::cq_entries` entries.
 pub const IORING_SETUP_CQSIZE: u32 = 1 << 3;
 /// `IORING_SETUP_CLAMP`: too large SQ and CQ sizes are clamped to the maximum, not refused.

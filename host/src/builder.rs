@@ -5,10 +5,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gpuio_device::context::STREAMS;
+use gpuio_device::context::{MAX_RINGS, STREAMS};
 
 use crate::backend::cpu::Cpu;
 use crate::backend::{self, Backend};
+use crate::consumer::affinity;
 use crate::consumer::sandbox::{restrictions, Sandbox};
 use crate::consumer::submission::{self, Queue, Submission};
 use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES};
@@ -53,6 +54,9 @@ pub struct Builder {
     hang_timeout: Option<Option<Duration>>,
     /// Tests: when the default (no timeout) warns: first, then every.
     hang_warnings: Option<(Duration, Duration)>,
+    /// `None`: `GPUIO_RINGS`, else 1.
+    rings: Option<u32>,
+    sqpoll_cpus: Option<Vec<u32>>,
 }
 
 impl Default for Builder {
@@ -76,6 +80,8 @@ impl Default for Builder {
             lockstep: None,
             hang_timeout: None,
             hang_warnings: None,
+            rings: None,
+            sqpoll_cpus: None,
         }
     }
 }
@@ -121,6 +127,35 @@ impl Builder {
     /// Milliseconds SQPOLL spins without work before it sleeps (default 50).
     pub fn sq_thread_idle_ms(mut self, ms: u32) -> Self {
         self.sq_thread_idle_ms = ms;
+        self
+    }
+
+    /// How many io_uring rings the runtime spreads device requests over (1 to 8; otherwise
+    /// `GPUIO_RINGS`, otherwise 1). Each ring has its own SQPOLL thread, which does the
+    /// copies between the page cache and the buffers itself: with one ring, one kernel
+    /// thread carries all file I/O. A block's requests go to ring `block_idx % rings`; all
+    /// prints go through ring 0, so every guarantee of print order holds as with one.
+    /// With several rings the SQPOLL threads are bound to CPUs near the GPU, one per core
+    /// (see [`Builder::sqpoll_cpus`]).
+    ///
+    /// ```
+    /// use gpuio_host::{Backend, Runtime};
+    /// let rt = Runtime::builder().backend(Backend::Cpu).rings(2).build()?;
+    /// assert_eq!(rt.stats().rings, 2);
+    /// # Ok::<(), gpuio_host::Error>(())
+    /// ```
+    pub fn rings(mut self, n: u32) -> Self {
+        self.rings = Some(n);
+        self
+    }
+
+    /// Binds ring `i`'s SQPOLL thread to CPU `cpus[i]` (`IORING_SETUP_SQ_AFF`); one CPU
+    /// per ring. Otherwise `GPUIO_SQPOLL_CPUS` (a list such as `2-5`), otherwise: one ring
+    /// unbound; several on CPUs near the GPU, one per physical core, from the end of that
+    /// list, when that leaves a core free (else unbound). [`Runtime::sqpoll_cpus`] says what
+    /// was chosen.
+    pub fn sqpoll_cpus(mut self, cpus: &[u32]) -> Self {
+        self.sqpoll_cpus = Some(cpus.to_vec());
         self
     }
 
@@ -298,14 +333,25 @@ impl Builder {
                 self.arena_bytes
             )));
         }
+        let rings = match self.rings {
+            Some(n) => n,
+            None => rings_from_env()?.unwrap_or(1),
+        };
+        if !(1..=MAX_RINGS as u32).contains(&rings) {
+            return Err(Error::Config(format!("rings must be 1 to {MAX_RINGS}, not {rings}")));
+        }
+        let pci_bus_id = device.as_ref().and_then(|d| d.pci_bus_id());
+        let sqpoll_cpus = affinity::choose(rings as usize, self.sqpoll_cpus.as_deref(), pci_bus_id)?;
         let cq_entries = self.cq_entries.unwrap_or(self.sq_entries.saturating_mul(2));
-        let (mut queue, queue_notice) = submission::open(
+        let (mut queues, queue_notice) = submission::open_rings(
             UringConfig {
                 sq_entries: self.sq_entries,
                 cq_entries,
                 sq_thread_idle_ms: self.sq_thread_idle_ms,
+                sq_thread_cpu: None,
                 start_disabled: self.sandbox != Sandbox::Off,
             },
+            &sqpoll_cpus,
             self.submission,
             self.simulate_uring_errno,
         )?;
@@ -313,19 +359,39 @@ impl Builder {
         // takes the same fixed files; restrictions mean nothing to it (it runs only the
         // operations it implements, each on the device's behalf).
         let fds = [self.stdout_fd, self.stderr_fd];
-        let sandbox = match &mut queue {
-            Queue::Uring(uring) => restrictions::configure(uring, self.sandbox, self.fixed_files, fds)?,
-            Queue::Host(host) => {
-                if self.fixed_files {
-                    host.register_files(&restrictions::file_slots(fds));
+        let mut sandbox: Option<restrictions::Setup> = None;
+        for queue in &mut queues {
+            let setup = match queue {
+                Queue::Uring(uring) => restrictions::configure(uring, self.sandbox, self.fixed_files, fds)?,
+                Queue::Host(host) => {
+                    if self.fixed_files {
+                        host.register_files(&restrictions::file_slots(fds));
+                    }
+                    restrictions::Setup {
+                        policy: Sandbox::Off,
+                        fixed_files: self.fixed_files,
+                        notices: Vec::new(),
+                    }
                 }
-                restrictions::Setup {
-                    policy: Sandbox::Off,
-                    fixed_files: self.fixed_files,
-                    notices: Vec::new(),
+            };
+            sandbox = Some(match sandbox {
+                None => setup,
+                // Prints name fixed files on ring 0 only, so its registration decides
+                // `fixed_files`; the sandbox in force is the weakest any ring got.
+                Some(mut all) => {
+                    if setup.policy != all.policy {
+                        all.policy = Sandbox::Off;
+                    }
+                    for n in setup.notices {
+                        if !all.notices.contains(&n) {
+                            all.notices.push(n);
+                        }
+                    }
+                    all
                 }
-            }
-        };
+            });
+        }
+        let sandbox = sandbox.expect("at least one ring");
         if std::env::var_os("GPUIO_QUIET").is_none() {
             for n in &sandbox.notices {
                 eprintln!("{n}");
@@ -346,9 +412,9 @@ impl Builder {
             fds: [self.stdout_fd, self.stderr_fd],
             fixed_files: sandbox.fixed_files,
         };
-        let shared = Arc::new(Shared::new(queue, &config, device.clone())?);
+        let shared = Arc::new(Shared::new(queues, &config, device.clone())?);
         let consumer = shared.clone();
-        let waker = Waker::start(move || consumer.queue.wake_if_needed()).map_err(|e| Error::Os {
+        let waker = Waker::start(move || consumer.wake_if_needed()).map_err(|e| Error::Os {
             what: "starting the waker thread",
             source: e,
         })?;
@@ -377,7 +443,21 @@ impl Builder {
             sandbox: sandbox.policy,
             fixed_files: sandbox.fixed_files,
             lockstep,
+            sqpoll_cpus,
         })
+    }
+}
+
+/// What `GPUIO_RINGS` asks for, if it is set.
+fn rings_from_env() -> Result<Option<u32>> {
+    match std::env::var("GPUIO_RINGS") {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| Error::Config(format!("GPUIO_RINGS={v:?}: expected 1 to {MAX_RINGS}"))),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(e) => Err(Error::Config(format!("GPUIO_RINGS: {e}"))),
     }
 }
 

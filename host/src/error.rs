@@ -254,6 +254,16 @@ pub struct Tickets {
     pub reaped: u32,
 }
 
+/// One ring past ring 0 of a runtime with several ([`crate::Builder::rings`]), in a
+/// [`HangReport`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OtherRing {
+    /// Its words.
+    pub words: RingWords,
+    /// Its SQ tickets, where the context could be read.
+    pub tickets: Option<Tickets>,
+}
+
 /// A print stream's positions, in bytes since the runtime was created: producers reserve,
 /// then commit; the flusher hands committed bytes to writes; completed writes release.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -279,12 +289,14 @@ pub struct HangReport {
     pub waiting_for: Waiting,
     /// How long nothing had moved.
     pub stalled: Duration,
-    /// The ring's words.
+    /// Ring 0's words (the ring that carries the prints).
     pub ring: RingWords,
     /// The device's SQ tickets: on the CPU backend, and on CUDA from a copy of the
     /// context read while the kernels run; `None` where the context could not be read
     /// (HSA, or that copy failed).
     pub tickets: Option<Tickets>,
+    /// Rings 1 onward, where there are several.
+    pub other_rings: Vec<OtherRing>,
     /// Each print stream's positions (read as the tickets are; empty where they could not
     /// be).
     pub streams: Vec<StreamPositions>,
@@ -299,9 +311,49 @@ impl HangReport {
         self.waiting_for == other.waiting_for
             && self.ring.counters() == other.ring.counters()
             && self.tickets == other.tickets
+            && self.other_rings.len() == other.other_rings.len()
+            && self
+                .other_rings
+                .iter()
+                .zip(&other.other_rings)
+                .all(|(a, b)| a.words.counters() == b.words.counters() && a.tickets == b.tickets)
             && self.streams == other.streams
             && self.running_threads == other.running_threads
     }
+}
+
+/// One ring's part of a [`HangReport`]'s line.
+fn write_ring(f: &mut fmt::Formatter<'_>, name: &str, r: &RingWords, tickets: Option<&Tickets>) -> fmt::Result {
+    write!(
+        f,
+        "; {name}: SQ head {} tail {}, CQ head {} tail {} ({} SQE(s) not consumed, {} request(s) \
+         in progress, {} completion(s) not reaped), flags {:#x}",
+        r.sq_head,
+        r.sq_tail,
+        r.cq_head,
+        r.cq_tail,
+        r.sq_tail.wrapping_sub(r.sq_head),
+        r.sq_head.wrapping_sub(r.cq_tail),
+        r.cq_tail.wrapping_sub(r.cq_head),
+        r.sq_flags
+    )?;
+    if r.sq_flags & IORING_SQ_NEED_WAKEUP != 0 {
+        write!(f, " (SQPOLL asleep)")?;
+    }
+    if r.cq_overflow() {
+        write!(f, " (CQ_OVERFLOW: completions overflowed the CQ, a gpuio bug)")?;
+    }
+    if let Some(t) = tickets {
+        write!(
+            f,
+            "; SQ tickets: {} taken, {} published, {} reaped ({} request(s) in flight)",
+            t.taken,
+            t.published,
+            t.reaped,
+            t.taken.wrapping_sub(t.reaped)
+        )?;
+    }
+    Ok(())
 }
 
 impl fmt::Display for HangReport {
@@ -328,35 +380,9 @@ impl fmt::Display for HangReport {
                  kernels printed)"
             )?,
         }
-        let r = &self.ring;
-        write!(
-            f,
-            "; ring: SQ head {} tail {}, CQ head {} tail {} ({} SQE(s) not consumed, {} request(s) \
-             in progress, {} completion(s) not reaped), flags {:#x}",
-            r.sq_head,
-            r.sq_tail,
-            r.cq_head,
-            r.cq_tail,
-            r.sq_tail.wrapping_sub(r.sq_head),
-            r.sq_head.wrapping_sub(r.cq_tail),
-            r.cq_tail.wrapping_sub(r.cq_head),
-            r.sq_flags
-        )?;
-        if r.sq_flags & IORING_SQ_NEED_WAKEUP != 0 {
-            write!(f, " (SQPOLL asleep)")?;
-        }
-        if r.cq_overflow() {
-            write!(f, " (CQ_OVERFLOW: completions overflowed the CQ, a gpuio bug)")?;
-        }
-        if let Some(t) = &self.tickets {
-            write!(
-                f,
-                "; SQ tickets: {} taken, {} published, {} reaped ({} request(s) in flight)",
-                t.taken,
-                t.published,
-                t.reaped,
-                t.taken.wrapping_sub(t.reaped)
-            )?;
+        write_ring(f, "ring", &self.ring, self.tickets.as_ref())?;
+        for (i, r) in self.other_rings.iter().enumerate() {
+            write_ring(f, &format!("ring {}", i + 1), &r.words, r.tickets.as_ref())?;
         }
         for s in &self.streams {
             write!(

@@ -1,4 +1,4 @@
-//! The memory the host shares with the kernels: the ring's SQEs and words, the print
+//! The memory the host shares with the kernels: the rings' SQEs and words, the print
 //! logs, the file-I/O arena, and the protocol state (the device [`Context`], ready flags,
 //! completion slots, chunk counters, flights), in host memory on the CPU backend and in
 //! device memory on a GPU; its layout, and the host's reads and writes of the context.
@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use gpuio_device::arena::{Arena, MAX_REGIONS};
-use gpuio_device::context::{CONTEXT_MAGIC, STREAMS};
+use gpuio_device::context::{CONTEXT_MAGIC, MAX_RINGS, STREAMS};
 use gpuio_device::pool::Pool;
 use gpuio_device::request::Requests;
 use gpuio_device::ring::Ring;
@@ -19,7 +19,7 @@ use gpuio_device::Context;
 
 use crate::backend::cuda::Peek;
 use crate::backend::Device;
-use crate::consumer::submission::Queue;
+use crate::consumer::submission::{Look, Queue};
 use crate::error::{Error, Result};
 use crate::memory::{round_up, Mapping};
 
@@ -55,11 +55,12 @@ pub(crate) enum State {
     },
 }
 
-/// Memory and ring shared with the device, the waker and kernel threads.
+/// Memory and rings shared with the device, the waker and kernel threads.
 pub(crate) struct Shared {
-    /// Closed (io_uring) or stopped (the fallback thread) before the memory below goes:
-    /// its consumer stops reading it.
-    pub(crate) queue: Queue,
+    /// The rings, in the context's order (ring 0 carries the prints). Closed (io_uring) or
+    /// stopped (the fallback threads) before the memory below goes: their consumers stop
+    /// reading it.
+    pub(crate) queues: Vec<Queue>,
     /// The print logs: host memory the kernel reads (GPU-registered on GPU backends).
     logs: Mapping,
     /// The file-I/O arena: host memory the kernel reads and writes (GPU-registered too).
@@ -77,8 +78,9 @@ pub(crate) struct Shared {
 
 /// Where each part lives: offsets into the state region and into the logs.
 struct Layout {
-    ready: usize,
-    /// Completion slots: states, tags, results (`cq_entries` each).
+    /// Each ring's ready flags.
+    ready: Vec<usize>,
+    /// Completion slots: states, tags, results (`slots` each).
     request_words: [usize; 3],
     /// Arena block states.
     block_states: usize,
@@ -92,14 +94,19 @@ struct Layout {
 }
 
 impl Layout {
-    fn new(sq_entries: u32, cq_entries: u32, log_bytes: usize, max_flights: u32, blocks: usize) -> Layout {
+    fn new(rings: usize, sq_entries: u32, slots: u32, log_bytes: usize, max_flights: u32, blocks: usize) -> Layout {
         let mut at = round_up(size_of::<Context>(), 128);
-        let ready = at;
-        at = round_up(at + sq_entries as usize * 4, 128);
+        let ready = (0..rings)
+            .map(|_| {
+                let ready = at;
+                at = round_up(at + sq_entries as usize * 4, 128);
+                ready
+            })
+            .collect();
         let mut request_words = [0; 3];
         for w in &mut request_words {
             *w = at;
-            at = round_up(at + cq_entries as usize * 4, 128);
+            at = round_up(at + slots as usize * 4, 128);
         }
         let block_states = at;
         at = round_up(at + blocks * 4, 128);
@@ -167,12 +174,30 @@ fn same_file(a: RawFd, b: RawFd) -> bool {
 }
 
 impl Shared {
-    pub(crate) fn new(queue: Queue, cfg: &SharedConfig, device: Option<Device>) -> Result<Shared> {
+    /// Wakes each ring's consumer that sleeps while SQEs wait ([`Queue::wake_if_needed`]),
+    /// and says what the looks saw together: the sum of the SQ tails (it moves whenever
+    /// one moves: tails only grow), SQEs waiting on any ring, any consumer woken.
+    pub(crate) fn wake_if_needed(&self) -> Look {
+        self.queues.iter().fold(Look::default(), |all, q| {
+            let look = q.wake_if_needed();
+            Look {
+                tail: all.tail.wrapping_add(look.tail),
+                waiting: all.waiting || look.waiting,
+                woke: all.woke || look.woke,
+            }
+        })
+    }
+
+    /// The shared memory over `queues` (1 to `MAX_RINGS`, all of one geometry).
+    pub(crate) fn new(queues: Vec<Queue>, cfg: &SharedConfig, device: Option<Device>) -> Result<Shared> {
         let (log_bytes, fixed_files) = (cfg.log_bytes, cfg.fixed_files);
-        let p = *queue.params();
-        let (ring_sqes, ring_words) = (queue.sqes(), queue.rings());
+        assert!((1..=MAX_RINGS).contains(&queues.len()), "1 to {MAX_RINGS} rings");
+        let p = *queues[0].params();
         let blocks = cfg.arena_bytes / cfg.arena_block_bytes;
-        let layout = Layout::new(p.sq_entries, p.cq_entries, log_bytes, cfg.max_flights, blocks);
+        // One completion slot per CQ entry of every ring (rounded to a power of two, which
+        // the pool's masks need): a block's ring can fill its CQ while the others do too.
+        let slots = p.cq_entries * (queues.len() as u32).next_power_of_two();
+        let layout = Layout::new(queues.len(), p.sq_entries, slots, log_bytes, cfg.max_flights, blocks);
         let os = |what| move |e| Error::Os { what, source: e };
         // On GPU backends in huge pages: they are registered with the driver next.
         let map = if device.is_some() { Mapping::huge } else { Mapping::new };
@@ -182,20 +207,25 @@ impl Shared {
         // memory the Context is first written to, and the addresses at which those agents
         // see the SQEs, the ring words and the logs (the host's, except where the GPU maps
         // host memory elsewhere: HSA on discrete GPUs without the SVM API).
-        let (state, state_base, image_ptr, [sqes, rings, logs_view, arena_view]) = match device {
+        // The logs, the arena, then each ring's SQEs and words.
+        let mut regions = vec![&logs, &arena];
+        for q in &queues {
+            regions.extend([q.sqes(), q.rings()]);
+        }
+        let (state, state_base, image_ptr, views) = match device {
             None => {
                 // Lazy: the stages at its end are touched only by the tests' simulated warps.
                 let m = Mapping::lazy(layout.state_len).map_err(os("mmap of the protocol state"))?;
                 let base = m.as_ptr();
-                let views = [ring_sqes.as_ptr(), ring_words.as_ptr(), logs.as_ptr(), arena.as_ptr()];
+                let views: Vec<*mut u8> = regions.iter().map(|m| m.as_ptr()).collect();
                 (State::Host(m), base, base, views)
             }
             Some(device) => {
-                let views = map_all(&device, [ring_sqes, ring_words, &logs, &arena])?;
+                let views = map_all(&device, &regions)?;
                 let unmap_all = || {
                     // SAFETY: mapped just above; no kernel has run yet.
                     unsafe {
-                        for m in [ring_sqes, ring_words, &logs, &arena] {
+                        for m in &regions {
                             device.unmap_host(m.as_ptr());
                         }
                     }
@@ -223,30 +253,39 @@ impl Shared {
                 )
             }
         };
+        let (logs_view, arena_view) = (views[0], views[1]);
         let fds = cfg.fds;
-        // SAFETY: every pointer below points into `queue`'s, `logs`' or the state region's
+        // SAFETY: every pointer below points into the queues', `logs`' or the state region's
         // memory, at the kernel's offsets or at our layout's, which those regions cover;
         // all of it lives as long as `Shared`, which outlives every kernel and the waker.
         // The state region is zeroed: the initial state of ready flags, chunk counters and flights.
         // The Context is written once here, before any agent can see it.
         unsafe {
-            // The ring words, where the protocol's agents see them.
-            let w = |off: u32| {
-                let host = queue.ring_word(off) as *const u8;
-                rings.add(host.offset_from(ring_words.as_ptr()) as usize) as *const AtomicU32
-            };
-            let ring = Ring::new(
-                w(p.sq_off.head),
-                w(p.sq_off.tail),
-                w(p.sq_off.flags),
-                sqes as *const SharedCell<Sqe>,
-                w(p.cq_off.head),
-                w(p.cq_off.tail),
-                rings.add(p.cq_off.cqes as usize) as *const SharedCell<Cqe>,
-                state_base.add(layout.ready) as *const AtomicU32,
-                p.sq_entries,
-                p.cq_entries,
-            );
+            let rings: [Ring; MAX_RINGS] = std::array::from_fn(|i| {
+                let Some(queue) = queues.get(i) else {
+                    // Past `ring_count`: never submitted to nor reaped.
+                    return Ring::unused();
+                };
+                let p = queue.params();
+                let (sqes, words) = (views[2 + 2 * i], views[3 + 2 * i]);
+                // The ring words, where the protocol's agents see them.
+                let w = |off: u32| {
+                    let host = queue.ring_word(off) as *const u8;
+                    words.add(host.offset_from(queue.rings().as_ptr()) as usize) as *const AtomicU32
+                };
+                Ring::new(
+                    w(p.sq_off.head),
+                    w(p.sq_off.tail),
+                    w(p.sq_off.flags),
+                    sqes as *const SharedCell<Sqe>,
+                    w(p.cq_off.head),
+                    w(p.cq_off.tail),
+                    words.add(p.cq_off.cqes as usize) as *const SharedCell<Cqe>,
+                    state_base.add(layout.ready[i]) as *const AtomicU32,
+                    p.sq_entries,
+                    p.cq_entries,
+                )
+            });
             let streams: [Stream; STREAMS] = std::array::from_fn(|i| {
                 let (positional, pos) = output_mode(fds[i]);
                 let mut s = Stream::new(
@@ -273,7 +312,7 @@ impl Shared {
                 word(0) as *const AtomicU32,
                 word(1) as *const AtomicU32,
                 word(2) as *const AtomicI32,
-                p.cq_entries,
+                slots,
             );
             let arena = Arena::new(
                 arena_view as *const SharedCell<u8>,
@@ -284,7 +323,8 @@ impl Shared {
             );
             let ctx = Context {
                 magic: CONTEXT_MAGIC,
-                ring,
+                rings,
+                ring_count: queues.len() as u32,
                 streams,
                 stderr_stream: if same_file(fds[0], fds[1]) { 0 } else { 1 },
                 stray_completions: AtomicU32::new(0),
@@ -296,8 +336,9 @@ impl Shared {
             };
             std::ptr::write(image_ptr as *mut Context, ctx);
         }
+        drop(regions);
         let shared = Shared {
-            queue,
+            queues,
             logs,
             arena,
             state,
@@ -414,8 +455,10 @@ impl Drop for Shared {
             unsafe {
                 device.unmap_host(self.logs.as_ptr());
                 device.unmap_host(self.arena.as_ptr());
-                device.unmap_host(self.queue.rings().as_ptr());
-                device.unmap_host(self.queue.sqes().as_ptr());
+                for q in &self.queues {
+                    device.unmap_host(q.rings().as_ptr());
+                    device.unmap_host(q.sqes().as_ptr());
+                }
             }
             device.free(*dptr);
             for (m, mapped) in self.retired.lock().unwrap_or_else(|e| e.into_inner()).iter() {
@@ -429,8 +472,8 @@ impl Drop for Shared {
 }
 
 /// Maps the regions for the GPU, in order; on failure unmaps those already mapped.
-fn map_all<const N: usize>(device: &Device, regions: [&Mapping; N]) -> Result<[*mut u8; N]> {
-    let mut views = [std::ptr::null_mut(); N];
+fn map_all(device: &Device, regions: &[&Mapping]) -> Result<Vec<*mut u8>> {
+    let mut views = vec![std::ptr::null_mut(); regions.len()];
     for (i, m) in regions.iter().enumerate() {
         // SAFETY: the mappings live in `Shared`, whose Drop unmaps them for the GPU first.
         match unsafe { device.map_host(m.as_ptr(), m.len()) } {

@@ -199,6 +199,7 @@ mod tests {
                 ..RingWords::default()
             },
             tickets: None,
+            other_rings: Vec::new(),
             streams: Vec::new(),
             running_threads: 0,
         }

@@ -310,7 +310,7 @@ kernel! {
         for i in 0..iters {
             let t0 = clock_ns();
             // SAFETY: the ring's pointers are valid while the runtime lives.
-            let head = unsafe { &*ctx.ring.sq_head }.load(Ordering::Acquire);
+            let head = unsafe { &*ctx.request_ring().sq_head }.load(Ordering::Acquire);
             let t1 = clock_ns();
             fence(Ordering::SeqCst);
             let t2 = clock_ns();
@@ -329,9 +329,7 @@ kernel! {
                 user_data: ticket.user_data(),
                 ..Sqe::default()
             };
-            ctx.ring.submit(&sqe, &mut || {
-                ctx.reap();
-            });
+            ctx.submit(&sqe);
             let t4 = clock_ns();
             let res = ctx.wait(ticket);
             let t5 = clock_ns();

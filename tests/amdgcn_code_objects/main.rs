@@ -222,8 +222,8 @@ fn sq_tail_store_is_a_system_release_and_reservations_are_returning_atomics() {
     if !tools_here("sq_tail_store_is_a_system_release_and_reservations_are_returning_atomics") {
         return;
     }
-    let sq_tail = offset_of!(Context, ring) + offset_of!(Ring, sq_tail);
-    let tickets = offset_of!(Context, ring) + offset_of!(Ring, tickets);
+    let sq_tail = offset_of!(Context, rings) + offset_of!(Ring, sq_tail);
+    let tickets = offset_of!(Context, rings) + offset_of!(Ring, tickets);
     // `reserved` of a stream: from the stream, or from the context (stdout's, stderr's).
     let in_stream = offset_of!(Stream, reserved);
     let from_ctx = offset_of!(Context, streams) + in_stream;
@@ -295,8 +295,8 @@ fn sq_ready_flag_store_is_a_system_release() {
     if !tools_here("sq_ready_flag_store_is_a_system_release") {
         return;
     }
-    let ready = offset_of!(Context, ring) + offset_of!(Ring, ready);
-    let tickets = offset_of!(Context, ring) + offset_of!(Ring, tickets);
+    let ready = offset_of!(Context, rings) + offset_of!(Ring, ready);
+    let tickets = offset_of!(Context, rings) + offset_of!(Ring, tickets);
     let mut problems = Vec::new();
     for (t, code) in TARGETS.iter().zip(disassembled()) {
         let g = t.gfx;

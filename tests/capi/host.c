@@ -208,6 +208,19 @@ static int run_errors(void) {
     expect("create with the previous struct_size", gpuio_runtime_create(&o, &rt), GPUIO_OK);
     expect("destroy it", gpuio_runtime_destroy(rt), GPUIO_OK);
     rt = NULL;
+    /* ... and one built before rings. */
+    o.struct_size = (uint32_t)offsetof(gpuio_runtime_options, rings);
+    expect("create with the struct_size before rings", gpuio_runtime_create(&o, &rt), GPUIO_OK);
+    expect("destroy it", gpuio_runtime_destroy(rt), GPUIO_OK);
+    rt = NULL;
+    gpuio_runtime_options_init(&o);
+    o.backend = GPUIO_BACKEND_CPU;
+    o.rings = 9;
+    expect("create with 9 rings", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_CONFIG);
+    o.rings = 2;
+    expect("create with 2 rings", gpuio_runtime_create(&o, &rt), GPUIO_OK);
+    expect("destroy it", gpuio_runtime_destroy(rt), GPUIO_OK);
+    rt = NULL;
     o.struct_size = (uint32_t)sizeof o + 8;
     expect("create with a struct_size from the future", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_INVALID_ARGUMENT);
     /* A kernel that waits for the host: synchronize gives up after the hang timeout and

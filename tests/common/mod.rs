@@ -23,20 +23,43 @@ pub use dirs::{temp_file, TempDir};
 /// fallback (`GPUIO_URING=off`).
 pub const SUBMISSIONS: [gpuio::Submission; 2] = [gpuio::Submission::IoUring, gpuio::Submission::HostThread];
 
+/// The rings the suite's `io_uring_rings::*` cases ask for: more than one, and not a power
+/// of two (the completion slots round up to one).
+pub const SUITE_RINGS: u32 = 3;
+
+thread_local! {
+    /// The rings the case running on this thread asks for (see [`suite_rings`]).
+    static RINGS: std::cell::Cell<u32> = const { std::cell::Cell::new(1) };
+}
+
+/// The rings the running case's builder should ask for ([`gpuio::Builder::rings`]): 1, or
+/// [`SUITE_RINGS`] in `io_uring_rings::*` (see [`over_submissions!`]).
+pub fn suite_rings() -> u32 {
+    RINGS.with(|r| r.get())
+}
+
+/// Sets [`suite_rings`] for the calling test thread (`over_submissions!` does).
+pub fn set_suite_rings(n: u32) {
+    RINGS.with(|r| r.set(n));
+}
+
 /// The module `over_submissions!` puts a case on `sub` in: the test's name is
 /// `<this>::<case>` (for skip lines and watchdogs that name the test).
 pub fn path_name(sub: gpuio::Submission) -> &'static str {
     match sub {
         gpuio::Submission::HostThread => "host_thread",
+        _ if suite_rings() > 1 => "io_uring_rings",
         _ => "io_uring",
     }
 }
 
-/// One suite over both submission paths: for each `case` (a `fn case(gpuio::Submission)`
-/// of the test file), a test `io_uring::case` that runs it with io_uring (SQPOLL) and a test
-/// `host_thread::case` that runs it on the host-thread fallback. Each case asks its builder
-/// for the path it is given ([`gpuio::Builder::submission`], which `GPUIO_URING` does not
-/// override), so one `cargo test` covers both.
+/// One suite over the submission paths: for each `case` (a `fn case(gpuio::Submission)`
+/// of the test file), a test `io_uring::case` that runs it with io_uring (SQPOLL), a test
+/// `io_uring_rings::case` that runs it over [`SUITE_RINGS`] io_uring rings (the case's
+/// builder asks for [`suite_rings`]), and a test `host_thread::case` that runs it on the
+/// host-thread fallback. Each case asks its builder for the path it is given
+/// ([`gpuio::Builder::submission`], which `GPUIO_URING` does not override), so one
+/// `cargo test` covers all three.
 #[macro_export]
 macro_rules! over_submissions {
     ($($case:ident),* $(,)?) => {
@@ -45,6 +68,16 @@ macro_rules! over_submissions {
             $(
                 #[test]
                 fn $case() {
+                    super::$case(gpuio::Submission::IoUring)
+                }
+            )*
+        }
+        /// The cases on several io_uring rings, each with its SQPOLL thread.
+        mod io_uring_rings {
+            $(
+                #[test]
+                fn $case() {
+                    super::common::set_suite_rings(super::common::SUITE_RINGS);
                     super::$case(gpuio::Submission::IoUring)
                 }
             )*

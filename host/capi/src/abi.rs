@@ -55,6 +55,7 @@ fn rust_lines() -> BTreeSet<String> {
         arena_block_bytes,
         sandbox,
         hang_timeout_ms,
+        rings,
     });
     layout!(gpuio_output_errors {
         fd,

@@ -88,6 +88,9 @@ pub(crate) fn builder(o: &gpuio_runtime_options) -> Result<Builder, Failure> {
         GPUIO_SANDBOX_OFF => gpuio_host::Sandbox::Off,
         other => return Err(Failure::arg(format!("options.sandbox is {other}, not a gpuio_sandbox"))),
     });
+    if o.rings != 0 {
+        b = b.rings(o.rings);
+    }
     if o.hang_timeout_ms != 0 {
         b = b.hang_timeout(Some(std::time::Duration::from_millis(o.hang_timeout_ms)));
     }

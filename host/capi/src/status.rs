@@ -208,6 +208,7 @@ mod tests {
             stalled: std::time::Duration::from_secs(1),
             ring: gpuio_host::RingWords::default(),
             tickets: None,
+            other_rings: Vec::new(),
             streams: Vec::new(),
             running_threads: 0,
         };

@@ -67,16 +67,20 @@ pub struct gpuio_runtime_options {
     /// Milliseconds without progress after which synchronize gives up; 0: default
     /// (`GPUIO_HANG_TIMEOUT`, else none).
     pub hang_timeout_ms: u64,
+    /// io_uring rings; 0: default (`GPUIO_RINGS`, else 1).
+    pub rings: u32,
 }
 
 /// The sizes `gpuio_runtime_options` had, oldest first, up to this version's: a caller
 /// built against an older `gpuio.h` passes an older size, and the fields it lacks take
 /// their defaults.
-pub(crate) const OPTIONS_SIZES: [usize; 3] = [
+pub(crate) const OPTIONS_SIZES: [usize; 4] = [
     // Up to gpu_stack_bytes.
     std::mem::offset_of!(gpuio_runtime_options, arena_bytes),
     // Up to sandbox (padded to 8 bytes).
     std::mem::offset_of!(gpuio_runtime_options, hang_timeout_ms),
+    // Up to hang_timeout_ms.
+    std::mem::offset_of!(gpuio_runtime_options, rings),
     size_of::<gpuio_runtime_options>(),
 ];
 

@@ -41,6 +41,7 @@ int main(void) {
     FIELD(gpuio_runtime_options, arena_block_bytes);
     FIELD(gpuio_runtime_options, sandbox);
     FIELD(gpuio_runtime_options, hang_timeout_ms);
+    FIELD(gpuio_runtime_options, rings);
 
     TYPE(gpuio_output_errors);
     FIELD(gpuio_output_errors, fd);

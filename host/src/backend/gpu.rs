@@ -13,6 +13,11 @@ pub(crate) trait GpuBackend: Send + Sync {
     /// The GPU's name.
     fn name(&self) -> &str;
 
+    /// The GPU's PCI address as sysfs names it (`0000:1b:00.0`), where the backend says.
+    fn pci_bus_id(&self) -> Option<&str> {
+        None
+    }
+
     /// Makes host memory GPU-visible; returns the address the GPU sees it at.
     ///
     /// # Safety

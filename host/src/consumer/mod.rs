@@ -1,8 +1,9 @@
 //! Who consumes the ring: the kernel's SQPOLL thread ([`uring`], restricted by the
 //! [`sandbox`]) or, where io_uring cannot be used, a host thread that plays the kernel's
-//! part ([`fallback`]); [`submission`] picks one; the `waker` keeps the consumer awake
-//! while kernels run.
+//! part ([`fallback`]); [`submission`] picks one; the `waker` keeps the consumers awake
+//! while kernels run; `affinity` says which CPU each ring's SQPOLL thread runs on.
 
+pub(crate) mod affinity;
 pub mod fallback;
 pub mod sandbox;
 pub mod submission;

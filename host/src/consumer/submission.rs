@@ -181,6 +181,30 @@ pub(crate) fn open(
     }
 }
 
+/// Creates one ring per entry of `cpus` (each one's SQPOLL thread bound to that CPU, or
+/// unbound): the first as [`open`] does, the others of the same kind. Returns them and
+/// the first one's notice.
+pub(crate) fn open_rings(
+    cfg: UringConfig,
+    cpus: &[Option<u32>],
+    requested: Option<Submission>,
+    simulate: Option<i32>,
+) -> Result<(Vec<Queue>, Option<String>)> {
+    let on = |cpu: Option<u32>| UringConfig {
+        sq_thread_cpu: cpu,
+        ..cfg
+    };
+    let (first, notice) = open(on(cpus[0]), requested, simulate)?;
+    let mut queues = vec![first];
+    for &cpu in &cpus[1..] {
+        queues.push(match queues[0] {
+            Queue::Uring(_) => Queue::Uring(Uring::new(on(cpu))?),
+            Queue::Host(_) => Queue::Host(HostRing::new(on(cpu))?),
+        });
+    }
+    Ok((queues, notice))
+}
+
 /// Whether an `io_uring_setup` errno means io_uring is unavailable to this process.
 fn unavailable(errno: i32) -> bool {
     errno == libc::ENOSYS || errno == libc::EPERM
@@ -216,6 +240,7 @@ mod tests {
         sq_entries: 8,
         cq_entries: 16,
         sq_thread_idle_ms: 1,
+        sq_thread_cpu: None,
         start_disabled: false,
     };
 

@@ -41,6 +41,8 @@ pub struct UringConfig {
     pub cq_entries: u32,
     /// Milliseconds of idleness before SQPOLL sleeps.
     pub sq_thread_idle_ms: u32,
+    /// The CPU to bind the SQPOLL thread to (`IORING_SETUP_SQ_AFF`); `None`: unbound.
+    pub sq_thread_cpu: Option<u32>,
     /// Create the ring disabled (`IORING_SETUP_R_DISABLED`), so that restrictions can be
     /// registered before it runs anything. A kernel that refuses the flag (before 5.10)
     /// gets an enabled ring; [`Uring::disabled`] says which it is.
@@ -90,6 +92,10 @@ impl Uring {
             if disabled {
                 p.flags |= IORING_SETUP_R_DISABLED;
             }
+            if let Some(cpu) = cfg.sq_thread_cpu {
+                p.flags |= IORING_SETUP_SQ_AFF;
+                p.sq_thread_cpu = cpu;
+            }
             p.sq_off.user_addr = sqes.as_ptr() as u64;
             p.cq_off.user_addr = rings.as_ptr() as u64;
             // SAFETY: io_uring_setup reads and writes `p` (a valid io_uring_params) and pins
@@ -105,6 +111,19 @@ impl Uring {
             disabled = false;
         }
         if fd < 0 {
+            if let (Some(cpu), Some(libc::EINVAL)) = (cfg.sq_thread_cpu, err.raw_os_error()) {
+                // Is it the CPU? Ask again without it.
+                let unbound = UringConfig {
+                    sq_thread_cpu: None,
+                    ..cfg
+                };
+                if Uring::new(unbound).is_ok() {
+                    return Err(Error::Config(format!(
+                        "the kernel refused to bind SQPOLL to CPU {cpu} (IORING_SETUP_SQ_AFF: EINVAL): \
+                         it is offline or outside this process's CPUs (sqpoll_cpus, GPUIO_SQPOLL_CPUS)"
+                    )));
+                }
+            }
             return Err(diagnose_setup(err, read_io_uring_disabled()));
         }
         // SAFETY: the syscall returned a new file descriptor that we alone own.
@@ -277,6 +296,7 @@ mod tests {
             sq_entries: 3,
             cq_entries: 8,
             sq_thread_idle_ms: 1,
+            sq_thread_cpu: None,
             start_disabled: false,
         });
         assert!(matches!(e, Err(Error::Config(_))));
@@ -284,6 +304,7 @@ mod tests {
             sq_entries: 16,
             cq_entries: 8,
             sq_thread_idle_ms: 1,
+            sq_thread_cpu: None,
             start_disabled: false,
         });
         assert!(matches!(e, Err(Error::Config(_))));
@@ -299,6 +320,7 @@ mod tests {
                 sq_entries: sq,
                 cq_entries: cq,
                 sq_thread_idle_ms: 1,
+                sq_thread_cpu: None,
                 start_disabled: false,
             });
             assert!(

@@ -27,8 +27,10 @@ pub mod synchronize;
 /// Counters for tests and benchmarks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// SQEs submitted so far.
+    /// SQEs submitted so far, on every ring.
     pub sqes: u32,
+    /// io_uring rings (each with its own SQPOLL thread; see [`crate::Builder::rings`]).
+    pub rings: u32,
     /// Times the waker woke SQPOLL (or unparked the host-thread fallback).
     pub wakeups: u64,
     /// Times the waker looked at the ring: every 50 µs while I/O flows, backing off to
@@ -107,6 +109,8 @@ pub struct Runtime {
     pub(crate) fixed_files: bool,
     /// Whether lockstep scheduling was asked for (CUDA: which PTX to load).
     pub(crate) lockstep: bool,
+    /// The CPU each ring's SQPOLL thread is bound to (`None`: unbound).
+    pub(crate) sqpoll_cpus: Vec<Option<u32>>,
 }
 
 impl Runtime {
@@ -115,10 +119,16 @@ impl Runtime {
         self.backend
     }
 
-    /// Who consumes the ring: [`Submission::IoUring`] (SQPOLL) or
+    /// Who consumes the rings: [`Submission::IoUring`] (SQPOLL) or
     /// [`Submission::HostThread`] (the fallback).
     pub fn submission(&self) -> Submission {
-        self.shared.queue.submission()
+        self.shared.queues[0].submission()
+    }
+
+    /// The CPU each ring's SQPOLL thread (or fallback thread) was bound to, in ring order;
+    /// `None`: unbound (see [`crate::Builder::sqpoll_cpus`]).
+    pub fn sqpoll_cpus(&self) -> &[Option<u32>] {
+        &self.sqpoll_cpus
     }
 
     /// The GPU's name, on a GPU backend.
@@ -148,7 +158,7 @@ impl Runtime {
             .shared
             .with_context(|c| {
                 (
-                    c.ring.submitted(),
+                    c.rings().iter().fold(0u32, |n, r| n.wrapping_add(r.submitted())),
                     c.stray_completions.load(Ordering::Relaxed),
                     c.refused_requests.load(Ordering::Relaxed),
                     c.arena.staged_bytes.load(Ordering::Relaxed),
@@ -158,6 +168,7 @@ impl Runtime {
             .unwrap_or((0, 0, 0, 0, 0));
         Stats {
             sqes,
+            rings: self.shared.queues.len() as u32,
             wakeups: self.waker.wakeups(),
             waker_looks: self.waker.looks(),
             stray_completions,
@@ -211,11 +222,17 @@ impl Runtime {
         self.hang.timeout
     }
 
-    /// Diagnostics: the ring's words as the kernel keeps them, read now from host memory
+    /// Diagnostics: ring 0's words as the kernel keeps them, read now from host memory
     /// (safe at any time): `[sq_head, sq_tail, sq_flags, cq_head, cq_tail]`.
     #[doc(hidden)]
     pub fn ring_words(&self) -> [u32; 5] {
-        let q = &self.shared.queue;
+        self.ring_words_of(0)
+    }
+
+    /// [`Runtime::ring_words`] of ring `i` (panics past the last ring).
+    #[doc(hidden)]
+    pub fn ring_words_of(&self, i: usize) -> [u32; 5] {
+        let q = &self.shared.queues[i];
         let p = *q.params();
         [
             p.sq_off.head,

@@ -12,7 +12,8 @@ use super::{Gpu, Runtime};
 use crate::backend::cpu::THREADS_PACING;
 use crate::consumer::sandbox;
 use crate::error::{
-    Error, HangReport, OutputErrors, PrintErrors, Refused, Result, RingWords, StreamPositions, Tickets, Waiting,
+    Error, HangReport, OtherRing, OutputErrors, PrintErrors, Refused, Result, RingWords, StreamPositions, Tickets,
+    Waiting,
 };
 use crate::shared::{Shared, State};
 use crate::watchdog::{self, Pacing};
@@ -125,7 +126,7 @@ impl Runtime {
                 if ctx.idle() {
                     return Ok(true);
                 }
-                self.shared.queue.wake_if_needed();
+                self.shared.wake_if_needed();
                 Ok(false)
             },
             std::thread::sleep,
@@ -176,11 +177,14 @@ impl Runtime {
         const SETTLE: Duration = Duration::from_secs(2);
         let start = std::time::Instant::now();
         while start.elapsed() < SETTLE {
-            let [sq_head, sq_tail, _, _, cq_tail] = self.ring_words();
-            if sq_head == sq_tail && cq_tail == sq_tail {
+            let settled = (0..self.shared.queues.len()).all(|i| {
+                let [sq_head, sq_tail, _, _, cq_tail] = self.ring_words_of(i);
+                sq_head == sq_tail && cq_tail == sq_tail
+            });
+            if settled {
                 break;
             }
-            self.shared.queue.wake_if_needed();
+            self.shared.wake_if_needed();
             std::thread::sleep(Duration::from_micros(50));
         }
         // The kernels' positional writes ended at most at each file's end; the context that
@@ -217,18 +221,31 @@ impl Runtime {
     /// (all in host memory; on GPUs the context is in device memory, which the host
     /// cannot read while a kernel runs).
     fn observe(&self, waiting_for: Waiting, detailed: bool) -> HangReport {
-        let [sq_head, sq_tail, sq_flags, cq_head, cq_tail] = self.ring_words();
+        let words = |i| {
+            let [sq_head, sq_tail, sq_flags, cq_head, cq_tail] = self.ring_words_of(i);
+            RingWords {
+                sq_head,
+                sq_tail,
+                sq_flags,
+                cq_head,
+                cq_tail,
+            }
+        };
         // The context is read every round on the CPU backend, where that is cheap; on a GPU
         // only for a report (it takes a copy from device memory).
         let cheap = matches!(self.shared.state, State::Host(_));
-        let (tickets, streams) = (detailed || cheap)
+        let (tickets, streams): (Vec<Tickets>, _) = (detailed || cheap)
             .then(|| {
                 self.shared.peek_context(|c| {
-                    let tickets = Tickets {
-                        taken: c.ring.tickets.load(Ordering::Acquire),
-                        published: c.ring.published.load(Ordering::Acquire),
-                        reaped: c.ring.reaped.load(Ordering::Acquire),
-                    };
+                    let tickets = c
+                        .rings()
+                        .iter()
+                        .map(|r| Tickets {
+                            taken: r.tickets.load(Ordering::Acquire),
+                            published: r.published.load(Ordering::Acquire),
+                            reaped: r.reaped.load(Ordering::Acquire),
+                        })
+                        .collect();
                     let streams = Shared::live_streams(c)
                         .map(|s| StreamPositions {
                             fd: s.fd,
@@ -238,7 +255,7 @@ impl Runtime {
                             released: s.released.load(Ordering::Acquire),
                         })
                         .collect();
-                    (Some(tickets), streams)
+                    (tickets, streams)
                 })
             })
             .flatten()
@@ -246,14 +263,14 @@ impl Runtime {
         HangReport {
             waiting_for,
             stalled: Duration::ZERO,
-            ring: RingWords {
-                sq_head,
-                sq_tail,
-                sq_flags,
-                cq_head,
-                cq_tail,
-            },
-            tickets,
+            ring: words(0),
+            tickets: tickets.first().copied(),
+            other_rings: (1..self.shared.queues.len())
+                .map(|i| OtherRing {
+                    words: words(i),
+                    tickets: tickets.get(i).copied(),
+                })
+                .collect(),
             streams,
             running_threads: self.cpu.running(),
         }
@@ -375,7 +392,7 @@ mod tests {
             .build()
             .unwrap();
         rt.launch(1, 1, || {}).unwrap();
-        let flags = rt.shared.queue.ring_word(rt.shared.queue.params().sq_off.flags);
+        let flags = rt.shared.queues[0].ring_word(rt.shared.queues[0].params().sq_off.flags);
         // SAFETY: a ring word in the queue's mapping; the fallback thread never writes it.
         unsafe { std::ptr::write_volatile(flags, IORING_SQ_CQ_OVERFLOW) };
         match rt.synchronize() {

@@ -15,6 +15,8 @@ pub struct Cuda {
     device: CuDevice,
     context: CuContext,
     name: String,
+    /// `domain:bus:device.function`, lower case, as sysfs names PCI devices.
+    pci_bus_id: Option<String>,
     _lib: Library,
 }
 
@@ -34,6 +36,7 @@ impl Cuda {
             device: 0,
             context: std::ptr::null_mut(),
             name: String::new(),
+            pci_bus_id: None,
             _lib: lib,
         };
         // SAFETY: documented calls with valid out-pointers.
@@ -59,6 +62,11 @@ impl Cuda {
             let mut name = [0 as c_char; 256];
             (cuda.api.cuDeviceGetName)(name.as_mut_ptr(), 256, cuda.device);
             cuda.name = CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned();
+            let mut bus = [0 as c_char; 64];
+            if (cuda.api.cuDeviceGetPCIBusId)(bus.as_mut_ptr(), 64, cuda.device) == 0 {
+                let bus = CStr::from_ptr(bus.as_ptr()).to_string_lossy().to_ascii_lowercase();
+                cuda.pci_bus_id = Some(bus);
+            }
         }
         cuda.bind().map_err(|e| e.to_string())?;
         Ok(Arc::new(cuda))
@@ -243,6 +251,10 @@ impl Drop for Cuda {
 impl GpuBackend for Cuda {
     fn name(&self) -> &str {
         self.device_name()
+    }
+
+    fn pci_bus_id(&self) -> Option<&str> {
+        self.pci_bus_id.as_deref()
     }
 
     unsafe fn map_host(&self, ptr: *mut u8, len: usize) -> Result<*mut u8> {

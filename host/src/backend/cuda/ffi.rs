@@ -34,6 +34,7 @@ dl_api! {
     cuDeviceGet: fn(*mut CuDevice, i32) -> CuResult;
     cuDeviceGetCount: fn(*mut i32) -> CuResult;
     cuDeviceGetName: fn(*mut c_char, i32, CuDevice) -> CuResult;
+    cuDeviceGetPCIBusId: fn(*mut c_char, i32, CuDevice) -> CuResult;
     cuDevicePrimaryCtxRetain: fn(*mut CuContext, CuDevice) -> CuResult;
     cuDevicePrimaryCtxRelease_v2: fn(CuDevice) -> CuResult;
     cuCtxSetCurrent: fn(CuContext) -> CuResult;

@@ -8,6 +8,7 @@ fn ring(sq: u32, cq: u32) -> HostRing {
         sq_entries: sq,
         cq_entries: cq,
         sq_thread_idle_ms: 1,
+        sq_thread_cpu: None,
         start_disabled: false,
     })
     .unwrap()
@@ -243,6 +244,7 @@ fn rejects_sizes_io_uring_would() {
             sq_entries: sq,
             cq_entries: cq,
             sq_thread_idle_ms: 1,
+            sq_thread_cpu: None,
             start_disabled: false,
         });
         assert!(matches!(e, Err(Error::Config(_))), "sq {sq} cq {cq}");

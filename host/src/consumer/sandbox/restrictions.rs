@@ -256,6 +256,7 @@ mod tests {
             sq_entries: 8,
             cq_entries: 16,
             sq_thread_idle_ms: 10,
+            sq_thread_cpu: None,
             start_disabled,
         })
         .unwrap()
