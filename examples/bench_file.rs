@@ -15,24 +15,42 @@
 //!   threads (default 1024, blocks of 128) read chunks of `--chunk-kib` (default 1024) with
 //!   `File::read_exact_at` into device memory (staged through an arena of `--arena-mib`,
 //!   default 256, in blocks of `--block-kib`, default 256), and again into a host buffer
-//!   (direct: no copy). The host pipeline: one thread, `pread` into a pinned
-//!   (`cuMemHostRegister`ed) buffer of `--block-kib`, then `cuMemcpyHtoD`, until the file is
-//!   in device memory. Each GPU result is checked against the file.
+//!   (direct: no copy). Two host pipelines do the same: **host x1**, one thread, `pread`
+//!   into a pinned (`cuMemHostRegister`ed) buffer of `--block-kib`, then `cuMemcpyHtoD`,
+//!   until the file is in device memory; and **host xN**, `--host-threads` threads (default
+//!   4) doing the same, each with its own pinned buffer, thread `j` taking blocks
+//!   `j, j + N, ...`. Each GPU result, and host xN's, is checked against the file.
+//! - **random 4 KiB pread**: `--rand-threads` GPU threads (default 4096; at most 128 or a
+//!   multiple of 128) each `pread` 4 KiB `--rand-reads` times (default 64) at random
+//!   page-aligned offsets of the same page-cached file (`pread_random`, the access pattern
+//!   of BaM and GIDS), into their own 4 KiB slot of device memory (staged), each read timed
+//!   on the GPU's clock; each thread's last read is checked against the file. Against it,
+//!   a fio-like loop on host io_uring: `--rings` threads (default 4), each with its own
+//!   SQPOLL ring (raw `io_uring_setup`/`io_uring_enter`), together keeping as many 4 KiB
+//!   reads in flight as there are GPU threads (the same total queue depth), for the same
+//!   total number of reads; each read timed from submission to completion, and its first
+//!   8 bytes checked. Prints IOPS (reads / wall time; the GPU's includes the launch and
+//!   synchronize), p50 and p99, and the issue's target: gpuio >= 0.8x the host's IOPS,
+//!   `MET` or `NOT MET`. (The arena's blocks bound the staged reads in flight: one each;
+//!   the settings line says when there are fewer blocks than GPU threads.)
 //! - **pwrite**: the same sizes the other way: GPU threads `write_all_at` from device
-//!   memory into a fresh file; the host pipeline `cuMemcpyDtoH` into the pinned buffer, then
-//!   `pwrite`. The file is checked after the GPU run.
+//!   memory into a fresh file; host x1 `cuMemcpyDtoH` into the pinned buffer, then
+//!   `pwrite`; host xN the same on `--host-threads` threads. The file is checked after the
+//!   GPU run and after host xN's.
 //!
-//! Each throughput case runs `--reps` times (default 3) alternating gpuio and host; the
-//! table shows the median GB/s (10^9 bytes/s) of each and their ratio. Without a GPU the
-//! same runs on the CPU backend (kernels on host threads, "device memory" a host vector,
-//! `memcpy` for the copies), default `--size-mib 64`, and says so.
+//! Each case runs `--reps` times (default 3) alternating gpuio and host; the throughput
+//! table shows the median GB/s (10^9 bytes/s) of gpuio, host x1 and host xN and the ratios
+//! gpuio / host; the random-read table the median IOPS and the latencies of all reps. Without
+//! a GPU the same runs on the CPU backend (kernels on host threads, "device memory" a host
+//! vector, `memcpy` for the copies), default `--size-mib 64`, and says so.
 //!
 //! Exits 1 if a check failed, 2 on bad options.
 use std::fs::File;
+use std::marker::PhantomData;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 use gpuio::cuda::Cuda;
@@ -49,7 +67,8 @@ const NVPTX: &[(&str, &[u8])] = gpuio_kernels_gpu::TEST_NVPTX;
 const CLI: Cli = Cli {
     name: "bench_file",
     usage: "usage: bench_file [--size-mib N] [--chunk-kib N] [--threads N] [--arena-mib N] \
-            [--block-kib N] [--iters N] [--reps N] [--dir PATH] [--lat-file PATH]",
+            [--block-kib N] [--iters N] [--reps N] [--dir PATH] [--lat-file PATH] \
+            [--host-threads N] [--rand-threads N] [--rand-reads N] [--rings N]",
 };
 
 struct Config {
@@ -62,6 +81,15 @@ struct Config {
     reps: usize,
     dir: PathBuf,
     lat_file: Option<PathBuf>,
+    /// Threads of the host xN pipeline.
+    host_threads: usize,
+    /// GPU threads of the random-read case, and the host loop's total queue depth.
+    rand_threads: u32,
+    /// 4 KiB reads per GPU thread in the random-read case.
+    rand_reads: u64,
+    /// SQPOLL rings (one thread each) of the host's random-read loop; the GPU side's
+    /// runtime will get as many (issue 14).
+    rings: u32,
 }
 
 /// Where kernels run, and the memory they address.
@@ -103,6 +131,66 @@ impl DevBuf {
     }
 }
 
+/// A [`DevBuf`] that host-pipeline threads share, each copying in and out of its own ranges.
+struct DevRanges<'a> {
+    /// The buffer's address (device, or host on the CPU backend).
+    addr: u64,
+    /// Its length, for the host vector's bounds (CUDA checks its own).
+    len: usize,
+    cuda: Option<&'a Cuda>,
+    _buf: PhantomData<&'a mut DevBuf>,
+}
+
+impl DevRanges<'_> {
+    /// Copies `src` to `at`.
+    ///
+    /// # Safety
+    /// No other thread reads or writes `at .. at + src.len()` meanwhile.
+    unsafe fn upload(&self, at: usize, src: &[u8]) {
+        match self.cuda {
+            Some(c) => c.copy_to_device(self.addr + at as u64, src).expect("cuMemcpyHtoD"),
+            None => {
+                assert!(at + src.len() <= self.len, "upload out of bounds");
+                // SAFETY: in bounds (asserted) of the vector we borrow mutably, so nothing
+                // else holds a reference into it; the caller keeps the range to this thread.
+                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), (self.addr as *mut u8).add(at), src.len()) }
+            }
+        }
+    }
+
+    /// Copies the bytes at `at` to `dst`.
+    ///
+    /// # Safety
+    /// No other thread writes `at .. at + dst.len()` meanwhile.
+    unsafe fn download(&self, at: usize, dst: &mut [u8]) {
+        match self.cuda {
+            Some(c) => c.copy_from_device(dst, self.addr + at as u64).expect("cuMemcpyDtoH"),
+            None => {
+                assert!(at + dst.len() <= self.len, "download out of bounds");
+                // SAFETY: in bounds (asserted) of the vector we borrow; `dst` is another
+                // allocation; the caller keeps writers of the range away.
+                unsafe { std::ptr::copy_nonoverlapping((self.addr as *const u8).add(at), dst.as_mut_ptr(), dst.len()) }
+            }
+        }
+    }
+}
+
+impl DevBuf {
+    /// The buffer as ranges for several threads.
+    fn ranges(&mut self) -> DevRanges<'_> {
+        let (addr, len, cuda) = match self {
+            DevBuf::Host(v) => (v.as_mut_ptr() as u64, v.len(), None),
+            DevBuf::Cuda(c, d) => (*d, usize::MAX, Some(&**c)),
+        };
+        DevRanges {
+            addr,
+            len,
+            cuda,
+            _buf: PhantomData,
+        }
+    }
+}
+
 impl Drop for DevBuf {
     fn drop(&mut self) {
         if let DevBuf::Cuda(c, d) = self {
@@ -125,6 +213,10 @@ impl Pinned {
             unsafe { c.register(map.as_ptr(), len) }.expect("cuMemHostRegister");
         }
         Pinned { map, cuda }
+    }
+    /// Its length in bytes.
+    fn len(&self) -> usize {
+        self.map.len()
     }
     fn slice(&mut self) -> &mut [u8] {
         // SAFETY: our mapping, `len` bytes.
@@ -188,16 +280,15 @@ fn launch(rt: &Runtime, g: &Gpu, name: &str, threads: u32, args: [u64; 5]) -> f6
             m.launch(name, grid, block, &a).expect("launch");
         }
         None => {
-            let [fd, at, total, chunk, errors] = args;
-            let write = name == "pwrite_bulk";
-            rt.launch(grid, block, move || {
-                if write {
-                    k::pwrite_bulk(fd as i32, at, total, chunk, errors)
-                } else {
-                    k::pread_bulk(fd as i32, at, total, chunk, errors)
-                }
-            })
-            .expect("launch");
+            let [fd, a, b, c, d] = args;
+            let kernel: fn(i32, u64, u64, u64, u64) = match name {
+                "pwrite_bulk" => k::pwrite_bulk,
+                "pread_bulk" => k::pread_bulk,
+                "pread_random" => k::pread_random,
+                _ => panic!("no CPU kernel {name}"),
+            };
+            rt.launch(grid, block, move || kernel(fd as i32, a, b, c, d))
+                .expect("launch");
         }
     }
     rt.synchronize().expect("synchronize");
@@ -216,6 +307,445 @@ fn one_thread(rt: &Runtime, g: &Gpu, name: &str, cpu: fn(i32, u32, u64), fd: i32
     rt.synchronize().expect("synchronize");
 }
 
+/// The host pipeline on `pins.len()` threads (inline when one): thread `j` takes blocks
+/// `j, j + n, ...` (of its pinned buffer's size) of the first `size` bytes. Reading:
+/// `pread` from `file` into its pinned buffer, then a copy to `dev` at the same offset.
+/// Writing: the copy from `dev`, then `pwrite`. Returns the seconds it took.
+fn host_pipeline(file: &File, dev: &mut DevBuf, pins: &mut [Pinned], size: usize, write: bool) -> f64 {
+    let n = pins.len();
+    let dev = dev.ranges();
+    let dev = &dev;
+    let work = move |j: usize, pin: &mut Pinned| {
+        let block = pin.len();
+        let mut at = j * block;
+        while at < size {
+            let len = block.min(size - at);
+            let buf = &mut pin.slice()[..len];
+            if write {
+                // SAFETY: thread `j` alone copies its blocks; nothing writes `dev` meanwhile.
+                unsafe { dev.download(at, buf) };
+                file.write_all_at(buf, at as u64).expect("pwrite");
+            } else {
+                file.read_exact_at(buf, at as u64).expect("pread");
+                // SAFETY: thread `j` alone copies its blocks; nothing reads `dev` meanwhile.
+                unsafe { dev.upload(at, buf) };
+            }
+            at += n * block;
+        }
+    };
+    let t0 = Instant::now();
+    if let [pin] = pins {
+        work(0, pin);
+    } else {
+        std::thread::scope(|s| {
+            for (j, pin) in pins.iter_mut().enumerate() {
+                s.spawn(move || work(j, pin));
+            }
+        });
+    }
+    t0.elapsed().as_secs_f64()
+}
+
+/// Host io_uring with raw system calls, for the random-read loop: a ring with SQPOLL,
+/// mapped the classic way (three `mmap`s), on the layouts of `gpuio_device::uapi`.
+mod uring {
+    use std::io;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::sync::atomic::{fence, AtomicU32, Ordering};
+
+    use gpuio_device::uapi::{
+        Cqe, Params, Sqe, IORING_ENTER_GETEVENTS, IORING_ENTER_SQ_WAKEUP, IORING_SETUP_SQPOLL, IORING_SQ_NEED_WAKEUP,
+    };
+
+    /// `IORING_OFF_SQ_RING`: the `mmap` offset of the SQ ring.
+    const IORING_OFF_SQ_RING: libc::off_t = 0;
+    /// `IORING_OFF_CQ_RING`: the `mmap` offset of the CQ ring.
+    const IORING_OFF_CQ_RING: libc::off_t = 0x800_0000;
+    /// `IORING_OFF_SQES`: the `mmap` offset of the SQE array.
+    const IORING_OFF_SQES: libc::off_t = 0x1000_0000;
+
+    /// One shared mapping of a ring's memory.
+    struct Map {
+        ptr: *mut u8,
+        len: usize,
+    }
+
+    impl Map {
+        /// Maps `len` bytes of ring `fd` at `offset` (one of the `IORING_OFF_*`).
+        fn new(fd: i32, len: usize, offset: libc::off_t) -> io::Result<Map> {
+            // SAFETY: a fresh shared mapping of the ring fd; the kernel checks `offset` and
+            // `len`; we own the result until Drop.
+            let ptr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_POPULATE,
+                    fd,
+                    offset,
+                )
+            };
+            if ptr == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(Map { ptr: ptr.cast(), len })
+        }
+
+        /// The field at byte offset `off` (from `io_uring_params`, inside the mapping).
+        fn at<T>(&self, off: u32) -> *mut T {
+            debug_assert!(off as usize + std::mem::size_of::<T>() <= self.len);
+            self.ptr.wrapping_add(off as usize).cast()
+        }
+    }
+
+    impl Drop for Map {
+        fn drop(&mut self) {
+            // SAFETY: our mapping; no pointer into it outlives the Ring that owns it.
+            unsafe { libc::munmap(self.ptr.cast(), self.len) };
+        }
+    }
+
+    /// An io_uring instance with a kernel SQPOLL thread, used by one thread.
+    pub struct Ring {
+        /// The SQ ring's head (the kernel's), tail (ours) and flags word (the kernel's).
+        sq_head: *const AtomicU32,
+        sq_tail: *const AtomicU32,
+        sq_flags: *const AtomicU32,
+        sq_mask: u32,
+        sq_entries: u32,
+        sqes: *mut Sqe,
+        /// The CQ ring's head (ours) and tail (the kernel's), and its entries.
+        cq_head: *const AtomicU32,
+        cq_tail: *const AtomicU32,
+        cq_mask: u32,
+        cqes: *const Cqe,
+        /// SQEs written, published or not (our copy of the SQ tail).
+        tail: u32,
+        /// CQEs reaped (our copy of the CQ head).
+        head: u32,
+        // Dropped in this order, after the pointers into them are gone: the mappings, then
+        // the fd.
+        _maps: [Map; 3],
+        fd: OwnedFd,
+    }
+
+    impl Ring {
+        /// A ring of `entries` SQEs (rounded up to a power of two; the CQ gets twice as
+        /// many) whose SQPOLL thread sleeps after `idle_ms` without work.
+        pub fn new(entries: u32, idle_ms: u32) -> io::Result<Ring> {
+            let mut p = Params {
+                flags: IORING_SETUP_SQPOLL,
+                sq_thread_idle: idle_ms,
+                ..Params::default()
+            };
+            // SAFETY: io_uring_setup(2) with a valid, writable `struct io_uring_params`.
+            let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, entries, &mut p as *mut Params) };
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: a new descriptor that nothing else owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+            let raw = fd.as_raw_fd();
+            let sq = Map::new(
+                raw,
+                p.sq_off.array as usize + p.sq_entries as usize * 4,
+                IORING_OFF_SQ_RING,
+            )?;
+            let cq = Map::new(
+                raw,
+                p.cq_off.cqes as usize + p.cq_entries as usize * std::mem::size_of::<Cqe>(),
+                IORING_OFF_CQ_RING,
+            )?;
+            let sqes = Map::new(raw, p.sq_entries as usize * std::mem::size_of::<Sqe>(), IORING_OFF_SQES)?;
+            let (so, co) = (p.sq_off, p.cq_off);
+            // SAFETY: the kernel wrote the masks and the initial head and tail into the
+            // mappings at these offsets; no request is in flight yet, so nothing writes them.
+            let (sq_mask, cq_mask, tail, head) = unsafe {
+                (
+                    *sq.at::<u32>(so.ring_mask),
+                    *cq.at::<u32>(co.ring_mask),
+                    *sq.at::<u32>(so.tail),
+                    *cq.at::<u32>(co.head),
+                )
+            };
+            // SQ slot `i` always names SQE `i`: the index array is written once, before any
+            // SQE is published (the Release store of the tail publishes it with the first).
+            let array = sq.at::<u32>(so.array);
+            for i in 0..p.sq_entries {
+                // SAFETY: `sq_entries` u32s at `array`, inside the SQ mapping.
+                unsafe { array.add(i as usize).write(i) };
+            }
+            Ok(Ring {
+                sq_head: sq.at(so.head),
+                sq_tail: sq.at(so.tail),
+                sq_flags: sq.at(so.flags),
+                sq_mask,
+                sq_entries: p.sq_entries,
+                sqes: sqes.at(0),
+                cq_head: cq.at(co.head),
+                cq_tail: cq.at(co.tail),
+                cq_mask,
+                cqes: cq.at(co.cqes),
+                tail,
+                head,
+                _maps: [sq, cq, sqes],
+                fd,
+            })
+        }
+
+        /// Writes `sqe` into the next free SQ slot, unpublished (see [`Ring::submit`]);
+        /// returns false if the SQ is full.
+        pub fn push(&mut self, sqe: &Sqe) -> bool {
+            // Acquire: orders the kernel's reading of the SQEs before the head it stores
+            // after, before our overwriting those slots below.
+            // SAFETY: the head word lives in the SQ mapping, which lives as long as `self`.
+            let head = unsafe { &*self.sq_head }.load(Ordering::Acquire);
+            if self.tail.wrapping_sub(head) >= self.sq_entries {
+                return false;
+            }
+            // SAFETY: slot `tail & mask` of the SQE mapping; the kernel is done with it (the
+            // head is past it) and reads it only after we publish it.
+            unsafe { self.sqes.add((self.tail & self.sq_mask) as usize).write(*sqe) };
+            self.tail = self.tail.wrapping_add(1);
+            true
+        }
+
+        /// Publishes the SQEs pushed so far to the SQPOLL thread, and wakes it if it sleeps.
+        pub fn submit(&mut self) -> io::Result<()> {
+            // Release: orders our SQE writes (and the index array's) before the new tail,
+            // which the SQPOLL thread loads with Acquire before it reads them.
+            // SAFETY: the tail word lives in the SQ mapping, as long as `self`.
+            unsafe { &*self.sq_tail }.store(self.tail, Ordering::Release);
+            // SeqCst fence: orders the tail store before the flags load (liburing's
+            // io_uring_smp_mb()). The SQPOLL thread sets NEED_WAKEUP, fences and looks at
+            // the tail once more before it sleeps: one of us sees the other.
+            fence(Ordering::SeqCst);
+            // SAFETY: the flags word lives in the SQ mapping, as long as `self`.
+            if unsafe { &*self.sq_flags }.load(Ordering::Relaxed) & IORING_SQ_NEED_WAKEUP != 0 {
+                self.enter(0, IORING_ENTER_SQ_WAKEUP)?;
+            }
+            Ok(())
+        }
+
+        /// Waits in the kernel until at least one completion is posted.
+        pub fn wait(&mut self) -> io::Result<()> {
+            self.enter(1, IORING_ENTER_GETEVENTS)
+        }
+
+        /// Hands every posted completion to `f`, oldest first; returns how many.
+        pub fn reap(&mut self, mut f: impl FnMut(Cqe)) -> usize {
+            // Acquire: orders the kernel's CQE writes, before the tail it stores after,
+            // before our reads of those CQEs.
+            // SAFETY: the tail word lives in the CQ mapping, as long as `self`.
+            let tail = unsafe { &*self.cq_tail }.load(Ordering::Acquire);
+            let n = tail.wrapping_sub(self.head) as usize;
+            while self.head != tail {
+                // SAFETY: a posted CQE (between our head and the kernel's tail), inside the
+                // CQ mapping; the kernel does not overwrite it before we move the head past.
+                f(unsafe { self.cqes.add((self.head & self.cq_mask) as usize).read() });
+                self.head = self.head.wrapping_add(1);
+            }
+            if n > 0 {
+                // Release: orders our reads of the CQEs before the head that lets the
+                // kernel overwrite them.
+                // SAFETY: the head word lives in the CQ mapping, as long as `self`.
+                unsafe { &*self.cq_head }.store(self.head, Ordering::Release);
+            }
+            n
+        }
+
+        /// `io_uring_enter(2)` submitting nothing (SQPOLL submits), retried on EINTR.
+        fn enter(&self, min_complete: u32, flags: u32) -> io::Result<()> {
+            loop {
+                // SAFETY: io_uring_enter(2) on our ring with no argument structure.
+                let r = unsafe {
+                    libc::syscall(
+                        libc::SYS_io_uring_enter,
+                        self.fd.as_raw_fd(),
+                        0u32,
+                        min_complete,
+                        flags,
+                        std::ptr::null::<libc::c_void>(),
+                        0usize,
+                    )
+                };
+                if r >= 0 {
+                    return Ok(());
+                }
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// What one run of a random-read loop measured.
+#[derive(Default)]
+struct RandomRun {
+    /// Wall time, seconds.
+    secs: f64,
+    /// The round trips of the reads that succeeded, ns.
+    lat_ns: Vec<u64>,
+    /// Reads that failed or came back short.
+    failed: u64,
+    /// Reads whose bytes were not the file's.
+    wrong: u64,
+}
+
+/// SQPOLL idle time of the host rings, as the gpuio runtime's default.
+const SQ_IDLE_MS: u32 = 50;
+
+/// One host ring thread of [`host_random`]: keeps `depth` 4 KiB reads of `fd` in flight at
+/// random pages (stream `stream` of [`k::random_page`]) until `reads` are done. Sets up
+/// its ring and buffers, then waits at `start` with the others.
+fn ring_loop(
+    fd: i32,
+    pages: u64,
+    depth: usize,
+    reads: u64,
+    stream: u64,
+    start: &Barrier,
+) -> std::io::Result<RandomRun> {
+    use gpuio_device::uapi::{Sqe, IORING_OP_READ};
+    let page = k::RANDOM_READ as usize;
+    let ring = uring::Ring::new(depth.next_power_of_two() as u32, SQ_IDLE_MS);
+    // One 4 KiB buffer per slot, touched now so that no read faults a page in.
+    let mut bufs = vec![1u8; depth * page];
+    let mut sent = vec![(Instant::now(), 0u64); depth];
+    let mut run = RandomRun {
+        lat_ns: Vec::with_capacity(reads as usize),
+        ..RandomRun::default()
+    };
+    let mut done_slots = Vec::with_capacity(depth);
+    start.wait();
+    let mut ring = ring?;
+    // Read `i` of this ring goes to `slot`.
+    let issue = |ring: &mut uring::Ring, i: u64, slot: usize, bufs: &mut [u8], sent: &mut [(Instant, u64)]| {
+        let off = k::random_page(stream, i, pages) * page as u64;
+        let sqe = Sqe {
+            opcode: IORING_OP_READ,
+            fd,
+            off,
+            addr: bufs[slot * page..].as_mut_ptr() as u64,
+            len: page as u32,
+            user_data: slot as u64,
+            ..Sqe::default()
+        };
+        sent[slot] = (Instant::now(), off);
+        // At most `depth` reads are in flight, so at most `depth` SQEs are unconsumed.
+        let pushed = ring.push(&sqe);
+        assert!(pushed, "SQ full");
+    };
+    let mut drive = || -> std::io::Result<()> {
+        let first = depth.min(reads as usize);
+        for slot in 0..first {
+            issue(&mut ring, slot as u64, slot, &mut bufs, &mut sent);
+        }
+        ring.submit()?;
+        let (mut done, mut issued) = (0u64, first as u64);
+        let mut want = [0u8; 8];
+        while done < reads {
+            let n = ring.reap(|cqe| {
+                let slot = cqe.user_data as usize;
+                let (t0, off) = sent[slot];
+                if cqe.res == page as i32 {
+                    run.lat_ns.push(t0.elapsed().as_nanos() as u64);
+                    pattern(off as usize, &mut want);
+                    if bufs[slot * page..slot * page + 8] != want {
+                        run.wrong += 1;
+                    }
+                } else {
+                    run.failed += 1;
+                }
+                done_slots.push(slot);
+            });
+            if n == 0 {
+                ring.wait()?;
+                continue;
+            }
+            done += n as u64;
+            for slot in done_slots.drain(..) {
+                if issued < reads {
+                    issue(&mut ring, issued, slot, &mut bufs, &mut sent);
+                    issued += 1;
+                }
+            }
+            ring.submit()?;
+        }
+        Ok(())
+    };
+    if let Err(e) = drive() {
+        // Reads may still be in flight into `bufs` after the ring's fd is closed (the
+        // kernel tears a ring down asynchronously): leave the buffers to them.
+        std::mem::forget(bufs);
+        return Err(e);
+    }
+    Ok(run)
+}
+
+/// The host's random-read loop, fio-like: `rings` threads, one SQPOLL ring each, together
+/// keeping `depth` 4 KiB reads of `file` (`pages` pages) in flight, `total` reads in all.
+fn host_random(file: &File, pages: u64, rings: u32, depth: u32, total: u64) -> std::io::Result<RandomRun> {
+    let n = rings as u64;
+    let start = Barrier::new(rings as usize + 1);
+    let fd = file.as_raw_fd();
+    let (secs, runs) = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..n)
+            .map(|r| {
+                let depth = (depth as u64 / n + u64::from(r < depth as u64 % n)) as usize;
+                let reads = total / n + u64::from(r < total % n);
+                let start = &start;
+                s.spawn(move || ring_loop(fd, pages, depth, reads, u64::MAX - r, start))
+            })
+            .collect();
+        start.wait();
+        let t0 = Instant::now();
+        let runs: Vec<_> = threads.into_iter().map(|t| t.join().expect("ring thread")).collect();
+        (t0.elapsed().as_secs_f64(), runs)
+    });
+    let mut all = RandomRun {
+        secs,
+        ..RandomRun::default()
+    };
+    for r in runs {
+        let r = r?;
+        all.lat_ns.extend(r.lat_ns);
+        all.failed += r.failed;
+        all.wrong += r.wrong;
+    }
+    Ok(all)
+}
+
+/// The `p` quantile of `sorted` (ns) in us; NaN if empty.
+fn quantile_us(sorted: &[u64], p: f64) -> f64 {
+    match sorted.len() {
+        0 => f64::NAN,
+        n => sorted[((n - 1) as f64 * p) as usize] as f64 / 1e3,
+    }
+}
+
+/// `n` little-endian u64s from the start of `buf`.
+fn download_u64(buf: &DevBuf, n: usize) -> Vec<u64> {
+    let mut raw = vec![0u8; n * 8];
+    buf.download(0, &mut raw);
+    raw.chunks(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Zeroes the first `size` bytes of `dev`.
+fn zero(dev: &mut DevBuf, size: usize) {
+    let z = vec![0u8; (16 << 20).min(size)];
+    let mut at = 0;
+    while at < size {
+        let n = z.len().min(size - at);
+        dev.upload(at, &z[..n]);
+        at += n;
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     CLI.only_known(
@@ -230,6 +760,10 @@ fn main() {
             "--reps",
             "--dir",
             "--lat-file",
+            "--host-threads",
+            "--rand-threads",
+            "--rand-reads",
+            "--rings",
         ],
     );
     let gpu_present = Cuda::open().is_ok();
@@ -246,11 +780,26 @@ fn main() {
         reps: CLI.opt(&args, "--reps").unwrap_or(3),
         dir: CLI.opt(&args, "--dir").unwrap_or_else(std::env::temp_dir),
         lat_file: CLI.opt(&args, "--lat-file"),
+        host_threads: CLI.opt(&args, "--host-threads").unwrap_or(4),
+        rand_threads: CLI.opt(&args, "--rand-threads").unwrap_or(4096),
+        rand_reads: CLI.opt(&args, "--rand-reads").unwrap_or(64),
+        rings: CLI.opt(&args, "--rings").unwrap_or(4),
     };
     if cfg.size == 0 || cfg.chunk == 0 || cfg.threads == 0 || cfg.reps == 0 || cfg.iters == 0 {
         CLI.fail("sizes, threads, iters and reps must be positive");
     }
+    if cfg.host_threads == 0 || cfg.rand_threads == 0 || cfg.rand_reads == 0 || cfg.rings == 0 {
+        CLI.fail("--host-threads, --rand-threads, --rand-reads and --rings must be positive");
+    }
+    // `launch` runs blocks of 128 threads; pread_random has every thread of the grid read.
+    if cfg.rand_threads > 128 && !cfg.rand_threads.is_multiple_of(128) {
+        CLI.fail("--rand-threads must be at most 128 or a multiple of 128");
+    }
+    if cfg.rings > cfg.rand_threads {
+        CLI.fail("--rings must not exceed --rand-threads (the total queue depth)");
+    }
     let backend = if gpu_present { Backend::Cuda } else { Backend::Cpu };
+    // TODO(rings): pass cfg.rings to the runtime builder
     let rt = match Runtime::builder()
         .backend(backend)
         .sandbox(Sandbox::FileIo)
@@ -280,7 +829,7 @@ fn main() {
         rt.submission()
     );
     println!(
-        "settings: file {} MiB in {} | GPU threads {} x chunk {} KiB | arena {} MiB in {} KiB blocks | host pinned buffer {} KiB | {} reps",
+        "settings: file {} MiB in {} | GPU threads {} x chunk {} KiB | arena {} MiB in {} KiB blocks | host pinned buffer {} KiB, host xN {} threads | {} reps",
         cfg.size >> 20,
         cfg.dir.display(),
         cfg.threads,
@@ -288,7 +837,21 @@ fn main() {
         cfg.arena >> 20,
         cfg.block >> 10,
         cfg.block >> 10,
+        cfg.host_threads,
         cfg.reps
+    );
+    let arena_blocks = cfg.arena / cfg.block.max(1);
+    println!(
+        "random reads: {} GPU threads x {} reads of 4 KiB | host io_uring {} SQPOLL rings, {} reads in flight in all{}",
+        cfg.rand_threads,
+        cfg.rand_reads,
+        cfg.rings,
+        cfg.rand_threads,
+        if arena_blocks < cfg.rand_threads as usize {
+            format!(" | NOTE: {arena_blocks} arena blocks: at most that many staged GPU reads in flight")
+        } else {
+            String::new()
+        }
     );
     let mut failed = false;
 
@@ -405,7 +968,10 @@ fn main() {
     let fd = file.as_raw_fd() as u64;
     let mut dev = DevBuf::new(&g, cfg.size);
     let mut errs = DevBuf::new(&g, 8);
-    let mut pinned = Pinned::new(g.cuda.clone(), cfg.block);
+    let mut pins1 = vec![Pinned::new(g.cuda.clone(), cfg.block)];
+    let mut pins_n: Vec<Pinned> = (0..cfg.host_threads)
+        .map(|_| Pinned::new(g.cuda.clone(), cfg.block))
+        .collect();
     let host = rt.host_buffer(cfg.size).expect("host buffer");
     let check = |what: &str, got: &dyn Fn(usize, &mut [u8]), failed: &mut bool| {
         let mut a = vec![0u8; 16 << 20];
@@ -423,7 +989,8 @@ fn main() {
             at += n;
         }
     };
-    let (mut gpu_dev, mut gpu_host, mut host_pipe) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut gpu_dev, mut gpu_host) = (Vec::new(), Vec::new());
+    let (mut host_pipe, mut host_pipe_n) = (Vec::new(), Vec::new());
     for rep in 0..cfg.reps {
         let (a, e) = (dev.addr(), errs.addr());
         gpu_dev.push(gbps(
@@ -447,17 +1014,24 @@ fn main() {
                 [fd, ha, cfg.size as u64, cfg.chunk as u64, e],
             ),
         ));
-        let t0 = Instant::now();
-        let mut at = 0;
-        while at < cfg.size {
-            let n = cfg.block.min(cfg.size - at);
-            let buf = &mut pinned.slice()[..n];
-            file.read_exact_at(buf, at as u64).expect("pread");
-            dev.upload(at, buf);
-            at += n;
-        }
-        host_pipe.push(gbps(cfg.size, t0.elapsed().as_secs_f64()));
+        host_pipe.push(gbps(
+            cfg.size,
+            host_pipeline(&file, &mut dev, &mut pins1, cfg.size, false),
+        ));
         if rep == 0 {
+            // So that the check below sees only what host xN wrote.
+            zero(&mut dev, cfg.size);
+        }
+        host_pipe_n.push(gbps(
+            cfg.size,
+            host_pipeline(&file, &mut dev, &mut pins_n, cfg.size, false),
+        ));
+        if rep == 0 {
+            check(
+                &format!("host x{} pread into device memory", cfg.host_threads),
+                &|at, buf| dev.download(at, buf),
+                &mut failed,
+            );
             // The host pipeline just rewrote `dev`; check the GPU's copy in a separate run.
             dev.upload(0, &vec![0u8; 1 << 20]);
             launch(
@@ -480,8 +1054,8 @@ fn main() {
             );
         }
         eprintln!(
-            "pread rep {rep}: gpuio device {:.2} GB/s, gpuio host buffer {:.2} GB/s, host pipeline {:.2} GB/s",
-            gpu_dev[rep], gpu_host[rep], host_pipe[rep]
+            "pread rep {rep}: gpuio device {:.2} GB/s, gpuio host buffer {:.2} GB/s, host x1 {:.2} GB/s, host x{} {:.2} GB/s",
+            gpu_dev[rep], gpu_host[rep], host_pipe[rep], cfg.host_threads, host_pipe_n[rep]
         );
     }
     let mut e = [0u8; 8];
@@ -491,9 +1065,74 @@ fn main() {
         failed = true;
     }
 
+    // ---- random 4 KiB preads of the page-cached file: GPU threads, then host io_uring.
+    let page = k::RANDOM_READ as usize;
+    let pages = (cfg.size / page) as u64;
+    let reads = cfg.rand_threads as u64 * cfg.rand_reads;
+    let mut slots = DevBuf::new(&g, cfg.rand_threads as usize * page);
+    let mut rand_lat = DevBuf::new(&g, reads as usize * 8);
+    let (mut gpu_iops, mut gpu_ns) = (Vec::new(), Vec::new());
+    let (mut uring_iops, mut uring_ns) = (Vec::new(), Vec::new());
+    let mut uring_error = None;
+    let mut want = vec![0u8; page];
+    let mut got = vec![0u8; page];
+    for rep in 0..cfg.reps {
+        let (s, l) = (slots.addr(), rand_lat.addr());
+        let secs = launch(
+            &rt,
+            &g,
+            "pread_random",
+            cfg.rand_threads,
+            [fd, s, pages, cfg.rand_reads, l],
+        );
+        gpu_iops.push(reads as f64 / secs);
+        let lat = download_u64(&rand_lat, reads as usize);
+        let bad = lat.iter().filter(|&&v| v == u64::MAX).count();
+        gpu_ns.extend(lat.iter().copied().filter(|&v| v != u64::MAX));
+        // Each thread's slot holds its last read: the file at the page it drew.
+        let last = cfg.rand_reads - 1;
+        let mut wrong = 0;
+        for t in 0..cfg.rand_threads as u64 {
+            if lat[(t * cfg.rand_reads + last) as usize] == u64::MAX {
+                continue;
+            }
+            slots.download(t as usize * page, &mut got);
+            pattern(k::random_page(t, last, pages) as usize * page, &mut want);
+            wrong += usize::from(got != want);
+        }
+        if bad + wrong > 0 {
+            eprintln!("bench_file: random pread: {bad} GPU reads failed, {wrong} last reads wrong");
+            failed = true;
+        }
+        match host_random(&file, pages, cfg.rings, cfg.rand_threads, reads) {
+            Ok(run) => {
+                if run.failed + run.wrong > 0 {
+                    eprintln!(
+                        "bench_file: host io_uring random pread: {} reads failed, {} wrong",
+                        run.failed, run.wrong
+                    );
+                    failed = true;
+                }
+                uring_iops.push(reads as f64 / run.secs);
+                uring_ns.extend(run.lat_ns);
+            }
+            Err(e) => {
+                eprintln!("bench_file: host io_uring: {e}");
+                uring_error = Some(e);
+                failed = true;
+                break;
+            }
+        }
+        eprintln!(
+            "random pread rep {rep}: gpuio {:.0} IOPS, host io_uring {:.0} IOPS",
+            gpu_iops[rep], uring_iops[rep]
+        );
+    }
+    drop((slots, rand_lat));
+
     // ---- pwrite from device memory (holding the pattern, from the checked pread).
     let out_path = cfg.dir.join(format!("gpuio-bench-out-{}", std::process::id()));
-    let (mut gpu_w, mut host_w) = (Vec::new(), Vec::new());
+    let (mut gpu_w, mut host_w, mut host_w_n) = (Vec::new(), Vec::new(), Vec::new());
     {
         let mut at = 0;
         let mut buf = vec![0u8; 16 << 20];
@@ -526,19 +1165,26 @@ fn main() {
         }
         drop(out);
         let out = File::create(&out_path).expect("create");
-        let t0 = Instant::now();
-        let mut at = 0;
-        while at < cfg.size {
-            let n = cfg.block.min(cfg.size - at);
-            let buf = &mut pinned.slice()[..n];
-            dev.download(at, buf);
-            out.write_all_at(buf, at as u64).expect("pwrite");
-            at += n;
+        host_w.push(gbps(
+            cfg.size,
+            host_pipeline(&out, &mut dev, &mut pins1, cfg.size, true),
+        ));
+        drop(out);
+        let out = rw(&out_path);
+        host_w_n.push(gbps(
+            cfg.size,
+            host_pipeline(&out, &mut dev, &mut pins_n, cfg.size, true),
+        ));
+        if rep == 0 {
+            check(
+                &format!("host x{} pwrite from device memory", cfg.host_threads),
+                &|at, buf| out.read_exact_at(buf, at as u64).expect("read back"),
+                &mut failed,
+            );
         }
-        host_w.push(gbps(cfg.size, t0.elapsed().as_secs_f64()));
         eprintln!(
-            "pwrite rep {rep}: gpuio {:.2} GB/s, host pipeline {:.2} GB/s",
-            gpu_w[rep], host_w[rep]
+            "pwrite rep {rep}: gpuio {:.2} GB/s, host x1 {:.2} GB/s, host x{} {:.2} GB/s",
+            gpu_w[rep], host_w[rep], cfg.host_threads, host_w_n[rep]
         );
     }
     errs.download(0, &mut e);
@@ -550,34 +1196,91 @@ fn main() {
     let _ = std::fs::remove_file(&path);
     let stats = rt.stats();
     drop(host);
-    let (d, h, p) = (median(gpu_dev), median(gpu_host), median(host_pipe));
-    let (w, hw) = (median(gpu_w), median(host_w));
+    let (d, h) = (median(gpu_dev), median(gpu_host));
+    let (p, pn) = (median(host_pipe), median(host_pipe_n));
+    let (w, hw, hwn) = (median(gpu_w), median(host_w), median(host_w_n));
+    let xn = format!("host x{}", cfg.host_threads);
+    let ratio_n = format!("gpuio / host x{}", cfg.host_threads);
+    let row = |case: &str, gpu: f64, x1: f64, xn: f64| {
+        vec![
+            case.to_string(),
+            format!("{gpu:.2}"),
+            format!("{x1:.2}"),
+            format!("{xn:.2}"),
+            format!("{:.2}", gpu / x1),
+            format!("{:.2}", gpu / xn),
+        ]
+    };
     println!();
     println!("## {} MiB, median of {} reps, GB/s", cfg.size >> 20, cfg.reps);
     write_table(
         &mut std::io::stdout(),
-        &["case", "gpuio (GPU threads)", "host pipeline", "gpuio / host"],
+        &[
+            "case",
+            "gpuio (GPU threads)",
+            "host x1",
+            &xn,
+            "gpuio / host x1",
+            &ratio_n,
+        ],
         vec![
-            vec![
-                "pread -> device memory (staged)".into(),
-                format!("{d:.2}"),
-                format!("{p:.2}"),
-                format!("{:.2}", d / p),
-            ],
-            vec![
-                "pread -> host buffer (direct)".into(),
-                format!("{h:.2}"),
-                format!("{p:.2}"),
-                format!("{:.2}", h / p),
-            ],
-            vec![
-                "pwrite <- device memory (staged)".into(),
-                format!("{w:.2}"),
-                format!("{hw:.2}"),
-                format!("{:.2}", w / hw),
-            ],
+            row("pread -> device memory (staged)", d, p, pn),
+            row("pread -> host buffer (direct)", h, p, pn),
+            row("pwrite <- device memory (staged)", w, hw, hwn),
         ],
         1,
+    );
+    gpu_ns.sort_unstable();
+    uring_ns.sort_unstable();
+    println!();
+    println!(
+        "## random 4 KiB pread: {} threads x {} reads, host io_uring {} SQPOLL rings; median IOPS of {} reps, latency over all reads",
+        cfg.rand_threads, cfg.rand_reads, cfg.rings, cfg.reps
+    );
+    let (gi, hi) = (
+        median(gpu_iops.clone()),
+        (!uring_iops.is_empty()).then(|| median(uring_iops.clone())),
+    );
+    let or_dash = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+    let host_lat = |p: f64| (!uring_ns.is_empty()).then(|| quantile_us(&uring_ns, p));
+    write_table(
+        &mut std::io::stdout(),
+        &[
+            "case",
+            "gpuio IOPS",
+            "gpuio p50 us",
+            "gpuio p99 us",
+            "host io_uring IOPS",
+            "host p50 us",
+            "host p99 us",
+            "gpuio / host",
+        ],
+        vec![vec![
+            "random 4 KiB pread -> device memory (staged)".into(),
+            format!("{gi:.0}"),
+            format!("{:.2}", quantile_us(&gpu_ns, 0.5)),
+            format!("{:.2}", quantile_us(&gpu_ns, 0.99)),
+            or_dash(hi, 0),
+            or_dash(host_lat(0.5), 2),
+            or_dash(host_lat(0.99), 2),
+            or_dash(hi.map(|hi| gi / hi), 2),
+        ]],
+        1,
+    );
+    println!(
+        "target (random 4 KiB pread, gpuio IOPS >= 0.8x host io_uring with {} rings){}: {}",
+        cfg.rings,
+        if gpu_present {
+            ""
+        } else {
+            " [CPU backend: not the GPU's figure]"
+        },
+        match (hi, &uring_error) {
+            (Some(hi), _) if gi >= 0.8 * hi => format!("MET (gpuio/host {:.2})", gi / hi),
+            (Some(hi), _) => format!("NOT MET (gpuio/host {:.2})", gi / hi),
+            (None, Some(e)) => format!("NOT MEASURED (host io_uring: {e})"),
+            (None, None) => "NOT MEASURED".into(),
+        }
     );
     println!(
         "bytes staged {} / direct {}; stray completions {}",

@@ -342,3 +342,40 @@ kernel! {
         }
     }
 }
+
+/// Bytes of one [`pread_random`] read: a page.
+pub const RANDOM_READ: u64 = 4096;
+
+/// The page of read `i` of thread `t` in [`pread_random`]: a splitmix64 of `(t, i)`,
+/// reduced to `0..pages` (`pages` > 0). The host recomputes it to check the bytes read,
+/// and its own random-read loop draws its offsets from it too.
+pub fn random_page(t: u64, i: u64, pages: u64) -> u64 {
+    let mut z = (t.wrapping_mul(0xD1B5_4A32_D192_ED03) ^ i).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) % pages
+}
+
+kernel! {
+    /// Random 4 KiB reads (BaM's and GIDS's access pattern): each thread `t` reads
+    /// [`RANDOM_READ`] bytes `reads` times, read `i` at page [`random_page`]`(t, i,
+    /// file_pages)` of `fd`, into its own slot `dst + t * 4096` (device memory: staged), and
+    /// stores each read's round trip (ns, [`clock_ns`]) into `lat[t * reads + i]` (u64;
+    /// `u64::MAX` if the read failed or came back short). Every thread of the grid reads:
+    /// the host sizes `dst` and `lat` for all of them.
+    pub fn pread_random(fd: i32, dst: u64, file_pages: u64, reads: u64, lat: u64) {
+        let t = global_thread_idx();
+        // SAFETY: the host allocated `RANDOM_READ` bytes per thread at `dst`; slots are
+        // disjoint.
+        let slot = unsafe { slice(dst + t * RANDOM_READ, RANDOM_READ as usize) };
+        for i in 0..reads {
+            let off = random_page(t, i, file_pages) * RANDOM_READ;
+            let t0 = clock_ns();
+            let r = io::pread(fd, slot, off);
+            let dt = clock_ns().wrapping_sub(t0);
+            let v = if r == Ok(RANDOM_READ as usize) { dt } else { u64::MAX };
+            // SAFETY: the host allocated `reads` u64 results per thread at `lat`.
+            unsafe { *(lat as *mut u64).add((t * reads + i) as usize) = v };
+        }
+    }
+}
