@@ -38,6 +38,12 @@
 //!   `pwrite`; host xN the same on `--host-threads` threads. The file is checked after the
 //!   GPU run and after host xN's.
 //!
+//! `--rings N` (default 4) gives the gpuio runtime N rings (`Builder::rings`: a block's
+//! requests go to ring `block_idx % N`), and the host's random-read loop as many; the
+//! machine line says which CPUs the runtime's SQPOLL threads were bound to. After the
+//! throughput table come issue 14's targets for several rings: pread into device memory
+//! at least 2.5x host x1 and 1.0x host xN, pwrite at least 2x host x1, `MET` or `NOT MET`.
+//!
 //! Each case runs `--reps` times (default 3) alternating gpuio and host; the throughput
 //! table shows the median GB/s (10^9 bytes/s) of gpuio, host x1 and host xN and the ratios
 //! gpuio / host; the random-read table the median IOPS and the latencies of all reps. Without
@@ -87,8 +93,8 @@ struct Config {
     rand_threads: u32,
     /// 4 KiB reads per GPU thread in the random-read case.
     rand_reads: u64,
-    /// SQPOLL rings (one thread each) of the host's random-read loop; the GPU side's
-    /// runtime will get as many (issue 14).
+    /// io_uring rings (one SQPOLL thread each): the runtime's (`Builder::rings`), and the
+    /// host's random-read loop's.
     rings: u32,
 }
 
@@ -799,9 +805,9 @@ fn main() {
         CLI.fail("--rings must not exceed --rand-threads (the total queue depth)");
     }
     let backend = if gpu_present { Backend::Cuda } else { Backend::Cpu };
-    // TODO(rings): pass cfg.rings to the runtime builder
     let rt = match Runtime::builder()
         .backend(backend)
+        .rings(cfg.rings)
         .sandbox(Sandbox::FileIo)
         .arena_bytes(cfg.arena)
         .arena_block_bytes(cfg.block)
@@ -816,7 +822,7 @@ fn main() {
     let g = Gpu { module, cuda };
     println!("# bench_file ({})", utc_date());
     println!(
-        "machine: {} | {} | kernel {} | backend {:?} ({}) | submission {:?}",
+        "machine: {} | {} | kernel {} | backend {:?} ({}) | submission {:?}, {} ring(s), SQPOLL CPUs {}",
         rt.device_name().unwrap_or("CPU"),
         cpu_model(),
         uname_release(),
@@ -826,7 +832,13 @@ fn main() {
         } else {
             "no GPU: kernels on host threads"
         },
-        rt.submission()
+        rt.submission(),
+        cfg.rings,
+        rt.sqpoll_cpus()
+            .iter()
+            .map(|c| c.map_or("unbound".to_string(), |c| c.to_string()))
+            .collect::<Vec<_>>()
+            .join(",")
     );
     println!(
         "settings: file {} MiB in {} | GPU threads {} x chunk {} KiB | arena {} MiB in {} KiB blocks | host pinned buffer {} KiB, host xN {} threads | {} reps",
@@ -1229,6 +1241,29 @@ fn main() {
             row("pwrite <- device memory (staged)", w, hw, hwn),
         ],
         1,
+    );
+    // Issue 14's targets for several rings (N = 4 rings and 4 host threads).
+    let backend_note = if gpu_present {
+        ""
+    } else {
+        " [CPU backend: not the GPU's figure]"
+    };
+    let verdict = |ok: bool, ratio: f64| format!("{} ({ratio:.2})", if ok { "MET" } else { "NOT MET" });
+    println!(
+        "target (pread -> device memory >= 2.5x host x1, {} ring(s)){backend_note}: {}",
+        cfg.rings,
+        verdict(d >= 2.5 * p, d / p)
+    );
+    println!(
+        "target (pread -> device memory >= 1.0x host x{}, {} ring(s)){backend_note}: {}",
+        cfg.host_threads,
+        cfg.rings,
+        verdict(d >= pn, d / pn)
+    );
+    println!(
+        "target (pwrite <- device memory >= 2x host x1, {} ring(s)){backend_note}: {}",
+        cfg.rings,
+        verdict(w >= 2.0 * hw, w / hw)
     );
     gpu_ns.sort_unstable();
     uring_ns.sort_unstable();
