@@ -616,7 +616,7 @@ fn ring_loop(
 ) -> std::io::Result<RandomRun> {
     use gpuio_device::uapi::{Sqe, IORING_OP_READ};
     let page = k::RANDOM_READ as usize;
-    let ring = uring::Ring::new(depth.next_power_of_two() as u32, SQ_IDLE_MS);
+    let ring = uring::Ring::new((2 * depth).next_power_of_two() as u32, SQ_IDLE_MS);
     // One 4 KiB buffer per slot, touched now so that no read faults a page in.
     let mut bufs = vec![1u8; depth * page];
     let mut sent = vec![(Instant::now(), 0u64); depth];
@@ -640,9 +640,15 @@ fn ring_loop(
             ..Sqe::default()
         };
         sent[slot] = (Instant::now(), off);
-        // At most `depth` reads are in flight, so at most `depth` SQEs are unconsumed.
-        let pushed = ring.push(&sqe);
-        assert!(pushed, "SQ full");
+        // SQPOLL moves the SQ head only after a whole batch, and a page-cached read of
+        // that batch completes (and is reaped, and its slot reissued here) before: so up to
+        // `depth` consumed SQEs plus the `depth` in flight may be behind the head, which
+        // the SQ's `2 * depth` entries hold. Should they not, publish what is pushed and
+        // wait for the head.
+        while !ring.push(&sqe) {
+            ring.submit().expect("io_uring_enter");
+            std::hint::spin_loop();
+        }
     };
     let mut drive = || -> std::io::Result<()> {
         let first = depth.min(reads as usize);
