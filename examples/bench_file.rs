@@ -39,7 +39,8 @@
 //!   GPU run and after host xN's.
 //!
 //! `--rings N` (default 4) gives the gpuio runtime N rings (`Builder::rings`: a block's
-//! requests go to ring `block_idx % N`), and the host's random-read loop as many; the
+//! requests go to ring `block_idx % N`) of `--sq-entries` SQEs (default 256, the
+//! runtime's), and the host's random-read loop as many rings; the
 //! machine line says which CPUs the runtime's SQPOLL threads were bound to. After the
 //! throughput table come issue 14's targets for several rings: pread into device memory
 //! at least 2.5x host x1 and 1.0x host xN, pwrite at least 2x host x1, `MET` or `NOT MET`.
@@ -74,7 +75,7 @@ const CLI: Cli = Cli {
     name: "bench_file",
     usage: "usage: bench_file [--size-mib N] [--chunk-kib N] [--threads N] [--arena-mib N] \
             [--block-kib N] [--iters N] [--reps N] [--dir PATH] [--lat-file PATH] \
-            [--host-threads N] [--rand-threads N] [--rand-reads N] [--rings N]",
+            [--host-threads N] [--rand-threads N] [--rand-reads N] [--rings N] [--sq-entries N]",
 };
 
 struct Config {
@@ -96,6 +97,9 @@ struct Config {
     /// io_uring rings (one SQPOLL thread each): the runtime's (`Builder::rings`), and the
     /// host's random-read loop's.
     rings: u32,
+    /// SQ entries of each of the runtime's rings (`Builder::sq_entries`; the CQ gets twice
+    /// as many, and the completion slots a CQ's worth per ring).
+    sq_entries: u32,
 }
 
 /// Where kernels run, and the memory they address.
@@ -776,6 +780,7 @@ fn main() {
             "--rand-threads",
             "--rand-reads",
             "--rings",
+            "--sq-entries",
         ],
     );
     let gpu_present = Cuda::open().is_ok();
@@ -796,6 +801,7 @@ fn main() {
         rand_threads: CLI.opt(&args, "--rand-threads").unwrap_or(4096),
         rand_reads: CLI.opt(&args, "--rand-reads").unwrap_or(64),
         rings: CLI.opt(&args, "--rings").unwrap_or(4),
+        sq_entries: CLI.opt(&args, "--sq-entries").unwrap_or(256),
     };
     if cfg.size == 0 || cfg.chunk == 0 || cfg.threads == 0 || cfg.reps == 0 || cfg.iters == 0 {
         CLI.fail("sizes, threads, iters and reps must be positive");
@@ -814,6 +820,7 @@ fn main() {
     let rt = match Runtime::builder()
         .backend(backend)
         .rings(cfg.rings)
+        .sq_entries(cfg.sq_entries)
         .sandbox(Sandbox::FileIo)
         .arena_bytes(cfg.arena)
         .arena_block_bytes(cfg.block)
@@ -847,7 +854,9 @@ fn main() {
             .join(",")
     );
     println!(
-        "settings: file {} MiB in {} | GPU threads {} x chunk {} KiB | arena {} MiB in {} KiB blocks | host pinned buffer {} KiB, host xN {} threads | {} reps",
+        "settings: {} ring(s) of {} SQEs | file {} MiB in {} | GPU threads {} x chunk {} KiB | arena {} MiB in {} KiB blocks | host pinned buffer {} KiB, host xN {} threads | {} reps",
+        cfg.rings,
+        cfg.sq_entries,
         cfg.size >> 20,
         cfg.dir.display(),
         cfg.threads,

@@ -18,6 +18,9 @@ pub const FREE: u32 = 0;
 /// The state a successful [`Pool::try_take`] leaves.
 pub const TAKEN: u32 = 1;
 
+/// How many slots one [`Pool::try_take`] looks at.
+pub const PROBES: u32 = 32;
+
 /// A pool of `count` slots whose state words live at `states` (see the module docs).
 #[repr(C)]
 pub struct Pool {
@@ -49,15 +52,24 @@ impl Pool {
         unsafe { &*self.states.add((i & (self.count - 1)) as usize) }
     }
 
-    /// Takes a free slot, if one is free when we look at it; `None` after one look at
-    /// every slot.
+    /// Takes a free slot, if one of the [`PROBES`] slots this attempt looks at is free;
+    /// `None` otherwise. Successive attempts (by anyone) look at successive windows, so a
+    /// taker that keeps trying sees every slot within `count / PROBES` attempts.
+    ///
+    /// One read-modify-write of the shared hint per attempt, then plain loads, and a CAS
+    /// only on a slot seen free: thousands of threads waiting for a slot while all are
+    /// taken cost the hint word one atomic each per round, not one per slot (which, with
+    /// thousands of slots, saturated the GPU's atomic units and slowed every other atomic
+    /// in the protocol with them).
     pub fn try_take(&self) -> Option<u32> {
         if self.count == 0 {
             return None;
         }
-        for _ in 0..self.count {
-            // Relaxed: the hint only spreads takers; correctness comes from the CAS.
-            let i = self.hint.fetch_add(1, Ordering::Relaxed) & (self.count - 1);
+        let probes = PROBES.min(self.count);
+        // Relaxed: the hint only spreads takers; correctness comes from the CAS.
+        let start = self.hint.fetch_add(probes, Ordering::Relaxed);
+        for k in 0..probes {
+            let i = start.wrapping_add(k) & (self.count - 1);
             let s = self.state(i);
             // Acquire, system scope: pairs with the release in `give_back`; everything the
             // previous holder did with the slot (its last reads of the slot's memory)
