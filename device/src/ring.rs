@@ -98,6 +98,8 @@ pub struct Ring {
     /// the kernel's word only when this copy says the slot may still be occupied (on a GPU
     /// that read crosses PCIe).
     pub sq_head_seen: Padded<AtomicU32>,
+    /// Lets one submitter at a time read the kernel's SQ head into `sq_head_seen`.
+    pub head_reader: Combiner,
     /// Serialises tail publication.
     pub publisher: Combiner,
     /// Serialises CQ consumption.
@@ -143,6 +145,7 @@ impl Ring {
             tickets: Padded(AtomicU32::new(0)),
             published: Padded(AtomicU32::new(0)),
             sq_head_seen: Padded(AtomicU32::new(0)),
+            head_reader: Combiner::new(),
             publisher: Combiner::new(),
             reaper: Combiner::new(),
             reaped: Padded(AtomicU32::new(0)),
@@ -170,6 +173,7 @@ impl Ring {
             tickets: Padded(AtomicU32::new(0)),
             published: Padded(AtomicU32::new(0)),
             sq_head_seen: Padded(AtomicU32::new(0)),
+            head_reader: Combiner::new(),
             publisher: Combiner::new(),
             reaper: Combiner::new(),
             reaped: Padded(AtomicU32::new(0)),
@@ -252,13 +256,20 @@ impl Ring {
         // that chain (or a value that only sends us to the kernel's word).
         let mut sq_head = self.sq_head_seen.load(Ordering::Acquire);
         if t.wrapping_sub(sq_head) >= self.sq_entries {
-            // Acquire, system scope: pairs with the kernel's smp_store_release of the head
-            // after it consumed SQE `t - sq_entries` (write-after-read on the slot).
-            sq_head = self.sq_head().load(Ordering::Acquire);
-            // Release: passes that acquire on to submitters that read the copy. A store may
-            // overwrite a newer copy with an older head; that only costs a later submitter
-            // one more read of the kernel's word.
-            self.sq_head_seen.store(sq_head, Ordering::Release);
+            // One submitter at a time reads the kernel's word (a try-lock: the others go on
+            // with the copy). With hundreds of submitters waiting for SQ slots, one read of
+            // host memory across PCIe each, every round, flooded the link that the reaper's
+            // reads and the staging copies use.
+            self.head_reader.try_run(|| {
+                // Acquire, system scope: pairs with the kernel's smp_store_release of the
+                // head after it consumed SQE `t - sq_entries` (write-after-read on the slot).
+                let head = self.sq_head().load(Ordering::Acquire);
+                // Release: passes that acquire on to submitters that read the copy (the
+                // lock orders the readers, so the copy never moves back).
+                self.sq_head_seen.store(head, Ordering::Release);
+            });
+            // Acquire: pairs with the release above, ours or the reader's that holds the lock.
+            sq_head = self.sq_head_seen.load(Ordering::Acquire);
         }
         // Acquire, system scope: pairs with the reaper's release of `reaped`, which it
         // stored after the kernel's `cq_head`; so the kernel sees that head before it sees
