@@ -29,7 +29,8 @@
 //!   SQPOLL ring (raw `io_uring_setup`/`io_uring_enter`), together keeping as many 4 KiB
 //!   reads in flight as there are GPU threads (the same total queue depth), for the same
 //!   total number of reads; each read timed from submission to completion, and its first
-//!   8 bytes checked. Prints IOPS (reads / wall time; the GPU's includes the launch and
+//!   8 bytes checked. The GPU's reads run a second time into the host buffer (direct: no
+//!   copy out of the arena), a diagnostic row. Prints IOPS (reads / wall time; the GPU's includes the launch and
 //!   synchronize), p50 and p99, and the target: gpuio >= 0.8x the host's IOPS,
 //!   `MET` or `NOT MET`. (The arena's blocks bound the staged reads in flight: one each;
 //!   the settings line says when there are fewer blocks than GPU threads.)
@@ -1099,6 +1100,10 @@ fn main() {
     let mut slots = DevBuf::new(&g, cfg.rand_threads as usize * page);
     let mut rand_lat = DevBuf::new(&g, reads as usize * 8);
     let (mut gpu_iops, mut gpu_ns) = (Vec::new(), Vec::new());
+    // The same reads into the host buffer (direct: no staging copy), where it is large
+    // enough: what the protocol costs without the GPU's copy out of the arena.
+    let direct = host.len() >= cfg.rand_threads as usize * page;
+    let (mut direct_iops, mut direct_ns) = (Vec::new(), Vec::new());
     let (mut uring_iops, mut uring_ns) = (Vec::new(), Vec::new());
     let mut uring_error = None;
     let mut want = vec![0u8; page];
@@ -1130,6 +1135,34 @@ fn main() {
         if bad + wrong > 0 {
             eprintln!("bench_file: random pread: {bad} GPU reads failed, {wrong} last reads wrong");
             failed = true;
+        }
+        if direct {
+            let secs = launch(
+                &rt,
+                &g,
+                "pread_random",
+                cfg.rand_threads,
+                [fd, host.device_ptr(), pages, cfg.rand_reads, l],
+            );
+            direct_iops.push(reads as f64 / secs);
+            let lat = download_u64(&rand_lat, reads as usize);
+            let bad = lat.iter().filter(|&&v| v == u64::MAX).count();
+            direct_ns.extend(lat.iter().copied().filter(|&v| v != u64::MAX));
+            let hs = host.as_slice();
+            let mut wrong = 0;
+            for t in 0..cfg.rand_threads as u64 {
+                if lat[(t * cfg.rand_reads + last) as usize] == u64::MAX {
+                    continue;
+                }
+                pattern(k::random_page(t, last, pages) as usize * page, &mut want);
+                wrong += usize::from(hs[t as usize * page..(t as usize + 1) * page] != want[..]);
+            }
+            if bad + wrong > 0 {
+                eprintln!(
+                    "bench_file: random pread into the host buffer: {bad} GPU reads failed, {wrong} last reads wrong"
+                );
+                failed = true;
+            }
         }
         match host_random(&file, pages, cfg.rings, cfg.rand_threads, reads) {
             Ok(run) => {
@@ -1281,6 +1314,7 @@ fn main() {
         verdict(w >= 2.0 * hw, w / hw)
     );
     gpu_ns.sort_unstable();
+    direct_ns.sort_unstable();
     uring_ns.sort_unstable();
     println!();
     println!(
@@ -1291,6 +1325,11 @@ fn main() {
         median(gpu_iops.clone()),
         (!uring_iops.is_empty()).then(|| median(uring_iops.clone())),
     );
+    let di = if direct_iops.is_empty() {
+        f64::NAN
+    } else {
+        median(direct_iops.clone())
+    };
     let or_dash = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
     let host_lat = |p: f64| (!uring_ns.is_empty()).then(|| quantile_us(&uring_ns, p));
     write_table(
@@ -1305,16 +1344,25 @@ fn main() {
             "host p99 us",
             "gpuio / host",
         ],
-        vec![vec![
-            "random 4 KiB pread -> device memory (staged)".into(),
-            format!("{gi:.0}"),
-            format!("{:.2}", quantile_us(&gpu_ns, 0.5)),
-            format!("{:.2}", quantile_us(&gpu_ns, 0.99)),
-            or_dash(hi, 0),
-            or_dash(host_lat(0.5), 2),
-            or_dash(host_lat(0.99), 2),
-            or_dash(hi.map(|hi| gi / hi), 2),
-        ]],
+        [
+            ("device memory (staged)", gi, &gpu_ns),
+            ("host buffer (direct)", di, &direct_ns),
+        ]
+        .into_iter()
+        .filter(|(_, _, ns)| !ns.is_empty())
+        .map(|(to, iops, ns)| {
+            vec![
+                format!("random 4 KiB pread -> {to}"),
+                format!("{iops:.0}"),
+                format!("{:.2}", quantile_us(ns, 0.5)),
+                format!("{:.2}", quantile_us(ns, 0.99)),
+                or_dash(hi, 0),
+                or_dash(host_lat(0.5), 2),
+                or_dash(host_lat(0.99), 2),
+                or_dash(hi.map(|hi| iops / hi), 2),
+            ]
+        })
+        .collect(),
         1,
     );
     println!(
