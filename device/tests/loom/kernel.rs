@@ -169,7 +169,7 @@ impl InlineKernel {
     /// Runs the kernel until every SQE submitted before the call was consumed (one a
     /// submitter published late is waited for, yielding).
     pub(crate) fn run(&self, w: &World, mut complete: impl FnMut(&Sqe) -> i32) {
-        let target = w.ctx.as_ref().unwrap().ring.submitted();
+        let target = w.ctx.as_ref().unwrap().print_ring().submitted();
         loop {
             {
                 let mut held = self.held.lock().unwrap();

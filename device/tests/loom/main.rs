@@ -298,9 +298,7 @@ fn requests_model(slots: u32, batch: usize) {
                                     user_data: ticket.user_data(),
                                     ..Sqe::default()
                                 };
-                                ctx.ring.submit(&sqe, &mut || {
-                                    ctx.reap();
-                                });
+                                ctx.submit(&sqe);
                                 kernel.run(&w, |sqe| sqe.len as i32);
                                 let res = ctx.wait(ticket);
                                 assert_eq!(res, len as i32, "a waiter got a result that is not its own");
@@ -314,7 +312,7 @@ fn requests_model(slots: u32, batch: usize) {
             t.join().unwrap();
         }
         let ctx = w.ctx.as_ref().unwrap();
-        assert!(ctx.ring.idle());
+        assert!(ctx.idle());
         for i in 0..slots {
             assert_eq!(
                 ctx.requests.pool.state(i).load(Ordering::Relaxed),
@@ -370,7 +368,7 @@ fn staged_read_sees_the_kernels_bytes() {
         let ctx = w.ctx.as_ref().unwrap();
         ctx.reap();
         reader.join().unwrap();
-        assert!(ctx.ring.idle());
+        assert!(ctx.idle());
         assert_eq!(
             ctx.requests.pool.state(0).load(Ordering::Relaxed),
             FREE,
@@ -434,7 +432,7 @@ fn staged_read_and_write_share_one_block() {
             "the kernel did not see the written bytes"
         );
         let ctx = w.ctx.as_ref().unwrap();
-        assert!(ctx.ring.idle());
+        assert!(ctx.idle());
         assert_eq!(
             ctx.requests.pool.state(0).load(Ordering::Relaxed),
             FREE,
