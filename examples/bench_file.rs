@@ -30,7 +30,9 @@
 //!   reads in flight as there are GPU threads (the same total queue depth), for the same
 //!   total number of reads; each read timed from submission to completion, and its first
 //!   8 bytes checked. The GPU's reads run a second time into the host buffer (direct: no
-//!   copy out of the arena), a diagnostic row. Prints IOPS (reads / wall time; the GPU's includes the launch and
+//!   copy out of the arena), a diagnostic row, and once more in phases
+//!   (`pread_random_phases`: taking a block and a slot, submitting, waiting, copying out;
+//!   not in the lockstep build), a diagnostic table. Prints IOPS (reads / wall time; the GPU's includes the launch and
 //!   synchronize), p50 and p99, and the issue's target: gpuio >= 0.8x the host's IOPS,
 //!   `MET` or `NOT MET`. (The arena's blocks bound the staged reads in flight: one each;
 //!   the settings line says when there are fewer blocks than GPU threads.)
@@ -296,6 +298,7 @@ fn launch(rt: &Runtime, g: &Gpu, name: &str, threads: u32, args: [u64; 5]) -> f6
                 "pwrite_bulk" => k::pwrite_bulk,
                 "pread_bulk" => k::pread_bulk,
                 "pread_random" => k::pread_random,
+                "pread_random_phases" => k::pread_random_phases,
                 _ => panic!("no CPU kernel {name}"),
             };
             rt.launch(grid, block, move || kernel(fd as i32, a, b, c, d))
@@ -633,7 +636,12 @@ fn ring_loop(
     start.wait();
     let mut ring = ring?;
     // Read `i` of this ring goes to `slot`.
-    let issue = |ring: &mut uring::Ring, i: u64, slot: usize, bufs: &mut [u8], sent: &mut [(Instant, u64)]| {
+    let issue = |ring: &mut uring::Ring,
+                 i: u64,
+                 slot: usize,
+                 bufs: &mut [u8],
+                 sent: &mut [(Instant, u64)]|
+     -> std::io::Result<()> {
         let off = k::random_page(stream, i, pages) * page as u64;
         let sqe = Sqe {
             opcode: IORING_OP_READ,
@@ -651,14 +659,15 @@ fn ring_loop(
         // the SQ's `2 * depth` entries hold. Should they not, publish what is pushed and
         // wait for the head.
         while !ring.push(&sqe) {
-            ring.submit().expect("io_uring_enter");
+            ring.submit()?;
             std::hint::spin_loop();
         }
+        Ok(())
     };
     let mut drive = || -> std::io::Result<()> {
         let first = depth.min(reads as usize);
         for slot in 0..first {
-            issue(&mut ring, slot as u64, slot, &mut bufs, &mut sent);
+            issue(&mut ring, slot as u64, slot, &mut bufs, &mut sent)?;
         }
         ring.submit()?;
         let (mut done, mut issued) = (0u64, first as u64);
@@ -685,7 +694,7 @@ fn ring_loop(
             done += n as u64;
             for slot in done_slots.drain(..) {
                 if issued < reads {
-                    issue(&mut ring, issued, slot, &mut bufs, &mut sent);
+                    issue(&mut ring, issued, slot, &mut bufs, &mut sent)?;
                     issued += 1;
                 }
             }
@@ -1188,6 +1197,39 @@ fn main() {
             gpu_iops[rep], uring_iops[rep]
         );
     }
+    // The same reads once more, in phases (a diagnostic; the kernel holds what it took
+    // outside the wait, so it runs only with independent scheduling).
+    let lockstep = g
+        .module
+        .as_ref()
+        .and_then(|m| m.scheduling())
+        .is_some_and(|s| s == gpuio::Scheduling::Lockstep);
+    let mut phases: [Vec<u64>; k::RANDOM_PHASES] = Default::default();
+    if !lockstep {
+        let mut out = DevBuf::new(&g, reads as usize * k::RANDOM_PHASES * 8);
+        let o = out.addr();
+        launch(
+            &rt,
+            &g,
+            "pread_random_phases",
+            cfg.rand_threads,
+            [fd, slots.addr(), pages, cfg.rand_reads, o],
+        );
+        let v = download_u64(&out, reads as usize * k::RANDOM_PHASES);
+        let bad = v.iter().filter(|&&x| x == u64::MAX).count() / k::RANDOM_PHASES;
+        if bad > 0 {
+            eprintln!("bench_file: random pread in phases: {bad} GPU reads failed");
+            failed = true;
+        }
+        for row in v.chunks(k::RANDOM_PHASES).filter(|r| r[0] != u64::MAX) {
+            for (p, x) in phases.iter_mut().zip(row) {
+                p.push(*x);
+            }
+        }
+        for p in &mut phases {
+            p.sort_unstable();
+        }
+    }
     drop((slots, rand_lat));
 
     // ---- pwrite from device memory (holding the pattern, from the checked pread).
@@ -1365,6 +1407,33 @@ fn main() {
         .collect(),
         1,
     );
+    if !phases[0].is_empty() {
+        println!();
+        println!("## random 4 KiB pread -> device memory, in phases (diagnostic: one run, all reads)");
+        let names = [
+            "take an arena block and a slot",
+            "Context::submit",
+            "wait for the completion",
+            "copy out of the block",
+        ];
+        write_table(
+            &mut std::io::stdout(),
+            &["phase", "p50 us", "p99 us", "mean us"],
+            names
+                .iter()
+                .zip(&phases)
+                .map(|(name, ns)| {
+                    vec![
+                        name.to_string(),
+                        format!("{:.2}", quantile_us(ns, 0.5)),
+                        format!("{:.2}", quantile_us(ns, 0.99)),
+                        format!("{:.2}", ns.iter().sum::<u64>() as f64 / ns.len() as f64 / 1e3),
+                    ]
+                })
+                .collect(),
+            1,
+        );
+    }
     println!(
         "target (random 4 KiB pread, gpuio IOPS >= 0.8x host io_uring with {} rings){}: {}",
         cfg.rings,

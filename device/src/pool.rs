@@ -53,8 +53,9 @@ impl Pool {
     }
 
     /// Takes a free slot, if one of the [`PROBES`] slots this attempt looks at is free;
-    /// `None` otherwise. Successive attempts (by anyone) look at successive windows, so a
-    /// taker that keeps trying sees every slot within `count / PROBES` attempts.
+    /// `None` otherwise. Successive attempts (by anyone) look at successive windows of the
+    /// shared hint, so the windows rotate over every slot; a taker that keeps trying alone
+    /// sees every slot within `count / PROBES` attempts.
     ///
     /// One read-modify-write of the shared hint per attempt, then plain loads, and a CAS
     /// only on a slot seen free: thousands of threads waiting for a slot while all are

@@ -152,12 +152,10 @@ impl Ring {
         }
     }
 
-    /// A ring with no memory behind it, for the context's slots past its live rings.
-    ///
-    /// # Safety
-    /// It must never be submitted to nor reaped: its pointers are null. (`idle` and
-    /// `submitted` read only its own counters, which are zero.)
-    pub unsafe fn unused() -> Ring {
+    /// A ring with no memory behind it, for the context's slots past its live rings: its
+    /// pointers are null and its sizes zero. Reaping it finds nothing; submitting to it
+    /// panics; `idle` and `submitted` read only its own counters, which stay zero.
+    pub fn unused() -> Ring {
         let null = core::ptr::null();
         Ring {
             sq_head: null,
@@ -220,6 +218,8 @@ impl Ring {
     ///
     /// Whatever the SQE points at must be fully written before the call.
     pub fn submit(&self, sqe: &Sqe, help: &mut dyn FnMut()) -> u32 {
+        // An unused ring (`Ring::unused`) has no SQ: its pointers are null.
+        assert!(self.sq_entries != 0, "submit to an unused ring");
         // 1. Ticket. Relaxed, system scope: uniqueness is all it provides.
         let t = self.tickets.fetch_add(1, Ordering::Relaxed);
 
@@ -308,6 +308,9 @@ impl Ring {
     /// reaper looked is taken by the next call (waiters and flushers keep calling; the
     /// drain calls until everything completed).
     pub fn reap(&self, mut dispatch: impl FnMut(Cqe)) -> bool {
+        if self.cq_entries == 0 {
+            return false; // an unused ring (`Ring::unused`): nothing behind its null pointers
+        }
         let mut any = false;
         self.reaper.try_run(|| {
             // Only the reaper writes the head; the lock orders reapers.

@@ -150,10 +150,10 @@ impl Builder {
     }
 
     /// Binds ring `i`'s SQPOLL thread to CPU `cpus[i]` (`IORING_SETUP_SQ_AFF`); one CPU
-    /// per ring. Otherwise `GPUIO_SQPOLL_CPUS` (a list such as `2-5`), otherwise: one ring
-    /// unbound; several on CPUs near the GPU, one per physical core, from the end of that
-    /// list, when that leaves a core free (else unbound). [`Runtime::sqpoll_cpus`] says what
-    /// was chosen.
+    /// per ring. Otherwise `GPUIO_SQPOLL_CPUS` (a list such as `2-5`), otherwise: one ring,
+    /// and rings on the CPU backend, unbound; several on a GPU on CPUs near it, one per
+    /// physical core, from the end of that list, when that leaves a core free (else
+    /// unbound). [`Runtime::sqpoll_cpus`] says what was chosen.
     pub fn sqpoll_cpus(mut self, cpus: &[u32]) -> Self {
         self.sqpoll_cpus = Some(cpus.to_vec());
         self
@@ -226,7 +226,7 @@ impl Builder {
     /// `None`: it never gives up. Without this call, `GPUIO_HANG_TIMEOUT` decides (seconds,
     /// such as `2` or `0.5`; `0` or `off`: none); without either, there is none.
     ///
-    /// "Moves" is anything the runtime can observe: the ring's heads and tails, on the CPU
+    /// "Moves" is anything the runtime can observe: the rings' heads and tails, on the CPU
     /// backend also each stream's positions, the SQ tickets and the number of kernel
     /// threads still running, and a GPU kernel finishing. So a kernel that computes for
     /// longer than the timeout without any I/O counts as hung too: pick a timeout longer
@@ -341,20 +341,33 @@ impl Builder {
             return Err(Error::Config(format!("rings must be 1 to {MAX_RINGS}, not {rings}")));
         }
         let pci_bus_id = device.as_ref().and_then(|d| d.pci_bus_id());
-        let sqpoll_cpus = affinity::choose(rings as usize, self.sqpoll_cpus.as_deref(), pci_bus_id)?;
-        let cq_entries = self.cq_entries.unwrap_or(self.sq_entries.saturating_mul(2));
-        let (mut queues, queue_notice) = submission::open_rings(
-            UringConfig {
-                sq_entries: self.sq_entries,
-                cq_entries,
-                sq_thread_idle_ms: self.sq_thread_idle_ms,
-                sq_thread_cpu: None,
-                start_disabled: self.sandbox != Sandbox::Off,
-            },
-            &sqpoll_cpus,
-            self.submission,
-            self.simulate_uring_errno,
+        let (mut sqpoll_cpus, named) = affinity::choose(
+            rings as usize,
+            self.sqpoll_cpus.as_deref(),
+            device.is_some(),
+            pci_bus_id,
         )?;
+        let cq_entries = self.cq_entries.unwrap_or(self.sq_entries.saturating_mul(2));
+        let cfg = UringConfig {
+            sq_entries: self.sq_entries,
+            cq_entries,
+            sq_thread_idle_ms: self.sq_thread_idle_ms,
+            sq_thread_cpu: None,
+            start_disabled: self.sandbox != Sandbox::Off,
+        };
+        let open = |cpus: &[Option<u32>]| submission::open_rings(cfg, cpus, self.submission, self.simulate_uring_errno);
+        let (mut queues, queue_notice) = match open(&sqpoll_cpus) {
+            // A CPU chosen here that the kernel refuses: unbound instead (affinity.rs).
+            Err(Error::Config(why)) if !named && why.contains("refused to bind SQPOLL") => {
+                sqpoll_cpus = vec![None; rings as usize];
+                open(&sqpoll_cpus)?
+            }
+            other => other?,
+        };
+        if matches!(queues[0], Queue::Host(_)) {
+            // The fallback's threads are not bound (`HostRing` ignores `sq_thread_cpu`).
+            sqpoll_cpus = vec![None; rings as usize];
+        }
         // Files, restrictions, then enable: before anything can submit. A host-thread ring
         // takes the same fixed files; restrictions mean nothing to it (it runs only the
         // operations it implements, each on the device's behalf).
@@ -379,7 +392,9 @@ impl Builder {
                 // Prints name fixed files on ring 0 only, so its registration decides
                 // `fixed_files`; the sandbox in force is the weakest any ring got.
                 Some(mut all) => {
-                    if setup.policy != all.policy {
+                    // A ring whose files did not register got the print-only restrictions
+                    // without `IOSQE_FIXED_FILE`: writes to any file pass there.
+                    if setup.policy != all.policy || setup.fixed_files != all.fixed_files {
                         all.policy = Sandbox::Off;
                     }
                     for n in setup.notices {

@@ -380,7 +380,8 @@ impl fmt::Display for HangReport {
                  kernels printed)"
             )?,
         }
-        write_ring(f, "ring", &self.ring, self.tickets.as_ref())?;
+        let first = if self.other_rings.is_empty() { "ring" } else { "ring 0" };
+        write_ring(f, first, &self.ring, self.tickets.as_ref())?;
         for (i, r) in self.other_rings.iter().enumerate() {
             write_ring(f, &format!("ring {}", i + 1), &r.words, r.tickets.as_ref())?;
         }

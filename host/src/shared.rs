@@ -193,6 +193,10 @@ impl Shared {
         let (log_bytes, fixed_files) = (cfg.log_bytes, cfg.fixed_files);
         assert!((1..=MAX_RINGS).contains(&queues.len()), "1 to {MAX_RINGS} rings");
         let p = *queues[0].params();
+        // One configuration made them all: the layout and the slot count assume it.
+        assert!(queues
+            .iter()
+            .all(|q| (q.params().sq_entries, q.params().cq_entries) == (p.sq_entries, p.cq_entries)));
         let blocks = cfg.arena_bytes / cfg.arena_block_bytes;
         // One completion slot per CQ entry of every ring (rounded to a power of two, which
         // the pool's masks need): a block's ring can fill its CQ while the others do too.
@@ -263,8 +267,7 @@ impl Shared {
         unsafe {
             let rings: [Ring; MAX_RINGS] = std::array::from_fn(|i| {
                 let Some(queue) = queues.get(i) else {
-                    // Past `ring_count`: never submitted to nor reaped.
-                    return Ring::unused();
+                    return Ring::unused(); // past `ring_count`
                 };
                 let p = queue.params();
                 let (sqes, words) = (views[2 + 2 * i], views[3 + 2 * i]);

@@ -379,3 +379,73 @@ kernel! {
         }
     }
 }
+
+/// Phases of [`pread_random_phases`] per read, in `out`.
+pub const RANDOM_PHASES: usize = 4;
+
+kernel! {
+    /// A diagnostic of [`pread_random`], in phases: the same reads (same pages, same slots),
+    /// made with the runtime's parts so that each can be timed (ns, [`clock_ns`]) into
+    /// `out[(t * reads + i) * 4 + k]`: taking an arena block and a completion slot,
+    /// `Context::submit` (the SQE written and published on the block's ring), waiting for
+    /// the completion (`Context::wait`: the kernel's work and the reaping), and the copy out
+    /// of the block into the slot. A failed or short read stores `u64::MAX` in every phase.
+    ///
+    /// Each thread holds its block and slot outside the wait that took them, which the
+    /// lockstep rule forbids (`gpuio_device::arch`): run it with independent thread
+    /// scheduling only (sm_70+, or the CPU backend).
+    pub fn pread_random_phases(fd: i32, dst: u64, file_pages: u64, reads: u64, out: u64) {
+        use gpuio_device::uapi::{Sqe, IORING_OP_READ};
+        let ctx = gpuio_device::context::current();
+        if ctx.is_null() {
+            return;
+        }
+        // SAFETY: the host installed the context for this kernel.
+        let ctx = unsafe { &*ctx };
+        let t = global_thread_idx();
+        let warp = gpuio_device::arch::Warp::default();
+        for i in 0..reads {
+            let off = random_page(t, i, file_pages) * RANDOM_READ;
+            let t0 = clock_ns();
+            let (block, ticket) = ctx.with_taken(|| io::try_take_block_and_slot(ctx), |taken| taken);
+            let t1 = clock_ns();
+            let sqe = Sqe {
+                opcode: IORING_OP_READ,
+                fd,
+                off,
+                addr: ctx.arena.io_addr(block),
+                len: RANDOM_READ as u32,
+                user_data: ticket.user_data(),
+                ..Sqe::default()
+            };
+            ctx.submit(&sqe);
+            let t2 = clock_ns();
+            let res = ctx.wait(ticket);
+            let t3 = clock_ns();
+            if res == RANDOM_READ as i32 {
+                // SAFETY: the read completed (the wait's acquire); the block is ours until
+                // we give it back; the host allocated `RANDOM_READ` bytes per thread at
+                // `dst`. As `io::pread` copies: the lanes copying together share the work.
+                unsafe {
+                    gpuio_device::copy::group_copy(
+                        &warp,
+                        (dst + t * RANDOM_READ) as *mut u8,
+                        ctx.arena.cells(block) as *const u8,
+                        RANDOM_READ as usize,
+                    )
+                };
+            }
+            let t4 = clock_ns();
+            ctx.arena.pool.give_back(block);
+            let row = if res == RANDOM_READ as i32 {
+                [t1 - t0, t2 - t1, t3 - t2, t4 - t3]
+            } else {
+                [u64::MAX; RANDOM_PHASES]
+            };
+            for (k, v) in row.iter().enumerate() {
+                // SAFETY: the host allocated `RANDOM_PHASES * reads` u64s per thread at `out`.
+                unsafe { *(out as *mut u64).add((t * reads + i) as usize * RANDOM_PHASES + k) = *v };
+            }
+        }
+    }
+}

@@ -218,6 +218,9 @@ static int run_errors(void) {
     o.rings = 9;
     expect("create with 9 rings", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_CONFIG);
     o.rings = 2;
+    o.reserved = 1;
+    expect("create with reserved set", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_INVALID_ARGUMENT);
+    o.reserved = 0;
     expect("create with 2 rings", gpuio_runtime_create(&o, &rt), GPUIO_OK);
     expect("destroy it", gpuio_runtime_destroy(rt), GPUIO_OK);
     rt = NULL;

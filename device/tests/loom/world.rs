@@ -58,15 +58,8 @@ pub(crate) fn world(max_flights: u32, positional: bool, slots: u32, blocks: u32)
     });
     w.ctx = Some(Context {
         magic: CONTEXT_MAGIC,
-        // One live ring (the CPU backend's default); the rest are never touched.
-        // SAFETY: `Context::rings` reads only `rings[..ring_count]`.
-        rings: std::array::from_fn(|i| {
-            if i == 0 {
-                w.kernel.ring()
-            } else {
-                unsafe { Ring::unused() }
-            }
-        }),
+        // One live ring (the CPU backend's default).
+        rings: std::array::from_fn(|i| if i == 0 { w.kernel.ring() } else { Ring::unused() }),
         ring_count: 1,
         streams,
         stderr_stream: 1,

@@ -113,7 +113,7 @@ const char *gpuio_last_error(void);
 /* ------------------------------------------------------------------------------------ */
 /* Runtime                                                                              */
 
-/** A runtime: one io_uring (with its SQPOLL thread), the print logs, a backend. */
+/** A runtime: its io_urings (each with its SQPOLL thread), the print logs, a backend. */
 typedef struct gpuio_runtime gpuio_runtime;
 
 /** Where kernels run. */
@@ -176,7 +176,7 @@ typedef struct gpuio_runtime_options {
     int32_t sandbox;
     /** Milliseconds without progress after which gpuio_synchronize gives up with
      *  GPUIO_ERROR_HANG; 0: default (the GPUIO_HANG_TIMEOUT environment variable, in
-     *  seconds, else none). Progress is anything the runtime can observe move: the ring's
+     *  seconds, else none). Progress is anything the runtime can observe move: the rings'
      *  heads and tails, on the CPU backend also the outputs' positions and the kernel
      *  threads still running, a GPU kernel finishing. So a kernel that computes longer than
      *  this without any I/O counts as hung too. Without a timeout, gpuio_synchronize waits
@@ -188,6 +188,9 @@ typedef struct gpuio_runtime_options {
      *  block_idx % rings; prints all go through ring 0. With several, the SQPOLL threads
      *  are bound to CPUs near the GPU (GPUIO_SQPOLL_CPUS, a list such as 2-5, chooses). */
     uint32_t rings;
+    /** Must be 0 (it keeps the struct's size a multiple of 8 with no padding, so that a
+     *  later field never lands in bytes an older caller left unset). */
+    uint32_t reserved;
 } gpuio_runtime_options;
 
 /** Fills `options` with the defaults (and struct_size). */
@@ -236,7 +239,7 @@ typedef struct gpuio_sync_report {
  * Not from inside a CPU kernel (GPUIO_ERROR_WRONG_CONTEXT).
  *
  * If nothing moves for the hang timeout (hang_timeout_ms), it returns GPUIO_ERROR_HANG;
- * gpuio_last_error names what is outstanding (kernel threads still running, the ring's
+ * gpuio_last_error names what is outstanding (kernel threads still running, the rings'
  * heads and tails, each output's positions). The kernels stay launched: a later
  * gpuio_synchronize waits for them again, and succeeds if they finish.
  */

@@ -56,6 +56,7 @@ fn rust_lines() -> BTreeSet<String> {
         sandbox,
         hang_timeout_ms,
         rings,
+        reserved,
     });
     layout!(gpuio_output_errors {
         fd,

@@ -91,6 +91,9 @@ pub(crate) fn builder(o: &gpuio_runtime_options) -> Result<Builder, Failure> {
     if o.rings != 0 {
         b = b.rings(o.rings);
     }
+    if o.reserved != 0 {
+        return Err(Failure::arg(format!("options.reserved is {}, not 0", o.reserved)));
+    }
     if o.hang_timeout_ms != 0 {
         b = b.hang_timeout(Some(std::time::Duration::from_millis(o.hang_timeout_ms)));
     }

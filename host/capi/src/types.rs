@@ -69,6 +69,8 @@ pub struct gpuio_runtime_options {
     pub hang_timeout_ms: u64,
     /// io_uring rings; 0: default (`GPUIO_RINGS`, else 1).
     pub rings: u32,
+    /// Must be 0 (no padding at the end: see `gpuio.h`).
+    pub reserved: u32,
 }
 
 /// The sizes `gpuio_runtime_options` had, oldest first, up to this version's: a caller

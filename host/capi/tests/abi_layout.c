@@ -42,6 +42,7 @@ int main(void) {
     FIELD(gpuio_runtime_options, sandbox);
     FIELD(gpuio_runtime_options, hang_timeout_ms);
     FIELD(gpuio_runtime_options, rings);
+    FIELD(gpuio_runtime_options, reserved);
 
     TYPE(gpuio_output_errors);
     FIELD(gpuio_output_errors, fd);

@@ -9,21 +9,34 @@
 //! The choice, ring `i` on `cpus[i]`:
 //! - [`Builder::sqpoll_cpus`](crate::Builder::sqpoll_cpus), else `GPUIO_SQPOLL_CPUS` (a
 //!   CPU list as sysfs writes them, `2-5` or `8,10,12,14`): one CPU per ring, as given.
-//! - Otherwise one ring is left unbound, as io_uring leaves it: the scheduler places it.
-//! - Otherwise, for `N` rings: the CPUs near the GPU (every CPU on the CPU backend, or
-//!   where sysfs does not say) that this process may run on, one per physical core, taken
-//!   from the end of that list (an application's own threads tend to start at its front).
-//!   If that leaves fewer than `N + 1` cores, the threads stay unbound: binding them to
-//!   every core the process may use would leave none free for the application, and
-//!   binding two to one core would halve both.
+//! - Otherwise one ring, and any number on the CPU backend (whose kernel threads are the
+//!   application's own, on any core), are left unbound, as io_uring leaves them: the
+//!   scheduler places them.
+//! - Otherwise, for `N` rings on a GPU: the CPUs near the GPU (every CPU where sysfs does
+//!   not say) that this process may run on, one per physical core, taken from the end of
+//!   that list (an application's own threads tend to start at its front). If that leaves
+//!   fewer than `N + 1` cores, the threads stay unbound: binding them to every core the
+//!   process may use would leave none free for the application, and binding two to one
+//!   core would halve both. Every runtime of a process, and every process, picks the same
+//!   cores this way: give each its own with `GPUIO_SQPOLL_CPUS` when several run at once.
+//!
+//! A CPU chosen here that the kernel refuses (`IORING_SETUP_SQ_AFF`: `EINVAL`) leaves the
+//! rings unbound; one named by the builder or `GPUIO_SQPOLL_CPUS` is an error.
 
 use std::path::Path;
 
 use crate::error::{Error, Result};
 
-/// The CPU for each of `rings` SQPOLL threads (`None`: unbound); see the module docs.
-/// `explicit` is what the builder was given; `pci_bus_id` names the GPU, if any.
-pub(crate) fn choose(rings: usize, explicit: Option<&[u32]>, pci_bus_id: Option<&str>) -> Result<Vec<Option<u32>>> {
+/// The CPU for each of `rings` SQPOLL threads (`None`: unbound), and whether they were
+/// named (by the builder or `GPUIO_SQPOLL_CPUS`) rather than chosen here; see the module
+/// docs. `explicit` is what the builder was given; `gpu` says whether kernels run on a GPU,
+/// and `pci_bus_id` names it where the backend says.
+pub(crate) fn choose(
+    rings: usize,
+    explicit: Option<&[u32]>,
+    gpu: bool,
+    pci_bus_id: Option<&str>,
+) -> Result<(Vec<Option<u32>>, bool)> {
     let explicit = match explicit {
         Some(cpus) => Some(cpus.to_vec()),
         None => match std::env::var("GPUIO_SQPOLL_CPUS") {
@@ -39,10 +52,10 @@ pub(crate) fn choose(rings: usize, explicit: Option<&[u32]>, pci_bus_id: Option<
                 cpus.len()
             )));
         }
-        return Ok(cpus.into_iter().map(Some).collect());
+        return Ok((cpus.into_iter().map(Some).collect(), true));
     }
-    if rings == 1 {
-        return Ok(vec![None]);
+    if rings == 1 || !gpu {
+        return Ok((vec![None; rings], false));
     }
     let allowed = allowed_cpus();
     let near = pci_bus_id
@@ -50,7 +63,7 @@ pub(crate) fn choose(rings: usize, explicit: Option<&[u32]>, pci_bus_id: Option<
         .map(|near| allowed.iter().copied().filter(|c| near.contains(c)).collect::<Vec<_>>())
         .filter(|near| !near.is_empty())
         .unwrap_or(allowed);
-    Ok(pick(rings, &near, core_of))
+    Ok((pick(rings, &near, core_of), false))
 }
 
 /// One CPU per core for each of `rings` rings, from the end of `candidates`, or all
@@ -162,7 +175,14 @@ mod tests {
 
     #[test]
     fn explicit_cpus_need_one_per_ring() {
-        assert_eq!(choose(2, Some(&[3, 1]), None).unwrap(), [Some(3), Some(1)]);
-        assert!(matches!(choose(2, Some(&[3]), None), Err(Error::Config(m)) if m.contains("one per ring")));
+        assert_eq!(
+            choose(2, Some(&[3, 1]), false, None).unwrap(),
+            (vec![Some(3), Some(1)], true)
+        );
+        assert!(matches!(choose(2, Some(&[3]), true, None), Err(Error::Config(m)) if m.contains("one per ring")));
+        // Unnamed: unbound on the CPU backend, whatever the count.
+        if std::env::var_os("GPUIO_SQPOLL_CPUS").is_none() {
+            assert_eq!(choose(4, None, false, None).unwrap(), (vec![None; 4], false));
+        }
     }
 }

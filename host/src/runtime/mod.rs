@@ -125,8 +125,8 @@ impl Runtime {
         self.shared.queues[0].submission()
     }
 
-    /// The CPU each ring's SQPOLL thread (or fallback thread) was bound to, in ring order;
-    /// `None`: unbound (see [`crate::Builder::sqpoll_cpus`]).
+    /// The CPU each ring's SQPOLL thread was bound to, in ring order; `None`: unbound (see
+    /// [`crate::Builder::sqpoll_cpus`]; the host-thread fallback's threads are never bound).
     pub fn sqpoll_cpus(&self) -> &[Option<u32>] {
         &self.sqpoll_cpus
     }

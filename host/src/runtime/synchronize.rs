@@ -92,9 +92,11 @@ impl Runtime {
                 }
             }
         }
-        let sq_flags = self.ring_words()[2];
-        if sq_flags & IORING_SQ_CQ_OVERFLOW != 0 {
-            return Err(Error::CqOverflow { sq_flags });
+        for i in 0..self.shared.queues.len() {
+            let sq_flags = self.ring_words_of(i)[2];
+            if sq_flags & IORING_SQ_CQ_OVERFLOW != 0 {
+                return Err(Error::CqOverflow { sq_flags });
+            }
         }
         self.settle_positions()?;
         if !failures.is_empty() {
@@ -386,13 +388,15 @@ mod tests {
     #[test]
     fn a_cq_overflow_flag_is_an_error() {
         // The host-thread fallback's SQ flags word is ours (the kernel's is not ours to set).
+        // On the last of two rings: every ring is checked, not only ring 0.
         let rt = Runtime::builder()
             .backend(Backend::Cpu)
             .submission(Submission::HostThread)
+            .rings(2)
             .build()
             .unwrap();
         rt.launch(1, 1, || {}).unwrap();
-        let flags = rt.shared.queues[0].ring_word(rt.shared.queues[0].params().sq_off.flags);
+        let flags = rt.shared.queues[1].ring_word(rt.shared.queues[1].params().sq_off.flags);
         // SAFETY: a ring word in the queue's mapping; the fallback thread never writes it.
         unsafe { std::ptr::write_volatile(flags, IORING_SQ_CQ_OVERFLOW) };
         match rt.synchronize() {
@@ -406,7 +410,7 @@ mod tests {
             other => panic!("expected a CQ overflow, got {other:?}"),
         }
         let report = rt.observe(Waiting::Drain, true);
-        assert!(report.ring.cq_overflow());
+        assert!(report.other_rings[0].words.cq_overflow());
         assert!(report.to_string().contains("CQ_OVERFLOW"), "{report}");
         // SAFETY: as above.
         unsafe { std::ptr::write_volatile(flags, 0) };
