@@ -1205,25 +1205,30 @@ fn main() {
         .and_then(|m| m.scheduling())
         .is_some_and(|s| s == gpuio::Scheduling::Lockstep);
     let mut phases: [Vec<u64>; k::RANDOM_PHASES] = Default::default();
+    let mut reaping = [0u64; k::RANDOM_REAP];
+    let mut phases_secs = 0.0;
     if !lockstep {
-        let mut out = DevBuf::new(&g, reads as usize * k::RANDOM_PHASES * 8);
+        let mut out = DevBuf::new(&g, reads as usize * k::RANDOM_ROW * 8);
         let o = out.addr();
-        launch(
+        phases_secs = launch(
             &rt,
             &g,
             "pread_random_phases",
             cfg.rand_threads,
             [fd, slots.addr(), pages, cfg.rand_reads, o],
         );
-        let v = download_u64(&out, reads as usize * k::RANDOM_PHASES);
-        let bad = v.iter().filter(|&&x| x == u64::MAX).count() / k::RANDOM_PHASES;
+        let v = download_u64(&out, reads as usize * k::RANDOM_ROW);
+        let bad = v.chunks(k::RANDOM_ROW).filter(|r| r[0] == u64::MAX).count();
         if bad > 0 {
             eprintln!("bench_file: random pread in phases: {bad} GPU reads failed");
             failed = true;
         }
-        for row in v.chunks(k::RANDOM_PHASES).filter(|r| r[0] != u64::MAX) {
+        for row in v.chunks(k::RANDOM_ROW).filter(|r| r[0] != u64::MAX) {
             for (p, x) in phases.iter_mut().zip(row) {
                 p.push(*x);
+            }
+            for (sum, x) in reaping.iter_mut().zip(&row[k::RANDOM_PHASES..]) {
+                *sum += x;
             }
         }
         for p in &mut phases {
@@ -1433,6 +1438,7 @@ fn main() {
                 .collect(),
             1,
         );
+        print_reaping(&reaping, phases_secs, cfg.rings, reads);
     }
     println!(
         "target (random 4 KiB pread, gpuio IOPS >= 0.8x host io_uring with {} rings){}: {}",
@@ -1458,4 +1464,53 @@ fn main() {
         std::process::exit(1);
     }
     println!("all GPU transfers checked: correct");
+}
+
+/// How the waits of `pread_random_phases` reaped ([`k::RANDOM_REAP`] sums over every read),
+/// in a run of `secs` over `rings` rings that made `reads` reads.
+fn print_reaping(sums: &[u64; k::RANDOM_REAP], secs: f64, rings: u32, reads: u64) {
+    let [full, cqes, to_first, first_to_last, last_to_end, empty, empty_ns, busy] = *sums;
+    let per = |ns: u64, n: u64| {
+        if n == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.2}", ns as f64 / n as f64 / 1e3)
+        }
+    };
+    let held_ns = to_first + first_to_last + last_to_end + empty_ns;
+    println!();
+    println!("## the reaping in those waits (diagnostic: sums over every wait)");
+    write_table(
+        &mut std::io::stdout(),
+        &["what", "value"],
+        vec![
+            vec!["reaps that found CQEs".into(), full.to_string()],
+            vec![
+                "CQEs they took (per read made)".into(),
+                format!("{cqes} ({:.3})", cqes as f64 / reads.max(1) as f64),
+            ],
+            vec![
+                "CQEs per reap".into(),
+                if full == 0 {
+                    "-".into()
+                } else {
+                    format!("{:.2}", cqes as f64 / full as f64)
+                },
+            ],
+            vec!["us per reap: try-lock to first CQE in hand".into(), per(to_first, full)],
+            vec![
+                "us per further CQE (dispatch + next CQE read)".into(),
+                per(first_to_last, cqes.saturating_sub(full)),
+            ],
+            vec!["us per reap: last CQE to the end".into(), per(last_to_end, full)],
+            vec!["reaps that found none".into(), empty.to_string()],
+            vec!["us per empty reap".into(), per(empty_ns, empty)],
+            vec!["rounds that found the reaper busy".into(), busy.to_string()],
+            vec![
+                "reaper held, share of the run per ring".into(),
+                format!("{:.2}", held_ns as f64 / (secs * 1e9 * rings.max(1) as f64)),
+            ],
+        ],
+        1,
+    );
 }

@@ -167,8 +167,9 @@ impl Context {
     }
 
     /// Routes one CQE to the stream flight or the request it completes (see
-    /// [`crate::user_data`]), or counts it.
-    fn dispatch(&self, cqe: Cqe) {
+    /// [`crate::user_data`]), or counts it: what [`Context::reap_ring`] does with each CQE.
+    /// Public for diagnostics that wrap a ring's reap; only the ring's reaper may call it.
+    pub fn dispatch(&self, cqe: Cqe) {
         let kind = user_data::kind(cqe.user_data);
         let index = user_data::index(cqe.user_data) as usize;
         if kind == KIND_STREAM

@@ -380,8 +380,20 @@ kernel! {
     }
 }
 
-/// Phases of [`pread_random_phases`] per read, in `out`.
+/// Phases of [`pread_random_phases`] per read, at the start of each row of `out`.
 pub const RANDOM_PHASES: usize = 4;
+
+/// The reaping that [`pread_random_phases`] saw while it waited for one read, after the
+/// phases in each row of `out` (counts, and sums of ns): reaps that found CQEs; the CQEs
+/// they took; their time from the try-lock to the first CQE in hand (the lock, the read of
+/// the CQ tail and of the first CQE, across PCIe on a GPU); from the first CQE to the last
+/// (the dispatch of each but the last, and the read of the next); from the last to the
+/// end (its dispatch, the head stores, the unlock); reaps that found none; their time;
+/// rounds that found the reaper busy.
+pub const RANDOM_REAP: usize = 8;
+
+/// Values per read in `out` of [`pread_random_phases`].
+pub const RANDOM_ROW: usize = RANDOM_PHASES + RANDOM_REAP;
 
 kernel! {
     /// A diagnostic of [`pread_random`], in phases: the same reads (same pages, same slots),
@@ -389,7 +401,10 @@ kernel! {
     /// `out[(t * reads + i) * 4 + k]`: taking an arena block and a completion slot,
     /// `Context::submit` (the SQE written and published on the block's ring), waiting for
     /// the completion (`Context::wait`: the kernel's work and the reaping), and the copy out
-    /// of the block into the slot. A failed or short read stores `u64::MAX` in every phase.
+    /// of the block into the slot; then how the wait reaped ([`RANDOM_REAP`]: the wait is
+    /// `Context::wait`'s, with each reap timed). A row is [`RANDOM_ROW`] values at
+    /// `out[(t * reads + i) * RANDOM_ROW]`. A failed or short read stores `u64::MAX` in
+    /// every phase.
     ///
     /// Each thread holds its block and slot outside the wait that took them, which the
     /// lockstep rule forbids (`gpuio_device::arch`): run it with independent thread
@@ -420,7 +435,8 @@ kernel! {
             };
             ctx.submit(&sqe);
             let t2 = clock_ns();
-            let res = ctx.wait(ticket);
+            let mut reap = [0u64; RANDOM_REAP];
+            let res = wait_timing_reaps(ctx, ticket, &mut reap);
             let t3 = clock_ns();
             if res == RANDOM_READ as i32 {
                 // SAFETY: the read completed (the wait's acquire); the block is ours until
@@ -437,15 +453,64 @@ kernel! {
             }
             let t4 = clock_ns();
             ctx.arena.pool.give_back(block);
-            let row = if res == RANDOM_READ as i32 {
-                [t1 - t0, t2 - t1, t3 - t2, t4 - t3]
-            } else {
-                [u64::MAX; RANDOM_PHASES]
-            };
+            let mut row = [u64::MAX; RANDOM_ROW];
+            if res == RANDOM_READ as i32 {
+                row[..RANDOM_PHASES].copy_from_slice(&[t1 - t0, t2 - t1, t3 - t2, t4 - t3]);
+                row[RANDOM_PHASES..].copy_from_slice(&reap);
+            }
             for (k, v) in row.iter().enumerate() {
-                // SAFETY: the host allocated `RANDOM_PHASES * reads` u64s per thread at `out`.
-                unsafe { *(out as *mut u64).add((t * reads + i) as usize * RANDOM_PHASES + k) = *v };
+                // SAFETY: the host allocated `RANDOM_ROW * reads` u64s per thread at `out`.
+                unsafe { *(out as *mut u64).add((t * reads + i) as usize * RANDOM_ROW + k) = *v };
             }
         }
     }
+}
+
+/// `Context::wait` for `ticket` (the same rounds: its block's ring reaped while the reaper is
+/// free, every ring every 64th round), with each reap timed into `stats` ([`RANDOM_REAP`]).
+/// No stream is flushed: the kernel that calls it does not print.
+fn wait_timing_reaps(
+    ctx: &gpuio_device::Context,
+    ticket: gpuio_device::request::Ticket,
+    stats: &mut [u64; RANDOM_REAP],
+) -> i32 {
+    let mut rounds = 0u32;
+    let timed_reap = |ring: &gpuio_device::ring::Ring, stats: &mut [u64; RANDOM_REAP]| {
+        let (start, mut first, mut last, mut n) = (clock_ns(), 0u64, 0u64, 0u64);
+        ring.reap(|cqe| {
+            last = clock_ns();
+            if n == 0 {
+                first = last;
+            }
+            n += 1;
+            ctx.dispatch(cqe);
+        });
+        let end = clock_ns();
+        if n > 0 {
+            stats[0] += 1;
+            stats[1] += n;
+            stats[2] += first - start;
+            stats[3] += last - first;
+            stats[4] += end - last;
+        } else {
+            stats[5] += 1;
+            stats[6] += end - start;
+        }
+    };
+    gpuio_device::wait::until(
+        || ctx.requests.try_result(ticket),
+        || {
+            rounds = rounds.wrapping_add(1);
+            let ring = ctx.request_ring();
+            if rounds.is_multiple_of(64) {
+                for r in ctx.rings() {
+                    timed_reap(r, stats);
+                }
+            } else if !ring.reaper.busy() {
+                timed_reap(ring, stats);
+            } else {
+                stats[7] += 1;
+            }
+        },
+    )
 }
