@@ -1497,12 +1497,22 @@ fn print_reaping(sums: &[u64; k::RANDOM_REAP], secs: f64, rings: u32, reads: u64
                     format!("{:.2}", cqes as f64 / full as f64)
                 },
             ],
-            vec!["us per reap: try-lock to first CQE in hand".into(), per(to_first, full)],
             vec![
-                "us per further CQE (dispatch + next CQE read)".into(),
-                per(first_to_last, cqes.saturating_sub(full)),
+                "us per reap: try-lock to the first batch of CQEs in hand".into(),
+                per(to_first, full),
             ],
-            vec!["us per reap: last CQE to the end".into(), per(last_to_end, full)],
+            vec![
+                "us per reap: first batch to last (dispatches, further batches)".into(),
+                per(first_to_last, full),
+            ],
+            vec![
+                "us per reap: last batch's dispatch, head stores, unlock".into(),
+                per(last_to_end, full),
+            ],
+            vec![
+                "us per CQE, whole reaps".into(),
+                per(to_first + first_to_last + last_to_end, cqes),
+            ],
             vec!["reaps that found none".into(), empty.to_string()],
             vec!["us per empty reap".into(), per(empty_ns, empty)],
             vec!["rounds that found the reaper busy".into(), busy.to_string()],

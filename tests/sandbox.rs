@@ -51,9 +51,11 @@ fn run(ctx: &Context, sqe: Sqe) -> i32 {
     let mut res = None;
     while res.is_none() {
         assert!(Instant::now() < until, "no completion for {sqe:?}");
-        ctx.rings[0].reap(|cqe| {
-            assert_eq!(cqe.user_data, sqe.user_data, "a completion of another request");
-            res = Some(cqe.res);
+        ctx.rings[0].reap(|cqes| {
+            for cqe in cqes {
+                assert_eq!(cqe.user_data, sqe.user_data, "a completion of another request");
+                res = Some(cqe.res);
+            }
         });
         std::thread::yield_now();
     }

@@ -17,12 +17,15 @@
 //! 2. **Who reaps: whoever waits.** A waiting thread looks at its slot; while it is not
 //!    `DONE`, it tries to become the reaper (`Ring::reap`, a try-lock: when another thread
 //!    reaps, it leaves at once and looks at its slot again). The reaper hands every CQE
-//!    present to the context's dispatch, which routes a request's CQE here
-//!    (`Requests::complete`): it checks the slot is `PENDING` with the CQE's tag, stores
-//!    the result (Relaxed), then `DONE` (Release).
-//! 3. **Wake.** The waiter's Acquire load of `DONE` pairs with that release: it sees the
-//!    result, and everything the kernel did for the request (the bytes a read put into our
-//!    buffer: the reaper acquired those with the CQ tail, and happens-before is
+//!    present to the context's dispatch, which routes a request's CQE here, a batch of CQEs
+//!    at a time: for each, `Requests::prepare` checks the slot is `PENDING` with the CQE's
+//!    tag and stores the result (Relaxed); then one release fence (system scope) for the
+//!    batch; then `Requests::finish` stores `DONE` in each slot (Relaxed, after the fence).
+//!    On a GPU a system-scope fence costs about a PCIe round trip: one per batch, not one
+//!    per CQE.
+//! 3. **Wake.** The waiter's Acquire load of `DONE` synchronises with that fence: it sees
+//!    the result, and everything the kernel did for the request (the bytes a read put into
+//!    our buffer: the reaper acquired those with the CQ tail, and happens-before is
 //!    transitive). It reads the result and gives the slot back (Release).
 //!
 //! # Why no waiter starves
@@ -112,25 +115,44 @@ impl Requests {
         Some(Ticket { slot, tag })
     }
 
-    /// Routes a CQE to its slot. Called only by the reaper. Returns `false`, changing
-    /// nothing, when the slot is not pending with this tag (a stray).
-    pub(crate) fn complete(&self, user_data: u64, res: i32) -> bool {
-        let slot = user_data::index(user_data);
-        if slot >= self.pool.count {
-            return false;
-        }
+    /// What [`Requests::prepare`] checks for a CQE with this `user_data`: its slot's state
+    /// and tag (of the slot its index names modulo the slot count, so any `user_data` may
+    /// be looked at). Called only by the reaper, for a batch of CQEs before any is
+    /// prepared: on a GPU each load is a round trip to L2, and a batch's are in flight
+    /// together.
+    pub(crate) fn look(&self, user_data: u64) -> (u32, u32) {
+        let slot = user_data::index(user_data) & (self.pool.count - 1);
         // Relaxed: the holder's take (and tag) happen-before the CQE we hold (see above);
-        // no one else moves a PENDING slot.
-        if self.pool.state(slot).load(Ordering::Relaxed) != PENDING
-            || self.tag(slot).load(Ordering::Relaxed) != user_data::low(user_data)
-        {
-            return false;
+        // no one else moves a PENDING slot, and only its holder writes the tag.
+        (
+            self.pool.state(slot).load(Ordering::Relaxed),
+            self.tag(slot).load(Ordering::Relaxed),
+        )
+    }
+
+    /// Stores a CQE's result in its slot, the first of the two steps that complete a
+    /// request; [`Requests::finish`] is the second. `look` is what [`Requests::look`]
+    /// returned for this CQE in the reaper's current batch. Called only by the reaper.
+    /// Returns the slot, or `None`, changing nothing, when the slot is not pending with
+    /// this tag (a stray).
+    pub(crate) fn prepare(&self, user_data: u64, res: i32, look: (u32, u32)) -> Option<u32> {
+        let slot = user_data::index(user_data);
+        if slot >= self.pool.count || look != (PENDING, user_data::low(user_data)) {
+            return None;
         }
+        // Relaxed: published by the caller's release fence before `finish`.
         self.result(slot).store(res, Ordering::Relaxed);
-        // Release, system scope: the result, and the kernel's work for the request (which
-        // the reaper acquired with the CQ tail), happen-before the waiter's acquire.
-        self.pool.state(slot).store(DONE, Ordering::Release);
-        true
+        Some(slot)
+    }
+
+    /// Marks `slot` (returned by [`Requests::prepare`]) `DONE`. The caller must have issued
+    /// a `fence(Release)` (system scope) after the `prepare` and after its acquire of the CQ
+    /// tail: one fence publishes a whole batch.
+    pub(crate) fn finish(&self, slot: u32) {
+        // Relaxed after the caller's release fence: that fence synchronises with the
+        // waiter's acquire of DONE, so the result, and the kernel's work for the request
+        // (which the reaper acquired with the CQ tail), happen-before the waiter's reads.
+        self.pool.state(slot).store(DONE, Ordering::Relaxed);
     }
 
     /// Whether `ticket`'s result is in.

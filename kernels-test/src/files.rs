@@ -385,11 +385,11 @@ pub const RANDOM_PHASES: usize = 4;
 
 /// The reaping that [`pread_random_phases`] saw while it waited for one read, after the
 /// phases in each row of `out` (counts, and sums of ns): reaps that found CQEs; the CQEs
-/// they took; their time from the try-lock to the first CQE in hand (the lock, the read of
-/// the CQ tail and of the first CQE, across PCIe on a GPU); from the first CQE to the last
-/// (the dispatch of each but the last, and the read of the next); from the last to the
-/// end (its dispatch, the head stores, the unlock); reaps that found none; their time;
-/// rounds that found the reaper busy.
+/// they took; their time from the try-lock to the first batch of CQEs in hand (the lock,
+/// the reads of the CQ tail and of the batch, across PCIe on a GPU); from the first batch
+/// to the last (the dispatch of each but the last, and the reads of the next); from the
+/// last to the end (its dispatch, the head stores, the unlock); reaps that found none (or
+/// lost the try-lock); their time; rounds that found the reaper busy.
 pub const RANDOM_REAP: usize = 8;
 
 /// Values per read in `out` of [`pread_random_phases`].
@@ -477,13 +477,13 @@ fn wait_timing_reaps(
     let mut rounds = 0u32;
     let timed_reap = |ring: &gpuio_device::ring::Ring, stats: &mut [u64; RANDOM_REAP]| {
         let (start, mut first, mut last, mut n) = (clock_ns(), 0u64, 0u64, 0u64);
-        ring.reap(|cqe| {
+        ring.reap(|cqes| {
             last = clock_ns();
             if n == 0 {
                 first = last;
             }
-            n += 1;
-            ctx.dispatch(cqe);
+            n += cqes.len() as u64;
+            ctx.dispatch(cqes);
         });
         let end = clock_ns();
         if n > 0 {

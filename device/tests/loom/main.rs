@@ -140,7 +140,7 @@ fn ring_model(sq: u32, cq: u32, counts: [u64; 2]) {
                             ..Sqe::default()
                         };
                         ring.submit(&sqe, &mut || {
-                            ring.reap(|c| reaped.lock().unwrap().push(c.user_data));
+                            ring.reap(|cs| reaped.lock().unwrap().extend(cs.iter().map(|c| c.user_data)));
                         });
                     }
                 })
@@ -169,7 +169,7 @@ fn ring_model(sq: u32, cq: u32, counts: [u64; 2]) {
         }
         kernel.join().unwrap();
         while !ring.idle() {
-            ring.reap(|c| reaped.lock().unwrap().push(c.user_data));
+            ring.reap(|cs| reaped.lock().unwrap().extend(cs.iter().map(|c| c.user_data)));
             thread::yield_now();
         }
         let want: Vec<u64> = (0..2u64)
