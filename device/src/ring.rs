@@ -219,11 +219,11 @@ impl Ring {
         unsafe { &*self.cqes.add((h & (self.cq_entries - 1)) as usize) }
     }
 
-    /// Reads CQE slot `h & mask` with one plain 16-byte load. On a GPU each load of host
-    /// memory crosses PCIe; a volatile read of the struct is split by field (three loads),
-    /// each stored to the batch's memory before the next is issued. Measured on the H100
-    /// under 4,096 waiting threads: a batch of 16 CQEs reached the reaper 38-44 us after
-    /// its try-lock that way, 5.9-6.4 us this way.
+    /// Reads CQE slot `h & mask` with one 16-byte load (`arch::read_published`: plain from
+    /// sm_70 on NVIDIA GPUs). On a GPU each load of host memory crosses PCIe; a volatile
+    /// read of the struct is split by field (three loads). Measured on the H100 under 4,096
+    /// waiting threads: a batch of 16 CQEs reached the reaper 38-44 us after its try-lock
+    /// that way, 5.9-6.4 us this way.
     ///
     /// # Safety
     /// The kernel published the slot (the caller acquired the CQ tail past it) and the
@@ -243,9 +243,8 @@ impl Ring {
             let cell: *const SharedCell<Cqe> = self.cqe(h);
             // SAFETY: the slot is published and not rewritten before the head moves (our
             // caller); it is 16-byte aligned (above) and 16 bytes long; `SharedCell` is
-            // `repr(transparent)` over the CQE. A plain load: the acquire of the tail
-            // orders it.
-            let Bits([user_data, rest]) = unsafe { (cell as *const Bits).read() };
+            // `repr(transparent)` over the CQE.
+            let Bits([user_data, rest]) = unsafe { crate::arch::read_published(cell as *const Bits) };
             // The fields as `struct io_uring_cqe` lays them out, little-endian (every
             // target of this crate).
             Cqe {

@@ -272,6 +272,18 @@ pub fn relax() {
     core::arch::amdgpu::s_sleep::<2>();
 }
 
+/// Reads `*p`, memory another agent published to us (its last write happens-before this
+/// read through an acquire the caller made). A volatile load, which bypasses the vector L1
+/// cache: this code is not yet measured on AMD hardware, so it keeps the conservative form.
+///
+/// # Safety
+/// `p` is valid and aligned for `T`, and no agent writes `*p` concurrently.
+#[inline(always)]
+pub unsafe fn read_published<T: Copy>(p: *const T) -> T {
+    // SAFETY: forwarded from our caller.
+    unsafe { core::ptr::read_volatile(p) }
+}
+
 /// A longer wait.
 #[inline(always)]
 pub fn doze() {

@@ -33,6 +33,17 @@ pub fn relax() {
     std::thread::yield_now();
 }
 
+/// Reads `*p`, memory another agent published to us (its last write happens-before this
+/// read through an acquire the caller made): a plain load, which the acquire orders.
+///
+/// # Safety
+/// `p` is valid and aligned for `T`, and no agent writes `*p` concurrently.
+#[inline(always)]
+pub unsafe fn read_published<T: Copy>(p: *const T) -> T {
+    // SAFETY: forwarded from our caller.
+    unsafe { core::ptr::read(p) }
+}
+
 /// What a thread that has spun for a long time does (a slow pipe reader, say).
 #[inline]
 pub fn doze() {

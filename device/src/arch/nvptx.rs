@@ -502,6 +502,24 @@ pub fn relax() {
     spin_cycles(128);
 }
 
+/// Reads `*p`, memory another agent published to us (its last write happens-before this
+/// read through an acquire the caller made): from sm_70 a plain load, which the PTX memory
+/// model orders after the acquire and which may be in flight beside others; before sm_70 a
+/// volatile one, since the acquire there (`ld.volatile` then `membar.sys`) does not
+/// invalidate the L1 cache that a plain load may hit.
+///
+/// # Safety
+/// `p` is valid and aligned for `T`, and no agent writes `*p` concurrently.
+#[inline(always)]
+pub unsafe fn read_published<T: Copy>(p: *const T) -> T {
+    #[cfg(target_feature = "sm_70")]
+    // SAFETY: forwarded from our caller.
+    return unsafe { core::ptr::read(p) };
+    #[cfg(not(target_feature = "sm_70"))]
+    // SAFETY: forwarded from our caller.
+    return unsafe { core::ptr::read_volatile(p) };
+}
+
 /// A longer wait.
 #[inline(always)]
 pub fn doze() {
