@@ -136,7 +136,10 @@ impl Ring {
         sq_entries: u32,
         cq_entries: u32,
     ) -> Ring {
-        debug_assert!(cqes as usize % 16 == 0, "the CQE array must be 16-byte aligned");
+        debug_assert!(
+            (cqes as usize).is_multiple_of(16),
+            "the CQE array must be 16-byte aligned"
+        );
         Ring {
             sq_head,
             sq_tail,
