@@ -166,10 +166,9 @@ impl Context {
         ring.reap(|cqes| self.dispatch(cqes))
     }
 
-    /// Routes CQEs to the stream flights and requests they complete (see
-    /// [`crate::user_data`]), or counts them: what [`Context::reap_ring`] does with each
-    /// batch. Public for diagnostics that wrap a ring's reap; only the ring's reaper may
-    /// call it.
+    /// Routes CQEs to the stream flights and requests they complete (their `user_data`
+    /// names which), or counts them: what [`Context::reap_ring`] does with each batch.
+    /// Public for diagnostics that wrap a ring's reap; only the ring's reaper may call it.
     pub fn dispatch(&self, cqes: &[Cqe]) {
         for batch in cqes.chunks(REAP_BATCH) {
             self.dispatch_batch(batch);
