@@ -208,14 +208,11 @@ impl Context {
             {
                 continue;
             }
-            if kind == KIND_REQUEST {
-                // A second CQE for a slot already prepared in this batch (its look is
-                // from before the first) is a stray, as it would be one at a time.
-                if let Some(s) = self
-                    .requests
-                    .prepare(cqe.user_data, cqe.res, looks[i])
-                    .filter(|s| !prepared[..i].contains(s))
-                {
+            // A second CQE for a slot already prepared in this batch (its look is from
+            // before the first) is a stray, as it would be one at a time: checked before
+            // `prepare`, which stores the result.
+            if kind == KIND_REQUEST && !prepared[..i].contains(&user_data::index(cqe.user_data)) {
+                if let Some(s) = self.requests.prepare(cqe.user_data, cqe.res, looks[i]) {
                     prepared[i] = s;
                     any = true;
                     if cqe.res == SANDBOX_REFUSAL {

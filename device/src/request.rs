@@ -18,8 +18,9 @@
 //!    `DONE`, it tries to become the reaper (`Ring::reap`, a try-lock: when another thread
 //!    reaps, it leaves at once and looks at its slot again). The reaper hands every CQE
 //!    present to the context's dispatch, which routes a request's CQE here, a batch of CQEs
-//!    at a time: for each, `Requests::prepare` checks the slot is `PENDING` with the CQE's
-//!    tag and stores the result (Relaxed); then one release fence (system scope) for the
+//!    at a time: the slots' states and tags are loaded first (`Requests::look`); then for
+//!    each, `Requests::prepare` checks that the slot was `PENDING` with the CQE's tag and
+//!    stores the result (Relaxed); then one release fence (system scope) for the
 //!    batch; then `Requests::finish` stores `DONE` in each slot (Relaxed, after the fence).
 //!    On a GPU a system-scope fence costs about a PCIe round trip: one per batch, not one
 //!    per CQE.
@@ -157,7 +158,7 @@ impl Requests {
 
     /// Whether `ticket`'s result is in.
     pub fn is_done(&self, ticket: Ticket) -> bool {
-        // Acquire: pairs with the reaper's release of DONE.
+        // Acquire: synchronises with the reaper's release fence before its store of DONE.
         self.pool.state(ticket.slot).load(Ordering::Acquire) == DONE
     }
 
