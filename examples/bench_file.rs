@@ -945,28 +945,30 @@ fn main() {
     }
 
     // ---- the same round trip, in phases (diagnostic), into the same file.
-    let mut ph = DevBuf::new(&g, cfg.iters as usize * 48);
+    let row = k::LATENCY_ROW;
+    let mut ph = DevBuf::new(&g, cfg.iters as usize * row * 8);
     one_thread(&rt, &g, "latency_phases", k::latency_phases, fd, iters, ph.addr());
     drop(lat_file);
     if cfg.lat_file.is_none() {
         let _ = std::fs::remove_file(&lat_path);
     }
-    let mut raw = vec![0u8; cfg.iters as usize * 48];
+    let mut raw = vec![0u8; cfg.iters as usize * row * 8];
     ph.download(0, &mut raw);
     let words: Vec<u64> = raw
         .chunks(8)
         .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
         .collect();
     let names = [
-        "PCIe read (SQ head)",
+        "PCIe read (the CQ tail)",
         "system fence",
         "block + slot + stage 64 B",
         "Ring::submit",
-        "wait for the CQE",
+        "until the CQ tail moves",
+        "reap, dispatch, see DONE",
     ];
     let mut rows = Vec::new();
     for (k, name) in names.iter().enumerate() {
-        let mut v: Vec<u64> = words.chunks(6).map(|r| r[k]).collect();
+        let mut v: Vec<u64> = words.chunks(row).map(|r| r[k]).collect();
         v.sort_unstable();
         let q = |p: f64| v[((v.len() - 1) as f64 * p) as usize] as f64 / 1e3;
         rows.push(vec![
@@ -975,7 +977,7 @@ fn main() {
             format!("{:.2}", q(0.99)),
         ]);
     }
-    let bad = words.chunks(6).filter(|r| r[5] != 64).count();
+    let bad = words.chunks(row).filter(|r| r[row - 1] != 64).count();
     println!();
     println!(
         "## the same round trip in phases ({} iterations, {} results not 64)",

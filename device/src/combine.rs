@@ -71,23 +71,34 @@ impl Combiner {
     /// after a SeqCst fence and a look at the lock; we release the lock, fence (SeqCst),
     /// then look at `pending`. Of two such store-fence-load sequences at least one load sees
     /// the other's store: the requester takes the lock itself, or we see its request.
-    pub fn run_fast(&self, mut work: impl FnMut()) -> bool {
-        // Relaxed look first: contended callers go to the request protocol without an RMW.
-        if self.lock.load(Ordering::Relaxed) == 0
-            // Acquire, system scope: the previous holder's work happens-before ours.
-            && self.lock.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
-        {
-            work();
-            // Release, system scope: our work happens-before the next holder's.
-            self.lock.store(0, Ordering::Release);
-            // SeqCst fence: pairs with the requesters' fence (see above).
-            fence(Ordering::SeqCst);
-            if self.pending.load(Ordering::Relaxed) != 0 {
-                self.serve(&mut work, true);
-            }
+    pub fn run_fast(&self, work: impl FnMut()) -> bool {
+        if self.try_lock() {
+            self.run_locked(work);
             return true;
         }
         self.run(work)
+    }
+
+    /// Takes the lock if it is free; returns whether it did. A caller that took it must
+    /// call [`Combiner::run_locked`] next (its work may first do what only a holder may).
+    pub fn try_lock(&self) -> bool {
+        // Relaxed look first: contended callers go to the request protocol without an RMW.
+        self.lock.load(Ordering::Relaxed) == 0
+            // Acquire, system scope: the previous holder's work happens-before ours.
+            && self.lock.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+    }
+
+    /// Runs `work` under the lock the caller took with [`Combiner::try_lock`], releases it,
+    /// then serves the requests made meanwhile ([`Combiner::run_fast`]'s fast path).
+    pub fn run_locked(&self, mut work: impl FnMut()) {
+        work();
+        // Release, system scope: our work happens-before the next holder's.
+        self.lock.store(0, Ordering::Release);
+        // SeqCst fence: pairs with the requesters' fence (see above).
+        fence(Ordering::SeqCst);
+        if self.pending.load(Ordering::Relaxed) != 0 {
+            self.serve(&mut work, true);
+        }
     }
 
     /// The holder's loop: takes the lock while requests are pending and serves them.
@@ -123,7 +134,17 @@ impl Combiner {
     /// Runs `work` once if nobody holds the lock; returns whether it ran. Leaves no
     /// request: for work that anyone may redo later (reaping), where thousands of callers
     /// must not queue up behind one another.
-    pub fn try_run(&self, work: impl FnOnce()) -> bool {
+    ///
+    /// `work` returns whether it wrote anything for the next holder to see. If it did not
+    /// (it only looked, as a reap that finds no CQE does), the lock is released by a relaxed
+    /// read-modify-write rather than a release store: on a GPU a system-scope release is a fence, which
+    /// a waiter polling an empty CQ would otherwise pay on every look. The next holder
+    /// still synchronises with the last holder that wrote: its acquire reads our RMW, a
+    /// read-modify-write, which continues the release sequence of that holder's release
+    /// store (the lock's only other writes are the takers' compare-exchanges and such
+    /// releases, all read-modify-writes). A holder that wrote nothing owes the next one
+    /// nothing.
+    pub fn try_run(&self, work: impl FnOnce() -> bool) -> bool {
         // Relaxed look first: contended callers leave without a read-modify-write.
         if self.lock.load(Ordering::Relaxed) != 0 {
             return false;
@@ -136,15 +157,24 @@ impl Combiner {
         {
             return false;
         }
-        work();
-        // Release, system scope: our work happens-before the next holder's.
-        self.lock.store(0, Ordering::Release);
+        if work() {
+            // Release, system scope: our work happens-before the next holder's.
+            self.lock.store(0, Ordering::Release);
+        } else {
+            // Relaxed read-modify-write, system scope: nothing to publish (see above). An
+            // `and` with 0, not a swap: in the PTX every swap is a combiner request, acq_rel,
+            // which `tests/ptx_atomics` checks.
+            self.lock.fetch_and(0, Ordering::Relaxed);
+        }
         true
     }
 
-    /// Whether some agent is inside `run` right now.
+    /// Whether some agent holds the lock right now: a hint (to skip a try that would
+    /// fail), which orders nothing.
     pub fn busy(&self) -> bool {
-        self.lock.load(Ordering::Acquire) != 0
+        // Relaxed, system scope: nothing is read on the strength of it. (On a GPU an acquire
+        // at system scope costs about a fence, and waiters ask every round.)
+        self.lock.load(Ordering::Relaxed) != 0
     }
 }
 

@@ -168,52 +168,55 @@ impl Context {
 
     /// Routes CQEs to the stream flights and requests they complete (their `user_data`
     /// names which), or counts them: what [`Context::reap_ring`] does with each batch.
-    /// Public for diagnostics that wrap a ring's reap; only the ring's reaper may call it.
-    pub fn dispatch(&self, cqes: &[Cqe]) {
+    /// Returns whether it issued a system-scope release fence in its last batch (after
+    /// which it stores only `DONE`, relaxed): that fence follows the reaper's reads of
+    /// the CQ slots, so [`Ring::reap`] needs no release of its own for the head.
+    ///
+    /// Public for diagnostics that wrap a ring's reap. Only the holder of the ring's reaper
+    /// lock may call it, with CQEs it took from that ring; it is safe to call otherwise, but
+    /// then requests complete with results that no CQE gave them.
+    pub fn dispatch(&self, cqes: &[Cqe]) -> bool {
+        let mut fenced = false;
         for batch in cqes.chunks(REAP_BATCH) {
-            self.dispatch_batch(batch);
+            fenced = self.dispatch_batch(batch);
         }
+        fenced
     }
 
-    /// [`Context::dispatch`] for at most [`REAP_BATCH`] CQEs.
+    /// [`Context::dispatch`] for at most [`REAP_BATCH`] CQEs; returns whether it issued
+    /// the release fence (it does when the batch completed a request).
     ///
     /// Requests complete in two steps around one release fence for the whole batch
     /// (`Requests::prepare`, then `Requests::finish`): on a GPU a system-scope fence costs
     /// about a PCIe round trip. With a fence and two dependent loads per CQE, a reaper
     /// under 4,096 waiting threads spent 7-8 us per CQE on the H100, and every waiter of
     /// its ring waited behind it.
-    fn dispatch_batch(&self, cqes: &[Cqe]) {
-        let Some(last) = cqes.len().checked_sub(1) else {
-            return;
-        };
+    fn dispatch_batch(&self, cqes: &[Cqe]) -> bool {
+        debug_assert!(cqes.len() <= REAP_BATCH);
         // The requests' slot states and tags, all loaded before any is checked, so that
         // the loads can be in flight together (a GPU thread waits for a load only where it
         // uses the value). Past the batch, and for stream CQEs, nothing is loaded.
-        let looks: [(u32, u32); REAP_BATCH] = core::array::from_fn(|i| {
-            let cqe = &cqes[i.min(last)];
-            if i <= last && user_data::kind(cqe.user_data) == KIND_REQUEST {
-                self.requests.look(cqe.user_data)
-            } else {
-                (0, 0)
-            }
+        let looks: [(u32, u32); REAP_BATCH] = core::array::from_fn(|i| match cqes.get(i) {
+            Some(cqe) if user_data::kind(cqe.user_data) == KIND_REQUEST => self.requests.look(cqe.user_data),
+            _ => (0, 0),
         });
-        let mut prepared = [u32::MAX; REAP_BATCH];
+        let mut prepared: [Option<u32>; REAP_BATCH] = [None; REAP_BATCH];
         let mut any = false;
         for (i, cqe) in cqes.iter().enumerate() {
             let kind = user_data::kind(cqe.user_data);
-            let index = user_data::index(cqe.user_data) as usize;
+            let index = user_data::index(cqe.user_data);
             if kind == KIND_STREAM
-                && index < STREAMS
-                && self.streams[index].complete(user_data::low(cqe.user_data), cqe.res)
+                && (index as usize) < STREAMS
+                && self.streams[index as usize].complete(user_data::low(cqe.user_data), cqe.res)
             {
                 continue;
             }
             // A second CQE for a slot already prepared in this batch (its look is from
             // before the first) is a stray, as it would be one at a time: checked before
             // `prepare`, which stores the result.
-            if kind == KIND_REQUEST && !prepared[..i].contains(&user_data::index(cqe.user_data)) {
+            if kind == KIND_REQUEST && !prepared[..i].contains(&Some(index)) {
                 if let Some(s) = self.requests.prepare(cqe.user_data, cqe.res, looks[i]) {
-                    prepared[i] = s;
+                    prepared[i] = Some(s);
                     any = true;
                     if cqe.res == SANDBOX_REFUSAL {
                         // The sandbox's refusal. Only the reaper writes the count; the host
@@ -236,12 +239,11 @@ impl Context {
             // their requests (acquired with the CQ tail), happen-before any waiter's
             // acquire of a DONE stored below (`Requests::finish`).
             fence(Ordering::Release);
-            for &slot in prepared.iter().take(cqes.len()) {
-                if slot != u32::MAX {
-                    self.requests.finish(slot);
-                }
+            for slot in prepared.iter().flatten() {
+                self.requests.finish(*slot);
             }
         }
+        any
     }
 
     /// Flushes `stream`, or asks whoever is flushing it to go on ([`Stream::flush`], with

@@ -287,13 +287,18 @@ fn bulk(fd: i32, at: u64, total: u64, chunk: u64, errors: u64, write: bool) {
     }
 }
 
+/// Values per round trip in `out` of [`latency_phases`]: its six phases, then the result.
+pub const LATENCY_ROW: usize = 7;
+
 kernel! {
     /// A diagnostic of [`pwrite_latency`]'s round trip, in phases. Thread 0, `iters` times:
-    /// one PCIe read (the kernel's SQ head), one system-scope fence, taking a block and a
-    /// completion slot and staging 64 bytes, `Ring::submit` (the SQE written and
-    /// published), then waiting for the completion (the kernel's work and our reaping).
-    /// `out[6 * i + k]` (u64, ns) for the phases `k` in that order; the last entry is the
-    /// CQE's result.
+    /// one PCIe read (the kernel's CQ tail, kept to tell when it moves), one system-scope
+    /// fence, taking a block and a completion slot and staging 64 bytes, `Ring::submit` (the
+    /// SQE written and published), until the kernel's CQ tail moves (the kernel's work, and
+    /// the crossings of PCIe both ways: relaxed loads of the tail in a loop, outside the
+    /// reaper lock, which only a lone thread may do), then the rest of the wait
+    /// (`Context::wait`: the reap, the dispatch, seeing `DONE`). `out[LATENCY_ROW * i + k]`
+    /// (u64, ns) for the phases `k` in that order; the last entry is the CQE's result.
     pub fn latency_phases(fd: i32, iters: u32, out: u64) {
         use gpuio_device::sync::fence;
         use gpuio_device::uapi::{Sqe, IORING_OP_WRITE};
@@ -310,7 +315,8 @@ kernel! {
         for i in 0..iters {
             let t0 = clock_ns();
             // SAFETY: the ring's pointers are valid while the runtime lives.
-            let head = unsafe { &*ctx.request_ring().sq_head }.load(Ordering::Acquire);
+            let cq_tail = unsafe { &*ctx.request_ring().cq_tail };
+            let before = cq_tail.load(Ordering::Relaxed);
             let t1 = clock_ns();
             fence(Ordering::SeqCst);
             let t2 = clock_ns();
@@ -331,13 +337,16 @@ kernel! {
             };
             ctx.submit(&sqe);
             let t4 = clock_ns();
-            let res = ctx.wait(ticket);
+            // Nothing else is in flight on this ring, so the tail moves for our CQE.
+            while cq_tail.load(Ordering::Relaxed) == before {}
             let t5 = clock_ns();
+            let res = ctx.wait(ticket);
+            let t6 = clock_ns();
             ctx.arena.pool.give_back(block);
-            let row = [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, res as i64 as u64 ^ (head as u64 & 0)];
+            let row = [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, res as i64 as u64];
             for (k, v) in row.iter().enumerate() {
-                // SAFETY: the host allocated `6 * iters` u64s.
-                unsafe { *(out as *mut u64).add(6 * i as usize + k) = *v };
+                // SAFETY: the host allocated `LATENCY_ROW * iters` u64s.
+                unsafe { *(out as *mut u64).add(LATENCY_ROW * i as usize + k) = *v };
             }
         }
     }
@@ -418,7 +427,6 @@ kernel! {
         // SAFETY: the host installed the context for this kernel.
         let ctx = unsafe { &*ctx };
         let t = global_thread_idx();
-        let warp = gpuio_device::arch::Warp::default();
         for i in 0..reads {
             let off = random_page(t, i, file_pages) * RANDOM_READ;
             let t0 = clock_ns();
@@ -442,9 +450,12 @@ kernel! {
                 // SAFETY: the read completed (the wait's acquire); the block is ours until
                 // we give it back; the host allocated `RANDOM_READ` bytes per thread at
                 // `dst`. As `io::pread` copies: the lanes copying together share the work.
+                // The group is the lanes here now: a warp taken before the waits would make a
+                // lane that got its block wait in the copy for siblings still waiting for
+                // blocks, which it holds (a deadlock whenever blocks run out).
                 unsafe {
                     gpuio_device::copy::group_copy(
-                        &warp,
+                        &gpuio_device::arch::Warp::default(),
                         (dst + t * RANDOM_READ) as *mut u8,
                         ctx.arena.cells(block) as *const u8,
                         RANDOM_READ as usize,
@@ -483,7 +494,7 @@ fn wait_timing_reaps(
                 first = last;
             }
             n += cqes.len() as u64;
-            ctx.dispatch(cqes);
+            ctx.dispatch(cqes)
         });
         let end = clock_ns();
         if n > 0 {

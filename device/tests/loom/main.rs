@@ -107,6 +107,51 @@ fn combiner_fast_path_never_strands_a_request() {
 }
 
 #[test]
+fn try_run_orders_holders_across_one_that_only_looked() {
+    // A holder of a try-lock that wrote nothing (a reap that found no CQE) releases it with
+    // a relaxed read-modify-write, no fence on a GPU; one that wrote releases it with a
+    // release store. A later holder must still see what an earlier holder wrote: loom
+    // reports the cell's read if it is not ordered after the write (as when the writer, too,
+    // releases with the relaxed RMW). Loom does not tell that RMW from a relaxed store here,
+    // though only the RMW continues the writer's release sequence: that part rests on the
+    // argument in `Combiner::try_run`.
+    model(|| {
+        let c = Arc::new(Combiner::new());
+        let cell = Arc::new(SharedCell::new(0u32));
+        let written = Arc::new(AtomicU32::new(0));
+        let until_ran = |c: &Combiner, work: &mut dyn FnMut() -> bool| {
+            while !c.try_run(&mut *work) {
+                thread::yield_now();
+            }
+        };
+        let writer = {
+            let (c, cell, written) = (c.clone(), cell.clone(), written.clone());
+            thread::spawn(move || {
+                until_ran(&c, &mut || {
+                    // SAFETY: inside the lock (the claim under test).
+                    unsafe { cell.write(1) };
+                    written.store(1, Ordering::Relaxed);
+                    true
+                })
+            })
+        };
+        let looker = {
+            let c = c.clone();
+            thread::spawn(move || until_ran(&c, &mut || false))
+        };
+        until_ran(&c, &mut || {
+            if written.load(Ordering::Relaxed) == 1 {
+                // SAFETY: inside the lock (the claim under test).
+                assert_eq!(unsafe { cell.read() }, 1);
+            }
+            false
+        });
+        writer.join().unwrap();
+        looker.join().unwrap();
+    });
+}
+
+#[test]
 fn ring_publishes_in_order_and_never_overruns_sq_or_cq() {
     // One SQ and one CQ slot, two submitters with one SQE each: the second SQE reuses the
     // first's slot, so it waits for the kernel to consume it and for someone to reap its
@@ -140,7 +185,10 @@ fn ring_model(sq: u32, cq: u32, counts: [u64; 2]) {
                             ..Sqe::default()
                         };
                         ring.submit(&sqe, &mut || {
-                            ring.reap(|cs| reaped.lock().unwrap().extend(cs.iter().map(|c| c.user_data)));
+                            ring.reap(|cs| {
+                                reaped.lock().unwrap().extend(cs.iter().map(|c| c.user_data));
+                                false
+                            });
                         });
                     }
                 })
@@ -169,7 +217,10 @@ fn ring_model(sq: u32, cq: u32, counts: [u64; 2]) {
         }
         kernel.join().unwrap();
         while !ring.idle() {
-            ring.reap(|cs| reaped.lock().unwrap().extend(cs.iter().map(|c| c.user_data)));
+            ring.reap(|cs| {
+                reaped.lock().unwrap().extend(cs.iter().map(|c| c.user_data));
+                false
+            });
             thread::yield_now();
         }
         let want: Vec<u64> = (0..2u64)
