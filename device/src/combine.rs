@@ -80,8 +80,8 @@ impl Combiner {
     }
 
     /// Takes the lock if it is free; returns whether it did. A caller that took it must
-    /// call [`Combiner::run_locked`] next (its work may first do what only a holder may).
-    pub fn try_lock(&self) -> bool {
+    /// call [`Combiner::run_locked`] next.
+    fn try_lock(&self) -> bool {
         // Relaxed look first: contended callers go to the request protocol without an RMW.
         self.lock.load(Ordering::Relaxed) == 0
             // Acquire, system scope: the previous holder's work happens-before ours.
@@ -90,7 +90,7 @@ impl Combiner {
 
     /// Runs `work` under the lock the caller took with [`Combiner::try_lock`], releases it,
     /// then serves the requests made meanwhile ([`Combiner::run_fast`]'s fast path).
-    pub fn run_locked(&self, mut work: impl FnMut()) {
+    fn run_locked(&self, mut work: impl FnMut()) {
         work();
         // Release, system scope: our work happens-before the next holder's.
         self.lock.store(0, Ordering::Release);

@@ -13,7 +13,7 @@
 //! | `sq_flags` | kernel (`NEED_WAKEUP`) | the host's waker |
 //! | `sqes[]` | the submitter that owns the slot | kernel, after it sees the tail |
 //! | `cq_tail` | kernel (`smp_store_release`) | the reaper |
-//! | `cq_head` | the reaper, `Release` | kernel |
+//! | `cq_head` | the reaper, `Release` (or after its release fence) | kernel |
 //! | `cqes[]` | kernel | the reaper |
 //! | `ready[]`, `tickets`, `published` | submitters / publisher | submitters / publisher |
 //! | `reaped` (our copy of `cq_head`) | the reaper, `Release` | reaper; submitters: credits |
@@ -47,12 +47,7 @@
 //!    transitive through the flag's release/acquire and the tail's release/acquire. A
 //!    submitter that finds the publisher busy leaves a request, and the busy publisher walks
 //!    again before it leaves, so no ready SQE is stranded.
-//!
-//! A submitter that finds the publisher lock free takes it before step 3 and does 3 to 5
-//! under it, storing its flag Relaxed: its own walk sees the flag in program order, and any
-//! later publisher's walk comes after that publisher's acquire of the lock, which we
-//! release after the SQE and the flag. On a GPU that saves a system-scope fence (about a
-//! PCIe round trip) per uncontended submission.
+
 //!
 //! # Waking the kernel
 //! SQPOLL sleeps after `sq_thread_idle` ms without work and sets `IORING_SQ_NEED_WAKEUP`.
@@ -63,10 +58,11 @@
 //! Whoever gets the reaper lock (a try-lock: the others leave at once) reads CQEs from
 //! `reaped` to the kernel's `cq_tail` (Acquire: the kernel wrote the CQE, and finished with
 //! the request's buffers, before it released the tail), hands them, in batches, to a
-//! dispatch function, then stores the kernel's `cq_head` (Release: our reads of those CQE
-//! slots happen-before the kernel refills them) and then `reaped` (Release: the credits it
-//! frees are seen only after the dispatch that recycled their buffers, and after the
-//! kernel's head moved).
+//! dispatch function, then stores the kernel's `cq_head` (Release, or Relaxed right after
+//! the dispatch's own release fence: our reads of those CQE slots happen-before the kernel
+//! refills them) and then `reaped` (Release: the credits it frees are seen only after the
+//! dispatch that recycled their buffers, and after the kernel's head moved). A reap that
+//! finds no CQE stores neither.
 
 use crate::combine::Combiner;
 use crate::sync::{AtomicU32, Ordering, Padded, SharedCell};
@@ -283,26 +279,17 @@ impl Ring {
                 if !self.may_write(t) {
                     return None;
                 }
-                // Uncontended, 3-5 happen under the publisher lock, taken first (see the
-                // module docs).
-                let holding = self.publisher.try_lock();
                 // 3. Write. SAFETY: slot `t & mask` belongs to ticket `t` alone: its previous
                 // occupant was consumed (acquire in `may_write`) and no one reads it before
                 // step 4.
                 unsafe { self.sqe(t).write(*sqe) };
-                if holding {
-                    // 4. Ready. Relaxed, system scope: ordered for later publishers by the
-                    // lock (above).
-                    self.ready(t).store(t.wrapping_add(1), Ordering::Relaxed);
-                    // 5. Publish.
-                    self.publisher.run_locked(|| self.advance_tail());
-                } else {
-                    // 4. Ready. Release, system scope: the SQE and the caller's payload
-                    // happen-before the publisher's acquire of this flag.
-                    self.ready(t).store(t.wrapping_add(1), Ordering::Release);
-                    // 5. Publish.
-                    self.publisher.run(|| self.advance_tail());
-                }
+
+                // 4. Ready. Release, system scope: the SQE and the caller's payload
+                // happen-before the publisher's acquire of this flag.
+                self.ready(t).store(t.wrapping_add(1), Ordering::Release);
+
+                // 5. Publish.
+                self.publish();
                 Some(t)
             },
             help,
@@ -339,14 +326,18 @@ impl Ring {
         t.wrapping_sub(sq_head) < self.sq_entries && t.wrapping_sub(cq_head) < self.cq_entries
     }
 
-    /// Moves the SQ tail over every ready SQE, in order: the publisher's work (only a
+    /// Moves the SQ tail over every ready SQE, in order (step 5).
+    fn publish(&self) {
+        self.publisher.run_fast(|| self.advance_tail());
+    }
+
+    /// The publisher's work: moves the SQ tail over every ready SQE, in order (only a
     /// holder of the `publisher` lock calls it).
     fn advance_tail(&self) {
         // Only the publisher writes `published`; the combiner's lock orders holders.
         let start = self.published.load(Ordering::Relaxed);
         let mut tail = start;
-        // Acquire, system scope: pairs with the submitters' release in step 4 (a flag
-        // stored relaxed under the lock is ordered by the lock instead). The walk cannot
+        // Acquire, system scope: pairs with the submitters' release in step 4. The walk cannot
         // run past a lap: SQE `t >= start + sq_entries` cannot have been written, since
         // the kernel's head is at most `start`.
         while self.ready(tail).load(Ordering::Acquire) == tail.wrapping_add(1) {
@@ -373,9 +364,8 @@ impl Ring {
     /// Batches are there for the GPU: the loads of a batch's CQEs (across PCIe) are issued
     /// before any of them is used, and the dispatch publishes a batch's results behind one
     /// system-scope fence (`Context::dispatch`). `dispatch` returns whether it issued a
-    /// release fence (system scope) after its last read of the batch: for the last batch,
-    /// that fence then orders the reads of every CQE slot before the head store, which
-    /// needs no release of its own.
+    /// release fence (system scope): for the last batch, that fence comes after our reads
+    /// of every CQE slot, so the head store needs no release of its own.
     ///
     /// A reap that finds no CQE writes nothing (and releases the lock without a fence,
     /// [`Combiner::try_run`]): on a GPU a waiter polls the CQ this way, and each

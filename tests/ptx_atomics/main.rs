@@ -21,7 +21,7 @@
 //! | `atom.acquire.sys.cas.b32` | combiner lock (`compare_exchange(0, 1, Acquire, Relaxed)`) |
 //! | `fence.sc.sys` | the combiner's two store-buffering fences |
 //! | `st.release.sys.b32` | SQ tail, ready flags, CQ head, combiner unlock |
-//! | `st.relaxed.sys.b32` | a ready flag stored under the publisher lock; the CQ head after the dispatch's release fence |
+//! | `st.relaxed.sys.b32` | the CQ head after the dispatch's release fence |
 //! | `atom.relaxed.sys.and.b32` | the reaper's unlock after a reap that took nothing (`Combiner::try_run`) |
 //! | `ld.acquire.sys.b32` / `.b64` | kernel's SQ head / CQ tail, ready flags, `released` |
 //! | `activemask.b32`, `shfl.sync.*`, `bar.warp.sync` | one record per warp (`arch::Warp`) |
@@ -362,22 +362,15 @@ fn the_lockstep_build_orders_the_protocol_steps() {
     for f in insts.iter().map(|i| i.func.as_str()).collect::<BTreeSet<_>>() {
         let body = memory(&insts.iter().filter(|i| i.func == f).collect::<Vec<_>>());
         let mut plain = 0;
-        // Whether the run of plain stores began right after a lock was taken (`atom.sys.cas`
-        // then `membar.sys`): a submitter that took the free publisher lock first writes its
-        // SQE and stores its flag relaxed under it; the unlock's release orders both before
-        // any other publisher's walk, and its own walk's tail store releases them to the
-        // kernel (ring.rs).
-        let (mut under_lock, mut prev) = (false, "");
         for op in &body {
             let parts: Vec<&str> = op.split('.').collect();
             if op == "membar.sys" {
                 plain = 0;
-                under_lock = prev == "atom.sys.cas.b32";
             } else if parts[0] == "st" && !parts.iter().any(|p| ["volatile", "local", "param"].contains(p)) {
                 plain += 1;
             } else if op == "st.volatile.b32" {
                 assert!(
-                    plain < 4 || under_lock,
+                    plain < 4,
                     "{f}: an atomic store (st.volatile.b32) right after {plain} plain stores with no \
                      membar.sys between them: a ready flag published before its SQE? Its memory \
                      instructions: {body:?}"
@@ -385,11 +378,7 @@ fn the_lockstep_build_orders_the_protocol_steps() {
                 if plain == 0 {
                     released += 1;
                 }
-                under_lock = false;
-            } else if parts[0] == "atom" {
-                under_lock = false;
             }
-            prev = op;
         }
     }
     assert!(
