@@ -10,7 +10,12 @@
 //!   that this module depends on nothing above it;
 //! - ids: `thread_idx`, `block_idx`, `block_dim`, `grid_dim` (x dimension);
 //! - `is_thread_private(p)`: whether `p` is in the calling thread's own private memory;
-//! - `Warp`: the lanes executing a call together, as a [`crate::group::Group`];
+//! - `Warp`: the lanes executing a call together, as a [`crate::group::Group`]. Form it
+//!   right before the collectives that use it: a group formed before a wait in which its
+//!   lanes part (for an arena block, a completion slot) and used after it makes the lanes
+//!   that leave the wait first wait in the collective for the others (on sm_70+ a `.sync`
+//!   collective waits for every lane of its mask), a deadlock if those wait for something
+//!   the first ones hold;
 //! - `WaitGroup`: the lanes whose waits must end together (see below).
 //!
 //! # The lockstep rule
