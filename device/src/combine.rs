@@ -71,34 +71,23 @@ impl Combiner {
     /// after a SeqCst fence and a look at the lock; we release the lock, fence (SeqCst),
     /// then look at `pending`. Of two such store-fence-load sequences at least one load sees
     /// the other's store: the requester takes the lock itself, or we see its request.
-    pub fn run_fast(&self, work: impl FnMut()) -> bool {
-        if self.try_lock() {
-            self.run_locked(work);
+    pub fn run_fast(&self, mut work: impl FnMut()) -> bool {
+        // Relaxed look first: contended callers go to the request protocol without an RMW.
+        if self.lock.load(Ordering::Relaxed) == 0
+            // Acquire, system scope: the previous holder's work happens-before ours.
+            && self.lock.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        {
+            work();
+            // Release, system scope: our work happens-before the next holder's.
+            self.lock.store(0, Ordering::Release);
+            // SeqCst fence: pairs with the requesters' fence (see above).
+            fence(Ordering::SeqCst);
+            if self.pending.load(Ordering::Relaxed) != 0 {
+                self.serve(&mut work, true);
+            }
             return true;
         }
         self.run(work)
-    }
-
-    /// Takes the lock if it is free; returns whether it did. A caller that took it must
-    /// call [`Combiner::run_locked`] next.
-    fn try_lock(&self) -> bool {
-        // Relaxed look first: contended callers go to the request protocol without an RMW.
-        self.lock.load(Ordering::Relaxed) == 0
-            // Acquire, system scope: the previous holder's work happens-before ours.
-            && self.lock.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
-    }
-
-    /// Runs `work` under the lock the caller took with [`Combiner::try_lock`], releases it,
-    /// then serves the requests made meanwhile ([`Combiner::run_fast`]'s fast path).
-    fn run_locked(&self, mut work: impl FnMut()) {
-        work();
-        // Release, system scope: our work happens-before the next holder's.
-        self.lock.store(0, Ordering::Release);
-        // SeqCst fence: pairs with the requesters' fence (see above).
-        fence(Ordering::SeqCst);
-        if self.pending.load(Ordering::Relaxed) != 0 {
-            self.serve(&mut work, true);
-        }
     }
 
     /// The holder's loop: takes the lock while requests are pending and serves them.

@@ -47,7 +47,6 @@
 //!    transitive through the flag's release/acquire and the tail's release/acquire. A
 //!    submitter that finds the publisher busy leaves a request, and the busy publisher walks
 //!    again before it leaves, so no ready SQE is stranded.
-
 //!
 //! # Waking the kernel
 //! SQPOLL sleeps after `sq_thread_idle` ms without work and sets `IORING_SQ_NEED_WAKEUP`.
@@ -326,32 +325,28 @@ impl Ring {
         t.wrapping_sub(sq_head) < self.sq_entries && t.wrapping_sub(cq_head) < self.cq_entries
     }
 
-    /// Moves the SQ tail over every ready SQE, in order (step 5).
+    /// Moves the SQ tail over every ready SQE, in order.
     fn publish(&self) {
-        self.publisher.run_fast(|| self.advance_tail());
-    }
-
-    /// The publisher's work: moves the SQ tail over every ready SQE, in order (only a
-    /// holder of the `publisher` lock calls it).
-    fn advance_tail(&self) {
-        // Only the publisher writes `published`; the combiner's lock orders holders.
-        let start = self.published.load(Ordering::Relaxed);
-        let mut tail = start;
-        // Acquire, system scope: pairs with the submitters' release in step 4. The walk cannot
-        // run past a lap: SQE `t >= start + sq_entries` cannot have been written, since
-        // the kernel's head is at most `start`.
-        while self.ready(tail).load(Ordering::Acquire) == tail.wrapping_add(1) {
-            tail = tail.wrapping_add(1);
-        }
-        if tail != start {
-            // Relaxed (one system-scope release per publication, not two: on a GPU each is
-            // a fence): the next publisher reads it after the combiner lock's
-            // release/acquire, and `idle` only once no one submits.
-            self.published.store(tail, Ordering::Relaxed);
-            // Release, system scope: every SQE below `tail` (and its payload) happens-before
-            // the kernel's smp_load_acquire of the tail. Invariant 1.
-            self.sq_tail().store(tail, Ordering::Release);
-        }
+        self.publisher.run_fast(|| {
+            // Only the publisher writes `published`; the combiner's lock orders holders.
+            let start = self.published.load(Ordering::Relaxed);
+            let mut tail = start;
+            // Acquire, system scope: pairs with the submitters' release in step 4. The walk
+            // cannot run past a lap: SQE `t >= start + sq_entries` cannot have been
+            // written, since the kernel's head is at most `start`.
+            while self.ready(tail).load(Ordering::Acquire) == tail.wrapping_add(1) {
+                tail = tail.wrapping_add(1);
+            }
+            if tail != start {
+                // Relaxed (one system-scope release per publication, not two: on a GPU
+                // each is a fence): the next publisher reads it after the combiner lock's
+                // release/acquire, and `idle` only once no one submits.
+                self.published.store(tail, Ordering::Relaxed);
+                // Release, system scope: every SQE below `tail` (and its payload) happens-
+                // before the kernel's smp_load_acquire of the tail. Invariant 1.
+                self.sq_tail().store(tail, Ordering::Release);
+            }
+        });
     }
 
     /// Consumes every CQE present, passing them to `dispatch` in order, in batches of at
