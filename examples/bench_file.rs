@@ -964,7 +964,7 @@ fn main() {
         "block + slot + stage 64 B",
         "Ring::submit",
         "until the CQ tail moves",
-        "reap, dispatch, see DONE",
+        "reap, dispatch, result",
     ];
     let mut rows = Vec::new();
     for (k, name) in names.iter().enumerate() {

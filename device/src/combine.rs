@@ -124,16 +124,10 @@ impl Combiner {
     /// request: for work that anyone may redo later (reaping), where thousands of callers
     /// must not queue up behind one another.
     ///
-    /// `work` returns whether it wrote anything for the next holder to see. If it did not
-    /// (it only looked, as a reap that finds no CQE does), the lock is released by a relaxed
-    /// read-modify-write rather than a release store: on a GPU a system-scope release is a fence, which
-    /// a waiter polling an empty CQ would otherwise pay on every look. The next holder
-    /// still synchronises with the last holder that wrote: its acquire reads our RMW, a
-    /// read-modify-write, which continues the release sequence of that holder's release
-    /// store (the lock's only other writes are the takers' compare-exchanges and such
-    /// releases, all read-modify-writes). A holder that wrote nothing owes the next one
-    /// nothing.
-    pub fn try_run(&self, work: impl FnOnce() -> bool) -> bool {
+    /// `work` says what it left for the next holder ([`Left`]), which decides how the lock
+    /// is released: on a GPU each system-scope release is a fence, about a PCIe round trip,
+    /// and a waiter polling an empty CQ takes this lock on every look.
+    pub fn try_run(&self, work: impl FnOnce() -> Left) -> bool {
         // Relaxed look first: contended callers leave without a read-modify-write.
         if self.lock.load(Ordering::Relaxed) != 0 {
             return false;
@@ -146,14 +140,18 @@ impl Combiner {
         {
             return false;
         }
-        if work() {
+        match work() {
             // Release, system scope: our work happens-before the next holder's.
-            self.lock.store(0, Ordering::Release);
-        } else {
-            // Relaxed read-modify-write, system scope: nothing to publish (see above). An
+            Left::Writes => self.lock.store(0, Ordering::Release),
+            // Relaxed, system scope: the work's own release fence, after its last write,
+            // synchronises with the next holder's acquire of this store.
+            Left::Fenced => self.lock.store(0, Ordering::Relaxed),
+            // Relaxed read-modify-write, system scope: nothing to publish (see `Left`). An
             // `and` with 0, not a swap: in the PTX every swap is a combiner request, acq_rel,
             // which `tests/ptx_atomics` checks.
-            self.lock.fetch_and(0, Ordering::Relaxed);
+            Left::Nothing => {
+                self.lock.fetch_and(0, Ordering::Relaxed);
+            }
         }
         true
     }
@@ -165,6 +163,28 @@ impl Combiner {
         // at system scope costs about a fence, and waiters ask every round.)
         self.lock.load(Ordering::Relaxed) != 0
     }
+}
+
+/// What the work of a [`Combiner::try_run`] left for the next holder of the lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Left {
+    /// Nothing: it only looked (a reap that finds no CQE). The lock is released by a
+    /// relaxed read-modify-write, and the next holder still synchronises with the last
+    /// holder that wrote: its acquire reads our RMW, which continues the release sequence
+    /// of that holder's release (the lock's other writes are the takers' compare-exchanges,
+    /// also read-modify-writes, and releases). A holder that released with a relaxed store
+    /// after its release fence ([`Left::Fenced`]) heads no release sequence itself, but its
+    /// fence synchronises with an acquire that reads any read-modify-write following that
+    /// store (the sequence the store would head if it were a release), so the argument holds
+    /// for it too.
+    Nothing,
+    /// Writes, then a release fence (system scope) after the last of them: the lock is
+    /// released by a relaxed store, which that fence orders after all of them. The work's
+    /// fence then also serves the caller, whose relaxed stores after `try_run` it releases
+    /// too (a fence orders every later store; a release store only itself).
+    Fenced,
+    /// Writes: the lock is released by a release store.
+    Writes,
 }
 
 impl Default for Combiner {

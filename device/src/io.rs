@@ -111,6 +111,9 @@ pub struct Pending<'a> {
     /// Oldest piece in flight, and how many.
     oldest: usize,
     in_flight: usize,
+    /// The oldest piece's result when this thread's own reap took its CQE (its slot
+    /// already given back: `Context::waiting`), for the next `step`.
+    mine: Option<i32>,
     _buf: PhantomData<&'a mut [u8]>,
 }
 
@@ -133,6 +136,7 @@ impl<'a> Pending<'a> {
             pieces: [None; PIECES],
             oldest: 0,
             in_flight: 0,
+            mine: None,
             _buf: PhantomData,
         };
         if ctx.is_none() {
@@ -244,15 +248,16 @@ impl<'a> Pending<'a> {
         let (Some(ctx), Some(p)) = (self.ctx, self.pieces[self.oldest]) else {
             return false;
         };
-        let Some(res) = ctx.requests.try_result(p.ticket) else {
+        let Some(res) = self.mine.take().or_else(|| ctx.requests.try_result(p.ticket)) else {
             return false;
         };
         self.pieces[self.oldest] = None;
         self.oldest = (self.oldest + 1) % PIECES;
         self.in_flight -= 1;
         if self.op == Op::Read && p.block != NO_BLOCK && res > 0 && !self.stopped {
-            // SAFETY: the read completed (the acquire in `try_result` orders the kernel's
-            // writes to the block before this copy); the block is ours until we give it
+            // SAFETY: the read completed (the acquire in `try_result`, or this thread's own
+            // acquire of the CQ tail when its reap took the CQE, orders the kernel's writes
+            // to the block before this copy); the block is ours until we give it
             // back; `buf[at..at+res]` is the caller's, `res <= len` (the kernel never reads
             // more than asked).
             unsafe { stage_out(ctx.arena.cells(p.block), self.buf.add(p.at), (res as usize).min(p.len)) };
@@ -293,7 +298,20 @@ impl<'a> Pending<'a> {
     fn finish(&mut self) -> Result<usize, Errno> {
         if let Some(ctx) = self.ctx {
             let mut rounds = 0u32;
-            until(|| self.step().then_some(()), || ctx.waiting(&mut rounds));
+            // Between rounds, `waiting` reaps for everyone; when its reap takes the
+            // oldest piece's CQE, the result goes to the next round's step.
+            let oldest = core::cell::Cell::new(None);
+            let mine = core::cell::Cell::new(None);
+            until(
+                || {
+                    self.mine = mine.take();
+                    let finished = self.step();
+                    debug_assert!(self.mine.is_none(), "a result of our own reap was left over");
+                    oldest.set(self.pieces[self.oldest].map(|p| p.ticket));
+                    finished.then_some(())
+                },
+                || mine.set(ctx.waiting(&mut rounds, oldest.get())),
+            );
         }
         match self.errno {
             Some(e) if self.done == 0 => Err(e),

@@ -9,6 +9,7 @@
 //! ```text
 //!   user_data = KIND_REQUEST << 56 | slot << 32 | tag
 //!   state:  FREE --take--> PENDING --reaper--> DONE --waiter--> FREE
+//!                             PENDING --the waiter's own reap------> FREE
 //! ```
 //!
 //! 1. **Take** a slot (`Pool::try_take`: a CAS from `FREE`), bump its tag (Relaxed: only
@@ -29,6 +30,12 @@
 //!    did for the request (the bytes a read put into our buffer: the reaper acquired those
 //!    with the CQ tail, and happens-before is transitive). It reads the result and gives
 //!    the slot back (Release).
+//! 4. **Or reap it yourself.** When the waiter's own reap takes its CQE, the dispatch hands
+//!    it the result instead (`Prepared::Mine`): nothing is stored in the slot, no `DONE` is
+//!    acquired (the waiter acquired the CQ tail itself), and the waiter gives the slot back
+//!    with a Relaxed store after the release fence that ends the reap
+//!    (`Requests::give_back_mine`). For a lone thread that saves a system-scope acquire and
+//!    a release on every round trip.
 //!
 //! # Why no waiter starves
 //! A waiter's CQE, once the kernel posted it, is dispatched by the first reap that *starts*
@@ -134,17 +141,24 @@ impl Requests {
 
     /// Stores a CQE's result in its slot, the first of the two steps that complete a
     /// request; [`Requests::finish`] is the second. `look` is what [`Requests::look`]
-    /// returned for this CQE in the reaper's current batch. Called only by the reaper.
-    /// Returns the slot, or `None`, changing nothing, when the slot is not pending with
-    /// this tag (a stray).
-    pub(crate) fn prepare(&self, user_data: u64, res: i32, look: (u32, u32)) -> Option<u32> {
+    /// returned for this CQE in the reaper's current batch; `mine` is the request the
+    /// reaper itself waits for, if any. Called only by the reaper.
+    ///
+    /// Returns [`Prepared::Mine`], storing nothing, when the CQE completes `mine`: the
+    /// reaper takes the result from the CQE and gives the slot back itself
+    /// (`Requests::give_back_mine`). Returns [`Prepared::Stray`], changing nothing, when
+    /// the slot is not pending with this tag.
+    pub(crate) fn prepare(&self, user_data: u64, res: i32, look: (u32, u32), mine: Option<Ticket>) -> Prepared {
         let slot = user_data::index(user_data);
         if slot >= self.pool.count || look != (PENDING, user_data::low(user_data)) {
-            return None;
+            return Prepared::Stray;
+        }
+        if mine.is_some_and(|t| t.user_data() == user_data) {
+            return Prepared::Mine;
         }
         // Relaxed: published by the caller's release fence before `finish`.
         self.result(slot).store(res, Ordering::Relaxed);
-        Some(slot)
+        Prepared::Slot(slot)
     }
 
     /// Marks `slot` (returned by [`Requests::prepare`]) `DONE`. The caller must have issued
@@ -155,6 +169,19 @@ impl Requests {
         // waiter's acquire of DONE, so the result, and the kernel's work for the request
         // (which the reaper acquired with the CQ tail), happen-before the waiter's reads.
         self.pool.state(slot).store(DONE, Ordering::Relaxed);
+    }
+
+    /// Gives back the slot of `ticket`, whose CQE the caller's own reap took
+    /// ([`Prepared::Mine`]): the waiter's shortcut past `DONE`. Its result came with the
+    /// CQE, which the reaper acquired with the CQ tail, so nothing is stored and nothing
+    /// acquired: on a GPU that saves the waiter a system-scope acquire and a release.
+    ///
+    /// Only after that reap returned: it issued a release fence (system scope) after its
+    /// dispatch (`Ring::reap`'s contract), so the reaper's looks at the slot happen-before
+    /// the next holder's take (Acquire) of this Relaxed store. (The request's buffers are
+    /// not the slot's: an arena block goes back on its own, with a release.)
+    pub(crate) fn give_back_mine(&self, ticket: Ticket) {
+        self.pool.state(ticket.slot).store(FREE, Ordering::Relaxed);
     }
 
     /// Whether `ticket`'s result is in; if so, what the reaper published with it (the
@@ -189,11 +216,32 @@ impl Requests {
 
     /// Waits for `ticket`'s completion, calling `waiting` between rounds (it reaps for
     /// everyone: `Context::wait` passes `Context::waiting`); returns the CQE's result and
-    /// gives the slot back.
+    /// gives the slot back. `waiting` returns the result when its reap took `ticket`'s
+    /// CQE itself, having given the slot back (`Requests::give_back_mine`).
+    ///
+    /// Crate-private: a `waiting` that returned a result it did not get from the dispatch
+    /// would leak the slot.
     #[inline(never)] // one copy in a code object
-    pub fn wait(&self, ticket: Ticket, waiting: impl FnMut()) -> i32 {
-        until(|| self.try_result(ticket), waiting)
+    pub(crate) fn wait(&self, ticket: Ticket, mut waiting: impl FnMut() -> Option<i32>) -> i32 {
+        // What `waiting` got in one round, taken in the next: the result is in either way,
+        // so that round's attempt succeeds.
+        let mine = core::cell::Cell::new(None);
+        until(
+            || mine.take().or_else(|| self.try_result(ticket)),
+            || mine.set(waiting()),
+        )
     }
+}
+
+/// What [`Requests::prepare`] made of a CQE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Prepared {
+    /// Its result is stored in this slot, which [`Requests::finish`] marks `DONE`.
+    Slot(u32),
+    /// It completes the reaper's own request: nothing stored.
+    Mine,
+    /// It matches no pending request.
+    Stray,
 }
 
 // SAFETY: the slots' states, tags and results are atomics in memory shared by design

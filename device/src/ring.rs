@@ -60,11 +60,12 @@
 //! dispatch function, then stores the kernel's `cq_head` (Release, or Relaxed right after
 //! the dispatch's own release fence: our reads of those CQE slots happen-before the kernel
 //! refills them) and then `reaped` (Release: the credits it frees are seen only after the
-//! dispatch that recycled their buffers, and after the kernel's head moved). A reap that
-//! finds no CQE stores neither.
+//! dispatch that recycled their buffers, and after the kernel's head moved), then releases
+//! the lock behind one more release fence, which also releases what the caller stores after
+//! the reap. A reap that finds no CQE stores neither.
 
-use crate::combine::Combiner;
-use crate::sync::{AtomicU32, Ordering, Padded, SharedCell};
+use crate::combine::{Combiner, Left};
+use crate::sync::{fence, AtomicU32, Ordering, Padded, SharedCell};
 use crate::uapi::{Cqe, Sqe};
 use crate::wait::until;
 
@@ -313,7 +314,7 @@ impl Ring {
                 // Release: passes that acquire on to submitters that read the copy (the
                 // lock orders the readers, so the copy never moves back).
                 self.sq_head_seen.store(head, Ordering::Release);
-                true
+                Left::Writes
             });
             // Acquire: pairs with the release above, ours or the reader's that holds the lock.
             sq_head = self.sq_head_seen.load(Ordering::Acquire);
@@ -363,8 +364,10 @@ impl Ring {
     /// of every CQE slot, so the head store needs no release of its own.
     ///
     /// A reap that finds no CQE writes nothing (and releases the lock without a fence,
-    /// [`Combiner::try_run`]): on a GPU a waiter polls the CQ this way, and each
-    /// system-scope release there costs about a PCIe round trip.
+    /// [`Left::Nothing`]): on a GPU a waiter polls the CQ this way, and each system-scope
+    /// release there costs about a PCIe round trip. A reap that consumed CQEs ends with a
+    /// release fence (system scope), after its last write: it releases the lock, and any
+    /// relaxed store the caller makes after the call (`Requests::give_back_mine`).
     pub fn reap(&self, mut dispatch: impl FnMut(&[Cqe]) -> bool) -> bool {
         if self.cq_entries == 0 {
             return false; // an unused ring (`Ring::unused`): nothing behind its null pointers
@@ -378,7 +381,7 @@ impl Ring {
             // happen-before our reads.
             let tail = self.cq_tail().load(Ordering::Acquire);
             if head == tail {
-                return false; // nothing taken, nothing to publish
+                return Left::Nothing; // nothing taken, nothing to publish
             }
             any = true;
             let mut fenced = false;
@@ -404,7 +407,12 @@ impl Ring {
             // Release, system scope: the dispatch's recycling and the kernel's head
             // happen-before submitters use the credits.
             self.reaped.store(head, Ordering::Release);
-            true
+            // Release fence, system scope: releases the lock (`Left::Fenced`: the unlock is
+            // a relaxed store, so this costs what a release store would) and, beyond it,
+            // the caller's relaxed stores after the reap: a waiter whose request the
+            // dispatch completed gives its slot back that way (`Requests::give_back_mine`).
+            fence(Ordering::Release);
+            Left::Fenced
         });
         any
     }

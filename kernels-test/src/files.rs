@@ -297,7 +297,8 @@ kernel! {
     /// SQE written and published), until the kernel's CQ tail moves (the kernel's work, and
     /// the crossings of PCIe both ways: relaxed loads of the tail in a loop, outside the
     /// reaper lock, which only a lone thread may do), then the rest of the wait
-    /// (`Context::wait`: the reap, the dispatch, seeing `DONE`). `out[LATENCY_ROW * i + k]`
+    /// (`Context::wait`: the reap, the dispatch, the result, which a lone thread's own reap
+    /// takes straight from the CQE). `out[LATENCY_ROW * i + k]`
     /// (u64, ns) for the phases `k` in that order; the last entry is the CQE's result.
     pub fn latency_phases(fd: i32, iters: u32, out: u64) {
         use gpuio_device::sync::fence;
@@ -478,7 +479,9 @@ kernel! {
 }
 
 /// `Context::wait` for `ticket` (the same rounds: its block's ring reaped while the reaper is
-/// free, every ring every 64th round), with each reap timed into `stats` ([`RANDOM_REAP`]).
+/// free, every ring every 64th round), with each reap timed into `stats` ([`RANDOM_REAP`]);
+/// without `Context::wait`'s shortcut for a CQE the waiter's own reap takes (here the
+/// dispatch stores every result, and the waiter acquires `DONE`).
 /// No stream is flushed: the kernel that calls it does not print.
 fn wait_timing_reaps(
     ctx: &gpuio_device::Context,

@@ -59,7 +59,9 @@ impl Code {
                 || op.starts_with("s_cbranch")
                 || op.starts_with("s_cmp")
                 || op.starts_with("v_cmpx")
-                || op.starts_with("buffer_")
+                // Scratch stores, cache writebacks and invalidations write no register; a
+                // scratch load (a spilled register reloaded) does.
+                || (op.starts_with("buffer_") && !op.starts_with("buffer_load"))
                 || op.contains("_store")
                 || matches!(
                     op,

@@ -20,8 +20,8 @@
 //! | `atom.acq_rel.sys.exch.b32` | combiner requests and the holder's take of them |
 //! | `atom.acquire.sys.cas.b32` | combiner lock (`compare_exchange(0, 1, Acquire, Relaxed)`) |
 //! | `fence.sc.sys` | the combiner's two store-buffering fences |
-//! | `st.release.sys.b32` | SQ tail, ready flags, CQ head, combiner unlock |
-//! | `st.relaxed.sys.b32` | the CQ head after the dispatch's release fence |
+//! | `st.release.sys.b32` | SQ tail, ready flags, CQ head, `reaped`, combiner unlocks (not the reaper's after a reap that took CQEs) |
+//! | `fence.acq_rel.sys` then `st.relaxed.sys.b32` | the CQ head after the dispatch's fence; the reaper's unlock after a reap that took CQEs, and a waiter's own slot given back after that reap |
 //! | `atom.relaxed.sys.and.b32` | the reaper's unlock after a reap that took nothing (`Combiner::try_run`) |
 //! | `ld.acquire.sys.b32` / `.b64` | kernel's SQ head / CQ tail, ready flags, `released` |
 //! | `activemask.b32`, `shfl.sync.*`, `bar.warp.sync` | one record per warp (`arch::Warp`) |

@@ -21,7 +21,7 @@
 
 use gpuio_device::arch::host::ThreadIds;
 use gpuio_device::arena::Arena;
-use gpuio_device::combine::Combiner;
+use gpuio_device::combine::{Combiner, Left};
 use gpuio_device::context::enter;
 use gpuio_device::context::{Context, CONTEXT_MAGIC};
 use gpuio_device::group::SingleLane;
@@ -31,7 +31,7 @@ use gpuio_device::print::emit;
 use gpuio_device::request::Requests;
 use gpuio_device::ring::Ring;
 use gpuio_device::stream::{chunk_count, Flight, Stream};
-use gpuio_device::sync::{copy_to_cells, read_cells, AtomicI32, AtomicU32, Ordering, SharedCell};
+use gpuio_device::sync::{copy_to_cells, fence, read_cells, AtomicI32, AtomicU32, Ordering, SharedCell};
 use gpuio_device::uapi::{Cqe, Sqe, IORING_OP_READ, IORING_OP_WRITE, OFF_CURRENT_POSITION};
 use loom::sync::atomic::AtomicBool;
 use loom::sync::{Arc, Mutex};
@@ -106,20 +106,20 @@ fn combiner_fast_path_never_strands_a_request() {
     });
 }
 
-#[test]
-fn try_run_orders_holders_across_one_that_only_looked() {
-    // A holder of a try-lock that wrote nothing (a reap that found no CQE) releases it with
-    // a relaxed read-modify-write, no fence on a GPU; one that wrote releases it with a
-    // release store. A later holder must still see what an earlier holder wrote: loom
-    // reports the cell's read if it is not ordered after the write (as when the writer, too,
-    // releases with the relaxed RMW). Loom does not tell that RMW from a relaxed store here,
-    // though only the RMW continues the writer's release sequence: that part rests on the
-    // argument in `Combiner::try_run`.
-    model(|| {
+/// A holder of a try-lock that wrote nothing (a reap that found no CQE) releases it with a
+/// relaxed read-modify-write, no fence on a GPU; one that wrote releases it with a release
+/// store (`Left::Writes`), or with a relaxed store after its own release fence
+/// (`Left::Fenced`, a reap that took CQEs). A later holder must still see what an earlier
+/// holder wrote: loom reports the cell's read if it is not ordered after the write (as when
+/// the writer, too, releases with the relaxed RMW, or says `Fenced` without the fence).
+/// Loom does not tell that RMW from a relaxed store here, though only the RMW continues the
+/// writer's release sequence: that part rests on the argument in `Left::Nothing`.
+fn try_run_model(writer_left: Left) {
+    model(move || {
         let c = Arc::new(Combiner::new());
         let cell = Arc::new(SharedCell::new(0u32));
         let written = Arc::new(AtomicU32::new(0));
-        let until_ran = |c: &Combiner, work: &mut dyn FnMut() -> bool| {
+        let until_ran = |c: &Combiner, work: &mut dyn FnMut() -> Left| {
             while !c.try_run(&mut *work) {
                 thread::yield_now();
             }
@@ -131,23 +131,75 @@ fn try_run_orders_holders_across_one_that_only_looked() {
                     // SAFETY: inside the lock (the claim under test).
                     unsafe { cell.write(1) };
                     written.store(1, Ordering::Relaxed);
-                    true
+                    if writer_left == Left::Fenced {
+                        fence(Ordering::Release);
+                    }
+                    writer_left
                 })
             })
         };
         let looker = {
             let c = c.clone();
-            thread::spawn(move || until_ran(&c, &mut || false))
+            thread::spawn(move || until_ran(&c, &mut || Left::Nothing))
         };
         until_ran(&c, &mut || {
             if written.load(Ordering::Relaxed) == 1 {
                 // SAFETY: inside the lock (the claim under test).
                 assert_eq!(unsafe { cell.read() }, 1);
             }
-            false
+            Left::Nothing
         });
         writer.join().unwrap();
         looker.join().unwrap();
+    });
+}
+
+#[test]
+fn try_run_orders_holders_across_one_that_only_looked() {
+    try_run_model(Left::Writes);
+}
+
+#[test]
+fn try_run_orders_holders_after_a_fenced_release() {
+    try_run_model(Left::Fenced);
+}
+
+/// Three agents reap one ring while the kernel posts two CQEs; some reaps find nothing.
+/// Each dispatch must happen-before the next (loom reports the cell they all update
+/// otherwise), and each CQE is reaped exactly once.
+#[test]
+fn reapers_are_ordered_across_one_that_found_nothing() {
+    fn reap(ring: &Ring, taken: &SharedCell<u32>) -> bool {
+        ring.reap(|cs| {
+            // SAFETY: only the holder of the reaper lock touches it (the claim under test).
+            unsafe { taken.write(taken.read() + cs.len() as u32) };
+            false
+        })
+    }
+    model(|| {
+        let k = Arc::new(KernelRings::new(2, 2));
+        let ring = Arc::new(k.ring());
+        let taken = Arc::new(SharedCell::new(0u32));
+        let reapers: Vec<_> = (0..2)
+            .map(|_| {
+                let (ring, taken) = (ring.clone(), taken.clone());
+                thread::spawn(move || {
+                    reap(&ring, &taken);
+                    reap(&ring, &taken);
+                })
+            })
+            .collect();
+        k.post(1, 0);
+        k.post(2, 0);
+        for t in reapers {
+            t.join().unwrap();
+        }
+        while ring.reaped.load(Ordering::Relaxed) != 2 {
+            reap(&ring, &taken);
+        }
+        // SAFETY: every reaper has finished (joined, or this thread).
+        assert_eq!(unsafe { taken.read() }, 2, "a CQE reaped twice, or never");
+        assert_eq!(k.cq_head.load(Ordering::Relaxed), 2);
     });
 }
 
