@@ -36,6 +36,7 @@ over_submissions!(
     long_lines_stay_whole,
     lines_that_fit_the_line_buffer_but_not_the_log_stay_whole,
     stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one,
+    logs_of_two_sizes_keep_every_line_of_both_streams,
     host_writes_between_kernels_stay_in_order,
     positional_writes_land_at_their_offset_wherever_the_fd_points,
     a_stream_that_printed_nothing_leaves_a_shared_offset_alone,
@@ -260,6 +261,72 @@ fn lines_that_fit_the_line_buffer_but_not_the_log_stay_whole(sub: Submission) {
     for lens in per_thread.values() {
         assert_eq!(lens, &[10, 64, 100, 250]);
     }
+}
+
+/// stdout's log and stderr's have different sizes (`Builder::stderr_log_bytes`): stderr's
+/// 64 bytes, so that most of its lines go out in pieces and its writers wait for room, while
+/// stdout's 4 KiB log sits right before it in the same mapping. Every line of both streams
+/// must arrive whole, in each thread's order, in its own file.
+fn logs_of_two_sizes_keep_every_line_of_both_streams(sub: Submission) {
+    let _wd = watchdog("logs_of_two_sizes_keep_every_line_of_both_streams", 120);
+    let (out, out_path) = temp_file("out_4k.txt");
+    let (err, err_path) = temp_file("err_64.txt");
+    let rt = builder(sub)
+        .stdout_fd(out.as_raw_fd())
+        .stderr_fd(err.as_raw_fd())
+        .log_bytes(4096)
+        .stderr_log_bytes(64)
+        .sq_entries(8)
+        .build()
+        .unwrap();
+    rt.launch(1, 8, || {
+        let t = gpuio::device::thread_idx();
+        let c = (b'a' + t as u8) as char;
+        for i in 0..40usize {
+            println!("{t} {i} {}", Repeat(c, 5 + i * 3));
+            eprintln!("{t} {i} {}", Repeat(c, 100 - i));
+        }
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    assert_eq!(rt.stats().stray_completions, 0);
+    drop(rt);
+    for (path, len) in [
+        (out_path, &(|i: usize| 5 + i * 3) as &dyn Fn(usize) -> usize),
+        (err_path, &|i: usize| 100 - i),
+    ] {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut next = [0usize; 8];
+        for line in text.lines() {
+            let mut parts = line.splitn(3, ' ');
+            let t: usize = parts.next().unwrap().parse().unwrap();
+            let i: usize = parts.next().unwrap().parse().unwrap();
+            let body = parts.next().unwrap();
+            assert_eq!(
+                i,
+                next[t],
+                "{}: thread {t}'s lines out of order or lost",
+                path.display()
+            );
+            next[t] += 1;
+            let c = (b'a' + t as u8) as char;
+            assert!(
+                body.len() == len(i) && body.chars().all(|x| x == c),
+                "{}: a torn line: {line}",
+                path.display()
+            );
+        }
+        assert_eq!(next, [40; 8], "{}: lines missing", path.display());
+    }
+}
+
+#[test]
+fn a_stderr_log_size_that_is_not_a_power_of_two_is_refused() {
+    let r = Runtime::builder().backend(Backend::Cpu).stderr_log_bytes(100).build();
+    assert!(
+        matches!(&r, Err(gpuio::Error::Config(m)) if m.contains("stderr_log_bytes must be a power of two")),
+        "accepted, or refused for another reason"
+    );
 }
 
 fn stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one(sub: Submission) {

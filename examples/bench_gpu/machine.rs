@@ -47,7 +47,7 @@ pub(crate) fn machine_info(cfg: &Config, gpu: &str) {
         if cfg.log_mib > 0 {
             format!(" except log_bytes {} MiB", cfg.log_mib)
         } else {
-            " (64 MiB log per stream)".into()
+            " (logs: stdout 32 MiB, stderr 8 MiB)".into()
         }
     );
     println!(

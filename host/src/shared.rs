@@ -25,8 +25,8 @@ use crate::memory::{round_up, Mapping};
 
 /// What [`Shared::new`] needs of the runtime's settings.
 pub(crate) struct SharedConfig {
-    /// Bytes of each print stream's log.
-    pub(crate) log_bytes: usize,
+    /// Bytes of each print stream's log (stdout, stderr).
+    pub(crate) log_bytes: [usize; STREAMS],
     /// Writes in flight per positional stream.
     pub(crate) max_flights: u32,
     /// The file-I/O arena's size and block size.
@@ -94,7 +94,14 @@ struct Layout {
 }
 
 impl Layout {
-    fn new(rings: usize, sq_entries: u32, slots: u32, log_bytes: usize, max_flights: u32, blocks: usize) -> Layout {
+    fn new(
+        rings: usize,
+        sq_entries: u32,
+        slots: u32,
+        log_bytes: [usize; STREAMS],
+        max_flights: u32,
+        blocks: usize,
+    ) -> Layout {
         let mut at = round_up(size_of::<Context>(), 128);
         let ready = (0..rings)
             .map(|_| {
@@ -115,7 +122,7 @@ impl Layout {
             flights[i] = at;
             at = round_up(at + max_flights as usize * size_of::<Flight>(), 128);
             chunks[i] = at;
-            at = round_up(at + chunk_count(log_bytes as u64) * 4, 128);
+            at = round_up(at + chunk_count(log_bytes[i] as u64) * 4, 128);
         }
         // The stages (`Stream::stage`), in the GPU's own memory on GPU backends. Only groups
         // of several lanes use them: on the CPU backend that is the tests' simulated warps
@@ -123,12 +130,14 @@ impl Layout {
         // Each stage starts 128-aligned, as each log starts page-aligned: a position has the
         // same 16-byte phase in both, which the group copy needs for its wide stores.
         let mut stages = [0; STREAMS];
-        for stage in &mut stages {
+        for (stage, bytes) in stages.iter_mut().zip(log_bytes) {
             *stage = at;
-            at = round_up(at + log_bytes, 128);
+            at = round_up(at + bytes, 128);
         }
         let state_len = round_up(at, 4096);
-        let bufs = std::array::from_fn(|i| i * log_bytes);
+        // Each log starts where the one before ends. The sizes are powers of two of at least
+        // 64 bytes, so each log starts 16-byte aligned (the phase the stages keep, above).
+        let bufs = std::array::from_fn(|i| log_bytes[..i].iter().sum());
         Layout {
             ready,
             request_words,
@@ -138,7 +147,7 @@ impl Layout {
             stages,
             state_len,
             bufs,
-            logs_len: STREAMS * log_bytes,
+            logs_len: log_bytes.iter().sum(),
         }
     }
 }
@@ -297,7 +306,7 @@ impl Shared {
                     positional,
                     pos,
                     logs_view.add(layout.bufs[i]) as *const SharedCell<u8>,
-                    log_bytes as u64,
+                    log_bytes[i] as u64,
                     state_base.add(layout.chunks[i]) as *const AtomicU32,
                     state_base.add(layout.flights[i]) as *const Flight,
                     if positional { cfg.max_flights } else { 1 },

@@ -153,8 +153,9 @@ typedef struct gpuio_runtime_options {
     uint32_t sq_entries;
     /** Completion queue entries, a power of two >= sq_entries, up to 65536; 0: twice sq_entries. */
     uint32_t cq_entries;
-    /** Bytes of log per output, a power of two from 64 to 2^40; 0: default (4 MiB on the CPU,
-     *  64 MiB on GPUs). Lines longer than the log still come out whole. */
+    /** Bytes of log per output, a power of two from 64 to 2^40, for both; 0: default (4 MiB
+     *  each on the CPU; on GPUs 32 MiB for stdout, 8 MiB for stderr). Lines longer than the
+     *  log still come out whole. */
     uint64_t log_bytes;
     /** Where gpuio_print (device println!) goes; default 1. Must be >= 0. */
     int32_t stdout_fd;
