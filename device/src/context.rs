@@ -307,10 +307,11 @@ impl Context {
     /// oldest, if several): when its own reap of its ring takes that request's CQE, it
     /// returns the result, having given the slot back (`Requests::give_back_mine`).
     ///
-    /// Always inlined: a waiter calls it every round, mostly to find the reaper busy, and
-    /// out of line (LLVM's choice once it also held the waiter's own reap) the call's
-    /// register saves and restores in local memory made every waiter's round dearer:
-    /// random 4 KiB reads on the H100 ran 8-16% slower.
+    /// Always inlined: a waiter calls it every round, mostly to find the reaper busy. Left
+    /// to LLVM it went out of line once it also held the waiter's own reap; on the H100
+    /// that build's random 4 KiB reads were no faster and in most runs a little slower
+    /// (BENCHMARKS.md, "a waiter that reaps its own completion", builds R and S). Neither
+    /// recovers the throughput the shortcut's code costs there; why was not found.
     ///
     /// Crate-private: a caller that dropped a returned result would lose it with the slot
     /// already given back.

@@ -127,8 +127,9 @@ impl Layout {
         // The stages (`Stream::stage`), in the GPU's own memory on GPU backends. Only groups
         // of several lanes use them: on the CPU backend that is the tests' simulated warps
         // (its own groups are single threads), and the pages nobody touches cost nothing.
-        // Each stage starts 128-aligned, as each log starts page-aligned: a position has the
-        // same 16-byte phase in both, which the group copy needs for its wide stores.
+        // Each stage starts 128-aligned and each log at least 16-byte aligned (below): a
+        // position has the same 16-byte phase in both, which the group copy needs for its
+        // wide stores.
         let mut stages = [0; STREAMS];
         for (stage, bytes) in stages.iter_mut().zip(log_bytes) {
             *stage = at;
