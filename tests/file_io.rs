@@ -611,3 +611,84 @@ fn bad_ring_counts_and_cpus_are_refused() {
         .unwrap();
     assert_eq!(rt.sqpoll_cpus(), [Some(cpu)]);
 }
+
+/// `copy::group_copy`, the staging copy that the lanes of a warp share, over a simulated warp
+/// (the CPU backend's own warp has one lane, so this is its only test off a GPU): every
+/// lane's bytes land whole, for lengths on both sides of a 16-byte unit and of a batch (a
+/// lane's last, partial batch included), ranges aligned or not, and lanes with nothing to
+/// copy; the bytes around each destination stay as they were.
+#[test]
+fn group_copy_moves_every_lanes_bytes_and_no_other() {
+    use common::warp::{Lane, SimWarp};
+    let _wd = watchdog("group_copy_moves_every_lanes_bytes_and_no_other", 120);
+    // What lane `lane` copies in case `case`: (length, source offset, destination offset).
+    let shape = |case: usize, lane: usize| -> (usize, usize, usize) {
+        const LENS: [usize; 12] = [0, 1, 15, 16, 17, 100, 512, 4096, 4103, 16 * 33, 20_000, 70_001];
+        let len = match case % 3 {
+            0 => LENS[(case / 3) % LENS.len()], // every lane the same
+            1 => LENS[(case + lane) % LENS.len()],
+            _ => LENS[(case * 7 + lane * 5) % LENS.len()],
+        };
+        let unaligned = (case / 5 + lane) % 4 == 3;
+        (
+            len,
+            if unaligned { 1 + lane % 15 } else { 0 },
+            if unaligned { 3 } else { 0 },
+        )
+    };
+    const GUARD: usize = 32;
+    let bad = Mutex::new(Vec::new());
+    for lanes in [2usize, 3, 8, 9, 19] {
+        let warp = SimWarp::new(lanes);
+        std::thread::scope(|s| {
+            for lane in 0..lanes {
+                let (warp, bad) = (&warp, &bad);
+                s.spawn(move || {
+                    let g = Lane { warp, lane };
+                    for case in 0..48 {
+                        let (len, so, d_o) = shape(case, lane);
+                        // 16-byte aligned buffers (u128), so that the offsets decide alignment.
+                        let mut src = vec![0u128; (so + len).div_ceil(16) + 1];
+                        let mut dst = vec![0u128; (GUARD + d_o + len + GUARD).div_ceil(16) + 1];
+                        // SAFETY: u128 buffers viewed as their bytes.
+                        let (src, dst) = unsafe {
+                            (
+                                std::slice::from_raw_parts_mut(src.as_mut_ptr() as *mut u8, src.len() * 16),
+                                std::slice::from_raw_parts_mut(dst.as_mut_ptr() as *mut u8, dst.len() * 16),
+                            )
+                        };
+                        for (i, b) in src.iter_mut().enumerate() {
+                            *b = (i * 31 + lane * 7 + case) as u8;
+                        }
+                        dst.fill(0xEE);
+                        // SAFETY: `len` bytes at `so` of src and at `GUARD + d_o` of dst, both in
+                        // bounds, this lane's own buffers; every lane of the warp makes the call.
+                        unsafe {
+                            gpuio::device::copy::group_copy(
+                                &g,
+                                dst.as_mut_ptr().add(GUARD + d_o),
+                                src.as_ptr().add(so),
+                                len,
+                            )
+                        };
+                        // A lane that panicked would leave its siblings in the warp's
+                        // barrier: note what is wrong and go on; the test fails below.
+                        let at = GUARD + d_o;
+                        if dst[at..at + len] != src[so..so + len] {
+                            bad.lock().unwrap().push(format!(
+                                "{lanes} lanes, case {case}, lane {lane}: {len} bytes from offset {so} to {d_o} differ"
+                            ));
+                        }
+                        if !dst[..at].iter().chain(&dst[at + len..]).all(|&b| b == 0xEE) {
+                            bad.lock().unwrap().push(format!(
+                                "{lanes} lanes, case {case}, lane {lane}: a byte outside the destination was written"
+                            ));
+                        }
+                    }
+                });
+            }
+        });
+    }
+    let bad = bad.into_inner().unwrap();
+    assert!(bad.is_empty(), "{} wrong copies, the first: {}", bad.len(), bad[0]);
+}

@@ -7,16 +7,16 @@
 
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gpuio::device::group::Group;
 use gpuio::device::{eprintln, print, println};
 use gpuio::{Backend, Error, Runtime, Submission};
 
 #[allow(dead_code)]
 mod common;
 use common::pipes::{slow_reader, small_pipe};
+use common::warp::{Lane, SimWarp};
 use common::{check_lines, skip, stress_kernel, temp_file, watchdog};
 
 /// The CPU backend, its ring consumed by `sub`.
@@ -459,69 +459,6 @@ fn a_stream_that_printed_nothing_leaves_a_shared_offset_alone(sub: Submission) {
     );
 }
 
-/// A simulated warp of `n` lanes on `n` host threads, for the aggregation path (a CPU
-/// backend warp has one lane).
-struct SimWarp {
-    lanes: usize,
-    barrier: Barrier,
-    slots: Mutex<Vec<u64>>,
-}
-
-struct Lane<'a> {
-    warp: &'a SimWarp,
-    lane: usize,
-}
-
-impl Lane<'_> {
-    /// Every lane's `v`, on every lane.
-    fn gather(&self, v: u64) -> Vec<u64> {
-        self.warp.slots.lock().unwrap()[self.lane] = v;
-        self.warp.barrier.wait();
-        let slots = self.warp.slots.lock().unwrap().clone();
-        self.warp.barrier.wait();
-        slots
-    }
-}
-
-impl Group for Lane<'_> {
-    fn is_leader(&self) -> bool {
-        self.lane == 0
-    }
-    fn exclusive_sum(&self, v: u64) -> (u64, u64) {
-        let slots = self.gather(v);
-        (slots[..self.lane].iter().sum(), slots.iter().sum())
-    }
-    fn broadcast(&self, v: u64) -> u64 {
-        if self.lane == 0 {
-            self.warp.slots.lock().unwrap()[0] = v;
-        }
-        self.warp.barrier.wait();
-        let v = self.warp.slots.lock().unwrap()[0];
-        self.warp.barrier.wait();
-        v
-    }
-    fn sync(&self) {
-        self.warp.barrier.wait();
-    }
-    /// Only the split that keeps every lane together: the simulated warp has one barrier
-    /// for all its lanes, so a group of some of them cannot be simulated (and the tests
-    /// that use it print to one stream).
-    fn split(&self, side: bool) -> Self {
-        let sides = self.gather(side as u64);
-        assert!(
-            sides.iter().all(|&s| s == side as u64),
-            "SimWarp cannot split its lanes"
-        );
-        Lane {
-            warp: self.warp,
-            lane: self.lane,
-        }
-    }
-    fn all(&self, p: bool) -> bool {
-        self.gather(p as u64).iter().all(|&x| x == 1)
-    }
-}
-
 fn a_warp_println_is_one_record_in_lane_order(sub: Submission) {
     let _wd = watchdog("a_warp_println_is_one_record_in_lane_order", 120);
     let (f, path) = temp_file("warp.txt");
@@ -539,11 +476,7 @@ fn a_warp_println_is_one_record_in_lane_order(sub: Submission) {
     let stream = ctx.stream(false);
     std::thread::scope(|s| {
         for w in 0..warps {
-            let warp = Arc::new(SimWarp {
-                lanes,
-                barrier: Barrier::new(lanes),
-                slots: Mutex::new(vec![0; lanes]),
-            });
+            let warp = Arc::new(SimWarp::new(lanes));
             for lane in 0..lanes {
                 let warp = warp.clone();
                 s.spawn(move || {

@@ -126,9 +126,24 @@ unsafe fn units16(
             }
             i += BATCH * count;
         }
-        while i < units {
-            store(dst.add(i), load(src.add(i)));
-            i += count;
+        // Fewer than BATCH units left for this lane: one more batch, each slot's load and
+        // store guarded by its own bound. A plain loop (`store(load)`, a unit at a time)
+        // cannot issue a load before the store above it (they may alias), so each unit
+        // would take its own PCIe round trip: up to BATCH - 1 where this takes one. For
+        // ranges of a few KiB shared by a warp (8 units per lane of a 4 KiB range) those
+        // round trips are most of the copy.
+        if i < units {
+            let mut v = [0u128; BATCH];
+            for (j, x) in v.iter_mut().enumerate() {
+                if i + j * count < units {
+                    *x = load(src.add(i + j * count));
+                }
+            }
+            for (j, x) in v.iter().enumerate() {
+                if i + j * count < units {
+                    store(dst.add(i + j * count), *x);
+                }
+            }
         }
     }
 }

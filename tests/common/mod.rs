@@ -1,8 +1,8 @@
 //! Helpers shared by the tests: a watchdog, the line checker, the stress kernel, the report
 //! of a test that cannot run here, one suite over both submission paths
 //! ([`over_submissions!`]), temporary files ([`dirs`]), pipes and a slow reader
-//! ([`pipes`]), child processes of a test binary ([`child`]), and C hosts of the C API
-//! ([`c_hosts`]).
+//! ([`pipes`]), a simulated warp ([`warp`]), child processes of a test binary ([`child`]),
+//! and C hosts of the C API ([`c_hosts`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -15,6 +15,7 @@ pub mod child;
 pub mod dirs;
 pub mod faults;
 pub mod pipes;
+pub mod warp;
 
 #[allow(unused_imports)] // (not every test binary uses both)
 pub use dirs::{temp_file, TempDir};
