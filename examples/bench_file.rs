@@ -32,9 +32,12 @@
 //!   8 bytes checked. The GPU's reads run a second time into the host buffer (direct: no
 //!   copy out of the arena), a diagnostic row, and once more in phases
 //!   (`pread_random_phases`: taking a block and a slot, submitting, waiting, copying out;
-//!   not in the lockstep build), a diagnostic table. Prints IOPS (reads / wall time; the GPU's includes the launch and
-//!   synchronize), p50 and p99, and the target: gpuio >= 0.8x the host's IOPS,
-//!   `MET` or `NOT MET`. (The arena's blocks bound the staged reads in flight: one each;
+//!   not in the lockstep build), a diagnostic table with that run's IOPS. With
+//!   `GPUIO_BENCH_PARTS` set, also the same reads through the runtime's parts, untimed
+//!   (`pread_random_parts`), once with `Context::wait` and once with the phases kernel's
+//!   wait: the cost of the runtime's wait. Prints IOPS (reads / wall time; the GPU's
+//!   includes the launch and synchronize), p50 and p99, and the target: gpuio >=
+//!   0.8x the host's IOPS, `MET` or `NOT MET`. (The arena's blocks bound the staged reads in flight: one each;
 //!   the settings line says when there are fewer blocks than GPU threads.)
 //! - **pwrite**: the same sizes the other way: GPU threads `write_all_at` from device
 //!   memory into a fresh file; host x1 `cuMemcpyDtoH` into the pinned buffer, then
@@ -299,6 +302,7 @@ fn launch(rt: &Runtime, g: &Gpu, name: &str, threads: u32, args: [u64; 5]) -> f6
                 "pread_bulk" => k::pread_bulk,
                 "pread_random" => k::pread_random,
                 "pread_random_phases" => k::pread_random_phases,
+                "pread_random_parts" => k::pread_random_parts,
                 _ => panic!("no CPU kernel {name}"),
             };
             rt.launch(grid, block, move || kernel(fd as i32, a, b, c, d))
@@ -1209,6 +1213,25 @@ fn main() {
     let mut phases: [Vec<u64>; k::RANDOM_PHASES] = Default::default();
     let mut reaping = [0u64; k::RANDOM_REAP];
     let mut phases_secs = 0.0;
+    let mut parts = Vec::new();
+    if !lockstep && std::env::var_os("GPUIO_BENCH_PARTS").is_some() {
+        // Diagnostic (GPUIO_BENCH_PARTS): the same reads through the runtime's parts,
+        // untimed, with the runtime's wait and with the phases kernel's.
+        for (mode, what) in [
+            (0u64, "Context::wait"),
+            (1, "the phases kernel's wait"),
+            (2, "the phases kernel's wait with Context::progress"),
+        ] {
+            let secs = launch(
+                &rt,
+                &g,
+                "pread_random_parts",
+                cfg.rand_threads,
+                [fd, slots.addr(), pages, cfg.rand_reads, mode],
+            );
+            parts.push((what, secs));
+        }
+    }
     if !lockstep {
         let mut out = DevBuf::new(&g, reads as usize * k::RANDOM_ROW * 8);
         let o = out.addr();
@@ -1417,6 +1440,14 @@ fn main() {
     if !phases[0].is_empty() {
         println!();
         println!("## random 4 KiB pread -> device memory, in phases (diagnostic: one run, all reads)");
+        // Timed as the staged row above is (reads / the launch's wall time), for the same
+        // reads made with the runtime's parts instead of `io::pread`.
+        println!(
+            "this run: {} reads in {:.1} ms, {:.0} IOPS",
+            phases[0].len(),
+            phases_secs * 1e3,
+            phases[0].len() as f64 / phases_secs
+        );
         let names = [
             "take an arena block and a slot",
             "Context::submit",
@@ -1441,6 +1472,13 @@ fn main() {
             1,
         );
         print_reaping(&reaping, phases_secs, cfg.rings, reads);
+    }
+    for (what, secs) in &parts {
+        println!(
+            "the runtime's parts, {what}: {reads} reads in {:.1} ms, {:.0} IOPS",
+            secs * 1e3,
+            reads as f64 / secs
+        );
     }
     println!(
         "target (random 4 KiB pread, gpuio IOPS >= 0.8x host io_uring with {} rings){}: {}",

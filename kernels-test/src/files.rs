@@ -478,6 +478,55 @@ kernel! {
     }
 }
 
+kernel! {
+    /// A diagnostic of [`pread_random`]: the same reads as [`pread_random_phases`], made
+    /// with the runtime's parts, untimed. `mode` 0 waits with `Context::wait` (the
+    /// runtime's wait, with its shortcut for a CQE the waiter's own reap takes); mode 1
+    /// with the phases kernel's wait (every result dispatched, none taken by the waiter).
+    /// Panics on a failed or short read. Independent thread scheduling only, as
+    /// [`pread_random_phases`].
+    pub fn pread_random_parts(fd: i32, dst: u64, file_pages: u64, reads: u64, mode: u64) {
+        use gpuio_device::uapi::{Sqe, IORING_OP_READ};
+        let ctx = gpuio_device::context::current();
+        if ctx.is_null() {
+            return;
+        }
+        // SAFETY: the host installed the context for this kernel.
+        let ctx = unsafe { &*ctx };
+        let t = global_thread_idx();
+        for i in 0..reads {
+            let off = random_page(t, i, file_pages) * RANDOM_READ;
+            let (block, ticket) = ctx.with_taken(|| io::try_take_block_and_slot(ctx), |taken| taken);
+            let sqe = Sqe {
+                opcode: IORING_OP_READ,
+                fd,
+                off,
+                addr: ctx.arena.io_addr(block),
+                len: RANDOM_READ as u32,
+                user_data: ticket.user_data(),
+                ..Sqe::default()
+            };
+            ctx.submit(&sqe);
+            let res = if mode == 0 {
+                ctx.wait(ticket)
+            } else {
+                wait_timing_reaps(ctx, ticket, &mut [0u64; RANDOM_REAP])
+            };
+            assert!(res == RANDOM_READ as i32, "pread_random_parts: read {i} of thread {t}: {res}");
+            // SAFETY: as in `pread_random_phases`.
+            unsafe {
+                gpuio_device::copy::group_copy(
+                    &gpuio_device::arch::Warp::default(),
+                    (dst + t * RANDOM_READ) as *mut u8,
+                    ctx.arena.cells(block) as *const u8,
+                    RANDOM_READ as usize,
+                )
+            };
+            ctx.arena.pool.give_back(block);
+        }
+    }
+}
+
 /// `Context::wait` for `ticket` (the same rounds: its block's ring reaped while the reaper is
 /// free, every ring every 64th round), with each reap timed into `stats` ([`RANDOM_REAP`]);
 /// without `Context::wait`'s shortcut for a CQE the waiter's own reap takes (here the
