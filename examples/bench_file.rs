@@ -37,8 +37,9 @@
 //!   (`pread_random_parts`), once with `Context::wait` and once with the phases kernel's
 //!   wait: the cost of the runtime's wait. Prints IOPS (reads / wall time; the GPU's
 //!   includes the launch and synchronize), p50 and p99, and the target: gpuio >=
-//!   0.8x the host's IOPS, `MET` or `NOT MET`. (The arena's blocks bound the staged reads in flight: one each;
-//!   the settings line says when there are fewer blocks than GPU threads.)
+//!   0.8x the host's IOPS, `MET` or `NOT MET`. (The arena's blocks bound the staged reads
+//!   in flight: one each; the settings line says when there are fewer blocks than GPU
+//!   threads.)
 //! - **pwrite**: the same sizes the other way: GPU threads `write_all_at` from device
 //!   memory into a fresh file; host x1 `cuMemcpyDtoH` into the pinned buffer, then
 //!   `pwrite`; host xN the same on `--host-threads` threads. The file is checked after the
@@ -1217,11 +1218,7 @@ fn main() {
     if !lockstep && std::env::var_os("GPUIO_BENCH_PARTS").is_some() {
         // Diagnostic (GPUIO_BENCH_PARTS): the same reads through the runtime's parts,
         // untimed, with the runtime's wait and with the phases kernel's.
-        for (mode, what) in [
-            (0u64, "Context::wait"),
-            (1, "the phases kernel's wait"),
-            (2, "the phases kernel's wait with Context::progress"),
-        ] {
+        for (mode, what) in [(0u64, "Context::wait"), (1, "the phases kernel's wait")] {
             let secs = launch(
                 &rt,
                 &g,

@@ -507,10 +507,10 @@ kernel! {
                 ..Sqe::default()
             };
             ctx.submit(&sqe);
-            let res = if mode == 0 {
-                ctx.wait(ticket)
-            } else {
-                wait_timing_reaps(ctx, ticket, &mut [0u64; RANDOM_REAP])
+            let res = match mode {
+                0 => ctx.wait(ticket),
+                1 => wait_timing_reaps(ctx, ticket, &mut [0u64; RANDOM_REAP]),
+                _ => panic!("pread_random_parts: no mode {mode} (0 or 1)"),
             };
             assert!(res == RANDOM_READ as i32, "pread_random_parts: read {i} of thread {t}: {res}");
             // SAFETY: as in `pread_random_phases`.
