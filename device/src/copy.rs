@@ -130,8 +130,8 @@ unsafe fn units16(
         // store guarded by its own bound. A plain loop (`store(load)`, a unit at a time)
         // cannot issue a load before the store above it (they may alias), so each unit
         // would take its own PCIe round trip: up to BATCH - 1 where this takes one. For
-        // ranges of a few KiB shared by a warp (a 32-lane warp: 8 units per lane of a 4 KiB range) those
-        // round trips are most of the copy.
+        // ranges of a few KiB shared by a warp (a 32-lane warp has 8 units per lane of a
+        // 4 KiB range) those round trips are most of the copy.
         if i < units {
             let mut v = [0u128; BATCH];
             for (j, x) in v.iter_mut().enumerate() {

@@ -420,7 +420,6 @@ kernel! {
     /// lockstep rule forbids (`gpuio_device::arch`): run it with independent thread
     /// scheduling only (sm_70+, or the CPU backend).
     pub fn pread_random_phases(fd: i32, dst: u64, file_pages: u64, reads: u64, out: u64) {
-        use gpuio_device::uapi::{Sqe, IORING_OP_READ};
         let ctx = gpuio_device::context::current();
         if ctx.is_null() {
             return;
@@ -433,16 +432,7 @@ kernel! {
             let t0 = clock_ns();
             let (block, ticket) = ctx.with_taken(|| io::try_take_block_and_slot(ctx), |taken| taken);
             let t1 = clock_ns();
-            let sqe = Sqe {
-                opcode: IORING_OP_READ,
-                fd,
-                off,
-                addr: ctx.arena.io_addr(block),
-                len: RANDOM_READ as u32,
-                user_data: ticket.user_data(),
-                ..Sqe::default()
-            };
-            ctx.submit(&sqe);
+            submit_page_read(ctx, fd, off, block, ticket);
             let t2 = clock_ns();
             let mut reap = [0u64; RANDOM_REAP];
             let res = wait_timing_reaps(ctx, ticket, &mut reap);
@@ -450,18 +440,8 @@ kernel! {
             if res == RANDOM_READ as i32 {
                 // SAFETY: the read completed (the wait's acquire); the block is ours until
                 // we give it back; the host allocated `RANDOM_READ` bytes per thread at
-                // `dst`. As `io::pread` copies: the lanes copying together share the work.
-                // The group is the lanes here now: a warp taken before the waits would make a
-                // lane that got its block wait in the copy for siblings still waiting for
-                // blocks, which it holds (a deadlock whenever blocks run out).
-                unsafe {
-                    gpuio_device::copy::group_copy(
-                        &gpuio_device::arch::Warp::default(),
-                        (dst + t * RANDOM_READ) as *mut u8,
-                        ctx.arena.cells(block) as *const u8,
-                        RANDOM_READ as usize,
-                    )
-                };
+                // `dst`.
+                unsafe { copy_page_out(ctx, block, dst + t * RANDOM_READ) };
             }
             let t4 = clock_ns();
             ctx.arena.pool.give_back(block);
@@ -486,7 +466,6 @@ kernel! {
     /// Panics on a failed or short read. Independent thread scheduling only, as
     /// [`pread_random_phases`].
     pub fn pread_random_parts(fd: i32, dst: u64, file_pages: u64, reads: u64, mode: u64) {
-        use gpuio_device::uapi::{Sqe, IORING_OP_READ};
         let ctx = gpuio_device::context::current();
         if ctx.is_null() {
             return;
@@ -497,34 +476,55 @@ kernel! {
         for i in 0..reads {
             let off = random_page(t, i, file_pages) * RANDOM_READ;
             let (block, ticket) = ctx.with_taken(|| io::try_take_block_and_slot(ctx), |taken| taken);
-            let sqe = Sqe {
-                opcode: IORING_OP_READ,
-                fd,
-                off,
-                addr: ctx.arena.io_addr(block),
-                len: RANDOM_READ as u32,
-                user_data: ticket.user_data(),
-                ..Sqe::default()
-            };
-            ctx.submit(&sqe);
+            submit_page_read(ctx, fd, off, block, ticket);
             let res = match mode {
                 0 => ctx.wait(ticket),
                 1 => wait_timing_reaps(ctx, ticket, &mut [0u64; RANDOM_REAP]),
                 _ => panic!("pread_random_parts: no mode {mode} (0 or 1)"),
             };
             assert!(res == RANDOM_READ as i32, "pread_random_parts: read {i} of thread {t}: {res}");
-            // SAFETY: as in `pread_random_phases`.
-            unsafe {
-                gpuio_device::copy::group_copy(
-                    &gpuio_device::arch::Warp::default(),
-                    (dst + t * RANDOM_READ) as *mut u8,
-                    ctx.arena.cells(block) as *const u8,
-                    RANDOM_READ as usize,
-                )
-            };
+            // SAFETY: as in `pread_random_phases` (the read completed: checked above).
+            unsafe { copy_page_out(ctx, block, dst + t * RANDOM_READ) };
             ctx.arena.pool.give_back(block);
         }
     }
+}
+
+/// Submits a read of [`RANDOM_READ`] bytes of `fd` at `off` into arena block `block`, for
+/// `ticket` (the diagnostics of [`pread_random`], which take their own block and slot).
+fn submit_page_read(ctx: &gpuio_device::Context, fd: i32, off: u64, block: u32, ticket: gpuio_device::request::Ticket) {
+    use gpuio_device::uapi::{Sqe, IORING_OP_READ};
+    let sqe = Sqe {
+        opcode: IORING_OP_READ,
+        fd,
+        off,
+        addr: ctx.arena.io_addr(block),
+        len: RANDOM_READ as u32,
+        user_data: ticket.user_data(),
+        ..Sqe::default()
+    };
+    ctx.submit(&sqe);
+}
+
+/// Copies a completed [`RANDOM_READ`]-byte read out of arena block `block` into `dst`, as
+/// `io::pread` does: the lanes copying together share the work. The group is the lanes
+/// here now: a warp taken before the waits would make a lane that got its block wait in
+/// the copy for siblings still waiting for blocks, which it holds (a deadlock whenever
+/// blocks run out).
+///
+/// # Safety
+/// The block's read completed (its wait acquired the result), the block is the caller's
+/// until it gives it back, and `dst` has [`RANDOM_READ`] bytes for it.
+unsafe fn copy_page_out(ctx: &gpuio_device::Context, block: u32, dst: u64) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        gpuio_device::copy::group_copy(
+            &gpuio_device::arch::Warp::default(),
+            dst as *mut u8,
+            ctx.arena.cells(block) as *const u8,
+            RANDOM_READ as usize,
+        )
+    };
 }
 
 /// `Context::wait` for `ticket` (the same rounds: its block's ring reaped while the reaper is
