@@ -302,7 +302,8 @@ impl Context {
     }
 
     /// What a thread waiting for a request's result does between rounds (`rounds` counts
-    /// them): reap its block's ring, and every `PROGRESS_EVERY` rounds reap every ring and
+    /// them): reap its block's ring, or, while another thread reaps it, stand aside
+    /// (`arch::yield_to_siblings`); and every `PROGRESS_EVERY` rounds reap every ring and
     /// flush the print streams a completion kicked. `mine` is the request it waits for (the
     /// oldest, if several): when its own reap of its ring takes that request's CQE, it
     /// returns the result, having given the slot back (`Requests::give_back_mine`).
@@ -329,6 +330,10 @@ impl Context {
                     None
                 }
             };
+        } else {
+            // Nothing to do until that reap ends; polling would slow it where the reaper
+            // shares this thread's warp (`arch::yield_to_siblings`).
+            crate::arch::yield_to_siblings();
         }
         None
     }

@@ -528,7 +528,7 @@ unsafe fn copy_page_out(ctx: &gpuio_device::Context, block: u32, dst: u64) {
 }
 
 /// `Context::wait` for `ticket` (the same rounds: its block's ring reaped while the reaper is
-/// free, every ring every 64th round), with each reap timed into `stats` ([`RANDOM_REAP`]);
+/// free, `arch::yield_to_siblings` while it is busy, every ring every 64th round), with each reap timed into `stats` ([`RANDOM_REAP`]);
 /// without `Context::wait`'s shortcut for a CQE the waiter's own reap takes (here the
 /// dispatch stores every result, and the waiter acquires `DONE`).
 /// No stream is flushed: the kernel that calls it does not print.
@@ -573,6 +573,7 @@ fn wait_timing_reaps(
                 timed_reap(ring, stats);
             } else {
                 stats[7] += 1;
+                gpuio_device::arch::yield_to_siblings();
             }
         },
     )

@@ -290,6 +290,12 @@ pub fn doze() {
     core::arch::amdgpu::s_sleep::<127>();
 }
 
+/// What a lane does while another lane reaps for it (`Context::waiting`): nothing. The
+/// lanes of a wavefront run in lockstep, so a waiting lane takes no issue slots from a
+/// reaping sibling (see the NVIDIA version, where they do).
+#[inline(always)]
+pub fn yield_to_siblings() {}
+
 #[allow(improper_ctypes)]
 extern "C" {
     /// Whether a flat address lies in the private (scratch) aperture.

@@ -50,6 +50,11 @@ pub fn doze() {
     std::thread::sleep(std::time::Duration::from_micros(50));
 }
 
+/// What a thread does while another reaps for it (`Context::waiting`): nothing more than
+/// its backoff. CPU threads are not lanes sharing an issue slot (see the NVIDIA version).
+#[inline]
+pub fn yield_to_siblings() {}
+
 /// Whether `p` points into memory private to the calling GPU thread. A CPU-backend thread's
 /// stack is ordinary memory that every thread can address, so never.
 #[inline]

@@ -3,7 +3,8 @@
 //! Each target module provides the same small surface:
 //! - `atomic`: `AtomicU32`, `AtomicU64`, `AtomicI32`, `fence` with **system scope** for
 //!   every ordering other than `Relaxed` (and system-scope coherence for `Relaxed`);
-//! - `relax()`, `doze()`: what a spinning thread does;
+//! - `relax()`, `doze()`: what a spinning thread does; `yield_to_siblings()`: what a waiter
+//!   does while another lane reaps for it;
 //! - `clock_ns()`: a nanosecond clock for measurements (GPU-wide on GPUs);
 //! - `installed_context()`: the runtime context the host installed (a device global on GPUs,
 //!   a thread-local on the CPU backend), untyped: [`crate::context::current`] types it, so

@@ -532,6 +532,22 @@ pub fn doze() {
     spin_cycles(4000);
 }
 
+/// What a lane does while another lane reaps for it (`Context::waiting`): with independent
+/// thread scheduling (sm_70+) a waiting lane's path and the reaping lane's path of the same
+/// warp take turns at the warp's one issue slot, so a lane that polls slows its sibling's
+/// reap down to its own pace. It sleeps through most of a reap instead (8 us; a reap takes
+/// about 5 us per CQE it dispatches on the H100). Lockstep lanes (before sm_70) take no
+/// turns (a reaping lane's siblings wait masked off until it is done), so there it returns
+/// at once.
+#[inline(always)]
+pub fn yield_to_siblings() {
+    #[cfg(target_feature = "sm_70")]
+    // SAFETY: `nanosleep` only suspends the thread for a while; it has no memory effects.
+    unsafe {
+        core::arch::asm!("nanosleep.u32 8000;", options(nostack, nomem))
+    };
+}
+
 /// Waits `n` SM clock cycles, reading only the cycle counter.
 #[cfg(not(target_feature = "sm_70"))]
 #[inline(always)]
