@@ -311,8 +311,7 @@ impl Context {
     /// Always inlined: a waiter calls it every round, mostly to find the reaper busy. Left
     /// to LLVM it went out of line once it also held the waiter's own reap; on the H100
     /// that build's random 4 KiB reads were no faster and in most runs a little slower
-    /// (BENCHMARKS.md, "a waiter that reaps its own completion", builds R and S). Neither
-    /// recovers the throughput the shortcut's code costs there; why was not found.
+    /// (BENCHMARKS.md, "a waiter that reaps its own completion", builds R and S).
     ///
     /// Crate-private: a caller that dropped a returned result would lose it with the slot
     /// already given back.

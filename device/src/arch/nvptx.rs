@@ -533,12 +533,12 @@ pub fn doze() {
 }
 
 /// What a lane does while another lane reaps for it (`Context::waiting`): with independent
-/// thread scheduling (sm_70+) a waiting lane's path and the reaping lane's path of the same
-/// warp take turns at the warp's one issue slot, so a lane that polls slows its sibling's
-/// reap down to its own pace. It sleeps through most of a reap instead (8 us; a reap takes
-/// about 5 us per CQE it dispatches on the H100). Lockstep lanes (before sm_70) take no
-/// turns (a reaping lane's siblings wait masked off until it is done), so there it returns
-/// at once.
+/// thread scheduling (sm_70+) the divergent paths of a warp take turns, so waiting lanes that
+/// poll slow down a sibling that is reaping; asleep, they leave it the warp. 8 us (`nanosleep`
+/// sleeps up to twice that): shorter sleeps left random reads slower on the H100, longer
+/// ones were no faster (BENCHMARKS.md, "waiters that stand aside"). Lockstep lanes (before
+/// sm_70) take no turns (a reaping lane's siblings wait, masked off, until it is done), so
+/// there it returns at once.
 #[inline(always)]
 pub fn yield_to_siblings() {
     #[cfg(target_feature = "sm_70")]
