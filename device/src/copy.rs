@@ -117,13 +117,7 @@ unsafe fn units16(
     // SAFETY: indices stay below `units` (the caller's contract covers them).
     unsafe {
         while i + (BATCH - 1) * count < units {
-            let mut v = [0u128; BATCH];
-            for (j, x) in v.iter_mut().enumerate() {
-                *x = load(src.add(i + j * count));
-            }
-            for (j, x) in v.iter().enumerate() {
-                store(dst.add(i + j * count), *x);
-            }
+            batch::<false>(dst, src, i, count, units, &load, &store);
             i += BATCH * count;
         }
         // Fewer than BATCH units left for this lane: one more batch, each slot's load and
@@ -133,16 +127,38 @@ unsafe fn units16(
         // ranges of a few KiB shared by a warp (a 32-lane warp has 8 units per lane of a
         // 4 KiB range) those round trips are most of the copy.
         if i < units {
-            let mut v = [0u128; BATCH];
-            for (j, x) in v.iter_mut().enumerate() {
-                if i + j * count < units {
-                    *x = load(src.add(i + j * count));
-                }
+            batch::<true>(dst, src, i, count, units, &load, &store);
+        }
+    }
+}
+
+/// Units `i, i + count, ...`, [`BATCH`] of them, all loaded before any is stored (so that
+/// the loads are in flight together); with `GUARDED`, only those below `units` (without,
+/// the caller has checked that the last one is).
+///
+/// # Safety
+/// `load` and `store` are valid for every unit the batch moves.
+#[inline(always)]
+unsafe fn batch<const GUARDED: bool>(
+    dst: *mut u128,
+    src: *const u128,
+    i: usize,
+    count: usize,
+    units: usize,
+    load: &impl Fn(*const u128) -> u128,
+    store: &impl Fn(*mut u128, u128),
+) {
+    let mut v = [0u128; BATCH];
+    // SAFETY: only the units the caller vouches for.
+    unsafe {
+        for (j, x) in v.iter_mut().enumerate() {
+            if !GUARDED || i + j * count < units {
+                *x = load(src.add(i + j * count));
             }
-            for (j, x) in v.iter().enumerate() {
-                if i + j * count < units {
-                    store(dst.add(i + j * count), *x);
-                }
+        }
+        for (j, x) in v.iter().enumerate() {
+            if !GUARDED || i + j * count < units {
+                store(dst.add(i + j * count), *x);
             }
         }
     }
