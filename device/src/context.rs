@@ -34,6 +34,15 @@ pub fn current() -> *const Context {
     crate::arch::installed_context().cast()
 }
 
+/// [`current`], as a reference: `None` outside a kernel.
+#[inline]
+pub fn installed() -> Option<&'static Context> {
+    let ctx = current();
+    // SAFETY: a non-null context was installed by the host and outlives every kernel that
+    // runs with it.
+    (!ctx.is_null()).then(|| unsafe { &*ctx })
+}
+
 /// Makes the calling host thread a "GPU thread" of a kernel on `ctx` until the guard drops
 /// (the CPU backend calls this on each thread it starts; tests call it to run device code).
 ///

@@ -34,7 +34,7 @@
 
 use core::marker::PhantomData;
 
-use crate::context::Context;
+use crate::context::{installed, Context};
 pub use crate::errno::Errno;
 use crate::request::Ticket;
 #[cfg(loom)]
@@ -55,14 +55,6 @@ const AT_FDCWD: i32 = -100;
 const PATH_MAX: usize = 4096;
 /// `IORING_FSYNC_DATASYNC`.
 const FSYNC_DATASYNC: u32 = 1;
-
-/// The context of the calling kernel, if any.
-fn context() -> Option<&'static Context> {
-    let ctx = crate::context::current();
-    // SAFETY: a non-null context was installed by the host and outlives every kernel that
-    // runs with it.
-    (!ctx.is_null()).then(|| unsafe { &*ctx })
-}
 
 /// What a transfer does.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -119,7 +111,7 @@ pub struct Pending<'a> {
 
 impl<'a> Pending<'a> {
     fn new(op: Op, fd: i32, buf: *mut u8, len: usize, offset: u64) -> Pending<'a> {
-        let ctx = context();
+        let ctx = installed();
         let mut p = Pending {
             ctx,
             op,
@@ -419,7 +411,7 @@ pub fn try_take_block_and_slot(ctx: &Context) -> Option<(u32, Ticket)> {
 /// One request that needs no buffer: takes a completion slot, submits the request, waits
 /// and returns the result.
 fn call(sqe: Sqe) -> Result<i32, Errno> {
-    let ctx = context().ok_or(Errno::ENOSYS)?;
+    let ctx = installed().ok_or(Errno::ENOSYS)?;
     let res = ctx.call(sqe);
     if res < 0 {
         Err(Errno(-res))
@@ -436,7 +428,7 @@ fn call(sqe: Sqe) -> Result<i32, Errno> {
 /// `ENAMETOOLONG`; anything else is the kernel's.
 #[inline(never)] // one copy in a code object
 pub fn open(path: &str, flags: i32, mode: u32) -> Result<i32, Errno> {
-    let ctx = context().ok_or(Errno::ENOSYS)?;
+    let ctx = installed().ok_or(Errno::ENOSYS)?;
     let bytes = path.as_bytes();
     if bytes.contains(&0) {
         return Err(Errno::EINVAL);

@@ -306,12 +306,9 @@ kernel! {
         if global_thread_idx() != 0 {
             return;
         }
-        let ctx = gpuio_device::context::current();
-        if ctx.is_null() {
+        let Some(ctx) = gpuio_device::context::installed() else {
             return;
-        }
-        // SAFETY: the host installed the context for this kernel.
-        let ctx = unsafe { &*ctx };
+        };
         let line = [b'x'; 64];
         for i in 0..iters {
             let t0 = clock_ns();
@@ -420,12 +417,9 @@ kernel! {
     /// lockstep rule forbids (`gpuio_device::arch`): run it with independent thread
     /// scheduling only (sm_70+, or the CPU backend).
     pub fn pread_random_phases(fd: i32, dst: u64, file_pages: u64, reads: u64, out: u64) {
-        let ctx = gpuio_device::context::current();
-        if ctx.is_null() {
+        let Some(ctx) = gpuio_device::context::installed() else {
             return;
-        }
-        // SAFETY: the host installed the context for this kernel.
-        let ctx = unsafe { &*ctx };
+        };
         let t = global_thread_idx();
         for i in 0..reads {
             let off = random_page(t, i, file_pages) * RANDOM_READ;
@@ -466,12 +460,9 @@ kernel! {
     /// Panics on a failed or short read. Independent thread scheduling only, as
     /// [`pread_random_phases`].
     pub fn pread_random_parts(fd: i32, dst: u64, file_pages: u64, reads: u64, mode: u64) {
-        let ctx = gpuio_device::context::current();
-        if ctx.is_null() {
+        let Some(ctx) = gpuio_device::context::installed() else {
             return;
-        }
-        // SAFETY: the host installed the context for this kernel.
-        let ctx = unsafe { &*ctx };
+        };
         let t = global_thread_idx();
         for i in 0..reads {
             let off = random_page(t, i, file_pages) * RANDOM_READ;
@@ -528,10 +519,10 @@ unsafe fn copy_page_out(ctx: &gpuio_device::Context, block: u32, dst: u64) {
 }
 
 /// `Context::wait` for `ticket` (the same rounds: its block's ring reaped while the reaper is
-/// free, `arch::yield_to_siblings` while it is busy, every ring every 64th round), with each reap timed into `stats` ([`RANDOM_REAP`]);
-/// without `Context::wait`'s shortcut for a CQE the waiter's own reap takes (here the
-/// dispatch stores every result, and the waiter acquires `DONE`).
-/// No stream is flushed: the kernel that calls it does not print.
+/// free, `arch::yield_to_siblings` while it is busy, every ring every 64th round), with each
+/// reap timed into `stats` ([`RANDOM_REAP`]); without `Context::wait`'s shortcut for a CQE
+/// the waiter's own reap takes (here the dispatch stores every result, and the waiter
+/// acquires `DONE`). No stream is flushed: the kernel that calls it does not print.
 fn wait_timing_reaps(
     ctx: &gpuio_device::Context,
     ticket: gpuio_device::request::Ticket,
