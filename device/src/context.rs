@@ -118,6 +118,32 @@ unsafe impl Sync for Context {}
 // memory their pointers name is valid independently of any thread.
 unsafe impl Send for Context {}
 
+/// Where [`Context::dispatch_timed`] spent its time: ns per step, summed over its batches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DispatchTimes {
+    /// Loading the requests' slot states and tags, until the last load completed.
+    pub looks: u64,
+    /// Checking each CQE against its slot and storing the results.
+    pub prepare: u64,
+    /// The batch's release fence.
+    pub fence: u64,
+    /// Storing `DONE` in each completed slot.
+    pub finish: u64,
+}
+
+impl DispatchTimes {
+    /// When timing, adds the time since `*since` to the step `step` picks, and restarts
+    /// the clock.
+    #[inline(always)]
+    fn lap(times: &mut Option<&mut DispatchTimes>, since: &mut u64, step: fn(&mut DispatchTimes) -> &mut u64) {
+        if let Some(t) = times.as_deref_mut() {
+            let now = crate::arch::clock_ns();
+            *step(t) += now.wrapping_sub(*since);
+            *since = now;
+        }
+    }
+}
+
 impl Context {
     /// The stream `print!` (`stderr == false`) or `eprint!` writes to.
     #[inline]
@@ -201,12 +227,23 @@ impl Context {
         self.dispatch_for(cqes, None, &mut None)
     }
 
+    /// [`Context::dispatch`], adding the time of each of its steps to `times`: a diagnostic
+    /// (bench_file's phases of random reads). The steps are timed on the calling thread's
+    /// clock, which costs a few clock reads per batch.
+    pub fn dispatch_timed(&self, cqes: &[Cqe], times: &mut DispatchTimes) -> bool {
+        let mut fenced = false;
+        for batch in cqes.chunks(REAP_BATCH) {
+            fenced = self.dispatch_batch(batch, None, &mut None, Some(&mut *times));
+        }
+        fenced
+    }
+
     /// [`Context::dispatch`] by a reaper that waits for `mine`: its CQE's result goes to
     /// `got` instead of its slot (the first such CQE; a second is a stray).
     fn dispatch_for(&self, cqes: &[Cqe], mine: Option<Ticket>, got: &mut Option<i32>) -> bool {
         let mut fenced = false;
         for batch in cqes.chunks(REAP_BATCH) {
-            fenced = self.dispatch_batch(batch, mine, got);
+            fenced = self.dispatch_batch(batch, mine, got, None);
         }
         fenced
     }
@@ -219,8 +256,18 @@ impl Context {
     /// about a PCIe round trip. With a fence and two dependent loads per CQE, a reaper
     /// under 4,096 waiting threads spent 7-8 us per CQE on the H100, and every waiter of
     /// its ring waited behind it.
-    fn dispatch_batch(&self, cqes: &[Cqe], mine: Option<Ticket>, got: &mut Option<i32>) -> bool {
+    ///
+    /// `times` is [`Context::dispatch_timed`]'s; `None` (every other caller) compiles the
+    /// clock reads away.
+    fn dispatch_batch(
+        &self,
+        cqes: &[Cqe],
+        mine: Option<Ticket>,
+        got: &mut Option<i32>,
+        mut times: Option<&mut DispatchTimes>,
+    ) -> bool {
         debug_assert!(cqes.len() <= REAP_BATCH);
+        let mut since = if times.is_some() { crate::arch::clock_ns() } else { 0 };
         // The requests' slot states and tags, all loaded before any is checked, so that
         // the loads can be in flight together (a GPU thread waits for a load only where it
         // uses the value). Past the batch, and for stream CQEs, nothing is loaded.
@@ -228,6 +275,11 @@ impl Context {
             Some(cqe) if user_data::kind(cqe.user_data) == KIND_REQUEST => self.requests.look(cqe.user_data),
             _ => (0, 0),
         });
+        if times.is_some() {
+            // Uses the looks, so that the clock reads after their loads completed.
+            core::hint::black_box(looks);
+        }
+        DispatchTimes::lap(&mut times, &mut since, |t| &mut t.looks);
         let mut prepared: [Option<u32>; REAP_BATCH] = [None; REAP_BATCH];
         let mut any = false;
         for (i, cqe) in cqes.iter().enumerate() {
@@ -273,14 +325,17 @@ impl Context {
                 self.stray_completions.fetch_add(1, Ordering::Relaxed);
             }
         }
+        DispatchTimes::lap(&mut times, &mut since, |t| &mut t.prepare);
         if any {
             // Release, system scope: the results stored above, and the kernel's work for
             // their requests (acquired with the CQ tail), happen-before any waiter's
             // acquire of a DONE stored below (`Requests::finish`).
             fence(Ordering::Release);
+            DispatchTimes::lap(&mut times, &mut since, |t| &mut t.fence);
             for slot in prepared.iter().flatten() {
                 self.requests.finish(*slot);
             }
+            DispatchTimes::lap(&mut times, &mut since, |t| &mut t.finish);
         }
         any
     }
@@ -317,6 +372,11 @@ impl Context {
     /// oldest, if several): when its own reap of its ring takes that request's CQE, it
     /// returns the result, having given the slot back (`Requests::give_back_mine`).
     ///
+    /// Of the lanes of a warp that wait together, one goes round for all of them
+    /// (`arch::by_one_lane`; its reap completes their requests too), and the others wait
+    /// for it without issuing: on the H100 their polling slowed a sibling's reap
+    /// (BENCHMARKS.md, "one lane goes round").
+    ///
     /// Always inlined: a waiter calls it every round, mostly to find the reaper busy. Left
     /// to LLVM it went out of line once it also held the waiter's own reap; on the H100
     /// that build's random 4 KiB reads were no faster and in most runs a little slower
@@ -326,6 +386,13 @@ impl Context {
     /// already given back.
     #[inline(always)]
     pub(crate) fn waiting(&self, rounds: &mut u32, mine: Option<Ticket>) -> Option<i32> {
+        crate::arch::by_one_lane(|| self.waiting_round(rounds, mine))
+    }
+
+    /// A round of [`Context::waiting`], on the lane that goes round for the lanes waiting
+    /// with it.
+    #[inline(always)]
+    fn waiting_round(&self, rounds: &mut u32, mine: Option<Ticket>) -> Option<i32> {
         *rounds = rounds.wrapping_add(1);
         let ring = self.request_ring();
         if rounds.is_multiple_of(PROGRESS_EVERY) {

@@ -396,8 +396,10 @@ pub const RANDOM_PHASES: usize = 4;
 /// the reads of the CQ tail and of the batch, across PCIe on a GPU); from the first batch
 /// to the last (the dispatch of each but the last, and the reads of the next); from the
 /// last to the end (its dispatch, the head stores, the unlock); reaps that found none (or
-/// lost the try-lock); their time; rounds that found the reaper busy.
-pub const RANDOM_REAP: usize = 8;
+/// lost the try-lock); their time; rounds that found the reaper busy; the batches the reaps
+/// dispatched; their time in the dispatch; and its steps' times
+/// (`gpuio_device::context::DispatchTimes`: the looks, prepare, fence, finish).
+pub const RANDOM_REAP: usize = 14;
 
 /// Values per read in `out` of [`pread_random_phases`].
 pub const RANDOM_ROW: usize = RANDOM_PHASES + RANDOM_REAP;
@@ -519,7 +521,8 @@ unsafe fn copy_page_out(ctx: &gpuio_device::Context, block: u32, dst: u64) {
 }
 
 /// `Context::wait` for `ticket` (the same rounds: its block's ring reaped while the reaper is
-/// free, `arch::yield_to_siblings` while it is busy, every ring every 64th round), with each
+/// free, `arch::yield_to_siblings` while it is busy, every ring every 64th round, each round
+/// gone by one of the lanes waiting together, `arch::by_one_lane`), with each
 /// reap timed into `stats` ([`RANDOM_REAP`]); without `Context::wait`'s shortcut for a CQE
 /// the waiter's own reap takes (here the dispatch stores every result, and the waiter
 /// acquires `DONE`). No stream is flushed: the kernel that calls it does not print.
@@ -537,7 +540,14 @@ fn wait_timing_reaps(
                 first = last;
             }
             n += cqes.len() as u64;
-            ctx.dispatch(cqes)
+            let mut t = gpuio_device::context::DispatchTimes::default();
+            let fenced = ctx.dispatch_timed(cqes, &mut t);
+            stats[8] += 1;
+            stats[9] += clock_ns() - last;
+            for (k, ns) in [t.looks, t.prepare, t.fence, t.finish].into_iter().enumerate() {
+                stats[10 + k] += ns;
+            }
+            fenced
         });
         let end = clock_ns();
         if n > 0 {
@@ -554,18 +564,21 @@ fn wait_timing_reaps(
     gpuio_device::wait::until(
         || ctx.requests.try_result(ticket),
         || {
-            rounds = rounds.wrapping_add(1);
-            let ring = ctx.request_ring();
-            if rounds.is_multiple_of(64) {
-                for r in ctx.rings() {
-                    timed_reap(r, stats);
+            gpuio_device::arch::by_one_lane(|| {
+                rounds = rounds.wrapping_add(1);
+                let ring = ctx.request_ring();
+                if rounds.is_multiple_of(64) {
+                    for r in ctx.rings() {
+                        timed_reap(r, stats);
+                    }
+                } else if !ring.reaper.busy() {
+                    timed_reap(ring, stats);
+                } else {
+                    stats[7] += 1;
+                    gpuio_device::arch::yield_to_siblings();
                 }
-            } else if !ring.reaper.busy() {
-                timed_reap(ring, stats);
-            } else {
-                stats[7] += 1;
-                gpuio_device::arch::yield_to_siblings();
-            }
+                None::<()>
+            });
         },
     )
 }

@@ -296,6 +296,14 @@ pub fn doze() {
 #[inline(always)]
 pub fn yield_to_siblings() {}
 
+/// Runs `round` for the lanes that call this together (`Context::waiting`): on every lane.
+/// The lanes of a wavefront run in lockstep, so they take no turns that would slow the one
+/// that reaps (see the NVIDIA version, where one lane goes round for the others).
+#[inline(always)]
+pub fn by_one_lane<T>(round: impl FnOnce() -> Option<T>) -> Option<T> {
+    round()
+}
+
 #[allow(improper_ctypes)]
 extern "C" {
     /// Whether a flat address lies in the private (scratch) aperture.

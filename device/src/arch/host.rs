@@ -55,6 +55,13 @@ pub fn doze() {
 #[inline]
 pub fn yield_to_siblings() {}
 
+/// Runs `round` for the threads that call this together (`Context::waiting`): a CPU
+/// thread is a group of one, so it runs it itself.
+#[inline(always)]
+pub fn by_one_lane<T>(round: impl FnOnce() -> Option<T>) -> Option<T> {
+    round()
+}
+
 /// Whether `p` points into memory private to the calling GPU thread. A CPU-backend thread's
 /// stack is ordinary memory that every thread can address, so never.
 #[inline]

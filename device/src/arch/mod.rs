@@ -4,7 +4,9 @@
 //! - `atomic`: `AtomicU32`, `AtomicU64`, `AtomicI32`, `fence` with **system scope** for
 //!   every ordering other than `Relaxed` (and system-scope coherence for `Relaxed`);
 //! - `relax()`, `doze()`: what a spinning thread does; `yield_to_siblings()`: what a waiter
-//!   does while another lane reaps for it;
+//!   does while another lane reaps for it; `by_one_lane(round)`: a waiter's round, run by
+//!   one of the lanes waiting together while the others wait for it (NVIDIA sm_70+), or by
+//!   every lane (lockstep targets, the CPU);
 //! - `clock_ns()`: a nanosecond clock for measurements (GPU-wide on GPUs);
 //! - `installed_context()`: the runtime context the host installed (a device global on GPUs,
 //!   a thread-local on the CPU backend), untyped: [`crate::context::current`] types it, so

@@ -548,6 +548,34 @@ pub fn yield_to_siblings() {
     };
 }
 
+/// Runs `round` on one of the lanes that call this together, the lowest; the others wait
+/// for it at a warp barrier and get `None`. A waiter's round goes through here
+/// (`Context::waiting`). With independent thread scheduling (sm_70+) the lanes of a warp
+/// that wait apart from the one that reaps are divergent paths, which the warp runs by
+/// turns with the reaper's. Parked at the barrier they issue nothing. On the H100, random
+/// 4 KiB reads over 4 rings then completed 18-42% more a second, and the step of the
+/// reaper's dispatch that checks each CQE and stores its result took 21 us a batch of 16
+/// instead of 34 (BENCHMARKS.md, "one lane goes round").
+///
+/// `round` must not wait for the parked lanes: a waiter's round reaps, sleeps or flushes,
+/// and waits only for the kernel and for reaping, as the lockstep rule (`arch/mod.rs`) has
+/// every wait do. That rule is what makes the barrier safe: lanes in lockstep wait for
+/// their sibling's round the same way, masked off.
+///
+/// Before sm_70 the lanes run in lockstep and take no turns: every lane runs `round`.
+#[inline(always)]
+pub fn by_one_lane<T>(round: impl FnOnce() -> Option<T>) -> Option<T> {
+    #[cfg(target_feature = "sm_70")]
+    {
+        let warp = Warp::current();
+        let got = if warp.is_leader() { round() } else { None };
+        warp.sync();
+        got
+    }
+    #[cfg(not(target_feature = "sm_70"))]
+    round()
+}
+
 /// Waits `n` SM clock cycles, reading only the cycle counter.
 #[cfg(not(target_feature = "sm_70"))]
 #[inline(always)]
