@@ -1518,7 +1518,10 @@ fn print_reaping(sums: &[u64; k::RANDOM_REAP], secs: f64, rings: u32, reads: u64
     // The reaps that found CQEs only: the empty ones include every lost try-lock.
     let held_ns = to_first + first_to_last + last_to_end;
     println!();
-    println!("## the reaping in those waits (diagnostic: sums over every wait)");
+    println!(
+        "## the reaping in those waits (diagnostic: sums over every wait; the rounds are those \
+         of the lanes that went round for the lanes waiting with them, arch::by_one_lane)"
+    );
     write_table(
         &mut std::io::stdout(),
         &["what", "value"],

@@ -276,8 +276,9 @@ impl Context {
             _ => (0, 0),
         });
         if times.is_some() {
-            // Uses the looks, so that the clock reads after their loads completed.
-            core::hint::black_box(looks);
+            // Uses every look (folded into one word, so that nothing is copied), so that the
+            // clock reads after their loads completed.
+            core::hint::black_box(looks.iter().fold(0, |a, &(state, tag)| a ^ state ^ tag));
         }
         DispatchTimes::lap(&mut times, &mut since, |t| &mut t.looks);
         let mut prepared: [Option<u32>; REAP_BATCH] = [None; REAP_BATCH];
@@ -366,7 +367,7 @@ impl Context {
     }
 
     /// What a thread waiting for a request's result does between rounds (`rounds` counts
-    /// them): reap its block's ring, or, while another thread reaps it, stand aside
+    /// the rounds this lane went for): reap its block's ring, or, while another thread reaps it, stand aside
     /// (`arch::yield_to_siblings`); and every `PROGRESS_EVERY` rounds reap every ring and
     /// flush the print streams a completion kicked. `mine` is the request it waits for (the
     /// oldest, if several): when its own reap of its ring takes that request's CQE, it
@@ -375,7 +376,9 @@ impl Context {
     /// Of the lanes of a warp that wait together, one goes round for all of them
     /// (`arch::by_one_lane`; its reap completes their requests too), and the others wait
     /// for it without issuing: on the H100 their polling slowed a sibling's reap
-    /// (BENCHMARKS.md, "one lane goes round").
+    /// (BENCHMARKS.md, "one lane goes round"). The price: a lane whose request completed
+    /// waits out the round in progress (a reap of up to a few hundred CQEs, or every 64th
+    /// round a reap of every ring and a flush) before it looks again.
     ///
     /// Always inlined: a waiter calls it every round, mostly to find the reaper busy. Left
     /// to LLVM it went out of line once it also held the waiter's own reap; on the H100

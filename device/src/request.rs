@@ -41,9 +41,11 @@
 //! A waiter's CQE, once the kernel posted it, is dispatched by the first reap that *starts*
 //! afterwards: a reap takes every CQE up to the tail it reads. Reaps keep starting as
 //! long as anyone waits, because every waiter that finds its slot not `DONE` tries to reap
-//! (when the try-lock is free, which it is between any two reaps). So after its CQE
-//! arrives, a waiter waits at most for the reap in progress, plus one more. No waiter
-//! depends on a particular other thread: the reaper is whoever is there.
+//! (when the try-lock is free, which it is between any two reaps), or has a sibling of its
+//! warp try for it while it waits at a barrier (`arch::by_one_lane`: of the lanes waiting
+//! together, one goes round for all). So after its CQE arrives, a waiter waits at most for
+//! the reap in progress, plus one more. No waiter depends on a particular other thread:
+//! the reaper is whoever is there.
 //!
 //! The kernel, in turn, completes every request it was given: the ring's credits bound
 //! requests in flight by the CQ's size (so the CQ cannot overflow), and the host's waker

@@ -19,7 +19,8 @@ use crate::sync::Backoff;
 /// The loop ends for the lanes of the calling `arch::WaitGroup` together, when `attempt`
 /// has succeeded on each of them: a lane that is done takes no more attempts, and waits
 /// (without backing off) only for its siblings. On independently scheduled targets the
-/// wait group is the lane alone.
+/// wait group is the lane alone (though `idle` may be a round that one lane goes for the
+/// lanes that call it together: `arch::by_one_lane`).
 #[inline(always)]
 pub fn until<R>(mut attempt: impl FnMut() -> Option<R>, mut idle: impl FnMut()) -> R {
     let group = crate::arch::WaitGroup::default();

@@ -1,4 +1,5 @@
-//! File I/O from kernels: stack buffers, and thousands of threads on a few arena blocks.
+//! File I/O from kernels: stack buffers, thousands of threads on a few arena blocks, and
+//! lanes printing while their neighbours wait for I/O.
 
 use std::os::fd::AsRawFd;
 
@@ -6,7 +7,7 @@ use gpuio::Sandbox;
 use gpuio_test_kernels as k;
 
 use crate::harness::{Config, Scratch};
-use crate::kernels::{build, sync, Kernels, Mem};
+use crate::kernels::{build, check_numbered, plain, sync, Kernels, Mem};
 use crate::Outcome;
 
 pub(crate) fn stack_buffers_pwrite_pread(config: Config, scratch: &Scratch) -> Outcome {
@@ -117,5 +118,66 @@ pub(crate) fn file_io_4_arena_blocks_2048_threads(config: Config, scratch: &Scra
         "{threads} threads, 4 arena blocks, an 8-entry SQ: each wrote, fsynced and read back its own \
          file and its part of a shared one ({} bytes each), byte-exact",
         bytes
+    ))
+}
+
+pub(crate) fn print_while_others_wait_for_io(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block, steps) = (config.pick(16, 2), config.pick(64, 16), 16u32);
+    let threads = (grid * block) as usize;
+    let (file, path) = scratch.file("print_while_waiting.bin");
+    let (out, out_path) = scratch.file("print_while_waiting.out");
+    // An 8-entry SQ and a 4 KiB log: the waiting lanes' rounds flush the printing lanes'
+    // lines and wait for ring room, while the lanes waiting with them are parked.
+    let b = config
+        .builder()
+        .sandbox(Sandbox::FileIo)
+        .sq_entries(8)
+        .log_bytes(4096)
+        .stdout_fd(out.as_raw_fd());
+    let codes: Vec<i64> = {
+        let rt = build(b)?;
+        let k = Kernels::load(&rt)?;
+        let mut results = Mem::zeroed(&k, threads * 8);
+        let (fd, res) = (file.as_raw_fd(), results.addr());
+        k.launch(
+            "print_while_waiting",
+            grid,
+            block,
+            &[fd.into(), steps.into(), res.into()],
+            move || k::print_while_waiting(fd, steps, res),
+        )?;
+        sync(&rt)?;
+        let codes = results
+            .read()
+            .chunks(8)
+            .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
+        codes
+    };
+    let bad: Vec<(usize, i64)> = codes.iter().copied().enumerate().filter(|&(_, c)| c != 0).collect();
+    if !bad.is_empty() {
+        return Err(format!(
+            "{} of {threads} threads failed (thread, 10000 * step + 1000 * op + errno; 998 wrong bytes read back): {:?}",
+            bad.len(),
+            &bad[..bad.len().min(8)]
+        ));
+    }
+    let text = std::fs::read_to_string(&out_path).map_err(|e| format!("stdout: {e}"))?;
+    check_numbered(&text, threads as u64, steps as u64 / 2, plain)?;
+    let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
+    for t in 0..threads as u64 {
+        for i in (0..steps as u64).filter(|i| (t + i) % 2 == 1) {
+            let at = (t * steps as u64 + i) as usize;
+            if bytes.get(at * 64..at * 64 + 64) != Some(&k::stack_bytes(at as u64)[..]) {
+                return Err(format!(
+                    "the file's bytes of thread {t}, step {i} are not the ones it wrote"
+                ));
+            }
+        }
+    }
+    Ok(format!(
+        "{threads} threads, an 8-entry SQ, a 4 KiB log: {} lines and {} pwrite/pread pairs, every line once and in order, every byte back",
+        text.lines().count(),
+        threads * steps as usize / 2
     ))
 }

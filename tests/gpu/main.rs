@@ -33,7 +33,7 @@ use std::time::Instant;
 
 use gpuio::{Backend, Error, Runtime};
 
-use cases_file_io::{file_io_4_arena_blocks_2048_threads, stack_buffers_pwrite_pread};
+use cases_file_io::{file_io_4_arena_blocks_2048_threads, print_while_others_wait_for_io, stack_buffers_pwrite_pread};
 use cases_print::{
     blocks_of_33_and_37_threads, divergent_call_sites, every_line_once_in_order, lines_of_every_shape,
     one_print_call_two_streams, one_warp_mixing_streams_and_pieces, tiny_ring_and_log_thousands_of_threads,
@@ -95,6 +95,10 @@ const CASES: &[Case] = &[
     Case {
         name: "file_io_4_arena_blocks_2048_threads",
         run: file_io_4_arena_blocks_2048_threads,
+    },
+    Case {
+        name: "print_while_others_wait_for_io",
+        run: print_while_others_wait_for_io,
     },
     Case {
         name: "idle_longer_than_sq_thread_idle",

@@ -18,7 +18,9 @@
 //!   lanes part (for an arena block, a completion slot) and used after it makes the lanes
 //!   that leave the wait first wait in the collective for the others (on sm_70+ a `.sync`
 //!   collective waits for every lane of its mask), a deadlock if those wait for something
-//!   the first ones hold;
+//!   the first ones hold. `by_one_lane` forms one inside a wait on purpose: its lanes are
+//!   all in the same round of the same wait, and the round it runs waits for nothing they
+//!   hold (see there);
 //! - `WaitGroup`: the lanes whose waits must end together (see below).
 //!
 //! # The lockstep rule
@@ -43,9 +45,10 @@
 //! lane waits only for the kernel, for reaping (anyone's), and for lanes that are
 //! themselves inside a wait loop.
 //!
-//! With independent thread scheduling (sm_70+, and the CPU backend) a waiting lane does
-//! not hold up its siblings, and `WaitGroup` is a single lane: each lane leaves as soon as
-//! it is done.
+//! With independent thread scheduling (sm_70+, and the CPU backend) `WaitGroup` is a
+//! single lane: each lane leaves as soon as it is done. (On sm_70+ a lane whose request
+//! completed may still wait out the round its sibling goes for it, `by_one_lane`, before it
+//! looks again.)
 //!
 //! The lockstep rule is invariant 10 of the protocol (`docs/PROTOCOL.md` lists them all).
 

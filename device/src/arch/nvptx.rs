@@ -552,10 +552,10 @@ pub fn yield_to_siblings() {
 /// for it at a warp barrier and get `None`. A waiter's round goes through here
 /// (`Context::waiting`). With independent thread scheduling (sm_70+) the lanes of a warp
 /// that wait apart from the one that reaps are divergent paths, which the warp runs by
-/// turns with the reaper's. Parked at the barrier they issue nothing. On the H100, random
-/// 4 KiB reads over 4 rings then completed 18-42% more a second, and the step of the
-/// reaper's dispatch that checks each CQE and stores its result took 21 us a batch of 16
-/// instead of 34 (BENCHMARKS.md, "one lane goes round").
+/// turns with the reaper's. Parked at the barrier they issue nothing. On the H100, staged
+/// random 4 KiB reads over 4 rings then completed 18-41% more a second (BENCHMARKS.md, "one
+/// lane goes round", which also shows what bench_file's phases diagnostic saw of the
+/// reaper's dispatch).
 ///
 /// `round` must not wait for the parked lanes: a waiter's round reaps, sleeps or flushes,
 /// and waits only for the kernel and for reaping, as the lockstep rule (`arch/mod.rs`) has
