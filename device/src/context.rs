@@ -207,7 +207,7 @@ impl Context {
     #[inline]
     fn reap_ring_for(&self, ring: &Ring, mine: Ticket) -> Option<i32> {
         let mut got = None;
-        ring.reap(|cqes| self.dispatch_for(cqes, Some(mine), &mut got));
+        ring.reap(|cqes| self.dispatch_for(cqes, Some(mine), &mut got, None));
         // `Ring::reap` returned after its release fence (it took our CQE, so it took one).
         let res = got?;
         self.requests.give_back_mine(mine);
@@ -224,26 +224,29 @@ impl Context {
     /// lock may call it, with CQEs it took from that ring; it is safe to call otherwise, but
     /// then requests complete with results that no CQE gave them.
     pub fn dispatch(&self, cqes: &[Cqe]) -> bool {
-        self.dispatch_for(cqes, None, &mut None)
+        self.dispatch_for(cqes, None, &mut None, None)
     }
 
     /// [`Context::dispatch`], adding the time of each of its steps to `times`: a diagnostic
     /// (bench_file's phases of random reads). The steps are timed on the calling thread's
     /// clock, which costs a few clock reads per batch.
     pub fn dispatch_timed(&self, cqes: &[Cqe], times: &mut DispatchTimes) -> bool {
-        let mut fenced = false;
-        for batch in cqes.chunks(REAP_BATCH) {
-            fenced = self.dispatch_batch(batch, None, &mut None, Some(&mut *times));
-        }
-        fenced
+        self.dispatch_for(cqes, None, &mut None, Some(times))
     }
 
     /// [`Context::dispatch`] by a reaper that waits for `mine`: its CQE's result goes to
-    /// `got` instead of its slot (the first such CQE; a second is a stray).
-    fn dispatch_for(&self, cqes: &[Cqe], mine: Option<Ticket>, got: &mut Option<i32>) -> bool {
+    /// `got` instead of its slot (the first such CQE; a second is a stray). `times` is
+    /// [`Context::dispatch_timed`]'s.
+    fn dispatch_for(
+        &self,
+        cqes: &[Cqe],
+        mine: Option<Ticket>,
+        got: &mut Option<i32>,
+        mut times: Option<&mut DispatchTimes>,
+    ) -> bool {
         let mut fenced = false;
         for batch in cqes.chunks(REAP_BATCH) {
-            fenced = self.dispatch_batch(batch, mine, got, None);
+            fenced = self.dispatch_batch(batch, mine, got, times.as_deref_mut());
         }
         fenced
     }
@@ -367,9 +370,9 @@ impl Context {
     }
 
     /// What a thread waiting for a request's result does between rounds (`rounds` counts
-    /// the rounds this lane went for): reap its block's ring, or, while another thread reaps it, stand aside
-    /// (`arch::yield_to_siblings`); and every `PROGRESS_EVERY` rounds reap every ring and
-    /// flush the print streams a completion kicked. `mine` is the request it waits for (the
+    /// the rounds this lane went for): reap its block's ring, or, while another thread reaps
+    /// it, stand aside (`arch::yield_to_siblings`); and every `PROGRESS_EVERY` rounds reap
+    /// every ring and flush the print streams a completion kicked. `mine` is the request it waits for (the
     /// oldest, if several): when its own reap of its ring takes that request's CQE, it
     /// returns the result, having given the slot back (`Requests::give_back_mine`).
     ///

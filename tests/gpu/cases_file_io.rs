@@ -7,7 +7,7 @@ use gpuio::Sandbox;
 use gpuio_test_kernels as k;
 
 use crate::harness::{Config, Scratch};
-use crate::kernels::{build, check_numbered, plain, sync, Kernels, Mem};
+use crate::kernels::{all_threads_ok, build, check_numbered, plain, sync, Kernels, Mem};
 use crate::Outcome;
 
 pub(crate) fn stack_buffers_pwrite_pread(config: Config, scratch: &Scratch) -> Outcome {
@@ -23,22 +23,11 @@ pub(crate) fn stack_buffers_pwrite_pread(config: Config, scratch: &Scratch) -> O
         k::stack_io(fd, res)
     })?;
     sync(&rt)?;
-    let codes: Vec<i64> = results
-        .read()
-        .chunks(8)
-        .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
-        .collect();
+    let codes = results.read_i64s();
     drop(results);
     drop(k);
     drop(rt);
-    let bad: Vec<(usize, i64)> = codes.iter().copied().enumerate().filter(|&(_, c)| c != 0).collect();
-    if !bad.is_empty() {
-        return Err(format!(
-            "{} of {threads} threads failed (thread, 1000 * step + errno; 998 wrong bytes read back): {:?}",
-            bad.len(),
-            &bad[..bad.len().min(8)]
-        ));
-    }
+    all_threads_ok(&codes, "thread, 1000 * step + errno; 998 wrong bytes read back")?;
     let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
     for t in 0..threads {
         if bytes.get(t * 64..t * 64 + 64) != Some(&k::stack_bytes(t as u64)[..]) {
@@ -91,19 +80,7 @@ pub(crate) fn file_io_4_arena_blocks_2048_threads(config: Config, scratch: &Scra
         move || k::file_check(d, dl, fd, bytes, s, r),
     )?;
     sync(&rt)?;
-    let codes: Vec<i64> = results
-        .read()
-        .chunks(8)
-        .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
-        .collect();
-    let bad: Vec<(usize, i64)> = codes.iter().copied().enumerate().filter(|&(_, c)| c != 0).collect();
-    if !bad.is_empty() {
-        return Err(format!(
-            "{} of {threads} threads failed (thread, step * 1000 + errno): {:?}",
-            bad.len(),
-            &bad[..bad.len().min(8)]
-        ));
-    }
+    all_threads_ok(&results.read_i64s(), "thread, step * 1000 + errno")?;
     let shared_bytes = std::fs::read(&shared_path).map_err(|e| e.to_string())?;
     let mut want = vec![0u8; bytes as usize];
     for t in 0..threads {
@@ -134,7 +111,7 @@ pub(crate) fn print_while_others_wait_for_io(config: Config, scratch: &Scratch) 
         .sq_entries(8)
         .log_bytes(4096)
         .stdout_fd(out.as_raw_fd());
-    let codes: Vec<i64> = {
+    let codes = {
         let rt = build(b)?;
         let k = Kernels::load(&rt)?;
         let mut results = Mem::zeroed(&k, threads * 8);
@@ -147,21 +124,12 @@ pub(crate) fn print_while_others_wait_for_io(config: Config, scratch: &Scratch) 
             move || k::print_while_waiting(fd, steps, res),
         )?;
         sync(&rt)?;
-        let codes = results
-            .read()
-            .chunks(8)
-            .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
-            .collect();
-        codes
+        results.read_i64s()
     };
-    let bad: Vec<(usize, i64)> = codes.iter().copied().enumerate().filter(|&(_, c)| c != 0).collect();
-    if !bad.is_empty() {
-        return Err(format!(
-            "{} of {threads} threads failed (thread, 10000 * step + 1000 * op + errno; 998 wrong bytes read back): {:?}",
-            bad.len(),
-            &bad[..bad.len().min(8)]
-        ));
-    }
+    all_threads_ok(
+        &codes,
+        "thread, 10000 * step + 1000 * op + errno; 998 wrong bytes read back",
+    )?;
     let text = std::fs::read_to_string(&out_path).map_err(|e| format!("stdout: {e}"))?;
     check_numbered(&text, threads as u64, steps as u64 / 2, plain)?;
     let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;

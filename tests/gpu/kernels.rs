@@ -93,6 +93,28 @@ impl Mem {
             }
         }
     }
+    /// The memory as native-endian i64s (a kernel's per-thread result codes).
+    pub(crate) fn read_i64s(&self) -> Vec<i64> {
+        self.read()
+            .chunks(8)
+            .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+}
+
+/// `Ok` if every thread's result code is 0; otherwise how many failed, and the first eight
+/// `(thread, code)` pairs, with `legend` saying how to read a code.
+pub(crate) fn all_threads_ok(codes: &[i64], legend: &str) -> Result<(), String> {
+    let bad: Vec<(usize, i64)> = codes.iter().copied().enumerate().filter(|&(_, c)| c != 0).collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} of {} threads failed ({legend}): {:?}",
+        bad.len(),
+        codes.len(),
+        &bad[..bad.len().min(8)]
+    ))
 }
 
 impl Drop for Mem {
