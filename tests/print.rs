@@ -40,6 +40,8 @@ over_submissions!(
     host_writes_between_kernels_stay_in_order,
     positional_writes_land_at_their_offset_wherever_the_fd_points,
     a_stream_that_printed_nothing_leaves_a_shared_offset_alone,
+    two_runtimes_printing_to_one_file_at_once_lose_nothing,
+    a_runtime_that_would_overwrite_another_ones_running_kernel_says_why,
     a_warp_println_is_one_record_in_lane_order,
     a_quiet_kernel_costs_few_waker_looks_and_its_late_lines_all_get_out,
 );
@@ -457,6 +459,107 @@ fn a_stream_that_printed_nothing_leaves_a_shared_offset_alone(sub: Submission) {
         text, expected,
         "the runtime moved a shared offset it had not written through"
     );
+}
+
+fn two_runtimes_printing_to_one_file_at_once_lose_nothing(sub: Submission) {
+    // A runtime per GPU, both printing to one redirected stdout: each would write the file
+    // at positions of its own from the same offset, over the other's lines. Both append
+    // instead (print_files.rs): every line of both, each whole and in its thread's order,
+    // and the host's line, written once both synchronized, after them.
+    let _wd = watchdog("two_runtimes_printing_to_one_file_at_once_lose_nothing", 120);
+    let (f, path) = temp_file("two-runtimes.txt");
+    let (threads, lines) = (16u64, 4000u64);
+    for round in 0..2 {
+        let a = builder(sub)
+            .stdout_fd(f.as_raw_fd())
+            .log_bytes(8 << 20)
+            .build()
+            .unwrap();
+        let b = builder(sub)
+            .stdout_fd(f.as_raw_fd())
+            .log_bytes(8 << 20)
+            .build()
+            .unwrap();
+        for (r, rt) in [(0, &a), (1, &b)] {
+            rt.launch(1, threads as u32, move || {
+                let t = gpuio::device::global_thread_idx();
+                for i in 0..lines {
+                    println!("r={r} t={t} i={i} round={round}");
+                }
+            })
+            .unwrap();
+        }
+        a.synchronize().unwrap();
+        b.synchronize().unwrap();
+    }
+    // The fd's offset was left at the end: the host's write follows the kernels' lines.
+    use std::io::Write;
+    (&f).write_all(b"host\n").unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut next = std::collections::HashMap::new();
+    let mut body = text.strip_suffix("host\n").expect("the host's line is last").lines();
+    let mut n = 0;
+    for line in body.by_ref() {
+        let f: Vec<u64> = line
+            .split(' ')
+            .map(|kv| {
+                kv.split_once('=')
+                    .and_then(|(_, v)| v.parse().ok())
+                    .unwrap_or_else(|| panic!("torn line {line:?}"))
+            })
+            .collect();
+        let [r, t, i, round] = f[..] else {
+            panic!("torn line {line:?}")
+        };
+        let want = next.entry((r, t)).or_insert(0u64);
+        assert_eq!(
+            i + round * lines,
+            *want,
+            "runtime {r} thread {t}: line out of order, lost or doubled"
+        );
+        *want += 1;
+        n += 1;
+    }
+    assert_eq!(n, 2 * 2 * threads * lines, "lines lost");
+}
+
+fn a_runtime_that_would_overwrite_another_ones_running_kernel_says_why(sub: Submission) {
+    // The file holds 12 bytes and `a`'s fd stands at 0: alone, `a` writes over them at
+    // positions of its own, as write(2) would. `b`, built meanwhile on the same file, would
+    // append into the range `a` is writing: it is refused until `a` synchronized; then both
+    // append. A runtime that appends (the fd at the file's end) holds no one off: see
+    // two_runtimes_printing_to_one_file_at_once_lose_nothing.
+    let _wd = watchdog(
+        "a_runtime_that_would_overwrite_another_ones_running_kernel_says_why",
+        60,
+    );
+    let (f, path) = temp_file("held-off.txt");
+    std::fs::write(&path, b"0123456789AB").unwrap();
+    let a = builder(sub).stdout_fd(f.as_raw_fd()).build().unwrap();
+    let go = Arc::new(AtomicBool::new(false));
+    let go2 = go.clone();
+    a.launch(1, 1, move || {
+        println!("a 1");
+        while !go2.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        println!("a 2");
+    })
+    .unwrap();
+    let b = builder(sub).stdout_fd(f.as_raw_fd()).build().unwrap();
+    let refused = b.launch(1, 1, || println!("b"));
+    assert!(
+        matches!(&refused, Err(Error::Config(m)) if m.contains("synchronize that runtime")),
+        "{refused:?}"
+    );
+    go.store(true, Ordering::Release);
+    a.synchronize().unwrap();
+    b.launch(1, 1, || println!("b")).unwrap();
+    b.synchronize().unwrap();
+    a.launch(1, 1, || println!("a 3")).unwrap();
+    a.synchronize().unwrap();
+    drop((a, b));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "a 1\na 2\n89ABb\na 3\n");
 }
 
 fn a_warp_println_is_one_record_in_lane_order(sub: Submission) {

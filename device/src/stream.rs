@@ -49,12 +49,25 @@
 //! # Order and wholeness (invariant 5)
 //! A record (a line, or a warp's lines) is one contiguous range, so it is never torn by
 //! another record. Writes reach the file in position order:
-//! - **positional** streams (regular files not opened with `O_APPEND`) write each flight
+//! - **positional** streams (regular files not opened with `O_APPEND`, whose fd's offset
+//!   stands inside the file, not at its end) write each flight
 //!   at `base + position` with its own offset; many flights may be in flight, and their
 //!   completion order does not matter.
 //! - **serial** streams (pipes, terminals, `O_APPEND` files) write at the current file
 //!   position, one flight at a time (`max_flights == 1`); a short write (a pipe that took
 //!   only part) is resubmitted from where it stopped before anything newer.
+//! - **appending** streams (`append` set by the host: a regular file whose end the fd's
+//!   offset stood at, the usual case, or one that another runtime of the process prints to
+//!   too) write each flight with `RWF_APPEND` and `IOSQE_IO_DRAIN`: the kernel writes
+//!   flights in log order (each after every earlier request of the ring completed), and
+//!   each lands whole at the file's end as it is then, after whatever another runtime
+//!   wrote, so none overwrites another. (A short write's rest, resubmitted, lands after
+//!   flights submitted meanwhile: short writes to regular files come only with errors
+//!   such as `ENOSPC`.) While another runtime prints to the file
+//!   ([`APPEND_WHOLE_LINES`]), a flight ends after a line (a newline), not inside a
+//!   record, so the runtimes' writes fall between lines; except where a line is longer
+//!   than what is complete of the log and a producer may be waiting for room, and where a
+//!   line straddles the log's end (two writes, once per pass over the log).
 //!
 //! # Errors (invariant 7)
 //! A failed write is counted with its errno and the bytes and lines it lost; the host's
@@ -128,6 +141,10 @@ impl WriteErrors {
     }
 }
 
+/// [`Stream::append`]: appending, and each flight ends after a line (another runtime
+/// prints to the file too).
+pub const APPEND_WHOLE_LINES: u32 = 2;
+
 /// One output stream (see the module docs).
 #[repr(C)]
 pub struct Stream {
@@ -137,8 +154,14 @@ pub struct Stream {
     /// this index with `IOSQE_FIXED_FILE` instead of `fd` (the host's io_uring sandbox
     /// may refuse anything else). -1 from [`Stream::new`]; the host sets it.
     pub fixed_file: i32,
-    /// 1: positional (explicit offsets, many flights); 0: serial.
+    /// 1: positional (explicit offsets, many flights); 0: serial. Ignored while `append`
+    /// is set.
     pub positional: u32,
+    /// 0: as `positional` says; 1: appending (each flight with `RWF_APPEND` and
+    /// `IOSQE_IO_DRAIN`; see the module docs); [`APPEND_WHOLE_LINES`]: appending, each
+    /// flight ending after a line. Set by the host between kernels; read with `Relaxed` loads (the
+    /// launch orders the host's store before the kernel's loads).
+    pub append: AtomicU32,
     /// Positional streams: file offset of position 0. Set by the host between kernels.
     pub base: AtomicU64,
     /// The log bytes (`cap` of them), where the producers and the flusher see them.
@@ -210,6 +233,7 @@ impl Stream {
             fd,
             fixed_file: -1,
             positional: positional as u32,
+            append: AtomicU32::new(0),
             base: AtomicU64::new(base),
             buf,
             stage: core::ptr::null(),

@@ -182,6 +182,12 @@ pub const IORING_OP_UNLINKAT: u8 = 36;
 // SQE flags (`IOSQE_*`).
 /// `fd` is an index into the ring's registered files, not a file descriptor.
 pub const IOSQE_FIXED_FILE: u8 = 1 << 0;
+/// `IOSQE_IO_DRAIN`: the kernel starts this SQE only once every SQE submitted before it has
+/// completed, and none submitted after it before it completes.
+pub const IOSQE_IO_DRAIN: u8 = 1 << 1;
+/// `RWF_APPEND` (`rw_flags` of a write): this write goes to the end of the file, wherever
+/// that is when the kernel does it (`pwritev2(2)`), as under `O_APPEND`.
+pub const RWF_APPEND: u32 = 0x10;
 /// Always punt to io-wq (gpuio never sets it; the sandbox refuses it).
 pub const IOSQE_ASYNC: u8 = 1 << 4;
 

@@ -58,6 +58,8 @@ pub struct Builder {
     /// `None`: `GPUIO_RINGS`, else 1.
     rings: Option<u32>,
     sqpoll_cpus: Option<Vec<u32>>,
+    /// `None`: `GPUIO_GPU`, else the first GPU.
+    gpu: Option<u32>,
 }
 
 impl Default for Builder {
@@ -84,11 +86,33 @@ impl Default for Builder {
             hang_warnings: None,
             rings: None,
             sqpoll_cpus: None,
+            gpu: None,
         }
     }
 }
 
 impl Builder {
+    /// Runs kernels on GPU `index` of the backend (numbered from 0 as its driver lists
+    /// them; CUDA honours `CUDA_VISIBLE_DEVICES`), otherwise `GPUIO_GPU`, otherwise the
+    /// first. A process drives several GPUs with a runtime for each: every runtime has its
+    /// own rings, SQPOLL threads, logs and arena, and loads its own modules. A GPU named
+    /// here that cannot be opened is an error (`build` never falls back to the CPU for it),
+    /// as is naming one together with [`Backend::Cpu`].
+    ///
+    /// ```no_run
+    /// # fn main() -> gpuio_host::Result<()> {
+    /// use gpuio_host::Runtime;
+    /// let gpus = gpuio_host::cuda::Cuda::device_count().unwrap_or(0);
+    /// let runtimes = (0..gpus)
+    ///     .map(|i| Runtime::builder().gpu(i).build())
+    ///     .collect::<gpuio_host::Result<Vec<Runtime>>>()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn gpu(mut self, index: u32) -> Self {
+        self.gpu = Some(index);
+        self
+    }
+
     /// Forces a backend (otherwise `GPUIO_BACKEND`, otherwise the first available).
     pub fn backend(mut self, b: Backend) -> Self {
         self.backend = Some(b);
@@ -318,7 +342,11 @@ impl Builder {
         if let Some((first, every)) = self.hang_warnings {
             (hang.warn_first, hang.warn_every) = (first, every);
         }
-        let (device, notice) = backend::open(self.backend)?;
+        let gpu = match self.gpu {
+            Some(i) => Some(i),
+            None => gpu_from_env()?,
+        };
+        let (device, notice) = backend::open(self.backend, gpu)?;
         let log_bytes = match (&device, self.log_bytes) {
             (_, Some(n)) => n,
             (None, None) => 4 << 20,
@@ -365,7 +393,7 @@ impl Builder {
             return Err(Error::Config(format!("rings must be 1 to {MAX_RINGS}, not {rings}")));
         }
         let pci_bus_id = device.as_ref().and_then(|d| d.pci_bus_id());
-        let (mut sqpoll_cpus, named) = affinity::choose(
+        let (mut sqpoll_cpus, named, mut sqpoll_claim) = affinity::choose(
             rings as usize,
             self.sqpoll_cpus.as_deref(),
             device.is_some(),
@@ -384,6 +412,7 @@ impl Builder {
             // A CPU chosen here that the kernel refuses: unbound instead (affinity.rs).
             Err(Error::Config(why)) if !named && why.contains("refused to bind SQPOLL") => {
                 sqpoll_cpus = vec![None; rings as usize];
+                sqpoll_claim = Default::default();
                 open(&sqpoll_cpus)?
             }
             other => other?,
@@ -391,6 +420,7 @@ impl Builder {
         if matches!(queues[0], Queue::Host(_)) {
             // The fallback's threads are not bound (`HostRing` ignores `sq_thread_cpu`).
             sqpoll_cpus = vec![None; rings as usize];
+            sqpoll_claim = Default::default();
         }
         // Files, restrictions, then enable: before anything can submit. A host-thread ring
         // takes the same fixed files; restrictions mean nothing to it (it runs only the
@@ -483,7 +513,22 @@ impl Builder {
             fixed_files: sandbox.fixed_files,
             lockstep,
             sqpoll_cpus,
+            _sqpoll_claim: sqpoll_claim,
+            print_files: crate::print_files::PrintFiles::claim(&[self.stdout_fd, self.stderr_fd]),
         })
+    }
+}
+
+/// The GPU `GPUIO_GPU` names, if it is set.
+fn gpu_from_env() -> Result<Option<u32>> {
+    match std::env::var("GPUIO_GPU") {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| Error::Config(format!("GPUIO_GPU={v:?}: expected a GPU index (0, 1, ...)"))),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(e) => Err(Error::Config(format!("GPUIO_GPU: {e}"))),
     }
 }
 

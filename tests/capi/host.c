@@ -213,6 +213,27 @@ static int run_errors(void) {
     expect("create with the struct_size before rings", gpuio_runtime_create(&o, &rt), GPUIO_OK);
     expect("destroy it", gpuio_runtime_destroy(rt), GPUIO_OK);
     rt = NULL;
+    /* ... and one built before gpu, whose bytes there (0 here) are not read as GPU 0,
+     * which the CPU backend would refuse. */
+    o.struct_size = (uint32_t)offsetof(gpuio_runtime_options, gpu);
+    o.gpu = 0;
+    expect("create with the struct_size before gpu", gpuio_runtime_create(&o, &rt), GPUIO_OK);
+    expect("destroy it", gpuio_runtime_destroy(rt), GPUIO_OK);
+    rt = NULL;
+    gpuio_runtime_options_init(&o);
+    if (o.gpu != -1) {
+        fprintf(stderr, "FAIL: options_init set gpu to %d\n", (int)o.gpu);
+        failures++;
+    }
+    o.backend = GPUIO_BACKEND_CPU;
+    o.gpu = 0;
+    expect("create naming a GPU on the CPU backend", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_CONFIG);
+    o.gpu = -2;
+    expect("create with gpu -2", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_INVALID_ARGUMENT);
+    o.gpu = -1;
+    o.reserved2 = 1;
+    expect("create with reserved2 set", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_INVALID_ARGUMENT);
+    o.reserved2 = 0;
     gpuio_runtime_options_init(&o);
     o.backend = GPUIO_BACKEND_CPU;
     o.rings = 9;

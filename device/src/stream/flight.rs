@@ -3,11 +3,11 @@
 //! to the producers, in flight order (the module docs of [`crate::stream`] give the whole
 //! protocol; the invariants it cites are listed in `docs/PROTOCOL.md`).
 
-use super::{Stream, MAX_WRITE};
+use super::{Stream, APPEND_WHOLE_LINES, MAX_WRITE};
 use crate::errno::Errno;
 use crate::ring::Ring;
 use crate::sync::{fence, read_cells, AtomicU32, AtomicU64, Ordering};
-use crate::uapi::{Sqe, IORING_OP_WRITE, IOSQE_FIXED_FILE, OFF_CURRENT_POSITION};
+use crate::uapi::{Sqe, IORING_OP_WRITE, IOSQE_FIXED_FILE, IOSQE_IO_DRAIN, OFF_CURRENT_POSITION, RWF_APPEND};
 use crate::user_data;
 
 /// Flight states.
@@ -78,15 +78,17 @@ impl Stream {
             }
             seq = seq.wrapping_add(1);
         }
+        let append = self.append.load(Ordering::Relaxed);
+        let max_flights = self.max_flights;
         loop {
             let head = self.flight_head.load(Ordering::Relaxed);
             // Acquire: pairs with the reaper's release of the tail; the slot is free.
             let tail = self.flight_tail.load(Ordering::Acquire);
-            if head.wrapping_sub(tail) >= self.max_flights {
+            if head.wrapping_sub(tail) >= max_flights {
                 // All flights are out: collect completions (reaping never submits, so this
                 // cannot wait on ourselves), then look again.
                 reap();
-                if head.wrapping_sub(self.flight_tail.load(Ordering::Acquire)) >= self.max_flights {
+                if head.wrapping_sub(self.flight_tail.load(Ordering::Acquire)) >= max_flights {
                     return; // the reaper kicks the stream when a flight lands
                 }
                 continue;
@@ -100,7 +102,22 @@ impl Stream {
                 return;
             }
             let wrap = (start | (self.cap - 1)) + 1;
-            let end = ready.min(wrap).min(start + MAX_WRITE);
+            let mut end = ready.min(wrap).min(start + MAX_WRITE);
+            if append == APPEND_WHOLE_LINES && end == ready {
+                // The complete prefix may end inside a record (at a chunk's end), and another
+                // runtime's write could land between its halves. End the flight after its
+                // last whole line instead. With no line end in it, wait for the record to be
+                // committed (its commit flushes again), unless a producer may be waiting for
+                // room that only this flight would free: then take it all.
+                let reserved = self.reserved.load(Ordering::Relaxed);
+                if ready != reserved {
+                    match self.after_last_newline(start, end) {
+                        Some(p) => end = p,
+                        None if reserved <= window => return,
+                        None => {}
+                    }
+                }
+            }
             let f = self.flight(head);
             f.start.store(start, Ordering::Relaxed);
             f.cursor.store(start, Ordering::Relaxed);
@@ -113,6 +130,34 @@ impl Stream {
             self.flight_head.store(head.wrapping_add(1), Ordering::Release);
             self.submit_flight(ring, reap, head);
         }
+    }
+
+    /// The position just after the last newline in `[from, to)`, if there is one. The range
+    /// is committed (`complete_prefix`'s acquire) and does not wrap.
+    fn after_last_newline(&self, from: u64, to: u64) -> Option<u64> {
+        let mut hi = to;
+        while hi > from {
+            let lo = hi.saturating_sub(64).max(from);
+            let (mut at, mut last) = (lo, None);
+            // SAFETY: the cells of `[lo, hi)` lie inside the log (the range does not wrap) and
+            // are committed: no producer writes them until the flight that carries them
+            // completes and releases them.
+            unsafe {
+                read_cells(self.cell(lo), (hi - lo) as usize, |b| {
+                    for (i, &c) in b.iter().enumerate() {
+                        if c == b'\n' {
+                            last = Some(at + i as u64 + 1);
+                        }
+                    }
+                    at += b.len() as u64;
+                })
+            };
+            if last.is_some() {
+                return last;
+            }
+            hi = lo;
+        }
+        None
     }
 
     /// How far from `from` (and below `window`) the log is written without a gap.
@@ -153,17 +198,28 @@ impl Stream {
         let f = self.flight(seq);
         let cursor = f.cursor.load(Ordering::Relaxed);
         let end = f.end.load(Ordering::Relaxed);
-        let off = if self.positional != 0 {
-            self.base.load(Ordering::Relaxed).wrapping_add(cursor)
+        // Appending: the kernel puts the write at the file's end and leaves the fd's offset
+        // alone (an explicit offset, which `RWF_APPEND` overrides), so that two runtimes'
+        // writes do not race on it; the host moves it to the end after the kernels.
+        let (off, rw_flags) = if self.append.load(Ordering::Relaxed) != 0 {
+            (0, RWF_APPEND)
+        } else if self.positional != 0 {
+            (self.base.load(Ordering::Relaxed).wrapping_add(cursor), 0)
         } else {
-            OFF_CURRENT_POSITION
+            (OFF_CURRENT_POSITION, 0)
         };
         // A registered file is named by its index (and the flag that says so).
-        let (fd, flags) = if self.fixed_file >= 0 {
+        let (fd, mut flags) = if self.fixed_file >= 0 {
             (self.fixed_file, IOSQE_FIXED_FILE)
         } else {
             (self.fd, 0)
         };
+        // An appending flight lands where the file ends when the kernel writes it, so the
+        // kernel must write flights in log order: each waits for every earlier request of
+        // the ring (the ring takes SQEs in order, and flights are submitted in log order).
+        if rw_flags == RWF_APPEND {
+            flags |= IOSQE_IO_DRAIN;
+        }
         let sqe = Sqe {
             opcode: IORING_OP_WRITE,
             flags,
@@ -173,6 +229,7 @@ impl Stream {
             // whose model cells are larger), moved to where the kernel sees the log.
             addr: self.io_base.wrapping_add(self.cell(cursor) as u64 - self.buf as u64),
             len: (end - cursor) as u32,
+            rw_flags,
             user_data: user_data::for_stream(self.index, seq),
             ..Sqe::default()
         };

@@ -192,6 +192,15 @@ typedef struct gpuio_runtime_options {
     /** Must be 0 (it keeps the struct's size a multiple of 8 with no padding, so that a
      *  later field never lands in bytes an older caller left unset). */
     uint32_t reserved;
+    /** The GPU to run kernels on, numbered from 0 as the backend's driver lists them (CUDA
+     *  honours CUDA_VISIBLE_DEVICES); -1 (what gpuio_runtime_options_init sets): default
+     *  (the GPUIO_GPU environment variable, else the first). A process drives several GPUs
+     *  with a runtime each. A GPU named here that cannot be opened is GPUIO_ERROR_CONFIG or
+     *  GPUIO_ERROR_BACKEND_UNAVAILABLE, never a fall back to the CPU; naming one with
+     *  GPUIO_BACKEND_CPU is GPUIO_ERROR_CONFIG. */
+    int32_t gpu;
+    /** Must be 0 (as reserved). */
+    uint32_t reserved2;
 } gpuio_runtime_options;
 
 /** Fills `options` with the defaults (and struct_size). */

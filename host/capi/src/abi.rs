@@ -57,6 +57,8 @@ fn rust_lines() -> BTreeSet<String> {
         hang_timeout_ms,
         rings,
         reserved,
+        gpu,
+        reserved2,
     });
     layout!(gpuio_output_errors {
         fd,

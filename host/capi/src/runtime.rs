@@ -23,6 +23,7 @@ pub unsafe extern "C" fn gpuio_runtime_options_init(options: *mut gpuio_runtime_
             backend: GPUIO_BACKEND_AUTO,
             stdout_fd: 1,
             stderr_fd: 2,
+            gpu: -1,
             ..Default::default()
         };
         // SAFETY: non-NULL, and valid for writes by the caller's contract.
@@ -91,9 +92,20 @@ pub(crate) fn builder(o: &gpuio_runtime_options) -> Result<Builder, Failure> {
     if o.rings != 0 {
         b = b.rings(o.rings);
     }
-    if o.reserved != 0 {
-        return Err(Failure::arg(format!("options.reserved is {}, not 0", o.reserved)));
+    for (v, name) in [(o.reserved, "reserved"), (o.reserved2, "reserved2")] {
+        if v != 0 {
+            return Err(Failure::arg(format!("options.{name} is {v}, not 0")));
+        }
     }
+    b = match o.gpu {
+        -1 => b,
+        g if g >= 0 => b.gpu(g as u32),
+        other => {
+            return Err(Failure::arg(format!(
+                "options.gpu is {other}, not a GPU index (0, 1, ...) or -1"
+            )))
+        }
+    };
     if o.hang_timeout_ms != 0 {
         b = b.hang_timeout(Some(std::time::Duration::from_millis(o.hang_timeout_ms)));
     }
@@ -135,6 +147,9 @@ pub unsafe extern "C" fn gpuio_runtime_create(
             // integers, valid for any bytes.
             unsafe {
                 std::ptr::copy_nonoverlapping(options.cast::<u8>(), (&raw mut o).cast::<u8>(), size);
+            }
+            if size <= std::mem::offset_of!(gpuio_runtime_options, gpu) {
+                o.gpu = -1; // a struct from before `gpu`: the default
             }
             builder(&o)?
         };

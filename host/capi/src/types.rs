@@ -71,18 +71,25 @@ pub struct gpuio_runtime_options {
     pub rings: u32,
     /// Must be 0 (no padding at the end: see `gpuio.h`).
     pub reserved: u32,
+    /// The GPU to run on, numbered from 0 ([`Builder::gpu`](gpuio_host::Builder::gpu));
+    /// -1: default (`GPUIO_GPU`, else the first).
+    pub gpu: i32,
+    /// Must be 0 (as `reserved`).
+    pub reserved2: u32,
 }
 
 /// The sizes `gpuio_runtime_options` had, oldest first, up to this version's: a caller
 /// built against an older `gpuio.h` passes an older size, and the fields it lacks take
 /// their defaults.
-pub(crate) const OPTIONS_SIZES: [usize; 4] = [
+pub(crate) const OPTIONS_SIZES: [usize; 5] = [
     // Up to gpu_stack_bytes.
     std::mem::offset_of!(gpuio_runtime_options, arena_bytes),
     // Up to sandbox (padded to 8 bytes).
     std::mem::offset_of!(gpuio_runtime_options, hang_timeout_ms),
     // Up to hang_timeout_ms.
     std::mem::offset_of!(gpuio_runtime_options, rings),
+    // Up to reserved.
+    std::mem::offset_of!(gpuio_runtime_options, gpu),
     size_of::<gpuio_runtime_options>(),
 ];
 

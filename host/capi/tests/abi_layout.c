@@ -43,6 +43,8 @@ int main(void) {
     FIELD(gpuio_runtime_options, hang_timeout_ms);
     FIELD(gpuio_runtime_options, rings);
     FIELD(gpuio_runtime_options, reserved);
+    FIELD(gpuio_runtime_options, gpu);
+    FIELD(gpuio_runtime_options, reserved2);
 
     TYPE(gpuio_output_errors);
     FIELD(gpuio_output_errors, fd);

@@ -100,35 +100,44 @@ impl Device {
 }
 
 /// Opens the backend: `requested`, else `GPUIO_BACKEND`, else the first available
-/// (`None`: the CPU). Returns it and, when the choice fell back to the CPU, a one-line
-/// notice of why.
-pub(crate) fn open(requested: Option<Backend>) -> Result<(Option<Device>, Option<String>)> {
+/// (`None`: the CPU), on GPU `gpu` of that backend (`None`: the first). Returns it and,
+/// when the choice fell back to the CPU, a one-line notice of why. A GPU named by its
+/// index is never replaced by the CPU: where it cannot be opened, that is an error.
+pub(crate) fn open(requested: Option<Backend>, named: Option<u32>) -> Result<(Option<Device>, Option<String>)> {
     let requested = match requested {
         Some(b) => Some(b),
         None => Backend::from_env()?,
     };
+    let gpu = named.unwrap_or(0);
     match requested {
+        Some(Backend::Cpu) if named.is_some() => Err(Error::Config(format!(
+            "GPU {gpu} was named (Builder::gpu or GPUIO_GPU), but the CPU backend was asked for"
+        ))),
         Some(Backend::Cpu) => Ok((None, None)),
-        Some(Backend::Cuda) => {
-            Cuda::open()
-                .map(|c| (Some(Device::Cuda(c)), None))
-                .map_err(|reason| Error::BackendUnavailable {
-                    backend: "cuda",
-                    reason,
-                })
-        }
-        Some(Backend::Hsa) => Hsa::open()
+        Some(Backend::Cuda) => Cuda::open_device(gpu)
+            .map(|c| (Some(Device::Cuda(c)), None))
+            .map_err(|reason| Error::BackendUnavailable {
+                backend: "cuda",
+                reason,
+            }),
+        Some(Backend::Hsa) => Hsa::open_gpu(gpu)
             .map(|h| (Some(Device::Hsa(h)), None))
             .map_err(|reason| Error::BackendUnavailable { backend: "hsa", reason }),
         None => {
-            let cuda = match Cuda::open() {
+            let cuda = match Cuda::open_device(gpu) {
                 Ok(c) => return Ok((Some(Device::Cuda(c)), None)),
                 Err(e) => e,
             };
-            let hsa = match Hsa::open() {
+            let hsa = match Hsa::open_gpu(gpu) {
                 Ok(h) => return Ok((Some(Device::Hsa(h)), None)),
                 Err(e) => e,
             };
+            if named.is_some() {
+                return Err(Error::Config(format!(
+                    "GPU {gpu} was named (Builder::gpu or GPUIO_GPU), but neither backend opens it \
+                     (cuda: {cuda}; hsa: {hsa})"
+                )));
+            }
             Ok((
                 None,
                 Some(format!(
@@ -153,15 +162,36 @@ mod tests {
     #[test]
     fn forced_unavailable_backend_says_why() {
         // Each GPU backend either opens (a GPU machine) or says why not.
-        match open(Some(Backend::Hsa)) {
+        match open(Some(Backend::Hsa), None) {
             Err(Error::BackendUnavailable { backend: "hsa", reason }) => assert!(!reason.is_empty()),
             Err(e) => panic!("wrong error: {e}"),
             Ok((Some(Device::Hsa(h)), None)) => assert!(h.agent_name().starts_with("gfx")),
             Ok(_) => panic!("forcing HSA gave another backend"),
         }
-        if let Err(e) = open(Some(Backend::Cuda)) {
+        if let Err(e) = open(Some(Backend::Cuda), None) {
             assert!(matches!(e, Error::BackendUnavailable { backend: "cuda", ref reason } if !reason.is_empty()));
         }
-        assert!(open(Some(Backend::Cpu)).unwrap().0.is_none());
+        assert!(open(Some(Backend::Cpu), None).unwrap().0.is_none());
+    }
+
+    #[test]
+    fn a_named_gpu_is_opened_or_refused_never_replaced_by_the_cpu() {
+        assert!(matches!(open(Some(Backend::Cpu), Some(0)), Err(Error::Config(m)) if m.contains("CPU backend")));
+        // No machine has 4096 GPUs: each backend says so, and auto-detection does not fall
+        // back to the CPU.
+        match open(Some(Backend::Cuda), Some(4096)) {
+            Err(Error::BackendUnavailable {
+                backend: "cuda",
+                reason,
+            }) => assert!(!reason.is_empty()),
+            other => panic!("CUDA device 4096: {:?}", other.map(|_| ())),
+        }
+        match open(None, Some(4096)) {
+            Err(Error::Config(m)) => assert!(
+                m.contains("GPU 4096") && m.contains("cuda:") && m.contains("hsa:"),
+                "{m}"
+            ),
+            other => panic!("GPU 4096: {:?}", other.map(|_| ())),
+        }
     }
 }

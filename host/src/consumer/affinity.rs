@@ -17,26 +17,49 @@
 //!   that list (an application's own threads tend to start at its front). If that leaves
 //!   fewer than `N + 1` cores, the threads stay unbound: binding them to every core the
 //!   process may use would leave none free for the application, and binding two to one
-//!   core would halve both. Every runtime of a process, and every process, picks the same
-//!   cores this way: give each its own with `GPUIO_SQPOLL_CPUS` when several run at once.
+//!   core would halve both. The runtimes of one process (one per GPU) take cores no other
+//!   live runtime of the process holds ([`Claim`]); processes know nothing of each other:
+//!   give each its own with `GPUIO_SQPOLL_CPUS` when several run at once.
 //!
 //! A CPU chosen here that the kernel refuses (`IORING_SETUP_SQ_AFF`: `EINVAL`) leaves the
 //! rings unbound; one named by the builder or `GPUIO_SQPOLL_CPUS` is an error.
 
 use std::path::Path;
+use std::sync::Mutex;
 
 use crate::error::{Error, Result};
 
-/// The CPU for each of `rings` SQPOLL threads (`None`: unbound), and whether they were
-/// named (by the builder or `GPUIO_SQPOLL_CPUS`) rather than chosen here; see the module
-/// docs. `explicit` is what the builder was given; `gpu` says whether kernels run on a GPU,
-/// and `pci_bus_id` names it where the backend says.
+/// The CPUs chosen here for the SQPOLL threads of this process's live runtimes, one entry
+/// per thread.
+static CLAIMED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// A runtime's hold on the CPUs chosen for its SQPOLL threads: while it lives, no other
+/// runtime of the process is given their cores. Dropping it releases them. CPUs named by
+/// the builder or `GPUIO_SQPOLL_CPUS` are not claimed: what is named is used as named.
+#[derive(Debug, Default)]
+pub(crate) struct Claim(Vec<u32>);
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+        for cpu in &self.0 {
+            if let Some(i) = claimed.iter().position(|c| c == cpu) {
+                claimed.swap_remove(i);
+            }
+        }
+    }
+}
+
+/// The CPU for each of `rings` SQPOLL threads (`None`: unbound), whether they were named
+/// (by the builder or `GPUIO_SQPOLL_CPUS`) rather than chosen here, and the claim on those
+/// chosen here; see the module docs. `explicit` is what the builder was given; `gpu` says
+/// whether kernels run on a GPU, and `pci_bus_id` names it where the backend says.
 pub(crate) fn choose(
     rings: usize,
     explicit: Option<&[u32]>,
     gpu: bool,
     pci_bus_id: Option<&str>,
-) -> Result<(Vec<Option<u32>>, bool)> {
+) -> Result<(Vec<Option<u32>>, bool, Claim)> {
     let explicit = match explicit {
         Some(cpus) => Some(cpus.to_vec()),
         None => match std::env::var("GPUIO_SQPOLL_CPUS") {
@@ -52,10 +75,10 @@ pub(crate) fn choose(
                 cpus.len()
             )));
         }
-        return Ok((cpus.into_iter().map(Some).collect(), true));
+        return Ok((cpus.into_iter().map(Some).collect(), true, Claim::default()));
     }
     if rings == 1 || !gpu {
-        return Ok((vec![None; rings], false));
+        return Ok((vec![None; rings], false, Claim::default()));
     }
     let allowed = allowed_cpus();
     let near = pci_bus_id
@@ -63,7 +86,23 @@ pub(crate) fn choose(
         .map(|near| allowed.iter().copied().filter(|c| near.contains(c)).collect::<Vec<_>>())
         .filter(|near| !near.is_empty())
         .unwrap_or(allowed);
-    Ok((pick(rings, &near, core_of), false))
+    // Choosing and claiming under one lock: two runtimes built at once get distinct cores.
+    let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+    let cpus = pick_unclaimed(rings, &near, &claimed, core_of);
+    let mine: Vec<u32> = cpus.iter().flatten().copied().collect();
+    claimed.extend(&mine);
+    Ok((cpus, false, Claim(mine)))
+}
+
+/// [`pick`] among the cores of `candidates` that hold none of the `claimed` CPUs.
+fn pick_unclaimed(rings: usize, candidates: &[u32], claimed: &[u32], core: impl Fn(u32) -> String) -> Vec<Option<u32>> {
+    let taken: Vec<String> = claimed.iter().map(|&c| core(c)).collect();
+    let free: Vec<u32> = candidates
+        .iter()
+        .copied()
+        .filter(|&c| !taken.contains(&core(c)))
+        .collect();
+    pick(rings, &free, core)
 }
 
 /// One CPU per core for each of `rings` rings, from the end of `candidates`, or all
@@ -174,15 +213,55 @@ mod tests {
     }
 
     #[test]
+    fn a_second_runtime_takes_the_cores_the_first_left() {
+        // 16 CPUs, hyperthread pairs (c, c + 8): 8 cores.
+        let ht = |c: u32| (c % 8).to_string();
+        let all: Vec<u32> = (0..16).collect();
+        let first = pick_unclaimed(2, &all, &[], ht);
+        assert_eq!(first, [Some(15), Some(14)]);
+        // Cores 7 and 6 are held: the second takes 5 and 4 (by CPUs 13 and 12).
+        assert_eq!(pick_unclaimed(2, &all, &[15, 14], ht), [Some(13), Some(12)]);
+        // A claim on one hyperthread holds the core's sibling too.
+        assert_eq!(pick_unclaimed(2, &all, &[7], ht), [Some(14), Some(13)]);
+        // Too few cores left (3 free for 3 rings): unbound, never doubled up.
+        assert_eq!(pick_unclaimed(3, &all, &[15, 14, 13, 12, 11], ht), [None; 3]);
+    }
+
+    #[test]
     fn explicit_cpus_need_one_per_ring() {
-        assert_eq!(
-            choose(2, Some(&[3, 1]), false, None).unwrap(),
-            (vec![Some(3), Some(1)], true)
-        );
+        let (cpus, named, claim) = choose(2, Some(&[3, 1]), false, None).unwrap();
+        assert_eq!((cpus, named, claim.0.clone()), (vec![Some(3), Some(1)], true, vec![]));
         assert!(matches!(choose(2, Some(&[3]), true, None), Err(Error::Config(m)) if m.contains("one per ring")));
         // Unnamed: unbound on the CPU backend, whatever the count.
         if std::env::var_os("GPUIO_SQPOLL_CPUS").is_none() {
-            assert_eq!(choose(4, None, false, None).unwrap(), (vec![None; 4], false));
+            let (cpus, named, claim) = choose(4, None, false, None).unwrap();
+            assert_eq!((cpus, named, claim.0.clone()), (vec![None; 4], false, vec![]));
         }
+    }
+
+    #[test]
+    fn runtimes_of_one_process_get_distinct_cores_until_one_lets_go() {
+        if std::env::var_os("GPUIO_SQPOLL_CPUS").is_some() {
+            return;
+        }
+        let cores = |cpus: &[Option<u32>]| cpus.iter().flatten().map(|&c| core_of(c)).collect::<Vec<_>>();
+        let (a, _, claim_a) = choose(2, None, true, None).unwrap();
+        let (b, _, claim_b) = choose(2, None, true, None).unwrap();
+        if a.iter().all(Option::is_some) && b.iter().all(Option::is_some) {
+            assert!(
+                cores(&b).iter().all(|c| !cores(&a).contains(c)),
+                "{a:?} and {b:?} share a core"
+            );
+        }
+        // Too few cores for the second (this machine has few): it is left unbound, not
+        // put on the first one's cores.
+        if a.iter().all(Option::is_some) && b.iter().all(Option::is_none) {
+            assert!(claim_b.0.is_empty());
+        }
+        let first = a.clone();
+        drop(claim_a);
+        drop(claim_b);
+        let (again, _, _claim) = choose(2, None, true, None).unwrap();
+        assert_eq!(again, first, "released cores are chosen again");
     }
 }

@@ -111,6 +111,10 @@ pub struct Runtime {
     pub(crate) lockstep: bool,
     /// The CPU each ring's SQPOLL thread is bound to (`None`: unbound).
     pub(crate) sqpoll_cpus: Vec<Option<u32>>,
+    /// The regular files this runtime prints to, held against the process's other runtimes.
+    pub(crate) print_files: crate::print_files::PrintFiles,
+    /// Keeps `sqpoll_cpus`' cores from the process's other runtimes while this one lives.
+    pub(crate) _sqpoll_claim: crate::consumer::affinity::Claim,
 }
 
 impl Runtime {
@@ -134,6 +138,12 @@ impl Runtime {
     /// The GPU's name, on a GPU backend.
     pub fn device_name(&self) -> Option<&str> {
         self.gpu.as_ref().map(|g| g.device.name())
+    }
+
+    /// The GPU's PCI address, `domain:bus:device.function` as sysfs writes it (lower
+    /// case), where the backend says: which of several GPUs this runtime drives.
+    pub fn pci_bus_id(&self) -> Option<&str> {
+        self.gpu.as_ref().and_then(|g| g.device.pci_bus_id())
     }
 
     /// The GPU's processor, which picks the code object to load: `gfx90a` (the HSA

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use gpuio_device::stream::Stream;
 use gpuio_device::sync::Ordering;
 use gpuio_device::uapi::IORING_SQ_CQ_OVERFLOW;
 use gpuio_device::Context;
@@ -15,6 +16,7 @@ use crate::error::{
     Error, HangReport, OtherRing, OutputErrors, PrintErrors, Refused, Result, RingWords, StreamPositions, Tickets,
     Waiting,
 };
+use crate::print_files::{self, Mode};
 use crate::shared::{Shared, State};
 use crate::watchdog::{self, Pacing};
 
@@ -195,6 +197,7 @@ impl Runtime {
             // SAFETY: lseek on an output fd moves only its offset.
             unsafe { libc::lseek(fd, 0, libc::SEEK_END) };
         }
+        self.print_files.end();
     }
 
     /// The watchdog's wait ([`watchdog::wait`]) with this runtime's policy and observations.
@@ -278,49 +281,81 @@ impl Runtime {
         }
     }
 
-    /// Positional streams: make position 0 the fd's current offset (the host may have
-    /// written to the file between kernels). Only while no kernel runs.
+    /// Before the first launch since the runtime settled (only while no kernel runs): how
+    /// each stream writes its file this time (`print_files`: appending, unless the fd's
+    /// offset stands inside a file no other runtime prints to), and, for positional
+    /// streams, position 0 made the fd's current offset (the host may have written to the
+    /// file between kernels).
     pub(crate) fn rebase_positions(&self) -> Result<()> {
-        let bases = self.shared.with_context(|ctx| {
-            Shared::live_streams(ctx)
-                .filter(|s| s.positional != 0 && s.idle())
-                .filter_map(|s| {
-                    // SAFETY: lseek only queries the offset of the fd.
-                    let pos = unsafe { libc::lseek(s.fd, 0, libc::SEEK_CUR) };
-                    (pos >= 0).then(|| {
-                        (
-                            s.index as usize,
-                            (pos as u64).wrapping_sub(s.reserved.load(Ordering::Acquire)),
-                        )
-                    })
+        let (appends, bases) = self.shared.with_context(|ctx| {
+            let offset = |s: &Stream| {
+                // SAFETY: lseek only queries the offset of the fd.
+                let pos = unsafe { libc::lseek(s.fd, 0, libc::SEEK_CUR) };
+                (pos >= 0).then_some(pos as u64)
+            };
+            let modes = self.print_files.begin(|file| {
+                Shared::live_streams(ctx).any(|s| {
+                    s.positional != 0
+                        && print_files::key(s.fd) == Some(file)
+                        && offset(s).is_some_and(|o| o < print_files::size(s.fd))
                 })
-                .collect::<Vec<_>>()
-        })?;
+            })?;
+            let mut appends = Vec::new();
+            let mut bases = Vec::new();
+            for s in Shared::live_streams(ctx) {
+                let key = print_files::key(s.fd);
+                let mode = modes.iter().find(|&&(f, _)| Some(f) == key).map(|&(_, m)| m);
+                appends.push((s.index as usize, mode.map_or(0, Mode::append_word)));
+                if s.positional == 0 || mode != Some(Mode::Positional) || !s.idle() {
+                    continue;
+                }
+                if let Some(pos) = offset(s) {
+                    bases.push((s.index as usize, pos.wrapping_sub(s.reserved.load(Ordering::Acquire))));
+                }
+            }
+            Ok::<_, Error>((appends, bases))
+        })??;
+        for (i, append) in appends {
+            self.shared.store(|c| &c.streams[i].append, append)?;
+        }
         for (i, base) in bases {
             self.shared.store(|c| &c.streams[i].base, base)?;
         }
         Ok(())
     }
 
-    /// Positional streams that printed since the last settle: leave the fd's offset after
-    /// the last byte printed, as if the lines had been written with write(2). A stream that
-    /// printed nothing leaves the offset alone: the fd may share its offset with others
-    /// (`> log 2>&1`), which the host may have moved meanwhile.
+    /// Streams on regular files that printed since the last settle: leave the fd's offset
+    /// after the last byte printed, as if the lines had been written with write(2)
+    /// (appending streams: at the file's end); then let other runtimes of the files know
+    /// that this one's kernels are done. A stream that printed nothing leaves the offset
+    /// alone: the fd may share its offset with others (`> log 2>&1`), which the host may
+    /// have moved meanwhile.
     fn settle_positions(&self) -> Result<()> {
         let mut settled = self.settled.lock().unwrap_or_else(|e| e.into_inner());
         self.shared.with_context(|ctx| {
-            for s in Shared::live_streams(ctx).filter(|s| s.positional != 0) {
+            for s in Shared::live_streams(ctx) {
+                let append = s.append.load(Ordering::Acquire) != 0;
+                if s.positional == 0 && !append {
+                    continue;
+                }
                 let reserved = s.reserved.load(Ordering::Acquire);
                 let last = &mut settled[s.index as usize];
                 if reserved == *last {
                     continue;
                 }
                 *last = reserved;
-                let end = s.base.load(Ordering::Acquire).wrapping_add(reserved);
-                // SAFETY: lseek on the stream's fd moves only its offset.
-                unsafe { libc::lseek(s.fd, end as libc::off_t, libc::SEEK_SET) };
+                if append {
+                    // SAFETY: lseek on the stream's fd moves only its offset.
+                    unsafe { libc::lseek(s.fd, 0, libc::SEEK_END) };
+                } else {
+                    let end = s.base.load(Ordering::Acquire).wrapping_add(reserved);
+                    // SAFETY: lseek on the stream's fd moves only its offset.
+                    unsafe { libc::lseek(s.fd, end as libc::off_t, libc::SEEK_SET) };
+                }
             }
-        })
+        })?;
+        self.print_files.end();
+        Ok(())
     }
 
     /// Requests refused since the last report (and resets their count): requests no stream

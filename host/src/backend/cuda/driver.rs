@@ -1,4 +1,4 @@
-//! The driver itself: loaded, initialised, with device 0's primary context; memory,
+//! The driver itself: loaded, initialised, with one device's primary context; memory,
 //! copies and waiting for the GPU.
 
 use std::ffi::{c_char, c_void, CStr};
@@ -9,7 +9,8 @@ use crate::backend::dl::Library;
 use crate::backend::gpu::{GpuBackend, Wait};
 use crate::error::{Error, Result};
 
-/// The CUDA driver with device 0's primary context current on the calling thread.
+/// The CUDA driver with one device's primary context, made current on the calling thread
+/// by every call that needs it.
 pub struct Cuda {
     pub(super) api: Api,
     device: CuDevice,
@@ -29,9 +30,25 @@ unsafe impl Sync for Cuda {}
 impl Cuda {
     /// Loads the driver, initialises it and retains device 0's primary context.
     pub fn open() -> std::result::Result<Arc<Cuda>, String> {
+        Cuda::open_device(0)
+    }
+
+    /// How many devices the driver sees (0 where it loads but lists none), or why the
+    /// driver could not be asked.
+    pub fn device_count() -> std::result::Result<u32, String> {
+        let cuda = Cuda::load()?;
+        let mut n = 0;
+        // SAFETY: documented calls with a valid out-pointer, after cuInit.
+        let rc = unsafe { (cuda.api.cuDeviceGetCount)(&mut n) };
+        cuda.check_str(rc, "cuDeviceGetCount")?;
+        Ok(n.max(0) as u32)
+    }
+
+    /// The driver loaded and initialised, with no device chosen yet.
+    fn load() -> std::result::Result<Cuda, String> {
         let lib = Library::open(c"libcuda.so.1").ok_or("libcuda.so.1 not found (no NVIDIA driver installed)")?;
         let api = Api::load(&lib)?;
-        let mut cuda = Cuda {
+        let cuda = Cuda {
             api,
             device: 0,
             context: std::ptr::null_mut(),
@@ -39,19 +56,33 @@ impl Cuda {
             pci_bus_id: None,
             _lib: lib,
         };
+        // SAFETY: a documented call, no pointers.
+        let rc = unsafe { (cuda.api.cuInit)(0) };
+        if rc != 0 {
+            return Err(format!("cuInit failed: {}", cuda.error_name(rc)));
+        }
+        Ok(cuda)
+    }
+
+    /// Loads the driver, initialises it and retains the primary context of device
+    /// `ordinal` (numbered from 0 as the driver lists them: `CUDA_VISIBLE_DEVICES` applies).
+    /// Several `Cuda`s, of one device or of several, may be open at once in a process.
+    pub fn open_device(ordinal: u32) -> std::result::Result<Arc<Cuda>, String> {
+        let mut cuda = Cuda::load()?;
         // SAFETY: documented calls with valid out-pointers.
         unsafe {
-            let rc = (cuda.api.cuInit)(0);
-            if rc != 0 {
-                return Err(format!("cuInit failed: {}", cuda.error_name(rc)));
-            }
             let mut n = 0;
             let rc = (cuda.api.cuDeviceGetCount)(&mut n);
             if rc != 0 || n == 0 {
                 return Err(format!("no CUDA device ({}, {n} devices)", cuda.error_name(rc)));
             }
+            if ordinal >= n as u32 {
+                return Err(format!(
+                    "CUDA device {ordinal} does not exist: the driver sees {n} device(s), numbered from 0"
+                ));
+            }
             let mut device = 0;
-            cuda.check_str((cuda.api.cuDeviceGet)(&mut device, 0), "cuDeviceGet")?;
+            cuda.check_str((cuda.api.cuDeviceGet)(&mut device, ordinal as i32), "cuDeviceGet")?;
             cuda.device = device;
             let mut ctx = std::ptr::null_mut();
             cuda.check_str(
@@ -243,7 +274,10 @@ impl Cuda {
 
 impl Drop for Cuda {
     fn drop(&mut self) {
-        // SAFETY: balanced with the retain in `open`.
+        if self.context.is_null() {
+            return; // never retained: `open_device` failed before, or `device_count`
+        }
+        // SAFETY: balanced with the retain in `open_device`.
         unsafe { (self.api.cuDevicePrimaryCtxRelease_v2)(self.device) };
     }
 }

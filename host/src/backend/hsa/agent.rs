@@ -79,6 +79,12 @@ fn init_failure(rc: Status) -> String {
 impl Hsa {
     /// Loads the runtime, initialises it, and takes the first GPU agent.
     pub fn open() -> std::result::Result<Arc<Hsa>, String> {
+        Hsa::open_gpu(0)
+    }
+
+    /// Loads the runtime, initialises it, and takes GPU agent `index` (0: the first GPU in
+    /// the order HSA lists its agents).
+    pub fn open_gpu(index: u32) -> std::result::Result<Arc<Hsa>, String> {
         let lib = Library::open(c"libhsa-runtime64.so.1")
             .ok_or("libhsa-runtime64.so.1 not found (no ROCm runtime installed)")?;
         let api = Api::load(&lib)?;
@@ -105,11 +111,11 @@ impl Hsa {
             stack_bytes: AtomicUsize::new(8 << 10),
             _lib: lib,
         };
-        hsa.setup()?;
+        hsa.setup(index)?;
         Ok(Arc::new(hsa))
     }
 
-    pub(super) fn setup(&mut self) -> std::result::Result<(), String> {
+    pub(super) fn setup(&mut self, index: u32) -> std::result::Result<(), String> {
         let mut agents: Vec<Handle> = Vec::new();
         self.check_str(
             // SAFETY: `collect` matches the callback type; `agents` outlives the call.
@@ -122,12 +128,22 @@ impl Hsa {
             unsafe { (self.api.hsa_agent_get_info)(a, HSA_AGENT_INFO_DEVICE, &mut t as *mut u32 as *mut c_void) };
             t
         };
-        let gpu = agents.iter().copied().find(|&a| kind(a) == HSA_DEVICE_TYPE_GPU);
+        let gpus: Vec<Handle> = agents
+            .iter()
+            .copied()
+            .filter(|&a| kind(a) == HSA_DEVICE_TYPE_GPU)
+            .collect();
         let cpu = agents.iter().copied().find(|&a| kind(a) == HSA_DEVICE_TYPE_CPU);
-        let Some(gpu) = gpu else {
+        if gpus.is_empty() {
             return Err(format!(
                 "no AMD GPU agent (HSA lists {} agent(s), none a GPU)",
                 agents.len()
+            ));
+        }
+        let Some(&gpu) = gpus.get(index as usize) else {
+            return Err(format!(
+                "AMD GPU {index} does not exist: HSA lists {} GPU agent(s), numbered from 0",
+                gpus.len()
             ));
         };
         let cpu = cpu.ok_or("HSA lists no CPU agent (no system memory pools)")?;

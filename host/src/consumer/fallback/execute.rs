@@ -5,8 +5,6 @@ use std::sync::RwLock;
 
 use gpuio_device::uapi::*;
 
-use super::IOSQE_IO_DRAIN;
-
 /// `IORING_FSYNC_DATASYNC`: `gpuio_device::uapi` does not export it (the device keeps a
 /// private copy in `io.rs`).
 pub(super) const IORING_FSYNC_DATASYNC: u32 = 1 << 0;
@@ -52,6 +50,15 @@ pub(super) fn execute(sqe: &Sqe, files: &RwLock<Vec<RawFd>>) -> i32 {
     // completion, as io_uring requires.
     match sqe.opcode {
         IORING_OP_NOP => 0,
+        // SAFETY: pwritev2(2) reads `len` bytes at `buf`, as write(2) below; `RWF_APPEND`
+        // puts them at the file's end (the offset then only says whether to move the fd's).
+        IORING_OP_WRITE if sqe.rw_flags == RWF_APPEND => retry(|| unsafe {
+            let iov = libc::iovec {
+                iov_base: buf as *mut _,
+                iov_len: len,
+            };
+            libc::pwritev2(fd, &iov, 1, sqe.off as libc::off_t, libc::RWF_APPEND)
+        }),
         IORING_OP_WRITE | IORING_OP_READ if sqe.rw_flags != 0 => -libc::EOPNOTSUPP,
         // SAFETY: write(2) reads `len` bytes at `buf`, which the submitter keeps alive.
         IORING_OP_WRITE if current => retry(|| unsafe { libc::write(fd, buf as *const _, len) }),

@@ -20,7 +20,8 @@
 //! this thread exactly as for the kernel.
 //!
 //! Operations: `IORING_OP_WRITE`/`READ` (`off == -1`: the current file position, `write`/
-//! `read`; otherwise `pwrite`/`pread`), `OPENAT`, `CLOSE`, `FSYNC` (`IORING_FSYNC_DATASYNC`:
+//! `read`; otherwise `pwrite`/`pread`; a write with `RWF_APPEND`, the only `rw_flags` taken:
+//! `pwritev2`), `OPENAT`, `CLOSE`, `FSYNC` (`IORING_FSYNC_DATASYNC`:
 //! `fdatasync`) and `NOP`. Results are what the kernel would put in the CQE: the syscall's
 //! return value, or `-errno`; short reads and writes are returned as they are (the device
 //! resubmits the rest). Unknown opcodes, and SQE flags other than `IOSQE_FIXED_FILE`,
@@ -83,11 +84,6 @@ const SQ_FLAGS: u32 = 276;
 const CQ_FLAGS: u32 = 280;
 const CQ_OVERFLOW: u32 = 284;
 const CQES: u32 = 320;
-
-/// `IOSQE_IO_DRAIN` (the SQE flags the fallback knows besides `IOSQE_FIXED_FILE` and
-/// `IOSQE_ASYNC`, which `gpuio_device::uapi` defines): the device never sets it, and
-/// `uapi` does not define it.
-const IOSQE_IO_DRAIN: u8 = 1 << 1;
 
 /// Sleep between polls once spinning and yielding found nothing.
 const POLL: Duration = Duration::from_micros(20);

@@ -250,3 +250,28 @@ fn rejects_sizes_io_uring_would() {
         assert!(matches!(e, Err(Error::Config(_))), "sq {sq} cq {cq}");
     }
 }
+
+#[test]
+fn an_appending_write_lands_at_the_end_and_leaves_the_offset() {
+    let r = ring(4, 8);
+    let mut d = Driver {
+        r: &r,
+        tail: 0,
+        cq_head: 0,
+    };
+    let path = std::env::temp_dir().join(format!("gpuio-fallback-append-{}", std::process::id()));
+    std::fs::write(&path, b"0123456789").unwrap();
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+    let mut append = sqe(IORING_OP_WRITE, fd, b"ab".as_ptr(), 2, 0, 1);
+    append.rw_flags = RWF_APPEND;
+    assert_eq!(d.run(append), 2);
+    // SAFETY: lseek only queries the offset.
+    let offset = unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) };
+    assert_eq!(offset, 0, "the fd's offset stays");
+    let mut other = append;
+    other.rw_flags = 0x4; // RWF_SYNC: not taken
+    assert_eq!(d.run(other), -libc::EOPNOTSUPP);
+    assert_eq!(std::fs::read(&path).unwrap(), b"0123456789ab");
+    let _ = std::fs::remove_file(&path);
+}
