@@ -53,21 +53,24 @@
 //!   stands inside the file, not at its end) write each flight
 //!   at `base + position` with its own offset; many flights may be in flight, and their
 //!   completion order does not matter.
-//! - **serial** streams (pipes, terminals, `O_APPEND` files) write at the current file
+//! - **serial** streams (pipes, terminals) write at the current file
 //!   position, one flight at a time (`max_flights == 1`); a short write (a pipe that took
 //!   only part) is resubmitted from where it stopped before anything newer.
 //! - **appending** streams (`append` set by the host: a regular file whose end the fd's
 //!   offset stood at, the usual case, or one that another runtime of the process prints to
-//!   too) write each flight with `RWF_APPEND` and `IOSQE_IO_DRAIN`: the kernel writes
-//!   flights in log order (each after every earlier request of the ring completed), and
-//!   each lands whole at the file's end as it is then, after whatever another runtime
-//!   wrote, so none overwrites another. (A short write's rest, resubmitted, lands after
-//!   flights submitted meanwhile: short writes to regular files come only with errors
-//!   such as `ENOSPC`.) While another runtime prints to the file
+//!   too) write each flight with `RWF_APPEND`, and with `IOSQE_IO_DRAIN` while an earlier
+//!   flight of the stream is outstanding: the kernel writes flights in log order (such a
+//!   flight after every earlier request of the ring completed, which holds up the ring's
+//!   other requests meanwhile), and each lands whole at the file's end as it is then, after
+//!   whatever another runtime wrote, so none overwrites another. (A short write's rest,
+//!   resubmitted, lands after flights submitted meanwhile: short writes to regular files
+//!   come only with errors such as `ENOSPC`, `EFBIG` or `RLIMIT_FSIZE`.) While another runtime prints to the file
 //!   ([`APPEND_WHOLE_LINES`]), a flight ends after a line (a newline), not inside a
 //!   record, so the runtimes' writes fall between lines; except where a line is longer
 //!   than what is complete of the log and a producer may be waiting for room, and where a
-//!   line straddles the log's end (two writes, once per pass over the log).
+//!   line straddles the log's end (two writes, once per pass over the log), and a line of
+//!   more than 4 KiB. A runtime that was alone on the file when its kernels started goes
+//!   on ending flights anywhere until its next launch.
 //!
 //! # Errors (invariant 7)
 //! A failed write is counted with its errno and the bytes and lines it lost; the host's

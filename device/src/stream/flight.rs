@@ -4,6 +4,10 @@
 //! protocol; the invariants it cites are listed in `docs/PROTOCOL.md`).
 
 use super::{Stream, APPEND_WHOLE_LINES, MAX_WRITE};
+
+/// How far back from a flight's end the flusher looks for a line's end, for a stream
+/// appending by whole lines: a bounded cost per flush (on a GPU, reads of host memory).
+const NEWLINE_SCAN: u64 = 4096;
 use crate::errno::Errno;
 use crate::ring::Ring;
 use crate::sync::{fence, read_cells, AtomicU32, AtomicU64, Ordering};
@@ -108,13 +112,14 @@ impl Stream {
                 // runtime's write could land between its halves. End the flight after its
                 // last whole line instead. With no line end in it, wait for the record to be
                 // committed (its commit flushes again), unless a producer may be waiting for
-                // room that only this flight would free: then take it all.
+                // room that only this flight would free: then take it all. (Looking back at
+                // most NEWLINE_SCAN bytes: a longer line is taken as it is.)
                 let reserved = self.reserved.load(Ordering::Relaxed);
                 if ready != reserved {
                     match self.after_last_newline(start, end) {
-                        Some(p) => end = p,
-                        None if reserved <= window => return,
-                        None => {}
+                        Ok(Some(p)) => end = p,
+                        Ok(None) if reserved <= window => return,
+                        Ok(None) | Err(()) => {}
                     }
                 }
             }
@@ -132,12 +137,16 @@ impl Stream {
         }
     }
 
-    /// The position just after the last newline in `[from, to)`, if there is one. The range
+    /// The position just after the last newline in `[from, to)`, looking back at most
+    /// [`NEWLINE_SCAN`] bytes from `to`: `Ok(Some)` if there is one, `Ok(None)` if the
+    /// whole range was looked at without finding one, `Err(())` if the range is longer and
+    /// its last [`NEWLINE_SCAN`] bytes hold none (a line that long may be split). The range
     /// is committed (`complete_prefix`'s acquire) and does not wrap.
-    fn after_last_newline(&self, from: u64, to: u64) -> Option<u64> {
+    fn after_last_newline(&self, from: u64, to: u64) -> Result<Option<u64>, ()> {
+        let floor = to.saturating_sub(NEWLINE_SCAN).max(from);
         let mut hi = to;
-        while hi > from {
-            let lo = hi.saturating_sub(64).max(from);
+        while hi > floor {
+            let lo = hi.saturating_sub(64).max(floor);
             let (mut at, mut last) = (lo, None);
             // SAFETY: the cells of `[lo, hi)` lie inside the log (the range does not wrap) and
             // are committed: no producer writes them until the flight that carries them
@@ -153,11 +162,15 @@ impl Stream {
                 })
             };
             if last.is_some() {
-                return last;
+                return Ok(last);
             }
             hi = lo;
         }
-        None
+        if floor > from {
+            Err(())
+        } else {
+            Ok(None)
+        }
     }
 
     /// How far from `from` (and below `window`) the log is written without a gap.
@@ -215,9 +228,12 @@ impl Stream {
             (self.fd, 0)
         };
         // An appending flight lands where the file ends when the kernel writes it, so the
-        // kernel must write flights in log order: each waits for every earlier request of
-        // the ring (the ring takes SQEs in order, and flights are submitted in log order).
-        if rw_flags == RWF_APPEND {
+        // kernel must write a stream's flights in log order. While an earlier flight of the
+        // stream is outstanding, this one waits for every earlier request of the ring (the
+        // ring takes SQEs in order, and flights are submitted in log order); alone, it
+        // needs no wait, and holds up nobody else's requests. Acquire: pairs with the
+        // reaper's release of the tail.
+        if rw_flags == RWF_APPEND && self.flight_tail.load(Ordering::Acquire) != seq {
             flags |= IOSQE_IO_DRAIN;
         }
         let sqe = Sqe {

@@ -23,7 +23,6 @@ pub unsafe extern "C" fn gpuio_runtime_options_init(options: *mut gpuio_runtime_
             backend: GPUIO_BACKEND_AUTO,
             stdout_fd: 1,
             stderr_fd: 2,
-            gpu: -1,
             ..Default::default()
         };
         // SAFETY: non-NULL, and valid for writes by the caller's contract.
@@ -140,16 +139,14 @@ pub unsafe extern "C" fn gpuio_runtime_create(
                     &OPTIONS_SIZES[..OPTIONS_SIZES.len() - 1]
                 )));
             }
-            // A caller built against an older header: the fields it has, then defaults.
+            // A caller built against an older header: the fields it has, then defaults (`gpu`
+            // -1: a struct from before it names no GPU).
             let mut o = gpuio_runtime_options::default();
             // SAFETY: the caller's struct is `size` bytes (struct_size says so, and it is
             // one of the versions' sizes, none larger than ours); the fields are plain
             // integers, valid for any bytes.
             unsafe {
                 std::ptr::copy_nonoverlapping(options.cast::<u8>(), (&raw mut o).cast::<u8>(), size);
-            }
-            if size <= std::mem::offset_of!(gpuio_runtime_options, gpu) {
-                o.gpu = -1; // a struct from before `gpu`: the default
             }
             builder(&o)?
         };

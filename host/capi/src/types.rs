@@ -36,7 +36,7 @@ pub const GPUIO_SANDBOX_OFF: i32 = 2;
 
 /// `gpuio_runtime_options`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct gpuio_runtime_options {
     /// `sizeof(gpuio_runtime_options)`, set by `gpuio_runtime_options_init`.
     pub struct_size: u32,
@@ -76,6 +76,32 @@ pub struct gpuio_runtime_options {
     pub gpu: i32,
     /// Must be 0 (as `reserved`).
     pub reserved2: u32,
+}
+
+impl Default for gpuio_runtime_options {
+    /// Every field 0, except `gpu`: -1, the default GPU (0 would name GPU 0).
+    fn default() -> Self {
+        gpuio_runtime_options {
+            struct_size: 0,
+            backend: 0,
+            sq_entries: 0,
+            cq_entries: 0,
+            log_bytes: 0,
+            stdout_fd: 0,
+            stderr_fd: 0,
+            max_flights: 0,
+            sq_thread_idle_ms: 0,
+            gpu_stack_bytes: 0,
+            arena_bytes: 0,
+            arena_block_bytes: 0,
+            sandbox: 0,
+            hang_timeout_ms: 0,
+            rings: 0,
+            reserved: 0,
+            gpu: -1,
+            reserved2: 0,
+        }
+    }
 }
 
 /// The sizes `gpuio_runtime_options` had, oldest first, up to this version's: a caller

@@ -31,10 +31,17 @@ impl GpuModule<'_> {
     pub fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
         let gpu = self.rt.gpu.as_ref().expect("a GpuModule exists only on a GPU runtime");
         gpu.usable()?;
-        if !gpu.launched.load(Ordering::Acquire) {
+        let first = !gpu.launched.load(Ordering::Acquire);
+        if first {
             self.rt.rebase_positions()?;
         }
-        self.module.launch(name, grid, block, args)?;
+        if let Err(e) = self.module.launch(name, grid, block, args) {
+            if first && !gpu.launched.load(Ordering::Acquire) {
+                // Nothing runs: the files this launch would have printed to are free again.
+                self.rt.print_files.end();
+            }
+            return Err(e);
+        }
         // Before `launched`: a synchronize that claims this launch drains it.
         gpu.drained.store(false, Ordering::Release);
         if !gpu.launched.swap(true, Ordering::AcqRel) {

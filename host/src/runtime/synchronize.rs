@@ -97,6 +97,7 @@ impl Runtime {
         for i in 0..self.shared.queues.len() {
             let sq_flags = self.ring_words_of(i)[2];
             if sq_flags & IORING_SQ_CQ_OVERFLOW != 0 {
+                self.print_files.end();
                 return Err(Error::CqOverflow { sq_flags });
             }
         }
@@ -326,12 +327,15 @@ impl Runtime {
 
     /// Streams on regular files that printed since the last settle: leave the fd's offset
     /// after the last byte printed, as if the lines had been written with write(2)
-    /// (appending streams: at the file's end); then let other runtimes of the files know
+    /// (appending streams: at the file's end), having let other runtimes of the files know
     /// that this one's kernels are done. A stream that printed nothing leaves the offset
     /// alone: the fd may share its offset with others (`> log 2>&1`), which the host may
     /// have moved meanwhile.
     fn settle_positions(&self) -> Result<()> {
         let mut settled = self.settled.lock().unwrap_or_else(|e| e.into_inner());
+        // The kernels are done whatever the offsets' fate: other runtimes of the files
+        // need not wait for them any more.
+        self.print_files.end();
         self.shared.with_context(|ctx| {
             for s in Shared::live_streams(ctx) {
                 let append = s.append.load(Ordering::Acquire) != 0;
@@ -353,9 +357,7 @@ impl Runtime {
                     unsafe { libc::lseek(s.fd, end as libc::off_t, libc::SEEK_SET) };
                 }
             }
-        })?;
-        self.print_files.end();
-        Ok(())
+        })
     }
 
     /// Requests refused since the last report (and resets their count): requests no stream
