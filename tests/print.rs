@@ -562,6 +562,46 @@ fn a_runtime_that_would_overwrite_another_ones_running_kernel_says_why(sub: Subm
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "a 1\na 2\n89ABb\na 3\n");
 }
 
+/// A known hang, not fixed yet (RELIABILITY.md, "a serial stream with a tiny log"): run
+/// with `cargo test --release --test print -- --ignored`. A short line is committed into a
+/// partial chunk while the stream's one flight is out; then a line of nearly the log's size
+/// reserves behind it and waits for room; the flight lands, but the flusher cannot take the
+/// short line (its chunk is not full, and `committed != reserved`), so no room ever comes.
+#[test]
+#[ignore = "known hang: a serial stream with a tiny log (RELIABILITY.md)"]
+fn a_serial_stream_with_a_tiny_log_and_lines_near_its_size_does_not_hang() {
+    let _wd = watchdog(
+        "a_serial_stream_with_a_tiny_log_and_lines_near_its_size_does_not_hang",
+        60,
+    );
+    let (r, w) = small_pipe();
+    let reader = slow_reader(r);
+    let rt = builder(Submission::IoUring)
+        .stdout_fd(w.as_raw_fd())
+        .stderr_fd(w.as_raw_fd())
+        .log_bytes(128)
+        .sq_entries(8)
+        .hang_timeout(Some(Duration::from_secs(5)))
+        .build()
+        .unwrap();
+    for round in 0..20usize {
+        rt.launch(1, 1, move || {
+            for i in 0..50usize {
+                println!("s{i}");
+                eprintln!("{}", "x".repeat(100 + (i * 7 + round) % 27));
+            }
+        })
+        .unwrap();
+        if let Err(e) = rt.synchronize() {
+            panic!("round {round}: {e}");
+        }
+    }
+    drop(rt);
+    drop(w);
+    let out = reader.join().unwrap();
+    assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 20 * 50 * 2);
+}
+
 fn a_warp_println_is_one_record_in_lane_order(sub: Submission) {
     let _wd = watchdog("a_warp_println_is_one_record_in_lane_order", 120);
     let (f, path) = temp_file("warp.txt");
