@@ -72,7 +72,7 @@ use gpuio::{Arg, Backend, Error, GpuModule, Runtime, Sandbox};
 use gpuio_test_kernels as k;
 
 mod common;
-use common::{cpu_model, uname_release, utc_date, write_table, Cli};
+use common::{cpu_list, cpu_model, median, uname_release, utc_date, write_table, Cli};
 
 /// The example kernels (`kernels/`) as PTX for `sm_90` and `sm_60` (`GPUIO_LOCKSTEP=1`
 /// picks the lockstep build), built by build.rs.
@@ -274,11 +274,6 @@ fn rw(path: &std::path::Path) -> File {
 
 fn gbps(bytes: usize, secs: f64) -> f64 {
     bytes as f64 / secs / 1e9
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
 }
 
 fn launch(rt: &Runtime, g: &Gpu, name: &str, threads: u32, args: [u64; 5]) -> f64 {
@@ -862,11 +857,7 @@ fn main() {
         },
         rt.submission(),
         cfg.rings,
-        rt.sqpoll_cpus()
-            .iter()
-            .map(|c| c.map_or("unbound".to_string(), |c| c.to_string()))
-            .collect::<Vec<_>>()
-            .join(",")
+        cpu_list(rt.sqpoll_cpus())
     );
     println!(
         "settings: {} ring(s) of {} SQEs | file {} MiB in {} | GPU threads {} x chunk {} KiB | arena {} MiB in {} KiB blocks | host pinned buffer {} KiB, host xN {} threads | {} reps",

@@ -39,7 +39,7 @@ use gpuio::cuda::Cuda;
 use gpuio::{Arg, Backend, Error, GpuModule, Runtime, Sandbox};
 
 mod common;
-use common::{cpu_model, parse_line, uname_release, utc_date, write_table, Cli};
+use common::{cpu_list, cpu_model, median, parse_line, uname_release, utc_date, write_table, Cli};
 
 const CLI: Cli = Cli {
     name: "bench_gpus",
@@ -357,11 +357,6 @@ fn shared_file(n: u32, p: &Print, dir: &std::path::Path) -> bool {
     ok
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     CLI.only_known(
@@ -437,11 +432,7 @@ fn main() {
             g.index,
             g.rt.device_name().unwrap_or("?"),
             g.rt.pci_bus_id().unwrap_or("?"),
-            g.rt.sqpoll_cpus()
-                .iter()
-                .map(|c| c.map_or("unbound".to_string(), |c| c.to_string()))
-                .collect::<Vec<_>>()
-                .join(",")
+            cpu_list(g.rt.sqpoll_cpus())
         );
     }
     println!(

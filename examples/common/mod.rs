@@ -1,5 +1,5 @@
-//! Shared by the examples `bench_gpu`, `bench_print` and `check` (not an example itself):
-//! option helpers, machine information, and the checker for `t=<t> i=<i>` lines padded
+//! Shared by the examples `bench_gpu`, `bench_gpus`, `bench_file`, `bench_print` and `check`
+//! (not an example itself): option helpers, machine information, statistics, and the checker for `t=<t> i=<i>` lines padded
 //! with `.` (the output of the `stress` kernel and of the std and printf comparisons).
 //!
 //! Each example uses only some of it; hence the `#[allow(dead_code)]`s.
@@ -159,6 +159,25 @@ pub fn write_table(out: &mut impl std::io::Write, header: &[&str], cells: Vec<Ve
     for r in cells {
         let _ = writeln!(out, "{}", line(r));
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Statistics and settings, as the benchmarks print them
+
+/// The median of `v` (the upper one of an even count).
+#[allow(dead_code)]
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// A runtime's SQPOLL CPUs (`Runtime::sqpoll_cpus`) as `31,30` or `unbound,unbound`.
+#[allow(dead_code)]
+pub fn cpu_list(cpus: &[Option<u32>]) -> String {
+    cpus.iter()
+        .map(|c| c.map_or("unbound".to_string(), |c| c.to_string()))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 // ---------------------------------------------------------------------------------------

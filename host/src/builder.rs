@@ -519,30 +519,28 @@ impl Builder {
     }
 }
 
-/// The GPU `GPUIO_GPU` names, if it is set.
-fn gpu_from_env() -> Result<Option<u32>> {
-    match std::env::var("GPUIO_GPU") {
+/// The number environment variable `name` holds, if it is set; `expected` says what it
+/// should be, for the error.
+fn u32_from_env(name: &str, expected: &str) -> Result<Option<u32>> {
+    match std::env::var(name) {
         Ok(v) => v
             .trim()
             .parse()
             .map(Some)
-            .map_err(|_| Error::Config(format!("GPUIO_GPU={v:?}: expected a GPU index (0, 1, ...)"))),
+            .map_err(|_| Error::Config(format!("{name}={v:?}: expected {expected}"))),
         Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(e) => Err(Error::Config(format!("GPUIO_GPU: {e}"))),
+        Err(e) => Err(Error::Config(format!("{name}: {e}"))),
     }
+}
+
+/// The GPU `GPUIO_GPU` names, if it is set.
+fn gpu_from_env() -> Result<Option<u32>> {
+    u32_from_env("GPUIO_GPU", "a GPU index (0, 1, ...)")
 }
 
 /// What `GPUIO_RINGS` asks for, if it is set.
 fn rings_from_env() -> Result<Option<u32>> {
-    match std::env::var("GPUIO_RINGS") {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| Error::Config(format!("GPUIO_RINGS={v:?}: expected 1 to {MAX_RINGS}"))),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(e) => Err(Error::Config(format!("GPUIO_RINGS: {e}"))),
-    }
+    u32_from_env("GPUIO_RINGS", &format!("1 to {MAX_RINGS}"))
 }
 
 impl Runtime {

@@ -83,6 +83,8 @@ impl Stream {
             seq = seq.wrapping_add(1);
         }
         let append = self.append.load(Ordering::Relaxed);
+        // Read once: the loop's atomics would have the compiler load the field anew each
+        // round (seen in the PTX).
         let max_flights = self.max_flights;
         loop {
             let head = self.flight_head.load(Ordering::Relaxed);
