@@ -43,6 +43,7 @@ over_submissions!(
     two_runtimes_printing_to_one_file_at_once_lose_nothing,
     a_runtime_that_would_overwrite_another_ones_running_kernel_says_why,
     a_warp_println_is_one_record_in_lane_order,
+    a_tiny_log_with_lines_near_its_size_does_not_hang,
     a_quiet_kernel_costs_few_waker_looks_and_its_late_lines_all_get_out,
 );
 
@@ -562,21 +563,17 @@ fn a_runtime_that_would_overwrite_another_ones_running_kernel_says_why(sub: Subm
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "a 1\na 2\n89ABb\na 3\n");
 }
 
-/// A known hang, not fixed yet (RELIABILITY.md, "a serial stream with a tiny log"): run
-/// with `cargo test --release --test print -- --ignored`. A short line is committed into a
-/// partial chunk while the stream's one flight is out; then a line of nearly the log's size
-/// reserves behind it and waits for room; the flight lands, but the flusher cannot take the
-/// short line (its chunk is not full, and `committed != reserved`), so no room ever comes.
-#[test]
-#[ignore = "known hang: a serial stream with a tiny log (RELIABILITY.md)"]
-fn a_serial_stream_with_a_tiny_log_and_lines_near_its_size_does_not_hang() {
-    let _wd = watchdog(
-        "a_serial_stream_with_a_tiny_log_and_lines_near_its_size_does_not_hang",
-        60,
-    );
+/// A serial stream (a pipe) with a 128-byte log, short lines between lines of nearly the
+/// log's size, from single threads and from warps (whose lanes' lines form one record).
+/// A record of more than the log less a chunk waits for room that needs the bytes just
+/// before it released, and those sit in a chunk that the record's own bytes keep from being
+/// whole: such a record goes out one lane at a time instead (`print::emit`). Before that,
+/// this hung in its first round.
+fn a_tiny_log_with_lines_near_its_size_does_not_hang(sub: Submission) {
+    let _wd = watchdog("a_tiny_log_with_lines_near_its_size_does_not_hang", 120);
     let (r, w) = small_pipe();
     let reader = slow_reader(r);
-    let rt = builder(Submission::IoUring)
+    let rt = builder(sub)
         .stdout_fd(w.as_raw_fd())
         .stderr_fd(w.as_raw_fd())
         .log_bytes(128)
@@ -584,22 +581,79 @@ fn a_serial_stream_with_a_tiny_log_and_lines_near_its_size_does_not_hang() {
         .hang_timeout(Some(Duration::from_secs(5)))
         .build()
         .unwrap();
-    for round in 0..20usize {
+    let (rounds, prints) = (10usize, 50usize);
+    for round in 0..rounds {
         rt.launch(1, 1, move || {
-            for i in 0..50usize {
+            for i in 0..prints {
                 println!("s{i}");
                 eprintln!("{}", "x".repeat(100 + (i * 7 + round) % 27));
             }
         })
         .unwrap();
         if let Err(e) = rt.synchronize() {
-            panic!("round {round}: {e}");
+            panic!("threads, round {round}: {e}");
         }
+    }
+    // Warps of 4 lanes: a record of 4 short lines, then one of 4 lines of 24-31 bytes (a
+    // record of 96-124 bytes: a few of them fit the log less a chunk, most do not).
+    let (warps, lanes) = (2usize, 4usize);
+    let ctx = rt.context().expect("the CPU backend keeps its context in host memory");
+    let stream = ctx.stream(false);
+    std::thread::scope(|s| {
+        for w in 0..warps {
+            let warp = Arc::new(SimWarp::new(lanes));
+            for lane in 0..lanes {
+                let warp = warp.clone();
+                s.spawn(move || {
+                    let g = Lane { warp: &warp, lane };
+                    for i in 0..prints {
+                        gpuio::device::print::emit(&g, ctx, stream, true, format_args!("{w}{lane}"));
+                        let pad = "y".repeat(16 + (i + lane * 3) % 8);
+                        gpuio::device::print::emit(&g, ctx, stream, true, format_args!("{w} {lane} {pad}"));
+                    }
+                });
+            }
+        }
+    });
+    if let Err(e) = rt.synchronize() {
+        panic!("warps: {e}");
     }
     drop(rt);
     drop(w);
-    let out = reader.join().unwrap();
-    assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 20 * 50 * 2);
+    let out = String::from_utf8(reader.join().unwrap()).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), rounds * prints * 2 + warps * lanes * prints * 2);
+    // Every line whole: what each thread printed, once, in its order.
+    let mut seen: std::collections::HashMap<String, Vec<&str>> = Default::default();
+    for line in &lines {
+        let who = match line.as_bytes()[0] {
+            b's' | b'x' => "thread".to_string(),
+            _ => line.split(' ').next().unwrap().chars().take(1).collect::<String>() + &line.replace(' ', "")[1..2],
+        };
+        seen.entry(who).or_default().push(line);
+    }
+    let thread: Vec<String> = (0..rounds)
+        .flat_map(|round| (0..prints).flat_map(move |i| [format!("s{i}"), "x".repeat(100 + (i * 7 + round) % 27)]))
+        .collect();
+    assert!(
+        seen["thread"].iter().eq(thread.iter()),
+        "the threads' lines, torn or out of order"
+    );
+    for w in 0..warps {
+        for lane in 0..lanes {
+            let expected: Vec<String> = (0..prints)
+                .flat_map(|i| {
+                    [
+                        format!("{w}{lane}"),
+                        format!("{w} {lane} {}", "y".repeat(16 + (i + lane * 3) % 8)),
+                    ]
+                })
+                .collect();
+            let got = seen.get(&format!("{w}{lane}")).map(Vec::as_slice).unwrap_or(&[]);
+            assert!(got.iter().eq(expected.iter()), "warp {w} lane {lane}: {got:?}");
+        }
+    }
+    assert_eq!(seen.len(), 1 + warps * lanes);
 }
 
 fn a_warp_println_is_one_record_in_lane_order(sub: Submission) {

@@ -3,7 +3,8 @@
 //! A line is formatted into a small buffer on the thread's stack. If it fits (the common
 //! case), the lanes of the warp that print to the same stream add up their lengths, one
 //! lane reserves space for all of them, each lane copies its line into its place, and one
-//! flush sends them out. A longer line is measured first (a formatting pass that only
+//! flush sends them out (if the lines together fit the log less a chunk; if not, they go
+//! out one lane at a time, as long lines do). A longer line is measured first (a formatting pass that only
 //! counts), then formatted straight into its reserved space, one lane of the group at a
 //! time, in pieces if it is longer than the whole log: it stays whole and contiguous at any
 //! length.
@@ -67,10 +68,17 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     let (before, sums) = g.exclusive_sum(v);
     let low = (1u64 << UNFIT_SHIFT) - 1;
     let (offset, total) = (before & low, sums & low);
-    // The record must fit the log: its last byte could otherwise wait for room that only
-    // the flush of its own first bytes would free. (`total` is the same on every lane, so
-    // every lane takes the same branch and runs the same collectives.)
-    let as_record = total > 0 && total <= stream.cap;
+    // The record must fit the log less one chunk, or its lanes could wait for room that
+    // nothing frees: they wait until the record's last byte has room, which needs every
+    // byte a log's length before it released. A record of more than `cap - chunk` bytes
+    // needs some of the bytes just before it, in the chunk where it starts; but the flusher
+    // takes a chunk only whole (the record's own bytes in it are not written yet) or once
+    // every reserved byte is written, so those bytes never go out. A record of at most
+    // `cap - chunk` bytes needs only bytes of earlier chunks, which fill and go out whole.
+    // Longer lines go out one lane at a time, in pieces as room comes (`Stream::fill`).
+    // (`total` is the same on every lane, so every lane takes the same branch and runs the
+    // same collectives.)
+    let as_record = total > 0 && total <= stream.cap - stream.chunk;
     if as_record {
         let mut base = 0;
         if g.is_leader() {

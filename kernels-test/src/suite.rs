@@ -102,6 +102,25 @@ kernel! {
     }
 }
 
+kernel! {
+    /// `2 * lines` lines per thread, `t=<t> i=<i>` for even `i`, and for odd `i` that and a
+    /// space and [`near_log_pad`]`(t, i)` bytes of `z`: the lines of a 32-lane warp add up to
+    /// 2.5-4.5 KiB, about the size of a 4 KiB log, so that a warp's record sometimes fits the
+    /// log less a chunk and sometimes does not, behind records of short lines.
+    pub fn near_log_records(lines: u32) {
+        let t = global_thread_idx();
+        for j in 0..lines {
+            println!("t={t} i={}", 2 * j);
+            println!("t={t} i={} {:z<w$}", 2 * j + 1, "", w = near_log_pad(t, 2 * j + 1));
+        }
+    }
+}
+
+/// How many `z` [`near_log_records`] prints on thread `t`'s line `i`.
+pub fn near_log_pad(t: u64, i: u32) -> usize {
+    70 + ((t * 7 + i as u64 / 2) % 60) as usize
+}
+
 /// `L<t>:` followed by `a..z` repeated, `len` bytes in all (the newline not counted).
 pub struct Repeat {
     pub t: u64,

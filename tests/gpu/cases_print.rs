@@ -358,3 +358,37 @@ pub(crate) fn tiny_ring_and_log_thousands_of_threads(config: Config, scratch: &S
         grid * block
     ))
 }
+
+pub(crate) fn warp_records_near_the_log_size(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block, lines) = (config.pick(8, 2), config.pick(64, 8), 20u32);
+    let b = config.builder().log_bytes(4096);
+    let (out, _) = run_printing(
+        b,
+        scratch,
+        "near_log_records",
+        (grid, block),
+        &[lines.into()],
+        move || k::near_log_records(lines),
+    )?;
+    check_numbered(&out, (grid * block) as u64, 2 * lines as u64, |t, i, tail| {
+        let want = if i % 2 == 0 {
+            String::new()
+        } else {
+            format!(" {}", "z".repeat(k::near_log_pad(t, i as u32)))
+        };
+        if tail == want {
+            Ok(())
+        } else {
+            Err(format!(
+                "t={t} i={i}: {} bytes after the number, {} due",
+                tail.len(),
+                want.len()
+            ))
+        }
+    })?;
+    Ok(format!(
+        "a 4 KiB log, warps' records of 2.5-4.5 KiB behind short ones: {} lines from {} threads",
+        out.lines().count(),
+        grid * block
+    ))
+}

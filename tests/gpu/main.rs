@@ -37,6 +37,7 @@ use cases_file_io::{file_io_4_arena_blocks_2048_threads, print_while_others_wait
 use cases_print::{
     blocks_of_33_and_37_threads, divergent_call_sites, every_line_once_in_order, lines_of_every_shape,
     one_print_call_two_streams, one_warp_mixing_streams_and_pieces, tiny_ring_and_log_thousands_of_threads,
+    warp_records_near_the_log_size,
 };
 use cases_runtime::{
     a_hang_is_reported_then_waited_out, another_layout_is_refused, hundred_runtime_create_drop_cycles,
@@ -87,6 +88,10 @@ const CASES: &[Case] = &[
     Case {
         name: "tiny_ring_and_log_thousands_of_threads",
         run: tiny_ring_and_log_thousands_of_threads,
+    },
+    Case {
+        name: "warp_records_near_the_log_size",
+        run: warp_records_near_the_log_size,
     },
     Case {
         name: "stack_buffers_pwrite_pread",
