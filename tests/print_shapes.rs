@@ -1,0 +1,176 @@
+//! Random shapes of printing warps against small logs: lanes per warp, warps, log sizes
+//! (64 B to 8 KiB), line lengths from a few bytes to past the log, serial, appending and
+//! positional streams. Every line must come out whole, once, in its lane's order, and no
+//! case may hang (a watchdog names the case and its seed).
+//!
+//! CI runs a fixed set of cases; more: `SHAPES=300 SHAPES_SEED=7 cargo test --release --test
+//! print_shapes -- --nocapture`. A warp whose record was nearly the log's size hung its
+//! stream before `print::emit` bounded records to the log less a chunk; case 0 met it.
+
+use std::collections::HashMap;
+use std::io::{Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gpuio::{Backend, Runtime, Submission};
+
+#[allow(dead_code)]
+mod common;
+use common::pipes::{pipe, slow_reader};
+use common::temp_file;
+use common::warp::{Lane, SimWarp};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn line(w: usize, lane: usize, i: usize, len: usize) -> String {
+    let head = format!("{w}.{lane}.{i}:");
+    let pad = len.saturating_sub(head.len());
+    format!(
+        "{head}{}",
+        "abcdefghijklmnopqrstuvwxyz"
+            .chars()
+            .cycle()
+            .take(pad)
+            .collect::<String>()
+    )
+}
+
+#[test]
+fn random_warp_shapes_against_small_logs() {
+    let cases: u64 = std::env::var("SHAPES").ok().and_then(|v| v.parse().ok()).unwrap_or(40);
+    let seed0: u64 = std::env::var("SHAPES_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    for case in 0..cases {
+        let seed = seed0.wrapping_mul(1_000_003).wrapping_add(case) | 1;
+        let mut rng = Rng(seed.wrapping_mul(0x9E3779B97F4A7C15) | 1);
+        let log = 64usize << rng.below(8);
+        let lanes = [1usize, 2, 3, 4, 8][rng.below(5) as usize];
+        let warps = 1 + rng.below(3) as usize;
+        let prints = 20 + rng.below(60) as usize;
+        let target = rng.below(3); // 0 pipe, 1 fresh file (append), 2 file seeked inside (positional)
+        let maxlen = [16u64, 64, log as u64 / 2, log as u64, 2 * log as u64, 300][rng.below(6) as usize].max(12);
+        let lens: Vec<Vec<Vec<usize>>> = (0..warps)
+            .map(|_| {
+                (0..prints)
+                    .map(|_| (0..lanes).map(|_| 10 + rng.below(maxlen) as usize).collect())
+                    .collect()
+            })
+            .collect();
+        let what = format!(
+            "case {case} (seed {seed}): log {log}, {warps} warp(s) of {lanes}, {prints} prints, target {target}, lines up to {maxlen}"
+        );
+        let _case_dog = common::watchdog_saying(60, {
+            let what = what.clone();
+            move || eprintln!("{what}: hung for 60 s: aborting")
+        });
+        // Where the lines go: a pipe (a serial stream) read slowly, a fresh file (appended
+        // to), or a file whose fd stands inside it (written at positions).
+        let (mut file, mut pipe_w, mut reader, mut path, mut prefix) = (None, None, None, None, Vec::new());
+        if target == 0 {
+            let (r, w) = pipe();
+            reader = Some(slow_reader(r));
+            pipe_w = Some(w);
+        } else {
+            let (mut f, p) = temp_file(&format!("shapes{case}.txt"));
+            if target == 2 {
+                prefix = vec![b'#'; 1000];
+                f.write_all(&prefix).unwrap();
+                f.write_all(&[b'~'; 5000]).unwrap();
+                f.seek(SeekFrom::Start(1000)).unwrap();
+            }
+            file = Some(f);
+            path = Some(p);
+        }
+        let raw = match (&pipe_w, &file) {
+            (Some(w), _) => w.as_raw_fd(),
+            (None, Some(f)) => f.as_raw_fd(),
+            _ => unreachable!(),
+        };
+        let rt = Runtime::builder()
+            .backend(Backend::Cpu)
+            .submission(Submission::IoUring)
+            .stdout_fd(raw)
+            .log_bytes(log)
+            .sq_entries(8)
+            .hang_timeout(Some(Duration::from_secs(10)))
+            .build()
+            .unwrap();
+        let ctx = rt.context().unwrap();
+        let stream = ctx.stream(false);
+        let lens = Arc::new(lens);
+        std::thread::scope(|s| {
+            for w in 0..warps {
+                let warp = Arc::new(SimWarp::new(lanes));
+                for lane in 0..lanes {
+                    let (warp, lens) = (warp.clone(), lens.clone());
+                    s.spawn(move || {
+                        let g = Lane { warp: &warp, lane };
+                        for i in 0..prints {
+                            let l = line(w, lane, i, lens[w][i][lane]);
+                            gpuio::device::print::emit(&g, ctx, stream, true, format_args!("{l}"));
+                        }
+                    });
+                }
+            }
+        });
+        if let Err(e) = rt.synchronize() {
+            panic!("{what}: {e}");
+        }
+        drop(rt);
+        drop(pipe_w.take());
+        let out = match (reader.take(), &path) {
+            (Some(r), _) => r.join().unwrap(),
+            (None, Some(p)) => std::fs::read(p).unwrap(),
+            _ => unreachable!(),
+        };
+        drop(file.take());
+        let mut body = &out[..];
+        if target == 2 {
+            assert!(body.starts_with(&prefix), "{what}: the prefix was overwritten");
+            body = &body[prefix.len()..];
+        }
+        let text = String::from_utf8(body.to_vec()).unwrap();
+        let mut seen: HashMap<(usize, usize), usize> = HashMap::new();
+        let mut total = 0;
+        for l in text.lines() {
+            if l.starts_with('~') {
+                break; // the rest of the old content, past what was printed
+            }
+            let mut it = l.splitn(4, ['.', ':']);
+            let (w, lane): (usize, usize) = (
+                it.next()
+                    .unwrap()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{what}: torn line {l:?}")),
+                it.next()
+                    .unwrap_or("x")
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{what}: torn line {l:?}")),
+            );
+            let n = seen.entry((w, lane)).or_default();
+            assert!(*n < prints, "{what}: extra line {l:?}");
+            assert_eq!(
+                l,
+                line(w, lane, *n, lens[w][*n][lane]),
+                "{what}: line out of order or torn"
+            );
+            *n += 1;
+            total += 1;
+        }
+        assert_eq!(total, warps * lanes * prints, "{what}: lines missing");
+    }
+}
