@@ -9,7 +9,11 @@
 //!   `--iters` times (default 10000); each round trip timed on the GPU's clock
 //!   (`%globaltimer`). Prints p50, p99, min, max. `--lat-file PATH` writes there instead
 //!   (an existing file is overwritten from offset 0; `/dev/null` works). Then the same
-//!   round trip again, timed in phases (`latency_phases`): a diagnostic.
+//!   round trip again, timed in phases (`latency_phases`): a diagnostic. Then the kernel's
+//!   part alone: a host thread writes the same 64 bytes as often on a host SQPOLL ring,
+//!   spinning on its CQ, and says whether io_uring handed the writes to io-wq workers
+//!   (into tmpfs it does: most of that part). Then issue 14's item 2: p50 at most 8 us and
+//!   p99 at most 15 us, `MET` or `NOT MET`.
 //! - **pread**: a `--size-mib` file (default 1024) in `--dir` (default the temp dir),
 //!   written and read once by the host first so that it is page-cached. `--threads` GPU
 //!   threads (default 1024, blocks of 128) read chunks of `--chunk-kib` (default 1024) with
@@ -608,6 +612,85 @@ struct RandomRun {
     wrong: u64,
 }
 
+/// What [`host_write_latency`] measured.
+struct HostLatency {
+    /// Each round trip, ns, sorted.
+    lat_ns: Vec<u64>,
+    /// Writes that failed or came back short.
+    failed: u64,
+    /// `iou-wrk` threads in this process afterwards: io_uring handed writes to io-wq.
+    io_wq_workers: usize,
+}
+
+/// The 64-byte `pwrite` round trip of the GPU's latency run, from a host thread: `iters`
+/// writes at `i * 64` of `path` (created, or overwritten from its start) on a host SQPOLL
+/// ring, each timed from the SQ tail's store to the CQE, the thread spinning on the CQ.
+/// The kernel's part of the GPU's round trip alone, with no PCIe between.
+fn host_write_latency(path: &std::path::Path, iters: u32) -> std::io::Result<HostLatency> {
+    use gpuio_device::uapi::{Sqe, IORING_OP_WRITE};
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    // The ring's SQPOLL thread is the one that is new after the writes (just after the
+    // setup it may not be listed yet); the io-wq workers it starts are named after its
+    // thread id (the runtime's rings have theirs too).
+    let before = threads_named("iou-sqp");
+    let mut ring = uring::Ring::new(8, SQ_IDLE_MS)?;
+    let buf = [b'h'; 64];
+    let (mut lat_ns, mut failed) = (Vec::with_capacity(iters as usize), 0);
+    for i in 0..iters {
+        let sqe = Sqe {
+            opcode: IORING_OP_WRITE,
+            fd: file.as_raw_fd(),
+            off: i as u64 * 64,
+            addr: buf.as_ptr() as u64,
+            len: 64,
+            ..Sqe::default()
+        };
+        assert!(ring.push(&sqe), "an empty 8-entry SQ has room");
+        let t0 = Instant::now();
+        ring.submit()?;
+        let mut res = None;
+        while res.is_none() {
+            ring.reap(|c| res = Some(c.res));
+        }
+        lat_ns.push(t0.elapsed().as_nanos() as u64);
+        failed += (res != Some(64)) as u64;
+    }
+    lat_ns.sort_unstable();
+    let sqpoll: Vec<u64> = threads_named("iou-sqp")
+        .into_iter()
+        .filter(|t| !before.contains(t))
+        .map(|(tid, _)| tid)
+        .collect();
+    let io_wq_workers = threads_named("iou-wrk")
+        .iter()
+        .filter(|(_, comm)| sqpoll.iter().any(|t| comm.trim_end() == format!("iou-wrk-{t}")))
+        .count();
+    Ok(HostLatency {
+        lat_ns,
+        failed,
+        io_wq_workers,
+    })
+}
+
+/// This process's threads whose name starts with `prefix`: (thread id, name).
+fn threads_named(prefix: &str) -> Vec<(u64, String)> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| {
+            let tid = t.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            comm.starts_with(prefix).then_some((tid, comm))
+        })
+        .collect()
+}
+
 /// SQPOLL idle time of the host rings, as the gpuio runtime's default.
 const SQ_IDLE_MS: u32 = 50;
 
@@ -980,6 +1063,45 @@ fn main() {
         cfg.iters, bad
     );
     write_table(&mut std::io::stdout(), &["phase", "p50 us", "p99 us"], rows, 1);
+
+    // ---- the kernel's part alone: the same writes from a host thread on a host SQPOLL ring.
+    let host_lat_path = match &cfg.lat_file {
+        Some(p) => p.clone(),
+        None => cfg.dir.join(format!("gpuio-bench-lat-host-{}", std::process::id())),
+    };
+    let host = host_write_latency(&host_lat_path, cfg.iters).expect("host io_uring round trip");
+    if cfg.lat_file.is_none() {
+        let _ = std::fs::remove_file(&host_lat_path);
+    }
+    let (host_p50, host_p99) = (quantile_us(&host.lat_ns, 0.5), quantile_us(&host.lat_ns, 0.99));
+    println!();
+    println!(
+        "## the kernel's part alone: a host thread writes the same 64 B {} times on a host SQPOLL ring \
+         and spins on the CQ ({} failed; io-wq workers seen: {})",
+        cfg.iters, host.failed, host.io_wq_workers
+    );
+    write_table(
+        &mut std::io::stdout(),
+        &["p50 us", "p99 us"],
+        vec![vec![format!("{host_p50:.2}"), format!("{host_p99:.2}")]],
+        0,
+    );
+    failed |= host.failed > 0;
+    let (gpu_p50, gpu_p99) = (pct(0.5), pct(0.99));
+    println!(
+        "issue 14, item 2 (p50 <= 8 us, p99 <= 15 us): {} (p50 {gpu_p50:.2}, p99 {gpu_p99:.2}; of the p50, the \
+         kernel's part alone is {host_p50:.2}{})",
+        if gpu_p50 <= 8.0 && gpu_p99 <= 15.0 {
+            "MET"
+        } else {
+            "NOT MET"
+        },
+        if host.io_wq_workers > 0 {
+            ": io_uring hands these writes to an io-wq worker thread"
+        } else {
+            ""
+        }
+    );
 
     // ---- the file for pread, page-cached.
     let path = cfg.dir.join(format!("gpuio-bench-file-{}", std::process::id()));
