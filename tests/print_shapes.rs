@@ -1,15 +1,17 @@
 //! Random shapes of printing warps against small logs: lanes per warp, warps, log sizes
-//! (64 B to 8 KiB), line lengths from a few bytes to past the log, serial, appending and
-//! positional streams. Every line must come out whole, once, in its lane's order, and no
+//! (64 B to 8 KiB), line lengths from a few bytes to past the log, serial, appending
+//! (alone, and beside another runtime: writes ending after a line) and positional streams. Every line must come out whole, once, in its lane's order, and no
 //! case may hang (a watchdog names the case and its seed).
 //!
 //! CI runs a fixed set of cases; more: `SHAPES=300 SHAPES_SEED=7 cargo test --release --test
-//! print_shapes -- --nocapture`. A warp whose record was nearly the log's size hung its
+//! print_shapes -- --nocapture` (a failure names the case, reproduced by the same two
+//! numbers). A warp whose record was nearly the log's size hung its
 //! stream before `print::emit` bounded records to the log less a chunk; case 0 met it.
 
 use std::collections::HashMap;
 use std::io::{Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +23,16 @@ use common::pipes::{pipe, slow_reader};
 use common::temp_file;
 use common::warp::{Lane, SimWarp};
 
+/// A well-mixed 64-bit value from `x` (splitmix64's finaliser): distinct cases get
+/// unrelated generators.
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// xorshift64: the shapes of one case.
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -49,19 +61,23 @@ fn line(w: usize, lane: usize, i: usize, len: usize) -> String {
 
 #[test]
 fn random_warp_shapes_against_small_logs() {
-    let cases: u64 = std::env::var("SHAPES").ok().and_then(|v| v.parse().ok()).unwrap_or(40);
-    let seed0: u64 = std::env::var("SHAPES_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
+    let number = |name: &str, default: u64| match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} must be a number, not {v:?}")),
+        Err(_) => default,
+    };
+    let (cases, seed) = (number("SHAPES", 40), number("SHAPES_SEED", 1));
     for case in 0..cases {
-        let seed = seed0.wrapping_mul(1_000_003).wrapping_add(case) | 1;
-        let mut rng = Rng(seed.wrapping_mul(0x9E3779B97F4A7C15) | 1);
+        let mut rng = Rng(splitmix(seed.wrapping_mul(0x1_0000_0000).wrapping_add(case)) | 1);
         let log = 64usize << rng.below(8);
         let lanes = [1usize, 2, 3, 4, 8][rng.below(5) as usize];
         let warps = 1 + rng.below(3) as usize;
         let prints = 20 + rng.below(60) as usize;
-        let target = rng.below(3); // 0 pipe, 1 fresh file (append), 2 file seeked inside (positional)
+        // 0: a pipe (serial); 1: a fresh file (appended to); 2: a file whose fd stands inside
+        // it (written at positions); 3: a fresh file another runtime prints to too
+        // (appended to, each write ending after a line).
+        let target = rng.below(4);
         let maxlen = [16u64, 64, log as u64 / 2, log as u64, 2 * log as u64, 300][rng.below(6) as usize].max(12);
         let lens: Vec<Vec<Vec<usize>>> = (0..warps)
             .map(|_| {
@@ -100,17 +116,35 @@ fn random_warp_shapes_against_small_logs() {
             (None, Some(f)) => f.as_raw_fd(),
             _ => unreachable!(),
         };
-        let rt = Runtime::builder()
-            .backend(Backend::Cpu)
-            .submission(Submission::IoUring)
-            .stdout_fd(raw)
-            .log_bytes(log)
-            .sq_entries(8)
-            .hang_timeout(Some(Duration::from_secs(10)))
-            .build()
-            .unwrap();
+        let build = || {
+            Runtime::builder()
+                .backend(Backend::Cpu)
+                .submission(Submission::IoUring)
+                .stdout_fd(raw)
+                .log_bytes(log)
+                .sq_entries(8)
+                .hang_timeout(Some(Duration::from_secs(10)))
+                .build()
+                .unwrap()
+        };
+        let rt = build();
+        // A launch decides how each stream writes its file (the warps below print outside
+        // any kernel, through the context): with `other` printing to the file (its kernel
+        // counts until it synchronizes), this runtime's writes end after a line.
+        let other = (target == 3).then(|| {
+            let other = build();
+            other.launch(1, 1, || {}).unwrap();
+            other
+        });
+        rt.launch(1, 1, || {}).unwrap();
         let ctx = rt.context().unwrap();
         let stream = ctx.stream(false);
+        let append = [0, 1, 0, gpuio::device::stream::APPEND_WHOLE_LINES][target as usize];
+        assert_eq!(
+            stream.append.load(Ordering::Relaxed),
+            append,
+            "{what}: the stream's mode"
+        );
         let lens = Arc::new(lens);
         std::thread::scope(|s| {
             for w in 0..warps {
@@ -131,6 +165,9 @@ fn random_warp_shapes_against_small_logs() {
             panic!("{what}: {e}");
         }
         drop(rt);
+        if let Some(other) = other {
+            other.synchronize().unwrap();
+        }
         drop(pipe_w.take());
         let out = match (reader.take(), &path) {
             (Some(r), _) => r.join().unwrap(),
@@ -161,6 +198,7 @@ fn random_warp_shapes_against_small_logs() {
                     .parse()
                     .unwrap_or_else(|_| panic!("{what}: torn line {l:?}")),
             );
+            assert!(w < warps && lane < lanes, "{what}: torn line {l:?}");
             let n = seen.entry((w, lane)).or_default();
             assert!(*n < prints, "{what}: extra line {l:?}");
             assert_eq!(

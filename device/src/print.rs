@@ -4,10 +4,10 @@
 //! case), the lanes of the warp that print to the same stream add up their lengths, one
 //! lane reserves space for all of them, each lane copies its line into its place, and one
 //! flush sends them out (if the lines together fit the log less a chunk; if not, they go
-//! out one lane at a time, as long lines do). A longer line is measured first (a formatting pass that only
-//! counts), then formatted straight into its reserved space, one lane of the group at a
-//! time, in pieces if it is longer than the whole log: it stays whole and contiguous at any
-//! length.
+//! out one lane at a time, as long lines do). A longer line is measured first (a
+//! formatting pass that only counts), then formatted straight into its reserved space, one
+//! lane of the group at a time, in pieces if it is longer than the whole log: it stays
+//! whole and contiguous at any length.
 //!
 //! `print!` (no newline) writes its text at once, whole, like a line: it is not held back
 //! until the thread's line ends, so pieces of different threads sit side by side.
@@ -52,8 +52,9 @@ const MEMBER_SHIFT: u32 = 52;
 const COUNT_MASK: u64 = (1 << 10) - 1;
 
 /// Prints one record for the group `g`: every lane's line, back to back, in lane order.
-/// Lines that do not fit the record (longer than [`LINE_BUF`], or a record longer than the
-/// log) are printed after it, one lane at a time.
+/// Lines longer than [`LINE_BUF`] are printed after it, one lane at a time; and if the
+/// lines together do not fit the log less a chunk, there is no record: every line is
+/// printed that way.
 ///
 /// Every lane of `g` must call this together (it is a collective operation).
 pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args: fmt::Arguments) {
@@ -128,7 +129,11 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
             (sums >> UNFIT_SHIFT) & COUNT_MASK,
         )
     } else {
-        (printing, before >> PRINTING_SHIFT, sums >> PRINTING_SHIFT)
+        (
+            printing,
+            (before >> PRINTING_SHIFT) & COUNT_MASK,
+            (sums >> PRINTING_SHIFT) & COUNT_MASK,
+        )
     };
     for k in 0..turns {
         if long && turn == k {

@@ -322,7 +322,8 @@ impl Stream {
     }
 
     /// Writes one lane's part of a record: `bytes` at reserved position `pos`, inside the
-    /// record that ends at `record_end` (at most `cap` bytes after its start), into the log,
+    /// record that ends at `record_end` (at most `cap - chunk` bytes after its start: a
+    /// longer record may wait for room forever, `print::emit` says why), into the log,
     /// or into the stage if `staged` (the group then copies the record out: `copy_out`).
     /// The lane waits until the whole record may be written, then writes its part; it does
     /// not commit it: the group's leader commits the whole record once every lane wrote

@@ -105,8 +105,8 @@ kernel! {
 kernel! {
     /// `2 * lines` lines per thread, `t=<t> i=<i>` for even `i`, and for odd `i` that and a
     /// space and [`near_log_pad`]`(t, i)` bytes of `z`: the lines of a 32-lane warp add up to
-    /// 2.5-4.5 KiB, about the size of a 4 KiB log, so that a warp's record sometimes fits the
-    /// log less a chunk and sometimes does not, behind records of short lines.
+    /// 2.5-4.6 KiB, about the size of a 4 KiB log, so that a warp's record sometimes fits the
+    /// log less a chunk (3 KiB) and sometimes does not, behind records of short lines.
     pub fn near_log_records(lines: u32) {
         let t = global_thread_idx();
         for j in 0..lines {
@@ -116,9 +116,11 @@ kernel! {
     }
 }
 
-/// How many `z` [`near_log_records`] prints on thread `t`'s line `i`.
+/// How many `z` [`near_log_records`] prints on thread `t`'s line `i`: the same for the 32
+/// threads of a warp, so that a warp's records vary in size from print to print (with a
+/// pad that varied by thread, every record would be about the average).
 pub fn near_log_pad(t: u64, i: u32) -> usize {
-    70 + ((t * 7 + i as u64 / 2) % 60) as usize
+    68 + ((t / 32 * 13 + i as u64 / 2 * 7) % 64) as usize
 }
 
 /// `L<t>:` followed by `a..z` repeated, `len` bytes in all (the newline not counted).

@@ -387,7 +387,7 @@ pub(crate) fn warp_records_near_the_log_size(config: Config, scratch: &Scratch) 
         }
     })?;
     Ok(format!(
-        "a 4 KiB log, warps' records of 2.5-4.5 KiB behind short ones: {} lines from {} threads",
+        "a 4 KiB log, warps' records of 2.5-4.6 KiB behind short ones: {} lines from {} threads",
         out.lines().count(),
         grid * block
     ))
