@@ -16,7 +16,7 @@ use gpuio::{Backend, Error, Runtime, Submission};
 #[allow(dead_code)]
 mod common;
 use common::pipes::{slow_reader, small_pipe};
-use common::warp::{Lane, SimWarp};
+use common::warp::run_warps;
 use common::{check_lines, skip, stress_kernel, temp_file, watchdog};
 
 /// The CPU backend, its ring consumed by `sub`.
@@ -600,20 +600,12 @@ fn a_tiny_log_with_lines_near_its_size_does_not_hang(sub: Submission) {
     let (warps, lanes) = (2usize, 4usize);
     let ctx = rt.context().expect("the CPU backend keeps its context in host memory");
     let stream = ctx.stream(false);
-    std::thread::scope(|s| {
-        for w in 0..warps {
-            let warp = Arc::new(SimWarp::new(lanes));
-            for lane in 0..lanes {
-                let warp = warp.clone();
-                s.spawn(move || {
-                    let g = Lane { warp: &warp, lane };
-                    for i in 0..prints {
-                        gpuio::device::print::emit(&g, ctx, stream, true, format_args!("{w}{lane}"));
-                        let pad = "y".repeat(16 + (i + lane * 3) % 8);
-                        gpuio::device::print::emit(&g, ctx, stream, true, format_args!("{w} {lane} {pad}"));
-                    }
-                });
-            }
+    run_warps(warps, lanes, |w, g| {
+        let lane = g.lane;
+        for i in 0..prints {
+            gpuio::device::print::emit(g, ctx, stream, true, format_args!("{w}{lane}"));
+            let pad = "y".repeat(16 + (i + lane * 3) % 8);
+            gpuio::device::print::emit(g, ctx, stream, true, format_args!("{w} {lane} {pad}"));
         }
     });
     if let Err(e) = rt.synchronize() {
@@ -675,26 +667,17 @@ fn a_warp_println_is_one_record_in_lane_order(sub: Submission) {
         .unwrap();
     let ctx = rt.context().expect("the CPU backend keeps its context in host memory");
     let stream = ctx.stream(false);
-    std::thread::scope(|s| {
-        for w in 0..warps {
-            let warp = Arc::new(SimWarp::new(lanes));
-            for lane in 0..lanes {
-                let warp = warp.clone();
-                s.spawn(move || {
-                    let g = Lane { warp: &warp, lane };
-                    assert_eq!(g.warp.lanes, lanes);
-                    for i in 0..prints {
-                        // Lanes print lines of different lengths, as real lanes would.
-                        gpuio::device::print::emit(
-                            &g,
-                            ctx,
-                            stream,
-                            true,
-                            format_args!("w={w} i={i} lane={lane}{}", ".".repeat(lane * 3)),
-                        );
-                    }
-                });
-            }
+    run_warps(warps, lanes, |w, g| {
+        let lane = g.lane;
+        for i in 0..prints {
+            // Lanes print lines of different lengths, as real lanes would.
+            gpuio::device::print::emit(
+                g,
+                ctx,
+                stream,
+                true,
+                format_args!("w={w} i={i} lane={lane}{}", ".".repeat(lane * 3)),
+            );
         }
     });
     let sqes_before_drain = rt.stats().sqes;
