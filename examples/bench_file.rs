@@ -9,8 +9,11 @@
 //!   `--iters` times (default 10000); each round trip timed on the GPU's clock
 //!   (`%globaltimer`). Prints p50, p99, min, max. `--lat-file PATH` writes there instead
 //!   (an existing file is overwritten from offset 0; `/dev/null` works). Then the same
-//!   round trip again, timed in phases (`latency_phases`): a diagnostic. Then the kernel's
-//!   part alone: a host thread writes the same 64 bytes as often on a host SQPOLL ring,
+//!   round trip again, timed in phases (`latency_phases`): a diagnostic. Then the floor
+//!   (`latency_floor`, a diagnostic): the same writes by one thread alone on the ring, with
+//!   none of the protocol's steps (the SQE, one release of the SQ tail, acquires of the CQ
+//!   tail, the CQE, one release of the CQ head), what PCIe and the kernel allow before
+//!   gpuio's own steps. Then the kernel's part alone: a host thread writes the same 64 bytes as often on a host SQPOLL ring,
 //!   spinning on its CQ, and how often that ring's io-wq workers slept (about once per
 //!   write when io_uring hands each write to one). Then issue 14's item 2 (GPU only): p50
 //!   at most 8 us and p99 at most 15 us, `MET` or `NOT MET`.
@@ -323,6 +326,50 @@ fn one_thread(rt: &Runtime, g: &Gpu, name: &str, cpu: fn(i32, u32, u64), fd: i32
         None => rt.launch(1, 1, move || cpu(fd, iters, out)).expect("launch"),
     }
     rt.synchronize().expect("synchronize");
+}
+
+/// Prints the table of `latency_floor`'s round trips (`out` holds [`k::FLOOR_ROW`] words per
+/// round trip); returns the whole round trip's p50 and p99 (us), or `None` (having said why)
+/// if a write came back other than 64 or the kernel found the ring busy.
+fn floor_table(out: &DevBuf, iters: u32) -> Option<(f64, f64)> {
+    let row = k::FLOOR_ROW;
+    let words = download_u64(out, iters as usize * row);
+    let busy = words.chunks(row).filter(|r| r[0] == u64::MAX).count();
+    let bad = words.chunks(row).filter(|r| r[row - 1] != 64).count();
+    let names = [
+        "stage 64 B, write the SQE",
+        "store the SQ tail (Release)",
+        "until the CQ tail moves (Acquire loads)",
+        "load the CQE, store the CQ head (Release)",
+        "whole round trip",
+    ];
+    let q = |k: usize, p: f64| {
+        let mut v: Vec<u64> = words.chunks(row).map(|r| r[k]).collect();
+        v.sort_unstable();
+        v[((v.len() - 1) as f64 * p) as usize] as f64 / 1e3
+    };
+    println!();
+    println!(
+        "## the floor: the same writes, one thread alone on the ring with none of the protocol's steps \
+         ({iters} iterations, {bad} results not 64)"
+    );
+    if busy > 0 {
+        println!("the floor did not run: the ring was not idle at its launch");
+        return None;
+    }
+    let rows = names
+        .iter()
+        .enumerate()
+        .map(|(k, name)| {
+            vec![
+                name.to_string(),
+                format!("{:.2}", q(k, 0.5)),
+                format!("{:.2}", q(k, 0.99)),
+            ]
+        })
+        .collect();
+    write_table(&mut std::io::stdout(), &["phase", "p50 us", "p99 us"], rows, 1);
+    (bad == 0).then(|| (q(row - 2, 0.5), q(row - 2, 0.99)))
 }
 
 /// The host pipeline on `pins.len()` threads (inline when one): thread `j` takes blocks
@@ -1045,6 +1092,9 @@ fn main() {
     let row = k::LATENCY_ROW;
     let mut ph = DevBuf::new(&g, cfg.iters as usize * row * 8);
     one_thread(&rt, &g, "latency_phases", k::latency_phases, fd, iters, ph.addr());
+    // ---- the floor (diagnostic): the same writes with none of the protocol's steps.
+    let mut fl = DevBuf::new(&g, cfg.iters as usize * k::FLOOR_ROW * 8);
+    one_thread(&rt, &g, "latency_floor", k::latency_floor, fd, iters, fl.addr());
     drop(lat_file);
     if cfg.lat_file.is_none() {
         let _ = std::fs::remove_file(&lat_path);
@@ -1081,6 +1131,8 @@ fn main() {
         cfg.iters, bad
     );
     write_table(&mut std::io::stdout(), &["phase", "p50 us", "p99 us"], rows, 1);
+    let floor = floor_table(&fl, cfg.iters);
+    failed |= floor.is_none();
 
     // ---- the kernel's part alone: the same writes from a host thread on a host SQPOLL ring.
     let host_lat_path = match &cfg.lat_file {
@@ -1119,11 +1171,16 @@ fn main() {
     } else {
         println!(
             "issue 14, item 2 (p50 <= 8 us, p99 <= 15 us): {} (p50 {gpu_p50:.2}, p99 {gpu_p99:.2}; of the p50, \
-             the kernel's part alone is {host_p50:.2}{io_wq})",
+             the kernel's part alone is {host_p50:.2}{io_wq}; the floor, one thread alone on the ring \
+             with none of the protocol's steps, {})",
             if gpu_p50 <= 8.0 && gpu_p99 <= 15.0 {
                 "MET"
             } else {
                 "NOT MET"
+            },
+            match floor {
+                Some((p50, p99)) => format!("p50 {p50:.2}, p99 {p99:.2}"),
+                None => "failed".to_string(),
             },
         );
     }

@@ -350,6 +350,110 @@ kernel! {
     }
 }
 
+/// Values per round trip in `out` of [`latency_floor`]: its four phases, the whole, then
+/// the result.
+pub const FLOOR_ROW: usize = 6;
+
+kernel! {
+    /// What the hardware and the kernel allow a GPU thread's 64-byte `pwrite` round trip: the
+    /// fewest steps it can take, none of the protocol's. Thread 0, alone on its block's ring,
+    /// `iters` times: stage 64 bytes in an arena block and write the SQE into its slot
+    /// (plain stores to host memory); store the SQ tail (Release: one system-scope fence,
+    /// then the store); load the CQ tail (Acquire) until it moves; load the CQE (one 16-byte
+    /// load) and store the CQ head (Release). No ticket, ready flag, combiner lock,
+    /// completion slot or dispatch. A diagnostic, sound only while nothing else uses the
+    /// ring: the host launches it alone, on one thread, with the ring idle (it checks the
+    /// ring's counters and writes `u64::MAX` rows if they say otherwise); it leaves the
+    /// counters as if the protocol had submitted and reaped the same SQEs.
+    /// `out[FLOOR_ROW * i + k]` (u64, ns): staging and the SQE, the tail's store, until the
+    /// tail moves, the CQE and the head's store, the whole round trip; then the CQE's result.
+    pub fn latency_floor(fd: i32, iters: u32, out: u64) {
+        use gpuio_device::uapi::{Sqe, IORING_OP_WRITE};
+        /// A CQE's 16 bytes, aligned as the kernel places them.
+        #[repr(C, align(16))]
+        #[derive(Clone, Copy)]
+        struct Bits([u64; 2]);
+        if global_thread_idx() != 0 {
+            return;
+        }
+        let Some(ctx) = gpuio_device::context::installed() else {
+            return;
+        };
+        let put = |i: u32, row: [u64; FLOOR_ROW]| {
+            for (k, v) in row.iter().enumerate() {
+                // SAFETY: the host allocated `FLOOR_ROW * iters` u64s.
+                unsafe { *(out as *mut u64).add(FLOOR_ROW * i as usize + k) = *v };
+            }
+        };
+        let ring = ctx.request_ring();
+        // Acquire: pairs with the protocol's releases of these counters, so that the SQEs
+        // and CQEs they count are done with before we reuse their slots.
+        let start = ring.tickets.load(Ordering::Acquire);
+        if ring.sq_entries == 0
+            || start != ring.published.load(Ordering::Acquire)
+            || start != ring.reaped.load(Ordering::Acquire)
+        {
+            // Something is in flight: the ring is not ours alone.
+            (0..iters).for_each(|i| put(i, [u64::MAX; FLOOR_ROW]));
+            return;
+        }
+        // One thread: it may hold the block for the whole loop (the lockstep rule binds
+        // only lanes that wait for one another).
+        let block = ctx.with_taken(|| ctx.arena.pool.try_take(), |b| b);
+        // SAFETY (for the four dereferences below): the ring's pointers are valid while the
+        // runtime lives, which outlives the kernel.
+        let (sq_tail, cq_tail, cq_head) = unsafe { (&*ring.sq_tail, &*ring.cq_tail, &*ring.cq_head) };
+        let line = [b'x'; 64];
+        let (mut tail, mut head) = (start, start);
+        for i in 0..iters {
+            let t0 = clock_ns();
+            // SAFETY: the block is ours until we give it back.
+            unsafe { gpuio_device::sync::copy_to_cells(ctx.arena.cells(block), &line) };
+            let sqe = Sqe {
+                opcode: IORING_OP_WRITE,
+                fd,
+                off: i as u64 * 64,
+                addr: ctx.arena.io_addr(block),
+                len: 64,
+                user_data: i as u64,
+                ..Sqe::default()
+            };
+            // SAFETY: the slot's last SQE was consumed: its CQE came back (below, or before
+            // the launch: every published SQE was reaped), which the kernel posts after it
+            // consumed the SQE. `sqes` holds `sq_entries` slots and the index is masked.
+            unsafe { (*ring.sqes.add((tail & (ring.sq_entries - 1)) as usize)).write(sqe) };
+            let t1 = clock_ns();
+            tail = tail.wrapping_add(1);
+            // Release, system scope: the SQE and the staged bytes happen-before the kernel's
+            // smp_load_acquire of the tail.
+            sq_tail.store(tail, Ordering::Release);
+            let t2 = clock_ns();
+            // Acquire, system scope: pairs with the kernel's smp_store_release of the CQ tail;
+            // the CQE happens-before our load of it.
+            while cq_tail.load(Ordering::Acquire) == head {}
+            let t3 = clock_ns();
+            let cell = ring.cqes.wrapping_add((head & (ring.cq_entries - 1)) as usize) as *const Bits;
+            // SAFETY: the kernel published the slot (the acquire above) and will not rewrite it
+            // before the head moves past it; it is 16-byte aligned (the kernel places the CQE
+            // array so) and 16 bytes long.
+            let Bits([_, rest]) = unsafe { gpuio_device::arch::read_published(cell) };
+            head = head.wrapping_add(1);
+            // Release, system scope: our load of the CQE happens-before the kernel reuses the
+            // slot.
+            cq_head.store(head, Ordering::Release);
+            let t4 = clock_ns();
+            put(i, [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0, rest as u32 as i32 as i64 as u64]);
+        }
+        // The counters as the protocol leaves them after submitting and reaping these SQEs
+        // (Release: what we did to the ring happens-before the next user's acquire of them).
+        // `sq_head_seen` may lag: it only sends submitters to the kernel's word.
+        ring.tickets.store(tail, Ordering::Release);
+        ring.published.store(tail, Ordering::Release);
+        ring.reaped.store(head, Ordering::Release);
+        ctx.arena.pool.give_back(block);
+    }
+}
+
 /// Bytes of one [`pread_random`] read: a page.
 pub const RANDOM_READ: u64 = 4096;
 
