@@ -5,18 +5,21 @@
 //!
 //! On the CUDA backend (a GPU present) it measures, in this order:
 //! - **latency**: one GPU thread `pwrite`s 64 bytes (from its stack: device memory, so
-//!   staged through the arena) at `i * 64` of a fresh file and waits for the completion,
-//!   `--iters` times (default 10000); each round trip timed on the GPU's clock
-//!   (`%globaltimer`). Prints p50, p99, min, max. `--lat-file PATH` writes there instead
-//!   (an existing file is overwritten from offset 0; `/dev/null` works). Then the same
-//!   round trip again, timed in phases (`latency_phases`): a diagnostic. Then the floor
-//!   (`latency_floor`, a diagnostic): the same writes by one thread alone on the ring, with
-//!   none of the protocol's steps (the SQE, one release of the SQ tail, acquires of the CQ
-//!   tail, the CQE, one release of the CQ head), what PCIe and the kernel allow before
-//!   gpuio's own steps. Then the kernel's part alone: a host thread writes the same 64 bytes as often on a host SQPOLL ring,
-//!   spinning on its CQ, and how often that ring's io-wq workers slept (about once per
-//!   write when io_uring hands each write to one). Then issue 14's item 2 (GPU only): p50
-//!   at most 8 us and p99 at most 15 us, `MET` or `NOT MET`.
+//!   staged) at `i * 64` of a fresh file and waits for the completion, `--iters` times
+//!   (default 10000); each round trip timed on the GPU's clock (`%globaltimer`). Two ways,
+//!   one after the other: `pwrite` (which takes the solo ring, `Builder::solo`, when the
+//!   runtime has one: `GPUIO_SOLO=off` runs without), then `pwrite_async` and its wait (the
+//!   shared rings, through the arena). Prints p50, p99, min, max of each, and how many
+//!   writes went through the solo ring. `--lat-file PATH` writes there instead (an
+//!   existing file is overwritten from offset 0; `/dev/null` works). Then the shared
+//!   rings' round trip again, timed in phases (`latency_phases`): a diagnostic. Then the
+//!   floor (`latency_floor`, a diagnostic): the same writes by one thread alone on a ring,
+//!   with none of the protocol's steps (the SQE, one release of the SQ tail, acquires of
+//!   the CQ tail, the CQE, one release of the CQ head), what PCIe and the kernel allow.
+//!   Then the kernel's part alone: a host thread writes the same 64 bytes as often on a
+//!   host SQPOLL ring, spinning on its CQ, and how often that ring's io-wq workers slept
+//!   (about once per write when io_uring hands each write to one). Then issue 14's item 2
+//!   (GPU only, on `pwrite`): p50 at most 8 us and p99 at most 15 us, `MET` or `NOT MET`.
 //! - **pread**: a `--size-mib` file (default 1024) in `--dir` (default the temp dir),
 //!   written and read once by the host first so that it is page-cached. `--threads` GPU
 //!   threads (default 1024, blocks of 128) read chunks of `--chunk-kib` (default 1024) with
@@ -1049,42 +1052,71 @@ fn main() {
         .expect("create");
     let mut lat = DevBuf::new(&g, cfg.iters as usize * 8);
     let (fd, iters) = (lat_file.as_raw_fd(), cfg.iters);
-    one_thread(&rt, &g, "pwrite_latency", k::pwrite_latency, fd, iters, lat.addr());
-    let mut raw = vec![0u8; cfg.iters as usize * 8];
-    lat.download(0, &mut raw);
-    let mut ns: Vec<u64> = raw
-        .chunks(8)
-        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-        .collect();
-    let errors = ns.iter().filter(|&&v| v == u64::MAX).count();
+    // The same writes two ways: `pwrite` (the solo ring while no other thread holds it),
+    // then `pwrite_async` and its wait (always the shared rings).
+    let mut ways = Vec::new();
+    for (name, kernel) in [
+        ("pwrite_latency", k::pwrite_latency as fn(i32, u32, u64)),
+        ("pwrite_latency_shared", k::pwrite_latency_shared),
+    ] {
+        let solo_before = rt.stats().solo_requests;
+        one_thread(&rt, &g, name, kernel, fd, iters, lat.addr());
+        let solo = rt.stats().solo_requests.wrapping_sub(solo_before);
+        let mut ns = download_u64(&lat, cfg.iters as usize);
+        let errors = ns.iter().filter(|&&v| v == u64::MAX).count();
+        ns.sort_unstable();
+        ways.push((name, ns, errors, solo));
+    }
     let meta = std::fs::metadata(&lat_path).expect("stat");
     let written = if meta.is_file() {
         meta.len()
     } else {
         cfg.iters as u64 * 64
     };
-    ns.sort_unstable();
-    let pct = |p: f64| ns[((ns.len() - 1) as f64 * p) as usize] as f64 / 1e3;
-    let granularity = ns.windows(2).map(|w| w[1] - w[0]).filter(|&d| d > 0).min().unwrap_or(0);
+    let q = |ns: &[u64], p: f64| ns[((ns.len() - 1) as f64 * p) as usize] as f64 / 1e3;
     println!();
     println!(
-        "## one thread: pwrite 64 B and wait, {} times ({} failed; file {} bytes)",
-        cfg.iters, errors, written
+        "## one thread: pwrite 64 B and wait, {} times each way (file {} bytes)",
+        cfg.iters, written
     );
     write_table(
         &mut std::io::stdout(),
-        &["p50 us", "p99 us", "min us", "max us", "mean us", "clock step ns"],
-        vec![vec![
-            format!("{:.2}", pct(0.5)),
-            format!("{:.2}", pct(0.99)),
-            format!("{:.2}", pct(0.0)),
-            format!("{:.2}", pct(1.0)),
-            format!("{:.2}", ns.iter().sum::<u64>() as f64 / ns.len() as f64 / 1e3),
-            granularity.to_string(),
-        ]],
-        0,
+        &[
+            "way",
+            "p50 us",
+            "p99 us",
+            "min us",
+            "max us",
+            "mean us",
+            "clock step ns",
+            "failed",
+            "via the solo ring",
+        ],
+        ways.iter()
+            .map(|(name, ns, errors, solo)| {
+                let step = ns.windows(2).map(|w| w[1] - w[0]).filter(|&d| d > 0).min().unwrap_or(0);
+                vec![
+                    match *name {
+                        "pwrite_latency" => "pwrite (solo ring where free)",
+                        _ => "pwrite_async + wait (shared rings)",
+                    }
+                    .to_string(),
+                    format!("{:.2}", q(ns, 0.5)),
+                    format!("{:.2}", q(ns, 0.99)),
+                    format!("{:.2}", q(ns, 0.0)),
+                    format!("{:.2}", q(ns, 1.0)),
+                    format!("{:.2}", ns.iter().sum::<u64>() as f64 / ns.len() as f64 / 1e3),
+                    step.to_string(),
+                    errors.to_string(),
+                    solo.to_string(),
+                ]
+            })
+            .collect(),
+        1,
     );
-    if errors > 0 || written != cfg.iters as u64 * 64 {
+    let (ns, errors) = (&ways[0].1, ways[0].2);
+    let pct = |p: f64| q(ns, p);
+    if ways.iter().any(|w| w.2 > 0) || written != cfg.iters as u64 * 64 {
         failed = true;
     }
 

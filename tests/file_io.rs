@@ -24,6 +24,7 @@ fn runtime(sub: Submission, arena: usize, block: usize) -> Runtime {
         .backend(Backend::Cpu)
         .submission(sub)
         .rings(common::suite_rings())
+        .solo(common::suite_solo())
         .sandbox(Sandbox::FileIo)
         .arena_bytes(arena)
         .arena_block_bytes(block)
@@ -41,6 +42,8 @@ over_submissions!(
     host_buffer_is_read_and_written_directly,
     async_transfers_overlap,
     print_only_sandbox_refuses_file_io_and_reports_it,
+    a_lone_threads_requests_take_the_solo_ring,
+    small_requests_of_many_threads_share_the_solo_ring_and_the_others,
 );
 
 /// Deterministic pseudo-random bytes, different for each seed: the generator the kernels
@@ -154,6 +157,132 @@ fn shared_file_distinct_offsets(sub: Submission) {
             on_disk[at..at + PER] == random_bytes(1000 + t, PER)[..],
             "range of thread {t} differs"
         );
+    }
+}
+
+/// One thread alone: each request that one SQE can carry (a staged transfer of up to
+/// `SOLO_STAGE` bytes, `open`, `fsync`, `close`) goes through the solo ring when the runtime
+/// has one, and a larger transfer through the shared rings, in arena-block pieces; the
+/// bytes are right either way, and an error comes back through the solo ring as through the
+/// others.
+fn a_lone_threads_requests_take_the_solo_ring(sub: Submission) {
+    let _w = watchdog("a_lone_threads_requests_take_the_solo_ring", 60);
+    let dir = TempDir::new("solo");
+    let path = dir.str("solo");
+    let rt = runtime(sub, 64 << 10, 4096);
+    let stage = gpuio::device::solo::SOLO_STAGE as usize;
+    let failures: Failures = Arc::default();
+    let (p, f) = (path.clone(), failures.clone());
+    rt.launch(1, 1, move || {
+        let run = || -> Result<(), String> {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&p)
+                .map_err(|e| format!("open: {e}"))?;
+            let small = random_bytes(1, 64);
+            let page = random_bytes(2, stage);
+            let more = random_bytes(3, stage + 1);
+            for (data, at) in [(&small, 0), (&page, 64), (&more, 64 + stage as u64)] {
+                let n = file
+                    .write_at(data, at)
+                    .map_err(|e| format!("write {}: {e}", data.len()))?;
+                if n != data.len() {
+                    return Err(format!("wrote {n} of {}", data.len()));
+                }
+            }
+            file.sync_all().map_err(|e| format!("fsync: {e}"))?;
+            let mut back = [0u8; 64];
+            match file.read_at(&mut back, 0) {
+                Ok(64) if back[..] == small[..] => {}
+                other => return Err(format!("read back {other:?}, equal {}", back[..] == small[..])),
+            }
+            // Past the end: a short count, then 0.
+            let end = 64 + 2 * stage as u64 + 1;
+            let mut tail = [0u8; 8];
+            match (file.read_at(&mut tail, end - 3), file.read_at(&mut tail, end)) {
+                (Ok(3), Ok(0)) if tail[..3] == more[stage - 2..] => {}
+                other => return Err(format!("reads at the end: {other:?}")),
+            }
+            // An error through the solo ring: a bad fd.
+            match io::pwrite(-1, &small, 0) {
+                Err(Errno::EBADF) => {}
+                other => return Err(format!("pwrite to fd -1: {other:?}")),
+            }
+            file.close().map_err(|e| format!("close: {e}"))
+        };
+        if let Err(e) = run() {
+            fail(&f, e);
+        }
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    assert_no_failures(&failures);
+    let mut want = random_bytes(1, 64);
+    want.extend(random_bytes(2, stage));
+    want.extend(random_bytes(3, stage + 1));
+    assert!(std::fs::read(&path).unwrap() == want, "the file holds other bytes");
+    // open, two writes, fsync, three reads, the bad write, close: 9 requests of one SQE;
+    // the write of one byte more than the solo ring's buffer goes in two blocks' pieces.
+    let stats = rt.stats();
+    assert_eq!(stats.solo, common::suite_solo());
+    if stats.solo {
+        assert_eq!((stats.solo_requests, stats.sqes), (9, 2), "{stats:?}");
+    } else {
+        assert_eq!((stats.solo_requests, stats.sqes), (0, 11), "{stats:?}");
+    }
+}
+
+/// 128 threads make small round trips at once (a write of 100 bytes, a read of them back,
+/// 20 times each): whoever finds the solo ring free takes it, the others go through the
+/// shared rings, and every thread reads its own bytes back. (Which thread took it is up to
+/// the scheduler; with 128 threads both ways are taken in practice.)
+fn small_requests_of_many_threads_share_the_solo_ring_and_the_others(sub: Submission) {
+    let _w = watchdog("small_requests_of_many_threads_share_the_solo_ring_and_the_others", 120);
+    let dir = TempDir::new("solo-many");
+    let path = dir.str("many");
+    let file = create(&path);
+    let fd = file.as_raw_fd();
+    const PER: usize = 100;
+    const ROUNDS: u64 = 20;
+    let rt = runtime(sub, 64 << 10, 4096);
+    let failures: Failures = Arc::default();
+    let f = failures.clone();
+    rt.launch(4, 32, move || {
+        let t = gpuio::device::global_thread_idx();
+        for r in 0..ROUNDS {
+            let data = random_bytes(t * ROUNDS + r, PER);
+            let off = (t * ROUNDS + r) * PER as u64;
+            match io::pwrite(fd, &data, off) {
+                Ok(PER) => {}
+                other => return fail(&f, format!("thread {t}: pwrite {other:?}")),
+            }
+            let mut back = [0u8; PER];
+            match io::pread(fd, &mut back, off) {
+                Ok(PER) if back[..] == data[..] => {}
+                other => {
+                    return fail(
+                        &f,
+                        format!("thread {t}: pread {other:?}, equal {}", back[..] == data[..]),
+                    )
+                }
+            }
+        }
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    assert_no_failures(&failures);
+    let on_disk = std::fs::read(&path).unwrap();
+    for i in 0..128 * ROUNDS {
+        let at = i as usize * PER;
+        assert!(on_disk[at..at + PER] == random_bytes(i, PER)[..], "write {i} differs");
+    }
+    let stats = rt.stats();
+    assert_eq!(stats.solo_requests + stats.sqes, 2 * 128 * ROUNDS as u32, "{stats:?}");
+    if !stats.solo {
+        assert_eq!(stats.solo_requests, 0);
     }
 }
 
@@ -434,6 +563,7 @@ fn print_only_sandbox_refuses_file_io_and_reports_it(sub: Submission) {
         .backend(Backend::Cpu)
         .submission(sub)
         .rings(common::suite_rings())
+        .solo(common::suite_solo())
         .build()
         .unwrap();
     if rt.stats().sandbox != Sandbox::PrintOnly {

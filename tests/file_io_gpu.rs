@@ -24,6 +24,7 @@ fn runtime(test: &str, backend: Backend, sub: Submission) -> Option<Runtime> {
         .backend(backend)
         .submission(sub)
         .rings(common::suite_rings())
+        .solo(common::suite_solo())
         .sandbox(Sandbox::FileIo)
         // Small, so that the big file is larger than the arena and transfers split.
         .arena_bytes(256 << 10)

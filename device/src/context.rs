@@ -7,13 +7,14 @@ use crate::errno::Errno;
 use crate::pool;
 use crate::request::{Prepared, Requests, Ticket};
 use crate::ring::{Ring, REAP_BATCH};
+use crate::solo::Solo;
 use crate::stream::Stream;
 use crate::sync::{fence, AtomicI32, AtomicU32, Ordering};
 use crate::uapi::{Cqe, Sqe};
 use crate::user_data::{self, KIND_REQUEST, KIND_STREAM};
 
 /// `"gpuio\0\0"` plus the layout version; the host writes it, the device checks it.
-pub const CONTEXT_MAGIC: u64 = 0x6770_7569_6f00_0006;
+pub const CONTEXT_MAGIC: u64 = 0x6770_7569_6f00_0007;
 
 /// The layout this build of the device crate gives the [`Context`]: the magic with the
 /// Context's size folded in. A code object exports it as `gpuio_layout`; the host refuses a
@@ -107,6 +108,9 @@ pub struct Context {
     /// permission error). Under the print-only sandbox every file request comes back so,
     /// refused by the kernel without being executed; the host reports them.
     pub denied_requests: AtomicU32,
+    /// The solo ring: a lone request's round trip with none of the shared rings' steps,
+    /// for one thread at a time ([`Solo::try_call`]).
+    pub solo: Solo,
 }
 
 // SAFETY: a Context's fields are atomics and the rings, streams, requests and arena, each of
@@ -454,10 +458,31 @@ impl Context {
         self.wait(ticket)
     }
 
-    /// Takes a completion slot (waiting for one), submits `sqe` and waits for its result.
+    /// Runs `sqe` and returns its result: on the solo ring if no other thread holds it
+    /// ([`Context::solo_call`]), else taking a completion slot (waiting for one) and
+    /// submitting to the calling thread's ring.
     #[inline(never)] // one copy in a code object
     pub fn call(&self, sqe: Sqe) -> i32 {
+        if let Some(res) = self.solo_call(|_, _| sqe, |_, _| ()) {
+            return res;
+        }
         self.with_taken(|| self.requests.try_take(), |ticket| self.submit_and_wait(ticket, sqe))
+    }
+
+    /// [`Solo::try_call`] on this context's solo ring, counting the sandbox's refusals as
+    /// the shared rings' dispatch does ([`Context::denied_requests`]).
+    #[inline]
+    pub fn solo_call(
+        &self,
+        prepare: impl FnOnce(*const crate::sync::SharedCell<u8>, u64) -> Sqe,
+        finish: impl FnOnce(*const crate::sync::SharedCell<u8>, i32),
+    ) -> Option<i32> {
+        let res = self.solo.try_call(prepare, finish)?;
+        if res == SANDBOX_REFUSAL {
+            // Relaxed: a count the host reads after a drain.
+            self.denied_requests.fetch_add(1, Ordering::Relaxed);
+        }
+        Some(res)
     }
 
     /// Reaps every ring, and flushes every stream a completion kicked.

@@ -55,6 +55,18 @@ pub unsafe fn group_copy(g: &impl Group, dst: *mut u8, src: *const u8, len: usiz
     g.sync();
 }
 
+/// Copies `len` bytes from `src` to `dst` on the calling lane alone, as a lane of a group of
+/// one does in [`group_copy`]: for a thread that copies while no sibling is with it (the
+/// holder of the solo ring, `crate::solo`, whose siblings went through the shared rings).
+///
+/// # Safety
+/// `src .. src + len` is valid for reads and `dst .. dst + len` for writes, not overlapping,
+/// and no other agent writes them during the call.
+pub unsafe fn copy_alone(dst: *mut u8, src: *const u8, len: usize) {
+    // SAFETY: the caller's contract.
+    unsafe { strided(dst, src, len, 0, 1) }
+}
+
 /// Units a lane loads before it stores them: loads from host memory take a PCIe round
 /// trip each, so a lane keeps several in flight instead of one.
 const BATCH: usize = 32;

@@ -22,6 +22,13 @@
 //! that the lanes making it together share ([`crate::copy`]); a buffer on the thread's
 //! stack (private to the thread) is copied by its own thread.
 //!
+//! # A lone request
+//! [`pwrite`], [`pread`], [`open`], [`close`] and [`fsync`] first try the solo ring
+//! ([`crate::solo`]): a request that one SQE carries (a staged buffer of at most
+//! [`SOLO_STAGE`] bytes, copied by the calling thread alone, or a direct one of at most
+//! [`MAX_PIECE`]) goes there if no other thread holds it, with none of the steps below. The
+//! `*_async` transfers never do: the solo ring's round trip waits for the kernel.
+//!
 //! # Large transfers
 //! A transfer is split into pieces (one arena block each when staged, at most 1 GiB when
 //! direct), up to [`PIECES`] of them in flight at once, completed in order. Like POSIX
@@ -37,6 +44,7 @@ use core::marker::PhantomData;
 use crate::context::{installed, Context};
 pub use crate::errno::Errno;
 use crate::request::Ticket;
+use crate::solo::SOLO_STAGE;
 #[cfg(loom)]
 use crate::sync::copy_from_cells;
 use crate::sync::{copy_to_cells, SharedCell};
@@ -53,6 +61,8 @@ pub const MAX_PIECE: usize = 1 << 30;
 const AT_FDCWD: i32 = -100;
 /// Longest path, with its NUL (Linux's `PATH_MAX`).
 const PATH_MAX: usize = 4096;
+// `open` stages a path and its NUL in the solo ring's buffer.
+const _: () = assert!(PATH_MAX <= SOLO_STAGE as usize);
 /// `IORING_FSYNC_DATASYNC`.
 const FSYNC_DATASYNC: u32 = 1;
 
@@ -204,7 +214,7 @@ impl<'a> Pending<'a> {
         if self.op == Op::Write && block != NO_BLOCK {
             // SAFETY: the block is ours until its request completes; `buf[issued..+n]` is
             // the caller's (borrowed for `'a`).
-            unsafe { stage_in(ctx.arena.cells(block), self.buf.add(self.issued), n) };
+            unsafe { stage_in(ctx.arena.cells(block), self.buf.add(self.issued), n, false) };
         }
         let sqe = Sqe {
             opcode: if self.op == Op::Write {
@@ -252,7 +262,14 @@ impl<'a> Pending<'a> {
             // to the block before this copy); the block is ours until we give it
             // back; `buf[at..at+res]` is the caller's, `res <= len` (the kernel never reads
             // more than asked).
-            unsafe { stage_out(ctx.arena.cells(p.block), self.buf.add(p.at), (res as usize).min(p.len)) };
+            unsafe {
+                stage_out(
+                    ctx.arena.cells(p.block),
+                    self.buf.add(p.at),
+                    (res as usize).min(p.len),
+                    false,
+                )
+            };
         }
         if p.block != NO_BLOCK {
             ctx.arena.pool.give_back(p.block);
@@ -321,16 +338,24 @@ impl Drop for Pending<'_> {
     }
 }
 
-/// Copies `len` bytes of the caller's buffer into an arena block (a write's payload).
+/// Copies `len` bytes of the caller's buffer into an arena block (a write's payload), with
+/// the lanes making the call together sharing the copies (`copy::group_copy`); `alone`:
+/// this lane by itself (`copy::copy_alone`: the solo ring's holder).
 ///
 /// # Safety
 /// The block is the caller's; `src .. src + len` is valid and fits in the block.
-unsafe fn stage_in(cells: *const SharedCell<u8>, src: *const u8, len: usize) {
+unsafe fn stage_in(cells: *const SharedCell<u8>, src: *const u8, len: usize, alone: bool) {
     #[cfg(not(loom))]
     // SAFETY: the caller's contract; a SharedCell<u8> is a transparent byte.
     unsafe {
-        crate::copy::group_copy(&crate::arch::Warp::default(), cells as *mut u8, src, len)
+        if alone {
+            crate::copy::copy_alone(cells as *mut u8, src, len)
+        } else {
+            crate::copy::group_copy(&crate::arch::Warp::default(), cells as *mut u8, src, len)
+        }
     };
+    #[cfg(loom)]
+    let _ = alone;
     #[cfg(loom)]
     // SAFETY: the caller's contract.
     unsafe {
@@ -338,16 +363,23 @@ unsafe fn stage_in(cells: *const SharedCell<u8>, src: *const u8, len: usize) {
     };
 }
 
-/// Copies `len` bytes of a completed read from an arena block into the caller's buffer.
+/// Copies `len` bytes of a completed read from an arena block into the caller's buffer, as
+/// [`stage_in`] copies (`alone` likewise).
 ///
 /// # Safety
 /// The block is the caller's and its read completed; `dst .. dst + len` is valid.
-unsafe fn stage_out(cells: *const SharedCell<u8>, dst: *mut u8, len: usize) {
+unsafe fn stage_out(cells: *const SharedCell<u8>, dst: *mut u8, len: usize, alone: bool) {
     #[cfg(not(loom))]
     // SAFETY: the caller's contract; a SharedCell<u8> is a transparent byte.
     unsafe {
-        crate::copy::group_copy(&crate::arch::Warp::default(), dst, cells as *const u8, len)
+        if alone {
+            crate::copy::copy_alone(dst, cells as *const u8, len)
+        } else {
+            crate::copy::group_copy(&crate::arch::Warp::default(), dst, cells as *const u8, len)
+        }
     };
+    #[cfg(loom)]
+    let _ = alone;
     #[cfg(loom)]
     // SAFETY: the caller's contract.
     unsafe {
@@ -358,13 +390,78 @@ unsafe fn stage_out(cells: *const SharedCell<u8>, dst: *mut u8, len: usize) {
 /// Writes `buf` to `fd` at `offset`; returns the bytes written (see the module docs for
 /// short counts). Waits for completion.
 pub fn pwrite(fd: i32, buf: &[u8], offset: u64) -> Result<usize, Errno> {
+    if let Some(r) = solo(Op::Write, fd, buf.as_ptr() as *mut u8, buf.len(), offset) {
+        return r;
+    }
     Pending::new(Op::Write, fd, buf.as_ptr() as *mut u8, buf.len(), offset).wait()
 }
 
 /// Reads into `buf` from `fd` at `offset`; returns the bytes read, 0 at end of file (see
 /// the module docs for short counts). Waits for completion.
 pub fn pread(fd: i32, buf: &mut [u8], offset: u64) -> Result<usize, Errno> {
+    if let Some(r) = solo(Op::Read, fd, buf.as_mut_ptr(), buf.len(), offset) {
+        return r;
+    }
     Pending::new(Op::Read, fd, buf.as_mut_ptr(), buf.len(), offset).wait()
+}
+
+/// A transfer that one request can do, on the solo ring ([`crate::solo`]) if no other thread
+/// holds it: a direct buffer of at most [`MAX_PIECE`] bytes, or a staged one of at most
+/// [`SOLO_STAGE`]. `None` (having done nothing) when it cannot: the caller goes through the
+/// shared rings ([`Pending`]). Only the waiting calls take it: it waits for the kernel, which
+/// `pwrite_async` and `pread_async` must not.
+///
+/// The result is what a one-piece [`Pending`] gives: the bytes moved, or the error.
+fn solo(op: Op, fd: i32, buf: *mut u8, len: usize, offset: u64) -> Option<Result<usize, Errno>> {
+    let ctx = installed()?;
+    if offset.checked_add(len as u64).is_none_or(|end| end > i64::MAX as u64) {
+        return None; // `Pending` refuses it (EINVAL)
+    }
+    let direct = ctx.arena.direct(buf, len);
+    if direct.is_some_and(|_| len > MAX_PIECE) || (direct.is_none() && len > SOLO_STAGE as usize) {
+        return None;
+    }
+    let res = ctx.solo_call(
+        |stage, stage_io| {
+            if op == Op::Write && direct.is_none() {
+                // SAFETY: the buffer is ours while we hold the solo ring; `buf[..len]` is the
+                // caller's and fits it (`len <= SOLO_STAGE`).
+                unsafe { stage_in(stage, buf, len, true) };
+            }
+            Sqe {
+                opcode: if op == Op::Write {
+                    IORING_OP_WRITE
+                } else {
+                    IORING_OP_READ
+                },
+                fd,
+                off: offset,
+                addr: direct.unwrap_or(stage_io),
+                len: len as u32,
+                ..Sqe::default()
+            }
+        },
+        |stage, res| {
+            if op == Op::Read && direct.is_none() && res > 0 {
+                // SAFETY: the read completed (the solo ring acquired its CQE), the buffer
+                // is ours while we hold the ring, and `res <= len` (the kernel never reads
+                // more than asked).
+                unsafe { stage_out(stage, buf, (res as usize).min(len), true) };
+            }
+        },
+    )?;
+    // Relaxed: statistics only.
+    let counter = if direct.is_some() {
+        &ctx.arena.direct_bytes
+    } else {
+        &ctx.arena.staged_bytes
+    };
+    counter.fetch_add(len as u64, crate::sync::Ordering::Relaxed);
+    Some(if res < 0 {
+        Err(Errno(-res))
+    } else {
+        Ok((res as usize).min(len))
+    })
 }
 
 /// Starts writing `buf` to `fd` at `offset`; [`Pending::wait`] finishes it. The first
@@ -436,28 +533,45 @@ pub fn open(path: &str, flags: i32, mode: u32) -> Result<i32, Errno> {
     if bytes.len() + 1 > PATH_MAX.min(ctx.arena.block as usize) {
         return Err(Errno::ENAMETOOLONG);
     }
-    // A block for the path and a completion slot, taken together (see `pool::with_taken`).
-    let res = ctx.with_taken(
-        || try_take_block_and_slot(ctx),
-        |(block, ticket)| {
-            // SAFETY: the block is ours until the request completes (we give it back after).
+    let sqe = |addr| Sqe {
+        opcode: IORING_OP_OPENAT,
+        fd: AT_FDCWD,
+        addr,
+        len: mode,
+        rw_flags: flags as u32,
+        ..Sqe::default()
+    };
+    // The solo ring if no other thread holds it (the path with its NUL fits its buffer:
+    // `PATH_MAX <= SOLO_STAGE`).
+    let solo = ctx.solo_call(
+        |stage, stage_io| {
+            // SAFETY: the buffer is ours while we hold the solo ring, and holds the path and
+            // its NUL (above).
             unsafe {
-                copy_to_cells(ctx.arena.cells(block), bytes);
-                copy_to_cells(ctx.arena.cells(block).add(bytes.len()), &[0]);
+                copy_to_cells(stage, bytes);
+                copy_to_cells(stage.add(bytes.len()), &[0]);
             }
-            let sqe = Sqe {
-                opcode: IORING_OP_OPENAT,
-                fd: AT_FDCWD,
-                addr: ctx.arena.io_addr(block),
-                len: mode,
-                rw_flags: flags as u32,
-                ..Sqe::default()
-            };
-            let res = ctx.submit_and_wait(ticket, sqe);
-            ctx.arena.pool.give_back(block);
-            res
+            sqe(stage_io)
         },
+        |_, _| (),
     );
+    // Else a block for the path and a completion slot, taken together (see
+    // `pool::with_taken`).
+    let res = solo.unwrap_or_else(|| {
+        ctx.with_taken(
+            || try_take_block_and_slot(ctx),
+            |(block, ticket)| {
+                // SAFETY: the block is ours until the request completes (we give it back after).
+                unsafe {
+                    copy_to_cells(ctx.arena.cells(block), bytes);
+                    copy_to_cells(ctx.arena.cells(block).add(bytes.len()), &[0]);
+                }
+                let res = ctx.submit_and_wait(ticket, sqe(ctx.arena.io_addr(block)));
+                ctx.arena.pool.give_back(block);
+                res
+            },
+        )
+    });
     if res < 0 {
         Err(Errno(-res))
     } else {

@@ -16,7 +16,7 @@
 //! Modules, in the order data flows: [`mod@print`] formats, [`stream`] appends to a log and
 //! flushes; [`fs`] and [`io`] read and write files, through the [`arena`] when the buffer is
 //! in device memory, and [`request`] routes each result back to its thread; [`ring`]
-//! submits and reaps, [`uapi`] is the kernel's ABI, [`pool`], [`sync`] and [`arch`] are
+//! submits and reaps ([`solo`]: a lone request's shorter way), [`uapi`] is the kernel's ABI, [`pool`], [`sync`] and [`arch`] are
 //! the slots, atomics and target-specific parts, and [`wait`] is how every wait is written
 //! (the lockstep rule, in [`arch`]).
 #![no_std]
@@ -45,6 +45,7 @@ pub mod pool;
 pub mod print;
 pub mod request;
 pub mod ring;
+pub mod solo;
 pub mod stream;
 pub mod sync;
 pub mod uapi;

@@ -138,6 +138,9 @@ pub const IORING_SETUP_SQ_AFF: u32 = 1 << 2;
 pub const IORING_SETUP_CQSIZE: u32 = 1 << 3;
 /// `IORING_SETUP_CLAMP`: too large SQ and CQ sizes are clamped to the maximum, not refused.
 pub const IORING_SETUP_CLAMP: u32 = 1 << 4;
+/// `IORING_SETUP_ATTACH_WQ`: share the async workers (and, with SQPOLL, the SQPOLL thread)
+/// of the ring whose fd is `Params::wq_fd`.
+pub const IORING_SETUP_ATTACH_WQ: u32 = 1 << 5;
 /// `IORING_SETUP_R_DISABLED`: the ring starts disabled, until
 /// `IORING_REGISTER_ENABLE_RINGS`.
 pub const IORING_SETUP_R_DISABLED: u32 = 1 << 6;

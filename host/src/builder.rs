@@ -60,6 +60,8 @@ pub struct Builder {
     sqpoll_cpus: Option<Vec<u32>>,
     /// `None`: `GPUIO_GPU`, else the first GPU.
     gpu: Option<u32>,
+    /// `None`: `GPUIO_SOLO`, else on.
+    solo: Option<bool>,
 }
 
 impl Default for Builder {
@@ -87,6 +89,7 @@ impl Default for Builder {
             rings: None,
             sqpoll_cpus: None,
             gpu: None,
+            solo: None,
         }
     }
 }
@@ -187,6 +190,25 @@ impl Builder {
     /// ```
     pub fn rings(mut self, n: u32) -> Self {
         self.rings = Some(n);
+        self
+    }
+
+    /// Gives the runtime a solo ring (default: on; otherwise `GPUIO_SOLO=0` or `off` turns
+    /// it off): a small ring of its own, served by ring 0's SQPOLL thread, that a GPU thread
+    /// takes whole for one request's round trip when no other thread holds it
+    /// (`gpuio_device::solo`). A lone thread's `pwrite`, `pread` (staged ones of up to 4 KiB,
+    /// direct ones of any size), `open`, `close` and `fsync` then skip the shared rings'
+    /// steps: on the H100 a 64-byte `pwrite` into `/dev/null` took 24 us without it
+    /// (BENCHMARKS.md). Threads that find it held go through the shared rings as before.
+    ///
+    /// ```
+    /// use gpuio_host::{Backend, Runtime};
+    /// let rt = Runtime::builder().backend(Backend::Cpu).solo(false).build()?;
+    /// assert!(!rt.stats().solo);
+    /// # Ok::<(), gpuio_host::Error>(())
+    /// ```
+    pub fn solo(mut self, on: bool) -> Self {
+        self.solo = Some(on);
         self
     }
 
@@ -417,6 +439,15 @@ impl Builder {
             }
             other => other?,
         };
+        let solo = match self.solo {
+            Some(on) => on,
+            None => solo_from_env()?.unwrap_or(true),
+        };
+        let mut solo = if solo {
+            Some(submission::open_solo(&queues[0], cfg)?)
+        } else {
+            None
+        };
         if matches!(queues[0], Queue::Host(_)) {
             // The fallback's threads are not bound (`HostRing` ignores `sq_thread_cpu`).
             sqpoll_cpus = vec![None; rings as usize];
@@ -427,7 +458,7 @@ impl Builder {
         // operations it implements, each on the device's behalf).
         let fds = [self.stdout_fd, self.stderr_fd];
         let mut sandbox: Option<restrictions::Setup> = None;
-        for queue in &mut queues {
+        for queue in queues.iter_mut().chain(solo.as_mut()) {
             let setup = match queue {
                 Queue::Uring(uring) => restrictions::configure(uring, self.sandbox, self.fixed_files, fds)?,
                 Queue::Host(host) => {
@@ -481,7 +512,7 @@ impl Builder {
             fds: [self.stdout_fd, self.stderr_fd],
             fixed_files: sandbox.fixed_files,
         };
-        let shared = Arc::new(Shared::new(queues, &config, device.clone())?);
+        let shared = Arc::new(Shared::new(queues, solo, &config, device.clone())?);
         let consumer = shared.clone();
         let waker = Waker::start(move || consumer.wake_if_needed()).map_err(|e| Error::Os {
             what: "starting the waker thread",
@@ -536,6 +567,21 @@ fn u32_from_env(name: &str, expected: &str) -> Result<Option<u32>> {
 /// The GPU `GPUIO_GPU` names, if it is set.
 fn gpu_from_env() -> Result<Option<u32>> {
     u32_from_env("GPUIO_GPU", "a GPU index (0, 1, ...)")
+}
+
+/// What `GPUIO_SOLO` asks for, if it is set: `1`/`on` (the default) or `0`/`off`.
+fn solo_from_env() -> Result<Option<bool>> {
+    match std::env::var("GPUIO_SOLO") {
+        Err(_) => Ok(None),
+        Ok(v) => match v.trim() {
+            "" => Ok(None),
+            "1" | "on" | "true" | "yes" => Ok(Some(true)),
+            "0" | "off" | "false" | "no" => Ok(Some(false)),
+            other => Err(Error::Config(format!(
+                "GPUIO_SOLO={other:?}: expected 1 (a solo ring) or 0 (none)"
+            ))),
+        },
+    }
 }
 
 /// What `GPUIO_RINGS` asks for, if it is set.

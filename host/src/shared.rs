@@ -12,6 +12,7 @@ use gpuio_device::context::{CONTEXT_MAGIC, MAX_RINGS, STREAMS};
 use gpuio_device::pool::Pool;
 use gpuio_device::request::Requests;
 use gpuio_device::ring::Ring;
+use gpuio_device::solo::{Solo, SOLO_STAGE};
 use gpuio_device::stream::{chunk_count, Flight, Stream};
 use gpuio_device::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering, SharedCell};
 use gpuio_device::uapi::{Cqe, Sqe};
@@ -61,6 +62,9 @@ pub(crate) struct Shared {
     /// stopped (the fallback threads) before the memory below goes: their consumers stop
     /// reading it.
     pub(crate) queues: Vec<Queue>,
+    /// The solo ring (`gpuio_device::solo`), if the runtime has one, and its staging
+    /// buffer; closed with the rings, before the memory below goes.
+    pub(crate) solo: Option<(Queue, Mapping)>,
     /// The print logs: host memory the kernel reads (GPU-registered on GPU backends).
     logs: Mapping,
     /// The file-I/O arena: host memory the kernel reads and writes (GPU-registered too).
@@ -188,7 +192,8 @@ impl Shared {
     /// and says what the looks saw together: the sum of the SQ tails (it moves whenever
     /// one moves: tails only grow), SQEs waiting on any ring, any consumer woken.
     pub(crate) fn wake_if_needed(&self) -> Look {
-        self.queues.iter().fold(Look::default(), |all, q| {
+        let solo = self.solo.as_ref().map(|(q, _)| q);
+        self.queues.iter().chain(solo).fold(Look::default(), |all, q| {
             let look = q.wake_if_needed();
             Look {
                 tail: all.tail.wrapping_add(look.tail),
@@ -198,8 +203,14 @@ impl Shared {
         })
     }
 
-    /// The shared memory over `queues` (1 to `MAX_RINGS`, all of one geometry).
-    pub(crate) fn new(queues: Vec<Queue>, cfg: &SharedConfig, device: Option<Device>) -> Result<Shared> {
+    /// The shared memory over `queues` (1 to `MAX_RINGS`, all of one geometry) and the
+    /// solo ring, if any.
+    pub(crate) fn new(
+        queues: Vec<Queue>,
+        solo: Option<Queue>,
+        cfg: &SharedConfig,
+        device: Option<Device>,
+    ) -> Result<Shared> {
         let (log_bytes, fixed_files) = (cfg.log_bytes, cfg.fixed_files);
         assert!((1..=MAX_RINGS).contains(&queues.len()), "1 to {MAX_RINGS} rings");
         let p = *queues[0].params();
@@ -222,9 +233,20 @@ impl Shared {
         // see the SQEs, the ring words and the logs (the host's, except where the GPU maps
         // host memory elsewhere: HSA on discrete GPUs without the SVM API).
         // The logs, the arena, then each ring's SQEs and words.
+        let solo = match solo {
+            Some(q) => Some((
+                q,
+                Mapping::new(SOLO_STAGE as usize).map_err(os("mmap of the solo ring's staging buffer"))?,
+            )),
+            None => None,
+        };
+        // Then the solo ring's SQEs, words and staging buffer.
         let mut regions = vec![&logs, &arena];
-        for q in &queues {
+        for q in queues.iter().chain(solo.as_ref().map(|(q, _)| q)) {
             regions.extend([q.sqes(), q.rings()]);
+        }
+        if let Some((_, stage)) = &solo {
+            regions.push(stage);
         }
         let (state, state_base, image_ptr, views) = match device {
             None => {
@@ -346,12 +368,37 @@ impl Shared {
                 requests,
                 arena,
                 denied_requests: AtomicU32::new(0),
+                solo: match &solo {
+                    None => Solo::unused(),
+                    Some((q, stage)) => {
+                        let n = queues.len();
+                        let p = q.params();
+                        let (sqes, words, stage_view) = (views[2 + 2 * n], views[3 + 2 * n], views[4 + 2 * n]);
+                        let w = |off: u32| {
+                            let host = q.ring_word(off) as *const u8;
+                            words.add(host.offset_from(q.rings().as_ptr()) as usize) as *const AtomicU32
+                        };
+                        Solo::new(
+                            w(p.sq_off.tail),
+                            w(p.cq_off.head),
+                            w(p.cq_off.tail),
+                            sqes as *const SharedCell<Sqe>,
+                            words.add(p.cq_off.cqes as usize) as *const SharedCell<Cqe>,
+                            p.sq_entries,
+                            p.cq_entries,
+                            stage_view as *const SharedCell<u8>,
+                            // The kernel reads and writes the buffer at the host's address.
+                            stage.as_ptr() as u64,
+                        )
+                    }
+                },
             };
             std::ptr::write(image_ptr as *mut Context, ctx);
         }
         drop(regions);
         let shared = Shared {
             queues,
+            solo,
             logs,
             arena,
             state,
@@ -468,9 +515,12 @@ impl Drop for Shared {
             unsafe {
                 device.unmap_host(self.logs.as_ptr());
                 device.unmap_host(self.arena.as_ptr());
-                for q in &self.queues {
+                for q in self.queues.iter().chain(self.solo.as_ref().map(|(q, _)| q)) {
                     device.unmap_host(q.rings().as_ptr());
                     device.unmap_host(q.sqes().as_ptr());
+                }
+                if let Some((_, stage)) = &self.solo {
+                    device.unmap_host(stage.as_ptr());
                 }
             }
             device.free(*dptr);

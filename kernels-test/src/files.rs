@@ -230,7 +230,8 @@ impl Gen {
 kernel! {
     /// Thread 0 writes 64 bytes at `i * 64` of `fd` and waits for the completion, `iters`
     /// times, and stores each round trip (ns, [`clock_ns`]) into `out[i]` (u64; `u64::MAX`
-    /// if that write failed). The 64 bytes are on the stack: device memory, so staged.
+    /// if that write failed). The 64 bytes are on the stack: device memory, so staged. Each
+    /// write takes the solo ring (`gpuio_device::solo`) when the runtime has one.
     pub fn pwrite_latency(fd: i32, iters: u32, out: u64) {
         if global_thread_idx() != 0 {
             return;
@@ -241,6 +242,27 @@ kernel! {
             line[0] = b'0' + (i % 10) as u8;
             let t0 = clock_ns();
             let r = io::pwrite(fd, &line, i as u64 * 64);
+            let dt = clock_ns().wrapping_sub(t0);
+            // SAFETY: the host allocated `iters` u64 results.
+            unsafe { *(out as *mut u64).add(i as usize) = if r == Ok(64) { dt } else { u64::MAX } };
+        }
+    }
+}
+
+kernel! {
+    /// [`pwrite_latency`] through the shared rings: `pwrite_async` and its wait, which
+    /// never take the solo ring (`gpuio_device::solo`), so that one run times both ways.
+    pub fn pwrite_latency_shared(fd: i32, iters: u32, out: u64) {
+        if global_thread_idx() != 0 {
+            return;
+        }
+        let mut line = [b'.'; 64];
+        line[63] = b'\n';
+        for i in 0..iters {
+            line[0] = b'0' + (i % 10) as u8;
+            let t0 = clock_ns();
+            // SAFETY: waited for at once.
+            let r = unsafe { io::pwrite_async(fd, &line, i as u64 * 64) }.wait();
             let dt = clock_ns().wrapping_sub(t0);
             // SAFETY: the host allocated `iters` u64 results.
             unsafe { *(out as *mut u64).add(i as usize) = if r == Ok(64) { dt } else { u64::MAX } };

@@ -164,6 +164,7 @@ static int run_errors(void) {
     struct nested n;
     static const char garbage[] = "this is not a code object";
     int fds[2];
+    int closed_fd;
     int go = 0;
 
     /* Creation. */
@@ -355,8 +356,13 @@ static int run_errors(void) {
         perror("pipe");
         return 1;
     }
+    /* A descriptor number far above the lowest free ones, closed: the runtime's own new
+     * descriptors (its rings) take the lowest free numbers, and must not land on it. */
+    closed_fd = fcntl(fds[1], F_DUPFD, 200);
     close(fds[0]);
-    close(fds[1]); /* fds[1] is now a closed descriptor */
+    close(fds[1]);
+    close(closed_fd);
+    fds[1] = closed_fd;
     rt = cpu_runtime(fds[1], 0);
     expect("cpu_launch to a closed fd", gpuio_cpu_launch(rt, 2, 8, hello_kernel, NULL), GPUIO_OK);
     expect("synchronize reports the lost lines", gpuio_synchronize(rt, &report), GPUIO_ERROR_PRINT);

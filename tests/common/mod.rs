@@ -39,6 +39,13 @@ pub fn suite_rings() -> u32 {
     RINGS.with(|r| r.get())
 }
 
+/// Whether the running case's builder should give the runtime a solo ring
+/// ([`gpuio::Builder::solo`]): in `io_uring::*` and `host_thread::*`, not in
+/// `io_uring_rings::*`, so that a lone thread's requests go through the shared rings there.
+pub fn suite_solo() -> bool {
+    suite_rings() == 1
+}
+
 /// Sets [`suite_rings`] for the calling test thread (`over_submissions!` does).
 pub fn set_suite_rings(n: u32) {
     RINGS.with(|r| r.set(n));
@@ -56,8 +63,8 @@ pub fn path_name(sub: gpuio::Submission) -> &'static str {
 
 /// One suite over the submission paths: for each `case` (a `fn case(gpuio::Submission)`
 /// of the test file), a test `io_uring::case` that runs it with io_uring (SQPOLL), a test
-/// `io_uring_rings::case` that runs it over [`SUITE_RINGS`] io_uring rings (the case's
-/// builder asks for [`suite_rings`]), and a test `host_thread::case` that runs it on the
+/// `io_uring_rings::case` that runs it over [`SUITE_RINGS`] io_uring rings and no solo ring
+/// (the case's builder asks for [`suite_rings`] and [`suite_solo`]), and a test `host_thread::case` that runs it on the
 /// host-thread fallback. Each case asks its builder for the path it is given
 /// ([`gpuio::Builder::submission`], which `GPUIO_URING` does not override), so one
 /// `cargo test` covers all three.
@@ -73,7 +80,8 @@ macro_rules! over_submissions {
                 }
             )*
         }
-        /// The cases on several io_uring rings, each with its SQPOLL thread.
+        /// The cases on several io_uring rings, each with its SQPOLL thread, and no solo
+        /// ring.
         mod io_uring_rings {
             $(
                 #[test]

@@ -30,6 +30,7 @@ use gpuio_device::pool::{Pool, FREE};
 use gpuio_device::print::emit;
 use gpuio_device::request::Requests;
 use gpuio_device::ring::Ring;
+use gpuio_device::solo::Solo;
 use gpuio_device::stream::{chunk_count, Flight, Stream};
 use gpuio_device::sync::{copy_to_cells, fence, read_cells, AtomicI32, AtomicU32, Ordering, SharedCell};
 use gpuio_device::uapi::{Cqe, Sqe, IORING_OP_READ, IORING_OP_WRITE, OFF_CURRENT_POSITION};
@@ -548,5 +549,147 @@ fn staged_read_and_write_share_one_block() {
         );
         assert_eq!(ctx.arena.staged_bytes.load(Ordering::Relaxed), 6);
         assert_eq!(ctx.stray_completions.load(Ordering::Relaxed), 0);
+    });
+}
+
+/// The kernel's side and the staging buffer of a solo ring in the models, in memory that
+/// stays put (an `Arc`'s) while a [`Solo`] points into it.
+struct SoloParts {
+    kernel: KernelRings,
+    stage: Vec<SharedCell<u8>>,
+}
+
+/// A solo ring of two SQEs and two CQEs over a kernel model, with a buffer of four bytes.
+fn solo_world() -> (Arc<SoloParts>, Arc<Solo>) {
+    let parts = Arc::new(SoloParts {
+        kernel: KernelRings::new(2, 2),
+        stage: (0..4).map(|_| SharedCell::new(0)).collect(),
+    });
+    let k = &parts.kernel;
+    // SAFETY: the pointers point into the Arc's contents, which never move and which the
+    // models keep alive (they hold `parts`) for as long as they use the ring. The kernel
+    // sees the buffer where the device does (its cells' address).
+    let solo = unsafe {
+        Solo::new(
+            &k.sq_tail,
+            &k.cq_head,
+            &k.cq_tail,
+            k.sqes.as_ptr(),
+            k.cqes.as_ptr(),
+            2,
+            2,
+            parts.stage.as_ptr(),
+            parts.stage.as_ptr() as u64,
+        )
+    };
+    (parts, Arc::new(solo))
+}
+
+/// The solo ring taken in turn: a writer and a reader each retry until they hold it (a
+/// model's shortcut: device code goes to the shared rings instead), and both play the
+/// kernel, the holder while it waits for its completion and the other between its tries
+/// (one at a time, under a lock: the kernel is one SQPOLL thread), as [`InlineKernel`]
+/// does, which keeps the model small. Loom checks the hand-offs
+/// of the buffer and of the SQE and CQE slots: the writer's payload happens-before the
+/// kernel's copy of it (the SQ tail), the kernel's bytes happen-before the reader's copy
+/// (the CQ tail), each holder's last use of the buffer happens-before the next holder's
+/// first (the count, the release fence and the lock), and the second request finds the
+/// count and the kernel's ring where the first left them.
+#[test]
+fn solo_ring_hands_its_buffer_from_holder_to_kernel_to_holder() {
+    model(|| {
+        let (parts, solo) = solo_world();
+        let file = Arc::new(Mutex::new(b"0123456789".to_vec()));
+        // The kernel: one step at a time, under the lock.
+        let kernel = {
+            let (parts, file) = (parts.clone(), file.clone());
+            let sqpoll = Arc::new(Mutex::new(()));
+            move || {
+                let _one = sqpoll.lock().unwrap();
+                // A cell's address back to its index (under loom a cell is bigger than a byte).
+                let cell = core::mem::size_of::<SharedCell<u8>>() as u64;
+                parts.kernel.step(|sqe| {
+                    let first = ((sqe.addr - parts.stage.as_ptr() as u64) / cell) as usize;
+                    let (len, at) = (sqe.len as usize, sqe.off as usize);
+                    let cells = parts.stage[first..first + len].as_ptr();
+                    let mut f = file.lock().unwrap();
+                    match sqe.opcode {
+                        // SAFETY: loom checks these accesses against the holders' own.
+                        IORING_OP_READ => unsafe { copy_to_cells(cells, &f[at..at + len]) },
+                        _ => {
+                            let mut i = at;
+                            // SAFETY: as above.
+                            unsafe {
+                                read_cells(cells, len, |b| {
+                                    f[i..i + b.len()].copy_from_slice(b);
+                                    i += b.len();
+                                })
+                            };
+                        }
+                    }
+                    len as i32
+                });
+            }
+        };
+        let writer = {
+            let (solo, kernel) = (solo.clone(), kernel.clone());
+            thread::spawn(move || loop {
+                let res = solo.try_call_helping(
+                    |stage, addr| {
+                        // SAFETY: we hold the ring, so the buffer is ours.
+                        unsafe { copy_to_cells(stage, b"xy") };
+                        Sqe {
+                            opcode: IORING_OP_WRITE,
+                            fd: FD,
+                            off: 8,
+                            addr,
+                            len: 2,
+                            ..Sqe::default()
+                        }
+                    },
+                    |_, _| {},
+                    &kernel,
+                );
+                match res {
+                    Some(res) => return assert_eq!(res, 2),
+                    None => {
+                        kernel();
+                        thread::yield_now()
+                    }
+                }
+            })
+        };
+        loop {
+            let res = solo.try_call_helping(
+                |_, addr| Sqe {
+                    opcode: IORING_OP_READ,
+                    fd: FD,
+                    off: 1,
+                    addr,
+                    len: 3,
+                    ..Sqe::default()
+                },
+                |stage, res| {
+                    assert_eq!(res, 3);
+                    let mut got = Vec::new();
+                    // SAFETY: we hold the ring, and the kernel's read completed.
+                    unsafe { read_cells(stage, 3, |b| got.extend_from_slice(b)) };
+                    assert_eq!(got, b"123", "the read did not see the kernel's bytes");
+                },
+                &kernel,
+            );
+            match res {
+                Some(res) => break assert_eq!(res, 3),
+                None => {
+                    kernel();
+                    thread::yield_now()
+                }
+            }
+        }
+        writer.join().unwrap();
+        assert_eq!(&file.lock().unwrap()[..], b"01234567xy");
+        assert_eq!(solo.count.load(Ordering::Relaxed), 2);
+        assert!(!solo.held());
+        assert_eq!(parts.kernel.cq_tail.load(Ordering::Relaxed), 2);
     });
 }

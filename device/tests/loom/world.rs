@@ -86,6 +86,7 @@ pub(crate) fn world(max_flights: u32, positional: bool, slots: u32, blocks: u32)
             )
         },
         denied_requests: AtomicU32::new(0),
+        solo: Solo::unused(),
     });
     Arc::new(w)
 }

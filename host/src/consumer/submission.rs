@@ -205,6 +205,26 @@ pub(crate) fn open_rings(
     Ok((queues, notice))
 }
 
+/// SQEs of the solo ring (`gpuio_device::solo`): it holds one request at a time, so any
+/// small power of two does; its CQ is twice that.
+pub(crate) const SOLO_ENTRIES: u32 = 4;
+
+/// Creates the solo ring beside `first` (ring 0) and of its kind: io_uring served by
+/// `first`'s SQPOLL thread (`IORING_SETUP_ATTACH_WQ`: no thread of its own), or a fallback
+/// thread of its own. `cfg` is the rings' (its sizes are replaced).
+pub(crate) fn open_solo(first: &Queue, cfg: UringConfig) -> Result<Queue> {
+    let cfg = UringConfig {
+        sq_entries: SOLO_ENTRIES,
+        cq_entries: 2 * SOLO_ENTRIES,
+        sq_thread_cpu: None,
+        ..cfg
+    };
+    Ok(match first {
+        Queue::Uring(u) => Queue::Uring(Uring::attached(cfg, u)?),
+        Queue::Host(_) => Queue::Host(HostRing::new(cfg)?),
+    })
+}
+
 /// Whether an `io_uring_setup` errno means io_uring is unavailable to this process.
 fn unavailable(errno: i32) -> bool {
     errno == libc::ENOSYS || errno == libc::EPERM

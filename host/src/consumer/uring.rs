@@ -57,6 +57,22 @@ pub const MAX_CQ_ENTRIES: u32 = 2 * MAX_SQ_ENTRIES;
 impl Uring {
     /// Creates the ring (see the module docs).
     pub fn new(cfg: UringConfig) -> Result<Uring> {
+        Uring::create(cfg, None)
+    }
+
+    /// Creates a ring served by `to`'s SQPOLL thread (`IORING_SETUP_ATTACH_WQ`): no thread
+    /// of its own, so `cfg.sq_thread_cpu` is ignored (the thread is bound where `to`'s is).
+    pub fn attached(cfg: UringConfig, to: &Uring) -> Result<Uring> {
+        Uring::create(
+            UringConfig {
+                sq_thread_cpu: None,
+                ..cfg
+            },
+            Some(to.fd()),
+        )
+    }
+
+    fn create(cfg: UringConfig, attach: Option<RawFd>) -> Result<Uring> {
         // Checked before mapping anything: a larger size would have us map and populate
         // gigabytes, only for the kernel to refuse it with an EINVAL we would blame on the
         // setup flags.
@@ -92,6 +108,10 @@ impl Uring {
             if disabled {
                 p.flags |= IORING_SETUP_R_DISABLED;
             }
+            if let Some(fd) = attach {
+                p.flags |= IORING_SETUP_ATTACH_WQ;
+                p.wq_fd = fd as u32;
+            }
             if let Some(cpu) = cfg.sq_thread_cpu {
                 p.flags |= IORING_SETUP_SQ_AFF;
                 p.sq_thread_cpu = cpu;
@@ -109,6 +129,12 @@ impl Uring {
             // R_DISABLED is older (5.10) than NO_MMAP (6.6), but say so rather than guess.
             (fd, p, err) = setup(false);
             disabled = false;
+        }
+        if fd < 0 && attach.is_some() {
+            return Err(Error::UringUnavailable(format!(
+                "io_uring_setup of the solo ring, attached to ring 0's SQPOLL thread (IORING_SETUP_ATTACH_WQ), \
+                 failed: {err} (Builder::solo(false) or GPUIO_SOLO=off go without it)"
+            )));
         }
         if fd < 0 {
             if let (Some(cpu), Some(libc::EINVAL)) = (cfg.sq_thread_cpu, err.raw_os_error()) {

@@ -51,6 +51,10 @@ pub struct Stats {
     pub staged_bytes: u64,
     /// Bytes device file I/O moved directly to or from host buffers.
     pub direct_bytes: u64,
+    /// Whether the runtime has a solo ring ([`crate::Builder::solo`]).
+    pub solo: bool,
+    /// Requests that went through the solo ring (not counted in `sqes`).
+    pub solo_requests: u32,
 }
 
 /// The GPU side of a runtime.
@@ -164,7 +168,7 @@ impl Runtime {
 
     /// Counters (read while no kernel runs; zero if they cannot be read).
     pub fn stats(&self) -> Stats {
-        let (sqes, stray_completions, refused_requests, staged_bytes, direct_bytes) = self
+        let (sqes, stray_completions, refused_requests, staged_bytes, direct_bytes, solo_requests) = self
             .shared
             .with_context(|c| {
                 (
@@ -173,9 +177,10 @@ impl Runtime {
                     c.refused_requests.load(Ordering::Relaxed),
                     c.arena.staged_bytes.load(Ordering::Relaxed),
                     c.arena.direct_bytes.load(Ordering::Relaxed),
+                    c.solo.count.load(Ordering::Relaxed),
                 )
             })
-            .unwrap_or((0, 0, 0, 0, 0));
+            .unwrap_or((0, 0, 0, 0, 0, 0));
         Stats {
             sqes,
             rings: self.shared.queues.len() as u32,
@@ -187,6 +192,8 @@ impl Runtime {
             fixed_files: self.fixed_files,
             staged_bytes,
             direct_bytes,
+            solo: self.shared.solo.is_some(),
+            solo_requests,
         }
     }
 

@@ -1,0 +1,246 @@
+//! The solo ring: a small io_uring of its own that one thread at a time takes whole for a
+//! request's round trip, with none of the shared rings' steps.
+//!
+//! A request through the shared rings ([`crate::ring`], [`crate::request`]) takes a
+//! completion slot and an arena block, a ticket, a ready flag, the publisher's lock, the
+//! reaper's lock, a dispatch and the slot's and block's returns: about twenty dependent
+//! system-scope operations, each a fence or an atomic or a load across PCIe on a GPU. On the
+//! H100 a lone thread's 64-byte `pwrite` into `/dev/null` took 24 us that way, where one
+//! thread alone on a ring with none of those steps took 5.7 (BENCHMARKS.md). Most requests
+//! that a lone thread makes, and a thread of a kernel whose threads rarely do I/O at once,
+//! are that case; so each context has one more ring, served by ring 0's SQPOLL thread (the
+//! host attaches it there), that a thread takes when no other thread holds it.
+//!
+//! # A round trip ([`Solo::try_call`])
+//! 1. **Take** the ring: `lock` from 0 to 1 (Acquire, system scope; a try-lock). A thread
+//!    that finds it held goes through the shared rings: nobody ever waits for the solo ring,
+//!    so it adds no wait to any lane (the lockstep rule, `arch/mod.rs`).
+//! 2. `n = count`: the requests made on the ring so far (Relaxed: only holders write it, and
+//!    the lock orders them). The SQ tail and the CQ head are both `n`: one request at a time.
+//! 3. **Write** the payload into the staging buffer and SQE `n` into slot `n & mask` with
+//!    plain stores. Both are ours alone: SQE `n - 1`'s CQE came back before the previous
+//!    holder let go, and the kernel consumes an SQE (and is done with the staging buffer)
+//!    before it posts its CQE.
+//! 4. **Publish**: the SQ tail `n + 1` (Release, system scope): the payload and the SQE
+//!    happen-before the kernel's `smp_load_acquire` of the tail.
+//! 5. **Wait** until the CQ tail is past `n` (Acquire, system scope: pairs with the kernel's
+//!    `smp_store_release`; the CQE, and a read's bytes in the staging buffer, happen-before
+//!    our loads of them). The wait depends on the kernel alone (and on the host's waker while
+//!    SQPOLL sleeps, as every request does).
+//! 6. **Read** the CQE, and copy a read's bytes out of the staging buffer.
+//! 7. **Let go**: `count = n + 1` (Relaxed), then one release fence (system scope), then
+//!    the CQ head `n + 1` and `lock = 0` (both Relaxed). The fence orders our loads of the
+//!    CQE and of the staging buffer, and the count, before the kernel sees the head move (it
+//!    never rewrites a CQE we have not read) and before the next holder's take (its acquire
+//!    reads our unlock, so it sees the count and overwrites the buffer only after our reads).
+//!
+//! So a round trip costs the floor's steps (the tail's release, the CQ tail's acquires, the
+//! CQE's load) plus one compare-and-swap and one fence. The CQ cannot overflow: one CQE at
+//! a time, and the kernel's view of the head lags ours by at most that one.
+
+use crate::sync::{fence, AtomicU32, Ordering, Padded, SharedCell};
+use crate::uapi::{Cqe, Sqe};
+use crate::wait::until;
+
+/// Bytes of the solo ring's staging buffer: the most a staged `pread` or `pwrite` may move
+/// to take it (a page: a 4 KiB random read, a path for `open`, a line).
+pub const SOLO_STAGE: u32 = 4096;
+
+/// The solo ring (see the module docs): the kernel's words, its staging buffer and the
+/// lock. `entries == 0` means there is none (every [`Solo::try_call`] returns `None`).
+#[repr(C)]
+pub struct Solo {
+    /// Kernel: SQ tail (we store it).
+    pub sq_tail: *const AtomicU32,
+    /// Kernel: CQ head (we store it).
+    pub cq_head: *const AtomicU32,
+    /// Kernel: CQ tail.
+    pub cq_tail: *const AtomicU32,
+    /// Kernel: the SQE array (`entries` slots).
+    pub sqes: *const SharedCell<Sqe>,
+    /// Kernel: the CQE array (`cq_entries` slots, 16-byte aligned).
+    pub cqes: *const SharedCell<Cqe>,
+    /// SQ size: a power of two, or 0 for no solo ring.
+    pub entries: u32,
+    /// CQ size: a power of two, at least `entries`.
+    pub cq_entries: u32,
+    /// The staging buffer ([`SOLO_STAGE`] bytes), and its address as the kernel sees it.
+    pub stage: *const SharedCell<u8>,
+    /// `stage` as the kernel sees it.
+    pub stage_io: u64,
+    /// 1 while a thread holds the ring.
+    pub lock: Padded<AtomicU32>,
+    /// Requests made on the ring: its SQ tail and CQ head. Written only by the holder.
+    pub count: Padded<AtomicU32>,
+}
+
+impl Solo {
+    /// A solo ring over kernel memory at the given addresses, its counters at zero as the
+    /// kernel's are on a new ring.
+    ///
+    /// # Safety
+    /// Every pointer stays valid, and is accessed only through this protocol, while the ring
+    /// is used: `sqes` holds `entries` SQEs, `cqes` (16-byte aligned) `cq_entries` CQEs, and
+    /// `stage` [`SOLO_STAGE`] bytes, which the kernel sees at `stage_io`. `entries` and
+    /// `cq_entries` are powers of two with `cq_entries >= entries >= 1`.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn new(
+        sq_tail: *const AtomicU32,
+        cq_head: *const AtomicU32,
+        cq_tail: *const AtomicU32,
+        sqes: *const SharedCell<Sqe>,
+        cqes: *const SharedCell<Cqe>,
+        entries: u32,
+        cq_entries: u32,
+        stage: *const SharedCell<u8>,
+        stage_io: u64,
+    ) -> Solo {
+        debug_assert!(entries.is_power_of_two() && cq_entries.is_power_of_two() && cq_entries >= entries);
+        Solo {
+            sq_tail,
+            cq_head,
+            cq_tail,
+            sqes,
+            cqes,
+            entries,
+            cq_entries,
+            stage,
+            stage_io,
+            lock: Padded(AtomicU32::new(0)),
+            count: Padded(AtomicU32::new(0)),
+        }
+    }
+
+    /// No solo ring: requests go through the shared rings.
+    pub fn unused() -> Solo {
+        Solo {
+            sq_tail: core::ptr::null(),
+            cq_head: core::ptr::null(),
+            cq_tail: core::ptr::null(),
+            sqes: core::ptr::null(),
+            cqes: core::ptr::null(),
+            entries: 0,
+            cq_entries: 0,
+            stage: core::ptr::null(),
+            stage_io: 0,
+            lock: Padded(AtomicU32::new(0)),
+            count: Padded(AtomicU32::new(0)),
+        }
+    }
+
+    /// Runs one request on the solo ring if there is one and no other thread holds it;
+    /// otherwise returns `None` at once, having done nothing.
+    ///
+    /// `prepare` gets the staging buffer ([`SOLO_STAGE`] cells, and their address as the
+    /// kernel sees it), writes a write's payload there if any, and returns the SQE (its
+    /// `user_data` is replaced). `finish` gets the buffer and the CQE's result, after the
+    /// request completed: a read copies its bytes out there. Both run while this thread
+    /// holds the ring, and must not wait for anything but the kernel.
+    #[inline(never)] // one copy in a code object
+    pub fn try_call(
+        &self,
+        prepare: impl FnOnce(*const SharedCell<u8>, u64) -> Sqe,
+        finish: impl FnOnce(*const SharedCell<u8>, i32),
+    ) -> Option<i32> {
+        self.try_call_helping(prepare, finish, || {})
+    }
+
+    /// [`Solo::try_call`], calling `help` between looks at the CQ tail while it waits: for
+    /// models in which the waiting thread plays the kernel (device code has nothing to help
+    /// with: only the kernel moves the tail).
+    #[inline(always)]
+    pub fn try_call_helping(
+        &self,
+        prepare: impl FnOnce(*const SharedCell<u8>, u64) -> Sqe,
+        finish: impl FnOnce(*const SharedCell<u8>, i32),
+        help: impl FnMut(),
+    ) -> Option<i32> {
+        if self.entries == 0 {
+            return None;
+        }
+        // 1. Take. A relaxed look first: a thread that finds the ring held leaves without a
+        // read-modify-write. Acquire, system scope: the previous holder's round trip (its
+        // loads of the CQE and the buffer, and the count) happens-before ours.
+        if self.lock.load(Ordering::Relaxed) != 0
+            || self
+                .lock
+                .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return None;
+        }
+        // 2. Relaxed: only holders write it; the lock's acquire ordered the last one's store.
+        let n = self.count.load(Ordering::Relaxed);
+        // 3. Write: the buffer and the SQ slot are ours (see the module docs).
+        let mut sqe = prepare(self.stage, self.stage_io);
+        sqe.user_data = n as u64;
+        // SAFETY: the slot is ours (above); the SQE array holds `entries` slots, a power of
+        // two, and the index is masked.
+        unsafe { (*self.sqes.add((n & (self.entries - 1)) as usize)).write(sqe) };
+        // SAFETY: `Solo::new`'s contract keeps the kernel's words valid while the ring is used.
+        let (sq_tail, cq_tail, cq_head) = unsafe { (&*self.sq_tail, &*self.cq_tail, &*self.cq_head) };
+        // 4. Publish. Release, system scope: the payload and the SQE happen-before the
+        // kernel's acquire of the tail.
+        sq_tail.store(n.wrapping_add(1), Ordering::Release);
+        // 5. Wait. Acquire, system scope: pairs with the kernel's release of the CQ tail.
+        until(|| (cq_tail.load(Ordering::Acquire) != n).then_some(()), help);
+        // 6. Read. SAFETY: the kernel published CQE `n` (the acquire above) and rewrites the
+        // slot only after the head moves past it (step 7).
+        let cqe = unsafe { self.read_cqe(n) };
+        debug_assert_eq!(cqe.user_data, n as u64, "the solo ring's CQE is not its request's");
+        finish(self.stage, cqe.res);
+        // 7. Let go. The count first (Relaxed), so that the fence orders it before the
+        // unlock; the fence (Release, system scope) orders our loads of the CQE and the
+        // buffer, and the count, before the two relaxed stores after it (see the module docs).
+        let next = n.wrapping_add(1);
+        self.count.store(next, Ordering::Relaxed);
+        fence(Ordering::Release);
+        cq_head.store(next, Ordering::Relaxed);
+        self.lock.store(0, Ordering::Relaxed);
+        Some(cqe.res)
+    }
+
+    /// Reads CQE `h` with one 16-byte load on GPUs (as `Ring::read_cqe` does: the fields
+    /// one by one would be three loads across PCIe).
+    ///
+    /// # Safety
+    /// The kernel published CQE `h` (the caller acquired the CQ tail past it), and the
+    /// caller has not moved the head past it.
+    unsafe fn read_cqe(&self, h: u32) -> Cqe {
+        let cell = self.cqes.wrapping_add((h & (self.cq_entries - 1)) as usize);
+        #[cfg(loom)]
+        // SAFETY: the caller's contract; loom's cell checks the ordering.
+        return unsafe { (*cell).read() };
+        #[cfg(not(loom))]
+        {
+            /// A CQE's 16 bytes, aligned as the kernel places them.
+            #[repr(C, align(16))]
+            #[derive(Clone, Copy)]
+            struct Bits([u64; 2]);
+            // SAFETY: the caller's contract; the slot is 16-byte aligned (`Solo::new`) and 16
+            // bytes long; `SharedCell` is `repr(transparent)` over the CQE.
+            let Bits([user_data, rest]) = unsafe { crate::arch::read_published(cell as *const Bits) };
+            // The fields as `struct io_uring_cqe` lays them out, little-endian.
+            Cqe {
+                user_data,
+                res: rest as u32 as i32,
+                flags: (rest >> 32) as u32,
+            }
+        }
+    }
+
+    /// Whether a thread holds the ring now (a kernel that ended holding it faulted).
+    pub fn held(&self) -> bool {
+        // Relaxed: a look for reports; nothing is read on the strength of it.
+        self.lock.load(Ordering::Relaxed) != 0
+    }
+}
+
+// SAFETY: a Solo's fields are atomics and pointers to memory shared by design with the
+// kernel (`Solo::new`'s contract keeps it valid); the SQE slots and the staging buffer are
+// accessed only by the lock's holder (and by the kernel for its request). So shared
+// references from many threads are sound.
+unsafe impl Sync for Solo {}
+// SAFETY: a Solo owns nothing thread-bound: moving it moves only the pointers, whose
+// validity `Solo::new`'s contract ties to the memory, not to a thread.
+unsafe impl Send for Solo {}
