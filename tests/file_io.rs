@@ -280,7 +280,7 @@ fn small_requests_of_many_threads_share_the_solo_ring_and_the_others(sub: Submis
         assert!(on_disk[at..at + PER] == random_bytes(i, PER)[..], "write {i} differs");
     }
     let stats = rt.stats();
-    assert_eq!(stats.solo_requests + stats.sqes, 2 * 128 * ROUNDS as u32, "{stats:?}");
+    assert_eq!(stats.solo_requests + stats.sqes as u64, 2 * 128 * ROUNDS, "{stats:?}");
     if !stats.solo {
         assert_eq!(stats.solo_requests, 0);
     }

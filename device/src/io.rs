@@ -417,7 +417,12 @@ fn solo(op: Op, fd: i32, buf: *mut u8, len: usize, offset: u64) -> Option<Result
     if offset.checked_add(len as u64).is_none_or(|end| end > i64::MAX as u64) {
         return None; // `Pending` refuses it (EINVAL)
     }
-    let direct = ctx.arena.direct(buf, len);
+    // A buffer on the thread's stack is in no host-visible region: no need to look.
+    let direct = if crate::arch::is_thread_private(buf) {
+        None
+    } else {
+        ctx.arena.direct(buf, len)
+    };
     if direct.is_some_and(|_| len > MAX_PIECE) || (direct.is_none() && len > SOLO_STAGE as usize) {
         return None;
     }

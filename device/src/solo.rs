@@ -12,11 +12,13 @@
 //! host attaches it there), that a thread takes when no other thread holds it.
 //!
 //! # A round trip ([`Solo::try_call`])
-//! 1. **Take** the ring: `lock` from 0 to 1 (Acquire, system scope; a try-lock). A thread
-//!    that finds it held goes through the shared rings: nobody ever waits for the solo ring,
-//!    so it adds no wait to any lane (the lockstep rule, `arch/mod.rs`).
-//! 2. `n = count`: the requests made on the ring so far (Relaxed: only holders write it, and
-//!    the lock orders them). The SQ tail and the CQ head are both `n`: one request at a time.
+//! 1. **Take** the ring. One word, `state`, holds the requests made on it so far, `n`, and
+//!    whether a thread holds it: `2n`, or `2n + 1` while held. A thread that reads `2n`
+//!    (Relaxed) moves it to `2n + 1` (a compare-and-swap, Acquire, system scope); one that
+//!    finds it held, or loses the race, goes through the shared rings: nobody ever waits for
+//!    the solo ring, so it adds no wait to any lane (the lockstep rule, `arch/mod.rs`).
+//! 2. The SQ tail and the CQ head are both `n` (modulo 2^32): one request at a time. The
+//!    count comes with the lock, so the holder reads no other word for it.
 //! 3. **Write** the payload into the staging buffer and SQE `n` into slot `n & mask` with
 //!    plain stores. Both are ours alone: SQE `n - 1`'s CQE came back before the previous
 //!    holder let go, and the kernel consumes an SQE (and is done with the staging buffer)
@@ -28,17 +30,17 @@
 //!    our loads of them). The wait depends on the kernel alone (and on the host's waker while
 //!    SQPOLL sleeps, as every request does).
 //! 6. **Read** the CQE, and copy a read's bytes out of the staging buffer.
-//! 7. **Let go**: `count = n + 1` (Relaxed), then one release fence (system scope), then
-//!    the CQ head `n + 1` and `lock = 0` (both Relaxed). The fence orders our loads of the
-//!    CQE and of the staging buffer, and the count, before the kernel sees the head move (it
-//!    never rewrites a CQE we have not read) and before the next holder's take (its acquire
-//!    reads our unlock, so it sees the count and overwrites the buffer only after our reads).
+//! 7. **Let go**: one release fence (system scope), then the CQ head `n + 1` and `state =
+//!    2(n + 1)` (both Relaxed). The fence orders our loads of the CQE and of the staging
+//!    buffer before the kernel sees the head move (it never rewrites a CQE we have not read)
+//!    and before the next holder's take (its acquire reads our store, so it overwrites the
+//!    buffer only after our reads).
 //!
 //! So a round trip costs the floor's steps (the tail's release, the CQ tail's acquires, the
 //! CQE's load) plus one compare-and-swap and one fence. The CQ cannot overflow: one CQE at
 //! a time, and the kernel's view of the head lags ours by at most that one.
 
-use crate::sync::{fence, AtomicU32, Ordering, Padded, SharedCell};
+use crate::sync::{fence, AtomicU32, AtomicU64, Ordering, Padded, SharedCell};
 use crate::uapi::{Cqe, Sqe};
 use crate::wait::until;
 
@@ -68,10 +70,9 @@ pub struct Solo {
     pub stage: *const SharedCell<u8>,
     /// `stage` as the kernel sees it.
     pub stage_io: u64,
-    /// 1 while a thread holds the ring.
-    pub lock: Padded<AtomicU32>,
-    /// Requests made on the ring: its SQ tail and CQ head. Written only by the holder.
-    pub count: Padded<AtomicU32>,
+    /// Twice the requests made on the ring (their count is its SQ tail and CQ head), plus 1
+    /// while a thread holds it. Written by takers (the compare-and-swap) and the holder.
+    pub state: Padded<AtomicU64>,
 }
 
 impl Solo {
@@ -106,8 +107,7 @@ impl Solo {
             cq_entries,
             stage,
             stage_io,
-            lock: Padded(AtomicU32::new(0)),
-            count: Padded(AtomicU32::new(0)),
+            state: Padded(AtomicU64::new(0)),
         }
     }
 
@@ -123,8 +123,7 @@ impl Solo {
             cq_entries: 0,
             stage: core::ptr::null(),
             stage_io: 0,
-            lock: Padded(AtomicU32::new(0)),
-            count: Padded(AtomicU32::new(0)),
+            state: Padded(AtomicU64::new(0)),
         }
     }
 
@@ -159,18 +158,21 @@ impl Solo {
             return None;
         }
         // 1. Take. A relaxed look first: a thread that finds the ring held leaves without a
-        // read-modify-write. Acquire, system scope: the previous holder's round trip (its
-        // loads of the CQE and the buffer, and the count) happens-before ours.
-        if self.lock.load(Ordering::Relaxed) != 0
+        // read-modify-write, and the one that finds it free learns the count from it.
+        // Acquire, system scope: the previous holder's round trip (its loads of the CQE and
+        // the buffer) happens-before ours; the compare-and-swap succeeds only if no one took
+        // the ring since the look, so the count is the last holder's.
+        let state = self.state.load(Ordering::Relaxed);
+        if state & 1 != 0
             || self
-                .lock
-                .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                .state
+                .compare_exchange(state, state | 1, Ordering::Acquire, Ordering::Relaxed)
                 .is_err()
         {
             return None;
         }
-        // 2. Relaxed: only holders write it; the lock's acquire ordered the last one's store.
-        let n = self.count.load(Ordering::Relaxed);
+        // 2. The SQ tail and the CQ head, modulo 2^32 as the kernel counts them.
+        let n = (state >> 1) as u32;
         // 3. Write: the buffer and the SQ slot are ours (see the module docs).
         let mut sqe = prepare(self.stage, self.stage_io);
         sqe.user_data = n as u64;
@@ -189,14 +191,11 @@ impl Solo {
         let cqe = unsafe { self.read_cqe(n) };
         debug_assert_eq!(cqe.user_data, n as u64, "the solo ring's CQE is not its request's");
         finish(self.stage, cqe.res);
-        // 7. Let go. The count first (Relaxed), so that the fence orders it before the
-        // unlock; the fence (Release, system scope) orders our loads of the CQE and the
-        // buffer, and the count, before the two relaxed stores after it (see the module docs).
-        let next = n.wrapping_add(1);
-        self.count.store(next, Ordering::Relaxed);
+        // 7. Let go. The fence (Release, system scope) orders our loads of the CQE and the
+        // buffer before the two relaxed stores after it (see the module docs).
         fence(Ordering::Release);
-        cq_head.store(next, Ordering::Relaxed);
-        self.lock.store(0, Ordering::Relaxed);
+        cq_head.store(n.wrapping_add(1), Ordering::Relaxed);
+        self.state.store(state + 2, Ordering::Relaxed);
         Some(cqe.res)
     }
 
@@ -232,7 +231,13 @@ impl Solo {
     /// Whether a thread holds the ring now (a kernel that ended holding it faulted).
     pub fn held(&self) -> bool {
         // Relaxed: a look for reports; nothing is read on the strength of it.
-        self.lock.load(Ordering::Relaxed) != 0
+        self.state.load(Ordering::Relaxed) & 1 != 0
+    }
+
+    /// Requests made on the ring so far (for statistics).
+    pub fn requests(&self) -> u64 {
+        // Relaxed: a count for reports.
+        self.state.load(Ordering::Relaxed) >> 1
     }
 }
 

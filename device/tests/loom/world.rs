@@ -9,7 +9,9 @@ pub(crate) const BLOCK: u64 = 8;
 /// A context with a 64-byte log for stdout, `slots` completion slots and an arena of
 /// `blocks` blocks, over a test-owned kernel model.
 pub(crate) struct World {
-    pub(crate) kernel: KernelRings,
+    /// Boxed: the context's ring points into it, and `World` moves (into its `Arc`) after
+    /// the context is built.
+    pub(crate) kernel: Box<KernelRings>,
     pub(crate) bufs: Vec<Vec<SharedCell<u8>>>,
     pub(crate) chunks: Vec<Vec<AtomicU32>>,
     pub(crate) flights: Vec<Vec<Flight>>,
@@ -26,7 +28,7 @@ pub(crate) struct World {
 pub(crate) fn world(max_flights: u32, positional: bool, slots: u32, blocks: u32) -> Arc<World> {
     let cap = 64;
     let mut w = World {
-        kernel: KernelRings::new(2, 2),
+        kernel: Box::new(KernelRings::new(2, 2)),
         bufs: (0..2).map(|_| (0..cap).map(|_| SharedCell::new(0)).collect()).collect(),
         chunks: (0..2)
             .map(|_| (0..chunk_count(cap as u64)).map(|_| AtomicU32::new(0)).collect())
@@ -41,8 +43,8 @@ pub(crate) fn world(max_flights: u32, positional: bool, slots: u32, blocks: u32)
         block_states: (0..blocks).map(|_| AtomicU32::new(0)).collect(),
         ctx: None,
     };
-    // SAFETY: the pointers point into `w`'s vectors, whose heap storage does not move
-    // when `w` moves into the Arc; `w` outlives every use of the context.
+    // SAFETY: the pointers point into `w`'s vectors and its boxed kernel rings, whose heap
+    // storage does not move when `w` moves into the Arc; `w` outlives every use of the context.
     let streams = [0, 1].map(|i| unsafe {
         Stream::new(
             i as u32,

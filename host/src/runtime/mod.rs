@@ -54,7 +54,7 @@ pub struct Stats {
     /// Whether the runtime has a solo ring ([`crate::Builder::solo`]).
     pub solo: bool,
     /// Requests that went through the solo ring (not counted in `sqes`).
-    pub solo_requests: u32,
+    pub solo_requests: u64,
 }
 
 /// The GPU side of a runtime.
@@ -177,7 +177,7 @@ impl Runtime {
                     c.refused_requests.load(Ordering::Relaxed),
                     c.arena.staged_bytes.load(Ordering::Relaxed),
                     c.arena.direct_bytes.load(Ordering::Relaxed),
-                    c.solo.count.load(Ordering::Relaxed),
+                    c.solo.requests(),
                 )
             })
             .unwrap_or((0, 0, 0, 0, 0, 0));
