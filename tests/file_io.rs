@@ -211,7 +211,16 @@ fn a_lone_threads_requests_take_the_solo_ring(sub: Submission) {
                 Err(Errno::EBADF) => {}
                 other => return Err(format!("pwrite to fd -1: {other:?}")),
             }
-            file.close().map_err(|e| format!("close: {e}"))
+            file.close().map_err(|e| format!("close: {e}"))?;
+            // A path shorter than what the buffer last held (a page of the writes above):
+            // it must end at its own NUL.
+            let short = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&format!("{p}2"))
+                .map_err(|e| format!("open a second file: {e}"))?;
+            short.close().map_err(|e| format!("close the second file: {e}"))
         };
         if let Err(e) = run() {
             fail(&f, e);
@@ -220,19 +229,36 @@ fn a_lone_threads_requests_take_the_solo_ring(sub: Submission) {
     .unwrap();
     rt.synchronize().unwrap();
     assert_no_failures(&failures);
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.len() == 2 && names.contains(&"solo2".to_string()),
+        "the files made: {names:?}"
+    );
     let mut want = random_bytes(1, 64);
     want.extend(random_bytes(2, stage));
     want.extend(random_bytes(3, stage + 1));
     assert!(std::fs::read(&path).unwrap() == want, "the file holds other bytes");
-    // open, two writes, fsync, three reads, the bad write, close: 9 requests of one SQE;
-    // the write of one byte more than the solo ring's buffer goes in two blocks' pieces.
+    // open, two writes, fsync, three reads, the bad write, close, and the second file's
+    // open and close: 11 requests of one SQE; the write of one byte more than the solo
+    // ring's buffer goes in two blocks' pieces.
     let stats = rt.stats();
     assert_eq!(stats.solo, common::suite_solo());
     if stats.solo {
-        assert_eq!((stats.solo_requests, stats.sqes), (9, 2), "{stats:?}");
+        assert_eq!((stats.solo_requests, stats.sqes), (11, 2), "{stats:?}");
     } else {
-        assert_eq!((stats.solo_requests, stats.sqes), (0, 11), "{stats:?}");
+        assert_eq!((stats.solo_requests, stats.sqes), (0, 13), "{stats:?}");
     }
+}
+
+/// The lone thread's requests on the host-thread fallback's solo ring (the suite's
+/// `host_thread::*` cases run without one).
+#[test]
+fn the_host_thread_fallback_serves_the_solo_ring() {
+    common::set_suite_solo(true);
+    a_lone_threads_requests_take_the_solo_ring(Submission::HostThread);
 }
 
 /// 128 threads make small round trips at once (a write of 100 bytes, a read of them back,

@@ -318,8 +318,8 @@ impl Context {
                 };
                 if taken {
                     if cqe.res == SANDBOX_REFUSAL {
-                        // The sandbox's refusal. Only the reaper writes the count; the host
-                        // reads it after a drain.
+                        // The sandbox's refusal. Relaxed: a count (reapers and solo ring
+                        // holders add to it) that the host reads after a drain.
                         self.denied_requests.fetch_add(1, Ordering::Relaxed);
                     }
                     continue;

@@ -23,11 +23,12 @@
 //! stack (private to the thread) is copied by its own thread.
 //!
 //! # A lone request
-//! [`pwrite`], [`pread`], [`open`], [`close`] and [`fsync`] first try the solo ring
-//! ([`crate::solo`]): a request that one SQE carries (a staged buffer of at most
+//! [`pwrite`], [`pread`], [`open`], [`close`], [`fsync`] and [`fdatasync`] first try the
+//! solo ring ([`crate::solo`]): a request that one SQE carries (a staged buffer of at most
 //! [`SOLO_STAGE`] bytes, copied by the calling thread alone, or a direct one of at most
-//! [`MAX_PIECE`]) goes there if no other thread holds it, with none of the steps below. The
-//! `*_async` transfers never do: the solo ring's round trip waits for the kernel.
+//! [`MAX_PIECE`]) goes there if no other thread holds it (and, where lanes run in lockstep,
+//! if the lane calls alone), with none of the steps below. The `*_async` transfers never
+//! do: the solo ring's round trip waits for the kernel.
 //!
 //! # Large transfers
 //! A transfer is split into pieces (one arena block each when staged, at most 1 GiB when

@@ -16,7 +16,9 @@
 //!    whether a thread holds it: `2n`, or `2n + 1` while held. A thread that reads `2n`
 //!    (Relaxed) moves it to `2n + 1` (a compare-and-swap, Acquire, system scope); one that
 //!    finds it held, or loses the race, goes through the shared rings: nobody ever waits for
-//!    the solo ring, so it adds no wait to any lane (the lockstep rule, `arch/mod.rs`).
+//!    the solo ring. Where lanes run in lockstep (the lockstep rule, `arch/mod.rs`), only a
+//!    lane alone at its call tries: lanes that call together go through the shared rings,
+//!    where each submits before any waits, since one's request may need a sibling's.
 //! 2. The SQ tail and the CQ head are both `n` (modulo 2^32): one request at a time. The
 //!    count comes with the lock, so the holder reads no other word for it.
 //! 3. **Write** the payload into the staging buffer and SQE `n` into slot `n & mask` with
@@ -30,16 +32,20 @@
 //!    our loads of them). The wait depends on the kernel alone (and on the host's waker while
 //!    SQPOLL sleeps, as every request does).
 //! 6. **Read** the CQE, and copy a read's bytes out of the staging buffer.
-//! 7. **Let go**: one release fence (system scope), then the CQ head `n + 1` and `state =
-//!    2(n + 1)` (both Relaxed). The fence orders our loads of the CQE and of the staging
-//!    buffer before the kernel sees the head move (it never rewrites a CQE we have not read)
-//!    and before the next holder's take (its acquire reads our store, so it overwrites the
-//!    buffer only after our reads).
+//! 7. **Let go**: the CQ head `n + 1` (Relaxed), one release fence (system scope), then
+//!    `state = 2(n + 1)` (Relaxed). The next holder's acquire reads that store, so the fence
+//!    orders before its take our loads of the CQE and of the buffer (it overwrites the
+//!    buffer only after them) and our store of the head (its own store of the head comes
+//!    later in the head's order: the kernel never sees the head move back). The head needs
+//!    no release of its own: the kernel sees the slot it frees as free early, but refills
+//!    it only with the CQE of request `n + cq_entries`, whose SQE the lock orders after our
+//!    fence, and so after our load of the slot.
 //!
 //! So a round trip costs the floor's steps (the tail's release, the CQ tail's acquires, the
 //! CQE's load) plus one compare-and-swap and one fence. The CQ cannot overflow: one CQE at
 //! a time, and the kernel's view of the head lags ours by at most that one.
 
+use crate::group::Group;
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering, Padded, SharedCell};
 use crate::uapi::{Cqe, Sqe};
 use crate::wait::until;
@@ -135,7 +141,7 @@ impl Solo {
     /// `user_data` is replaced). `finish` gets the buffer and the CQE's result, after the
     /// request completed: a read copies its bytes out there. Both run while this thread
     /// holds the ring, and must not wait for anything but the kernel.
-    #[inline(never)] // one copy in a code object
+    #[inline(never)] // out of line: a waiting loop need not sit in every caller's body
     pub fn try_call(
         &self,
         prepare: impl FnOnce(*const SharedCell<u8>, u64) -> Sqe,
@@ -155,6 +161,14 @@ impl Solo {
         help: impl FnMut(),
     ) -> Option<i32> {
         if self.entries == 0 {
+            return None;
+        }
+        // Where lanes run in lockstep, only a lane alone at this call: lanes that call
+        // together may need one another's requests (one opens a FIFO's read end, a sibling
+        // its write end), and a sibling masked off while this lane waits for its CQE could
+        // not submit. Through the shared rings, every lane submits before any waits. (With
+        // independent scheduling the group is the lane alone, and this compiles away.)
+        if crate::arch::WaitGroup::default().exclusive_sum(1).1 != 1 {
             return None;
         }
         // 1. Take. A relaxed look first: a thread that finds the ring held leaves without a
@@ -191,10 +205,13 @@ impl Solo {
         let cqe = unsafe { self.read_cqe(n) };
         debug_assert_eq!(cqe.user_data, n as u64, "the solo ring's CQE is not its request's");
         finish(self.stage, cqe.res);
-        // 7. Let go. The fence (Release, system scope) orders our loads of the CQE and the
-        // buffer before the two relaxed stores after it (see the module docs).
-        fence(Ordering::Release);
+        // 7. Let go. The CQ head (Relaxed) before the fence, so that the fence orders it
+        // before the next holder's store of it (the kernel's head never moves back); the
+        // fence (Release, system scope) orders it and our loads of the CQE and the buffer
+        // before the relaxed store of the word, which the next holder acquires (see the
+        // module docs).
         cq_head.store(n.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
         self.state.store(state + 2, Ordering::Relaxed);
         Some(cqe.res)
     }

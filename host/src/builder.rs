@@ -196,10 +196,13 @@ impl Builder {
     /// Gives the runtime a solo ring (default: on; otherwise `GPUIO_SOLO=0` or `off` turns
     /// it off): a small ring of its own, served by ring 0's SQPOLL thread, that a GPU thread
     /// takes whole for one request's round trip when no other thread holds it
-    /// (`gpuio_device::solo`). A lone thread's `pwrite`, `pread` (staged ones of up to 4 KiB,
-    /// direct ones of any size), `open`, `close` and `fsync` then skip the shared rings'
-    /// steps: on the H100 a 64-byte `pwrite` into `/dev/null` took 24 us without it
-    /// (BENCHMARKS.md). Threads that find it held go through the shared rings as before.
+    /// (`gpuio_device::solo`). A lone thread's `pwrite` and `pread` (staged ones of up to
+    /// 4 KiB, direct ones of up to 1 GiB), `open`, `close`, `fsync` and `fdatasync` then skip
+    /// the shared rings' steps: on the H100 a 64-byte `pwrite` into `/dev/null` took 8.3-8.4
+    /// us with it, 25 without (BENCHMARKS.md). Threads that find it held go through the
+    /// shared rings as before. By default a solo ring that cannot be made (the kernel refuses
+    /// it) is done without, with a notice on stderr; asked for here or by `GPUIO_SOLO=1`, that
+    /// is an error.
     ///
     /// ```
     /// use gpuio_host::{Backend, Runtime};
@@ -439,14 +442,19 @@ impl Builder {
             }
             other => other?,
         };
-        let solo = match self.solo {
-            Some(on) => on,
-            None => solo_from_env()?.unwrap_or(true),
-        };
-        let mut solo = if solo {
-            Some(submission::open_solo(&queues[0], cfg)?)
-        } else {
-            None
+        // The solo ring: asked for (or refused) by the builder or `GPUIO_SOLO`, else on where
+        // it can be made. One that cannot be made by default is done without, saying why.
+        let mut solo_notice = None;
+        let mut solo = match self.solo.or(solo_from_env()?) {
+            Some(false) => None,
+            Some(true) => Some(submission::open_solo(&queues[0], cfg)?),
+            None => submission::open_solo(&queues[0], cfg)
+                .inspect_err(|e| {
+                    solo_notice = Some(format!(
+                        "gpuio: no solo ring ({e}); a lone thread's requests go through the shared rings"
+                    ))
+                })
+                .ok(),
         };
         if matches!(queues[0], Queue::Host(_)) {
             // The fallback's threads are not bound (`HostRing` ignores `sq_thread_cpu`).
@@ -519,7 +527,7 @@ impl Builder {
             source: e,
         })?;
         if std::env::var_os("GPUIO_QUIET").is_none() {
-            for n in [notice, queue_notice].into_iter().flatten() {
+            for n in [notice, queue_notice, solo_notice].into_iter().flatten() {
                 eprintln!("{n}");
             }
         }

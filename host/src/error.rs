@@ -280,6 +280,15 @@ pub struct StreamPositions {
     pub released: u64,
 }
 
+/// The solo ring's part of a [`HangReport`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SoloRing {
+    /// Its words.
+    pub words: RingWords,
+    /// Whether a thread held it (read as the tickets are; `None` where they could not be).
+    pub held: Option<bool>,
+}
+
 /// What was outstanding when [`Runtime::synchronize`](crate::Runtime::synchronize) saw
 /// nothing move ([`Error::Hang`], and the default's warnings on stderr). Its `Display`
 /// is one line.
@@ -297,6 +306,9 @@ pub struct HangReport {
     pub tickets: Option<Tickets>,
     /// Rings 1 onward, where there are several.
     pub other_rings: Vec<OtherRing>,
+    /// The solo ring (`Builder::solo`), if the runtime has one (boxed: it keeps
+    /// [`Error`] small).
+    pub solo: Option<Box<SoloRing>>,
     /// Each print stream's positions (read as the tickets are; empty where they could not
     /// be).
     pub streams: Vec<StreamPositions>,
@@ -317,6 +329,8 @@ impl HangReport {
                 .iter()
                 .zip(&other.other_rings)
                 .all(|(a, b)| a.words.counters() == b.words.counters() && a.tickets == b.tickets)
+            && self.solo.as_ref().map(|s| (s.words.counters(), s.held))
+                == other.solo.as_ref().map(|s| (s.words.counters(), s.held))
             && self.streams == other.streams
             && self.running_threads == other.running_threads
     }
@@ -384,6 +398,12 @@ impl fmt::Display for HangReport {
         write_ring(f, first, &self.ring, self.tickets.as_ref())?;
         for (i, r) in self.other_rings.iter().enumerate() {
             write_ring(f, &format!("ring {}", i + 1), &r.words, r.tickets.as_ref())?;
+        }
+        if let Some(solo) = &self.solo {
+            write_ring(f, "solo ring", &solo.words, None)?;
+            if solo.held == Some(true) {
+                write!(f, " (held by a thread)")?;
+            }
         }
         for s in &self.streams {
             write!(

@@ -200,6 +200,7 @@ mod tests {
             },
             tickets: None,
             other_rings: Vec::new(),
+            solo: None,
             streams: Vec::new(),
             running_threads: 0,
         }

@@ -39,11 +39,23 @@ pub fn suite_rings() -> u32 {
     RINGS.with(|r| r.get())
 }
 
+thread_local! {
+    /// Whether the case running on this thread gives its runtime a solo ring (see
+    /// [`suite_solo`]).
+    static SOLO: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
 /// Whether the running case's builder should give the runtime a solo ring
-/// ([`gpuio::Builder::solo`]): in `io_uring::*` and `host_thread::*`, not in
-/// `io_uring_rings::*`, so that a lone thread's requests go through the shared rings there.
+/// ([`gpuio::Builder::solo`]): in `io_uring::*` (and where a test asks, [`set_suite_solo`]),
+/// not in `io_uring_rings::*` and `host_thread::*`, so that a lone thread's requests go
+/// through the shared rings on both consumers there.
 pub fn suite_solo() -> bool {
-    suite_rings() == 1
+    SOLO.with(|s| s.get())
+}
+
+/// Sets [`suite_solo`] for the calling test thread (`over_submissions!` does).
+pub fn set_suite_solo(on: bool) {
+    SOLO.with(|s| s.set(on));
 }
 
 /// Sets [`suite_rings`] for the calling test thread (`over_submissions!` does).
@@ -63,9 +75,9 @@ pub fn path_name(sub: gpuio::Submission) -> &'static str {
 
 /// One suite over the submission paths: for each `case` (a `fn case(gpuio::Submission)`
 /// of the test file), a test `io_uring::case` that runs it with io_uring (SQPOLL), a test
-/// `io_uring_rings::case` that runs it over [`SUITE_RINGS`] io_uring rings and no solo ring
-/// (the case's builder asks for [`suite_rings`] and [`suite_solo`]), and a test `host_thread::case` that runs it on the
-/// host-thread fallback. Each case asks its builder for the path it is given
+/// `io_uring_rings::case` that runs it over [`SUITE_RINGS`] io_uring rings, and a test
+/// `host_thread::case` that runs it on the host-thread fallback; only the first has a solo
+/// ring (the case's builder asks for [`suite_rings`] and [`suite_solo`]). Each case asks its builder for the path it is given
 /// ([`gpuio::Builder::submission`], which `GPUIO_URING` does not override), so one
 /// `cargo test` covers all three.
 #[macro_export]
@@ -87,15 +99,17 @@ macro_rules! over_submissions {
                 #[test]
                 fn $case() {
                     super::common::set_suite_rings(super::common::SUITE_RINGS);
+                    super::common::set_suite_solo(false);
                     super::$case(gpuio::Submission::IoUring)
                 }
             )*
         }
-        /// The cases on the host-thread fallback (`GPUIO_URING=off`).
+        /// The cases on the host-thread fallback (`GPUIO_URING=off`), without a solo ring.
         mod host_thread {
             $(
                 #[test]
                 fn $case() {
+                    super::common::set_suite_solo(false);
                     super::$case(gpuio::Submission::HostThread)
                 }
             )*

@@ -410,3 +410,74 @@ fn the_lockstep_build_orders_the_protocol_steps() {
         );
     }
 }
+
+/// (f) The solo ring's round trip (`Solo::try_call`, out of line), in both builds: the take
+/// acquires (sm_90: `atom.acquire.sys.cas`); the SQ tail's store releases the SQE and the
+/// payload written before it (sm_90: a release store or a fence before it; sm_60: the plain
+/// stores are followed by `membar.sys` before the volatile store, which the check above
+/// covers in every function); the CQ tail is acquired (sm_90: `ld.acquire.sys`); and the
+/// store that lets go (the lock's word) comes after a barrier that comes after every load of
+/// the CQE and the tail (invariant 3: the next holder must not overwrite the buffer under
+/// our reads, nor its CQ head store come before ours).
+#[test]
+fn the_solo_ring_orders_its_round_trip() {
+    for (build, text) in [("sm_90", ptx()), ("sm_60", ptx_sm60())] {
+        let insts = instructions(&text);
+        let funcs: BTreeSet<&str> = insts
+            .iter()
+            .filter(|i| i.func.contains("4Solo8try_call"))
+            .map(|i| i.func.as_str())
+            .collect();
+        assert!(
+            !funcs.is_empty(),
+            "{build}: Solo::try_call is not an out-of-line function in the PTX"
+        );
+        for f in funcs {
+            let ops: Vec<&Inst> = insts.iter().filter(|i| i.func == f && is_memory(i)).collect();
+            let global = |i: &Inst| !i.has("local") && !i.has("param") && !i.has("shared");
+            let names: Vec<&str> = ops.iter().map(|i| i.op.as_str()).collect();
+            let barrier = |i: &Inst| {
+                i.op.starts_with("fence.acq_rel.sys") || i.op.starts_with("fence.sc.sys") || i.op == "membar.sys"
+            };
+            let cas = ops.iter().position(|i| i.is_rmw() && i.has("cas"));
+            let Some(cas) = cas else {
+                panic!("{build}: {f}: no compare-and-swap (the take): {names:?}")
+            };
+            if build == "sm_90" {
+                assert!(
+                    ops[cas].has("acquire") && ops[cas].has("sys"),
+                    "{build}: the take is not an acquire: {names:?}"
+                );
+                let tail = ops[cas..]
+                    .iter()
+                    .position(|i| i.op.starts_with("st.") && i.has("sys"))
+                    .map(|k| cas + k);
+                let Some(tail) = tail else {
+                    panic!("{build}: no store after the take: {names:?}")
+                };
+                assert!(
+                    ops[tail].has("release") || ops[cas..tail].iter().any(|i| barrier(i)),
+                    "{build}: the SQ tail's store does not release the SQE: {names:?}"
+                );
+                assert!(
+                    ops[tail..].iter().any(|i| i.op.starts_with("ld.acquire.sys")),
+                    "{build}: the CQ tail is not acquired: {names:?}"
+                );
+            }
+            let last_load = ops.iter().rposition(|i| i.op.starts_with("ld.") && global(i));
+            let last_barrier = ops.iter().rposition(|i| barrier(i));
+            let stores_after: Vec<&&Inst> = match last_barrier {
+                Some(b) => ops[b..]
+                    .iter()
+                    .filter(|i| i.op.starts_with("st.") && global(i))
+                    .collect(),
+                None => Vec::new(),
+            };
+            assert!(
+                matches!((last_load, last_barrier), (Some(l), Some(b)) if b > l) && !stores_after.is_empty(),
+                "{build}: {f}: the lock's word is not stored after a barrier that follows \
+                 every load: {names:?}"
+            );
+        }
+    }
+}

@@ -559,10 +559,11 @@ struct SoloParts {
     stage: Vec<SharedCell<u8>>,
 }
 
-/// A solo ring of two SQEs and two CQEs over a kernel model, with a buffer of four bytes.
+/// A solo ring of one SQE and two CQEs over a kernel model (so that three requests reuse
+/// the SQE slot twice and a CQE slot once), with a buffer of four bytes.
 fn solo_world() -> (Arc<SoloParts>, Arc<Solo>) {
     let parts = Arc::new(SoloParts {
-        kernel: KernelRings::new(2, 2),
+        kernel: KernelRings::new(1, 2),
         stage: (0..4).map(|_| SharedCell::new(0)).collect(),
     });
     let k = &parts.kernel;
@@ -576,7 +577,7 @@ fn solo_world() -> (Arc<SoloParts>, Arc<Solo>) {
             &k.cq_tail,
             k.sqes.as_ptr(),
             k.cqes.as_ptr(),
-            2,
+            1,
             2,
             parts.stage.as_ptr(),
             parts.stage.as_ptr() as u64,
@@ -585,7 +586,7 @@ fn solo_world() -> (Arc<SoloParts>, Arc<Solo>) {
     (parts, Arc::new(solo))
 }
 
-/// The solo ring taken in turn: a writer and a reader each retry until they hold it (a
+/// The solo ring taken in turn: a writer (twice) and a reader each retry until they hold it (a
 /// model's shortcut: device code goes to the shared rings instead), and both play the
 /// kernel, the holder while it waits for its completion and the other between its tries
 /// (one at a time, under a lock: the kernel is one SQPOLL thread), as [`InlineKernel`]
@@ -633,28 +634,33 @@ fn solo_ring_hands_its_buffer_from_holder_to_kernel_to_holder() {
         };
         let writer = {
             let (solo, kernel) = (solo.clone(), kernel.clone());
-            thread::spawn(move || loop {
-                let res = solo.try_call_helping(
-                    |stage, addr| {
-                        // SAFETY: we hold the ring, so the buffer is ours.
-                        unsafe { copy_to_cells(stage, b"xy") };
-                        Sqe {
-                            opcode: IORING_OP_WRITE,
-                            fd: FD,
-                            off: 8,
-                            addr,
-                            len: 2,
-                            ..Sqe::default()
+            thread::spawn(move || {
+                // Two writes, one after the other: "xy" at 8, then "z" at 9.
+                for (bytes, off) in [(&b"xy"[..], 8), (&b"z"[..], 9)] {
+                    loop {
+                        let res = solo.try_call_helping(
+                            |stage, addr| {
+                                // SAFETY: we hold the ring, so the buffer is ours.
+                                unsafe { copy_to_cells(stage, bytes) };
+                                Sqe {
+                                    opcode: IORING_OP_WRITE,
+                                    fd: FD,
+                                    off,
+                                    addr,
+                                    len: bytes.len() as u32,
+                                    ..Sqe::default()
+                                }
+                            },
+                            |_, _| {},
+                            &kernel,
+                        );
+                        match res {
+                            Some(res) => break assert_eq!(res, bytes.len() as i32),
+                            None => {
+                                kernel();
+                                thread::yield_now()
+                            }
                         }
-                    },
-                    |_, _| {},
-                    &kernel,
-                );
-                match res {
-                    Some(res) => return assert_eq!(res, 2),
-                    None => {
-                        kernel();
-                        thread::yield_now()
                     }
                 }
             })
@@ -687,9 +693,10 @@ fn solo_ring_hands_its_buffer_from_holder_to_kernel_to_holder() {
             }
         }
         writer.join().unwrap();
-        assert_eq!(&file.lock().unwrap()[..], b"01234567xy");
-        assert_eq!(solo.requests(), 2);
+        assert_eq!(&file.lock().unwrap()[..], b"01234567xz");
+        assert_eq!(solo.requests(), 3);
         assert!(!solo.held());
-        assert_eq!(parts.kernel.cq_tail.load(Ordering::Relaxed), 2);
+        assert_eq!(parts.kernel.cq_tail.load(Ordering::Relaxed), 3);
+        assert_eq!(parts.kernel.cq_head.load(Ordering::Relaxed), 3);
     });
 }

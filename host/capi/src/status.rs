@@ -209,6 +209,7 @@ mod tests {
             ring: gpuio_host::RingWords::default(),
             tickets: None,
             other_rings: Vec::new(),
+            solo: None,
             streams: Vec::new(),
             running_threads: 0,
         };

@@ -148,21 +148,23 @@ pub(crate) fn open(
         Some(s) => s,
         None => Submission::from_env()?.unwrap_or_default(),
     };
+    // The error, and the errno of a plain setup when ours failed (boxed: it keeps the
+    // closure's result small).
     let uring = || match simulate {
-        Some(errno) => Err((
+        Some(errno) => Err(Box::new((
             simulated(diagnose_setup(io::Error::from_raw_os_error(errno), None)),
             Some(errno),
-        )),
+        ))),
         None => Uring::new(cfg).map_err(|e| {
             // Only setup failures can mean "unavailable"; ask the kernel once more, plainly.
             let errno = matches!(e, Error::UringUnavailable(_)).then(probe).flatten();
-            (e, errno)
+            Box::new((e, errno))
         }),
     };
     match requested {
-        Submission::IoUring => uring().map(|u| (Queue::Uring(u), None)).map_err(|(e, _)| e),
+        Submission::IoUring => uring().map(|u| (Queue::Uring(u), None)).map_err(|b| b.0),
         Submission::HostThread => Ok((Queue::Host(HostRing::new(cfg)?), None)),
-        Submission::Auto => match uring() {
+        Submission::Auto => match uring().map_err(|b| *b) {
             Ok(u) => Ok((Queue::Uring(u), None)),
             Err((e, Some(errno))) if unavailable(errno) => {
                 let host = HostRing::new(cfg)?;

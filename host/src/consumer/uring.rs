@@ -131,10 +131,10 @@ impl Uring {
             disabled = false;
         }
         if fd < 0 && attach.is_some() {
-            return Err(Error::UringUnavailable(format!(
-                "io_uring_setup of the solo ring, attached to ring 0's SQPOLL thread (IORING_SETUP_ATTACH_WQ), \
-                 failed: {err} (Builder::solo(false) or GPUIO_SOLO=off go without it)"
-            )));
+            return Err(Error::Os {
+                what: "io_uring_setup of the solo ring, attached to ring 0's SQPOLL thread (IORING_SETUP_ATTACH_WQ)",
+                source: err,
+            });
         }
         if fd < 0 {
             if let (Some(cpu), Some(libc::EINVAL)) = (cfg.sq_thread_cpu, err.raw_os_error()) {

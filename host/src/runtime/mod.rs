@@ -249,20 +249,12 @@ impl Runtime {
     /// [`Runtime::ring_words`] of ring `i` (panics past the last ring).
     #[doc(hidden)]
     pub fn ring_words_of(&self, i: usize) -> [u32; 5] {
-        let q = &self.shared.queues[i];
-        let p = *q.params();
-        [
-            p.sq_off.head,
-            p.sq_off.tail,
-            p.sq_off.flags,
-            p.cq_off.head,
-            p.cq_off.tail,
-        ]
-        .map(|off| {
-            // SAFETY: a ring word inside the queue's mapping, which lives as long as `self`;
-            // a volatile read of a word others write is what the kernel's side allows.
-            unsafe { std::ptr::read_volatile(q.ring_word(off)) }
-        })
+        words_of(&self.shared.queues[i])
+    }
+
+    /// [`Runtime::ring_words`] of the solo ring, if there is one.
+    pub(crate) fn solo_words(&self) -> Option<[u32; 5]> {
+        self.shared.solo.as_ref().map(|(q, _)| words_of(q))
     }
 
     /// The shared memory and ring (for [`crate::host_buffer`]).
@@ -280,6 +272,23 @@ impl Runtime {
     pub(crate) fn kernels_pending(&self) -> bool {
         self.cpu.pending() || self.gpu.as_ref().is_some_and(|g| g.launched.load(Ordering::Acquire))
     }
+}
+
+/// A queue's `[sq_head, sq_tail, sq_flags, cq_head, cq_tail]`, read now from host memory.
+fn words_of(q: &crate::consumer::submission::Queue) -> [u32; 5] {
+    let p = *q.params();
+    [
+        p.sq_off.head,
+        p.sq_off.tail,
+        p.sq_off.flags,
+        p.cq_off.head,
+        p.cq_off.tail,
+    ]
+    .map(|off| {
+        // SAFETY: a ring word inside the queue's mapping, which lives as long as the runtime;
+        // a volatile read of a word others write is what the kernel's side allows.
+        unsafe { std::ptr::read_volatile(q.ring_word(off)) }
+    })
 }
 
 impl Drop for Runtime {

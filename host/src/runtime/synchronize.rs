@@ -13,8 +13,8 @@ use super::{Gpu, Runtime};
 use crate::backend::cpu::THREADS_PACING;
 use crate::consumer::sandbox;
 use crate::error::{
-    Error, HangReport, OtherRing, OutputErrors, PrintErrors, Refused, Result, RingWords, StreamPositions, Tickets,
-    Waiting,
+    Error, HangReport, OtherRing, OutputErrors, PrintErrors, Refused, Result, RingWords, SoloRing, StreamPositions,
+    Tickets, Waiting,
 };
 use crate::print_files::{self, Mode};
 use crate::shared::{Shared, State};
@@ -182,10 +182,10 @@ impl Runtime {
         const SETTLE: Duration = Duration::from_secs(2);
         let start = std::time::Instant::now();
         while start.elapsed() < SETTLE {
-            let settled = (0..self.shared.queues.len()).all(|i| {
-                let [sq_head, sq_tail, _, _, cq_tail] = self.ring_words_of(i);
-                sq_head == sq_tail && cq_tail == sq_tail
-            });
+            let settled = (0..self.shared.queues.len())
+                .map(|i| self.ring_words_of(i))
+                .chain(self.solo_words())
+                .all(|[sq_head, sq_tail, _, _, cq_tail]| sq_head == sq_tail && cq_tail == sq_tail);
             if settled {
                 break;
             }
@@ -227,8 +227,12 @@ impl Runtime {
     /// (all in host memory; on GPUs the context is in device memory, which the host
     /// cannot read while a kernel runs).
     fn observe(&self, waiting_for: Waiting, detailed: bool) -> HangReport {
-        let words = |i| {
-            let [sq_head, sq_tail, sq_flags, cq_head, cq_tail] = self.ring_words_of(i);
+        // Ring `i`'s words, or the solo ring's for `usize::MAX`.
+        let words = |i: usize| {
+            let [sq_head, sq_tail, sq_flags, cq_head, cq_tail] = match i {
+                usize::MAX => self.solo_words().unwrap_or_default(),
+                i => self.ring_words_of(i),
+            };
             RingWords {
                 sq_head,
                 sq_tail,
@@ -240,7 +244,7 @@ impl Runtime {
         // The context is read every round on the CPU backend, where that is cheap; on a GPU
         // only for a report (it takes a copy from device memory).
         let cheap = matches!(self.shared.state, State::Host(_));
-        let (tickets, streams): (Vec<Tickets>, _) = (detailed || cheap)
+        let (tickets, streams, solo_held): (Vec<Tickets>, _, _) = (detailed || cheap)
             .then(|| {
                 self.shared.peek_context(|c| {
                     let tickets = c
@@ -261,7 +265,7 @@ impl Runtime {
                             released: s.released.load(Ordering::Acquire),
                         })
                         .collect();
-                    (tickets, streams)
+                    (tickets, streams, Some(c.solo.held()))
                 })
             })
             .flatten()
@@ -277,6 +281,12 @@ impl Runtime {
                     tickets: tickets.get(i).copied(),
                 })
                 .collect(),
+            solo: self.solo_words().map(|_| {
+                Box::new(SoloRing {
+                    words: words(usize::MAX),
+                    held: solo_held,
+                })
+            }),
             streams,
             running_threads: self.cpu.running(),
         }
