@@ -577,19 +577,9 @@ fn gpu_from_env() -> Result<Option<u32>> {
     u32_from_env("GPUIO_GPU", "a GPU index (0, 1, ...)")
 }
 
-/// What `GPUIO_SOLO` asks for, if it is set: `1`/`on` (the default) or `0`/`off`.
+/// What `GPUIO_SOLO` asks for, if it is set: `1`/`on` or `0`/`off`.
 fn solo_from_env() -> Result<Option<bool>> {
-    match std::env::var("GPUIO_SOLO") {
-        Err(_) => Ok(None),
-        Ok(v) => match v.trim() {
-            "" => Ok(None),
-            "1" | "on" | "true" | "yes" => Ok(Some(true)),
-            "0" | "off" | "false" | "no" => Ok(Some(false)),
-            other => Err(Error::Config(format!(
-                "GPUIO_SOLO={other:?}: expected 1 (a solo ring) or 0 (none)"
-            ))),
-        },
-    }
+    crate::scheduling::switch_from_env("GPUIO_SOLO", "1 (a solo ring) or 0 (none)")
 }
 
 /// What `GPUIO_RINGS` asks for, if it is set.

@@ -303,11 +303,7 @@ impl Shared {
                 };
                 let p = queue.params();
                 let (sqes, words) = (views[2 + 2 * i], views[3 + 2 * i]);
-                // The ring words, where the protocol's agents see them.
-                let w = |off: u32| {
-                    let host = queue.ring_word(off) as *const u8;
-                    words.add(host.offset_from(queue.rings().as_ptr()) as usize) as *const AtomicU32
-                };
+                let w = |off| word_at(queue, words, off);
                 Ring::new(
                     w(p.sq_off.head),
                     w(p.sq_off.tail),
@@ -374,10 +370,7 @@ impl Shared {
                         let n = queues.len();
                         let p = q.params();
                         let (sqes, words, stage_view) = (views[2 + 2 * n], views[3 + 2 * n], views[4 + 2 * n]);
-                        let w = |off: u32| {
-                            let host = q.ring_word(off) as *const u8;
-                            words.add(host.offset_from(q.rings().as_ptr()) as usize) as *const AtomicU32
-                        };
+                        let w = |off| word_at(q, words, off);
                         Solo::new(
                             w(p.sq_off.tail),
                             w(p.cq_off.head),
@@ -532,6 +525,18 @@ impl Drop for Shared {
             }
         }
     }
+}
+
+/// The ring word at the kernel's offset `off` in `queue`'s rings, where the protocol's agents
+/// see it: in `words`, their view of those rings.
+///
+/// # Safety
+/// `words` views `queue.rings()` (the same length), and `off` is one of the kernel's offsets
+/// of a word in it.
+unsafe fn word_at(queue: &Queue, words: *mut u8, off: u32) -> *const AtomicU32 {
+    let host = queue.ring_word(off) as *const u8;
+    // SAFETY: the caller's contract: the word lies inside the rings, and `words` views them.
+    unsafe { words.add(host.offset_from(queue.rings().as_ptr()) as usize) as *const AtomicU32 }
 }
 
 /// Maps the regions for the GPU, in order; on failure unmaps those already mapped.

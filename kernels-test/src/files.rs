@@ -233,19 +233,7 @@ kernel! {
     /// if that write failed). The 64 bytes are on the stack: device memory, so staged. Each
     /// write takes the solo ring (`gpuio_device::solo`) when the runtime has one.
     pub fn pwrite_latency(fd: i32, iters: u32, out: u64) {
-        if global_thread_idx() != 0 {
-            return;
-        }
-        let mut line = [b'.'; 64];
-        line[63] = b'\n';
-        for i in 0..iters {
-            line[0] = b'0' + (i % 10) as u8;
-            let t0 = clock_ns();
-            let r = io::pwrite(fd, &line, i as u64 * 64);
-            let dt = clock_ns().wrapping_sub(t0);
-            // SAFETY: the host allocated `iters` u64 results.
-            unsafe { *(out as *mut u64).add(i as usize) = if r == Ok(64) { dt } else { u64::MAX } };
-        }
+        write_latencies(iters, out, |line, off| io::pwrite(fd, line, off));
     }
 }
 
@@ -253,20 +241,25 @@ kernel! {
     /// [`pwrite_latency`] through the shared rings: `pwrite_async` and its wait, which
     /// never take the solo ring (`gpuio_device::solo`), so that one run times both ways.
     pub fn pwrite_latency_shared(fd: i32, iters: u32, out: u64) {
-        if global_thread_idx() != 0 {
-            return;
-        }
-        let mut line = [b'.'; 64];
-        line[63] = b'\n';
-        for i in 0..iters {
-            line[0] = b'0' + (i % 10) as u8;
-            let t0 = clock_ns();
-            // SAFETY: waited for at once.
-            let r = unsafe { io::pwrite_async(fd, &line, i as u64 * 64) }.wait();
-            let dt = clock_ns().wrapping_sub(t0);
-            // SAFETY: the host allocated `iters` u64 results.
-            unsafe { *(out as *mut u64).add(i as usize) = if r == Ok(64) { dt } else { u64::MAX } };
-        }
+        // SAFETY: waited for at once.
+        write_latencies(iters, out, |line, off| unsafe { io::pwrite_async(fd, line, off) }.wait());
+    }
+}
+
+/// The loop of [`pwrite_latency`] on thread 0, writing each line with `write(line, offset)`.
+fn write_latencies(iters: u32, out: u64, write: impl Fn(&[u8], u64) -> Result<usize, Errno>) {
+    if global_thread_idx() != 0 {
+        return;
+    }
+    let mut line = [b'.'; 64];
+    line[63] = b'\n';
+    for i in 0..iters {
+        line[0] = b'0' + (i % 10) as u8;
+        let t0 = clock_ns();
+        let r = write(&line, i as u64 * 64);
+        let dt = clock_ns().wrapping_sub(t0);
+        // SAFETY: the host allocated `iters` u64 results.
+        unsafe { *(out as *mut u64).add(i as usize) = if r == Ok(64) { dt } else { u64::MAX } };
     }
 }
 
