@@ -8,7 +8,8 @@
 //!   staged) at `i * 64` of a fresh file and waits for the completion, `--iters` times
 //!   (default 10000); each round trip timed on the GPU's clock (`%globaltimer`). Two ways,
 //!   one after the other: `pwrite` (which takes the solo ring, `Builder::solo`, when the
-//!   runtime has one: `GPUIO_SOLO=off` runs without), then `pwrite_async` and its wait (the
+//!   runtime has one: `GPUIO_SOLO=off` runs without; its holder waits on each CQE's result
+//!   on x86-64 hosts, on the CQ tail with `--solo-wait tail`), then `pwrite_async` and its wait (the
 //!   shared rings, through the arena). Prints p50, p99, min, max of each, and how many
 //!   writes went through the solo ring. `--lat-file PATH` writes there instead (an
 //!   existing file is overwritten from offset 0; `/dev/null` works). Then the shared
@@ -92,7 +93,8 @@ const CLI: Cli = Cli {
     name: "bench_file",
     usage: "usage: bench_file [--size-mib N] [--chunk-kib N] [--threads N] [--arena-mib N] \
             [--block-kib N] [--iters N] [--reps N] [--dir PATH] [--lat-file PATH] \
-            [--host-threads N] [--rand-threads N] [--rand-reads N] [--rings N] [--sq-entries N]",
+            [--host-threads N] [--rand-threads N] [--rand-reads N] [--rings N] [--sq-entries N] \
+            [--solo-wait result|tail]",
 };
 
 struct Config {
@@ -117,6 +119,9 @@ struct Config {
     /// SQ entries of each of the runtime's rings (`Builder::sq_entries`; the CQ gets twice
     /// as many, and the completion slots a CQ's worth per ring).
     sq_entries: u32,
+    /// The solo ring's holder waits on the CQ tail (`--solo-wait tail`) rather than on each
+    /// CQE's result (the default on x86-64 hosts).
+    solo_on_tail: bool,
 }
 
 /// Where kernels run, and the memory they address.
@@ -942,6 +947,7 @@ fn main() {
             "--rand-reads",
             "--rings",
             "--sq-entries",
+            "--solo-wait",
         ],
     );
     let gpu_present = Cuda::open().is_ok();
@@ -963,6 +969,11 @@ fn main() {
         rand_reads: CLI.opt(&args, "--rand-reads").unwrap_or(64),
         rings: CLI.opt(&args, "--rings").unwrap_or(4),
         sq_entries: CLI.opt(&args, "--sq-entries").unwrap_or(256),
+        solo_on_tail: match CLI.opt::<String>(&args, "--solo-wait").as_deref() {
+            None | Some("result") => false,
+            Some("tail") => true,
+            Some(other) => CLI.fail(&format!("--solo-wait: expected result or tail, got {other:?}")),
+        },
     };
     if cfg.size == 0 || cfg.chunk == 0 || cfg.threads == 0 || cfg.reps == 0 || cfg.iters == 0 {
         CLI.fail("sizes, threads, iters and reps must be positive");
@@ -985,6 +996,7 @@ fn main() {
         .sandbox(Sandbox::FileIo)
         .arena_bytes(cfg.arena)
         .arena_block_bytes(cfg.block)
+        .solo_waits_on_tail(cfg.solo_on_tail)
         .build()
     {
         Ok(rt) => rt,
@@ -1097,7 +1109,10 @@ fn main() {
                 let step = ns.windows(2).map(|w| w[1] - w[0]).filter(|&d| d > 0).min().unwrap_or(0);
                 vec![
                     match *name {
-                        "pwrite_latency" => "pwrite (solo ring where free)",
+                        "pwrite_latency" if rt.stats().solo_waits_on_results => {
+                            "pwrite (solo ring where free, waiting on the result)"
+                        }
+                        "pwrite_latency" => "pwrite (solo ring where free, waiting on the CQ tail)",
                         _ => "pwrite_async + wait (shared rings)",
                     }
                     .to_string(),

@@ -14,9 +14,10 @@
 //! # A round trip ([`Solo::try_call`])
 //! 1. **Take** the ring. One word, `state`, holds the requests made on it so far, `n`, and
 //!    whether a thread holds it: `2n`, or `2n + 1` while held. A thread that reads `2n`
-//!    (Relaxed) moves it to `2n + 1` (a compare-and-swap, Acquire, system scope); one that
-//!    finds it held, or loses the race, goes through the shared rings: nobody ever waits for
-//!    the solo ring. Where lanes run in lockstep (the lockstep rule, `arch/mod.rs`), only a
+//!    (Relaxed) moves it to `2n + 1` (a compare-and-swap, Acquire, GPU scope: only the
+//!    GPU's threads hand the ring to one another, so the lock need not be seen beyond the
+//!    GPU); one that finds it held, or loses the race, goes through the shared rings:
+//!    nobody ever waits for the solo ring. Where lanes run in lockstep (the lockstep rule, `arch/mod.rs`), only a
 //!    lane alone at its call tries: lanes that call together go through the shared rings,
 //!    where each submits before any waits, since one's request may need a sibling's.
 //! 2. The SQ tail and the CQ head are both `n` (modulo 2^32): one request at a time. The
@@ -24,35 +25,60 @@
 //! 3. **Write** the payload into the staging buffer and SQE `n` into slot `n & mask` with
 //!    plain stores. Both are ours alone: SQE `n - 1`'s CQE came back before the previous
 //!    holder let go, and the kernel consumes an SQE (and is done with the staging buffer)
-//!    before it posts its CQE.
+//!    before it posts its CQE. Where the holder waits on the result (below), it first marks
+//!    CQE `n`'s `res` [`UNANSWERED`] (Relaxed, system scope).
 //! 4. **Publish**: the SQ tail `n + 1` (Release, system scope): the payload and the SQE
 //!    happen-before the kernel's `smp_load_acquire` of the tail.
 //! 5. **Wait** until the CQ tail is past `n` (Acquire, system scope: pairs with the kernel's
 //!    `smp_store_release`; the CQE, and a read's bytes in the staging buffer, happen-before
-//!    our loads of them). The wait depends on the kernel alone (and on the host's waker while
-//!    SQPOLL sleeps, as every request does).
-//! 6. **Read** the CQE, and copy a read's bytes out of the staging buffer.
-//! 7. **Let go**: the CQ head `n + 1` (Relaxed), one release fence (system scope), then
-//!    `state = 2(n + 1)` (Relaxed). The next holder's acquire reads that store, so the fence
-//!    orders before its take our loads of the CQE and of the buffer (it overwrites the
-//!    buffer only after them) and our store of the head (its own store of the head comes
-//!    later in the head's order: the kernel never sees the head move back). The head needs
-//!    no release of its own: the kernel sees the slot it frees as free early, but refills
-//!    it only with the CQE of request `n + cq_entries`, whose SQE the lock orders after our
-//!    fence, and so after our load of the slot.
+//!    our loads of them), or until CQE `n`'s `res` is no longer [`UNANSWERED`] (below). The
+//!    wait depends on the kernel alone (and on the host's waker while SQPOLL sleeps, as
+//!    every request does).
+//! 6. **Read** the CQE (where the holder waited on the tail), and copy a read's bytes out of
+//!    the staging buffer.
+//! 7. **Let go**: the CQ head `n + 1` (Relaxed, system scope), one release fence (GPU
+//!    scope), then `state = 2(n + 1)` (Relaxed, GPU scope). The next holder's acquire reads
+//!    that store, so the fence orders before its take our loads of the CQE and of the buffer
+//!    (it overwrites the buffer only after them) and our store of the head (its own store
+//!    of the head comes later in the head's order: the kernel never sees the head move
+//!    back). GPU scope suffices: both holders are threads of this GPU, and what the kernel
+//!    must see of ours it sees through the next holder's release of the SQ tail at system
+//!    scope, which follows our fence in causality order (PTX orders causality across the
+//!    scopes of the synchronizations it is built from). The head needs no release of its
+//!    own: the kernel sees the slot it frees as free early, but refills it only with the CQE
+//!    of request `n + cq_entries`, whose SQE the lock orders after our fence, and so after
+//!    our load of the slot.
+//!
+//! # Waiting on the result
+//! Waiting on the CQ tail costs a load across PCIe more than the request needs: the tail's,
+//! then the CQE's. Where the host's stores are seen in the order it made them (x86-TSO: the
+//! kernel's copy of a read's bytes, then its store of the CQE's `res`, then the CQ tail),
+//! the holder instead marks `res` [`UNANSWERED`] before it publishes the SQE and waits until
+//! `res` holds anything else (Acquire, system scope): a value no request returns, so the one
+//! it sees is the kernel's, and what the kernel stored before it (a read's bytes) is seen
+//! too. The mark comes after the kernel's last store to the slot (request
+//! `n - cq_entries`'s CQE, which that holder loaded before the lock came to us) and before
+//! the kernel's next (it reads our SQE after the tail's release), so the holder sees its
+//! own mark only until the kernel answers. The host chooses: [`Solo::waiting_on_results`].
 //!
 //! So a round trip costs the floor's steps (the tail's release, the CQ tail's acquires, the
-//! CQE's load) plus one compare-and-swap and one fence. The CQ cannot overflow: one CQE at
-//! a time, and the kernel's view of the head lags ours by at most that one.
+//! CQE's load), less the CQE's load where the holder waits on the result, plus one
+//! compare-and-swap and one fence at GPU scope. The CQ cannot overflow: one CQE at a time,
+//! and the kernel's view of the head lags ours by at most that one.
 
 use crate::group::Group;
-use crate::sync::{fence, AtomicU32, AtomicU64, Ordering, Padded, SharedCell};
+use crate::sync::{device_fence, AtomicI32, AtomicU32, DeviceAtomicU64, Ordering, Padded, SharedCell};
 use crate::uapi::{Cqe, Sqe};
 use crate::wait::until;
 
 /// Bytes of the solo ring's staging buffer: the most a staged `pread` or `pwrite` may move
 /// to take it (a page: a 4 KiB random read, a path for `open`, a line).
 pub const SOLO_STAGE: u32 = 4096;
+
+/// What the holder marks a CQE's `res` with before it publishes its request, where it waits
+/// on the result (see the module docs): no request returns it (a result is a count of at
+/// most 2^31 - 4096 bytes, a file descriptor, or `-errno` of at least -4095).
+pub const UNANSWERED: i32 = i32::MIN;
 
 /// The solo ring (see the module docs): the kernel's words, its staging buffer and the
 /// lock. `entries == 0` means there is none (every [`Solo::try_call`] returns `None`).
@@ -76,9 +102,13 @@ pub struct Solo {
     pub stage: *const SharedCell<u8>,
     /// `stage` as the kernel sees it.
     pub stage_io: u64,
+    /// Kernel: CQE slot 0's `res`, where the holder waits on the result; else null.
+    pub results: *const AtomicI32,
+    /// Bytes from one slot's `res` to the next one's (a CQE's size in the kernel's ring).
+    pub result_stride: u32,
     /// Twice the requests made on the ring (their count is its SQ tail and CQ head), plus 1
     /// while a thread holds it. Written by takers (the compare-and-swap) and the holder.
-    pub state: Padded<AtomicU64>,
+    pub state: Padded<DeviceAtomicU64>,
 }
 
 impl Solo {
@@ -113,7 +143,26 @@ impl Solo {
             cq_entries,
             stage,
             stage_io,
-            state: Padded(AtomicU64::new(0)),
+            results: core::ptr::null(),
+            result_stride: 0,
+            state: Padded(DeviceAtomicU64::new(0)),
+        }
+    }
+
+    /// This ring, its holder waiting on each CQE's `res` rather than on the CQ tail (see
+    /// the module docs): one load across PCIe less per request on a GPU.
+    ///
+    /// # Safety
+    /// `results + i * stride` (bytes) is CQE slot `i`'s `res` for every `i < cq_entries`,
+    /// valid while the ring is used; and every agent that loads it sees the kernel's stores
+    /// in the order the kernel made them (the host is x86-64, whose stores are seen in
+    /// program order by every agent: the CPU's other threads, and a device's reads across
+    /// PCIe, which snoop its caches).
+    pub unsafe fn waiting_on_results(self, results: *const AtomicI32, stride: u32) -> Solo {
+        Solo {
+            results,
+            result_stride: stride,
+            ..self
         }
     }
 
@@ -129,7 +178,9 @@ impl Solo {
             cq_entries: 0,
             stage: core::ptr::null(),
             stage_io: 0,
-            state: Padded(AtomicU64::new(0)),
+            results: core::ptr::null(),
+            result_stride: 0,
+            state: Padded(DeviceAtomicU64::new(0)),
         }
     }
 
@@ -173,9 +224,10 @@ impl Solo {
         }
         // 1. Take. A relaxed look first: a thread that finds the ring held leaves without a
         // read-modify-write, and the one that finds it free learns the count from it.
-        // Acquire, system scope: the previous holder's round trip (its loads of the CQE and
-        // the buffer) happens-before ours; the compare-and-swap succeeds only if no one took
-        // the ring since the look, so the count is the last holder's.
+        // Acquire, GPU scope: the previous holder's round trip (its loads of the CQE and the
+        // buffer, its store of the CQ head) happens-before ours; the compare-and-swap
+        // succeeds only if no one took the ring since the look, so the count is the last
+        // holder's.
         let state = self.state.load(Ordering::Relaxed);
         if state & 1 != 0
             || self
@@ -187,7 +239,15 @@ impl Solo {
         }
         // 2. The SQ tail and the CQ head, modulo 2^32 as the kernel counts them.
         let n = (state >> 1) as u32;
-        // 3. Write: the buffer and the SQ slot are ours (see the module docs).
+        // 3. Write: the buffer and the SQ slot are ours (see the module docs). The mark first,
+        // where the holder waits on the result. SAFETY: `waiting_on_results`' contract (a
+        // non-null `results` is the CQ's).
+        let result = unsafe { self.result(n) };
+        if let Some(result) = result {
+            // Relaxed, system scope: the tail's release below orders it before the kernel's
+            // answer (see "Waiting on the result").
+            result.store(UNANSWERED, Ordering::Relaxed);
+        }
         let mut sqe = prepare(self.stage, self.stage_io);
         sqe.user_data = n as u64;
         // SAFETY: the slot is ours (above); the SQE array holds `entries` slots, a power of
@@ -195,25 +255,51 @@ impl Solo {
         unsafe { (*self.sqes.add((n & (self.entries - 1)) as usize)).write(sqe) };
         // SAFETY: `Solo::new`'s contract keeps the kernel's words valid while the ring is used.
         let (sq_tail, cq_tail, cq_head) = unsafe { (&*self.sq_tail, &*self.cq_tail, &*self.cq_head) };
-        // 4. Publish. Release, system scope: the payload and the SQE happen-before the
-        // kernel's acquire of the tail.
+        // 4. Publish. Release, system scope: the payload, the SQE and the mark happen-before
+        // the kernel's acquire of the tail.
         sq_tail.store(n.wrapping_add(1), Ordering::Release);
-        // 5. Wait. Acquire, system scope: pairs with the kernel's release of the CQ tail.
-        until(|| (cq_tail.load(Ordering::Acquire) != n).then_some(()), help);
-        // 6. Read. SAFETY: the kernel published CQE `n` (the acquire above) and rewrites the
-        // slot only after the head moves past it (step 7).
-        let cqe = unsafe { self.read_cqe(n) };
-        debug_assert_eq!(cqe.user_data, n as u64, "the solo ring's CQE is not its request's");
-        finish(self.stage, cqe.res);
-        // 7. Let go. The CQ head (Relaxed) before the fence, so that the fence orders it
-        // before the next holder's store of it (the kernel's head never moves back); the
-        // fence (Release, system scope) orders it and our loads of the CQE and the buffer
-        // before the relaxed store of the word, which the next holder acquires (see the
-        // module docs).
+        // 5. Wait, and 6. read.
+        let res = match result {
+            // Acquire, system scope: what the kernel stored before its answer (a read's bytes)
+            // is seen after it (`waiting_on_results`' contract).
+            Some(result) => until(
+                || {
+                    let res = result.load(Ordering::Acquire);
+                    (res != UNANSWERED).then_some(res)
+                },
+                help,
+            ),
+            None => {
+                // Acquire, system scope: pairs with the kernel's release of the CQ tail.
+                until(|| (cq_tail.load(Ordering::Acquire) != n).then_some(()), help);
+                // SAFETY: the kernel published CQE `n` (the acquire above) and rewrites the
+                // slot only after the head moves past it (step 7).
+                let cqe = unsafe { self.read_cqe(n) };
+                debug_assert_eq!(cqe.user_data, n as u64, "the solo ring's CQE is not its request's");
+                cqe.res
+            }
+        };
+        finish(self.stage, res);
+        // 7. Let go. The CQ head (Relaxed, system scope) before the fence, so that the fence
+        // orders it before the next holder's store of it (the kernel's head never moves
+        // back); the fence (Release, GPU scope) orders it and our loads of the CQE and the
+        // buffer before the relaxed store of the word, which the next holder acquires (see
+        // the module docs).
         cq_head.store(n.wrapping_add(1), Ordering::Relaxed);
-        fence(Ordering::Release);
+        device_fence(Ordering::Release);
         self.state.store(state + 2, Ordering::Relaxed);
-        Some(cqe.res)
+        Some(res)
+    }
+
+    /// CQE `h`'s `res`, where the holder waits on results.
+    ///
+    /// # Safety
+    /// A non-null `results` meets [`Solo::waiting_on_results`]' contract.
+    #[inline(always)]
+    unsafe fn result(&self, h: u32) -> Option<&AtomicI32> {
+        let slot = (h & (self.cq_entries - 1)) as usize;
+        // SAFETY: the caller's contract: slot `slot < cq_entries` lies `slot * stride` bytes on.
+        (!self.results.is_null()).then(|| unsafe { &*self.results.byte_add(slot * self.result_stride as usize) })
     }
 
     /// Reads CQE `h` with one 16-byte load on GPUs (as `Ring::read_cqe` does: the fields
@@ -249,6 +335,11 @@ impl Solo {
     pub fn held(&self) -> bool {
         // Relaxed: a look for reports; nothing is read on the strength of it.
         self.state.load(Ordering::Relaxed) & 1 != 0
+    }
+
+    /// Whether the holder waits on each CQE's `res` ([`Solo::waiting_on_results`]).
+    pub fn waits_on_results(&self) -> bool {
+        !self.results.is_null()
     }
 
     /// Requests made on the ring so far (for statistics).

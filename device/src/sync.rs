@@ -4,6 +4,8 @@
 //! `core::sync::atomic` directly, so that:
 //! - on every target the atomics are **system scope** (visible to the host CPU, the GPU and
 //!   the kernel's SQPOLL thread): see `arch::atomic` for how each target guarantees that;
+//!   except [`DeviceAtomicU64`] and [`device_fence`], for words that only the device's own
+//!   threads synchronize through (GPU scope on NVIDIA, where that is cheaper);
 //! - under `--cfg loom` the same code runs on loom's model-checked atomics and cells.
 //!
 //! [`SharedCell`] marks memory that is written without atomics but handed between agents by
@@ -11,10 +13,12 @@
 //! `UnsafeCell`, which reports any access not ordered by a happens-before edge.
 
 #[cfg(not(loom))]
-pub use crate::arch::atomic::{fence, AtomicI32, AtomicU32, AtomicU64};
+pub use crate::arch::atomic::{device_fence, fence, AtomicI32, AtomicU32, AtomicU64, DeviceAtomicU64};
 pub use core::sync::atomic::Ordering;
 #[cfg(loom)]
 pub use loom::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64};
+#[cfg(loom)]
+pub use loom::sync::atomic::{fence as device_fence, AtomicU64 as DeviceAtomicU64};
 
 /// Memory written with plain stores and published through an atomic release/acquire pair.
 #[cfg(not(loom))]

@@ -62,6 +62,9 @@ pub struct Builder {
     gpu: Option<u32>,
     /// `None`: `GPUIO_SOLO`, else on.
     solo: Option<bool>,
+    /// Tests and benchmarks: the solo ring's holder waits on the CQ tail even where it could
+    /// wait on the result.
+    solo_on_tail: bool,
 }
 
 impl Default for Builder {
@@ -90,6 +93,7 @@ impl Default for Builder {
             sqpoll_cpus: None,
             gpu: None,
             solo: None,
+            solo_on_tail: false,
         }
     }
 }
@@ -348,6 +352,14 @@ impl Builder {
         self
     }
 
+    /// Tests and benchmarks: the solo ring's holder waits on the CQ tail, as it does on hosts
+    /// other than x86-64, rather than on each CQE's `res` (`Solo::waiting_on_results`).
+    #[doc(hidden)]
+    pub fn solo_waits_on_tail(mut self, on: bool) -> Self {
+        self.solo_on_tail = on;
+        self
+    }
+
     /// Creates the runtime.
     pub fn build(self) -> Result<Runtime> {
         let lockstep = match self.lockstep {
@@ -519,6 +531,8 @@ impl Builder {
             arena_block_bytes: self.arena_block_bytes,
             fds: [self.stdout_fd, self.stderr_fd],
             fixed_files: sandbox.fixed_files,
+            // Only x86-64's stores are seen in order by every agent (`Solo::waiting_on_results`).
+            solo_waits_on_results: cfg!(target_arch = "x86_64") && !self.solo_on_tail,
         };
         let shared = Arc::new(Shared::new(queues, solo, &config, device.clone())?);
         let consumer = shared.clone();

@@ -37,6 +37,8 @@ pub(crate) struct SharedConfig {
     pub(crate) fds: [RawFd; 2],
     /// stdout and stderr are the ring's registered files 0 and 1.
     pub(crate) fixed_files: bool,
+    /// The solo ring's holder waits on each CQE's `res`, not on the CQ tail.
+    pub(crate) solo_waits_on_results: bool,
 }
 
 /// Where the protocol state (the [`Context`], ready flags, chunk counters, flights) lives.
@@ -371,7 +373,7 @@ impl Shared {
                         let p = q.params();
                         let (sqes, words, stage_view) = (views[2 + 2 * n], views[3 + 2 * n], views[4 + 2 * n]);
                         let w = |off| word_at(q, words, off);
-                        Solo::new(
+                        let solo = Solo::new(
                             w(p.sq_off.tail),
                             w(p.cq_off.head),
                             w(p.cq_off.tail),
@@ -382,7 +384,17 @@ impl Shared {
                             stage_view as *const SharedCell<u8>,
                             // The kernel reads and writes the buffer at the host's address.
                             stage.as_ptr() as u64,
-                        )
+                        );
+                        if cfg.solo_waits_on_results {
+                            // SAFETY: slot `i`'s `res` lies `i` CQEs on from slot 0's, in the
+                            // CQ that `words` views; the caller asks for this on x86-64 only.
+                            solo.waiting_on_results(
+                                words.add(p.cq_off.cqes as usize + std::mem::offset_of!(Cqe, res)) as *const AtomicI32,
+                                size_of::<Cqe>() as u32,
+                            )
+                        } else {
+                            solo
+                        }
                     }
                 },
             };

@@ -53,6 +53,24 @@ pub fn suite_solo() -> bool {
     SOLO.with(|s| s.get())
 }
 
+thread_local! {
+    /// Whether the case running on this thread has its solo ring's holder wait on the CQ
+    /// tail (see [`suite_solo_on_tail`]).
+    static SOLO_ON_TAIL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the running case's solo ring waits on the CQ tail rather than on each CQE's
+/// result ([`gpuio::Builder::solo_waits_on_tail`]; the default on x86-64 is the result):
+/// where a test asks, [`set_suite_solo_on_tail`].
+pub fn suite_solo_on_tail() -> bool {
+    SOLO_ON_TAIL.with(|s| s.get())
+}
+
+/// Sets [`suite_solo_on_tail`] for the calling test thread.
+pub fn set_suite_solo_on_tail(on: bool) {
+    SOLO_ON_TAIL.with(|s| s.set(on));
+}
+
 /// Sets [`suite_solo`] for the calling test thread (`over_submissions!` does).
 pub fn set_suite_solo(on: bool) {
     SOLO.with(|s| s.set(on));

@@ -26,7 +26,10 @@
 //! | `ld.acquire.sys.b32` / `.b64` | kernel's SQ head / CQ tail, ready flags, `released` |
 //! | `activemask.b32`, `shfl.sync.*`, `bar.warp.sync` | one record per warp (`arch::Warp`) |
 //!
-//! There is no exception: every atomic instruction in the module names `.sys` and an order.
+//! One exception: the solo ring's lock (`Solo::try_call`), a word only the GPU's own threads
+//! hand to one another, is GPU scope (`ld.relaxed.gpu.b64`, `atom.acquire.gpu.cas.b64`,
+//! `fence.acq_rel.gpu`, `st.relaxed.gpu.b64`; sm_60: `atom.cas.b64`, `membar.gl`), checked
+//! by (f). Every other atomic instruction in the module names `.sys` and an order.
 
 mod ptx;
 mod warp;
@@ -35,6 +38,18 @@ use std::collections::BTreeSet;
 
 use ptx::{assert_present, instructions, ops, ptx, ptx_sm60, Inst};
 use warp::check_warp_collectives;
+
+/// Whether `i` is in the solo ring's round trip (`Solo::try_call`), the one function whose
+/// lock is GPU scope (checked by `the_solo_ring_orders_its_round_trip`).
+fn in_solo(i: &Inst) -> bool {
+    i.func.contains("4Solo8try_call")
+}
+
+/// Whether `i` is narrower than the system: GPU, CTA or cluster scope.
+fn narrow(i: &Inst) -> bool {
+    let memory = ["ld", "st", "atom", "red", "fence", "membar"].contains(&i.parts()[0]);
+    memory && ["gpu", "cta", "cluster", "gl"].iter().any(|s| i.has(s))
+}
 
 /// (a) Every `atom`/`red` names system scope and an explicit order. A plain `atom.add`,
 /// `atom.global.exch`, `atom.or`, `atom.cas` ... is relaxed at GPU scope: the host and the
@@ -50,7 +65,7 @@ fn every_atomic_rmw_names_system_scope_and_an_order() {
     );
     let bad: BTreeSet<&str> = rmws
         .iter()
-        .filter(|i| !i.has("sys") || i.order().is_none())
+        .filter(|i| !in_solo(i) && (!i.has("sys") || i.order().is_none()))
         .map(|i| i.op.as_str())
         .collect();
     assert!(
@@ -65,10 +80,7 @@ fn every_atomic_rmw_names_system_scope_and_an_order() {
 #[test]
 fn fences_and_ordered_loads_and_stores_are_system_scope() {
     let insts = instructions(&ptx());
-    let narrow = ops(&insts, |i| {
-        let memory = ["ld", "st", "atom", "red", "fence", "membar"].contains(&i.parts()[0]);
-        memory && ["gpu", "cta", "cluster", "gl"].iter().any(|s| i.has(s))
-    });
+    let narrow = ops(&insts, |i| narrow(i) && !in_solo(i));
     assert!(
         narrow.is_empty(),
         "memory operations at a scope narrower than the system: {narrow:?}. The SQ/CQ words, \
@@ -76,7 +88,7 @@ fn fences_and_ordered_loads_and_stores_are_system_scope() {
     );
     let unscoped = ops(&insts, |i| {
         let ordered = i.order().is_some() && !i.is_rmw();
-        (i.op.starts_with("fence") || i.op.starts_with("membar") || ordered) && !i.has("sys")
+        (i.op.starts_with("fence") || i.op.starts_with("membar") || ordered) && !i.has("sys") && !in_solo(i)
     });
     assert!(
         unscoped.is_empty(),
@@ -309,13 +321,15 @@ fn the_lockstep_build_uses_only_pre_volta_memory_operations() {
         "instructions that need sm_70 in the sm_60 build: {newer:?}. gpuio_device::arch::nvptx must \
          write them with volatile accesses, atom.sys and membar.sys before sm_70"
     );
-    let unscoped = ops(&insts, |i| i.is_rmw() && !i.has("sys"));
+    let unscoped = ops(&insts, |i| i.is_rmw() && !i.has("sys") && !in_solo(i));
     assert!(
         unscoped.is_empty(),
         "read-modify-writes without .sys in the sm_60 build: {unscoped:?} (GPU scope does not reach \
          the host's and the kernel's accesses to the rings)"
     );
-    let narrow = ops(&insts, |i| i.op.starts_with("membar") && i.op != "membar.sys");
+    let narrow = ops(&insts, |i| {
+        i.op.starts_with("membar") && i.op != "membar.sys" && !in_solo(i)
+    });
     assert!(narrow.is_empty(), "barriers narrower than the system: {narrow:?}");
     assert!(
         insts.iter().any(|i| i.op == "membar.sys") && insts.iter().any(|i| i.op == "atom.sys.cas.b32"),
@@ -411,72 +425,94 @@ fn the_lockstep_build_orders_the_protocol_steps() {
     }
 }
 
-/// (f) The solo ring's round trip (`Solo::try_call`, out of line), in both builds: the take
-/// acquires (sm_90: `atom.acquire.sys.cas`); the SQ tail's store releases the SQE and the
-/// payload written before it (sm_90: a release store or a fence before it; sm_60: the plain
-/// stores are followed by `membar.sys` before the volatile store, which the check above
-/// covers in every function); the CQ tail is acquired (sm_90: `ld.acquire.sys`); and the
-/// store that lets go (the lock's word) comes after a barrier that comes after every load of
-/// the CQE and the tail (invariant 3: the next holder must not overwrite the buffer under
-/// our reads, nor its CQ head store come before ours).
+/// (f) The solo ring's round trip (`Solo::try_call`, out of line), in both builds:
+/// - the take acquires, at GPU scope (sm_90: `atom.acquire.gpu.cas.b64` after a relaxed
+///   look; sm_60: `atom.cas.b64`, then `membar.gl`): only the GPU's threads hand the ring on;
+/// - the SQ tail's store releases the SQE, the payload and the result's mark written before
+///   it at system scope (sm_90: `st.release.sys`; sm_60: the check above covers every
+///   function's `membar.sys` before a volatile store after plain ones);
+/// - the wait acquires at system scope (sm_90: `ld.acquire.sys.b32`, of the CQ tail or of
+///   the CQE's `res`);
+/// - the store that lets go (the lock's word, GPU scope) comes after a barrier (GPU scope
+///   or wider) that comes after every load of the CQE, the tail and the result and after
+///   the CQ head's store (invariant 3: the next holder must not overwrite the buffer under
+///   our reads, nor its CQ head store come before ours);
+/// - nothing else in it is narrower than the system.
 #[test]
 fn the_solo_ring_orders_its_round_trip() {
     for (build, text) in [("sm_90", ptx()), ("sm_60", ptx_sm60())] {
         let insts = instructions(&text);
-        let funcs: BTreeSet<&str> = insts
-            .iter()
-            .filter(|i| i.func.contains("4Solo8try_call"))
-            .map(|i| i.func.as_str())
-            .collect();
+        let funcs: BTreeSet<&str> = insts.iter().filter(|i| in_solo(i)).map(|i| i.func.as_str()).collect();
         assert!(
             !funcs.is_empty(),
             "{build}: Solo::try_call is not an out-of-line function in the PTX"
         );
+        let (lock_ops, lock_barrier): (&[&str], &[&str]) = if build == "sm_90" {
+            (
+                &["ld.relaxed.gpu.b64", "atom.acquire.gpu.cas.b64", "st.relaxed.gpu.b64"],
+                &["fence.acq_rel.gpu", "fence.sc.gpu"],
+            )
+        } else {
+            (&["atom.cas.b64"], &["membar.gl"])
+        };
         for f in funcs {
             let ops: Vec<&Inst> = insts.iter().filter(|i| i.func == f && is_memory(i)).collect();
-            let global = |i: &Inst| !i.has("local") && !i.has("param") && !i.has("shared");
             let names: Vec<&str> = ops.iter().map(|i| i.op.as_str()).collect();
+            let stray: Vec<&str> = ops
+                .iter()
+                .filter(|i| narrow(i) && !lock_ops.contains(&i.op.as_str()) && !lock_barrier.contains(&i.op.as_str()))
+                .map(|i| i.op.as_str())
+                .collect();
+            assert!(
+                stray.is_empty(),
+                "{build}: {f}: narrower than the system: {stray:?} in {names:?}"
+            );
+            let global = |i: &Inst| !i.has("local") && !i.has("param") && !i.has("shared");
             let barrier = |i: &Inst| {
-                i.op.starts_with("fence.acq_rel.sys") || i.op.starts_with("fence.sc.sys") || i.op == "membar.sys"
+                lock_barrier.contains(&i.op.as_str())
+                    || i.op.starts_with("fence.acq_rel.sys")
+                    || i.op.starts_with("fence.sc.sys")
+                    || i.op == "membar.sys"
             };
             let cas = ops.iter().position(|i| i.is_rmw() && i.has("cas"));
             let Some(cas) = cas else {
                 panic!("{build}: {f}: no compare-and-swap (the take): {names:?}")
             };
             if build == "sm_90" {
-                assert!(
-                    ops[cas].has("acquire") && ops[cas].has("sys"),
-                    "{build}: the take is not an acquire: {names:?}"
-                );
+                assert_eq!(ops[cas].op, "atom.acquire.gpu.cas.b64", "{build}: the take: {names:?}");
                 let tail = ops[cas..]
                     .iter()
-                    .position(|i| i.op.starts_with("st.") && i.has("sys"))
+                    .position(|i| i.op.starts_with("st.") && i.has("sys") && i.has("release"))
                     .map(|k| cas + k);
-                let Some(tail) = tail else {
-                    panic!("{build}: no store after the take: {names:?}")
-                };
                 assert!(
-                    ops[tail].has("release") || ops[cas..tail].iter().any(|i| barrier(i)),
-                    "{build}: the SQ tail's store does not release the SQE: {names:?}"
+                    tail.is_some(),
+                    "{build}: no release store (the SQ tail) after the take: {names:?}"
                 );
                 assert!(
-                    ops[tail..].iter().any(|i| i.op.starts_with("ld.acquire.sys")),
-                    "{build}: the CQ tail is not acquired: {names:?}"
+                    ops[tail.unwrap()..].iter().any(|i| i.op.starts_with("ld.acquire.sys")),
+                    "{build}: the wait does not acquire at system scope: {names:?}"
+                );
+            } else {
+                assert!(
+                    ops.get(cas + 1).is_some_and(|i| i.op == "membar.gl"),
+                    "{build}: the take is not followed by membar.gl (an acquire): {names:?}"
                 );
             }
-            let last_load = ops.iter().rposition(|i| i.op.starts_with("ld.") && global(i));
+            // The lock's word is the one 64-bit atomic store (GPU scope on sm_90).
+            let lock_store = |i: &Inst| i.op == "st.relaxed.gpu.b64" || i.op == "st.volatile.b64";
+            let last_load = ops
+                .iter()
+                .rposition(|i| i.op.starts_with("ld.") && global(i) && !narrow(i));
+            let last_sys_store = ops
+                .iter()
+                .rposition(|i| i.op.starts_with("st.") && global(i) && !lock_store(i));
             let last_barrier = ops.iter().rposition(|i| barrier(i));
-            let stores_after: Vec<&&Inst> = match last_barrier {
-                Some(b) => ops[b..]
-                    .iter()
-                    .filter(|i| i.op.starts_with("st.") && global(i))
-                    .collect(),
-                None => Vec::new(),
-            };
+            let lets_go = last_barrier.is_some_and(|b| ops[b..].iter().any(|i| lock_store(i)));
             assert!(
-                matches!((last_load, last_barrier), (Some(l), Some(b)) if b > l) && !stores_after.is_empty(),
-                "{build}: {f}: the lock's word is not stored after a barrier that follows \
-                 every load: {names:?}"
+                matches!((last_load, last_sys_store, last_barrier), (Some(l), Some(h), Some(b)) if b > l && b > h)
+                    && lets_go,
+                "{build}: {f}: the lock's word is not stored after a barrier that follows every load \
+                 and the CQ head's store: {names:?}"
             );
         }
     }

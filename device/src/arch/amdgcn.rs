@@ -143,6 +143,13 @@ pub mod atomic {
     atomic_int!(AtomicU32, u32);
     atomic_int!(AtomicI32, i32);
     atomic_int!(AtomicU64, u64);
+
+    /// The fence that goes with [`DeviceAtomicU64`]: system scope here, as it is.
+    pub use fence as device_fence;
+    /// An atomic that only the threads of one GPU use while a kernel runs. System scope
+    /// here, as every other atomic: agent scope would be cheaper, but Rust's atomics cannot
+    /// name an LLVM sync scope (NVIDIA's variant is GPU scope).
+    pub use AtomicU64 as DeviceAtomicU64;
 }
 
 /// The work-items of a wavefront that execute a call together: the `exec` mask, as

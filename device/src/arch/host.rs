@@ -18,6 +18,9 @@ use crate::group::SingleLane;
 /// so core's atomics are already system scope.
 pub mod atomic {
     pub use core::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64};
+    /// An atomic that only the "GPU" threads use while a kernel runs: on the CPU backend
+    /// those are host threads, and every atomic is the same.
+    pub use core::sync::atomic::{fence as device_fence, AtomicU64 as DeviceAtomicU64};
 }
 
 /// On the CPU backend a warp is one thread.

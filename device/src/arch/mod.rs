@@ -2,7 +2,9 @@
 //!
 //! Each target module provides the same small surface:
 //! - `atomic`: `AtomicU32`, `AtomicU64`, `AtomicI32`, `fence` with **system scope** for
-//!   every ordering other than `Relaxed` (and system-scope coherence for `Relaxed`);
+//!   every ordering other than `Relaxed` (and system-scope coherence for `Relaxed`); and
+//!   `DeviceAtomicU64`, `device_fence` for words that only the device's own threads
+//!   synchronize through (GPU scope where the target can say so, else system scope);
 //! - `relax()`, `doze()`: what a spinning thread does; `yield_to_siblings()`: what a waiter
 //!   does while another lane reaps for it; `by_one_lane(round)`: a waiter's round, run by
 //!   one of the lanes waiting together while the others wait for it (NVIDIA sm_70+), or by

@@ -12,6 +12,10 @@ pub(crate) struct KernelRings {
     pub(crate) cq_tail: AtomicU32,
     pub(crate) sqes: Vec<SharedCell<Sqe>>,
     pub(crate) cqes: Vec<SharedCell<Cqe>>,
+    /// Each CQE slot's `res` again, as an atomic the solo ring's holder can wait on
+    /// (`Solo::waiting_on_results`): stored with Release after the CQE, as an x86 host's
+    /// every store is (TSO), which is what that mode relies on.
+    pub(crate) results: Vec<AtomicI32>,
     pub(crate) ready: Vec<AtomicU32>,
 }
 
@@ -25,6 +29,7 @@ impl KernelRings {
             cq_tail: AtomicU32::new(0),
             sqes: (0..sq).map(|_| SharedCell::new(Sqe::default())).collect(),
             cqes: (0..cq).map(|_| SharedCell::new(Cqe::default())).collect(),
+            results: (0..cq).map(|_| AtomicI32::new(0)).collect(),
             ready: (0..sq).map(|_| AtomicU32::new(0)).collect(),
         }
     }
@@ -66,17 +71,24 @@ impl KernelRings {
         let res = complete(&sqe);
         // smp_store_release of the head: the SQE is consumed.
         self.sq_head.store(head.wrapping_add(1), Ordering::Release);
-        let cmask = self.cqes.len() as u32 - 1;
-        // SAFETY: the reaper reads this slot only after our release of the tail.
+        self.write_cqe(cq_tail, sqe.user_data, res);
+        self.cq_tail.store(cq_tail.wrapping_add(1), Ordering::Release);
+        true
+    }
+
+    /// Writes the CQE at CQ position `at`, then its `res` word (Release).
+    fn write_cqe(&self, at: u32, user_data: u64, res: i32) {
+        let slot = (at & (self.cqes.len() as u32 - 1)) as usize;
+        // SAFETY: the reaper reads this slot only after our release of the tail (or of the
+        // result word).
         unsafe {
-            self.cqes[(cq_tail & cmask) as usize].write(Cqe {
-                user_data: sqe.user_data,
+            self.cqes[slot].write(Cqe {
+                user_data,
                 res,
                 flags: 0,
             })
         };
-        self.cq_tail.store(cq_tail.wrapping_add(1), Ordering::Release);
-        true
+        self.results[slot].store(res, Ordering::Release);
     }
 
     /// Consumes one SQE if there is one, without completing it: the kernel may complete
@@ -98,15 +110,7 @@ impl KernelRings {
         let cq_tail = self.cq_tail.load(Ordering::Relaxed);
         let in_cq = cq_tail.wrapping_sub(self.cq_head.load(Ordering::Acquire));
         assert!(in_cq < self.cqes.len() as u32, "CQ would overflow");
-        let cmask = self.cqes.len() as u32 - 1;
-        // SAFETY: as in `step`.
-        unsafe {
-            self.cqes[(cq_tail & cmask) as usize].write(Cqe {
-                user_data,
-                res,
-                flags: 0,
-            })
-        };
+        self.write_cqe(cq_tail, user_data, res);
         self.cq_tail.store(cq_tail.wrapping_add(1), Ordering::Release);
     }
 

@@ -560,8 +560,9 @@ struct SoloParts {
 }
 
 /// A solo ring of one SQE and two CQEs over a kernel model (so that three requests reuse
-/// the SQE slot twice and a CQE slot once), with a buffer of four bytes.
-fn solo_world() -> (Arc<SoloParts>, Arc<Solo>) {
+/// the SQE slot twice and a CQE slot once), with a buffer of four bytes; its holder waits on
+/// each CQE's `res` if `on_results`, else on the CQ tail.
+fn solo_world(on_results: bool) -> (Arc<SoloParts>, Arc<Solo>) {
     let parts = Arc::new(SoloParts {
         kernel: KernelRings::new(1, 2),
         stage: (0..4).map(|_| SharedCell::new(0)).collect(),
@@ -583,6 +584,15 @@ fn solo_world() -> (Arc<SoloParts>, Arc<Solo>) {
             parts.stage.as_ptr() as u64,
         )
     };
+    let solo = if on_results {
+        let stride = core::mem::size_of::<AtomicI32>() as u32;
+        // SAFETY: slot `i`'s result word is `results[i]`, one atomic on from the last, in
+        // the Arc's contents (above); the model's kernel stores it with Release after the
+        // CQE, as an x86 host is seen to.
+        unsafe { solo.waiting_on_results(k.results.as_ptr(), stride) }
+    } else {
+        solo
+    };
     (parts, Arc::new(solo))
 }
 
@@ -595,11 +605,25 @@ fn solo_world() -> (Arc<SoloParts>, Arc<Solo>) {
 /// kernel's copy of it (the SQ tail), the kernel's bytes happen-before the reader's copy
 /// (the CQ tail), each holder's last use of the buffer happens-before the next holder's
 /// first (the release fence and the lock's word), and the second request finds the count
-/// and the kernel's ring where the first left them.
+/// and the kernel's ring where the first left them. The holder waits on the CQ tail here,
+/// and on each CQE's `res` in the next model.
 #[test]
 fn solo_ring_hands_its_buffer_from_holder_to_kernel_to_holder() {
-    model(|| {
-        let (parts, solo) = solo_world();
+    solo_ring_hands_its_buffer(false);
+}
+
+/// As above, the holder waiting on each CQE's `res` (`Solo::waiting_on_results`): the
+/// kernel's bytes happen-before the reader's copy through that word alone, and a holder
+/// never takes its own mark, or the previous request's answer in a reused slot, for its
+/// answer.
+#[test]
+fn solo_ring_hands_its_buffer_waiting_on_results() {
+    solo_ring_hands_its_buffer(true);
+}
+
+fn solo_ring_hands_its_buffer(on_results: bool) {
+    model(move || {
+        let (parts, solo) = solo_world(on_results);
         let file = Arc::new(Mutex::new(b"0123456789".to_vec()));
         // The kernel: one step at a time, under the lock.
         let kernel = {

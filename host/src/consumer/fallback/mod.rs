@@ -51,7 +51,7 @@
 //! drop gives up so leaks the ring (and this thread) rather than join a blocked thread.
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -317,17 +317,17 @@ fn run(w: Words, st: &State) {
             // (pairs with the Acquire load of the SQ head in `Ring::submit`).
             w.word(SQ_HEAD).store(head, Ordering::Release);
             let res = execute(&sqe, &st.files);
-            let cqe = Cqe {
-                user_data: sqe.user_data,
-                res,
-                flags: 0,
-            };
-            // SAFETY: the slot is free (the CQ check above) and only we write CQEs.
+            // SAFETY: the slot is free (the CQ check above) and only we write CQEs; its
+            // fields are aligned (the array is cache-line aligned, a CQE 16 bytes).
             unsafe {
-                (w.rings.add(CQES as usize) as *mut Cqe)
-                    .add((cq_tail & cq_mask) as usize)
-                    .write(cqe)
-            };
+                let cqe = (w.rings.add(CQES as usize) as *mut Cqe).add((cq_tail & cq_mask) as usize);
+                (&raw mut (*cqe).user_data).write(sqe.user_data);
+                (&raw mut (*cqe).flags).write(0);
+                // Release, an atomic: the solo ring's holder may be waiting on this word
+                // (`Solo::waiting_on_results`); the syscall's last use of the request's
+                // buffers happens-before its acquire of the answer.
+                AtomicI32::from_ptr(&raw mut (*cqe).res).store(res, Ordering::Release);
+            }
             cq_tail = cq_tail.wrapping_add(1);
             // Release: the CQE, and the syscall's last use of the request's buffers,
             // happen-before the reaper's Acquire load of the tail (invariant 3).
