@@ -17,7 +17,9 @@
 //!    (Relaxed) moves it to `2n + 1` (a compare-and-swap, Acquire, GPU scope: only the
 //!    GPU's threads hand the ring to one another, so the lock need not be seen beyond the
 //!    GPU); one that finds it held, or loses the race, goes through the shared rings:
-//!    nobody ever waits for the solo ring. Where lanes run in lockstep (the lockstep rule, `arch/mod.rs`), only a
+//!    nobody ever waits for the solo ring. (A `fetch_or(1)` alone would save the look, about
+//!    0.2 us on the H200, within the noise; loom cannot check a spin beside a failed
+//!    read-modify-write, so the look stays.) Where lanes run in lockstep (the lockstep rule, `arch/mod.rs`), only a
 //!    lane alone at its call tries: lanes that call together go through the shared rings,
 //!    where each submits before any waits, since one's request may need a sibling's.
 //! 2. The SQ tail and the CQ head are both `n` (modulo 2^32): one request at a time. The
@@ -62,7 +64,7 @@
 //! own mark only until the kernel answers. The host chooses: [`Solo::waiting_on_results`].
 //!
 //! So a round trip costs the floor's steps (the tail's release, the CQ tail's acquires, the
-//! CQE's load), less the CQE's load where the holder waits on the result, plus one
+//! CQE's load), less the CQE's load where the holder waits on the result, plus a look, one
 //! compare-and-swap and one fence at GPU scope. The CQ cannot overflow: one CQE at a time,
 //! and the kernel's view of the head lags ours by at most that one.
 
@@ -80,10 +82,25 @@ pub const SOLO_STAGE: u32 = 4096;
 /// most 2^31 - 4096 bytes, a file descriptor, or `-errno` of at least -4095).
 pub const UNANSWERED: i32 = i32::MIN;
 
-/// The solo ring (see the module docs): the kernel's words, its staging buffer and the
-/// lock. `entries == 0` means there is none (every [`Solo::try_call`] returns `None`).
+/// The solo ring (see the module docs): where the kernel's words and the staging buffer
+/// are ([`Layout`]), and the lock. `layout.entries == 0` means there is none (every
+/// [`Solo::try_call`] returns `None`).
 #[repr(C)]
 pub struct Solo {
+    /// Where everything is: fixed while the ring is used.
+    pub layout: Layout,
+    /// Twice the requests made on the ring (their count is its SQ tail and CQ head), plus 1
+    /// while a thread holds it. Written by takers (the compare-and-swap) and the holder.
+    pub state: Padded<DeviceAtomicU64>,
+}
+
+/// Where the solo ring's kernel words, SQEs, CQEs and staging buffer are, and their sizes:
+/// written before the ring is used and only read after, so a holder loads them all before
+/// it takes the ring (after the take's acquire each load would wait for the GPU's L2, one
+/// after the other).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Layout {
     /// Kernel: SQ tail (we store it).
     pub sq_tail: *const AtomicU32,
     /// Kernel: CQ head (we store it).
@@ -98,7 +115,7 @@ pub struct Solo {
     pub entries: u32,
     /// CQ size: a power of two, at least `entries`.
     pub cq_entries: u32,
-    /// The staging buffer ([`SOLO_STAGE`] bytes), and its address as the kernel sees it.
+    /// The staging buffer ([`SOLO_STAGE`] bytes).
     pub stage: *const SharedCell<u8>,
     /// `stage` as the kernel sees it.
     pub stage_io: u64,
@@ -106,9 +123,6 @@ pub struct Solo {
     pub results: *const AtomicI32,
     /// Bytes from one slot's `res` to the next one's (a CQE's size in the kernel's ring).
     pub result_stride: u32,
-    /// Twice the requests made on the ring (their count is its SQ tail and CQ head), plus 1
-    /// while a thread holds it. Written by takers (the compare-and-swap) and the holder.
-    pub state: Padded<DeviceAtomicU64>,
 }
 
 impl Solo {
@@ -134,17 +148,19 @@ impl Solo {
     ) -> Solo {
         debug_assert!(entries.is_power_of_two() && cq_entries.is_power_of_two() && cq_entries >= entries);
         Solo {
-            sq_tail,
-            cq_head,
-            cq_tail,
-            sqes,
-            cqes,
-            entries,
-            cq_entries,
-            stage,
-            stage_io,
-            results: core::ptr::null(),
-            result_stride: 0,
+            layout: Layout {
+                sq_tail,
+                cq_head,
+                cq_tail,
+                sqes,
+                cqes,
+                entries,
+                cq_entries,
+                stage,
+                stage_io,
+                results: core::ptr::null(),
+                result_stride: 0,
+            },
             state: Padded(DeviceAtomicU64::new(0)),
         }
     }
@@ -160,8 +176,11 @@ impl Solo {
     /// PCIe, which snoop its caches).
     pub unsafe fn waiting_on_results(self, results: *const AtomicI32, stride: u32) -> Solo {
         Solo {
-            results,
-            result_stride: stride,
+            layout: Layout {
+                results,
+                result_stride: stride,
+                ..self.layout
+            },
             ..self
         }
     }
@@ -169,17 +188,19 @@ impl Solo {
     /// No solo ring: requests go through the shared rings.
     pub fn unused() -> Solo {
         Solo {
-            sq_tail: core::ptr::null(),
-            cq_head: core::ptr::null(),
-            cq_tail: core::ptr::null(),
-            sqes: core::ptr::null(),
-            cqes: core::ptr::null(),
-            entries: 0,
-            cq_entries: 0,
-            stage: core::ptr::null(),
-            stage_io: 0,
-            results: core::ptr::null(),
-            result_stride: 0,
+            layout: Layout {
+                sq_tail: core::ptr::null(),
+                cq_head: core::ptr::null(),
+                cq_tail: core::ptr::null(),
+                sqes: core::ptr::null(),
+                cqes: core::ptr::null(),
+                entries: 0,
+                cq_entries: 0,
+                stage: core::ptr::null(),
+                stage_io: 0,
+                results: core::ptr::null(),
+                result_stride: 0,
+            },
             state: Padded(DeviceAtomicU64::new(0)),
         }
     }
@@ -211,7 +232,9 @@ impl Solo {
         finish: impl FnOnce(*const SharedCell<u8>, i32),
         help: impl FnMut(),
     ) -> Option<i32> {
-        if self.entries == 0 {
+        // Everything but the lock's word, loaded before the take (see `Layout`).
+        let at = self.layout;
+        if at.entries == 0 {
             return None;
         }
         // Where lanes run in lockstep, only a lane alone at this call: lanes that call
@@ -242,19 +265,19 @@ impl Solo {
         // 3. Write: the buffer and the SQ slot are ours (see the module docs). The mark first,
         // where the holder waits on the result. SAFETY: `waiting_on_results`' contract (a
         // non-null `results` is the CQ's).
-        let result = unsafe { self.result(n) };
+        let result = unsafe { at.result(n) };
         if let Some(result) = result {
             // Relaxed, system scope: the tail's release below orders it before the kernel's
             // answer (see "Waiting on the result").
             result.store(UNANSWERED, Ordering::Relaxed);
         }
-        let mut sqe = prepare(self.stage, self.stage_io);
+        let mut sqe = prepare(at.stage, at.stage_io);
         sqe.user_data = n as u64;
         // SAFETY: the slot is ours (above); the SQE array holds `entries` slots, a power of
         // two, and the index is masked.
-        unsafe { (*self.sqes.add((n & (self.entries - 1)) as usize)).write(sqe) };
+        unsafe { (*at.sqes.add((n & (at.entries - 1)) as usize)).write(sqe) };
         // SAFETY: `Solo::new`'s contract keeps the kernel's words valid while the ring is used.
-        let (sq_tail, cq_tail, cq_head) = unsafe { (&*self.sq_tail, &*self.cq_tail, &*self.cq_head) };
+        let (sq_tail, cq_tail, cq_head) = unsafe { (&*at.sq_tail, &*at.cq_tail, &*at.cq_head) };
         // 4. Publish. Release, system scope: the payload, the SQE and the mark happen-before
         // the kernel's acquire of the tail.
         sq_tail.store(n.wrapping_add(1), Ordering::Release);
@@ -274,12 +297,12 @@ impl Solo {
                 until(|| (cq_tail.load(Ordering::Acquire) != n).then_some(()), help);
                 // SAFETY: the kernel published CQE `n` (the acquire above) and rewrites the
                 // slot only after the head moves past it (step 7).
-                let cqe = unsafe { self.read_cqe(n) };
+                let cqe = unsafe { at.read_cqe(n) };
                 debug_assert_eq!(cqe.user_data, n as u64, "the solo ring's CQE is not its request's");
                 cqe.res
             }
         };
-        finish(self.stage, res);
+        finish(at.stage, res);
         // 7. Let go. The CQ head (Relaxed, system scope) before the fence, so that the fence
         // orders it before the next holder's store of it (the kernel's head never moves
         // back); the fence (Release, GPU scope) orders it and our loads of the CQE and the
@@ -291,6 +314,25 @@ impl Solo {
         Some(res)
     }
 
+    /// Whether a thread holds the ring now (a kernel that ended holding it faulted).
+    pub fn held(&self) -> bool {
+        // Relaxed: a look for reports; nothing is read on the strength of it.
+        self.state.load(Ordering::Relaxed) & 1 != 0
+    }
+
+    /// Whether the holder waits on each CQE's `res` ([`Solo::waiting_on_results`]).
+    pub fn waits_on_results(&self) -> bool {
+        !self.layout.results.is_null()
+    }
+
+    /// Requests made on the ring so far (for statistics).
+    pub fn requests(&self) -> u64 {
+        // Relaxed: a count for reports.
+        self.state.load(Ordering::Relaxed) >> 1
+    }
+}
+
+impl Layout {
     /// CQE `h`'s `res`, where the holder waits on results.
     ///
     /// # Safety
@@ -329,23 +371,6 @@ impl Solo {
                 flags: (rest >> 32) as u32,
             }
         }
-    }
-
-    /// Whether a thread holds the ring now (a kernel that ended holding it faulted).
-    pub fn held(&self) -> bool {
-        // Relaxed: a look for reports; nothing is read on the strength of it.
-        self.state.load(Ordering::Relaxed) & 1 != 0
-    }
-
-    /// Whether the holder waits on each CQE's `res` ([`Solo::waiting_on_results`]).
-    pub fn waits_on_results(&self) -> bool {
-        !self.results.is_null()
-    }
-
-    /// Requests made on the ring so far (for statistics).
-    pub fn requests(&self) -> u64 {
-        // Relaxed: a count for reports.
-        self.state.load(Ordering::Relaxed) >> 1
     }
 }
 

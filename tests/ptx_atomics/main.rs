@@ -474,16 +474,16 @@ fn the_solo_ring_orders_its_round_trip() {
                     || i.op.starts_with("fence.sc.sys")
                     || i.op == "membar.sys"
             };
-            let cas = ops.iter().position(|i| i.is_rmw() && i.has("cas"));
-            let Some(cas) = cas else {
+            let take = ops.iter().position(|i| i.is_rmw() && i.has("cas"));
+            let Some(take) = take else {
                 panic!("{build}: {f}: no compare-and-swap (the take): {names:?}")
             };
             if build == "sm_90" {
-                assert_eq!(ops[cas].op, "atom.acquire.gpu.cas.b64", "{build}: the take: {names:?}");
-                let tail = ops[cas..]
+                assert_eq!(ops[take].op, "atom.acquire.gpu.cas.b64", "{build}: the take: {names:?}");
+                let tail = ops[take..]
                     .iter()
                     .position(|i| i.op.starts_with("st.") && i.has("sys") && i.has("release"))
-                    .map(|k| cas + k);
+                    .map(|k| take + k);
                 assert!(
                     tail.is_some(),
                     "{build}: no release store (the SQ tail) after the take: {names:?}"
@@ -494,7 +494,7 @@ fn the_solo_ring_orders_its_round_trip() {
                 );
             } else {
                 assert!(
-                    ops.get(cas + 1).is_some_and(|i| i.op == "membar.gl"),
+                    ops.get(take + 1).is_some_and(|i| i.op == "membar.gl"),
                     "{build}: the take is not followed by membar.gl (an acquire): {names:?}"
                 );
             }
