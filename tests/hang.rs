@@ -273,6 +273,49 @@ fn a_drain_stuck_behind_a_full_pipe_is_reported_after_the_kernels_finished() {
     check_lines(&out[filled..], threads, lines);
 }
 
+/// A lone thread's request that the kernel cannot finish yet (a read of a pipe nobody
+/// writes) holds the solo ring: synchronize reports the solo ring held by a thread, and
+/// once a writer writes, the read completes and the kernel finishes.
+#[test]
+fn a_request_stuck_on_the_solo_ring_is_reported_holding_it() {
+    let _wd = watchdog("a_request_stuck_on_the_solo_ring_is_reported_holding_it", 60);
+    let (r, w) = small_pipe();
+    let rt = builder()
+        .sandbox(gpuio::Sandbox::FileIo)
+        .solo(true)
+        .hang_timeout(Some(Duration::from_millis(500)))
+        .build()
+        .unwrap();
+    let got = Arc::new(std::sync::Mutex::new(None));
+    let (g, fd) = (got.clone(), r.as_raw_fd());
+    rt.launch(1, 1, move || {
+        // io_uring reads a pipe at its current position whatever the offset; this waits
+        // in the kernel until something is written.
+        let mut buf = [0u8; 16];
+        let n = gpuio::device::io::pread(fd, &mut buf, 0);
+        *g.lock().unwrap() = Some(n.map(|n| buf[..n].to_vec()));
+    })
+    .unwrap();
+    let report = hang(rt.synchronize());
+    let text = report.to_string();
+    assert_eq!(report.waiting_for, Waiting::KernelThreads, "{text}");
+    let solo = report.solo.as_ref().expect("the runtime has a solo ring");
+    assert_eq!(solo.held, Some(true), "{text}");
+    assert!(
+        text.contains("solo ring") && text.contains("(held by a thread)"),
+        "{text}"
+    );
+    assert!(got.lock().unwrap().is_none());
+
+    // A writer writes: the read completes, the thread lets go of the ring.
+    // SAFETY: writes 5 bytes of a valid buffer to our pipe.
+    assert_eq!(unsafe { libc::write(w.as_raw_fd(), b"hello".as_ptr().cast(), 5) }, 5);
+    rt.synchronize().expect("the read completed");
+    assert_eq!(*got.lock().unwrap(), Some(Ok(b"hello".to_vec())));
+    let stats = rt.stats();
+    assert_eq!((stats.solo_requests, stats.sqes), (1, 0), "{stats:?}");
+}
+
 // ------------------------------------------------------------------- nothing changes
 
 #[test]

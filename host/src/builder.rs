@@ -202,11 +202,12 @@ impl Builder {
     /// takes whole for one request's round trip when no other thread holds it
     /// (`gpuio_device::solo`). A lone thread's `pwrite` and `pread` (staged ones of up to
     /// 4 KiB, direct ones of up to 1 GiB), `open`, `close`, `fsync` and `fdatasync` then skip
-    /// the shared rings' steps: on the H100 a 64-byte `pwrite` into `/dev/null` took 8.3-8.4
-    /// us with it, 25 without (BENCHMARKS.md). Threads that find it held go through the
-    /// shared rings as before. By default a solo ring that cannot be made (the kernel refuses
-    /// it) is done without, with a notice on stderr; asked for here or by `GPUIO_SOLO=1`, that
-    /// is an error.
+    /// the shared rings' steps: on the H100 a 64-byte `pwrite` into `/dev/null` took 6.2-6.5
+    /// us with it, 25 without (BENCHMARKS.md; on x86-64 hosts the thread waits on the CQE's
+    /// result itself, elsewhere on the CQ tail, about 1.3 us more). Threads that find it
+    /// held go through the shared rings as before. By default a solo ring that cannot be
+    /// made (the kernel refuses it) is done without, with a notice on stderr; asked for here
+    /// or by `GPUIO_SOLO=1`, that is an error.
     ///
     /// ```
     /// use gpuio_host::{Backend, Runtime};
