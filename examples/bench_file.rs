@@ -1086,6 +1086,7 @@ fn main() {
         cfg.iters as u64 * 64
     };
     let q = |ns: &[u64], p: f64| ns[((ns.len() - 1) as f64 * p) as usize] as f64 / 1e3;
+    let stats = rt.stats();
     println!();
     println!(
         "## one thread: pwrite 64 B and wait, {} times each way (file {} bytes)",
@@ -1109,7 +1110,8 @@ fn main() {
                 let step = ns.windows(2).map(|w| w[1] - w[0]).filter(|&d| d > 0).min().unwrap_or(0);
                 vec![
                     match *name {
-                        "pwrite_latency" if rt.stats().solo_waits_on_results => {
+                        "pwrite_latency" if !stats.solo => "pwrite (no solo ring)",
+                        "pwrite_latency" if stats.solo_waits_on_results => {
                             "pwrite (solo ring where free, waiting on the result)"
                         }
                         "pwrite_latency" => "pwrite (solo ring where free, waiting on the CQ tail)",

@@ -123,6 +123,19 @@ pub struct Pending<'a> {
 impl<'a> Pending<'a> {
     fn new(op: Op, fd: i32, buf: *mut u8, len: usize, offset: u64) -> Pending<'a> {
         let ctx = installed();
+        Pending::start(ctx, ctx.and_then(|c| direct(c, buf, len)), op, fd, buf, len, offset)
+    }
+
+    /// [`Pending::new`] with the context and `buf`'s region ([`direct`]) already looked up.
+    fn start(
+        ctx: Option<&'static Context>,
+        direct: Option<u64>,
+        op: Op,
+        fd: i32,
+        buf: *mut u8,
+        len: usize,
+        offset: u64,
+    ) -> Pending<'a> {
         let mut p = Pending {
             ctx,
             op,
@@ -130,7 +143,7 @@ impl<'a> Pending<'a> {
             buf,
             len,
             offset,
-            direct: ctx.and_then(|c| c.arena.direct(buf, len)),
+            direct,
             issued: 0,
             done: 0,
             stopped: false,
@@ -391,19 +404,35 @@ unsafe fn stage_out(cells: *const SharedCell<u8>, dst: *mut u8, len: usize, alon
 /// Writes `buf` to `fd` at `offset`; returns the bytes written (see the module docs for
 /// short counts). Waits for completion.
 pub fn pwrite(fd: i32, buf: &[u8], offset: u64) -> Result<usize, Errno> {
-    if let Some(r) = solo(Op::Write, fd, buf.as_ptr() as *mut u8, buf.len(), offset) {
-        return r;
-    }
-    Pending::new(Op::Write, fd, buf.as_ptr() as *mut u8, buf.len(), offset).wait()
+    transfer(Op::Write, fd, buf.as_ptr() as *mut u8, buf.len(), offset)
 }
 
 /// Reads into `buf` from `fd` at `offset`; returns the bytes read, 0 at end of file (see
 /// the module docs for short counts). Waits for completion.
 pub fn pread(fd: i32, buf: &mut [u8], offset: u64) -> Result<usize, Errno> {
-    if let Some(r) = solo(Op::Read, fd, buf.as_mut_ptr(), buf.len(), offset) {
+    transfer(Op::Read, fd, buf.as_mut_ptr(), buf.len(), offset)
+}
+
+/// A waiting transfer: on the solo ring if it can ([`solo`]), else through the shared rings
+/// ([`Pending`]), `buf`'s region looked up once for both.
+fn transfer(op: Op, fd: i32, buf: *mut u8, len: usize, offset: u64) -> Result<usize, Errno> {
+    let ctx = installed();
+    let direct = ctx.and_then(|c| direct(c, buf, len));
+    if let Some(r) = ctx.and_then(|c| solo(c, direct, op, fd, buf, len, offset)) {
         return r;
     }
-    Pending::new(Op::Read, fd, buf.as_mut_ptr(), buf.len(), offset).wait()
+    Pending::start(ctx, direct, op, fd, buf, len, offset).wait()
+}
+
+/// The kernel's address of `buf[..len]` if it lies in a host-visible region
+/// ([`crate::arena::Arena::direct`]), for a transfer without staging. A buffer on the
+/// thread's stack is in none: no need to look.
+fn direct(ctx: &Context, buf: *mut u8, len: usize) -> Option<u64> {
+    if crate::arch::is_thread_private(buf) {
+        None
+    } else {
+        ctx.arena.direct(buf, len)
+    }
 }
 
 /// A transfer that one request can do, on the solo ring ([`crate::solo`]) if no other thread
@@ -413,17 +442,18 @@ pub fn pread(fd: i32, buf: &mut [u8], offset: u64) -> Result<usize, Errno> {
 /// `pwrite_async` and `pread_async` must not.
 ///
 /// The result is what a one-piece [`Pending`] gives: the bytes moved, or the error.
-fn solo(op: Op, fd: i32, buf: *mut u8, len: usize, offset: u64) -> Option<Result<usize, Errno>> {
-    let ctx = installed()?;
+fn solo(
+    ctx: &Context,
+    direct: Option<u64>,
+    op: Op,
+    fd: i32,
+    buf: *mut u8,
+    len: usize,
+    offset: u64,
+) -> Option<Result<usize, Errno>> {
     if offset.checked_add(len as u64).is_none_or(|end| end > i64::MAX as u64) {
         return None; // `Pending` refuses it (EINVAL)
     }
-    // A buffer on the thread's stack is in no host-visible region: no need to look.
-    let direct = if crate::arch::is_thread_private(buf) {
-        None
-    } else {
-        ctx.arena.direct(buf, len)
-    };
     if direct.is_some_and(|_| len > MAX_PIECE) || (direct.is_none() && len > SOLO_STAGE as usize) {
         return None;
     }

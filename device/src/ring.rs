@@ -234,30 +234,8 @@ impl Ring {
     /// The kernel published the slot (the caller acquired the CQ tail past it) and the
     /// caller has not moved the head past it.
     unsafe fn read_cqe(&self, h: u32) -> Cqe {
-        /// A CQE's 16 bytes, aligned as the kernel places them (the CQE array is
-        /// cache-line aligned in the ring).
-        #[cfg(not(loom))]
-        #[repr(C, align(16))]
-        #[derive(Clone, Copy)]
-        struct Bits([u64; 2]);
-        #[cfg(loom)]
-        // SAFETY: as below; loom's cell checks the ordering.
-        return unsafe { self.cqe(h).read() };
-        #[cfg(not(loom))]
-        {
-            let cell: *const SharedCell<Cqe> = self.cqe(h);
-            // SAFETY: the slot is published and not rewritten before the head moves (our
-            // caller); it is 16-byte aligned (above) and 16 bytes long; `SharedCell` is
-            // `repr(transparent)` over the CQE.
-            let Bits([user_data, rest]) = unsafe { crate::arch::read_published(cell as *const Bits) };
-            // The fields as `struct io_uring_cqe` lays them out, little-endian (every
-            // target of this crate).
-            Cqe {
-                user_data,
-                res: rest as u32 as i32,
-                flags: (rest >> 32) as u32,
-            }
-        }
+        // SAFETY: our caller's contract; the CQE array is 16-byte aligned in the ring.
+        unsafe { load_cqe(self.cqe(h)) }
     }
 
     /// Submits one SQE; returns its ticket. Waits (helping with `help`, which should reap)
@@ -437,3 +415,35 @@ unsafe impl Sync for Ring {}
 // SAFETY: a Ring owns nothing thread-bound: moving it moves only the pointers, whose
 // validity `Ring::new`'s contract ties to the memory, not to a thread.
 unsafe impl Send for Ring {}
+
+/// Reads the CQE in `cell` with one 16-byte load on GPUs (`arch::read_published`: plain from
+/// sm_70 on NVIDIA GPUs): each load of host memory crosses PCIe there, and a volatile read
+/// of the struct is split by field (three loads). The fields are those of `struct
+/// io_uring_cqe`, little-endian (every target of this crate).
+///
+/// # Safety
+/// The kernel published the slot (the caller acquired the CQ tail past it) and does not
+/// rewrite it before the caller moves the head past it; `cell` is 16-byte aligned (the
+/// kernel's CQE array is).
+#[inline(always)]
+pub unsafe fn load_cqe(cell: *const SharedCell<Cqe>) -> Cqe {
+    /// A CQE's 16 bytes, aligned as the kernel places them.
+    #[cfg(not(loom))]
+    #[repr(C, align(16))]
+    #[derive(Clone, Copy)]
+    struct Bits([u64; 2]);
+    #[cfg(loom)]
+    // SAFETY: the caller's contract; loom's cell checks the ordering.
+    return unsafe { (*cell).read() };
+    #[cfg(not(loom))]
+    {
+        // SAFETY: the caller's contract; 16 bytes, aligned; `SharedCell` is
+        // `repr(transparent)` over the CQE.
+        let Bits([user_data, rest]) = unsafe { crate::arch::read_published(cell as *const Bits) };
+        Cqe {
+            user_data,
+            res: rest as u32 as i32,
+            flags: (rest >> 32) as u32,
+        }
+    }
+}

@@ -53,15 +53,26 @@
 //!
 //! # Waiting on the result
 //! Waiting on the CQ tail costs a load across PCIe more than the request needs: the tail's,
-//! then the CQE's. Where the host's stores are seen in the order it made them (x86-TSO: the
-//! kernel's copy of a read's bytes, then its store of the CQE's `res`, then the CQ tail),
-//! the holder instead marks `res` [`UNANSWERED`] before it publishes the SQE and waits until
-//! `res` holds anything else (Acquire, system scope): a value no request returns, so the one
-//! it sees is the kernel's, and what the kernel stored before it (a read's bytes) is seen
-//! too. The mark comes after the kernel's last store to the slot (request
-//! `n - cq_entries`'s CQE, which that holder loaded before the lock came to us) and before
-//! the kernel's next (it reads our SQE after the tail's release), so the holder sees its
-//! own mark only until the kernel answers. The host chooses: [`Solo::waiting_on_results`].
+//! then the CQE's. On an x86-64 host the holder instead marks `res` [`UNANSWERED`] before it
+//! publishes the SQE and waits until `res` holds anything else (Acquire, system scope): a
+//! value no request returns, so the one it sees is the kernel's. What that relies on:
+//! - **x86-TSO**: every store is seen by every agent in the order it was made (the kernel's
+//!   copy of a read's bytes, then `res`, then the CQ tail), no store passes an earlier load
+//!   (the kernel's loads of the SQE and of a write's payload are done before `res` is seen,
+//!   so the next holder may overwrite them), and stores are causally ordered across CPUs (a
+//!   read's bytes written by an io-wq worker on another CPU, seen by the CPU that stores
+//!   `res`, are seen before `res`). A device's loads across PCIe snoop the CPUs' caches and
+//!   see the same order. Elsewhere only the CQ tail's `smp_store_release` orders these, so
+//!   the host asks for this mode on x86-64 only.
+//! - **The kernel's io_uring as it is**, which its ABI does not promise: a single-shot
+//!   request (read, write, open, close, fsync) gets exactly one 16-byte CQE, written once,
+//!   `res` after `user_data`, in slot `cached tail & mask` (no `IORING_SETUP_CQE32`, no
+//!   multishot requests, nothing posted into this ring by another).
+//!
+//! The mark comes after the kernel's last store to the slot (request `n - cq_entries`'s CQE,
+//! which that holder loaded before the lock came to us) and before the kernel's next (it
+//! reads our SQE after the tail's release), so the holder sees its own mark only until the
+//! kernel answers. The host chooses: [`Solo::waiting_on_results`].
 //!
 //! So a round trip costs the floor's steps (the tail's release, the CQ tail's acquires, the
 //! CQE's load), less the CQE's load where the holder waits on the result, plus a look, one
@@ -69,6 +80,7 @@
 //! and the kernel's view of the head lags ours by at most that one.
 
 use crate::group::Group;
+use crate::ring::load_cqe;
 use crate::sync::{device_fence, AtomicI32, AtomicU32, DeviceAtomicU64, Ordering, Padded, SharedCell};
 use crate::uapi::{Cqe, Sqe};
 use crate::wait::until;
@@ -170,10 +182,11 @@ impl Solo {
     ///
     /// # Safety
     /// `results + i * stride` (bytes) is CQE slot `i`'s `res` for every `i < cq_entries`,
-    /// valid while the ring is used; and every agent that loads it sees the kernel's stores
-    /// in the order the kernel made them (the host is x86-64, whose stores are seen in
-    /// program order by every agent: the CPU's other threads, and a device's reads across
-    /// PCIe, which snoop its caches).
+    /// valid while the ring is used; the host is x86-64 (its stores are seen in the order
+    /// they were made, after its earlier loads, causally across CPUs, by every agent that
+    /// loads them: its other threads, and a device's reads across PCIe); and the ring's
+    /// kernel answers each request with one CQE written once, `res` last (see "Waiting on
+    /// the result" in the module docs).
     pub unsafe fn waiting_on_results(self, results: *const AtomicI32, stride: u32) -> Solo {
         Solo {
             layout: Layout {
@@ -285,13 +298,24 @@ impl Solo {
         let res = match result {
             // Acquire, system scope: what the kernel stored before its answer (a read's bytes)
             // is seen after it (`waiting_on_results`' contract).
-            Some(result) => until(
-                || {
-                    let res = result.load(Ordering::Acquire);
-                    (res != UNANSWERED).then_some(res)
-                },
-                help,
-            ),
+            Some(result) => {
+                let res = until(
+                    || {
+                        let res = result.load(Ordering::Acquire);
+                        (res != UNANSWERED).then_some(res)
+                    },
+                    help,
+                );
+                // The kernel wrote the CQE's `user_data` before its `res` (a load across PCIe
+                // more on a GPU: debug builds only).
+                #[cfg(debug_assertions)]
+                {
+                    // SAFETY: as for `read_cqe` below: the answer's acquire ordered the CQE.
+                    let cqe = unsafe { at.read_cqe(n) };
+                    debug_assert_eq!(cqe.user_data, n as u64, "the solo ring's CQE is not its request's");
+                }
+                res
+            }
             None => {
                 // Acquire, system scope: pairs with the kernel's release of the CQ tail.
                 until(|| (cq_tail.load(Ordering::Acquire) != n).then_some(()), help);
@@ -344,33 +368,14 @@ impl Layout {
         (!self.results.is_null()).then(|| unsafe { &*self.results.byte_add(slot * self.result_stride as usize) })
     }
 
-    /// Reads CQE `h` with one 16-byte load on GPUs (as `Ring::read_cqe` does: the fields
-    /// one by one would be three loads across PCIe).
+    /// Reads CQE `h` ([`load_cqe`]).
     ///
     /// # Safety
     /// The kernel published CQE `h` (the caller acquired the CQ tail past it), and the
     /// caller has not moved the head past it.
     unsafe fn read_cqe(&self, h: u32) -> Cqe {
-        let cell = self.cqes.wrapping_add((h & (self.cq_entries - 1)) as usize);
-        #[cfg(loom)]
-        // SAFETY: the caller's contract; loom's cell checks the ordering.
-        return unsafe { (*cell).read() };
-        #[cfg(not(loom))]
-        {
-            /// A CQE's 16 bytes, aligned as the kernel places them.
-            #[repr(C, align(16))]
-            #[derive(Clone, Copy)]
-            struct Bits([u64; 2]);
-            // SAFETY: the caller's contract; the slot is 16-byte aligned (`Solo::new`) and 16
-            // bytes long; `SharedCell` is `repr(transparent)` over the CQE.
-            let Bits([user_data, rest]) = unsafe { crate::arch::read_published(cell as *const Bits) };
-            // The fields as `struct io_uring_cqe` lays them out, little-endian.
-            Cqe {
-                user_data,
-                res: rest as u32 as i32,
-                flags: (rest >> 32) as u32,
-            }
-        }
+        // SAFETY: the caller's contract; the CQE array is 16-byte aligned (`Solo::new`).
+        unsafe { load_cqe(self.cqes.wrapping_add((h & (self.cq_entries - 1)) as usize)) }
     }
 }
 

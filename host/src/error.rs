@@ -337,6 +337,18 @@ impl HangReport {
 }
 
 /// One ring's part of a [`HangReport`]'s line.
+/// How far counter `a` is ahead of counter `b` (modulo 2^32), or 0 where it is behind: the
+/// words are read one at a time, and the solo ring's holder may store the CQ head before
+/// the kernel's tail shows it (`Solo::waiting_on_results`).
+fn ahead(a: u32, b: u32) -> u32 {
+    let d = a.wrapping_sub(b);
+    if (d as i32) < 0 {
+        0
+    } else {
+        d
+    }
+}
+
 fn write_ring(f: &mut fmt::Formatter<'_>, name: &str, r: &RingWords, tickets: Option<&Tickets>) -> fmt::Result {
     write!(
         f,
@@ -346,9 +358,9 @@ fn write_ring(f: &mut fmt::Formatter<'_>, name: &str, r: &RingWords, tickets: Op
         r.sq_tail,
         r.cq_head,
         r.cq_tail,
-        r.sq_tail.wrapping_sub(r.sq_head),
-        r.sq_head.wrapping_sub(r.cq_tail),
-        r.cq_tail.wrapping_sub(r.cq_head),
+        ahead(r.sq_tail, r.sq_head),
+        ahead(r.sq_head, r.cq_tail),
+        ahead(r.cq_tail, r.cq_head),
         r.sq_flags
     )?;
     if r.sq_flags & IORING_SQ_NEED_WAKEUP != 0 {

@@ -384,10 +384,6 @@ kernel! {
     /// tail moves, the CQE and the head's store, the whole round trip; then the CQE's result.
     pub fn latency_floor(fd: i32, iters: u32, out: u64) {
         use gpuio_device::uapi::{Sqe, IORING_OP_WRITE};
-        /// A CQE's 16 bytes, aligned as the kernel places them.
-        #[repr(C, align(16))]
-        #[derive(Clone, Copy)]
-        struct Bits([u64; 2]);
         if global_thread_idx() != 0 {
             return;
         }
@@ -447,17 +443,16 @@ kernel! {
             // the CQE happens-before our load of it.
             while cq_tail.load(Ordering::Acquire) == head {}
             let t3 = clock_ns();
-            let cell = ring.cqes.wrapping_add((head & (ring.cq_entries - 1)) as usize) as *const Bits;
+            let cell = ring.cqes.wrapping_add((head & (ring.cq_entries - 1)) as usize);
             // SAFETY: the kernel published the slot (the acquire above) and will not rewrite it
-            // before the head moves past it; it is 16-byte aligned (the kernel places the CQE
-            // array so) and 16 bytes long.
-            let Bits([_, rest]) = unsafe { gpuio_device::arch::read_published(cell) };
+            // before the head moves past it; the kernel places the CQE array 16-byte aligned.
+            let cqe = unsafe { gpuio_device::ring::load_cqe(cell) };
             head = head.wrapping_add(1);
             // Release, system scope: our load of the CQE happens-before the kernel reuses the
             // slot.
             cq_head.store(head, Ordering::Release);
             let t4 = clock_ns();
-            put(i, [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0, rest as u32 as i32 as i64 as u64]);
+            put(i, [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0, cqe.res as i64 as u64]);
         }
         // The counters as the protocol leaves them after submitting and reaping these SQEs
         // (Release: what we did to the ring happens-before the next user's acquire of them).

@@ -26,10 +26,10 @@
 //! | `ld.acquire.sys.b32` / `.b64` | kernel's SQ head / CQ tail, ready flags, `released` |
 //! | `activemask.b32`, `shfl.sync.*`, `bar.warp.sync` | one record per warp (`arch::Warp`) |
 //!
-//! One exception: the solo ring's lock (`Solo::try_call`), a word only the GPU's own threads
-//! hand to one another, is GPU scope (`ld.relaxed.gpu.b64`, `atom.acquire.gpu.cas.b64`,
-//! `fence.acq_rel.gpu`, `st.relaxed.gpu.b64`; sm_60: `atom.cas.b64`, `membar.gl`), checked
-//! by (f). Every other atomic instruction in the module names `.sys` and an order.
+//! One exception, in the sm_90 build: the solo ring's lock (`Solo::try_call`), a word only
+//! the GPU's own threads hand to one another, is GPU scope (`ld.relaxed.gpu.b64`,
+//! `atom.acquire.gpu.cas.b64`, `fence.acq_rel.gpu`, `st.relaxed.gpu.b64`), checked by (f).
+//! Every other atomic instruction in the module names `.sys` and an order.
 
 mod ptx;
 mod warp;
@@ -39,10 +39,23 @@ use std::collections::BTreeSet;
 use ptx::{assert_present, instructions, ops, ptx, ptx_sm60, Inst};
 use warp::check_warp_collectives;
 
-/// Whether `i` is in the solo ring's round trip (`Solo::try_call`), the one function whose
-/// lock is GPU scope (checked by `the_solo_ring_orders_its_round_trip`).
+/// Whether `i` is in the solo ring's round trip (`Solo::try_call`).
 fn in_solo(i: &Inst) -> bool {
     i.func.contains("4Solo8try_call")
+}
+
+/// The solo ring lock's instructions (sm_90): GPU scope, the one exception.
+const SOLO_LOCK: [&str; 4] = [
+    "ld.relaxed.gpu.b64",
+    "atom.acquire.gpu.cas.b64",
+    "fence.acq_rel.gpu",
+    "st.relaxed.gpu.b64",
+];
+
+/// Whether `i` is one of the solo ring lock's GPU-scope instructions, in its function
+/// (checked by `the_solo_ring_orders_its_round_trip`).
+fn solo_lock(i: &Inst) -> bool {
+    in_solo(i) && SOLO_LOCK.contains(&i.op.as_str())
 }
 
 /// Whether `i` is narrower than the system: GPU, CTA or cluster scope.
@@ -65,7 +78,7 @@ fn every_atomic_rmw_names_system_scope_and_an_order() {
     );
     let bad: BTreeSet<&str> = rmws
         .iter()
-        .filter(|i| !in_solo(i) && (!i.has("sys") || i.order().is_none()))
+        .filter(|i| !solo_lock(i) && (!i.has("sys") || i.order().is_none()))
         .map(|i| i.op.as_str())
         .collect();
     assert!(
@@ -80,7 +93,7 @@ fn every_atomic_rmw_names_system_scope_and_an_order() {
 #[test]
 fn fences_and_ordered_loads_and_stores_are_system_scope() {
     let insts = instructions(&ptx());
-    let narrow = ops(&insts, |i| narrow(i) && !in_solo(i));
+    let narrow = ops(&insts, |i| narrow(i) && !solo_lock(i));
     assert!(
         narrow.is_empty(),
         "memory operations at a scope narrower than the system: {narrow:?}. The SQ/CQ words, \
@@ -88,7 +101,7 @@ fn fences_and_ordered_loads_and_stores_are_system_scope() {
     );
     let unscoped = ops(&insts, |i| {
         let ordered = i.order().is_some() && !i.is_rmw();
-        (i.op.starts_with("fence") || i.op.starts_with("membar") || ordered) && !i.has("sys") && !in_solo(i)
+        (i.op.starts_with("fence") || i.op.starts_with("membar") || ordered) && !i.has("sys") && !solo_lock(i)
     });
     assert!(
         unscoped.is_empty(),
@@ -321,7 +334,7 @@ fn the_lockstep_build_uses_only_pre_volta_memory_operations() {
         "instructions that need sm_70 in the sm_60 build: {newer:?}. gpuio_device::arch::nvptx must \
          write them with volatile accesses, atom.sys and membar.sys before sm_70"
     );
-    let unscoped = ops(&insts, |i| i.is_rmw() && !i.has("sys") && !in_solo(i));
+    let unscoped = ops(&insts, |i| i.is_rmw() && !i.has("sys"));
     assert!(
         unscoped.is_empty(),
         "read-modify-writes without .sys in the sm_60 build: {unscoped:?} (GPU scope does not reach \
@@ -426,18 +439,19 @@ fn the_lockstep_build_orders_the_protocol_steps() {
 }
 
 /// (f) The solo ring's round trip (`Solo::try_call`, out of line), in both builds:
-/// - the take acquires, at GPU scope (sm_90: `atom.acquire.gpu.cas.b64` after a relaxed
-///   look; sm_60: `atom.cas.b64`, then `membar.gl`): only the GPU's threads hand the ring on;
+/// - the take acquires (sm_90: `atom.acquire.gpu.cas.b64` after a relaxed look, GPU scope:
+///   only the GPU's threads hand the ring on; sm_60: `atom.sys.cas.b64`, then `membar.sys`);
 /// - the SQ tail's store releases the SQE, the payload and the result's mark written before
 ///   it at system scope (sm_90: `st.release.sys`; sm_60: the check above covers every
 ///   function's `membar.sys` before a volatile store after plain ones);
 /// - the wait acquires at system scope (sm_90: `ld.acquire.sys.b32`, of the CQ tail or of
 ///   the CQE's `res`);
-/// - the store that lets go (the lock's word, GPU scope) comes after a barrier (GPU scope
-///   or wider) that comes after every load of the CQE, the tail and the result and after
-///   the CQ head's store (invariant 3: the next holder must not overwrite the buffer under
-///   our reads, nor its CQ head store come before ours);
-/// - nothing else in it is narrower than the system.
+/// - the store that lets go (the lock's word) comes after a barrier that comes after every
+///   load of the CQE, the tail and the result and after the CQ head's store (invariant 3:
+///   the next holder must not overwrite the buffer under our reads, nor its CQ head store
+///   come before ours);
+/// - nothing else in it is narrower than the system (the lock's four instructions are the
+///   only GPU-scope ones, and only in sm_90).
 #[test]
 fn the_solo_ring_orders_its_round_trip() {
     for (build, text) in [("sm_90", ptx()), ("sm_60", ptx_sm60())] {
@@ -447,20 +461,17 @@ fn the_solo_ring_orders_its_round_trip() {
             !funcs.is_empty(),
             "{build}: Solo::try_call is not an out-of-line function in the PTX"
         );
-        let (lock_ops, lock_barrier): (&[&str], &[&str]) = if build == "sm_90" {
-            (
-                &["ld.relaxed.gpu.b64", "atom.acquire.gpu.cas.b64", "st.relaxed.gpu.b64"],
-                &["fence.acq_rel.gpu", "fence.sc.gpu"],
-            )
+        let lock_barrier: &[&str] = if build == "sm_90" {
+            &["fence.acq_rel.gpu"]
         } else {
-            (&["atom.cas.b64"], &["membar.gl"])
+            &["membar.sys"]
         };
         for f in funcs {
             let ops: Vec<&Inst> = insts.iter().filter(|i| i.func == f && is_memory(i)).collect();
             let names: Vec<&str> = ops.iter().map(|i| i.op.as_str()).collect();
             let stray: Vec<&str> = ops
                 .iter()
-                .filter(|i| narrow(i) && !lock_ops.contains(&i.op.as_str()) && !lock_barrier.contains(&i.op.as_str()))
+                .filter(|i| narrow(i) && (build != "sm_90" || !SOLO_LOCK.contains(&i.op.as_str())))
                 .map(|i| i.op.as_str())
                 .collect();
             assert!(
@@ -493,9 +504,10 @@ fn the_solo_ring_orders_its_round_trip() {
                     "{build}: the wait does not acquire at system scope: {names:?}"
                 );
             } else {
+                assert_eq!(ops[take].op, "atom.sys.cas.b64", "{build}: the take: {names:?}");
                 assert!(
-                    ops.get(take + 1).is_some_and(|i| i.op == "membar.gl"),
-                    "{build}: the take is not followed by membar.gl (an acquire): {names:?}"
+                    ops.get(take + 1).is_some_and(|i| i.op == "membar.sys"),
+                    "{build}: the take is not followed by membar.sys (an acquire): {names:?}"
                 );
             }
             // The lock's word is the one 64-bit atomic store (GPU scope on sm_90).

@@ -230,14 +230,14 @@ pub mod atomic {
     atomic_int!(AtomicI32, AtomicI32, i32, reg32, "add.s32", "b32");
     atomic_int!(AtomicU64, AtomicU64, u64, reg64, "add.u64", "b64");
 
-    /// A fence at GPU scope ([`DeviceAtomicU64`]): `fence.{acq_rel,sc}.gpu` on sm_70+,
-    /// `membar.gl` before. `Relaxed` panics, as core's `fence` does.
+    /// A fence at GPU scope ([`DeviceAtomicU64`]): `fence.{acq_rel,sc}.gpu`. `Relaxed`
+    /// panics, as core's `fence` does.
+    #[cfg(target_feature = "sm_70")]
     #[inline(always)]
     pub fn device_fence(o: Ordering) {
         assert!(o != Ordering::Relaxed, "there is no relaxed fence");
         // SAFETY: barrier instructions; they touch no memory (not `nomem`: the compiler must
         // not move memory accesses across them).
-        #[cfg(target_feature = "sm_70")]
         unsafe {
             if o == Ordering::SeqCst {
                 asm!("fence.sc.gpu;", options(nostack))
@@ -245,30 +245,26 @@ pub mod atomic {
                 asm!("fence.acq_rel.gpu;", options(nostack))
             }
         };
-        // SAFETY: as above.
-        #[cfg(not(target_feature = "sm_70"))]
-        unsafe {
-            asm!("membar.gl;", options(nostack))
-        };
     }
 
     /// A 64-bit atomic that only the threads of one GPU use while a kernel runs: GPU scope
-    /// (`ld`/`st`/`atom.<sem>.gpu` on sm_70+; before sm_70 `atom.cas` is GPU scope and an
-    /// ordering is `membar.gl`, placed as [`AtomicU64`]'s `membar.sys`). A GPU-scope fence
-    /// costs half a system-scope one on the H100 (0.35 against 0.64-0.70 us, BENCHMARKS.md).
-    /// The host may look at it (a relaxed read of device memory, for reports) but never
-    /// synchronizes through it.
+    /// (`ld`/`st`/`atom.<sem>.gpu`). A GPU-scope fence costs half a system-scope one on the
+    /// H100 (0.35 against 0.64-0.70 us, BENCHMARKS.md). The host may look at it (a relaxed
+    /// read of device memory, for reports) but never synchronizes through it. (Before
+    /// sm_70, in the lockstep build, it is [`AtomicU64`]: `membar.gl` is not documented as
+    /// cumulative, and that build's speed does not matter.)
+    #[cfg(target_feature = "sm_70")]
     #[repr(transparent)]
     pub struct DeviceAtomicU64(core::sync::atomic::AtomicU64);
 
+    #[cfg(target_feature = "sm_70")]
     impl DeviceAtomicU64 {
         /// A new atomic holding `v`.
         pub const fn new(v: u64) -> Self {
             Self(core::sync::atomic::AtomicU64::new(v))
         }
 
-        /// `ld.{relaxed,acquire}.gpu` (sm_70+); `ld.volatile`, then `membar.gl` if it
-        /// acquires (before sm_70).
+        /// `ld.{relaxed,acquire}.gpu`.
         #[inline(always)]
         pub fn load(&self, o: Ordering) -> u64 {
             if o == Ordering::SeqCst {
@@ -277,7 +273,6 @@ pub mod atomic {
             let p = self.0.as_ptr();
             let r: u64;
             // SAFETY: a load of a live, aligned 64-bit atomic.
-            #[cfg(target_feature = "sm_70")]
             unsafe {
                 if acquires(o) {
                     asm!("ld.acquire.gpu.b64 {r}, [{p}];", r = out(reg64) r, p = in(reg64) p, options(nostack))
@@ -285,24 +280,14 @@ pub mod atomic {
                     asm!("ld.relaxed.gpu.b64 {r}, [{p}];", r = out(reg64) r, p = in(reg64) p, options(nostack))
                 }
             };
-            // SAFETY: as above.
-            #[cfg(not(target_feature = "sm_70"))]
-            unsafe {
-                asm!("ld.volatile.b64 {r}, [{p}];", r = out(reg64) r, p = in(reg64) p, options(nostack));
-                if acquires(o) {
-                    asm!("membar.gl;", options(nostack));
-                }
-            };
             r
         }
 
-        /// `st.{relaxed,release}.gpu` (sm_70+); `membar.gl` if it releases, then
-        /// `st.volatile` (before sm_70).
+        /// `st.{relaxed,release}.gpu`.
         #[inline(always)]
         pub fn store(&self, v: u64, o: Ordering) {
             let p = self.0.as_ptr();
             // SAFETY: a store to a live, aligned 64-bit atomic.
-            #[cfg(target_feature = "sm_70")]
             unsafe {
                 if releases(o) {
                     asm!("st.release.gpu.b64 [{p}], {v};", p = in(reg64) p, v = in(reg64) v, options(nostack))
@@ -310,22 +295,12 @@ pub mod atomic {
                     asm!("st.relaxed.gpu.b64 [{p}], {v};", p = in(reg64) p, v = in(reg64) v, options(nostack))
                 }
             };
-            // SAFETY: as above.
-            #[cfg(not(target_feature = "sm_70"))]
-            unsafe {
-                if releases(o) {
-                    asm!("membar.gl;", options(nostack));
-                }
-                asm!("st.volatile.b64 [{p}], {v};", p = in(reg64) p, v = in(reg64) v, options(nostack))
-            };
             if o == Ordering::SeqCst {
                 device_fence(o);
             }
         }
 
-        /// `atom.{sem}.gpu.cas.b64` (sm_70+), the semantics the stronger of the two
-        /// orderings needs; `atom.cas.b64` (GPU scope) between the `membar.gl`s it needs
-        /// (before sm_70).
+        /// `atom.{sem}.gpu.cas.b64`, the semantics the stronger of the two orderings needs.
         #[inline(always)]
         pub fn compare_exchange(&self, c: u64, n: u64, s: Ordering, f: Ordering) -> Result<u64, u64> {
             let (p, acq, rel) = (self.0.as_ptr(), acquires(s) || acquires(f), releases(s));
@@ -334,7 +309,6 @@ pub mod atomic {
             }
             let r: u64;
             // SAFETY: one atomic compare-and-swap of a live, aligned 64-bit atomic.
-            #[cfg(target_feature = "sm_70")]
             unsafe {
                 match (acq, rel) {
                     (false, false) => asm!("atom.relaxed.gpu.cas.b64 {r}, [{p}], {c}, {n};", r = out(reg64) r,
@@ -347,18 +321,6 @@ pub mod atomic {
                         p = in(reg64) p, c = in(reg64) c, n = in(reg64) n, options(nostack)),
                 }
             };
-            // SAFETY: as above.
-            #[cfg(not(target_feature = "sm_70"))]
-            unsafe {
-                if rel {
-                    asm!("membar.gl;", options(nostack));
-                }
-                asm!("atom.cas.b64 {r}, [{p}], {c}, {n};", r = out(reg64) r, p = in(reg64) p,
-                    c = in(reg64) c, n = in(reg64) n, options(nostack));
-                if acq {
-                    asm!("membar.gl;", options(nostack));
-                }
-            };
             if r == c {
                 Ok(r)
             } else {
@@ -366,6 +328,13 @@ pub mod atomic {
             }
         }
     }
+
+    /// Before sm_70 (the lockstep build): system scope, as every other atomic.
+    #[cfg(not(target_feature = "sm_70"))]
+    pub use fence as device_fence;
+    /// Before sm_70 (the lockstep build): system scope, as every other atomic.
+    #[cfg(not(target_feature = "sm_70"))]
+    pub use AtomicU64 as DeviceAtomicU64;
 }
 
 /// The lanes of a warp that execute a call together: a *coalesced group*, as CUDA's
