@@ -14,9 +14,9 @@
 //! # A round trip ([`Solo::try_call`])
 //! 1. **Take** the ring. One word, `state`, holds the requests made on it so far, `n`, and
 //!    whether a thread holds it: `2n`, or `2n + 1` while held. A thread that reads `2n`
-//!    (Relaxed) moves it to `2n + 1` (a compare-and-swap, Acquire, GPU scope: only the
-//!    GPU's threads hand the ring to one another, so the lock need not be seen beyond the
-//!    GPU); one that finds it held, or loses the race, goes through the shared rings:
+//!    (Relaxed) moves it to `2n + 1` (a compare-and-swap, Acquire, GPU scope on NVIDIA
+//!    sm_70+, system scope elsewhere: only the GPU's threads hand the ring to one another,
+//!    so the lock need not be seen beyond the GPU); one that finds it held, or loses the race, goes through the shared rings:
 //!    nobody ever waits for the solo ring. (A `fetch_or(1)` alone would save the look, about
 //!    0.2 us on the H200, within the noise; loom cannot check a spin beside a failed
 //!    read-modify-write, so the look stays.) Where lanes run in lockstep (the lockstep rule, `arch/mod.rs`), only a

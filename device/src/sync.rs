@@ -5,7 +5,7 @@
 //! - on every target the atomics are **system scope** (visible to the host CPU, the GPU and
 //!   the kernel's SQPOLL thread): see `arch::atomic` for how each target guarantees that;
 //!   except [`DeviceAtomicU64`] and [`device_fence`], for words that only the device's own
-//!   threads synchronize through (GPU scope on NVIDIA, where that is cheaper);
+//!   threads synchronize through (GPU scope on NVIDIA sm_70+, where that is cheaper);
 //! - under `--cfg loom` the same code runs on loom's model-checked atomics and cells.
 //!
 //! [`SharedCell`] marks memory that is written without atomics but handed between agents by

@@ -148,7 +148,7 @@ pub mod atomic {
     pub use fence as device_fence;
     /// An atomic that only the threads of one GPU use while a kernel runs. System scope
     /// here, as every other atomic: agent scope would be cheaper, but Rust's atomics cannot
-    /// name an LLVM sync scope (NVIDIA's variant is GPU scope).
+    /// name an LLVM sync scope (NVIDIA's sm_70+ variant is GPU scope).
     pub use AtomicU64 as DeviceAtomicU64;
 }
 
