@@ -336,7 +336,6 @@ impl HangReport {
     }
 }
 
-/// One ring's part of a [`HangReport`]'s line.
 /// How far counter `a` is ahead of counter `b` (modulo 2^32), or 0 where it is behind: the
 /// words are read one at a time, and the solo ring's holder may store the CQ head before
 /// the kernel's tail shows it (`Solo::waiting_on_results`).
@@ -349,6 +348,7 @@ fn ahead(a: u32, b: u32) -> u32 {
     }
 }
 
+/// One ring's part of a [`HangReport`]'s line.
 fn write_ring(f: &mut fmt::Formatter<'_>, name: &str, r: &RingWords, tickets: Option<&Tickets>) -> fmt::Result {
     write!(
         f,
