@@ -19,6 +19,11 @@
 //!   the arena in blocks of `--block-kib`, default 256); every GPU's bytes are checked
 //!   against the file after the first run of all GPUs together.
 //!
+//! Then the host alone: its copy out of the page cache with as many threads as the runtimes
+//! have SQPOLL threads, for one file and for every GPU's at once; and, as threads are added
+//! (1, 2, 4, ...), that copy beside a plain copy between two host buffers, to show what
+//! bounds it (with the CPU topology sysfs shows).
+//!
 //! Last, a check: every GPU prints 8 lines of `--width` bytes on each of 65,536 threads (a
 //! pass over a 32 MiB log at 32 bytes) into one fresh file in `--dir` at once (runtimes of their own, whose stdout it is, so they append to it), and every line is
 //! checked, whole and there once per GPU.
@@ -274,6 +279,79 @@ fn host_reads(files: &[&File], threads: usize, size: usize, dst: &mut [Vec<u8>])
         }
     });
     t0.elapsed().as_secs_f64()
+}
+
+/// `threads` threads copy `src` into `dst` in 1 MiB chunks (chunk `j` by thread
+/// `j % threads`), as [`host_reads`] does from a file but without the kernel; seconds.
+fn host_copies(src: &[u8], dst: &mut [u8], threads: usize) -> f64 {
+    const CHUNK: usize = 1 << 20;
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        let mut mine: Vec<Vec<(&[u8], &mut [u8])>> = (0..threads).map(|_| Vec::new()).collect();
+        for (j, (a, b)) in src.chunks(CHUNK).zip(dst.chunks_mut(CHUNK)).enumerate() {
+            mine[j % threads].push((a, b));
+        }
+        for chunks in mine {
+            s.spawn(move || {
+                for (a, b) in chunks {
+                    b.copy_from_slice(a);
+                }
+            });
+        }
+    });
+    t0.elapsed().as_secs_f64()
+}
+
+/// What bounds the host's copy out of the page cache as threads are added: for 1, 2, 4, ...
+/// threads (up to the CPUs this process may use), GB/s of [`host_reads`] of one page-cached
+/// file into host memory, beside plain copies of as many bytes between two host buffers
+/// ([`host_copies`]), medians of `reps`, alternating. If the copies scale where the reads do
+/// not, the kernel's read path is the bound; if neither does, the memory system (or the
+/// VM's CPUs) is. Prints the table and the CPU topology sysfs shows.
+fn host_scaling(file: &File, size: usize, reps: usize, dst: &mut [Vec<u8>]) {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let src = vec![7u8; size];
+    let mut copy_dst = vec![1u8; size];
+    let mut rows = Vec::new();
+    let (mut base_copy, mut base_read) = (0.0, 0.0);
+    let mut threads = 1;
+    while threads <= cpus.min(32) {
+        let (mut c, mut r) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
+            c.push(size as f64 / host_copies(&src, &mut copy_dst, threads) / 1e9);
+            r.push(size as f64 / host_reads(&[file], threads, size, &mut dst[..1]) / 1e9);
+        }
+        let (c, r) = (median(c), median(r));
+        if threads == 1 {
+            (base_copy, base_read) = (c, r);
+        }
+        rows.push(vec![
+            threads.to_string(),
+            format!("{c:.2}"),
+            format!("{:.2}x", c / base_copy),
+            format!("{r:.2}"),
+            format!("{:.2}x", r / base_read),
+        ]);
+        threads *= 2;
+    }
+    println!();
+    println!(
+        "## the host's copy as threads are added: {} MiB in 1 MiB chunks, GB/s, medians of {reps}",
+        size >> 20
+    );
+    write_table(
+        &mut std::io::stdout(),
+        &[
+            "threads",
+            "memory to memory",
+            "vs 1",
+            "pread of a page-cached file",
+            "vs 1",
+        ],
+        rows,
+        1,
+    );
+    println!("CPU topology (sysfs): {}", common::topology());
 }
 
 /// Every GPU prints `p`'s lines into one fresh file in `dir` at once, through runtimes of
@@ -574,6 +652,7 @@ fn main() {
         rings as usize * gpus.len(),
         host_every / host_one
     );
+    host_scaling(files[0], size, reps, &mut dst);
     println!();
     // 8 lines on each of 65,536 threads: 16 MiB of 32-byte lines per GPU, inside the default
     // 32 MiB log, so that no line straddles the log's end (two writes, between which another

@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::child::run_child;
-use crate::common::{expected_bytes, statfs, Check};
+use crate::common::{self, expected_bytes, statfs, Check};
 use crate::options::{Config, Kernel, Target};
 use crate::readback::check_file;
 use crate::{fail, MIB};
@@ -62,7 +62,14 @@ pub(crate) struct Row {
     /// Into a tmpfs file: `dd bs=4M` writing as many bytes to a fresh file there, GB/s
     /// (median of `--reps`), or why not.
     pub(crate) dd: Option<Result<f64, String>>,
+    /// Into a tmpfs file: what the file system alone takes from host memory, one host
+    /// thread and [`HOST_WRITERS`] threads writing as many bytes to a fresh file there, GB/s
+    /// (medians of `--reps`), or why not.
+    pub(crate) host_write: Option<Result<[f64; 2], String>>,
 }
+
+/// The larger writer count of [`Row::host_write`].
+pub(crate) const HOST_WRITERS: usize = 4;
 
 pub(crate) fn out_path(cfg: &Config, target: Target, what: &str, case: &Case) -> String {
     match target {
@@ -116,6 +123,7 @@ pub(crate) fn bench_case(cfg: &Config, case: &Case) -> Row {
         },
     };
     let dd = (case.target == Target::Shm && room.is_ok()).then(|| run_dd(cfg, bytes));
+    let host_write = (case.target == Target::Shm && room.is_ok()).then(|| run_host_write(cfg, bytes));
     let printf = if cfg.kernel == Kernel::Literal {
         PrintfResult::Skipped("--kernel literal has no printf twin".into())
     } else if cfg.skip_printf_above > 0 && total > cfg.skip_printf_above {
@@ -137,6 +145,7 @@ pub(crate) fn bench_case(cfg: &Config, case: &Case) -> Row {
         gpuio,
         printf,
         dd,
+        host_write,
     }
 }
 
@@ -253,6 +262,28 @@ pub(crate) fn run_dd(cfg: &Config, bytes: u64) -> Result<f64, String> {
         rates.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(", ")
     );
     Ok(rates[rates.len() / 2])
+}
+
+/// [`common::write_fresh`] of `bytes` into `--dir` in 4 MiB writes, by one host thread and by
+/// [`HOST_WRITERS`], `--reps` times each, alternating: the medians, GB/s.
+pub(crate) fn run_host_write(cfg: &Config, bytes: u64) -> Result<[f64; 2], String> {
+    let mut rates = [Vec::new(), Vec::new()];
+    for _ in 0..cfg.reps {
+        for (k, threads) in [1, HOST_WRITERS].into_iter().enumerate() {
+            let r = common::write_fresh(&cfg.dir, bytes, threads, (4 * MIB) as usize)
+                .map_err(|e| format!("host pwrite into {}: {e}", cfg.dir.display()))?;
+            rates[k].push(r);
+        }
+    }
+    let shown = |v: &[f64]| v.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(", ");
+    eprintln!(
+        "  host pwrite of as many bytes from memory into a fresh file in {}: 1 thread {} GB/s, {HOST_WRITERS} threads {} GB/s",
+        cfg.dir.display(),
+        shown(&rates[0]),
+        shown(&rates[1])
+    );
+    let [one, many] = rates;
+    Ok([common::median(one), common::median(many)])
 }
 
 /// The printf FIFO: the records hold the format's address, the arguments at 8-byte slots

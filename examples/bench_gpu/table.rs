@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use crate::cases::{ms, ratio, Cold, PrintfResult, Row};
+use crate::cases::{ms, ratio, Cold, PrintfResult, Row, HOST_WRITERS};
 use crate::common;
 use crate::options::{Config, Kernel, Target};
 
@@ -23,6 +23,8 @@ pub(crate) fn print_table(cfg: &Config, rows: &[Row], cold: &Cold) {
         "SQEs",
         "host CPU ms/GB",
         "dd GB/s",
+        "host pwrite x1 GB/s",
+        "host pwrite x4 GB/s",
     ];
     let cells: Vec<Vec<String>> = rows
         .iter()
@@ -82,6 +84,8 @@ pub(crate) fn print_table(cfg: &Config, rows: &[Row], cold: &Cold) {
                     Some(Err(_)) => "error".into(),
                     None => "-".into(),
                 },
+                host_write_cell(r, 0),
+                host_write_cell(r, 1),
             ]
         })
         .collect();
@@ -110,7 +114,9 @@ pub(crate) fn print_table(cfg: &Config, rows: &[Row], cold: &Cold) {
         out,
         "host CPU: the gpuio child's CPU time (every thread: the SQPOLL thread, the waker, the launching thread, \
          the driver's) over launch .. synchronize of the median rep, per GB printed; dd: `dd bs=4M` into a fresh \
-         file in the same directory, as many bytes, median of the reps."
+         file in the same directory, as many bytes, median of the reps; host pwrite: the file system alone, \
+         as many bytes `pwrite`n from host memory into a fresh file there in 4 MiB writes by 1 and {HOST_WRITERS} \
+         host threads (no device, no formatting), medians of the reps."
     );
     for r in rows {
         if let Some(c) = r.gpuio.cpu {
@@ -127,6 +133,9 @@ pub(crate) fn print_table(cfg: &Config, rows: &[Row], cold: &Cold) {
         }
         if let Some(Err(e)) = &r.dd {
             let _ = writeln!(out, "{}: dd: {e}", r.name);
+        }
+        if let Some(Err(e)) = &r.host_write {
+            let _ = writeln!(out, "{}: {e}", r.name);
         }
     }
     for r in rows {
@@ -246,6 +255,7 @@ pub(crate) fn print_table(cfg: &Config, rows: &[Row], cold: &Cold) {
             _ => None,
         }
     };
+    let mut asks = Vec::new();
     for (w, min) in [(32, 80.0), (128, 40.0)] {
         let mut all = print_rows(w, Target::Shm);
         all.extend(print_rows(w, Target::Null));
@@ -256,6 +266,29 @@ pub(crate) fn print_table(cfg: &Config, rows: &[Row], cold: &Cold) {
             "x",
             min,
         );
+        // Into tmpfs, what the ratio asks of the file system, beside what it took from
+        // host memory alone in the same run.
+        for r in print_rows(w, Target::Shm) {
+            let (Some(x), Some(g), Some(Ok([one, many]))) = (vs_printf(r), measured(r), &r.host_write) else {
+                continue;
+            };
+            if x < min {
+                let need = r.bytes as f64 / g / 1e9 * min / x;
+                asks.push(format!(
+                    "  {}: {min}x printf asks {need:.2} GB/s of the file; the file system alone took {one:.2} GB/s \
+                     from one host thread, {many:.2} from {HOST_WRITERS} ({})",
+                    r.name,
+                    if need > one.max(*many) {
+                        "more than any host writer here"
+                    } else {
+                        "within what a host writer got"
+                    }
+                ));
+            }
+        }
+    }
+    for a in asks {
+        let _ = writeln!(out, "{a}");
     }
     if !cold.reps.is_empty() {
         let mut v: Vec<Duration> = cold.reps.iter().map(|r| r[0]).collect();
@@ -286,6 +319,15 @@ pub(crate) fn print_table(cfg: &Config, rows: &[Row], cold: &Cold) {
             "(the targets are defined at 16777216 lines; this run used --total {})",
             cfg.total
         );
+    }
+}
+
+/// Column `k` (0: one thread, 1: [`HOST_WRITERS`]) of a row's [`Row::host_write`].
+fn host_write_cell(r: &Row, k: usize) -> String {
+    match &r.host_write {
+        Some(Ok(rates)) => format!("{:.2}", rates[k]),
+        Some(Err(_)) => "error".into(),
+        None => "-".into(),
     }
 }
 

@@ -109,6 +109,103 @@ pub fn utc_date() -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
+/// What the file system alone takes: `threads` host threads `pwrite` `bytes` from host
+/// memory into one fresh file in `dir`, thread `j` the blocks `j, j + threads, ...` of
+/// `block` bytes, each from a buffer it filled before the clock starts. Returns GB/s
+/// (10^9 bytes a second), from the first write to the last one's return. No copy from a
+/// device and no formatting: the most any writer of those bytes could hope for there (a
+/// fresh file on tmpfs takes one writer at a time, under the file's lock).
+#[allow(dead_code)]
+pub fn write_fresh(dir: &Path, bytes: u64, threads: usize, block: usize) -> std::io::Result<f64> {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join(format!("gpuio-write-fresh-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    let bufs: Vec<Vec<u8>> = (0..threads).map(|j| vec![b'a' + (j % 26) as u8; block]).collect();
+    let start = std::sync::Barrier::new(threads + 1);
+    let secs = std::thread::scope(|s| {
+        let workers: Vec<_> = bufs
+            .iter()
+            .enumerate()
+            .map(|(j, buf)| {
+                let (file, start) = (&file, &start);
+                s.spawn(move || -> std::io::Result<()> {
+                    start.wait();
+                    let mut at = (j * block) as u64;
+                    while at < bytes {
+                        let len = (block as u64).min(bytes - at) as usize;
+                        file.write_all_at(&buf[..len], at)?;
+                        at += (threads * block) as u64;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        start.wait();
+        let t0 = std::time::Instant::now();
+        let results: Vec<_> = workers
+            .into_iter()
+            .map(|w| w.join().expect("writer panicked"))
+            .collect();
+        let secs = t0.elapsed().as_secs_f64();
+        results.into_iter().collect::<std::io::Result<()>>().map(|()| secs)
+    });
+    let _ = std::fs::remove_file(&path);
+    Ok(bytes as f64 / secs? / 1e9)
+}
+
+/// The CPUs this process may run on as sysfs describes them: how many, on how many
+/// physical cores (distinct `physical_package_id`, `core_id`) and packages, and the
+/// largest `thread_siblings_list` seen. In a VM this is what the hypervisor says, which
+/// need not be the hardware.
+#[allow(dead_code)]
+pub fn topology() -> String {
+    // SAFETY: sched_getaffinity fills the zeroed set we own.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return "unknown (sched_getaffinity failed)".into();
+        }
+        set
+    };
+    let read = |cpu: usize, what: &str| {
+        std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{what}"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "?".into())
+    };
+    let (mut cpus, mut cores, mut packages, mut widest) = (0, Vec::new(), Vec::new(), String::new());
+    for cpu in 0..libc::CPU_SETSIZE as usize {
+        // SAFETY: `cpu` is below CPU_SETSIZE, the set's size.
+        if !unsafe { libc::CPU_ISSET(cpu, &set) } {
+            continue;
+        }
+        cpus += 1;
+        let (package, core, siblings) = (
+            read(cpu, "physical_package_id"),
+            read(cpu, "core_id"),
+            read(cpu, "thread_siblings_list"),
+        );
+        if !packages.contains(&package) {
+            packages.push(package.clone());
+        }
+        if !cores.contains(&(package.clone(), core.clone())) {
+            cores.push((package, core));
+        }
+        if siblings.len() > widest.len() {
+            widest = siblings;
+        }
+    }
+    format!(
+        "{cpus} CPUs on {} cores in {} package(s); thread siblings e.g. {widest}",
+        cores.len(),
+        packages.len()
+    )
+}
+
 // ---------------------------------------------------------------------------------------
 // Report
 
