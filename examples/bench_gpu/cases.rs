@@ -62,10 +62,11 @@ pub(crate) struct Row {
     /// Into a tmpfs file: `dd bs=4M` writing as many bytes to a fresh file there, GB/s
     /// (median of `--reps`), or why not.
     pub(crate) dd: Option<Result<f64, String>>,
-    /// Into a tmpfs file: what the file system alone takes from host memory, one host
-    /// thread and [`HOST_WRITERS`] threads writing as many bytes to a fresh file there, GB/s
-    /// (medians of `--reps`), or why not.
-    pub(crate) host_write: Option<Result<[f64; 2], String>>,
+    /// Into a tmpfs file: what the file system alone takes from host memory, as many bytes
+    /// into a fresh file there ([`common::write_fresh`]): one host thread from a buffer it
+    /// reuses (hot), one thread from a source as large as the file (cold), and
+    /// [`HOST_WRITERS`] threads from that source; GB/s, medians of `--reps`, or why not.
+    pub(crate) host_write: Option<Result<[f64; 3], String>>,
 }
 
 /// The larger writer count of [`Row::host_write`].
@@ -264,26 +265,30 @@ pub(crate) fn run_dd(cfg: &Config, bytes: u64) -> Result<f64, String> {
     Ok(rates[rates.len() / 2])
 }
 
-/// [`common::write_fresh`] of `bytes` into `--dir` in 4 MiB writes, by one host thread and by
-/// [`HOST_WRITERS`], `--reps` times each, alternating: the medians, GB/s.
-pub(crate) fn run_host_write(cfg: &Config, bytes: u64) -> Result<[f64; 2], String> {
-    let mut rates = [Vec::new(), Vec::new()];
+/// [`common::write_fresh`] of `bytes` into `--dir` in 4 MiB writes: one host thread from a
+/// hot buffer, one from a cold source, [`HOST_WRITERS`] from a cold source; `--reps` times
+/// each, taking turns: the medians, GB/s.
+pub(crate) fn run_host_write(cfg: &Config, bytes: u64) -> Result<[f64; 3], String> {
+    let ways = [(1, true), (1, false), (HOST_WRITERS, false)];
+    let mut rates = [Vec::new(), Vec::new(), Vec::new()];
     for _ in 0..cfg.reps {
-        for (k, threads) in [1, HOST_WRITERS].into_iter().enumerate() {
-            let r = common::write_fresh(&cfg.dir, bytes, threads, (4 * MIB) as usize)
+        for (k, (threads, hot)) in ways.into_iter().enumerate() {
+            let r = common::write_fresh(&cfg.dir, bytes, threads, (4 * MIB) as usize, hot)
                 .map_err(|e| format!("host pwrite into {}: {e}", cfg.dir.display()))?;
             rates[k].push(r);
         }
     }
     let shown = |v: &[f64]| v.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(", ");
     eprintln!(
-        "  host pwrite of as many bytes from memory into a fresh file in {}: 1 thread {} GB/s, {HOST_WRITERS} threads {} GB/s",
+        "  host pwrite of as many bytes into a fresh file in {}, GB/s: 1 thread hot {}; 1 thread cold {}; \
+         {HOST_WRITERS} threads cold {}",
         cfg.dir.display(),
         shown(&rates[0]),
-        shown(&rates[1])
+        shown(&rates[1]),
+        shown(&rates[2])
     );
-    let [one, many] = rates;
-    Ok([common::median(one), common::median(many)])
+    let [a, b, c] = rates;
+    Ok([common::median(a), common::median(b), common::median(c)])
 }
 
 /// The printf FIFO: the records hold the format's address, the arguments at 8-byte slots

@@ -36,7 +36,11 @@
 //!
 //! Each gpuio row also gives the host CPU time per GB (every thread of the child over launch
 //! .. synchronize: the SQPOLL thread, the waker, the rest), and each tmpfs row what `dd
-//! bs=4M` writes into a fresh file there, as many bytes, in the same run.
+//! bs=4M` writes into a fresh file there, as many bytes, in the same run, and what the file
+//! system takes alone: the host `pwrite`s as many bytes into a fresh file, one thread from a
+//! buffer it reuses (hot, the most any writer gets), one and four from a source as large as
+//! the file (cold, as gpuio's log is). After the verdicts, each tmpfs case beside the file
+//! system alone, and what an unmet printf ratio asks of it.
 //!
 //! Output: machine and settings, one table (stdout), the targets' verdicts (issue 14's:
 //! 32-byte lines into /dev/null at least 250 M lines/s, 128-byte lines at least 12 GB/s,

@@ -111,12 +111,16 @@ pub fn utc_date() -> String {
 
 /// What the file system alone takes: `threads` host threads `pwrite` `bytes` from host
 /// memory into one fresh file in `dir`, thread `j` the blocks `j, j + threads, ...` of
-/// `block` bytes, each from a buffer it filled before the clock starts. Returns GB/s
-/// (10^9 bytes a second), from the first write to the last one's return. No copy from a
-/// device and no formatting: the most any writer of those bytes could hope for there (a
-/// fresh file on tmpfs takes one writer at a time, under the file's lock).
+/// `block` bytes. Returns GB/s (10^9 bytes a second), from the first write to the last
+/// one's return. No copy from a device and no formatting: what a writer of those bytes can
+/// get there (a fresh file on tmpfs takes one writer at a time, under the file's lock).
+///
+/// `hot`: each thread writes every block from one buffer of `block` bytes, which stays in
+/// its caches: the most any writer could hope for. Otherwise the blocks come from one
+/// source as large as the file, each byte read once, as a log that a GPU wrote is: the
+/// fair ceiling for gpuio's writes. Either source is filled before the clock starts.
 #[allow(dead_code)]
-pub fn write_fresh(dir: &Path, bytes: u64, threads: usize, block: usize) -> std::io::Result<f64> {
+pub fn write_fresh(dir: &Path, bytes: u64, threads: usize, block: usize, hot: bool) -> std::io::Result<f64> {
     use std::os::unix::fs::FileExt;
     let path = dir.join(format!("gpuio-write-fresh-{}", std::process::id()));
     let _ = std::fs::remove_file(&path);
@@ -125,20 +129,23 @@ pub fn write_fresh(dir: &Path, bytes: u64, threads: usize, block: usize) -> std:
         .write(true)
         .create_new(true)
         .open(&path)?;
-    let bufs: Vec<Vec<u8>> = (0..threads).map(|j| vec![b'a' + (j % 26) as u8; block]).collect();
+    let len = if hot { block } else { bytes as usize };
+    let sources: Vec<Vec<u8>> = (0..if hot { threads } else { 1 })
+        .map(|j| vec![b'a' + (j % 26) as u8; len])
+        .collect();
     let start = std::sync::Barrier::new(threads + 1);
     let secs = std::thread::scope(|s| {
-        let workers: Vec<_> = bufs
-            .iter()
-            .enumerate()
-            .map(|(j, buf)| {
+        let workers: Vec<_> = (0..threads)
+            .map(|j| {
                 let (file, start) = (&file, &start);
+                let src = &sources[if hot { j } else { 0 }];
                 s.spawn(move || -> std::io::Result<()> {
                     start.wait();
                     let mut at = (j * block) as u64;
                     while at < bytes {
-                        let len = (block as u64).min(bytes - at) as usize;
-                        file.write_all_at(&buf[..len], at)?;
+                        let n = (block as u64).min(bytes - at) as usize;
+                        let from = if hot { 0 } else { at as usize };
+                        file.write_all_at(&src[from..from + n], at)?;
                         at += (threads * block) as u64;
                     }
                     Ok(())
