@@ -74,6 +74,43 @@ enum Op {
     Write,
 }
 
+/// What a transfer asks for ([`pwrite`], [`pread`] and their `_async` forms): `len` bytes of
+/// `buf` written to `fd` at `offset`, or read from there into `buf`. Built once, with `buf`'s
+/// region looked up: a waiting transfer hands the same one to the solo ring and, failing
+/// that, to the shared rings ([`transfer`]).
+#[derive(Clone, Copy)]
+struct Transfer {
+    op: Op,
+    fd: i32,
+    buf: *mut u8,
+    len: usize,
+    offset: u64,
+    /// The kernel's address of `buf[0]`, for a direct transfer.
+    direct: Option<u64>,
+}
+
+impl Transfer {
+    /// `buf`'s region looked up in `ctx` ([`direct`]); none without a context.
+    fn new(ctx: Option<&Context>, op: Op, fd: i32, buf: *mut u8, len: usize, offset: u64) -> Transfer {
+        Transfer {
+            op,
+            fd,
+            buf,
+            len,
+            offset,
+            direct: ctx.and_then(|c| direct(c, buf, len)),
+        }
+    }
+
+    /// Whether it ends at or before `i64::MAX`. The kernel refuses one that ends past it
+    /// (EINVAL); we refuse it before splitting.
+    fn in_range(&self) -> bool {
+        self.offset
+            .checked_add(self.len as u64)
+            .is_some_and(|end| end <= i64::MAX as u64)
+    }
+}
+
 /// No arena block (a direct piece).
 const NO_BLOCK: u32 = u32::MAX;
 
@@ -93,13 +130,7 @@ struct Piece {
 #[must_use = "a transfer is finished by `wait` (dropping it waits and discards the result)"]
 pub struct Pending<'a> {
     ctx: Option<&'static Context>,
-    op: Op,
-    fd: i32,
-    buf: *mut u8,
-    len: usize,
-    offset: u64,
-    /// The kernel's address of `buf[0]`, for a direct transfer.
-    direct: Option<u64>,
+    transfer: Transfer,
     /// Bytes handed to pieces so far.
     issued: usize,
     /// Bytes of the completed pieces, in order, up to the first short or failed one.
@@ -123,27 +154,15 @@ pub struct Pending<'a> {
 impl<'a> Pending<'a> {
     fn new(op: Op, fd: i32, buf: *mut u8, len: usize, offset: u64) -> Pending<'a> {
         let ctx = installed();
-        Pending::start(ctx, ctx.and_then(|c| direct(c, buf, len)), op, fd, buf, len, offset)
+        Pending::start(ctx, Transfer::new(ctx, op, fd, buf, len, offset))
     }
 
-    /// [`Pending::new`] with the context and `buf`'s region ([`direct`]) already looked up.
-    fn start(
-        ctx: Option<&'static Context>,
-        direct: Option<u64>,
-        op: Op,
-        fd: i32,
-        buf: *mut u8,
-        len: usize,
-        offset: u64,
-    ) -> Pending<'a> {
+    /// [`Pending::new`] with the context and `buf`'s region ([`Transfer::new`]) already
+    /// looked up.
+    fn start(ctx: Option<&'static Context>, transfer: Transfer) -> Pending<'a> {
         let mut p = Pending {
             ctx,
-            op,
-            fd,
-            buf,
-            len,
-            offset,
-            direct,
+            transfer,
             issued: 0,
             done: 0,
             stopped: false,
@@ -158,8 +177,7 @@ impl<'a> Pending<'a> {
         if ctx.is_none() {
             p.stopped = true;
             p.errno = Some(Errno::ENOSYS);
-        } else if offset.checked_add(len as u64).is_none_or(|end| end > i64::MAX as u64) {
-            // The kernel would refuse it too (EINVAL); we refuse it before splitting.
+        } else if !transfer.in_range() {
             p.stopped = true;
             p.errno = Some(Errno::EINVAL);
         } else {
@@ -189,8 +207,8 @@ impl<'a> Pending<'a> {
 
     /// Whether another piece is to be issued (resources aside).
     fn may_issue(&self) -> bool {
-        let remaining = self.len - self.issued;
-        !self.stopped && self.in_flight < PIECES && (remaining > 0 || (self.len == 0 && !self.issued_empty))
+        let remaining = self.transfer.len - self.issued;
+        !self.stopped && self.in_flight < PIECES && (remaining > 0 || (self.transfer.len == 0 && !self.issued_empty))
     }
 
     /// Issues the next piece if there is one and its resources are free now; returns
@@ -200,8 +218,8 @@ impl<'a> Pending<'a> {
         if !self.may_issue() {
             return false;
         }
-        let remaining = self.len - self.issued;
-        let block = match self.direct {
+        let remaining = self.transfer.len - self.issued;
+        let block = match self.transfer.direct {
             Some(_) => NO_BLOCK,
             None => match ctx.arena.pool.try_take() {
                 Some(b) => b,
@@ -214,7 +232,7 @@ impl<'a> Pending<'a> {
             }
             return false;
         };
-        let (n, addr) = match self.direct {
+        let (n, addr) = match self.transfer.direct {
             Some(base) => (remaining.min(MAX_PIECE), base + self.issued as u64),
             None => (remaining.min(ctx.arena.block as usize), ctx.arena.io_addr(block)),
         };
@@ -225,19 +243,19 @@ impl<'a> Pending<'a> {
             &ctx.arena.staged_bytes
         };
         counter.fetch_add(n as u64, crate::sync::Ordering::Relaxed);
-        if self.op == Op::Write && block != NO_BLOCK {
+        if self.transfer.op == Op::Write && block != NO_BLOCK {
             // SAFETY: the block is ours until its request completes; `buf[issued..+n]` is
             // the caller's (borrowed for `'a`).
-            unsafe { stage_in(ctx.arena.cells(block), self.buf.add(self.issued), n, false) };
+            unsafe { stage_in(ctx.arena.cells(block), self.transfer.buf.add(self.issued), n, false) };
         }
         let sqe = Sqe {
-            opcode: if self.op == Op::Write {
+            opcode: if self.transfer.op == Op::Write {
                 IORING_OP_WRITE
             } else {
                 IORING_OP_READ
             },
-            fd: self.fd,
-            off: self.offset + self.issued as u64,
+            fd: self.transfer.fd,
+            off: self.transfer.offset + self.issued as u64,
             addr,
             len: n as u32,
             user_data: ticket.user_data(),
@@ -270,7 +288,7 @@ impl<'a> Pending<'a> {
         self.pieces[self.oldest] = None;
         self.oldest = (self.oldest + 1) % PIECES;
         self.in_flight -= 1;
-        if self.op == Op::Read && p.block != NO_BLOCK && res > 0 && !self.stopped {
+        if self.transfer.op == Op::Read && p.block != NO_BLOCK && res > 0 && !self.stopped {
             // SAFETY: the read completed (the acquire in `try_result`, or this thread's own
             // acquire of the CQ tail when its reap took the CQE, orders the kernel's writes
             // to the block before this copy); the block is ours until we give it
@@ -279,7 +297,7 @@ impl<'a> Pending<'a> {
             unsafe {
                 stage_out(
                     ctx.arena.cells(p.block),
-                    self.buf.add(p.at),
+                    self.transfer.buf.add(p.at),
                     (res as usize).min(p.len),
                     false,
                 )
@@ -414,14 +432,14 @@ pub fn pread(fd: i32, buf: &mut [u8], offset: u64) -> Result<usize, Errno> {
 }
 
 /// A waiting transfer: on the solo ring if it can ([`solo`]), else through the shared rings
-/// ([`Pending`]), `buf`'s region looked up once for both.
+/// ([`Pending`]), `buf`'s region looked up once for both ([`Transfer::new`]).
 fn transfer(op: Op, fd: i32, buf: *mut u8, len: usize, offset: u64) -> Result<usize, Errno> {
     let ctx = installed();
-    let direct = ctx.and_then(|c| direct(c, buf, len));
-    if let Some(r) = ctx.and_then(|c| solo(c, direct, op, fd, buf, len, offset)) {
+    let t = Transfer::new(ctx, op, fd, buf, len, offset);
+    if let Some(r) = ctx.and_then(|c| solo(c, t)) {
         return r;
     }
-    Pending::start(ctx, direct, op, fd, buf, len, offset).wait()
+    Pending::start(ctx, t).wait()
 }
 
 /// The kernel's address of `buf[..len]` if it lies in a host-visible region
@@ -442,61 +460,53 @@ fn direct(ctx: &Context, buf: *mut u8, len: usize) -> Option<u64> {
 /// `pwrite_async` and `pread_async` must not.
 ///
 /// The result is what a one-piece [`Pending`] gives: the bytes moved, or the error.
-fn solo(
-    ctx: &Context,
-    direct: Option<u64>,
-    op: Op,
-    fd: i32,
-    buf: *mut u8,
-    len: usize,
-    offset: u64,
-) -> Option<Result<usize, Errno>> {
-    if offset.checked_add(len as u64).is_none_or(|end| end > i64::MAX as u64) {
+fn solo(ctx: &Context, t: Transfer) -> Option<Result<usize, Errno>> {
+    if !t.in_range() {
         return None; // `Pending` refuses it (EINVAL)
     }
-    if direct.is_some_and(|_| len > MAX_PIECE) || (direct.is_none() && len > SOLO_STAGE as usize) {
+    if t.direct.is_some_and(|_| t.len > MAX_PIECE) || (t.direct.is_none() && t.len > SOLO_STAGE as usize) {
         return None;
     }
     let res = ctx.solo_call(
         |stage, stage_io| {
-            if op == Op::Write && direct.is_none() {
+            if t.op == Op::Write && t.direct.is_none() {
                 // SAFETY: the buffer is ours while we hold the solo ring; `buf[..len]` is the
                 // caller's and fits it (`len <= SOLO_STAGE`).
-                unsafe { stage_in(stage, buf, len, true) };
+                unsafe { stage_in(stage, t.buf, t.len, true) };
             }
             Sqe {
-                opcode: if op == Op::Write {
+                opcode: if t.op == Op::Write {
                     IORING_OP_WRITE
                 } else {
                     IORING_OP_READ
                 },
-                fd,
-                off: offset,
-                addr: direct.unwrap_or(stage_io),
-                len: len as u32,
+                fd: t.fd,
+                off: t.offset,
+                addr: t.direct.unwrap_or(stage_io),
+                len: t.len as u32,
                 ..Sqe::default()
             }
         },
         |stage, res| {
-            if op == Op::Read && direct.is_none() && res > 0 {
+            if t.op == Op::Read && t.direct.is_none() && res > 0 {
                 // SAFETY: the read completed (the solo ring acquired its CQE), the buffer
                 // is ours while we hold the ring, and `res <= len` (the kernel never reads
                 // more than asked).
-                unsafe { stage_out(stage, buf, (res as usize).min(len), true) };
+                unsafe { stage_out(stage, t.buf, (res as usize).min(t.len), true) };
             }
         },
     )?;
     // Relaxed: statistics only.
-    let counter = if direct.is_some() {
+    let counter = if t.direct.is_some() {
         &ctx.arena.direct_bytes
     } else {
         &ctx.arena.staged_bytes
     };
-    counter.fetch_add(len as u64, crate::sync::Ordering::Relaxed);
+    counter.fetch_add(t.len as u64, crate::sync::Ordering::Relaxed);
     Some(if res < 0 {
         Err(Errno(-res))
     } else {
-        Ok((res as usize).min(len))
+        Ok((res as usize).min(t.len))
     })
 }
 
