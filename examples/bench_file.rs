@@ -86,7 +86,7 @@ use gpuio::{Arg, Backend, Error, GpuModule, Runtime, Sandbox};
 use gpuio_test_kernels as k;
 
 mod common;
-use common::{cpu_list, cpu_model, median, uname_release, utc_date, write_fresh, write_table, Cli};
+use common::{cpu_list, cpu_model, median, uname_release, utc_date, write_fresh, write_table, Cli, Source};
 
 /// The example kernels (`kernels/`) as PTX for `sm_90` and `sm_60` (`GPUIO_LOCKSTEP=1`
 /// picks the lockstep build), built by build.rs.
@@ -1510,7 +1510,7 @@ fn main() {
     let out_path = cfg.dir.join(format!("gpuio-bench-out-{}", std::process::id()));
     let (mut gpu_w, mut host_w, mut host_w_n) = (Vec::new(), Vec::new(), Vec::new());
     // What the file system alone takes: the host writing from host memory, no device copy.
-    let (mut fs_w, mut fs_w_n) = (Vec::new(), Vec::new());
+    let (mut fs_w, mut fs_w_n, mut fs_failed) = (Vec::new(), Vec::new(), false);
     {
         let mut at = 0;
         let mut buf = vec![0u8; 16 << 20];
@@ -1561,14 +1561,37 @@ fn main() {
             );
         }
         drop(out);
+        // Not beside the file system alone's file: the next rep makes it again.
+        let _ = std::fs::remove_file(&out_path);
         for (rates, threads) in [(&mut fs_w, 1), (&mut fs_w_n, cfg.host_threads)] {
+            if fs_failed {
+                break;
+            }
             // Hot: each thread reuses one buffer, the most any writer gets there.
-            let rate = write_fresh(&cfg.dir, cfg.size as u64, threads, cfg.block, true);
-            rates.push(rate.expect("host pwrite from host memory"));
+            match write_fresh(&cfg.dir, cfg.size as u64, threads, cfg.block, Source::Hot) {
+                Ok(rate) => rates.push(rate),
+                Err(e) => {
+                    eprintln!(
+                        "bench_file: the file system alone (host pwrite into {}): {e}",
+                        cfg.dir.display()
+                    );
+                    (failed, fs_failed) = (true, true);
+                }
+            }
         }
+        let shown = |v: &[f64]| match v.get(rep) {
+            Some(r) if !fs_failed => format!("{r:.2}"),
+            _ => "failed".to_string(),
+        };
         eprintln!(
-            "pwrite rep {rep}: gpuio {:.2} GB/s, host x1 {:.2} GB/s, host x{} {:.2} GB/s; from host memory: x1 {:.2}, x{} {:.2}",
-            gpu_w[rep], host_w[rep], cfg.host_threads, host_w_n[rep], fs_w[rep], cfg.host_threads, fs_w_n[rep]
+            "pwrite rep {rep}: gpuio {:.2} GB/s, host x1 {:.2} GB/s, host x{} {:.2} GB/s; from host memory: x1 {}, x{} {}",
+            gpu_w[rep],
+            host_w[rep],
+            cfg.host_threads,
+            host_w_n[rep],
+            shown(&fs_w),
+            cfg.host_threads,
+            shown(&fs_w_n)
         );
     }
     errs.download(0, &mut e);
@@ -1583,7 +1606,11 @@ fn main() {
     let (d, h) = (median(gpu_dev), median(gpu_host));
     let (p, pn) = (median(host_pipe), median(host_pipe_n));
     let (w, hw, hwn) = (median(gpu_w), median(host_w), median(host_w_n));
-    let (fw, fwn) = (median(fs_w), median(fs_w_n));
+    // `None` when a run failed (said above).
+    let fs = (!fs_failed).then(|| {
+        let best = fs_w.iter().chain(&fs_w_n).fold(0.0f64, |a, &b| a.max(b));
+        (median(fs_w), median(fs_w_n), best)
+    });
     let xn = format!("host x{}", cfg.host_threads);
     let ratio_n = format!("gpuio / host x{}", cfg.host_threads);
     let row = |case: &str, gpu: f64, x1: f64, xn: f64| {
@@ -1615,11 +1642,14 @@ fn main() {
         ],
         1,
     );
-    println!(
-        "the file system alone (the host's pwrite into a fresh file from a buffer each thread reuses, no device \
-         copy): x1 {fw:.2} GB/s, x{} {fwn:.2} GB/s",
-        cfg.host_threads
-    );
+    match fs {
+        Some((fw, fwn, _)) => println!(
+            "the file system alone (the host's pwrite into a fresh file from a buffer each thread reuses, no device \
+             copy): x1 {fw:.2} GB/s, x{} {fwn:.2} GB/s",
+            cfg.host_threads
+        ),
+        None => println!("the file system alone: not measured (the error is above)"),
+    }
     // Issue 14's targets for several rings (N = 4 rings and 4 host threads).
     let backend_note = if gpu_present {
         ""
@@ -1642,14 +1672,13 @@ fn main() {
         "target (pwrite <- device memory >= 2x host x1, {} ring(s)){backend_note}: {}{}",
         cfg.rings,
         verdict(w >= 2.0 * hw, w / hw),
-        if w < 2.0 * hw && 2.0 * hw > fw.max(fwn) {
-            format!(
-                "; it asks {:.2} GB/s of the file, more than the file system alone took from the host ({:.2})",
-                2.0 * hw,
-                fw.max(fwn)
-            )
-        } else {
-            String::new()
+        match fs {
+            Some((_, _, best)) if w < 2.0 * hw && 2.0 * hw > best => format!(
+                "; it asks {:.2} GB/s of the file, more than the file system alone took from the host in any rep \
+                 (at most {best:.2})",
+                2.0 * hw
+            ),
+            _ => String::new(),
         }
     );
     gpu_ns.sort_unstable();

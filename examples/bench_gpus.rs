@@ -21,8 +21,8 @@
 //!
 //! Then the host alone: its copy out of the page cache with as many threads as the runtimes
 //! have SQPOLL threads, for one file and for every GPU's at once; and, as threads are added
-//! (1, 2, 4, ...), that copy beside a plain copy between two host buffers, to show what
-//! bounds it (with the CPU topology sysfs shows).
+//! (1, 2, 4, ... 32), that copy unbound, bound to CPUs side by side and to every other CPU,
+//! beside a plain copy between two host buffers (with the CPU topology sysfs shows).
 //!
 //! Last, a check: every GPU prints 8 lines of `--width` bytes on each of 65,536 threads (a
 //! pass over a 32 MiB log at 32 bytes) into one fresh file in `--dir` at once (runtimes of their own, whose stdout it is, so they append to it), and every line is
@@ -258,11 +258,13 @@ fn together(gpus: &[&Gpu], case: Case, p: &Print, size: usize) -> Result<f64, St
 
 /// The host alone doing what the SQPOLL threads do in the pread case: `threads` threads per
 /// file `pread` 1 MiB chunks of `files` (chunk `j` by thread `j % threads`) into a host
-/// buffer of the file's size each, all files at once; seconds.
-fn host_reads(files: &[&File], threads: usize, size: usize, dst: &mut [Vec<u8>]) -> f64 {
+/// buffer of the file's size each, all files at once; seconds. With `pins`, the `k`-th
+/// thread started runs on CPU `pins[k % pins.len()]` only.
+fn host_reads(files: &[&File], threads: usize, size: usize, dst: &mut [Vec<u8>], pins: &[usize]) -> f64 {
     const CHUNK: usize = 1 << 20;
     let t0 = Instant::now();
     std::thread::scope(|s| {
+        let mut k = 0;
         for (file, buf) in files.iter().zip(dst.iter_mut()) {
             // Each thread's chunks, as disjoint slices of the buffer.
             let mut mine: Vec<Vec<(usize, &mut [u8])>> = (0..threads).map(|_| Vec::new()).collect();
@@ -270,7 +272,12 @@ fn host_reads(files: &[&File], threads: usize, size: usize, dst: &mut [Vec<u8>])
                 mine[j % threads].push((j * CHUNK, c));
             }
             for chunks in mine {
+                let pin = (!pins.is_empty()).then(|| pins[k % pins.len()]);
+                k += 1;
                 s.spawn(move || {
+                    if let Some(cpu) = pin {
+                        pin_to(cpu);
+                    }
                     for (at, c) in chunks {
                         file.read_exact_at(c, at as u64).expect("host pread");
                     }
@@ -281,8 +288,28 @@ fn host_reads(files: &[&File], threads: usize, size: usize, dst: &mut [Vec<u8>])
     t0.elapsed().as_secs_f64()
 }
 
+/// Binds the calling thread to `cpu` (a failure is reported and ignored: the thread runs
+/// where the scheduler puts it).
+fn pin_to(cpu: usize) {
+    // SAFETY: sched_setaffinity reads the set we own, zeroed and then given one CPU below
+    // CPU_SETSIZE (the caller's CPUs come from sched_getaffinity).
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r != 0 {
+        eprintln!(
+            "bench_gpus: binding a thread to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
 /// `threads` threads copy `src` into `dst` in 1 MiB chunks (chunk `j` by thread
-/// `j % threads`), as [`host_reads`] does from a file but without the kernel; seconds.
+/// `j % threads`), as [`host_reads`] does from a file but in user space (the kernel copies
+/// out of the page cache with its own routine, so this is a reference, not the same
+/// copy); seconds.
 fn host_copies(src: &[u8], dst: &mut [u8], threads: usize) -> f64 {
     const CHUNK: usize = 1 << 20;
     let t0 = Instant::now();
@@ -302,35 +329,58 @@ fn host_copies(src: &[u8], dst: &mut [u8], threads: usize) -> f64 {
     t0.elapsed().as_secs_f64()
 }
 
-/// What bounds the host's copy out of the page cache as threads are added: for 1, 2, 4, ...
-/// threads (up to the CPUs this process may use), GB/s of [`host_reads`] of one page-cached
-/// file into host memory, beside plain copies of as many bytes between two host buffers
-/// ([`host_copies`]), medians of `reps`, alternating. If the copies scale where the reads do
-/// not, the kernel's read path is the bound; if neither does, the memory system (or the
-/// VM's CPUs) is. Prints the table and the CPU topology sysfs shows.
+/// How the host's copy out of the page cache scales as threads are added, 1, 2, 4, ... up
+/// to 32 or the CPUs this process may use: GB/s of [`host_reads`] of one page-cached file
+/// into host memory, unbound, bound to that many CPUs from the end of the list one after
+/// the other (where the runtimes put their SQPOLL threads), and bound to every other CPU
+/// from the end (while there are enough); beside a plain copy of as many bytes between two
+/// host buffers ([`host_copies`]). Medians of `reps`, the ways taking turns. A thread that
+/// slows as others are added, in every column, points at what they share (memory, caches,
+/// or the physical cores under a VM's vCPUs); one that slows only on adjacent CPUs, at
+/// vCPUs that share a core. Prints the table and the CPU topology sysfs shows.
+/// `dst[0]` is overwritten; `dst[1]` (the other GPU's bytes) is the copies' source.
 fn host_scaling(file: &File, size: usize, reps: usize, dst: &mut [Vec<u8>]) {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let src = vec![7u8; size];
-    let mut copy_dst = vec![1u8; size];
+    let cpus = allowed_cpus();
+    let (first, rest) = dst.split_at_mut(1);
+    let (copy_dst, src) = (&mut first[0], &rest[0]);
     let mut rows = Vec::new();
     let (mut base_copy, mut base_read) = (0.0, 0.0);
     let mut threads = 1;
-    while threads <= cpus.min(32) {
-        let (mut c, mut r) = (Vec::new(), Vec::new());
+    while threads <= cpus.len().min(32) {
+        let adjacent: Vec<usize> = cpus.iter().rev().take(threads).copied().collect();
+        let spread: Vec<usize> = cpus.iter().rev().step_by(2).take(threads).copied().collect();
+        let spread = (spread.len() == threads).then_some(spread);
+        let (mut c, mut r, mut ra, mut rs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..reps {
-            c.push(size as f64 / host_copies(&src, &mut copy_dst, threads) / 1e9);
-            r.push(size as f64 / host_reads(&[file], threads, size, &mut dst[..1]) / 1e9);
+            c.push(size as f64 / host_copies(&src[..size], &mut copy_dst[..size], threads) / 1e9);
+            let mut read = |pins: &[usize]| {
+                size as f64 / host_reads(&[file], threads, size, std::slice::from_mut(copy_dst), pins) / 1e9
+            };
+            r.push(read(&[]));
+            ra.push(read(&adjacent));
+            if let Some(spread) = &spread {
+                rs.push(read(spread));
+            }
         }
-        let (c, r) = (median(c), median(r));
+        let (c, r, ra) = (median(c), median(r), median(ra));
         if threads == 1 {
             (base_copy, base_read) = (c, r);
         }
+        let list = |v: &[usize]| match v {
+            [one] => one.to_string(),
+            _ => format!("{}..{}", v[0], v[v.len() - 1]),
+        };
         rows.push(vec![
             threads.to_string(),
-            format!("{c:.2}"),
-            format!("{:.2}x", c / base_copy),
             format!("{r:.2}"),
             format!("{:.2}x", r / base_read),
+            format!("{ra:.2} ({})", list(&adjacent)),
+            match &spread {
+                Some(sp) => format!("{:.2} ({}, every other)", median(rs), list(sp)),
+                None => "-".to_string(),
+            },
+            format!("{c:.2}"),
+            format!("{:.2}x", c / base_copy),
         ]);
         threads *= 2;
     }
@@ -343,15 +393,33 @@ fn host_scaling(file: &File, size: usize, reps: usize, dst: &mut [Vec<u8>]) {
         &mut std::io::stdout(),
         &[
             "threads",
-            "memory to memory",
-            "vs 1",
             "pread of a page-cached file",
+            "vs 1",
+            "bound to CPUs side by side",
+            "bound to every other CPU",
+            "memory to memory",
             "vs 1",
         ],
         rows,
         1,
     );
     println!("CPU topology (sysfs): {}", common::topology());
+}
+
+/// The CPUs this process may run on, ascending.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: sched_getaffinity fills the zeroed set we own.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return vec![0];
+        }
+        set
+    };
+    // SAFETY: every index is below CPU_SETSIZE, the set's size.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
 }
 
 /// Every GPU prints `p`'s lines into one fresh file in `dir` at once, through runtimes of
@@ -612,8 +680,8 @@ fn main() {
     let files: Vec<&File> = gpus.iter().map(|g| &g.file).collect();
     let (mut one, mut every) = (Vec::new(), Vec::new());
     for _ in 0..reps {
-        one.push(host_reads(&files[..1], rings as usize, size, &mut dst[..1]));
-        every.push(host_reads(&files, rings as usize, size, &mut dst));
+        one.push(host_reads(&files[..1], rings as usize, size, &mut dst[..1], &[]));
+        every.push(host_reads(&files, rings as usize, size, &mut dst, &[]));
     }
     for (i, d) in dst.iter().enumerate() {
         let mut want = vec![0u8; 1 << 20];

@@ -39,8 +39,10 @@
 //! bs=4M` writes into a fresh file there, as many bytes, in the same run, and what the file
 //! system takes alone: the host `pwrite`s as many bytes into a fresh file, one thread from a
 //! buffer it reuses (hot, the most any writer gets), one and four from a source as large as
-//! the file (cold, as gpuio's log is). After the verdicts, each tmpfs case beside the file
-//! system alone, and what an unmet printf ratio asks of it.
+//! the file, each byte read once (cold: gpuio's log, which the GPU writes over PCIe and the
+//! kernel reads once, is neither, and how warm its bytes are was not measured). After the
+//! verdicts, each tmpfs case beside the file system alone, and what an unmet printf ratio
+//! asks of it beside the fastest host writer's run.
 //!
 //! Output: machine and settings, one table (stdout), the targets' verdicts (issue 14's:
 //! 32-byte lines into /dev/null at least 250 M lines/s, 128-byte lines at least 12 GB/s,

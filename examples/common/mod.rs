@@ -109,19 +109,43 @@ pub fn utc_date() -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
-/// What the file system alone takes: `threads` host threads `pwrite` `bytes` from host
-/// memory into one fresh file in `dir`, thread `j` the blocks `j, j + threads, ...` of
-/// `block` bytes. Returns GB/s (10^9 bytes a second), from the first write to the last
-/// one's return. No copy from a device and no formatting: what a writer of those bytes can
-/// get there (a fresh file on tmpfs takes one writer at a time, under the file's lock).
-///
-/// `hot`: each thread writes every block from one buffer of `block` bytes, which stays in
-/// its caches: the most any writer could hope for. Otherwise the blocks come from one
-/// source as large as the file, each byte read once, as a log that a GPU wrote is: the
-/// fair ceiling for gpuio's writes. Either source is filled before the clock starts.
+/// Where [`write_fresh`]'s writers take their bytes from.
 #[allow(dead_code)]
-pub fn write_fresh(dir: &Path, bytes: u64, threads: usize, block: usize, hot: bool) -> std::io::Result<f64> {
+#[derive(Clone, Copy)]
+pub enum Source<'a> {
+    /// Each thread writes every block from one buffer of the block's size, which stays in
+    /// its caches: the most any writer of the file could hope for.
+    Hot,
+    /// Block `i` comes from `i`'s place in this slice, as large as the file (the caller
+    /// fills it before, once for many runs): each byte read once, from memory the writers
+    /// have not touched since it was filled.
+    Cold(&'a [u8]),
+}
+
+/// What the file system alone takes: `threads` host threads `pwrite` `bytes` from host
+/// memory (`source`) into one fresh file in `dir`, thread `j` the blocks `j, j + threads,
+/// ...` of `block` bytes. Returns GB/s (10^9 bytes a second), from the first write to the
+/// last one's return; the file is removed, also on an error. No copy from a device and no
+/// formatting: what a writer of those bytes can get there (a fresh file on tmpfs takes one
+/// writer at a time, under the file's lock).
+///
+/// # Panics
+///
+/// If a [`Source::Cold`] slice is shorter than `bytes`.
+#[allow(dead_code)]
+pub fn write_fresh(dir: &Path, bytes: u64, threads: usize, block: usize, source: Source) -> std::io::Result<f64> {
     use std::os::unix::fs::FileExt;
+    let len = usize::try_from(bytes).map_err(std::io::Error::other)?;
+    if let Source::Cold(src) = source {
+        assert!(
+            src.len() >= len,
+            "write_fresh: a cold source of {} bytes for {len}",
+            src.len()
+        );
+    }
+    let (block, threads) = (block.clamp(1, len.max(1)), threads.max(1));
+    // Only the threads that get a block.
+    let threads = threads.min(len.div_ceil(block).max(1));
     let path = dir.join(format!("gpuio-write-fresh-{}", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let file = std::fs::OpenOptions::new()
@@ -129,24 +153,26 @@ pub fn write_fresh(dir: &Path, bytes: u64, threads: usize, block: usize, hot: bo
         .write(true)
         .create_new(true)
         .open(&path)?;
-    let len = if hot { block } else { bytes as usize };
-    let sources: Vec<Vec<u8>> = (0..if hot { threads } else { 1 })
-        .map(|j| vec![b'a' + (j % 26) as u8; len])
-        .collect();
+    let hot: Vec<Vec<u8>> = match source {
+        Source::Hot => (0..threads).map(|j| vec![b'a' + (j % 26) as u8; block]).collect(),
+        Source::Cold(_) => Vec::new(),
+    };
     let start = std::sync::Barrier::new(threads + 1);
     let secs = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|j| {
-                let (file, start) = (&file, &start);
-                let src = &sources[if hot { j } else { 0 }];
+                let (file, start, hot) = (&file, &start, &hot);
                 s.spawn(move || -> std::io::Result<()> {
                     start.wait();
-                    let mut at = (j * block) as u64;
-                    while at < bytes {
-                        let n = (block as u64).min(bytes - at) as usize;
-                        let from = if hot { 0 } else { at as usize };
-                        file.write_all_at(&src[from..from + n], at)?;
-                        at += (threads * block) as u64;
+                    let mut at = j * block;
+                    while at < len {
+                        let n = block.min(len - at);
+                        let bytes = match source {
+                            Source::Hot => &hot[j][..n],
+                            Source::Cold(src) => &src[at..at + n],
+                        };
+                        file.write_all_at(bytes, at as u64)?;
+                        at += threads * block;
                     }
                     Ok(())
                 })
