@@ -424,6 +424,13 @@ fn errors_reach_the_caller(sub: Submission) {
         out.push(File::open(&"x".repeat(5000)).err()); // too long
         out.push(OpenOptions::new().open(&exists2).err()); // neither read nor write
         out.push(io::pwrite(ro_fd, b"x", u64::MAX - 1).err()); // offset overflows
+
+        // Ends one past i64::MAX without overflowing u64: refused before the kernel sees
+        // the fd; ending at i64::MAX is passed on (and the kernel refuses the fd).
+        let last = i64::MAX as u64;
+        out.push(io::pwrite(ro_fd, b"xy", last - 1).err());
+        out.push(io::pread(ro_fd, &mut buf, last - 3).err());
+        out.push(io::pwrite(ro_fd, b"x", last - 1).err());
     })
     .unwrap();
     rt.synchronize().unwrap();
@@ -444,6 +451,9 @@ fn errors_reach_the_caller(sub: Submission) {
             e(libc::ENAMETOOLONG),
             e(libc::EINVAL),
             e(libc::EINVAL),
+            e(libc::EINVAL),
+            e(libc::EINVAL),
+            e(libc::EBADF),
         ]
     );
     drop(readonly);
