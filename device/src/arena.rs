@@ -109,6 +109,14 @@ impl Arena {
         }
         None
     }
+
+    /// Adds `len` bytes handed to a piece to [`Arena::direct_bytes`] (`direct`) or
+    /// [`Arena::staged_bytes`].
+    pub fn count(&self, direct: bool, len: usize) {
+        let counter = if direct { &self.direct_bytes } else { &self.staged_bytes };
+        // Relaxed: statistics only.
+        counter.fetch_add(len as u64, Ordering::Relaxed);
+    }
 }
 
 // SAFETY: the pointers point to memory shared by design (`Arena::new`'s contract keeps it

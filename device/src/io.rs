@@ -74,6 +74,16 @@ enum Op {
     Write,
 }
 
+impl Op {
+    /// The io_uring opcode of a piece of it.
+    fn opcode(self) -> u8 {
+        match self {
+            Op::Read => IORING_OP_READ,
+            Op::Write => IORING_OP_WRITE,
+        }
+    }
+}
+
 /// What a transfer asks for ([`pwrite`], [`pread`] and their `_async` forms): `len` bytes of
 /// `buf` written to `fd` at `offset`, or read from there into `buf`. Built once, with `buf`'s
 /// region looked up: a waiting transfer hands the same one to the solo ring and, failing
@@ -236,24 +246,14 @@ impl<'a> Pending<'a> {
             Some(base) => (remaining.min(MAX_PIECE), base + self.issued as u64),
             None => (remaining.min(ctx.arena.block as usize), ctx.arena.io_addr(block)),
         };
-        // Relaxed: statistics only.
-        let counter = if block == NO_BLOCK {
-            &ctx.arena.direct_bytes
-        } else {
-            &ctx.arena.staged_bytes
-        };
-        counter.fetch_add(n as u64, crate::sync::Ordering::Relaxed);
+        ctx.arena.count(block == NO_BLOCK, n);
         if self.transfer.op == Op::Write && block != NO_BLOCK {
             // SAFETY: the block is ours until its request completes; `buf[issued..+n]` is
             // the caller's (borrowed for `'a`).
             unsafe { stage_in(ctx.arena.cells(block), self.transfer.buf.add(self.issued), n, false) };
         }
         let sqe = Sqe {
-            opcode: if self.transfer.op == Op::Write {
-                IORING_OP_WRITE
-            } else {
-                IORING_OP_READ
-            },
+            opcode: self.transfer.op.opcode(),
             fd: self.transfer.fd,
             off: self.transfer.offset + self.issued as u64,
             addr,
@@ -475,11 +475,7 @@ fn solo(ctx: &Context, t: Transfer) -> Option<Result<usize, Errno>> {
                 unsafe { stage_in(stage, t.buf, t.len, true) };
             }
             Sqe {
-                opcode: if t.op == Op::Write {
-                    IORING_OP_WRITE
-                } else {
-                    IORING_OP_READ
-                },
+                opcode: t.op.opcode(),
                 fd: t.fd,
                 off: t.offset,
                 addr: t.direct.unwrap_or(stage_io),
@@ -496,13 +492,7 @@ fn solo(ctx: &Context, t: Transfer) -> Option<Result<usize, Errno>> {
             }
         },
     )?;
-    // Relaxed: statistics only.
-    let counter = if t.direct.is_some() {
-        &ctx.arena.direct_bytes
-    } else {
-        &ctx.arena.staged_bytes
-    };
-    counter.fetch_add(t.len as u64, crate::sync::Ordering::Relaxed);
+    ctx.arena.count(t.direct.is_some(), t.len);
     Some(if res < 0 {
         Err(Errno(-res))
     } else {
