@@ -340,7 +340,8 @@ fn host_copies(src: &[u8], dst: &mut [u8], threads: usize) -> f64 {
 /// vCPUs that share a core. Prints the table and the CPU topology sysfs shows.
 /// `dst[0]` is overwritten; `dst[1]` (the other GPU's bytes) is the copies' source.
 fn host_scaling(file: &File, size: usize, reps: usize, dst: &mut [Vec<u8>]) {
-    let cpus = allowed_cpus();
+    // CPU 0 alone where the set cannot be read: one row, unbound and bound alike.
+    let cpus = common::allowed_cpus().unwrap_or_else(|_| vec![0]);
     let (first, rest) = dst.split_at_mut(1);
     let (copy_dst, src) = (&mut first[0], &rest[0]);
     let mut rows = Vec::new();
@@ -404,22 +405,6 @@ fn host_scaling(file: &File, size: usize, reps: usize, dst: &mut [Vec<u8>]) {
         1,
     );
     println!("CPU topology (sysfs): {}", common::topology());
-}
-
-/// The CPUs this process may run on, ascending.
-fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: sched_getaffinity fills the zeroed set we own.
-    let set = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return vec![0];
-        }
-        set
-    };
-    // SAFETY: every index is below CPU_SETSIZE, the set's size.
-    (0..libc::CPU_SETSIZE as usize)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect()
 }
 
 /// Every GPU prints `p`'s lines into one fresh file in `dir` at once, through runtimes of

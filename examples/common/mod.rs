@@ -197,26 +197,16 @@ pub fn write_fresh(dir: &Path, bytes: u64, threads: usize, block: usize, source:
 /// need not be the hardware.
 #[allow(dead_code)]
 pub fn topology() -> String {
-    // SAFETY: sched_getaffinity fills the zeroed set we own.
-    let set = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return "unknown (sched_getaffinity failed)".into();
-        }
-        set
+    let Ok(allowed) = allowed_cpus() else {
+        return "unknown (sched_getaffinity failed)".into();
     };
     let read = |cpu: usize, what: &str| {
         std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{what}"))
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|_| "?".into())
     };
-    let (mut cpus, mut cores, mut packages, mut widest) = (0, Vec::new(), Vec::new(), String::new());
-    for cpu in 0..libc::CPU_SETSIZE as usize {
-        // SAFETY: `cpu` is below CPU_SETSIZE, the set's size.
-        if !unsafe { libc::CPU_ISSET(cpu, &set) } {
-            continue;
-        }
-        cpus += 1;
+    let (mut cores, mut packages, mut widest) = (Vec::new(), Vec::new(), String::new());
+    for &cpu in &allowed {
         let (package, core, siblings) = (
             read(cpu, "physical_package_id"),
             read(cpu, "core_id"),
@@ -233,10 +223,28 @@ pub fn topology() -> String {
         }
     }
     format!(
-        "{cpus} CPUs on {} cores in {} package(s); thread siblings e.g. {widest}",
+        "{} CPUs on {} cores in {} package(s); thread siblings e.g. {widest}",
+        allowed.len(),
         cores.len(),
         packages.len()
     )
+}
+
+/// The CPUs this process may run on (`sched_getaffinity`), ascending.
+#[allow(dead_code)]
+pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
+    // SAFETY: sched_getaffinity fills the zeroed set we own.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        set
+    };
+    // SAFETY: every index is below CPU_SETSIZE, the set's size.
+    Ok((0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
 }
 
 // ---------------------------------------------------------------------------------------
