@@ -11,7 +11,7 @@
 //! (`hang_child`), which is killed if it runs too long.
 
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -24,35 +24,11 @@ use gpuio::{Backend, Error, HangReport, Runtime, Submission, Waiting};
 #[allow(dead_code)]
 mod common;
 use common::child::{child_mode, report, ChildRun, CHILD_ENV};
-use common::pipes::small_pipe;
+use common::pipes::{fill, small_pipe};
 use common::{check_lines, stress_kernel, temp_file, watchdog};
 
 fn builder() -> gpuio::Builder {
     Runtime::builder().backend(Backend::Cpu)
-}
-
-/// Fills the pipe until a write would block; returns how many bytes it holds.
-fn fill(w: RawFd) -> usize {
-    // SAFETY: fcntl only changes the file status flags of our pipe.
-    let flags = unsafe { libc::fcntl(w, libc::F_GETFL) };
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::fcntl(w, libc::F_SETFL, flags | libc::O_NONBLOCK) }, 0);
-    let chunk = [b'x'; 512];
-    let mut filled = 0;
-    loop {
-        // SAFETY: `chunk` is valid for its length.
-        let n = unsafe { libc::write(w, chunk.as_ptr().cast(), chunk.len()) };
-        if n < 0 {
-            assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EAGAIN));
-            break;
-        }
-        filled += n as usize;
-    }
-    // Blocking again: a non-blocking pipe would fail the runtime's writes with EAGAIN.
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::fcntl(w, libc::F_SETFL, flags) }, 0);
-    assert!(filled > 0);
-    filled
 }
 
 /// Reads the pipe to its end on another thread.
@@ -69,21 +45,6 @@ fn wait_for(done: &AtomicUsize, n: usize) {
     while done.load(Ordering::Acquire) < n {
         std::thread::sleep(Duration::from_millis(1));
     }
-}
-
-/// The report of a synchronize that gave up in the drain, after the kernel threads (which
-/// counted themselves done already) finished. On a loaded machine a thread may still sit
-/// still past the timeout between that count and its exit: then synchronize gives up on
-/// the threads first, and is asked again.
-fn hang_in_drain(rt: &Runtime) -> HangReport {
-    for _ in 0..10 {
-        let report = hang(rt.synchronize());
-        if report.waiting_for == Waiting::Drain {
-            return report;
-        }
-        assert_eq!(report.waiting_for, Waiting::KernelThreads, "{report}");
-    }
-    panic!("synchronize gave up on finished kernel threads 10 times")
 }
 
 /// The report of a hang, or a failure naming what came instead.
@@ -202,7 +163,7 @@ fn prints_into_a_pipe_nobody_reads_are_reported_then_drained() {
         text.contains(&format!("fd {fd}: reserved {}, committed {}", s.reserved, s.committed)),
         "{text}"
     );
-    assert!(text.contains("byte(s) not yet written"), "{text}");
+    assert!(text.contains("byte(s) not confirmed written"), "{text}");
 
     // A reader comes: everything goes out.
     let reader = read_all(r);
@@ -212,10 +173,15 @@ fn prints_into_a_pipe_nobody_reads_are_reported_then_drained() {
     check_lines(&reader.join().unwrap(), threads, lines);
 }
 
+/// A print whose write cannot complete (a full pipe nobody reads) holds its flusher, as a
+/// full pipe holds std's `println!` (invariant 12: a stream's flusher sees its last write
+/// through): synchronize reports the kernel thread still running, with the stream's bytes
+/// not confirmed written; once a reader comes, every line goes out and a kernel's failure
+/// meanwhile is reported by the synchronize after.
 #[test]
-fn a_drain_stuck_behind_a_full_pipe_is_reported_after_the_kernels_finished() {
+fn a_print_stuck_behind_a_full_pipe_is_reported_while_its_thread_waits() {
     let _wd = watchdog(
-        "a_drain_stuck_behind_a_full_pipe_is_reported_after_the_kernels_finished",
+        "a_print_stuck_behind_a_full_pipe_is_reported_while_its_thread_waits",
         60,
     );
     let (r, w) = small_pipe();
@@ -226,34 +192,38 @@ fn a_drain_stuck_behind_a_full_pipe_is_reported_after_the_kernels_finished() {
         .hang_timeout(Some(Duration::from_millis(500)))
         .build()
         .unwrap();
-    // A few lines: they fit the log, so the kernel finishes; their write cannot. And a
-    // kernel that fails, whose failure the synchronize that gives up cannot report yet.
+    // A few lines: they fit the log; their write cannot complete. And a kernel that fails,
+    // whose failure the synchronize that gives up cannot report yet.
     let (threads, lines) = (2u64, 5u64);
+    rt.launch(1, threads as u32, stress_kernel(lines)).unwrap();
     let done = Arc::new(AtomicUsize::new(0));
-    let (d, print) = (done.clone(), stress_kernel(lines));
-    rt.launch(1, threads as u32, move || {
-        print();
-        d.fetch_add(1, Ordering::Release);
-    })
-    .unwrap();
     let d = done.clone();
     rt.launch(1, 1, move || {
         d.fetch_add(1, Ordering::Release);
         panic!("failed before the hang")
     })
     .unwrap();
-    wait_for(&done, threads as usize + 1);
-    let report = hang_in_drain(&rt);
+    wait_for(&done, 1);
+    // One thread's first line holds it as the flusher, behind the full pipe; the other
+    // thread's lines go into the log after it (their flushes leave requests to that
+    // flusher), and that thread finishes.
+    let stdout = &rt.context().expect("CPU backend").streams[0];
+    let line = "t=0 i=0\n".len() as u64;
+    while stdout.committed.load(Ordering::Acquire) < (lines + 1) * line {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let report = hang(rt.synchronize());
     let text = report.to_string();
-    assert_eq!(report.running_threads, 0, "{text}");
-    assert!(text.contains("every kernel thread has finished"), "{text}");
+    assert_eq!(report.waiting_for, Waiting::KernelThreads, "{text}");
+    assert!(report.running_threads >= 1, "the flusher waits for its write: {text}");
     let fd = w.as_raw_fd();
     let s = report
         .streams
         .iter()
         .find(|s| s.fd == fd)
         .unwrap_or_else(|| panic!("no fd {fd}: {text}"));
-    assert!(s.reserved > 0 && s.committed == s.reserved && s.released == 0, "{text}");
+    assert!(s.reserved > 0 && s.committed == s.reserved && s.written == 0, "{text}");
+    assert!(text.contains("byte(s) not confirmed written"), "{text}");
     let t = report.tickets.expect("the CPU backend reads the tickets");
     assert!(t.taken > t.reaped, "a write is in flight: {text}");
 
@@ -384,7 +354,7 @@ fn hang_child() {
         "warn" => child_warn(),
         "env" => child_env(),
         "drop-spin" => child_drop_spin(),
-        "drop-drain" => child_drop_drain(),
+        "drop-full-pipe" => child_drop_full_pipe(),
         other => panic!("unknown {CHILD_ENV} {other}"),
     }
 }
@@ -490,9 +460,9 @@ fn child_drop_spin() {
     report("drop_ms", start.elapsed().as_millis());
 }
 
-/// Drops a runtime whose drain is stuck behind a full pipe, on the host-thread fallback,
+/// Drops a runtime whose print is stuck behind a full pipe, on the host-thread fallback,
 /// whose thread is blocked in write(2): freeing the ring would join it, forever.
-fn child_drop_drain() {
+fn child_drop_full_pipe() {
     let (_r, w) = small_pipe();
     fill(w.as_raw_fd());
     let rt = builder()
@@ -501,16 +471,8 @@ fn child_drop_drain() {
         .hang_timeout(Some(Duration::from_millis(300)))
         .build()
         .unwrap();
-    let (done, print) = (Arc::new(AtomicUsize::new(0)), stress_kernel(3));
-    let d = done.clone();
-    rt.launch(1, 1, move || {
-        print();
-        d.fetch_add(1, Ordering::Release);
-    })
-    .unwrap();
-    // The drop's synchronize starts in the drain (see the drain test above).
-    wait_for(&done, 1);
-    hang_in_drain(&rt);
+    rt.launch(1, 1, stress_kernel(3)).unwrap();
+    hang(rt.synchronize());
     let start = Instant::now();
     drop(rt);
     report("drop_ms", start.elapsed().as_millis());
@@ -524,7 +486,7 @@ fn dropping_a_runtime_whose_kernel_hangs_leaks_instead_of_hanging_or_freeing() {
     );
     for (mode, waiting) in [
         ("drop-spin", "kernel thread(s) still running"),
-        ("drop-drain", "every kernel thread has finished"),
+        ("drop-full-pipe", "kernel thread(s) still running"),
     ] {
         let run = run_child(mode, &[]);
         let ms: u64 = run

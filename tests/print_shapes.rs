@@ -91,7 +91,7 @@ fn random_warp_shapes_against_small_logs() {
         );
         let _case_dog = common::watchdog_saying(120, {
             let what = what.clone();
-            move || eprintln!("{what}: hung for 120 s: aborting")
+            move || format!("{what}: made no headway for 120 s")
         });
         // Where the lines go: a pipe (a serial stream) read by a thread, a fresh file (appended
         // to), or a file whose fd stands inside it (written at positions).

@@ -276,8 +276,13 @@ pub struct StreamPositions {
     pub committed: u64,
     /// Bytes handed to write requests.
     pub flushed: u64,
-    /// Bytes whose writes completed.
+    /// Bytes whose writes completed, as the device has seen (it reaped their completions).
     pub released: u64,
+    /// Bytes known written: `released`, plus what the completions that no reaper has
+    /// taken yet say their writes wrote (the host looks at the CQ without consuming it).
+    /// A hang report counts the bytes below `reserved` and past this as not confirmed
+    /// written.
+    pub written: u64,
 }
 
 /// The solo ring's part of a [`HangReport`].
@@ -314,9 +319,15 @@ pub struct HangReport {
     pub streams: Vec<StreamPositions>,
     /// CPU-backend kernel threads still running.
     pub running_threads: usize,
+    /// The first of them (up to [`HangReport::NAMED_THREADS`]), as `(block, thread)`, in
+    /// order.
+    pub running_ids: Vec<(u32, u32)>,
 }
 
 impl HangReport {
+    /// How many running threads a report names.
+    pub const NAMED_THREADS: usize = 8;
+
     /// Whether `self` and `other` show the same progress: everything but the time and the
     /// SQ flags (SQPOLL setting `NEED_WAKEUP` as it falls asleep is not progress).
     pub(crate) fn same_progress(&self, other: &HangReport) -> bool {
@@ -390,11 +401,26 @@ impl fmt::Display for HangReport {
             self.stalled.as_secs_f64()
         )?;
         match self.waiting_for {
-            Waiting::KernelThreads => write!(
-                f,
-                "CPU kernel threads to finish: {} kernel thread(s) still running",
-                self.running_threads
-            )?,
+            Waiting::KernelThreads => {
+                write!(
+                    f,
+                    "CPU kernel threads to finish: {} kernel thread(s) still running",
+                    self.running_threads
+                )?;
+                let named: Vec<String> = self
+                    .running_ids
+                    .iter()
+                    .map(|(b, t)| format!("block {b} thread {t}"))
+                    .collect();
+                if !named.is_empty() {
+                    let more = if self.running_threads > named.len() {
+                        ", ..."
+                    } else {
+                        ""
+                    };
+                    write!(f, " ({}{more})", named.join(", "))?;
+                }
+            }
             Waiting::Drain => write!(
                 f,
                 "the kernels' prints and requests to complete (every kernel thread has finished)"
@@ -423,9 +449,18 @@ impl fmt::Display for HangReport {
                 "; fd {}: reserved {}, committed {}, flushed {}, released {}",
                 s.fd, s.reserved, s.committed, s.flushed, s.released
             )?;
-            let pending = s.reserved.wrapping_sub(s.released);
-            if pending != 0 {
-                write!(f, " ({pending} byte(s) not yet written)")?;
+            // Counters are read one at a time while kernels may run: a difference that
+            // came out negative is none.
+            let unconfirmed = s.reserved.saturating_sub(s.written);
+            let unsubmitted = s.reserved.saturating_sub(s.flushed);
+            if unconfirmed != 0 {
+                write!(
+                    f,
+                    " ({unconfirmed} byte(s) not confirmed written, {unsubmitted} of them not yet \
+                     handed to a write)"
+                )?;
+            } else {
+                write!(f, " (every byte written)")?;
             }
         }
         Ok(())

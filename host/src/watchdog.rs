@@ -203,6 +203,7 @@ mod tests {
             solo: None,
             streams: Vec::new(),
             running_threads: 0,
+            running_ids: Vec::new(),
         }
     }
 

@@ -261,3 +261,46 @@ kernel! {
         lock.store(0, Ordering::Release);
     }
 }
+
+kernel! {
+    /// The shapes of invariant 12 (a line whose print returned reaches its fd whatever the
+    /// kernel's other threads do). `words` is host memory: word 0 is the host's stop flag,
+    /// word `1 + t` is set to 1 by thread `t` once its print returned. Every thread prints
+    /// `t=<t> i=0`, marks its word, and then the threads that `shape` names compute without
+    /// I/O until the host sets the stop flag (or `max_ns` passed), while the others end:
+    /// 0, thread 0; 1, every thread but lane 0 of each warp of 32; 2, warp 0 of each
+    /// block; 3, block 0. Shape 4: thread 0 computes *instead of* printing, from the start,
+    /// and the other lanes of its warp print in the other branch (whether they run while
+    /// it computes is the scheduler's choice: they may print only after it).
+    pub fn print_then_compute(shape: u32, words: u64, max_ns: u64) {
+        let t = global_thread_idx();
+        let (lane, warp, block) = (gpuio_device::thread_idx() % 32, gpuio_device::thread_idx() / 32, gpuio_device::block_idx());
+        // SAFETY: the host passes `2 + threads` u32 words of host memory for the launch.
+        let word = |i: u64| unsafe { &*(words as *const AtomicU32).add(i as usize) };
+        let compute = || {
+            let t0 = clock_ns();
+            // Relaxed, system scope: a flag the host sets; nothing is read on the strength
+            // of it.
+            while word(0).load(Ordering::Relaxed) == 0 && clock_ns().wrapping_sub(t0) < max_ns {
+                core::hint::spin_loop();
+            }
+        };
+        if shape == 4 && t == 0 {
+            compute();
+            return;
+        }
+        println!("t={t} i=0");
+        // Relaxed, system scope: the host only counts these.
+        word(1 + t).store(1, Ordering::Relaxed);
+        let busy = match shape {
+            0 => t == 0,
+            1 => lane != 0,
+            2 => warp == 0,
+            3 => block == 0,
+            _ => false,
+        };
+        if busy {
+            compute();
+        }
+    }
+}

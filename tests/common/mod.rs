@@ -171,30 +171,74 @@ pub fn missing_program(program: &str) -> Option<String> {
     }
 }
 
-/// Aborts the test binary if the test runs longer than `secs`: a protocol bug shows as a
-/// failure naming the test, never as a CI run that hangs.
+/// Aborts the test binary if the test makes no headway for `secs`: a protocol bug shows as
+/// a failure naming the test, never as a CI run that hangs.
+///
+/// The time counts as the machine lets the test run: each moment counts in full while the
+/// machine has a core for the test, and in part while other processes' runnable threads
+/// outnumber the cores (a 2-core machine running 8 busy processes counts about 2/9 of each
+/// second). So a test on a loaded machine gets the time it would have had on an idle one,
+/// and a hang on an idle machine is caught after `secs`.
+///
+/// The last words go straight to fd 2, past libtest's capture of the test's output (which
+/// an abort would discard), and name the test as libtest does (`io_uring::case`).
 pub struct Watchdog(Arc<AtomicBool>);
 
 pub fn watchdog(name: &'static str, secs: u64) -> Watchdog {
-    watchdog_saying(secs, move || eprintln!("test {name} hung for {secs} s: aborting"))
+    watchdog_saying(secs, move || format!("test {name} made no headway for {secs} s"))
 }
 
-/// [`watchdog`] with its own last words: `say` runs before the abort.
-pub fn watchdog_saying(secs: u64, say: impl FnOnce() + Send + 'static) -> Watchdog {
+/// [`watchdog`] with its own last words: `say` gives them, before the abort.
+pub fn watchdog_saying(secs: u64, say: impl FnOnce() -> String + Send + 'static) -> Watchdog {
     let done = Arc::new(AtomicBool::new(false));
     let d = done.clone();
+    // libtest names each test's thread after the test's path.
+    let test = std::thread::current().name().unwrap_or("?").to_owned();
     std::thread::spawn(move || {
-        let until = Instant::now() + Duration::from_secs(secs);
-        while Instant::now() < until {
+        let limit = Duration::from_secs(secs);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let (mut counted, mut last) = (Duration::ZERO, Instant::now());
+        while counted < limit {
             if d.load(Ordering::Relaxed) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
+            let now = Instant::now();
+            let share = match others_runnable() {
+                Some(others) => (cores / (others as f64 + 1.0)).min(1.0),
+                None => 1.0,
+            };
+            counted += (now - last).mul_f64(share);
+            last = now;
         }
-        say();
+        use std::io::Write;
+        let words = format!(
+            "\nwatchdog: {}::{test}: {}: aborting\n",
+            env!("CARGO_CRATE_NAME"),
+            say()
+        );
+        let _ = std::io::stderr().write_all(words.as_bytes());
         std::process::abort();
     });
     Watchdog(done)
+}
+
+/// Runnable threads on the machine outside this process, from `/proc` (`None` where it
+/// cannot be read): the competition for its cores.
+fn others_runnable() -> Option<usize> {
+    let loadavg = std::fs::read_to_string("/proc/loadavg").ok()?;
+    // "0.20 0.18 0.12 3/80 11206": runnable/total scheduling entities.
+    let all: usize = loadavg.split_whitespace().nth(3)?.split('/').next()?.parse().ok()?;
+    let ours = std::fs::read_dir("/proc/self/task")
+        .ok()?
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+        // The state follows the command name in parentheses: "123 (name) R ...".
+        .filter(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('R'))
+        })
+        .count();
+    Some(all.saturating_sub(ours))
 }
 
 impl Drop for Watchdog {

@@ -1,7 +1,7 @@
 //! Pipes, and a reader slower than the kernels that write into them.
 
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -39,4 +39,28 @@ pub fn slow_reader(r: OwnedFd) -> JoinHandle<Vec<u8>> {
             std::thread::sleep(Duration::from_millis(1));
         }
     })
+}
+
+/// Fills the pipe until a write would block; returns how many bytes it holds.
+pub fn fill(w: RawFd) -> usize {
+    // SAFETY: fcntl only changes the file status flags of our pipe.
+    let flags = unsafe { libc::fcntl(w, libc::F_GETFL) };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::fcntl(w, libc::F_SETFL, flags | libc::O_NONBLOCK) }, 0);
+    let chunk = [b'x'; 512];
+    let mut filled = 0;
+    loop {
+        // SAFETY: `chunk` is valid for its length.
+        let n = unsafe { libc::write(w, chunk.as_ptr().cast(), chunk.len()) };
+        if n < 0 {
+            assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EAGAIN));
+            break;
+        }
+        filled += n as usize;
+    }
+    // Blocking again: a non-blocking pipe would fail the runtime's writes with EAGAIN.
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::fcntl(w, libc::F_SETFL, flags) }, 0);
+    assert!(filled > 0);
+    filled
 }

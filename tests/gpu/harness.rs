@@ -72,7 +72,8 @@ impl Scratch {
 /// instead of hanging it.
 pub(crate) fn watchdog(what: String, secs: u64) -> Watchdog {
     watchdog_saying(secs, move || {
-        println!("gpu suite: {what} did not finish in {secs} s: aborting");
-        eprintln!("gpu suite: {what} did not finish in {secs} s: aborting");
+        let words = format!("gpu suite: {what} did not finish in {secs} s");
+        println!("{words}: aborting");
+        words
     })
 }

@@ -19,6 +19,7 @@
 //! ```
 
 mod cases_file_io;
+mod cases_liveness;
 mod cases_print;
 mod cases_runtime;
 mod cases_scheduling;
@@ -34,6 +35,7 @@ use std::time::Instant;
 use gpuio::{Backend, Error, Runtime};
 
 use cases_file_io::{file_io_4_arena_blocks_2048_threads, print_while_others_wait_for_io, stack_buffers_pwrite_pread};
+use cases_liveness::returned_lines_out_while_others_compute;
 use cases_print::{
     blocks_of_33_and_37_threads, divergent_call_sites, every_line_once_in_order, lines_of_every_shape,
     one_print_call_two_streams, one_warp_mixing_streams_and_pieces, tiny_ring_and_log_thousands_of_threads,
@@ -92,6 +94,10 @@ const CASES: &[Case] = &[
     Case {
         name: "warp_records_near_the_log_size",
         run: warp_records_near_the_log_size,
+    },
+    Case {
+        name: "returned_lines_out_while_others_compute",
+        run: returned_lines_out_while_others_compute,
     },
     Case {
         name: "stack_buffers_pwrite_pread",

@@ -1,6 +1,7 @@
 //! The CPU backend: host threads run device closures, one thread per device thread, each
 //! with its own ids and the runtime's context current (`gpuio_device::arch::host`).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -36,42 +37,58 @@ struct Kernels {
     launches: usize,
 }
 
-/// How many CPU-backend kernel threads are running, and a signal when none is: what the
-/// watchdog's wait for them waits on.
+/// Which CPU-backend kernel threads are running, and a signal when none is: what the
+/// watchdog's wait for them waits on, and what a hang report names.
 #[derive(Default)]
 pub(crate) struct Exits {
-    running: Mutex<usize>,
+    /// Running threads by `(block, thread)`, with how many of each (two launches may run
+    /// the same ids at once).
+    running: Mutex<BTreeMap<(u32, u32), usize>>,
     none: Condvar,
 }
 
 impl Exits {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(u32, u32), usize>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub(crate) fn running(&self) -> usize {
-        *self.running.lock().unwrap_or_else(|e| e.into_inner())
+        self.lock().values().sum()
+    }
+
+    /// The first `n` running threads as `(block, thread)`, in order.
+    pub(crate) fn running_ids(&self, n: usize) -> Vec<(u32, u32)> {
+        self.lock().keys().take(n).copied().collect()
     }
 
     /// Waits up to `max` for the last thread to exit.
     pub(crate) fn wait(&self, max: Duration) {
-        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = self.none.wait_timeout_while(running, max, |n| *n != 0);
+        let running = self.lock();
+        let _ = self.none.wait_timeout_while(running, max, |r| !r.is_empty());
     }
 }
 
 /// Counts a kernel thread as running until it drops (also when the thread unwinds, or is
 /// never spawned).
-struct Running(Arc<Exits>);
+struct Running(Arc<Exits>, (u32, u32));
 
 impl Running {
-    fn new(exits: &Arc<Exits>) -> Running {
-        *exits.running.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        Running(exits.clone())
+    fn new(exits: &Arc<Exits>, id: (u32, u32)) -> Running {
+        *exits.lock().entry(id).or_insert(0) += 1;
+        Running(exits.clone(), id)
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let mut n = self.0.running.lock().unwrap_or_else(|e| e.into_inner());
-        *n -= 1;
-        if *n == 0 {
+        let mut running = self.0.lock();
+        if let Some(n) = running.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                running.remove(&self.1);
+            }
+        }
+        if running.is_empty() {
             self.0.none.notify_all();
         }
     }
@@ -120,7 +137,7 @@ impl Cpu {
                 grid_dim: grid,
             };
             let (shared, kernel) = (shared.clone(), kernel.clone());
-            let running = Running::new(&self.exits);
+            let running = Running::new(&self.exits, (ids.block_idx, ids.thread_idx));
             let spawned = std::thread::Builder::new().stack_size(256 << 10).spawn(move || {
                 // Dropped last: the thread counts as running until the kernel is done.
                 let _running = running;
@@ -214,6 +231,11 @@ impl Cpu {
     /// Kernel threads running now.
     pub(crate) fn running(&self) -> usize {
         self.exits.running()
+    }
+
+    /// The first `n` kernel threads running now, as `(block, thread)`.
+    pub(crate) fn running_ids(&self, n: usize) -> Vec<(u32, u32)> {
+        self.exits.running_ids(n)
     }
 }
 

@@ -13,7 +13,9 @@
 
 use std::io;
 
-use gpuio_device::uapi::Params;
+use gpuio_device::context::STREAMS;
+use gpuio_device::stream::flight_stream;
+use gpuio_device::uapi::{Cqe, Params};
 
 use crate::consumer::fallback::HostRing;
 use crate::consumer::uring::{diagnose_setup, Uring, UringConfig};
@@ -115,6 +117,36 @@ impl Queue {
             Queue::Uring(u) => u.ring_word(off),
             Queue::Host(h) => h.ring_word(off),
         }
+    }
+
+    /// The bytes each print stream's writes wrote, by the completions in the CQ that no
+    /// reaper has taken yet (indexed by stream): a look, for a hang report, that consumes
+    /// nothing. Those lines are out, though the device has not yet seen it.
+    pub(crate) fn unreaped_stream_bytes(&self) -> [u64; STREAMS] {
+        let p = self.params();
+        // SAFETY: ring words inside the queue's mapping, which lives as long as the queue; a
+        // volatile read of a word others write is what the kernel's side allows.
+        let word = |off| unsafe { std::ptr::read_volatile(self.ring_word(off)) };
+        let (head, tail) = (word(p.cq_off.head), word(p.cq_off.tail));
+        let mut bytes = [0u64; STREAMS];
+        for k in 0..tail.wrapping_sub(head).min(p.cq_entries) {
+            let slot = head.wrapping_add(k) & (p.cq_entries - 1);
+            // SAFETY: slot `slot` of the CQE array, inside the mapping (the kernel's offset,
+            // checked at setup); the kernel wrote it before it released the tail we read,
+            // and it is not reused before the reaper moves the head past it. A volatile
+            // read: a look that takes nothing.
+            let cqe = unsafe {
+                std::ptr::read_volatile(
+                    (self.rings().as_ptr().add(p.cq_off.cqes as usize) as *const Cqe).add(slot as usize),
+                )
+            };
+            if let Some(i) = flight_stream(cqe.user_data) {
+                if cqe.res > 0 && (i as usize) < STREAMS {
+                    bytes[i as usize] += cqe.res as u64;
+                }
+            }
+        }
+        bytes
     }
 
     /// Wakes the consumer if it sleeps while SQEs wait (invariant 9): SQPOLL through

@@ -256,13 +256,30 @@ impl Runtime {
                             reaped: r.reaped.load(Ordering::Acquire),
                         })
                         .collect();
-                    let streams = Shared::live_streams(c)
-                        .map(|s| StreamPositions {
-                            fd: s.fd,
-                            reserved: s.reserved.load(Ordering::Acquire),
-                            committed: s.committed.load(Ordering::Acquire),
-                            flushed: s.flushed.load(Ordering::Acquire),
-                            released: s.released.load(Ordering::Acquire),
+                    let streams: Vec<_> = Shared::live_streams(c)
+                        .map(|s| {
+                            (
+                                s.index as usize,
+                                StreamPositions {
+                                    fd: s.fd,
+                                    reserved: s.reserved.load(Ordering::Acquire),
+                                    committed: s.committed.load(Ordering::Acquire),
+                                    flushed: s.flushed.load(Ordering::Acquire),
+                                    released: s.released.load(Ordering::Acquire),
+                                    written: 0,
+                                },
+                            )
+                        })
+                        .collect();
+                    // Prints go through ring 0. Looked at after the positions were read: a
+                    // completion reaped in between is counted in neither, never in both
+                    // (what is written is under-counted, never over-counted).
+                    let unreaped = self.shared.queues[0].unreaped_stream_bytes();
+                    let streams = streams
+                        .into_iter()
+                        .map(|(i, s)| StreamPositions {
+                            written: s.released + unreaped.get(i).copied().unwrap_or(0),
+                            ..s
                         })
                         .collect();
                     (tickets, streams, Some(c.solo.held()))
@@ -289,6 +306,7 @@ impl Runtime {
             }),
             streams,
             running_threads: self.cpu.running(),
+            running_ids: self.cpu.running_ids(HangReport::NAMED_THREADS),
         }
     }
 
