@@ -221,7 +221,7 @@ fn main() {
         "# bench_liveness: {} | backend {:?}{} | {grid} x {block} threads | {} reps | file {}",
         rt.device_name().unwrap_or("CPU"),
         rt.backend(),
-        scheduling.map(|s| format!(", {s} scheduling")).unwrap_or_default(),
+        scheduling.map(|s| format!(", {s}")).unwrap_or_default(),
         cli.reps,
         cli.out
     );
