@@ -58,12 +58,13 @@
 //!   only part) is resubmitted from where it stopped before anything newer.
 //! - **appending** streams (`append` set by the host: a regular file whose end the fd's
 //!   offset stood at, the usual case, or one that another runtime of the process prints to
-//!   too) write each flight with `RWF_APPEND`, one flight at a time: each lands whole at the
-//!   file's end as it is then, after whatever another runtime wrote, so none overwrites
-//!   another, and in log order (what commits while a flight is out goes in the next one).
-//!   A short write's rest (regular files write short only with errors such as `ENOSPC`,
-//!   `EFBIG` or `RLIMIT_FSIZE`) is resubmitted before anything newer. While another
-//!   runtime prints to the file
+//!   too) write each flight with `RWF_APPEND`, and with `IOSQE_IO_DRAIN` while an earlier
+//!   flight of the stream is outstanding: the kernel writes flights in log order (such a
+//!   flight after every earlier request of the ring completed, which holds up the ring's
+//!   other requests meanwhile), and each lands whole at the file's end as it is then, after
+//!   whatever another runtime wrote, so none overwrites another. (A short write's rest,
+//!   resubmitted, lands after flights submitted meanwhile: short writes to regular files
+//!   come only with errors such as `ENOSPC`, `EFBIG` or `RLIMIT_FSIZE`.) While another runtime prints to the file
 //!   ([`APPEND_WHOLE_LINES`]), a flight ends after a line (a newline), not inside a
 //!   record, so the runtimes' writes fall between lines; except where a line is longer
 //!   than what is complete of the log and a producer may be waiting for room, and where a
@@ -166,8 +167,8 @@ pub struct Stream {
     /// 1: positional (explicit offsets, many flights); 0: serial. Ignored while `append`
     /// is set.
     pub positional: u32,
-    /// 0: as `positional` says; 1: appending (each flight with `RWF_APPEND`, one at a
-    /// time; see the module docs); [`APPEND_WHOLE_LINES`]: appending, each
+    /// 0: as `positional` says; 1: appending (each flight with `RWF_APPEND` and
+    /// `IOSQE_IO_DRAIN`; see the module docs); [`APPEND_WHOLE_LINES`]: appending, each
     /// flight ending after a line. Set by the host between kernels; read with `Relaxed` loads (the
     /// launch orders the host's store before the kernel's loads).
     pub append: AtomicU32,

@@ -64,8 +64,9 @@ pub(crate) fn restrictions(policy: Sandbox, fixed_files: bool) -> Vec<Restrictio
         .iter()
         .map(|&op| entry(IORING_RESTRICTION_SQE_OP, op))
         .collect();
-    // The flags the device's SQEs use: IOSQE_FIXED_FILE on print writes, nothing else.
-    let flags = if fixed_files { IOSQE_FIXED_FILE } else { 0 };
+    // The flags the device's SQEs use: IOSQE_FIXED_FILE and IOSQE_IO_DRAIN on print
+    // writes (drain: appending ones, `stream.rs`), nothing else.
+    let flags = IOSQE_IO_DRAIN | if fixed_files { IOSQE_FIXED_FILE } else { 0 };
     r.push(entry(IORING_RESTRICTION_SQE_FLAGS_ALLOWED, flags));
     if policy == Sandbox::PrintOnly && fixed_files {
         r.push(entry(IORING_RESTRICTION_SQE_FLAGS_REQUIRED, IOSQE_FIXED_FILE));
@@ -146,12 +147,15 @@ mod tests {
         assert_eq!(ops, [IORING_OP_WRITE]);
         let find = |r: &[Restriction], op| r.iter().find(|e| e.opcode == op).map(|e| e.arg);
         assert_eq!(find(&r, IORING_RESTRICTION_SQE_FLAGS_REQUIRED), Some(IOSQE_FIXED_FILE));
-        assert_eq!(find(&r, IORING_RESTRICTION_SQE_FLAGS_ALLOWED), Some(IOSQE_FIXED_FILE));
+        assert_eq!(
+            find(&r, IORING_RESTRICTION_SQE_FLAGS_ALLOWED),
+            Some(IOSQE_FIXED_FILE | IOSQE_IO_DRAIN)
+        );
         assert_eq!(find(&r, IORING_RESTRICTION_REGISTER_OP), None);
-        // Without fixed files: writes to any fd, no flag at all.
+        // Without fixed files: writes to any fd, no flag but the drain.
         let r = restrictions(Sandbox::PrintOnly, false);
         assert_eq!(find(&r, IORING_RESTRICTION_SQE_FLAGS_REQUIRED), None);
-        assert_eq!(find(&r, IORING_RESTRICTION_SQE_FLAGS_ALLOWED), Some(0));
+        assert_eq!(find(&r, IORING_RESTRICTION_SQE_FLAGS_ALLOWED), Some(IOSQE_IO_DRAIN));
         // FileIo: OPENAT refuses IOSQE_FIXED_FILE, so it is allowed, never required.
         let r = restrictions(Sandbox::FileIo, true);
         let ops: Vec<u8> = r
@@ -161,7 +165,10 @@ mod tests {
             .collect();
         assert_eq!(Some(&ops[..]), Sandbox::FileIo.opcodes());
         assert_eq!(find(&r, IORING_RESTRICTION_SQE_FLAGS_REQUIRED), None);
-        assert_eq!(find(&r, IORING_RESTRICTION_SQE_FLAGS_ALLOWED), Some(IOSQE_FIXED_FILE));
+        assert_eq!(
+            find(&r, IORING_RESTRICTION_SQE_FLAGS_ALLOWED),
+            Some(IOSQE_FIXED_FILE | IOSQE_IO_DRAIN)
+        );
     }
 
     /// A kernel that refuses what it is told to.
