@@ -71,17 +71,16 @@ impl Stream {
 
     /// Submits writes for what is complete. Called only through `flusher.run`.
     ///
-    /// It leaves nothing complete for nobody. When every flight is out and committed bytes
-    /// wait, it returns only if a print is in progress (`printing`), whose commit will
-    /// flush again; with none, it reaps until a flight lands (`wait_for_flight`) and sends
-    /// them itself. And a serial stream's flusher with no print in progress sees its last
-    /// flight through, resubmitting what a short write left (pipes take part of a write
-    /// when they are nearly full). So once the last print's flush returns, every committed
-    /// byte is in a submitted write, or will be by a flusher that is running: a line whose
-    /// print returned needs nothing from any thread that is not printing to reach its fd
-    /// (invariant 12). While prints keep coming, flushes return at once as they always did
-    /// (a flusher that waited then cost a quarter of the print throughput on an H200).
-    /// Before, a flush that found every flight out left the bytes to whoever reaped the
+    /// It leaves nothing for nobody: when every flight is out, it returns only if a print is
+    /// in progress (`printing`), whose commit will flush again; with none, it reaps until a
+    /// flight lands (`wait_for_flight`) and goes on. So once the last print's flush returns,
+    /// every committed byte is in a submitted write, or will be by a flusher that is
+    /// running, and a serial stream's last flight has been seen through (its rest
+    /// resubmitted if it came back short): a line whose print returned needs nothing from
+    /// any thread that is not printing to reach its fd (invariant 12). While prints keep
+    /// coming, flushes return at once as they always did (a flusher that waited whenever
+    /// its flights were out cost a quarter of the print throughput on an H200). Before, a
+    /// flush that found every flight out always left the bytes to whoever reaped the
     /// landing flight and took its kick (a producer waiting for room, a request's waiter,
     /// or the drain after the last kernel): while every other thread computed, nobody did.
     #[inline(never)] // one copy in a code object; the combiner's lock around it is inlined
@@ -89,37 +88,22 @@ impl Stream {
         // Remainders of short writes first: they come before anything newer.
         self.resubmit_short(ring, reap);
         let append = self.append.load(Ordering::Relaxed);
-        // Pipes, terminals: one flight, written at the file's position.
-        let serial = append == 0 && self.positional == 0;
         // Read once: the loop's atomics would have the compiler load the field anew each
         // round (seen in the PTX).
         let max_flights = self.max_flights;
         loop {
-            let start = self.flushed.load(Ordering::Relaxed);
-            // Acquire: the counters of released bytes were decremented before `released`
-            // moved.
-            let window = self.released.load(Ordering::Acquire) + self.cap;
-            let ready = self.complete_prefix(start, window);
             let head = self.flight_head.load(Ordering::Relaxed);
-            if ready == start {
-                // Nothing complete is left unsubmitted: the commit that completes more
-                // flushes again. But a serial stream's flight may come back short (a pipe
-                // takes part of a write), and its rest needs a flusher: unless a print in
-                // progress will flush after us, wait for the flight to land and resubmit
-                // the rest here. (Acquire: pairs with the reaper's release of the tail.)
-                if serial && self.flight_tail.load(Ordering::Acquire) != head && !self.printing() {
-                    self.wait_for_flight(ring, reap, head);
-                    continue;
-                }
-                return;
-            }
             // Acquire: pairs with the reaper's release of the tail; the slot is free.
             if head.wrapping_sub(self.flight_tail.load(Ordering::Acquire)) >= max_flights {
-                // Every flight is out and bytes are ready. Collect completions (reaping
-                // never submits, so this cannot wait on ourselves) and look again; if every
-                // flight is still out, leave the bytes to the flush that follows the commit
-                // of a print in progress, or, with none in progress, wait for a flight to
-                // land (`wait_for_flight`): nobody else may flush again.
+                // Every flight is out. Collect completions (reaping never submits, so this
+                // cannot wait on ourselves) and look again. If every flight is still out,
+                // leave what is ready to the flush that follows the commit of a print in
+                // progress; with none in progress nobody may flush again, so wait for a
+                // flight to land (`wait_for_flight`): then send what is ready, and a serial
+                // stream's last flight, which may come back short (a pipe takes part of a
+                // write), has its rest resubmitted here. (These looks come before the
+                // complete prefix's: on a GPU its acquire fence is a PCIe round trip, and a
+                // stream with one flight finds it out at most flushes.)
                 reap();
                 if head.wrapping_sub(self.flight_tail.load(Ordering::Acquire)) >= max_flights {
                     if self.printing() {
@@ -128,6 +112,16 @@ impl Stream {
                     self.wait_for_flight(ring, reap, head);
                 }
                 continue;
+            }
+            let start = self.flushed.load(Ordering::Relaxed);
+            // Acquire: the counters of released bytes were decremented before `released`
+            // moved.
+            let window = self.released.load(Ordering::Acquire) + self.cap;
+            let ready = self.complete_prefix(start, window);
+            if ready == start {
+                // Nothing complete is left unsubmitted: the commit that completes more
+                // flushes again.
+                return;
             }
             let wrap = (start | (self.cap - 1)) + 1;
             let mut end = ready.min(wrap).min(start + MAX_WRITE);
@@ -162,14 +156,18 @@ impl Stream {
     }
 
     /// Whether a print is in progress: bytes reserved and not yet committed. Its producer
-    /// commits them and then flushes (every commit is followed by a flush, and the combiner
-    /// runs a flush after each request), so a flush that finds all flights out may leave
-    /// the bytes it cannot send yet to that one. Reserved first, then committed (Acquire):
-    /// equal counts mean every byte reserved before the first load was committed, and a
-    /// reservation after it comes with its own commit and flush.
+    /// commits them and then flushes, so a flush that finds all flights out may leave the
+    /// bytes it cannot send yet to that one.
+    ///
+    /// Relaxed loads: a stale answer only ever hands the bytes to a flush that is sure to
+    /// come. Every commit is followed by a flush request, and the combiner runs a flush
+    /// after each request that synchronises with it: the commits this flusher's requests
+    /// carry happen-before these loads, so `committed` counts at least those; a commit it
+    /// does not see comes with a request that runs the flush again. (On a GPU an acquire
+    /// load at system scope costs about a fence, on the flusher's serialised path.)
     fn printing(&self) -> bool {
         let reserved = self.reserved.load(Ordering::Relaxed);
-        self.committed.load(Ordering::Acquire) != reserved
+        self.committed.load(Ordering::Relaxed) != reserved
     }
 
     /// Resubmits the unwritten rest of every flight a short write left (`RESUBMIT`), oldest
