@@ -100,7 +100,7 @@ fn a_kernel_that_never_finishes_is_reported_then_waited_for() {
         "gave up after {took:?}"
     );
     assert_eq!(report.waiting_for, Waiting::KernelThreads, "{report}");
-    assert_eq!(report.running_threads, threads as usize, "{report}");
+    assert_eq!(report.running.count, threads as usize, "{report}");
     assert!(report.stalled >= timeout, "{report}");
     let text = report.to_string();
     assert!(text.contains("4 kernel thread(s) still running"), "{text}");
@@ -215,7 +215,7 @@ fn a_print_stuck_behind_a_full_pipe_is_reported_while_its_thread_waits() {
     let report = hang(rt.synchronize());
     let text = report.to_string();
     assert_eq!(report.waiting_for, Waiting::KernelThreads, "{text}");
-    assert!(report.running_threads >= 1, "the flusher waits for its write: {text}");
+    assert!(report.running.count >= 1, "the flusher waits for its write: {text}");
     let fd = w.as_raw_fd();
     let s = report
         .streams

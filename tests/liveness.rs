@@ -225,7 +225,7 @@ fn a_hang_report_finds_every_returned_line_written(sub: Submission) {
     assert_eq!(s.written, s.reserved, "every returned line is written: {text}");
     assert!(text.contains("(every byte written)"), "{text}");
     // The thread that still runs is named.
-    assert_eq!(report.running_ids, [(0, 0)], "{text}");
+    assert_eq!(report.running.first, [(0, 0)], "{text}");
     assert!(
         text.contains("1 kernel thread(s) still running (block 0 thread 0)"),
         "{text}"

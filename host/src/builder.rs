@@ -326,7 +326,7 @@ impl Builder {
     ///     }
     /// })?;
     /// match rt.synchronize() {
-    ///     Err(Error::Hang(report)) => assert_eq!(report.running_threads, 2, "{report}"),
+    ///     Err(Error::Hang(report)) => assert_eq!(report.running.count, 2, "{report}"),
     ///     other => panic!("expected a hang: {other:?}"),
     /// }
     /// go.store(true, Ordering::Release);

@@ -317,11 +317,18 @@ pub struct HangReport {
     /// Each print stream's positions (read as the tickets are; empty where they could not
     /// be).
     pub streams: Vec<StreamPositions>,
-    /// CPU-backend kernel threads still running.
-    pub running_threads: usize,
+    /// CPU-backend kernel threads still running (boxed: it keeps [`Error`] small).
+    pub running: Box<RunningThreads>,
+}
+
+/// CPU-backend kernel threads still running.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunningThreads {
+    /// How many.
+    pub count: usize,
     /// The first of them (up to [`HangReport::NAMED_THREADS`]), as `(block, thread)`, in
     /// order.
-    pub running_ids: Vec<(u32, u32)>,
+    pub first: Vec<(u32, u32)>,
 }
 
 impl HangReport {
@@ -343,7 +350,7 @@ impl HangReport {
             && self.solo.as_ref().map(|s| (s.words.counters(), s.held))
                 == other.solo.as_ref().map(|s| (s.words.counters(), s.held))
             && self.streams == other.streams
-            && self.running_threads == other.running_threads
+            && self.running.count == other.running.count
     }
 }
 
@@ -405,19 +412,16 @@ impl fmt::Display for HangReport {
                 write!(
                     f,
                     "CPU kernel threads to finish: {} kernel thread(s) still running",
-                    self.running_threads
+                    self.running.count
                 )?;
                 let named: Vec<String> = self
-                    .running_ids
+                    .running
+                    .first
                     .iter()
                     .map(|(b, t)| format!("block {b} thread {t}"))
                     .collect();
                 if !named.is_empty() {
-                    let more = if self.running_threads > named.len() {
-                        ", ..."
-                    } else {
-                        ""
-                    };
+                    let more = if self.running.count > named.len() { ", ..." } else { "" };
                     write!(f, " ({}{more})", named.join(", "))?;
                 }
             }

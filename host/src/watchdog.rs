@@ -202,8 +202,7 @@ mod tests {
             other_rings: Vec::new(),
             solo: None,
             streams: Vec::new(),
-            running_threads: 0,
-            running_ids: Vec::new(),
+            running: Box::default(),
         }
     }
 

@@ -211,8 +211,7 @@ mod tests {
             other_rings: Vec::new(),
             solo: None,
             streams: Vec::new(),
-            running_threads: 0,
-            running_ids: Vec::new(),
+            running: Box::default(),
         };
         assert_eq!(status_of(&Error::Hang(hang)), GPUIO_ERROR_HANG);
         assert_eq!(status_of(&Error::CqOverflow { sq_flags: 2 }), GPUIO_ERROR_INTERNAL);

@@ -13,8 +13,8 @@ use super::{Gpu, Runtime};
 use crate::backend::cpu::THREADS_PACING;
 use crate::consumer::sandbox;
 use crate::error::{
-    Error, HangReport, OtherRing, OutputErrors, PrintErrors, Refused, Result, RingWords, SoloRing, StreamPositions,
-    Tickets, Waiting,
+    Error, HangReport, OtherRing, OutputErrors, PrintErrors, Refused, Result, RingWords, RunningThreads, SoloRing,
+    StreamPositions, Tickets, Waiting,
 };
 use crate::print_files::{self, Mode};
 use crate::shared::{Shared, State};
@@ -305,8 +305,10 @@ impl Runtime {
                 })
             }),
             streams,
-            running_threads: self.cpu.running(),
-            running_ids: self.cpu.running_ids(HangReport::NAMED_THREADS),
+            running: Box::new(RunningThreads {
+                count: self.cpu.running(),
+                first: self.cpu.running_ids(HangReport::NAMED_THREADS),
+            }),
         }
     }
 
