@@ -163,7 +163,7 @@ fn prints_into_a_pipe_nobody_reads_are_reported_then_drained() {
         text.contains(&format!("fd {fd}: reserved {}, committed {}", s.reserved, s.committed)),
         "{text}"
     );
-    assert!(text.contains("byte(s) not confirmed written"), "{text}");
+    assert!(text.contains("whole line(s), not confirmed written"), "{text}");
 
     // A reader comes: everything goes out.
     let reader = read_all(r);
@@ -223,7 +223,13 @@ fn a_print_stuck_behind_a_full_pipe_is_reported_while_its_thread_waits() {
         .find(|s| s.fd == fd)
         .unwrap_or_else(|| panic!("no fd {fd}: {text}"));
     assert!(s.reserved > 0 && s.committed == s.reserved && s.written == 0, "{text}");
-    assert!(text.contains("byte(s) not confirmed written"), "{text}");
+    // Every line in the log is counted (each of this kernel's lines is `line` bytes long).
+    assert_eq!(s.unconfirmed_lines, s.committed / line, "{text}");
+    assert!(
+        text.contains(&format!("{} whole line(s), not confirmed", s.unconfirmed_lines)),
+        "{text}"
+    );
+    assert!(text.contains("whole line(s), not confirmed written"), "{text}");
     let t = report.tickets.expect("the CPU backend reads the tickets");
     assert!(t.taken > t.reaped, "a write is in flight: {text}");
 

@@ -9,13 +9,13 @@
 //! says what was missing, never a hang.
 
 use std::io::Read;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gpuio::device::{global_thread_idx, println};
-use gpuio::{Backend, Error, Runtime, Submission};
+use gpuio::{Error, Submission};
 
 #[allow(dead_code)]
 mod common;
@@ -26,15 +26,11 @@ use common::{temp_file, watchdog};
 /// to milliseconds here; the margin is for a loaded 2-core machine.
 const DEADLINE: Duration = Duration::from_secs(20);
 
-fn builder(sub: Submission) -> gpuio::Builder {
-    Runtime::builder()
-        .backend(Backend::Cpu)
-        .submission(sub)
-        .rings(common::suite_rings())
-}
+use common::suite_builder as builder;
 
 over_submissions!(
     lines_reach_a_pipe_while_the_printers_compute,
+    lines_reach_a_terminal_while_the_printers_compute,
     lines_reach_a_file_while_a_thread_computes,
     lines_reach_a_file_while_every_printer_computes,
     a_hang_report_finds_every_returned_line_written,
@@ -146,6 +142,78 @@ fn lines_reach_a_pipe_while_the_printers_compute(sub: Submission) {
     assert!(
         out[..filled].iter().all(|&c| c == b'x'),
         "the pipe's filler came out first, whole"
+    );
+}
+
+/// A pseudo-terminal: (the side a terminal emulator reads, the side programs write to).
+fn pty() -> (std::fs::File, OwnedFd) {
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two fds into the locals; the name, termios and window size
+    // arguments may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both fds were just opened and are owned by nothing else.
+    unsafe {
+        (
+            std::fs::File::from(OwnedFd::from_raw_fd(master)),
+            OwnedFd::from_raw_fd(slave),
+        )
+    }
+}
+
+/// As the pipe above, into a terminal nobody has read yet (a pseudo-terminal whose buffer
+/// is full): each line reaches the screen once it is read, while the printers compute.
+fn lines_reach_a_terminal_while_the_printers_compute(sub: Submission) {
+    let _wd = watchdog("lines_reach_a_terminal_while_the_printers_compute", 120);
+    let (mut screen, tty) = pty();
+    let filled = fill(tty.as_raw_fd());
+    let threads = 16u64;
+    let rt = builder(sub).stdout_fd(tty.as_raw_fd()).build().unwrap();
+    let gate = Gate::new();
+    let g = gate.clone();
+    rt.launch(1, threads as u32, move || {
+        println!("live t={}", global_thread_idx());
+        g.returned.fetch_add(1, Ordering::AcqRel);
+        g.compute();
+    })
+    .unwrap();
+    // Let every print run into the full terminal first.
+    let start = Instant::now();
+    while gate.returned.load(Ordering::Acquire) < threads - 1 && start.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    // SAFETY: fcntl only changes the file status flags of our pty's master side.
+    unsafe {
+        let fl = libc::fcntl(screen.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(screen.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+    }
+    let mut out = Vec::new();
+    let (seen, took) = wait_for_lines(threads as usize, || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = screen.read(&mut buf) {
+            out.extend_from_slice(&buf[..n]);
+        }
+        // The filler first (no newline in it, so the terminal passed it through as is).
+        out.get(filled..).unwrap_or_default().to_vec()
+    });
+    let returned = gate.returned.load(Ordering::Acquire);
+    gate.release();
+    rt.synchronize().unwrap();
+    assert_eq!(
+        seen,
+        (0..threads).collect::<Vec<_>>(),
+        "lines held back from a terminal while the printers compute ({returned} prints had \
+         returned; {took:?} after the reader started); after the filler the screen showed {:?}",
+        String::from_utf8_lossy(out.get(filled..).unwrap_or_default())
     );
 }
 

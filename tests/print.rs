@@ -19,13 +19,7 @@ use common::pipes::{slow_reader, small_pipe};
 use common::warp::run_warps;
 use common::{check_lines, skip, stress_kernel, temp_file, watchdog};
 
-/// The CPU backend, its ring consumed by `sub`.
-fn builder(sub: Submission) -> gpuio::Builder {
-    Runtime::builder()
-        .backend(Backend::Cpu)
-        .submission(sub)
-        .rings(common::suite_rings())
-}
+use common::suite_builder as builder;
 
 over_submissions!(
     sixty_four_threads_hundred_thousand_lines_into_a_file,

@@ -283,6 +283,9 @@ pub struct StreamPositions {
     /// A hang report counts the bytes below `reserved` and past this as not confirmed
     /// written.
     pub written: u64,
+    /// Lines (newlines) among the committed bytes past `written`: whole lines whose print
+    /// returned and whose write is not confirmed. Counted from the log itself.
+    pub unconfirmed_lines: u64,
 }
 
 /// The solo ring's part of a [`HangReport`].
@@ -460,8 +463,9 @@ impl fmt::Display for HangReport {
             if unconfirmed != 0 {
                 write!(
                     f,
-                    " ({unconfirmed} byte(s) not confirmed written, {unsubmitted} of them not yet \
-                     handed to a write)"
+                    " ({unconfirmed} byte(s), {} whole line(s), not confirmed written; \
+                     {unsubmitted} byte(s) not yet handed to a write)",
+                    s.unconfirmed_lines
                 )?;
             } else {
                 write!(f, " (every byte written)")?;

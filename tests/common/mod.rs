@@ -28,6 +28,15 @@ pub const SUBMISSIONS: [gpuio::Submission; 2] = [gpuio::Submission::IoUring, gpu
 /// of two (the completion slots round up to one).
 pub const SUITE_RINGS: u32 = 3;
 
+/// The CPU backend, its rings consumed by `sub`, as many as the running case asks for
+/// ([`suite_rings`]).
+pub fn suite_builder(sub: gpuio::Submission) -> gpuio::Builder {
+    gpuio::Runtime::builder()
+        .backend(gpuio::Backend::Cpu)
+        .submission(sub)
+        .rings(suite_rings())
+}
+
 thread_local! {
     /// The rings the case running on this thread asks for (see [`suite_rings`]).
     static RINGS: std::cell::Cell<u32> = const { std::cell::Cell::new(1) };

@@ -267,7 +267,9 @@ impl Runtime {
                                     flushed: s.flushed.load(Ordering::Acquire),
                                     released: s.released.load(Ordering::Acquire),
                                     written: 0,
+                                    unconfirmed_lines: 0,
                                 },
+                                (s.io_base, s.cap),
                             )
                         })
                         .collect();
@@ -277,9 +279,18 @@ impl Runtime {
                     let unreaped = self.shared.queues[0].unreaped_stream_bytes();
                     let streams = streams
                         .into_iter()
-                        .map(|(i, s)| StreamPositions {
-                            written: s.released + unreaped.get(i).copied().unwrap_or(0),
-                            ..s
+                        .map(|(i, s, log)| {
+                            let written = s.released + unreaped.get(i).copied().unwrap_or(0);
+                            StreamPositions {
+                                written,
+                                // Only for a report: a look through up to the whole log.
+                                unconfirmed_lines: if detailed {
+                                    newlines_in_log(log, written, s.committed)
+                                } else {
+                                    0
+                                },
+                                ..s
+                            }
                         })
                         .collect();
                     (tickets, streams, Some(c.solo.held()))
@@ -444,6 +455,26 @@ impl Runtime {
             outputs: failed.into_iter().map(|(_, o)| o).collect(),
         })
     }
+}
+
+/// Newlines among the log positions `from..to` of a stream whose log is `cap` bytes at the
+/// host address `io_base`: the whole lines a report counts as not confirmed written.
+fn newlines_in_log((io_base, cap): (u64, u64), from: u64, to: u64) -> u64 {
+    if io_base == 0 || cap == 0 || to <= from {
+        return 0;
+    }
+    // Counters read one at a time while kernels run: never look past one log's worth.
+    (from..to.min(from + cap))
+        .filter(|p| {
+            // SAFETY: `io_base` is where the host process (and its io_uring) sees the log's
+            // `cap` bytes, which live as long as the runtime. Positions from `written` up to
+            // `committed` are committed and not released: no producer writes them until
+            // their write completes and is reaped (a producer writes position `p + cap` only
+            // once `released` passes `p`), so this read races with no store.
+            let b = unsafe { std::ptr::read_volatile((io_base + p % cap) as *const u8) };
+            b == b'\n'
+        })
+        .count() as u64
 }
 
 #[cfg(test)]
