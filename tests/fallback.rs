@@ -1,7 +1,8 @@
 //! What is specific to the host-thread fallback (`Submission::HostThread`,
 //! `GPUIO_URING=off`): the automatic choice. With io_uring setup made to fail with ENOSYS or
-//! EPERM the runtime says so in one line and works; with `on` it refuses; `off` and unset
-//! choose as documented. These cases depend on the environment and on stderr, so they run in
+//! EPERM, or one of io_uring's three calls refused by a real seccomp filter (as container
+//! profiles do), the runtime says so in one line and works, with the default sandbox held
+//! by the fallback; with `on` it refuses; `off` and unset choose as documented. These cases depend on the environment and on stderr, so they run in
 //! a child process (this test binary, re-run on `child`). The print and file-I/O suites run
 //! every other case over both paths (`over_submissions!` in tests/common).
 
@@ -43,14 +44,130 @@ fn child() {
     if let Some(errno) = std::env::var("GPUIO_FALLBACK_ERRNO").ok().and_then(|e| e.parse().ok()) {
         b = b.simulate_uring_setup_error(errno);
     }
-    let f = std::fs::File::create(path).unwrap();
+    let f = std::fs::File::create(&path).unwrap();
+    if let Some(nr) = std::env::var("GPUIO_TEST_SECCOMP").ok().and_then(|n| n.parse().ok()) {
+        refuse_syscall(nr);
+    }
     match b.stdout_fd(f.as_raw_fd()).build() {
         Ok(rt) => {
             eprintln!("child: submission {}", rt.submission().name());
             rt.launch(4, 8, stress_kernel(500)).unwrap();
             rt.synchronize().unwrap();
+            if std::env::var_os("GPUIO_TEST_ESCAPE").is_some() {
+                try_to_escape(&rt, &format!("{path}.escaped"));
+            }
         }
         Err(e) => eprintln!("child: error: {e}"),
+    }
+}
+
+/// A kernel that tries what the default sandbox forbids: to create a file. Says what the
+/// device call returned and what synchronize reported, and whether the file exists.
+fn try_to_escape(rt: &Runtime, path: &str) {
+    let (p, res) = (
+        path.to_string(),
+        std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0)),
+    );
+    let r = res.clone();
+    rt.launch(1, 1, move || {
+        let got = gpuio::device::io::open(&p, libc::O_CREAT | libc::O_WRONLY, 0o644);
+        r.store(got.err().map_or(0, |e| e.0), std::sync::atomic::Ordering::Release);
+    })
+    .unwrap();
+    let sync = match rt.synchronize() {
+        Ok(()) => "ok".to_string(),
+        Err(e) => e.to_string(),
+    };
+    eprintln!(
+        "child: escape errno {} exists {} synchronize {sync}",
+        res.load(std::sync::atomic::Ordering::Acquire),
+        std::path::Path::new(path).exists()
+    );
+}
+
+/// Installs a seccomp filter that fails system call `nr` with EPERM, as Docker's default
+/// profile does for io_uring's calls (this process only; no privileges needed once
+/// `no_new_privs` is set).
+fn refuse_syscall(nr: u32) {
+    let stmt = |code: u16, k: u32| libc::sock_filter { code, jt: 0, jf: 0, k };
+    let filter = [
+        // The syscall number.
+        stmt((libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16, 0),
+        // Equal to `nr`: next instruction (refuse); else skip it (allow).
+        libc::sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 1,
+            k: nr,
+        },
+        stmt(
+            (libc::BPF_RET | libc::BPF_K) as u16,
+            libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        ),
+        stmt((libc::BPF_RET | libc::BPF_K) as u16, libc::SECCOMP_RET_ALLOW),
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut _,
+    };
+    // SAFETY: prctl with no pointers; then the filter program above, which the kernel copies.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const libc::sock_fprog
+            ),
+            0,
+            "seccomp: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// A seccomp filter that refuses one of io_uring's calls: with `io_uring_setup` refused the
+/// ring is not made; with `io_uring_enter` or `io_uring_register` refused it is made but could
+/// not be woken or sandboxed. Either way the runtime says which call and falls back, and
+/// the fallback holds the default sandbox: a kernel's attempt to create a file is refused
+/// and reported.
+#[test]
+fn a_seccomp_filter_on_any_io_uring_call_falls_back_with_the_sandbox_held() {
+    let _wd = watchdog(
+        "a_seccomp_filter_on_any_io_uring_call_falls_back_with_the_sandbox_held",
+        180,
+    );
+    for (nr, call) in [
+        (libc::SYS_io_uring_setup, "io_uring_setup"),
+        (libc::SYS_io_uring_enter, "io_uring_enter"),
+        (libc::SYS_io_uring_register, "io_uring_register"),
+    ] {
+        let nr = nr.to_string();
+        let (ok, lines, out) = run(call, &[("GPUIO_TEST_SECCOMP", &nr), ("GPUIO_TEST_ESCAPE", "1")]);
+        assert!(ok, "{call}: {lines:?}");
+        let notices: Vec<_> = lines.iter().filter(|l| l.starts_with("gpuio:")).collect();
+        assert!(
+            notices
+                .iter()
+                .any(|n| n.contains("host thread") && (call == "io_uring_setup" || n.contains(call))),
+            "{call}: the notice names the refused call and the fallback: {lines:?}"
+        );
+        assert!(
+            lines.contains(&"child: submission off".to_string()),
+            "{call}: {lines:?}"
+        );
+        check_lines(&out, 32, 500);
+        let escape = lines
+            .iter()
+            .find(|l| l.starts_with("child: escape"))
+            .unwrap_or_else(|| panic!("{call}: {lines:?}"));
+        assert!(
+            escape.starts_with(&format!(
+                "child: escape errno {} exists false synchronize ",
+                libc::EACCES
+            )) && escape.contains("PrintOnly"),
+            "{call}: the default sandbox refused the kernel's open and said so: {escape}"
+        );
     }
 }
 

@@ -54,7 +54,7 @@ fn hang(r: gpuio::Result<()>) -> HangReport {
             let text = Error::Hang(report.clone()).to_string();
             assert!(!text.contains('\n'), "one line: {text}");
             assert!(text.contains("a later synchronize waits"), "{text}");
-            report
+            *report
         }
         other => panic!("expected Error::Hang, got {other:?}"),
     }

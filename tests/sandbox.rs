@@ -1,5 +1,7 @@
-//! The io_uring sandbox against this machine's kernel (CPU backend): requests a policy
-//! forbids are refused with `EACCES`, never executed, and reported by `synchronize`; the
+//! The sandbox against this machine's kernel (CPU backend), over io_uring and the
+//! host-thread fallback alike (`over_submissions!`): requests a policy forbids are refused
+//! with `EACCES`, never executed, and reported by `synchronize`; device writes cannot read
+//! outside the print logs (`WRITE_FIXED` from registered logs, `EFAULT` elsewhere); the
 //! requests it allows run. Each refusal test has a control that runs the same SQE where it
 //! is allowed, so an `EACCES` cannot come from a malformed SQE.
 
@@ -13,15 +15,22 @@ use std::time::{Duration, Instant};
 
 use gpuio::device::uapi::*;
 use gpuio::device::{println, Context};
-use gpuio::{Backend, Error, Runtime, Sandbox};
+use gpuio::{Error, Runtime, Sandbox, Submission};
 
 #[allow(dead_code)]
 mod common;
 use common::dirs::{create, TempDir};
 
-fn builder() -> gpuio::Builder {
-    Runtime::builder().backend(Backend::Cpu)
-}
+use common::suite_builder as builder;
+
+over_submissions!(
+    print_only_refuses_openat_and_unlinkat_reports_them_and_runs_neither,
+    print_only_refuses_writes_that_do_not_come_from_the_logs_to_a_registered_file,
+    file_io_allows_openat_close_and_raw_writes_and_refuses_unlinkat,
+    off_runs_what_the_policies_refuse,
+    a_closed_stdout_is_reported_at_synchronize_with_or_without_fixed_files,
+    fixed_files_keep_the_file_the_fd_named_at_build,
+);
 
 fn c_path(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap()
@@ -98,12 +107,11 @@ fn write(fd: i32, flags: u8, bytes: &[u8], user_data: u64) -> Sqe {
     }
 }
 
-#[test]
-fn print_only_refuses_openat_and_unlinkat_reports_them_and_runs_neither() {
+fn print_only_refuses_openat_and_unlinkat_reports_them_and_runs_neither(sub: Submission) {
     let dir = TempDir::new("print-only");
     let out_path = dir.join("out.txt");
     let out = create(&out_path);
-    let rt = builder().stdout_fd(out.as_raw_fd()).build().unwrap();
+    let rt = builder(sub).stdout_fd(out.as_raw_fd()).build().unwrap();
     let stats = rt.stats();
     assert_eq!(
         (stats.sandbox, stats.fixed_files),
@@ -146,30 +154,62 @@ fn print_only_refuses_openat_and_unlinkat_reports_them_and_runs_neither() {
     );
 }
 
-#[test]
-fn print_only_refuses_writes_that_do_not_name_a_registered_file() {
+/// A device write that tries to leave the print logs or the registered files: a raw fd, a
+/// flag the device never uses, a plain `WRITE` (it could read any host address: here a
+/// secret on the test's stack), a `WRITE_FIXED` from outside the log, or from the log
+/// into an empty slot.
+fn print_only_refuses_writes_that_do_not_come_from_the_logs_to_a_registered_file(sub: Submission) {
     let dir = TempDir::new("raw-write");
     let out_path = dir.join("out.txt");
     let out = create(&out_path);
     let other_path = dir.join("other.txt");
     let other = create(&other_path);
-    let rt = builder().stdout_fd(out.as_raw_fd()).build().unwrap();
-    let (raw, fixed_async, bad_index, fixed) = while_a_kernel_runs(&rt, |ctx| {
+    let rt = builder(sub).stdout_fd(out.as_raw_fd()).build().unwrap();
+    let stats = rt.stats();
+    assert_eq!(
+        (stats.sandbox, stats.fixed_files, stats.fixed_logs),
+        (Sandbox::PrintOnly, true, true),
+        "the default (this machine's locked-memory limit takes the logs)"
+    );
+    let secret = *b"secret of the host process\n";
+    let fixed = |addr: u64, len: u32, fd: i32, user_data: u64| Sqe {
+        opcode: IORING_OP_WRITE_FIXED,
+        flags: IOSQE_FIXED_FILE,
+        fd,
+        addr,
+        len,
+        buf_index: 0,
+        user_data,
+        ..Sqe::default()
+    };
+    let (raw, fixed_async, plain, outside, straddle, bad_index, from_log) = while_a_kernel_runs(&rt, |ctx| {
+        let log = &ctx.streams[0];
+        // The log's last 6 bytes (nothing printed yet: zeros), and a range that runs past it.
+        let (tail, end) = (log.io_base + log.cap - 6, log.io_base + log.cap);
         (
             // A raw fd, without IOSQE_FIXED_FILE.
             run(ctx, write(other.as_raw_fd(), 0, b"leak\n", 1)),
             // The registered stdout, with a flag the device never uses.
             run(ctx, write(0, IOSQE_FIXED_FILE | IOSQE_ASYNC, b"async\n", 2)),
-            // An index past the two registered files: no file there.
-            run(ctx, write(7, IOSQE_FIXED_FILE, b"seven\n", 3)),
+            // A plain WRITE to the registered stdout, from the host's memory.
+            run(ctx, write(0, IOSQE_FIXED_FILE, &secret, 3)),
+            // WRITE_FIXED of the secret: outside the registered log.
+            run(ctx, fixed(secret.as_ptr() as u64, secret.len() as u32, 0, 4)),
+            // WRITE_FIXED from the log's end on past it.
+            run(ctx, fixed(end - 2, 8, 0, 5)),
+            // From the log, to an index past the two registered files: no file there.
+            run(ctx, fixed(tail, 6, 7, 6)),
             // What print writes look like: allowed.
-            run(ctx, write(0, IOSQE_FIXED_FILE, b"fixed\n", 4)),
+            run(ctx, fixed(tail, 6, 0, 7)),
         )
     });
     assert_eq!(raw, -libc::EACCES, "a WRITE to a raw fd");
     assert_eq!(fixed_async, -libc::EACCES, "a WRITE with IOSQE_ASYNC");
-    assert_eq!(bad_index, -libc::EBADF, "a WRITE to an empty fixed-file slot");
-    assert_eq!(fixed, 6, "a WRITE to the registered stdout");
+    assert_eq!(plain, -libc::EACCES, "a plain WRITE, from any address");
+    assert_eq!(outside, -libc::EFAULT, "a WRITE_FIXED from outside the log");
+    assert_eq!(straddle, -libc::EFAULT, "a WRITE_FIXED that runs past the log");
+    assert_eq!(bad_index, -libc::EBADF, "a WRITE_FIXED to an empty fixed-file slot");
+    assert_eq!(from_log, 6, "a WRITE_FIXED from the log to the registered stdout");
     rt.synchronize().unwrap(); // the CQEs were taken by hand above
     drop(rt);
     assert_eq!(
@@ -177,15 +217,18 @@ fn print_only_refuses_writes_that_do_not_name_a_registered_file() {
         "",
         "a refused WRITE wrote"
     );
-    assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "fixed\n");
+    assert_eq!(
+        std::fs::read(&out_path).unwrap(),
+        [0u8; 6],
+        "only the log's bytes reached stdout"
+    );
 }
 
-#[test]
-fn file_io_allows_openat_close_and_raw_writes_and_refuses_unlinkat() {
+fn file_io_allows_openat_close_and_raw_writes_and_refuses_unlinkat(sub: Submission) {
     let dir = TempDir::new("file-io");
     let out_path = dir.join("out.txt");
     let out = create(&out_path);
-    let rt = builder()
+    let rt = builder(sub)
         .stdout_fd(out.as_raw_fd())
         .sandbox(Sandbox::FileIo)
         .build()
@@ -213,6 +256,16 @@ fn file_io_allows_openat_close_and_raw_writes_and_refuses_unlinkat() {
     assert_eq!(std::fs::read_to_string(&created).unwrap(), "raw\n");
     assert_eq!(unlinked, -libc::EACCES, "UNLINKAT is not file I/O");
     assert!(victim.exists());
+    // Through the device's own call (as a kernel makes requests): refused, and reported.
+    let called = while_a_kernel_runs(&rt, |ctx| ctx.call(unlinkat(&victim_c, 0)));
+    assert_eq!(called, -libc::EACCES);
+    assert!(victim.exists());
+    match rt.synchronize() {
+        Err(Error::Refused(r)) => {
+            assert_eq!((r.requests, r.errno, r.sandbox), (1, libc::EACCES, Sandbox::FileIo))
+        }
+        other => panic!("expected FileIo's refusal to be reported, got {other:?}"),
+    }
     // Prints still work (through fixed files, allowed here).
     rt.launch(1, 1, || println!("file io")).unwrap();
     rt.synchronize().unwrap();
@@ -220,12 +273,11 @@ fn file_io_allows_openat_close_and_raw_writes_and_refuses_unlinkat() {
     assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "file io\n");
 }
 
-#[test]
-fn off_runs_what_the_policies_refuse() {
+fn off_runs_what_the_policies_refuse(sub: Submission) {
     let dir = TempDir::new("off");
     let other_path = dir.join("other.txt");
     let other = create(&other_path);
-    let rt = builder().sandbox(Sandbox::Off).build().unwrap();
+    let rt = builder(sub).sandbox(Sandbox::Off).build().unwrap();
     assert_eq!(rt.stats().sandbox, Sandbox::Off);
     let created = dir.join("created");
     let created_c = c_path(&created);
@@ -243,19 +295,24 @@ fn off_runs_what_the_policies_refuse() {
     // SAFETY: the fd OPENAT returned, ours to close.
     unsafe { libc::close(fd) };
     assert!(created.exists());
-    assert_eq!(unlinked, 0);
-    assert!(!victim.exists());
+    if sub == Submission::HostThread {
+        // The fallback performs only the operations the device makes (its module docs).
+        assert_eq!(unlinked, -libc::EINVAL);
+        assert!(victim.exists());
+    } else {
+        assert_eq!(unlinked, 0);
+        assert!(!victim.exists());
+    }
     assert_eq!(written, 5);
     assert_eq!(std::fs::read_to_string(&other_path).unwrap(), "leak\n");
 }
 
-#[test]
-fn a_closed_stdout_is_reported_at_synchronize_with_or_without_fixed_files() {
+fn a_closed_stdout_is_reported_at_synchronize_with_or_without_fixed_files(sub: Submission) {
     let dir = TempDir::new("closed");
     let f = create(dir.join("f"));
     let closed = 1_000_000 + f.as_raw_fd(); // beyond any open descriptor
     for fixed in [true, false] {
-        let rt = builder().stdout_fd(closed).fixed_files(fixed).build().unwrap();
+        let rt = builder(sub).stdout_fd(closed).fixed_files(fixed).build().unwrap();
         assert_eq!(
             rt.stats().fixed_files,
             fixed,
@@ -273,14 +330,17 @@ fn a_closed_stdout_is_reported_at_synchronize_with_or_without_fixed_files() {
     }
 }
 
-#[test]
-fn fixed_files_keep_the_file_the_fd_named_at_build() {
+fn fixed_files_keep_the_file_the_fd_named_at_build(sub: Submission) {
     let dir = TempDir::new("dup2");
     let (first, second) = (dir.join("first"), dir.join("second"));
     for fixed in [true, false] {
         let a = create(&first);
         let b = create(&second);
-        let rt = builder().stdout_fd(a.as_raw_fd()).fixed_files(fixed).build().unwrap();
+        let rt = builder(sub)
+            .stdout_fd(a.as_raw_fd())
+            .fixed_files(fixed)
+            .build()
+            .unwrap();
         // SAFETY: dup2 onto an fd this test owns.
         assert!(unsafe { libc::dup2(b.as_raw_fd(), a.as_raw_fd()) } >= 0);
         rt.launch(1, 1, || println!("where")).unwrap();

@@ -9,7 +9,7 @@ use crate::request::{Prepared, Requests, Ticket};
 use crate::ring::{Ring, REAP_BATCH};
 use crate::solo::Solo;
 use crate::stream::Stream;
-use crate::sync::{fence, AtomicI32, AtomicU32, Ordering};
+use crate::sync::{fence, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use crate::uapi::{Cqe, Sqe};
 use crate::user_data::{self, KIND_REQUEST, KIND_STREAM};
 
@@ -108,6 +108,14 @@ pub struct Context {
     /// permission error). Under the print-only sandbox every file request comes back so,
     /// refused by the kernel without being executed; the host reports them.
     pub denied_requests: AtomicU32,
+    /// The opcodes the host's sandbox lets through, bit `op` for `IORING_OP_*` `op` below
+    /// 64 (`u64::MAX`: every opcode, no sandbox). Set by the host before any kernel; read
+    /// with `Relaxed` loads (the launch orders the host's store before the kernel's loads).
+    pub allowed_ops: AtomicU64,
+    /// Requests made through [`Context::call`] whose opcode the sandbox forbids and that
+    /// came back `-EACCES`: the sandbox's refusals under any policy (a plain permission
+    /// error comes back only from an opcode the policy allows). The host reports them.
+    pub forbidden_requests: AtomicU32,
     /// The solo ring: a lone request's round trip with none of the shared rings' steps,
     /// for one thread at a time ([`Solo::try_call`]).
     pub solo: Solo,
@@ -463,10 +471,22 @@ impl Context {
     /// submitting to the calling thread's ring.
     #[inline(never)] // one copy in a code object
     pub fn call(&self, sqe: Sqe) -> i32 {
-        if let Some(res) = self.solo_call(|_, _| sqe, |_, _| ()) {
-            return res;
+        let res = match self.solo_call(|_, _| sqe, |_, _| ()) {
+            Some(res) => res,
+            None => self.with_taken(|| self.requests.try_take(), |ticket| self.submit_and_wait(ticket, sqe)),
+        };
+        if res == SANDBOX_REFUSAL && !self.sandbox_allows(sqe.opcode) {
+            // Relaxed: a count the host reads after a drain.
+            self.forbidden_requests.fetch_add(1, Ordering::Relaxed);
         }
-        self.with_taken(|| self.requests.try_take(), |ticket| self.submit_and_wait(ticket, sqe))
+        res
+    }
+
+    /// Whether the host's sandbox lets requests of `opcode` through ([`Context::allowed_ops`]).
+    #[inline]
+    pub fn sandbox_allows(&self, opcode: u8) -> bool {
+        let ops = self.allowed_ops.load(Ordering::Relaxed);
+        ops == u64::MAX || (opcode < 64 && ops & (1 << opcode) != 0)
     }
 
     /// [`Solo::try_call`] on this context's solo ring, counting the sandbox's refusals as

@@ -164,6 +164,11 @@ pub struct Stream {
     /// this index with `IOSQE_FIXED_FILE` instead of `fd` (the host's io_uring sandbox
     /// may refuse anything else). -1 from [`Stream::new`]; the host sets it.
     pub fixed_file: i32,
+    /// The log's index in the ring's registered buffers, or -1. When set, write SQEs are
+    /// `IORING_OP_WRITE_FIXED` from that buffer, which the kernel confines to the log's
+    /// bytes (the print-only sandbox refuses plain writes). -1 from [`Stream::new`]; the
+    /// host sets it.
+    pub fixed_log: i32,
     /// 1: positional (explicit offsets, many flights); 0: serial. Ignored while `append`
     /// is set.
     pub positional: u32,
@@ -242,6 +247,7 @@ impl Stream {
         Stream {
             fd,
             fixed_file: -1,
+            fixed_log: -1,
             positional: positional as u32,
             append: AtomicU32::new(0),
             base: AtomicU64::new(base),

@@ -168,6 +168,12 @@ pub const IORING_OP_NOP: u8 = 0;
 /// `IORING_OP_FSYNC`: fsync(2) of `fd` (fdatasync(2) with `IORING_FSYNC_DATASYNC` in
 /// `rw_flags`).
 pub const IORING_OP_FSYNC: u8 = 3;
+/// `IORING_OP_READ_FIXED`: as [`IORING_OP_READ`], into registered buffer `buf_index`;
+/// the kernel fails it with `EFAULT` unless `addr..addr + len` lies inside that buffer.
+pub const IORING_OP_READ_FIXED: u8 = 4;
+/// `IORING_OP_WRITE_FIXED`: as [`IORING_OP_WRITE`], from registered buffer `buf_index`;
+/// the kernel fails it with `EFAULT` unless `addr..addr + len` lies inside that buffer.
+pub const IORING_OP_WRITE_FIXED: u8 = 5;
 /// `IORING_OP_OPENAT`: openat(2) of the path at `addr`, relative to `fd`, with
 /// `open_flags` in `rw_flags` and the mode in `len`; completes with the new descriptor.
 pub const IORING_OP_OPENAT: u8 = 18;
@@ -195,6 +201,11 @@ pub const RWF_APPEND: u32 = 0x10;
 pub const IOSQE_ASYNC: u8 = 1 << 4;
 
 // `io_uring_register(2)` opcodes.
+/// `IORING_REGISTER_BUFFERS`: registers an array of `iovec`s, which `*_FIXED` requests
+/// name by index (`buf_index`).
+pub const IORING_REGISTER_BUFFERS: u32 = 0;
+/// `IORING_REGISTER_PROBE`: fills an `io_uring_probe` with the opcodes the kernel has.
+pub const IORING_REGISTER_PROBE: u32 = 8;
 /// `IORING_REGISTER_FILES`: registers an array of file descriptors, which SQEs with
 /// `IOSQE_FIXED_FILE` name by index (-1: an empty slot).
 pub const IORING_REGISTER_FILES: u32 = 2;

@@ -10,7 +10,8 @@ use gpuio_device::context::{MAX_RINGS, STREAMS};
 use crate::backend::cpu::Cpu;
 use crate::backend::{self, Backend};
 use crate::consumer::affinity;
-use crate::consumer::sandbox::{restrictions, Sandbox};
+use crate::consumer::sandbox::restrictions::{self, Logs};
+use crate::consumer::sandbox::Sandbox;
 use crate::consumer::submission::{self, Queue, Submission};
 use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES};
 use crate::consumer::waker::Waker;
@@ -44,6 +45,7 @@ pub struct Builder {
     stderr_fd: RawFd,
     sq_thread_idle_ms: u32,
     gpu_stack_bytes: usize,
+    cpu_stack_bytes: usize,
     sandbox: Sandbox,
     fixed_files: bool,
     submission: Option<Submission>,
@@ -80,6 +82,7 @@ impl Default for Builder {
             stderr_fd: 2,
             sq_thread_idle_ms: 50,
             gpu_stack_bytes: 8 << 10,
+            cpu_stack_bytes: crate::backend::cpu::DEFAULT_STACK_BYTES,
             sandbox: Sandbox::default(),
             fixed_files: true,
             submission: None,
@@ -238,6 +241,16 @@ impl Builder {
         self
     }
 
+    /// Stack of each CPU-backend kernel thread (default 256 KiB; at least 16 KiB). Each
+    /// GPU thread of a CPU launch is an OS thread: a launch of `n` threads reserves `n`
+    /// such stacks of address space (touched only as deep as the kernel goes) and about 4n
+    /// memory mappings, which `vm.max_map_count` bounds (a launch beyond it is refused
+    /// with [`Error::Config`]).
+    pub fn cpu_stack_bytes(mut self, n: usize) -> Self {
+        self.cpu_stack_bytes = n;
+        self
+    }
+
     /// Which io_uring requests the ring accepts (default [`Sandbox::PrintOnly`], what
     /// printing needs). The kernel refuses anything else with `EACCES`, without executing
     /// it, and [`Runtime::synchronize`] reports such refusals ([`Error::Refused`]). Where
@@ -363,6 +376,13 @@ impl Builder {
 
     /// Creates the runtime.
     pub fn build(self) -> Result<Runtime> {
+        if self.cpu_stack_bytes < crate::backend::cpu::MIN_STACK_BYTES {
+            return Err(Error::Config(format!(
+                "cpu_stack_bytes must be at least {} (16 KiB), not {}",
+                crate::backend::cpu::MIN_STACK_BYTES,
+                self.cpu_stack_bytes
+            )));
+        }
         let lockstep = match self.lockstep {
             Some(on) => on,
             None => Scheduling::lockstep_from_env()?.unwrap_or(false),
@@ -446,7 +466,7 @@ impl Builder {
             start_disabled: self.sandbox != Sandbox::Off,
         };
         let open = |cpus: &[Option<u32>]| submission::open_rings(cfg, cpus, self.submission, self.simulate_uring_errno);
-        let (mut queues, queue_notice) = match open(&sqpoll_cpus) {
+        let (queues, queue_notice) = match open(&sqpoll_cpus) {
             // A CPU chosen here that the kernel refuses: unbound instead (affinity.rs).
             Err(Error::Config(why)) if !named && why.contains("refused to bind SQPOLL") => {
                 sqpoll_cpus = vec![None; rings as usize];
@@ -458,7 +478,7 @@ impl Builder {
         // The solo ring: asked for (or refused) by the builder or `GPUIO_SOLO`, else on where
         // it can be made. One that cannot be made by default is done without, saying why.
         let mut solo_notice = None;
-        let mut solo = match self.solo.or(solo_from_env()?) {
+        let solo = match self.solo.or(solo_from_env()?) {
             Some(false) => None,
             Some(true) => Some(submission::open_solo(&queues[0], cfg)?),
             None => submission::open_solo(&queues[0], cfg)
@@ -474,50 +494,40 @@ impl Builder {
             sqpoll_cpus = vec![None; rings as usize];
             sqpoll_claim = Default::default();
         }
-        // Files, restrictions, then enable: before anything can submit. A host-thread ring
-        // takes the same fixed files; restrictions mean nothing to it (it runs only the
-        // operations it implements, each on the device's behalf).
+        // Files, logs, restrictions, then enable: before anything can submit (inside
+        // `Shared::new`, once the logs exist). The host-thread fallback takes the same
+        // registrations and restrictions as io_uring, and enforces them itself.
         let fds = [self.stdout_fd, self.stderr_fd];
-        let mut sandbox: Option<restrictions::Setup> = None;
-        for queue in queues.iter_mut().chain(solo.as_mut()) {
-            let setup = match queue {
-                Queue::Uring(uring) => restrictions::configure(uring, self.sandbox, self.fixed_files, fds)?,
-                Queue::Host(host) => {
-                    if self.fixed_files {
-                        host.register_files(&restrictions::file_slots(fds));
-                    }
-                    restrictions::Setup {
-                        policy: Sandbox::Off,
-                        fixed_files: self.fixed_files,
-                        notices: Vec::new(),
-                    }
-                }
-            };
-            sandbox = Some(match sandbox {
-                None => setup,
-                // Prints name fixed files on ring 0 only, so its registration decides
-                // `fixed_files`; the sandbox in force is the weakest any ring got.
-                Some(mut all) => {
-                    // A ring whose files did not register got the print-only restrictions
-                    // without `IOSQE_FIXED_FILE`: writes to any file pass there.
-                    if setup.policy != all.policy || setup.fixed_files != all.fixed_files {
-                        all.policy = Sandbox::Off;
-                    }
-                    for n in setup.notices {
-                        if !all.notices.contains(&n) {
-                            all.notices.push(n);
+        let (want, fixed_files) = (self.sandbox, self.fixed_files);
+        let configure = move |queues: Vec<&mut Queue>, logs: &[(u64, u64)]| -> Result<restrictions::Setup> {
+            let mut all: Option<restrictions::Setup> = None;
+            for queue in queues {
+                // Prints go through ring 0, the first: it holds the logs; the others are
+                // restricted as its registration came out.
+                let logs = match &all {
+                    None => Logs::Register(logs),
+                    Some(first) => Logs::AsRingZero(first.fixed_logs),
+                };
+                let setup = match queue {
+                    Queue::Uring(uring) => restrictions::configure(uring, want, fixed_files, fds, logs)?,
+                    Queue::Host(host) => restrictions::configure(host, want, fixed_files, fds, logs)?,
+                };
+                all = Some(match all {
+                    None => setup,
+                    // Prints name fixed files on ring 0 only, so its registration decides
+                    // `fixed_files`.
+                    Some(mut all) => {
+                        for n in setup.notices {
+                            if !all.notices.contains(&n) {
+                                all.notices.push(n);
+                            }
                         }
+                        all
                     }
-                    all
-                }
-            });
-        }
-        let sandbox = sandbox.expect("at least one ring");
-        if std::env::var_os("GPUIO_QUIET").is_none() {
-            for n in &sandbox.notices {
-                eprintln!("{n}");
+                });
             }
-        }
+            Ok(all.expect("at least one ring"))
+        };
         let backend = match &device {
             None => Backend::Cpu,
             Some(device) => {
@@ -531,11 +541,16 @@ impl Builder {
             arena_bytes: self.arena_bytes,
             arena_block_bytes: self.arena_block_bytes,
             fds: [self.stdout_fd, self.stderr_fd],
-            fixed_files: sandbox.fixed_files,
             // Only x86-64's stores are seen in order by every agent (`Solo::waiting_on_results`).
             solo_waits_on_results: cfg!(target_arch = "x86_64") && !self.solo_on_tail,
         };
-        let shared = Arc::new(Shared::new(queues, solo, &config, device.clone())?);
+        let (shared, sandbox) = Shared::new(queues, solo, &config, device.clone(), configure)?;
+        let shared = Arc::new(shared);
+        if std::env::var_os("GPUIO_QUIET").is_none() {
+            for n in &sandbox.notices {
+                eprintln!("{n}");
+            }
+        }
         let consumer = shared.clone();
         let waker = Waker::start(move || consumer.wake_if_needed()).map_err(|e| Error::Os {
             what: "starting the waker thread",
@@ -559,12 +574,13 @@ impl Builder {
             shared,
             waker,
             backend,
-            cpu: Cpu::default(),
+            cpu: Cpu::new(self.cpu_stack_bytes),
             hang,
             gpu,
             settled: Mutex::new([0; STREAMS]),
             sandbox: sandbox.policy,
             fixed_files: sandbox.fixed_files,
+            fixed_logs: sandbox.fixed_logs,
             lockstep,
             sqpoll_cpus,
             _sqpoll_claim: sqpoll_claim,

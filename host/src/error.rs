@@ -72,7 +72,13 @@ pub enum Error {
     /// moved for the hang timeout ([`Builder::hang_timeout`](crate::Builder::hang_timeout)).
     /// The kernels and their I/O may still be running: the runtime stays as it was, and a
     /// later `synchronize` waits for them again (and succeeds if they finish).
-    Hang(HangReport),
+    Hang(Box<HangReport>),
+    /// A call that waits for kernels, or starts one, was made from inside a CPU kernel
+    /// thread, where it would wait for itself.
+    InsideKernel {
+        /// The call, e.g. `Runtime::synchronize`.
+        call: &'static str,
+    },
     /// The kernel set `IORING_SQ_CQ_OVERFLOW`: completions did not fit the completion queue
     /// and wait in the kernel. The device keeps no more requests in flight than the CQ
     /// holds, so this is a gpuio bug.
@@ -106,6 +112,11 @@ impl fmt::Display for Error {
                 f,
                 "synchronize gave up (hang timeout): {r}; the kernels and their I/O may still be \
                  running, and a later synchronize waits for them again"
+            ),
+            Error::InsideKernel { call } => write!(
+                f,
+                "{call} was called from inside a CPU kernel thread, where it would wait for the \
+                 kernel it runs in: call it from a host thread"
             ),
             Error::CqOverflow { sq_flags } => write!(
                 f,
@@ -185,20 +196,33 @@ pub struct Refused {
 
 impl fmt::Display for Refused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let verb = if self.errno == libc::EACCES {
-            "refused"
+        let last = io::Error::from_raw_os_error(self.errno);
+        if self.errno == libc::EACCES {
+            write!(
+                f,
+                "the sandbox refused {} device request(s) without running them (last error: {last})",
+                self.requests
+            )?;
         } else {
-            "failed"
-        };
+            write!(
+                f,
+                "{} device request(s) that no print made failed (last error: {last})",
+                self.requests
+            )?;
+        }
         write!(
             f,
-            "the kernel {verb} {} device io_uring request(s), last error {} ({}); the sandbox is {:?}: it allows {}",
-            self.requests,
-            self.errno,
-            io::Error::from_raw_os_error(self.errno),
+            "; the sandbox is {:?}: it allows {}",
             self.sandbox,
-            self.sandbox.describe(self.fixed_files),
-        )
+            self.sandbox.describe(self.fixed_files)
+        )?;
+        if self.errno == libc::EACCES && self.sandbox == Sandbox::PrintOnly {
+            write!(
+                f,
+                "; for device file I/O, build the runtime with .sandbox(Sandbox::FileIo)"
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -322,6 +346,10 @@ pub struct HangReport {
     pub streams: Vec<StreamPositions>,
     /// CPU-backend kernel threads still running (boxed: it keeps [`Error`] small).
     pub running: Box<RunningThreads>,
+    /// The errno of the last failed wake-up of a ring's consumer (`io_uring_enter` with
+    /// `IORING_ENTER_SQ_WAKEUP`), if one failed: SQPOLL that sleeps and cannot be woken
+    /// stops consuming.
+    pub wake_error: Option<std::num::NonZeroI32>,
 }
 
 /// CPU-backend kernel threads still running.
@@ -438,6 +466,15 @@ impl fmt::Display for HangReport {
                 "the GPU: a GPU kernel is still running (gpuio_drain, which writes out what the \
                  kernels printed)"
             )?,
+        }
+        if let Some(e) = self.wake_error {
+            write!(
+                f,
+                "; waking the kernel's SQ thread failed ({}): it consumes nothing while it \
+                 sleeps (a seccomp filter on io_uring_enter? GPUIO_URING=off serves the ring \
+                 from a host thread)",
+                io::Error::from_raw_os_error(e.get())
+            )?;
         }
         let first = if self.other_rings.is_empty() { "ring" } else { "ring 0" };
         write_ring(f, first, &self.ring, self.tickets.as_ref())?;

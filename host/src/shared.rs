@@ -20,6 +20,7 @@ use gpuio_device::Context;
 
 use crate::backend::cuda::Peek;
 use crate::backend::Device;
+use crate::consumer::sandbox::restrictions::Setup;
 use crate::consumer::submission::{Look, Queue};
 use crate::error::{Error, Result};
 use crate::memory::{round_up, Mapping};
@@ -35,8 +36,6 @@ pub(crate) struct SharedConfig {
     pub(crate) arena_block_bytes: usize,
     /// stdout, stderr.
     pub(crate) fds: [RawFd; 2],
-    /// stdout and stderr are the ring's registered files 0 and 1.
-    pub(crate) fixed_files: bool,
     /// The solo ring's holder waits on each CQE's `res`, not on the CQ tail.
     pub(crate) solo_waits_on_results: bool,
 }
@@ -207,13 +206,17 @@ impl Shared {
 
     /// The shared memory over `queues` (1 to `MAX_RINGS`, all of one geometry) and the
     /// solo ring, if any.
+    /// `sandbox` registers the print outputs and the logs with the rings, restricts and
+    /// enables them (`restrictions::configure`): it runs once the logs exist and before
+    /// anything can submit, and what it set up comes back beside the memory.
     pub(crate) fn new(
-        queues: Vec<Queue>,
-        solo: Option<Queue>,
+        mut queues: Vec<Queue>,
+        mut solo: Option<Queue>,
         cfg: &SharedConfig,
         device: Option<Device>,
-    ) -> Result<Shared> {
-        let (log_bytes, fixed_files) = (cfg.log_bytes, cfg.fixed_files);
+        sandbox: impl FnOnce(Vec<&mut Queue>, &[(u64, u64)]) -> Result<Setup>,
+    ) -> Result<(Shared, Setup)> {
+        let log_bytes = cfg.log_bytes;
         assert!((1..=MAX_RINGS).contains(&queues.len()), "1 to {MAX_RINGS} rings");
         let p = *queues[0].params();
         // One configuration made them all: the layout and the slot count assume it.
@@ -229,6 +232,11 @@ impl Shared {
         // On GPU backends in huge pages: they are registered with the driver next.
         let map = if device.is_some() { Mapping::huge } else { Mapping::new };
         let logs = map(layout.logs_len).map_err(os("mmap of the print logs"))?;
+        let log_ranges: Vec<(u64, u64)> = (0..STREAMS)
+            .map(|i| (logs.as_ptr() as u64 + layout.bufs[i] as u64, log_bytes[i] as u64))
+            .collect();
+        let setup = sandbox(queues.iter_mut().chain(solo.as_mut()).collect(), &log_ranges)?;
+        let fixed_files = setup.fixed_files;
         let arena = map(cfg.arena_bytes).map_err(os("mmap of the file-I/O arena"))?;
         // The state region's address as the agents that run the protocol see it, the host
         // memory the Context is first written to, and the addresses at which those agents
@@ -338,6 +346,10 @@ impl Shared {
                 if fixed_files {
                     s.fixed_file = i as i32;
                 }
+                if setup.fixed_logs {
+                    // Ring 0's registered buffer `i` (`log_ranges`).
+                    s.fixed_log = i as i32;
+                }
                 s
             });
             let word = |i: usize| state_base.add(layout.request_words[i]);
@@ -366,6 +378,8 @@ impl Shared {
                 requests,
                 arena,
                 denied_requests: AtomicU32::new(0),
+                allowed_ops: AtomicU64::new(setup.policy.allowed_ops(setup.fixed_logs)),
+                forbidden_requests: AtomicU32::new(0),
                 solo: match &solo {
                     None => Solo::unused(),
                     Some((q, stage)) => {
@@ -421,7 +435,7 @@ impl Shared {
             // On failure, dropping `shared` unmaps and frees.
             device.copy_to_device(*dptr, bytes)?;
         }
-        Ok(shared)
+        Ok((shared, setup))
     }
 
     /// The context, for the CPU backend (None when it lives on a GPU).

@@ -164,7 +164,7 @@ pub(crate) fn wait(
         let stalled = since.elapsed();
         match policy.timeout {
             Some(limit) if stalled >= limit => {
-                return Err(Error::Hang(detail(HangReport { stalled, ..now })));
+                return Err(Error::Hang(Box::new(detail(HangReport { stalled, ..now }))));
             }
             Some(_) => {}
             None if stalled >= next_warning => {
@@ -203,6 +203,7 @@ mod tests {
             solo: None,
             streams: Vec::new(),
             running: Box::default(),
+            wake_error: None,
         }
     }
 

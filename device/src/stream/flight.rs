@@ -11,7 +11,9 @@ const NEWLINE_SCAN: u64 = 4096;
 use crate::errno::Errno;
 use crate::ring::Ring;
 use crate::sync::{fence, read_cells, AtomicU32, AtomicU64, Ordering};
-use crate::uapi::{Sqe, IORING_OP_WRITE, IOSQE_FIXED_FILE, IOSQE_IO_DRAIN, OFF_CURRENT_POSITION, RWF_APPEND};
+use crate::uapi::{
+    Sqe, IORING_OP_WRITE, IORING_OP_WRITE_FIXED, IOSQE_FIXED_FILE, IOSQE_IO_DRAIN, OFF_CURRENT_POSITION, RWF_APPEND,
+};
 use crate::user_data;
 use crate::wait::until;
 
@@ -305,10 +307,18 @@ impl Stream {
         if rw_flags == RWF_APPEND && self.flight_tail.load(Ordering::Acquire) != seq {
             flags |= IOSQE_IO_DRAIN;
         }
+        // A registered log is named by its index too: the kernel then refuses any address
+        // outside it.
+        let (opcode, buf_index) = if self.fixed_log >= 0 {
+            (IORING_OP_WRITE_FIXED, self.fixed_log as u16)
+        } else {
+            (IORING_OP_WRITE, 0)
+        };
         let sqe = Sqe {
-            opcode: IORING_OP_WRITE,
+            opcode,
             flags,
             fd,
+            buf_index,
             off,
             // The cell's offset from `buf` in bytes (a cell is a byte, except under loom,
             // whose model cells are larger), moved to where the kernel sees the log.

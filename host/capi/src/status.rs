@@ -104,6 +104,7 @@ pub(crate) fn status_of(e: &Error) -> gpuio_status {
         Error::Refused(_) => GPUIO_ERROR_KERNEL,
         Error::Hang(_) => GPUIO_ERROR_HANG,
         // Completions overflowed the CQ: the device broke its own credit rule, a gpuio bug.
+        Error::InsideKernel { .. } => GPUIO_ERROR_WRONG_CONTEXT,
         Error::CqOverflow { .. } => GPUIO_ERROR_INTERNAL,
         // cuModuleGetFunction / cuModuleGetGlobal on a missing name.
         Error::Cuda(m) if m.contains("CUDA_ERROR_NOT_FOUND") => GPUIO_ERROR_NOT_FOUND,
@@ -212,9 +213,16 @@ mod tests {
             solo: None,
             streams: Vec::new(),
             running: Box::default(),
+            wake_error: None,
         };
-        assert_eq!(status_of(&Error::Hang(hang)), GPUIO_ERROR_HANG);
+        assert_eq!(status_of(&Error::Hang(Box::new(hang))), GPUIO_ERROR_HANG);
         assert_eq!(status_of(&Error::CqOverflow { sq_flags: 2 }), GPUIO_ERROR_INTERNAL);
+        assert_eq!(
+            status_of(&Error::InsideKernel {
+                call: "Runtime::launch"
+            }),
+            GPUIO_ERROR_WRONG_CONTEXT
+        );
         let f = Failure::new(GPUIO_ERROR_OS, "a\0b");
         assert_eq!(call(|| Err(f)), GPUIO_ERROR_OS);
         assert_eq!(last(), "a\\0b", "interior NULs cannot cut the message short");

@@ -94,10 +94,49 @@ impl Drop for Running {
     }
 }
 
+/// A kernel thread's stack unless the builder says otherwise: `core::fmt` and the print
+/// path need a few KiB; user kernels may recurse.
+pub(crate) const DEFAULT_STACK_BYTES: usize = 256 << 10;
+/// The least stack a kernel thread is given.
+pub(crate) const MIN_STACK_BYTES: usize = 16 << 10;
+/// Memory mappings each thread costs: its stack and guard page, and the alternate signal
+/// stack and guard page std sets up for it (4.15 per thread measured on Linux 6.18).
+const MAPS_PER_THREAD: u64 = 5;
+/// Mappings left to the rest of the process (allocator arenas, libraries, the runtime's
+/// own memory) beyond a launch's threads.
+const MAPS_SPARE: u64 = 2048;
+
+/// Refuses a launch of `n` more threads that would run the process out of memory
+/// mappings: past `vm.max_map_count`, std cannot set up a new thread's signal stack and
+/// aborts the whole process. Where the limits cannot be read, lets the launch try.
+fn check_map_count(n: u64) -> Result<()> {
+    let read = |path| std::fs::read_to_string(path).ok();
+    let Some(max) = read("/proc/sys/vm/max_map_count").and_then(|s| s.trim().parse::<u64>().ok()) else {
+        return Ok(());
+    };
+    let Some(used) = read("/proc/self/maps").map(|s| s.lines().count() as u64) else {
+        return Ok(());
+    };
+    let need = n * MAPS_PER_THREAD + MAPS_SPARE;
+    if used + need <= max {
+        return Ok(());
+    }
+    let fits = max.saturating_sub(used + MAPS_SPARE) / MAPS_PER_THREAD;
+    Err(Error::Config(format!(
+        "a CPU launch of {n} threads needs about {need} memory mappings (an OS thread per GPU \
+         thread: its stack and signal stack, each with a guard page), and this process has \
+         {} of vm.max_map_count's {max} left, enough for about {fits} threads: launch fewer \
+         threads (loop inside each), or raise the limit (sysctl vm.max_map_count)",
+        max.saturating_sub(used)
+    )))
+}
+
 /// The CPU backend's launches: their threads, those still running, and failures not yet
 /// reported.
 #[derive(Default)]
 pub(crate) struct Cpu {
+    /// Each kernel thread's stack ([`crate::Builder::cpu_stack_bytes`]).
+    stack_bytes: usize,
     kernels: Mutex<Kernels>,
     /// Running kernel threads.
     exits: Arc<Exits>,
@@ -107,6 +146,13 @@ pub(crate) struct Cpu {
 }
 
 impl Cpu {
+    pub(crate) fn new(stack_bytes: usize) -> Cpu {
+        Cpu {
+            stack_bytes,
+            ..Cpu::default()
+        }
+    }
+
     /// Runs `kernel` on `grid * block` new threads, with the context of `shared`.
     /// `start(first)` runs first, under the launch lock (`first`: no launch is pending);
     /// if a thread cannot be spawned, `on_spawn_failure` runs (without the lock) before the
@@ -124,6 +170,7 @@ impl Cpu {
         F: Fn() + Send + Sync + 'static,
     {
         let n = grid as u64 * block as u64;
+        check_map_count(n)?;
         let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
         start(kernels.launches == 0)?;
         kernels.launches += 1;
@@ -138,7 +185,7 @@ impl Cpu {
             };
             let (shared, kernel) = (shared.clone(), kernel.clone());
             let running = Running::new(&self.exits, (ids.block_idx, ids.thread_idx));
-            let spawned = std::thread::Builder::new().stack_size(256 << 10).spawn(move || {
+            let spawned = std::thread::Builder::new().stack_size(self.stack_bytes).spawn(move || {
                 // Dropped last: the thread counts as running until the kernel is done.
                 let _running = running;
                 let ctx = shared.host_context().expect("CPU backend");
@@ -158,7 +205,8 @@ impl Cpu {
                     drop(kernels);
                     on_spawn_failure();
                     return Err(Error::Os {
-                        what: "spawning a kernel thread",
+                        what: "spawning a kernel thread (the process's thread limits, ulimit -u \
+                               and kernel.threads-max, bound a CPU launch: launch fewer threads)",
                         source: e,
                     });
                 }

@@ -159,6 +159,15 @@ impl Queue {
         }
     }
 
+    /// The errno of the last failed wake-up of the consumer (io_uring's SQPOLL; the
+    /// fallback's thread is unparked, which cannot fail).
+    pub(crate) fn wake_error(&self) -> Option<std::num::NonZeroI32> {
+        match self {
+            Queue::Uring(u) => u.wake_error(),
+            Queue::Host(_) => None,
+        }
+    }
+
     /// [`Submission::IoUring`] or [`Submission::HostThread`].
     pub(crate) fn submission(&self) -> Submission {
         match self {
@@ -187,11 +196,28 @@ pub(crate) fn open(
             simulated(diagnose_setup(io::Error::from_raw_os_error(errno), None)),
             Some(errno),
         ))),
-        None => Uring::new(cfg).map_err(|e| {
-            // Only setup failures can mean "unavailable"; ask the kernel once more, plainly.
-            let errno = matches!(e, Error::UringUnavailable(_)).then(probe).flatten();
-            Box::new((e, errno))
-        }),
+        None => Uring::new(cfg)
+            .map_err(|e| {
+                // Only setup failures can mean "unavailable"; ask the kernel once more, plainly.
+                let errno = matches!(e, Error::UringUnavailable(_)).then(probe).flatten();
+                Box::new((e, errno))
+            })
+            .and_then(|u| match u.check_calls() {
+                Ok(()) => Ok(u),
+                // Set up, but not usable: as unavailable as a failed setup.
+                Err((call, e)) => Err(Box::new((
+                    Error::UringUnavailable(format!(
+                        "{call} is refused ({e}), as a seccomp filter that allows io_uring_setup \
+                         but not {call} does; without it {}",
+                        if call == "io_uring_enter" {
+                            "the kernel's SQ thread could not be woken once it sleeps"
+                        } else {
+                            "the ring's files, logs and sandbox could not be set"
+                        }
+                    )),
+                    e.raw_os_error(),
+                ))),
+            }),
     };
     match requested {
         Submission::IoUring => uring().map(|u| (Queue::Uring(u), None)).map_err(|b| b.0),
@@ -261,7 +287,7 @@ pub(crate) fn open_solo(first: &Queue, cfg: UringConfig) -> Result<Queue> {
 
 /// Whether an `io_uring_setup` errno means io_uring is unavailable to this process.
 fn unavailable(errno: i32) -> bool {
-    errno == libc::ENOSYS || errno == libc::EPERM
+    errno == libc::ENOSYS || errno == libc::EPERM || errno == libc::EACCES
 }
 
 fn simulated(e: Error) -> Error {

@@ -30,6 +30,9 @@ pub struct Uring {
     /// Created with `IORING_SETUP_R_DISABLED` and not enabled yet: SQPOLL consumes nothing
     /// until [`Uring::enable`] (see `crate::sandbox`).
     pub disabled: bool,
+    /// The errno of the last wake-up of SQPOLL that failed (0: none did). A hang report
+    /// names it: output stops when SQPOLL sleeps and cannot be woken.
+    wake_errno: std::sync::atomic::AtomicI32,
 }
 
 /// Ring configuration.
@@ -189,6 +192,7 @@ impl Uring {
             sqes,
             rings,
             disabled,
+            wake_errno: std::sync::atomic::AtomicI32::new(0),
         })
     }
 
@@ -217,6 +221,33 @@ impl Uring {
         Ok(())
     }
 
+    /// Checks that this process may make the two calls the runtime needs after setup:
+    /// `io_uring_enter` (to wake SQPOLL when it sleeps) and `io_uring_register` (files,
+    /// logs, restrictions). A seccomp filter can block either alone; without the first,
+    /// output would stop the first time SQPOLL went to sleep, without the second the
+    /// sandbox could not be set. Returns the blocked call and its error.
+    pub fn check_calls(&self) -> std::result::Result<(), (&'static str, io::Error)> {
+        // No submissions, no flags: a call that does nothing (a disabled ring answers
+        // EBADFD, which still shows the call reached io_uring).
+        // SAFETY: io_uring_enter with no arguments touches no memory.
+        let r = unsafe { libc::syscall(libc::SYS_io_uring_enter, self.fd(), 0u32, 0u32, 0u32, 0usize, 0usize) };
+        let err = io::Error::last_os_error();
+        if r < 0 && matches!(err.raw_os_error(), Some(libc::EPERM | libc::ENOSYS | libc::EACCES)) {
+            return Err(("io_uring_enter", err));
+        }
+        // IORING_REGISTER_PROBE into a zeroed header with room for no opcodes: reads nothing
+        // but the header, changes nothing.
+        let probe = [0u8; 16];
+        // SAFETY: REGISTER_PROBE reads and writes `size_of(io_uring_probe) + nr * 8` bytes
+        // at `arg`: 16 bytes for nr 0.
+        match unsafe { self.register(IORING_REGISTER_PROBE, probe.as_ptr().cast(), 0) } {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOSYS | libc::EACCES)) => {
+                Err(("io_uring_register", e))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The ring's file descriptor.
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
@@ -228,10 +259,11 @@ impl Uring {
         unsafe { self.rings.as_ptr().add(off as usize) as *mut u32 }
     }
 
-    /// Wakes the SQPOLL thread (`IORING_ENTER_SQ_WAKEUP`).
+    /// Wakes the SQPOLL thread (`IORING_ENTER_SQ_WAKEUP`). A failure is kept for the hang
+    /// report ([`Uring::wake_error`]).
     pub fn wake_sqpoll(&self) {
         // SAFETY: io_uring_enter with no submissions and no arguments touches no memory.
-        unsafe {
+        let r = unsafe {
             libc::syscall(
                 libc::SYS_io_uring_enter,
                 self.fd(),
@@ -242,6 +274,16 @@ impl Uring {
                 0usize,
             )
         };
+        if r < 0 {
+            let errno = io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+            // Relaxed: a diagnostic, read by the hang report.
+            self.wake_errno.store(errno, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The errno of the last failed wake-up of SQPOLL, if one failed.
+    pub fn wake_error(&self) -> Option<std::num::NonZeroI32> {
+        std::num::NonZeroI32::new(self.wake_errno.load(std::sync::atomic::Ordering::Relaxed))
     }
 }
 

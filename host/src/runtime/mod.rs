@@ -42,11 +42,16 @@ pub struct Stats {
     /// Requests the kernel refused or failed that no print made, not yet reported by
     /// [`Runtime::synchronize`] (see [`Error::Refused`]).
     pub refused_requests: u32,
-    /// The io_uring sandbox in force: the one asked for, or `Off` where the kernel could
-    /// not restrict the ring.
+    /// The sandbox in force: the one asked for (a sandbox that cannot be enforced is an
+    /// error at build, never a silent `Off`), on io_uring and the host-thread fallback alike.
     pub sandbox: Sandbox,
     /// Whether prints write to registered files (`IOSQE_FIXED_FILE`).
     pub fixed_files: bool,
+    /// Whether prints write from the print logs registered as the ring's buffers
+    /// (`IORING_OP_WRITE_FIXED`), so that under a sandbox the kernel refuses a device write
+    /// from any other address. Off under [`Sandbox::Off`], and where the locked-memory limit
+    /// refused the registration (said on stderr at build).
+    pub fixed_logs: bool,
     /// Bytes device file I/O moved through the arena (buffers in device memory).
     pub staged_bytes: u64,
     /// Bytes device file I/O moved directly to or from host buffers.
@@ -114,6 +119,8 @@ pub struct Runtime {
     pub(crate) sandbox: Sandbox,
     /// Whether prints write to registered files.
     pub(crate) fixed_files: bool,
+    /// Whether prints write from registered logs.
+    pub(crate) fixed_logs: bool,
     /// Whether lockstep scheduling was asked for (CUDA: which PTX to load).
     pub(crate) lockstep: bool,
     /// The CPU each ring's SQPOLL thread is bound to (`None`: unbound).
@@ -193,6 +200,7 @@ impl Runtime {
             refused_requests,
             sandbox: self.sandbox,
             fixed_files: self.fixed_files,
+            fixed_logs: self.fixed_logs,
             staged_bytes,
             direct_bytes,
             solo: self.shared.solo.is_some(),
@@ -213,6 +221,7 @@ impl Runtime {
                 reason: "closures run only on the CPU backend; load a module and launch it".into(),
             });
         }
+        outside_kernels("Runtime::launch")?;
         let n = grid as u64 * block as u64;
         if n == 0 || n > 1 << 16 {
             return Err(Error::Config(format!(
@@ -275,6 +284,17 @@ impl Runtime {
     /// that gave up: they, or their I/O, may still run).
     pub(crate) fn kernels_pending(&self) -> bool {
         self.cpu.pending() || self.gpu.as_ref().is_some_and(|g| g.launched.load(Ordering::Acquire))
+    }
+}
+
+/// Refuses a call from inside a CPU kernel thread ([`Error::InsideKernel`]): there,
+/// waiting for kernels waits for the caller itself, and a launch would be waited for by
+/// a synchronize that the caller's own kernel holds up.
+pub(crate) fn outside_kernels(call: &'static str) -> Result<()> {
+    if gpuio_device::context::current().is_null() {
+        Ok(())
+    } else {
+        Err(Error::InsideKernel { call })
     }
 }
 

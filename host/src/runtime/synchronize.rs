@@ -49,6 +49,7 @@ impl Runtime {
     /// the kernels stay launched, and the next call waits for them again. Without a
     /// timeout it waits for as long as it takes, saying so on stderr after 30 s.
     pub fn synchronize(&self) -> Result<()> {
+        super::outside_kernels("Runtime::synchronize")?;
         if let Some(gpu) = &self.gpu {
             gpu.usable()?;
         }
@@ -320,6 +321,12 @@ impl Runtime {
                 count: self.cpu.running(),
                 first: self.cpu.running_ids(HangReport::NAMED_THREADS),
             }),
+            wake_error: self
+                .shared
+                .queues
+                .iter()
+                .chain(self.shared.solo.as_ref().map(|(q, _)| q))
+                .find_map(|q| q.wake_error()),
         }
     }
 
@@ -402,20 +409,25 @@ impl Runtime {
     }
 
     /// Requests refused since the last report (and resets their count): requests no stream
-    /// or device call made, and, under [`Sandbox::PrintOnly`], device file-I/O requests
-    /// (the kernel refuses every one of them; the device caller got `EACCES` too).
+    /// or device call made, and the sandbox's refusals of device requests: under
+    /// [`Sandbox::PrintOnly`] every file-I/O request, under any policy a request whose
+    /// opcode it forbids (the device caller got `EACCES` too).
     fn take_refused(&self) -> Result<Option<Refused>> {
-        let (mut requests, mut errno, denied) = self.shared.with_context(|ctx| {
+        let (mut requests, mut errno, denied, forbidden) = self.shared.with_context(|ctx| {
             (
                 ctx.refused_requests.load(Ordering::Acquire),
                 ctx.refused_errno.load(Ordering::Acquire),
                 ctx.denied_requests.load(Ordering::Acquire),
+                ctx.forbidden_requests.load(Ordering::Acquire),
             )
         })?;
         if denied != 0 {
             self.shared.store(|c| &c.denied_requests, 0)?;
-            (requests, errno) = sandbox::merge_denied(self.sandbox, requests, errno, denied);
         }
+        if forbidden != 0 {
+            self.shared.store(|c| &c.forbidden_requests, 0)?;
+        }
+        (requests, errno) = sandbox::merge_denied(self.sandbox, requests, errno, denied, forbidden);
         if requests == 0 {
             return Ok(None);
         }

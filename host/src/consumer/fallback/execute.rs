@@ -24,17 +24,112 @@ fn retry(mut call: impl FnMut() -> isize) -> i32 {
     }
 }
 
-/// Performs one request with ordinary syscalls; returns the CQE's `res`.
+/// What the ring's owner registered, as `io_uring_register(2)` would: fixed files, fixed
+/// buffers, and the restrictions (see the module docs).
+#[derive(Debug, Default)]
+pub(super) struct Registered {
+    /// `IOSQE_FIXED_FILE` index -> fd.
+    pub(super) files: Vec<RawFd>,
+    /// `buf_index` -> (address, length).
+    pub(super) buffers: Vec<(u64, u64)>,
+    /// The restrictions, where any were registered: the opcodes allowed, and the SQE flags
+    /// allowed and required.
+    pub(super) restrictions: Option<Restricted>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        close_files(&self.files);
+    }
+}
+
+/// Closes a file table's descriptors (the ring's own duplicates) and its empty slots' -1s
+/// not at all.
+pub(super) fn close_files(files: &[RawFd]) {
+    for &fd in files.iter().filter(|&&fd| fd >= 0) {
+        // SAFETY: the ring's own duplicates (`HostRing::register_files`), each closed once:
+        // by the table that replaces it, or as the table drops.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// `IORING_REGISTER_RESTRICTIONS`, as the kernel keeps them.
+#[derive(Debug, Default)]
+pub(super) struct Restricted {
+    /// Bit `op` for each allowed opcode.
+    pub(super) ops: [u64; 4],
+    pub(super) flags_allowed: u8,
+    pub(super) flags_required: u8,
+}
+
+impl Restricted {
+    /// The kernel's reading of a restriction array (`io_register_restrictions`): SQE opcode
+    /// and flag entries; register opcodes mean nothing here (the fallback has no
+    /// `io_uring_register`).
+    pub(super) fn new(r: &[Restriction]) -> std::io::Result<Restricted> {
+        let mut out = Restricted::default();
+        for e in r {
+            match e.opcode {
+                IORING_RESTRICTION_SQE_OP => out.ops[e.arg as usize / 64] |= 1 << (e.arg % 64),
+                IORING_RESTRICTION_SQE_FLAGS_ALLOWED => out.flags_allowed = e.arg,
+                IORING_RESTRICTION_SQE_FLAGS_REQUIRED => out.flags_required = e.arg,
+                IORING_RESTRICTION_REGISTER_OP => {}
+                _ => return Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether the kernel would let `sqe` through (`io_check_restriction`): its opcode
+    /// allowed, every required flag set, and no flag neither allowed nor required.
+    pub(super) fn permits(&self, sqe: &Sqe) -> bool {
+        self.ops[sqe.opcode as usize / 64] & (1 << (sqe.opcode % 64)) != 0
+            && sqe.flags & self.flags_required == self.flags_required
+            && sqe.flags & !(self.flags_allowed | self.flags_required) == 0
+    }
+}
+
+/// Performs one request with ordinary syscalls; returns the CQE's `res`. A request the
+/// restrictions forbid completes with `-EACCES` without being performed, as through
+/// io_uring.
 ///
 /// Addresses in the SQE are used as the kernel would use them: the syscalls read and write
-/// them (a bad one gives `-EFAULT`); Rust code never dereferences them.
-pub(super) fn execute(sqe: &Sqe, files: &RwLock<Vec<RawFd>>) -> i32 {
+/// them (a bad one gives `-EFAULT`); Rust code never dereferences them. A `*_FIXED`
+/// request's range must lie inside its registered buffer (`-EFAULT` otherwise, as the
+/// kernel's `io_import_fixed`).
+pub(super) fn execute(sqe: &Sqe, registered: &RwLock<Registered>) -> i32 {
+    let registered = registered.read().unwrap_or_else(|e| e.into_inner());
+    if registered.restrictions.as_ref().is_some_and(|r| !r.permits(sqe)) {
+        return -libc::EACCES;
+    }
     if sqe.flags & !(IOSQE_FIXED_FILE | IOSQE_IO_DRAIN | IOSQE_ASYNC) != 0 {
         return -libc::EINVAL;
     }
+    // A fixed-buffer transfer is a plain one once its range is checked.
+    let mut sqe = *sqe;
+    if matches!(sqe.opcode, IORING_OP_READ_FIXED | IORING_OP_WRITE_FIXED) {
+        let inside = registered
+            .buffers
+            .get(sqe.buf_index as usize)
+            .is_some_and(|&(base, len)| {
+                sqe.addr >= base
+                    && sqe
+                        .addr
+                        .checked_add(sqe.len as u64)
+                        .is_some_and(|end| end <= base + len)
+            });
+        if !inside {
+            return -libc::EFAULT;
+        }
+        sqe.opcode = if sqe.opcode == IORING_OP_READ_FIXED {
+            IORING_OP_READ
+        } else {
+            IORING_OP_WRITE
+        };
+    }
+    let files = &registered.files;
     let fixed = sqe.flags & IOSQE_FIXED_FILE != 0;
     let fd = if fixed {
-        let files = files.read().unwrap_or_else(|e| e.into_inner());
         match usize::try_from(sqe.fd).ok().and_then(|i| files.get(i)) {
             Some(&fd) => fd,
             None => return -libc::EBADF,
@@ -62,12 +157,23 @@ pub(super) fn execute(sqe: &Sqe, files: &RwLock<Vec<RawFd>>) -> i32 {
         IORING_OP_WRITE | IORING_OP_READ if sqe.rw_flags != 0 => -libc::EOPNOTSUPP,
         // SAFETY: write(2) reads `len` bytes at `buf`, which the submitter keeps alive.
         IORING_OP_WRITE if current => retry(|| unsafe { libc::write(fd, buf as *const _, len) }),
-        // SAFETY: pwrite(2), as write(2) above.
-        IORING_OP_WRITE => retry(|| unsafe { libc::pwrite(fd, buf as *const _, len, sqe.off as libc::off_t) }),
+        // SAFETY: pwrite(2), as write(2) above. A file without offsets (a pipe, a socket, a
+        // terminal) is written as io_uring writes it: at its current position, ignoring
+        // `off` (pwrite(2) would refuse it with ESPIPE).
+        IORING_OP_WRITE => match retry(|| unsafe { libc::pwrite(fd, buf as *const _, len, sqe.off as libc::off_t) }) {
+            // SAFETY: as write(2) above.
+            r if r == -libc::ESPIPE => retry(|| unsafe { libc::write(fd, buf as *const _, len) }),
+            r => r,
+        },
         // SAFETY: read(2) writes up to `len` bytes at `buf`, the submitter's buffer for it.
         IORING_OP_READ if current => retry(|| unsafe { libc::read(fd, buf as *mut _, len) }),
-        // SAFETY: pread(2), as read(2) above.
-        IORING_OP_READ => retry(|| unsafe { libc::pread(fd, buf as *mut _, len, sqe.off as libc::off_t) }),
+        // SAFETY: pread(2), as read(2) above; a file without offsets is read as io_uring
+        // reads it, as pwrite above.
+        IORING_OP_READ => match retry(|| unsafe { libc::pread(fd, buf as *mut _, len, sqe.off as libc::off_t) }) {
+            // SAFETY: as read(2) above.
+            r if r == -libc::ESPIPE => retry(|| unsafe { libc::read(fd, buf as *mut _, len) }),
+            r => r,
+        },
         // Opening into, or closing, a fixed-file slot is not supported (-EBADF, as for
         // a direct descriptor the kernel cannot find).
         IORING_OP_OPENAT | IORING_OP_CLOSE if fixed => -libc::EBADF,

@@ -20,15 +20,24 @@
 //! this thread exactly as for the kernel.
 //!
 //! Operations: `IORING_OP_WRITE`/`READ` (`off == -1`: the current file position, `write`/
-//! `read`; otherwise `pwrite`/`pread`; a write with `RWF_APPEND`, the only `rw_flags` taken:
-//! `pwritev2`), `OPENAT`, `CLOSE`, `FSYNC` (`IORING_FSYNC_DATASYNC`:
-//! `fdatasync`) and `NOP`. Results are what the kernel would put in the CQE: the syscall's
-//! return value, or `-errno`; short reads and writes are returned as they are (the device
-//! resubmits the rest). Unknown opcodes, and SQE flags other than `IOSQE_FIXED_FILE`,
-//! `IOSQE_IO_DRAIN` and `IOSQE_ASYNC` (requests run one at a time, in SQ order, so drain
-//! and async hold trivially), complete with `-EINVAL`. `IOSQE_FIXED_FILE` looks the fd up
-//! in a table set with [`HostRing::register_files`] (`-EBADF` when it is not there).
+//! `read`; otherwise `pwrite`/`pread`, or `write`/`read` on a file without offsets, a pipe
+//! or a terminal, as io_uring does; a write with `RWF_APPEND`, the only `rw_flags` taken:
+//! `pwritev2`), `WRITE_FIXED`/`READ_FIXED` (the same, once the range is found inside the
+//! registered buffer `buf_index`, `-EFAULT` otherwise), `OPENAT`, `CLOSE`, `FSYNC`
+//! (`IORING_FSYNC_DATASYNC`: `fdatasync`) and `NOP`. Results are what the kernel would put
+//! in the CQE: the syscall's return value, or `-errno`; short reads and writes are returned
+//! as they are (the device resubmits the rest). Unknown opcodes, and SQE flags other than
+//! `IOSQE_FIXED_FILE`, `IOSQE_IO_DRAIN` and `IOSQE_ASYNC` (requests run one at a time, in
+//! SQ order, so drain and async hold trivially), complete with `-EINVAL`.
 //!
+//! **Registration, as `io_uring_register(2)`.** `IOSQE_FIXED_FILE` looks the fd up in a
+//! table set with [`HostRing::register_files`] (`-EBADF` when it is not there); buffers
+//! come from [`HostRing::register_buffers`]. A ring created disabled consumes nothing until
+//! [`HostRing::enable`]; before that, [`HostRing::register_restrictions`] takes the same
+//! restriction array the kernel takes, and from then on a request whose opcode or flags
+//! it forbids completes with `-EACCES` without being performed, exactly as through
+//! io_uring: the sandbox holds on both paths.
+
 //! **The CQ never overflows.** The device keeps requests in flight within the CQ's size
 //! (invariant 4), so there is always a free CQE slot. Should there not be, the thread does
 //! not consume the next SQE until the reaper frees one (it counts those waits): nothing is
@@ -62,7 +71,7 @@ use crate::consumer::submission::Look;
 use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES, MAX_SQ_ENTRIES};
 use crate::error::{Error, Result};
 use crate::memory::{page_size, round_up, Mapping};
-use execute::execute;
+use execute::{execute, Registered, Restricted};
 
 mod execute;
 #[cfg(test)]
@@ -112,8 +121,11 @@ struct State {
     completed: AtomicU64,
     /// Times the CQ was full when an SQE waited (the device broke invariant 4).
     cq_full: AtomicU64,
-    /// `IOSQE_FIXED_FILE` index -> fd.
-    files: RwLock<Vec<RawFd>>,
+    /// Files, buffers and restrictions, as registered.
+    registered: RwLock<Registered>,
+    /// The thread consumes SQEs (a ring created disabled does not until enabled, as
+    /// `IORING_SETUP_R_DISABLED`).
+    enabled: AtomicBool,
 }
 
 /// The ring's memory, as the thread sees it.
@@ -202,7 +214,8 @@ impl HostRing {
             sleeping: AtomicBool::new(false),
             completed: AtomicU64::new(0),
             cq_full: AtomicU64::new(0),
-            files: RwLock::new(Vec::new()),
+            registered: RwLock::new(Registered::default()),
+            enabled: AtomicBool::new(!cfg.start_disabled),
         });
         let st = state.clone();
         // The spawn happens-before the thread's first access to the words stored above.
@@ -250,10 +263,61 @@ impl HostRing {
         Look { tail, waiting, woke }
     }
 
-    /// Sets the fds that SQEs with `IOSQE_FIXED_FILE` name by index, like
-    /// `IORING_REGISTER_FILES`. Takes effect for SQEs consumed after the call.
+    /// Sets the files that SQEs with `IOSQE_FIXED_FILE` name by index, like
+    /// `IORING_REGISTER_FILES`: the ring keeps its own reference to each (a duplicate), so a
+    /// later `close` or `dup2` onto the number does not change which file a slot names; -1
+    /// (or a closed fd) is an empty slot. Takes effect for SQEs consumed after the call.
     pub fn register_files(&self, fds: &[RawFd]) {
-        *self.state.files.write().unwrap_or_else(|e| e.into_inner()) = fds.to_vec();
+        let dups = fds
+            .iter()
+            .map(|&fd| match fd {
+                // SAFETY: F_DUPFD_CLOEXEC only creates a new descriptor (or fails: -1).
+                0.. => unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) },
+                _ => -1,
+            })
+            .collect();
+        let old = std::mem::replace(&mut self.registered().files, dups);
+        execute::close_files(&old);
+    }
+
+    fn registered(&self) -> std::sync::RwLockWriteGuard<'_, Registered> {
+        self.state.registered.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the ring was created disabled and is not enabled yet.
+    pub fn is_disabled(&self) -> bool {
+        !self.state.enabled.load(Ordering::Acquire)
+    }
+
+    /// Sets the buffers that `*_FIXED` requests name by index, like
+    /// `IORING_REGISTER_BUFFERS`: (address, length) pairs.
+    pub fn register_buffers(&self, bufs: &[(u64, u64)]) {
+        self.registered().buffers = bufs.to_vec();
+    }
+
+    /// Restricts the SQEs the thread performs, like `IORING_REGISTER_RESTRICTIONS`: only on
+    /// a ring created disabled (`EBADFD` otherwise), once (`EBUSY`).
+    pub fn register_restrictions(&self, r: &[Restriction]) -> std::io::Result<()> {
+        let err = |e| Err(std::io::Error::from_raw_os_error(e));
+        if !self.is_disabled() {
+            return err(libc::EBADFD);
+        }
+        let mut reg = self.registered();
+        if reg.restrictions.is_some() {
+            return err(libc::EBUSY);
+        }
+        reg.restrictions = Some(Restricted::new(r)?);
+        Ok(())
+    }
+
+    /// Lets the thread consume SQEs, like `IORING_REGISTER_ENABLE_RINGS`.
+    pub fn enable(&self) {
+        // Release: the registrations above happen-before the thread's first SQE (it loads
+        // `enabled` with Acquire).
+        self.state.enabled.store(true, Ordering::Release);
+        if let Some(t) = &self.thread {
+            t.thread().unpark();
+        }
     }
 
     /// Requests completed so far.
@@ -293,6 +357,11 @@ fn run(w: Words, st: &State) {
     let mut last_work = Instant::now();
     let mut idle_rounds = 0u32;
     while !st.stop.load(Ordering::Acquire) {
+        if !st.enabled.load(Ordering::Acquire) {
+            // Disabled: nothing is consumed (`enable` unparks the thread).
+            thread::park_timeout(PARKED);
+            continue;
+        }
         // Acquire, system scope: pairs with the device publisher's Release store of the
         // tail: every SQE below it, and the payload it points at, is visible.
         let tail = w.word(SQ_TAIL).load(Ordering::Acquire);
@@ -316,7 +385,7 @@ fn run(w: Words, st: &State) {
             // Release: our read of the slot happens-before a submitter's reuse of it
             // (pairs with the Acquire load of the SQ head in `Ring::submit`).
             w.word(SQ_HEAD).store(head, Ordering::Release);
-            let res = execute(&sqe, &st.files);
+            let res = execute(&sqe, &st.registered);
             // SAFETY: the slot is free (the CQ check above) and only we write CQEs; its
             // fields are aligned (the array is cache-line aligned, a CQE 16 bytes).
             unsafe {

@@ -1,22 +1,34 @@
-//! The io_uring sandbox: the ring accepts only the requests the runtime's features need.
+//! The sandbox: the ring accepts only the requests the runtime's features need.
 //!
 //! Device code writes SQEs straight into the ring, so a bug (or a hostile kernel) on the GPU
 //! could otherwise ask the host's kernel for anything io_uring does: open, unlink, connect,
-//! ... on behalf of the host process. The kernel can refuse that itself:
+//! ... on behalf of the host process, or a write from any host address. The kernel can
+//! refuse that itself:
 //!
 //! 1. the ring is created disabled (`IORING_SETUP_R_DISABLED`: SQPOLL's thread exists but
 //!    consumes nothing);
 //! 2. the print outputs (stdout, stderr) are registered as fixed files
 //!    (`IORING_REGISTER_FILES`, slots 0 and 1), and print writes name them by index with
 //!    `IOSQE_FIXED_FILE`;
-//! 3. `IORING_REGISTER_RESTRICTIONS` allows only the policy's opcodes and SQE flags, and no
+//! 3. ring 0, which carries the prints, registers the two print logs as its buffers
+//!    (`IORING_REGISTER_BUFFERS`, indices 0 and 1), and print writes are
+//!    `IORING_OP_WRITE_FIXED` from them: the kernel fails one whose range leaves its buffer
+//!    with `EFAULT`. The other rings register none, so a `WRITE_FIXED` there finds nothing;
+//! 4. `IORING_REGISTER_RESTRICTIONS` allows only the policy's opcodes and SQE flags
+//!    (`PrintOnly`: `WRITE_FIXED` alone, `IOSQE_FIXED_FILE` required), and no
 //!    `io_uring_register` opcode at all (nothing can be registered or changed afterwards);
-//! 4. `IORING_REGISTER_ENABLE_RINGS` starts the ring (and wakes its SQPOLL thread).
+//! 5. `IORING_REGISTER_ENABLE_RINGS` starts the ring (and wakes its SQPOLL thread).
 //!
-//! A request the policy forbids completes at once with `-EACCES` and is never executed.
-//! Such a completion matches no print, so the device context counts it
-//! (`Context::refused_requests`) and [`Runtime::synchronize`](crate::Runtime::synchronize)
-//! returns [`crate::Error::Refused`].
+//! The host-thread fallback takes the same five steps ([`restrictions::Register`] for
+//! [`HostRing`](crate::consumer::fallback::HostRing)) and checks each SQE against the same
+//! restrictions and buffers before it performs it, as the kernel would.
+//!
+//! A request the policy forbids completes at once with `-EACCES` and is never executed. The
+//! device counts such completions (`Context::refused_requests` for requests no stream or
+//! call made, `Context::denied_requests` and `Context::forbidden_requests` for its own
+//! calls) and [`Runtime::synchronize`](crate::Runtime::synchronize) returns
+//! [`crate::Error::Refused`]. The counts are the device's: they report honest mistakes; a
+//! hostile kernel can hide its refusals from the report, not get past them.
 //!
 //! Registered files are the files `stdout_fd`/`stderr_fd` referred to when the runtime was
 //! built: a later `dup2` onto those numbers does not redirect device prints (build the
@@ -24,12 +36,16 @@
 //! slot: prints to it fail with `EBADF` and `synchronize` reports them, as without fixed
 //! files.
 //!
-//! Where the kernel cannot do this (no `R_DISABLED`, restrictions refused, files not
-//! registrable), the runtime still works: it prints a one-line notice (unless
-//! `GPUIO_QUIET` is set) and [`Stats`](crate::Stats) reports the policy actually in force
-//! (`Sandbox::Off`, `fixed_files: false`).
+//! What the kernel does not take: files not registrable (prints name raw fds, with a
+//! notice); logs not registrable, as when the locked-memory limit is lower than the logs
+//! (prints are plain `WRITE`s, which may read any address, with a notice and
+//! [`Stats::fixed_logs`](crate::Stats::fixed_logs) false). A kernel that cannot create a
+//! ring disabled or refuses the restrictions cannot enforce the policy at all: that is an
+//! error at build, never a silent `Off`.
 
-use gpuio_device::uapi::{IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_OPENAT, IORING_OP_READ, IORING_OP_WRITE};
+use gpuio_device::uapi::{
+    IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_OPENAT, IORING_OP_READ, IORING_OP_WRITE, IORING_OP_WRITE_FIXED,
+};
 
 pub(crate) mod restrictions;
 
@@ -57,52 +73,78 @@ pub enum Sandbox {
     Off,
 }
 
-/// [`Sandbox::PrintOnly`]'s opcodes.
-const PRINT_ONLY: &[u8] = &[IORING_OP_WRITE];
-/// [`Sandbox::FileIo`]'s opcodes.
+/// [`Sandbox::PrintOnly`]'s opcodes, with the logs registered as the ring's buffers.
+const PRINT_ONLY: &[u8] = &[IORING_OP_WRITE_FIXED];
+/// [`Sandbox::PrintOnly`]'s opcodes where the logs could not be registered.
+const PRINT_ONLY_UNFIXED: &[u8] = &[IORING_OP_WRITE];
+/// [`Sandbox::FileIo`]'s opcodes (prints from registered logs, and device file I/O).
 const FILE_IO: &[u8] = &[
     IORING_OP_READ,
     IORING_OP_WRITE,
+    IORING_OP_WRITE_FIXED,
     IORING_OP_OPENAT,
     IORING_OP_CLOSE,
     IORING_OP_FSYNC,
 ];
 
 impl Sandbox {
-    /// The SQE opcodes the policy allows (`IORING_OP_*`); `None`: any.
+    /// The SQE opcodes the policy allows (`IORING_OP_*`) where the print logs are the
+    /// ring's registered buffers (the default; [`crate::Stats::fixed_logs`]); `None`: any.
     pub fn opcodes(self) -> Option<&'static [u8]> {
-        match self {
-            Sandbox::PrintOnly => Some(PRINT_ONLY),
-            Sandbox::FileIo => Some(FILE_IO),
-            Sandbox::Off => None,
+        self.opcodes_with(true)
+    }
+
+    /// The SQE opcodes the policy allows with the print logs registered or not: without
+    /// them, prints are plain `IORING_OP_WRITE`s.
+    pub(crate) fn opcodes_with(self, fixed_logs: bool) -> Option<&'static [u8]> {
+        match (self, fixed_logs) {
+            (Sandbox::PrintOnly, true) => Some(PRINT_ONLY),
+            (Sandbox::PrintOnly, false) => Some(PRINT_ONLY_UNFIXED),
+            (Sandbox::FileIo, _) => Some(FILE_IO),
+            (Sandbox::Off, _) => None,
         }
     }
 
-    /// Whether the policy allows SQE opcode `opcode`.
+    /// Whether the policy allows SQE opcode `opcode` (with the logs registered).
     pub fn allows(self, opcode: u8) -> bool {
         self.opcodes().is_none_or(|ops| ops.contains(&opcode))
+    }
+
+    /// The device context's [`allowed_ops`](gpuio_device::context::Context::allowed_ops)
+    /// word for this policy: bit `op` for each opcode it allows, all bits for none.
+    pub(crate) fn allowed_ops(self, fixed_logs: bool) -> u64 {
+        self.opcodes_with(fixed_logs)
+            .map_or(u64::MAX, |ops| ops.iter().fold(0, |m, &op| m | 1 << op))
     }
 
     /// What the policy allows, in words (for error messages).
     pub fn describe(self, fixed_files: bool) -> &'static str {
         match (self, fixed_files) {
-            (Sandbox::PrintOnly, true) => "only writes to the registered stdout/stderr (IOSQE_FIXED_FILE)",
-            (Sandbox::PrintOnly, false) => "only writes",
-            (Sandbox::FileIo, _) => "only READ, WRITE, OPENAT, CLOSE and FSYNC",
+            (Sandbox::PrintOnly, true) => {
+                "only writes of the print logs to the registered stdout/stderr (WRITE_FIXED, IOSQE_FIXED_FILE)"
+            }
+            (Sandbox::PrintOnly, false) => "only writes of the print logs",
+            (Sandbox::FileIo, _) => "only READ, WRITE, WRITE_FIXED, OPENAT, CLOSE and FSYNC",
             (Sandbox::Off, _) => "every request",
         }
     }
 }
 
-/// Merges the device's count of file-I/O requests the kernel denied into the refusals a
-/// synchronize reports. Under [`Sandbox::PrintOnly`] the kernel refuses every device
-/// file-I/O request with `-EACCES`: the device counts those apart from other refusals
-/// (`Context::denied_requests`), as they are the sandbox at work, not a protocol fault;
-/// the host reports them as refused with `EACCES`. Under the other policies nothing is
-/// denied by the sandbox, and the count is dropped. Returns `(requests, errno)`.
-pub(crate) fn merge_denied(policy: Sandbox, requests: u32, errno: i32, denied: u32) -> (u32, i32) {
-    if denied != 0 && policy == Sandbox::PrintOnly {
-        (requests + denied, libc::EACCES)
+/// Merges the sandbox's refusals the device counted into the refusals a synchronize
+/// reports. Under [`Sandbox::PrintOnly`] the kernel refuses every device file-I/O request
+/// with `-EACCES` (`denied`: `Context::denied_requests`). Under the others, a request comes
+/// back `-EACCES` from the sandbox only if its opcode is outside the policy (`forbidden`:
+/// `Context::forbidden_requests`, made through `Context::call`); any other `EACCES` is a
+/// plain permission error that its caller got, not a refusal. Returns `(requests, errno)`.
+pub(crate) fn merge_denied(policy: Sandbox, requests: u32, errno: i32, denied: u32, forbidden: u32) -> (u32, i32) {
+    // Under PrintOnly the forbidden requests are among the denied ones.
+    let refused = if policy == Sandbox::PrintOnly {
+        denied
+    } else {
+        forbidden
+    };
+    if refused != 0 {
+        (requests + refused, libc::EACCES)
     } else {
         (requests, errno)
     }
@@ -115,8 +157,12 @@ mod tests {
 
     #[test]
     fn policies_allow_their_opcodes_only() {
-        assert!(Sandbox::PrintOnly.allows(IORING_OP_WRITE));
+        assert!(Sandbox::PrintOnly.allows(IORING_OP_WRITE_FIXED));
+        assert_eq!(Sandbox::PrintOnly.opcodes_with(false), Some(&[IORING_OP_WRITE][..]));
+        assert_eq!(Sandbox::PrintOnly.allowed_ops(true), 1 << IORING_OP_WRITE_FIXED);
+        assert_eq!(Sandbox::Off.allowed_ops(true), u64::MAX);
         for op in [
+            IORING_OP_WRITE,
             IORING_OP_READ,
             IORING_OP_OPENAT,
             IORING_OP_CLOSE,
@@ -142,8 +188,14 @@ mod tests {
 
     #[test]
     fn print_only_reports_denied_file_io_as_eacces() {
-        assert_eq!(merge_denied(Sandbox::PrintOnly, 1, libc::EBADF, 2), (3, libc::EACCES));
-        assert_eq!(merge_denied(Sandbox::PrintOnly, 1, libc::EBADF, 0), (1, libc::EBADF));
-        assert_eq!(merge_denied(Sandbox::FileIo, 1, libc::EBADF, 2), (1, libc::EBADF));
+        assert_eq!(
+            merge_denied(Sandbox::PrintOnly, 1, libc::EBADF, 2, 1),
+            (3, libc::EACCES)
+        );
+        assert_eq!(merge_denied(Sandbox::PrintOnly, 1, libc::EBADF, 0, 0), (1, libc::EBADF));
+        // FileIo: a permission error is no refusal; a forbidden opcode is.
+        assert_eq!(merge_denied(Sandbox::FileIo, 1, libc::EBADF, 2, 0), (1, libc::EBADF));
+        assert_eq!(merge_denied(Sandbox::FileIo, 1, libc::EBADF, 2, 1), (2, libc::EACCES));
+        assert_eq!(merge_denied(Sandbox::FileIo, 0, 0, 0, 1), (1, libc::EACCES));
     }
 }

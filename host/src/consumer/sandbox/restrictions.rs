@@ -8,6 +8,7 @@ use std::os::fd::RawFd;
 use gpuio_device::uapi::*;
 
 use super::Sandbox;
+use crate::consumer::fallback::HostRing;
 use crate::consumer::uring::Uring;
 use crate::error::{Error, Result};
 
@@ -17,7 +18,22 @@ use crate::error::{Error, Result};
 pub(crate) struct Setup {
     pub(crate) policy: Sandbox,
     pub(crate) fixed_files: bool,
+    /// The print logs are the ring's registered buffers and prints are `WRITE_FIXED`
+    /// from them: the kernel refuses any other address.
+    pub(crate) fixed_logs: bool,
     pub(crate) notices: Vec<String>,
+}
+
+/// The print logs, for a ring's buffer table.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Logs<'a> {
+    /// Register these (address, length) pairs, stdout's log then stderr's: the ring that
+    /// prints (ring 0).
+    Register(&'a [(u64, u64)]),
+    /// Register nothing; restrict as ring 0's registration came out (`true`: it holds the
+    /// logs, and prints are `WRITE_FIXED`): a ring that never prints, whose `WRITE_FIXED`
+    /// then finds no buffer.
+    AsRingZero(bool),
 }
 
 /// The `io_uring_register(2)` operations the sandbox needs (a trait, so that tests can play
@@ -27,10 +43,33 @@ pub(crate) trait Register {
     fn is_disabled(&self) -> bool;
     /// `IORING_REGISTER_FILES` (-1: an empty slot).
     fn register_files(&mut self, fds: &[RawFd]) -> io::Result<()>;
+    /// `IORING_REGISTER_BUFFERS` of (address, length) pairs.
+    fn register_buffers(&mut self, bufs: &[(u64, u64)]) -> io::Result<()>;
     /// `IORING_REGISTER_RESTRICTIONS`.
     fn register_restrictions(&mut self, r: &[Restriction]) -> io::Result<()>;
     /// `IORING_REGISTER_ENABLE_RINGS` (nothing if the ring is enabled).
     fn enable(&mut self) -> io::Result<()>;
+}
+
+impl Register for HostRing {
+    fn is_disabled(&self) -> bool {
+        HostRing::is_disabled(self)
+    }
+    fn register_files(&mut self, fds: &[RawFd]) -> io::Result<()> {
+        HostRing::register_files(self, fds);
+        Ok(())
+    }
+    fn register_buffers(&mut self, bufs: &[(u64, u64)]) -> io::Result<()> {
+        HostRing::register_buffers(self, bufs);
+        Ok(())
+    }
+    fn register_restrictions(&mut self, r: &[Restriction]) -> io::Result<()> {
+        HostRing::register_restrictions(self, r)
+    }
+    fn enable(&mut self) -> io::Result<()> {
+        HostRing::enable(self);
+        Ok(())
+    }
 }
 
 impl Register for Uring {
@@ -41,6 +80,18 @@ impl Register for Uring {
         // SAFETY: REGISTER_FILES reads `nr` i32 fds from `arg`.
         unsafe { self.register(IORING_REGISTER_FILES, fds.as_ptr().cast(), fds.len() as u32) }.map(drop)
     }
+    fn register_buffers(&mut self, bufs: &[(u64, u64)]) -> io::Result<()> {
+        let iov: Vec<libc::iovec> = bufs
+            .iter()
+            .map(|&(base, len)| libc::iovec {
+                iov_base: base as *mut _,
+                iov_len: len as usize,
+            })
+            .collect();
+        // SAFETY: REGISTER_BUFFERS reads `nr` iovecs from `arg` and pins the memory they
+        // name (the logs, which outlive the ring: `Shared` drops its queues first).
+        unsafe { self.register(IORING_REGISTER_BUFFERS, iov.as_ptr().cast(), iov.len() as u32) }.map(drop)
+    }
     fn register_restrictions(&mut self, r: &[Restriction]) -> io::Result<()> {
         // SAFETY: REGISTER_RESTRICTIONS reads `nr` io_uring_restriction structs from `arg`.
         unsafe { self.register(IORING_REGISTER_RESTRICTIONS, r.as_ptr().cast(), r.len() as u32) }.map(drop)
@@ -50,16 +101,17 @@ impl Register for Uring {
     }
 }
 
-/// The restrictions that implement `policy` (not `Off`). No `REGISTER_OP` entry: once
-/// enabled, the ring refuses every `io_uring_register` call.
-pub(crate) fn restrictions(policy: Sandbox, fixed_files: bool) -> Vec<Restriction> {
+/// The restrictions that implement `policy` (not `Off`), with prints named by fixed file
+/// and by fixed buffer or not. No `REGISTER_OP` entry: once enabled, the ring refuses
+/// every `io_uring_register` call.
+pub(crate) fn restrictions(policy: Sandbox, fixed_files: bool, fixed_logs: bool) -> Vec<Restriction> {
     let entry = |opcode, arg| Restriction {
         opcode,
         arg,
         ..Restriction::default()
     };
     let mut r: Vec<Restriction> = policy
-        .opcodes()
+        .opcodes_with(fixed_logs)
         .unwrap_or(&[])
         .iter()
         .map(|&op| entry(IORING_RESTRICTION_SQE_OP, op))
@@ -88,9 +140,17 @@ pub(crate) fn file_slots(fds: [RawFd; 2]) -> [RawFd; 2] {
 }
 
 /// Registers the print outputs (`fds`: stdout, stderr; slots 0 and 1) if `fixed_files`,
-/// restricts the ring to `want` if it was created disabled, and enables it. What the
-/// kernel refuses is turned off with a notice; only a failure to enable is an error.
-pub(crate) fn configure(ring: &mut impl Register, want: Sandbox, fixed_files: bool, fds: [RawFd; 2]) -> Result<Setup> {
+/// and the print logs as `logs` says, restricts the ring to `want` if it was created
+/// disabled, and enables it. Files or logs the kernel does not take are done without,
+/// with a notice; a sandbox the kernel cannot enforce is an error that says so (never a
+/// silent `Off`).
+pub(crate) fn configure(
+    ring: &mut impl Register,
+    want: Sandbox,
+    fixed_files: bool,
+    fds: [RawFd; 2],
+    logs: Logs,
+) -> Result<Setup> {
     let mut notices = Vec::new();
     let fixed_files = fixed_files
         && match ring.register_files(&file_slots(fds)) {
@@ -102,35 +162,69 @@ pub(crate) fn configure(ring: &mut impl Register, want: Sandbox, fixed_files: bo
                 false
             }
         };
-    let policy = match want {
-        Sandbox::Off => Sandbox::Off,
-        _ if !ring.is_disabled() => {
-            notices.push(format!(
-                "gpuio: this kernel cannot create an io_uring disabled (IORING_SETUP_R_DISABLED, Linux 5.10); \
-                 sandbox {want:?} is off"
-            ));
-            Sandbox::Off
-        }
-        _ => match ring.register_restrictions(&restrictions(want, fixed_files)) {
-            Ok(()) => want,
-            Err(e) => {
-                notices.push(format!(
-                    "gpuio: the kernel refused io_uring restrictions ({e}); sandbox {want:?} is off"
-                ));
-                Sandbox::Off
-            }
-        },
-    };
+    if want != Sandbox::Off && !ring.is_disabled() {
+        return Err(Error::Config(format!(
+            "this kernel cannot create an io_uring disabled (IORING_SETUP_R_DISABLED, Linux 5.10), so \
+             it cannot enforce sandbox {want:?}: use Submission::HostThread, whose thread enforces \
+             it, or Sandbox::Off to run without one"
+        )));
+    }
+    let fixed_logs = want != Sandbox::Off
+        && match logs {
+            Logs::AsRingZero(fixed) => fixed,
+            Logs::Register(bufs) => match ring.register_buffers(bufs) {
+                Ok(()) => true,
+                Err(e) => {
+                    notices.push(logs_notice(want, bufs, &e));
+                    false
+                }
+            },
+        };
+    if want != Sandbox::Off {
+        ring.register_restrictions(&restrictions(want, fixed_files, fixed_logs))
+            .map_err(|e| {
+                Error::Config(format!(
+                    "the kernel refused io_uring restrictions ({e}), so it cannot enforce sandbox \
+                     {want:?}: use Submission::HostThread, whose thread enforces it, or Sandbox::Off \
+                     to run without one"
+                ))
+            })?;
+    }
     ring.enable().map_err(|e| Error::Os {
         what: "IORING_REGISTER_ENABLE_RINGS",
         source: e,
     })?;
     Ok(Setup {
-        policy,
+        policy: want,
         fixed_files,
+        fixed_logs,
         notices,
     })
 }
+
+/// What a failed registration of the logs means, and the way out.
+fn logs_notice(want: Sandbox, bufs: &[(u64, u64)], e: &io::Error) -> String {
+    let mib = |b: u64| b.div_ceil(1 << 20);
+    let total: u64 = bufs.iter().map(|b| b.1).sum();
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into `limit`.
+    let memlock = match unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) } {
+        0 if limit.rlim_cur != libc::RLIM_INFINITY => format!(" (RLIMIT_MEMLOCK is {} MiB)", mib(limit.rlim_cur)),
+        _ => String::new(),
+    };
+    format!(
+        "gpuio: registering the print logs ({} MiB) as io_uring buffers failed ({e}){memlock}; sandbox \
+         {want:?} still limits opcodes and files, but a device write may read any host address. To \
+         confine prints to the logs, raise the locked-memory limit above {} MiB (ulimit -l), give \
+         the process CAP_IPC_LOCK, or make the logs smaller (Builder::log_bytes)",
+        mib(total),
+        mib(total)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,13 +232,18 @@ mod tests {
 
     #[test]
     fn restrictions_match_the_policy() {
-        let r = restrictions(Sandbox::PrintOnly, true);
+        let r = restrictions(Sandbox::PrintOnly, true, true);
         let ops: Vec<u8> = r
             .iter()
             .filter(|e| e.opcode == IORING_RESTRICTION_SQE_OP)
             .map(|e| e.arg)
             .collect();
-        assert_eq!(ops, [IORING_OP_WRITE]);
+        assert_eq!(ops, [IORING_OP_WRITE_FIXED]);
+        // Where the logs could not be registered: plain writes.
+        let unfixed = restrictions(Sandbox::PrintOnly, true, false);
+        assert!(unfixed
+            .iter()
+            .any(|e| e.opcode == IORING_RESTRICTION_SQE_OP && e.arg == IORING_OP_WRITE));
         let find = |r: &[Restriction], op| r.iter().find(|e| e.opcode == op).map(|e| e.arg);
         assert_eq!(find(&r, IORING_RESTRICTION_SQE_FLAGS_REQUIRED), Some(IOSQE_FIXED_FILE));
         assert_eq!(
@@ -153,11 +252,11 @@ mod tests {
         );
         assert_eq!(find(&r, IORING_RESTRICTION_REGISTER_OP), None);
         // Without fixed files: writes to any fd, no flag but the drain.
-        let r = restrictions(Sandbox::PrintOnly, false);
+        let r = restrictions(Sandbox::PrintOnly, false, true);
         assert_eq!(find(&r, IORING_RESTRICTION_SQE_FLAGS_REQUIRED), None);
         assert_eq!(find(&r, IORING_RESTRICTION_SQE_FLAGS_ALLOWED), Some(IOSQE_IO_DRAIN));
         // FileIo: OPENAT refuses IOSQE_FIXED_FILE, so it is allowed, never required.
-        let r = restrictions(Sandbox::FileIo, true);
+        let r = restrictions(Sandbox::FileIo, true, true);
         let ops: Vec<u8> = r
             .iter()
             .filter(|e| e.opcode == IORING_RESTRICTION_SQE_OP)
@@ -177,7 +276,9 @@ mod tests {
         disabled: bool,
         refuse_files: Option<i32>,
         refuse_restrictions: Option<i32>,
+        refuse_buffers: Option<i32>,
         files: Vec<RawFd>,
+        buffers: Vec<(u64, u64)>,
         restrictions: usize,
         enabled: bool,
     }
@@ -189,6 +290,11 @@ mod tests {
         fn register_files(&mut self, fds: &[RawFd]) -> io::Result<()> {
             self.files = fds.to_vec();
             self.refuse_files
+                .map_or(Ok(()), |e| Err(io::Error::from_raw_os_error(e)))
+        }
+        fn register_buffers(&mut self, bufs: &[(u64, u64)]) -> io::Result<()> {
+            self.buffers = bufs.to_vec();
+            self.refuse_buffers
                 .map_or(Ok(()), |e| Err(io::Error::from_raw_os_error(e)))
         }
         fn register_restrictions(&mut self, r: &[Restriction]) -> io::Result<()> {
@@ -203,32 +309,78 @@ mod tests {
         }
     }
 
+    const LOGS: Logs = Logs::Register(&[(1 << 20, 4096), (2 << 20, 4096)]);
+
     #[test]
-    fn a_kernel_that_refuses_restrictions_leaves_the_sandbox_off_with_a_notice() {
+    fn a_kernel_that_refuses_restrictions_is_an_error_not_a_silent_off() {
         let mut k = Fake {
             disabled: true,
             refuse_restrictions: Some(libc::EINVAL),
             ..Fake::default()
         };
-        let s = configure(&mut k, Sandbox::PrintOnly, true, [1, 2]).unwrap();
-        assert_eq!(s.policy, Sandbox::Off);
-        assert!(s.fixed_files);
-        assert_eq!(s.notices.len(), 1, "{:?}", s.notices);
+        let e = configure(&mut k, Sandbox::PrintOnly, true, [1, 2], LOGS).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("refused io_uring restrictions"), "{text}");
         assert!(
-            s.notices[0].contains("refused io_uring restrictions"),
-            "{}",
-            s.notices[0]
+            text.contains("Submission::HostThread") && text.contains("Sandbox::Off"),
+            "{text}"
         );
-        assert!(k.enabled, "the ring must still be enabled");
+        assert!(!k.enabled, "an unrestricted ring must not be enabled");
+        // Off asks for nothing, and gets it.
+        let mut k = Fake {
+            disabled: true,
+            refuse_restrictions: Some(libc::EINVAL),
+            ..Fake::default()
+        };
+        let s = configure(&mut k, Sandbox::Off, true, [1, 2], LOGS).unwrap();
+        assert_eq!((s.policy, s.fixed_logs, k.restrictions), (Sandbox::Off, false, 0));
+        assert!(k.enabled);
     }
 
     #[test]
-    fn a_kernel_without_r_disabled_leaves_the_sandbox_off_with_a_notice() {
+    fn a_kernel_without_r_disabled_is_an_error_not_a_silent_off() {
         let mut k = Fake::default(); // created enabled: the kernel refused R_DISABLED
-        let s = configure(&mut k, Sandbox::FileIo, true, [1, 2]).unwrap();
-        assert_eq!(s.policy, Sandbox::Off);
+        let text = configure(&mut k, Sandbox::FileIo, true, [1, 2], LOGS)
+            .unwrap_err()
+            .to_string();
         assert_eq!(k.restrictions, 0);
-        assert!(s.notices[0].contains("R_DISABLED"), "{:?}", s.notices);
+        assert!(text.contains("R_DISABLED"), "{text}");
+    }
+
+    #[test]
+    fn logs_are_registered_on_the_printing_ring_and_the_others_restricted_alike() {
+        let mut k = Fake {
+            disabled: true,
+            ..Fake::default()
+        };
+        let s = configure(&mut k, Sandbox::PrintOnly, true, [1, 2], LOGS).unwrap();
+        assert!(s.fixed_logs && s.notices.is_empty(), "{s:?}");
+        assert_eq!(k.buffers, [(1 << 20, 4096), (2 << 20, 4096)]);
+        let mut other = Fake {
+            disabled: true,
+            ..Fake::default()
+        };
+        let s = configure(&mut other, Sandbox::PrintOnly, true, [1, 2], Logs::AsRingZero(true)).unwrap();
+        assert!(s.fixed_logs && other.buffers.is_empty(), "{s:?}");
+        assert_eq!(other.restrictions, restrictions(Sandbox::PrintOnly, true, true).len());
+    }
+
+    #[test]
+    fn logs_the_memlock_limit_refuses_are_said_with_the_way_out() {
+        let mut k = Fake {
+            disabled: true,
+            refuse_buffers: Some(libc::ENOMEM),
+            ..Fake::default()
+        };
+        let s = configure(&mut k, Sandbox::PrintOnly, true, [1, 2], LOGS).unwrap();
+        assert_eq!((s.policy, s.fixed_logs), (Sandbox::PrintOnly, false));
+        assert_eq!(s.notices.len(), 1, "{:?}", s.notices);
+        let n = &s.notices[0];
+        assert!(
+            n.contains("registering the print logs (1 MiB)") && n.contains("ulimit -l"),
+            "{n}"
+        );
+        assert!(n.contains("may read any host address"), "{n}");
     }
 
     #[test]
@@ -238,11 +390,11 @@ mod tests {
             refuse_files: Some(libc::EMFILE),
             ..Fake::default()
         };
-        let s = configure(&mut k, Sandbox::PrintOnly, true, [1, 2]).unwrap();
+        let s = configure(&mut k, Sandbox::PrintOnly, true, [1, 2], LOGS).unwrap();
         assert!(!s.fixed_files);
         // Writes only, and no FIXED_FILE required: the prints name raw fds.
         assert_eq!(s.policy, Sandbox::PrintOnly);
-        assert_eq!(k.restrictions, restrictions(Sandbox::PrintOnly, false).len());
+        assert_eq!(k.restrictions, restrictions(Sandbox::PrintOnly, false, true).len());
         assert!(s.notices[0].contains("fixed files"), "{:?}", s.notices);
         assert!(k.enabled);
     }
@@ -253,7 +405,7 @@ mod tests {
             disabled: true,
             ..Fake::default()
         };
-        let s = configure(&mut k, Sandbox::PrintOnly, true, [1, 1 << 30]).unwrap();
+        let s = configure(&mut k, Sandbox::PrintOnly, true, [1, 1 << 30], LOGS).unwrap();
         assert!(s.fixed_files && s.notices.is_empty(), "{s:?}");
         assert_eq!(k.files, [1, -1]);
     }
@@ -333,7 +485,10 @@ mod tests {
     fn the_kernel_takes_the_sandbox_and_locks_registration() {
         let mut r = ring(true);
         assert!(r.disabled, "this kernel (6.6+, for NO_MMAP) supports R_DISABLED");
-        let s = configure(&mut r, Sandbox::PrintOnly, true, [1, 2]).unwrap();
+        let buf = vec![0u8; 4096];
+        let logs = [(buf.as_ptr() as u64, buf.len() as u64)];
+        let s = configure(&mut r, Sandbox::PrintOnly, true, [1, 2], Logs::Register(&logs)).unwrap();
+        assert!(s.fixed_logs, "{:?}", s.notices);
         assert_eq!((s.policy, s.fixed_files), (Sandbox::PrintOnly, true), "{:?}", s.notices);
         assert!(!r.disabled);
         let e = r.register_files(&[1]).unwrap_err();
@@ -341,7 +496,7 @@ mod tests {
         // Restrictions only on a disabled ring: an enabled one says EBADFD.
         let mut plain = ring(false);
         let e = plain
-            .register_restrictions(&restrictions(Sandbox::PrintOnly, false))
+            .register_restrictions(&restrictions(Sandbox::PrintOnly, false, true))
             .unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EBADFD), "{e}");
     }
