@@ -30,6 +30,7 @@ over_submissions!(
     off_runs_what_the_policies_refuse,
     a_closed_stdout_is_reported_at_synchronize_with_or_without_fixed_files,
     fixed_files_keep_the_file_the_fd_named_at_build,
+    file_io_with_a_root_opens_only_beneath_it,
 );
 
 fn c_path(p: &Path) -> CString {
@@ -356,4 +357,78 @@ fn fixed_files_keep_the_file_the_fd_named_at_build(sub: Submission) {
             assert_eq!((in_first.as_str(), in_second.as_str()), ("", "where\n"));
         }
     }
+}
+
+/// `Sandbox::FileIo` with a root: the kernel opens and creates files beneath it and
+/// nothing else (`..`, absolute paths, /proc/self/mem), on io_uring's SQPOLL and the
+/// fallback's thread alike; the program's own threads are not confined.
+fn file_io_with_a_root_opens_only_beneath_it(sub: Submission) {
+    let dir = TempDir::new("file-root");
+    let root = dir.join("root");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("given.txt"), "given\n").unwrap();
+    std::fs::write(dir.join("outside.txt"), "outside\n").unwrap();
+    let paths: Vec<(String, i32)> = vec![
+        (root.join("given.txt").display().to_string(), libc::O_RDONLY),
+        (
+            root.join("made.txt").display().to_string(),
+            libc::O_CREAT | libc::O_WRONLY,
+        ),
+        (dir.join("outside.txt").display().to_string(), libc::O_RDONLY),
+        (root.join("../outside.txt").display().to_string(), libc::O_RDONLY),
+        (
+            root.join("../escaped.txt").display().to_string(),
+            libc::O_CREAT | libc::O_WRONLY,
+        ),
+        ("/proc/self/mem".to_string(), libc::O_RDONLY),
+    ];
+    let open_all = |rt: &Runtime| -> Vec<i32> {
+        let (p, got) = (paths.clone(), Arc::new(std::sync::Mutex::new(Vec::new())));
+        let g = got.clone();
+        rt.launch(1, 1, move || {
+            for (path, flags) in &p {
+                let r = match gpuio::device::io::open(path, *flags, 0o644) {
+                    Ok(fd) => {
+                        let _ = gpuio::device::io::close(fd);
+                        0
+                    }
+                    Err(e) => e.0,
+                };
+                g.lock().unwrap().push(r);
+            }
+        })
+        .unwrap();
+        rt.synchronize().unwrap();
+        let v = got.lock().unwrap().clone();
+        v
+    };
+    let rt = builder(sub).sandbox(Sandbox::FileIo).file_root(&root).build().unwrap();
+    let confined = open_all(&rt);
+    assert_eq!(
+        confined,
+        [0, 0, libc::EACCES, libc::EACCES, libc::EACCES, libc::EACCES],
+        "beneath the root: read, create; outside: read, `..`, create through `..`, /proc/self/mem"
+    );
+    assert!(root.join("made.txt").exists() && !dir.join("escaped.txt").exists());
+    // The program's own threads are not confined.
+    assert_eq!(std::fs::read_to_string(dir.join("outside.txt")).unwrap(), "outside\n");
+    drop(rt);
+    // The control: without a root, the same kernel opens them all (as root, even /proc).
+    let rt = builder(sub).sandbox(Sandbox::FileIo).build().unwrap();
+    let free = open_all(&rt);
+    assert_eq!(&free[..5], [0, 0, 0, 0, 0], "{free:?}");
+    // A root is for FileIo only, and must exist.
+    let e = builder(sub)
+        .file_root(&root)
+        .build()
+        .err()
+        .expect("PrintOnly with a root");
+    assert!(e.to_string().contains("add .sandbox(Sandbox::FileIo)"), "{e}");
+    let e = builder(sub)
+        .sandbox(Sandbox::FileIo)
+        .file_root(dir.join("nowhere"))
+        .build()
+        .err()
+        .expect("a root that does not exist");
+    assert!(e.to_string().contains("must be an existing directory"), "{e}");
 }

@@ -47,6 +47,7 @@ use gpuio_device::uapi::{
     IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_OPENAT, IORING_OP_READ, IORING_OP_WRITE, IORING_OP_WRITE_FIXED,
 };
 
+pub(crate) mod landlock;
 pub(crate) mod restrictions;
 
 /// Which io_uring requests the runtime's ring accepts ([`Builder::sandbox`](crate::Builder::sandbox)).
