@@ -26,9 +26,13 @@
 //! the test kernels, which reuse that `core`. Rebuilds after a change to the kernels or the
 //! device crate recompile only those, a few seconds per GPU.
 //!
-//! `GPUIO_SKIP_GPU_BUILD=1` skips the GPU builds (a quick host-only check): the path
-//! variables then name empty files and the tables are empty, and whatever loads a code
-//! object (the GPU backends, the code object tests) fails at run time, saying why.
+//! Which of them build is `GPUIO_GPU_TARGETS`' choice (`gpuio_linker::Kernels`): by
+//! default those this machine's GPUs run, none on a machine without a GPU (one build warning
+//! says so); `all` for CI's code-object checks and the device bundle; a list such as
+//! `sm_90,sm_60`; `none` (or `GPUIO_SKIP_GPU_BUILD=1`). A target not built leaves its path
+//! variables naming empty files and its tables empty: whatever loads its code object (the
+//! GPU backends, the code object tests) says so at run time, and the tests that read the
+//! code objects skip, visibly.
 
 use std::path::{Path, PathBuf};
 
@@ -118,6 +122,6 @@ fn write_table(out_dir: &Path, var: &str, file: &str, table: &[(String, PathBuf)
 
 fn fail(e: &gpuio_linker::Error) -> ! {
     eprintln!("error: gpuio: {e}");
-    eprintln!("(GPUIO_SKIP_GPU_BUILD=1 skips the GPU kernel builds.)");
+    eprintln!("(GPUIO_GPU_TARGETS=none skips the GPU kernel builds; a list such as sm_90 builds only those.)");
     std::process::exit(1);
 }

@@ -3,6 +3,10 @@
 //! object is an AMDGPU ELF for gfx90a (code object v5) exporting the kernel descriptors and
 //! the context global, with no undefined symbols.
 
+#[allow(dead_code)]
+#[path = "common/mod.rs"]
+mod common;
+
 use std::path::Path;
 
 fn read(var: &str, path: &str) -> Vec<u8> {
@@ -15,6 +19,15 @@ fn read(var: &str, path: &str) -> Vec<u8> {
 
 #[test]
 fn ptx_declares_kernels_target_and_context() {
+    if !common::gpu_code_built(
+        "ptx_declares_kernels_target_and_context",
+        &[
+            gpuio_kernels_gpu::TEST_PTX_PATH,
+            gpuio_kernels_gpu::TEST_HSACO_PATHS[0].1,
+        ],
+    ) {
+        return;
+    }
     let ptx = read("TEST_PTX_PATH", gpuio_kernels_gpu::TEST_PTX_PATH);
     let ptx = String::from_utf8(ptx).expect("PTX is text");
     let lines: Vec<&str> = ptx.lines().map(str::trim).collect();
@@ -49,6 +62,15 @@ fn ptx_declares_kernels_target_and_context() {
 
 #[test]
 fn hsaco_is_gfx90a_code_object_with_kernels_and_context() {
+    if !common::gpu_code_built(
+        "hsaco_is_gfx90a_code_object_with_kernels_and_context",
+        &[
+            gpuio_kernels_gpu::TEST_PTX_PATH,
+            gpuio_kernels_gpu::TEST_HSACO_PATHS[0].1,
+        ],
+    ) {
+        return;
+    }
     let elf = Elf::parse(read("TEST_HSACO_PATHS", gpuio_kernels_gpu::TEST_HSACO_PATHS[0].1));
     const EM_AMDGPU: u16 = 224;
     const ELFOSABI_AMDGPU_HSA: u8 = 64;

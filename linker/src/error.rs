@@ -39,6 +39,13 @@ pub enum Error {
         /// The last lines of its standard error.
         stderr_tail: String,
     },
+    /// `GPUIO_GPU_TARGETS` names a target the build script does not build.
+    UnknownTarget {
+        /// The name given.
+        named: String,
+        /// The targets the build script builds.
+        built: Vec<String>,
+    },
     /// The inner cargo succeeded but reported no code object.
     NoArtifact {
         /// The GPU target being built.
@@ -65,6 +72,12 @@ impl fmt::Display for Error {
             Error::Cargo { target, command, status, stderr_tail } => write!(
                 f,
                 "building the GPU kernels for {target} failed ({status})\ncommand: {command}\n{stderr_tail}"
+            ),
+            Error::UnknownTarget { named, built } => write!(
+                f,
+                "GPUIO_GPU_TARGETS names {named}, which this crate does not build: it builds {} \
+                 (or say all, none or auto)",
+                built.join(", ")
             ),
             Error::NoArtifact { target, command } => write!(
                 f,

@@ -35,8 +35,20 @@ use crate::{build_kernel_crate, ensure_components, Error, GpuTarget};
 /// let module = rt.load_matching(kernels::NVPTX)?;
 /// ```
 ///
-/// With `GPUIO_SKIP_GPU_BUILD=1` in the environment nothing is built and both tables are
-/// empty (loading then fails with `Error::NoCodeObject`): a quick build for the CPU backend.
+/// **Which targets build.** A machine builds GPU code only for what it can run, or what it
+/// is asked for (each target costs a build of `core` for its processor: 15-25 s of a core
+/// cold, a few seconds after a kernel edit). `GPUIO_GPU_TARGETS` at build time decides:
+///
+/// - unset (`auto`): the targets asked for that this machine's GPUs run: the NVIDIA ones
+///   where an NVIDIA driver shows a GPU (`/proc/driver/nvidia/gpus`), the AMD ones whose
+///   processor a GPU reports (`/sys/class/kfd`); none on a machine without a GPU, which
+///   says so in one build warning (the CPU backend needs no GPU code);
+/// - `all`: every target asked for (CI's code-object checks, shipping binaries);
+/// - `none` (or `GPUIO_SKIP_GPU_BUILD=1`): nothing;
+/// - a list, e.g. `sm_90,gfx942`: those of the targets asked for.
+///
+/// Targets not built leave their tables empty (loading then fails with
+/// `Error::NoCodeObject`, which names what there is).
 #[derive(Clone, Debug)]
 pub struct Kernels {
     dir: PathBuf,
@@ -112,21 +124,35 @@ impl Kernels {
             println!("cargo:rerun-if-changed={}", device.join("Cargo.toml").display());
         }
         println!("cargo:rerun-if-env-changed=GPUIO_SKIP_GPU_BUILD");
+        println!("cargo:rerun-if-env-changed={TARGETS_VAR}");
         let tables = out_dir.join(&self.tables);
         let mut built = Built {
             tables: tables.clone(),
             ..Built::default()
         };
-        if std::env::var_os("GPUIO_SKIP_GPU_BUILD").is_some_and(|v| v == "1") {
-            write_tables(&tables, &built)?;
-            return Ok(built);
-        }
-        let targets: Vec<GpuTarget> = self
+        let asked: Vec<GpuTarget> = self
             .nvptx
             .iter()
             .map(|sm| GpuTarget::nvptx(sm.clone()))
             .chain(self.amdgcn.iter().map(|gfx| GpuTarget::amdgcn(gfx.clone())))
             .collect();
+        let selection = Selection::from_env()?;
+        let targets = selection.pick(&asked, &Machine::look())?;
+        if targets.is_empty() {
+            // Once per build script, which may build several kernel crates.
+            static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+            if matches!(selection, Selection::Auto)
+                && !asked.is_empty()
+                && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                println!(
+                    "cargo:warning=gpuio: no GPU found here, so no GPU kernels were built (the CPU \
+                     backend runs them as host code); {TARGETS_VAR}=all builds every target"
+                );
+            }
+            write_tables(&tables, &built)?;
+            return Ok(built);
+        }
         ensure_components(&targets.iter().collect::<Vec<_>>())?;
         // One thread and one target directory per build: they do not wait on each other's
         // cargo lock, and each keeps its own `core` (built for its processor).
@@ -152,6 +178,108 @@ impl Kernels {
         }
         write_tables(&tables, &built)?;
         Ok(built)
+    }
+}
+
+/// The variable that selects the GPU targets (see [`Kernels`]).
+pub const TARGETS_VAR: &str = "GPUIO_GPU_TARGETS";
+
+/// What `GPUIO_GPU_TARGETS` asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Selection {
+    Auto,
+    All,
+    These(Vec<String>),
+}
+
+impl Selection {
+    fn from_env() -> Result<Selection, Error> {
+        if std::env::var_os("GPUIO_SKIP_GPU_BUILD").is_some_and(|v| v == "1") {
+            return Ok(Selection::These(Vec::new()));
+        }
+        let value = std::env::var(TARGETS_VAR).unwrap_or_default();
+        Selection::parse(&value)
+    }
+
+    fn parse(value: &str) -> Result<Selection, Error> {
+        Ok(match value.trim() {
+            "" | "auto" => Selection::Auto,
+            "all" => Selection::All,
+            "none" => Selection::These(Vec::new()),
+            list => Selection::These(
+                list.split(',')
+                    .map(|t| t.trim().to_string())
+                    .filter(|t| !t.is_empty())
+                    .collect(),
+            ),
+        })
+    }
+
+    /// The targets of `asked` to build on `machine`. A listed target that was not asked
+    /// for is an error naming those that were.
+    fn pick(&self, asked: &[GpuTarget], machine: &Machine) -> Result<Vec<GpuTarget>, Error> {
+        Ok(match self {
+            Selection::All => asked.to_vec(),
+            Selection::Auto => asked
+                .iter()
+                .filter(|t| match t {
+                    GpuTarget::Nvptx { .. } => machine.nvidia,
+                    // A GPU whose processor could not be read: every AMD target.
+                    GpuTarget::Amdgcn { gfx, .. } => machine.amd.iter().any(|g| g == gfx || g.is_empty()),
+                })
+                .cloned()
+                .collect(),
+            Selection::These(names) => {
+                if let Some(unknown) = names.iter().find(|n| !asked.iter().any(|t| t.arch() == n.as_str())) {
+                    return Err(Error::UnknownTarget {
+                        named: unknown.clone(),
+                        built: asked.iter().map(|t| t.arch().to_string()).collect(),
+                    });
+                }
+                asked
+                    .iter()
+                    .filter(|t| names.iter().any(|n| n == t.arch()))
+                    .cloned()
+                    .collect()
+            }
+        })
+    }
+}
+
+/// The GPUs this machine shows.
+#[derive(Debug, Default)]
+struct Machine {
+    /// An NVIDIA driver lists a GPU.
+    nvidia: bool,
+    /// The processors of the AMD GPUs (`gfx942`, ...; empty where one could not be read).
+    amd: Vec<String>,
+}
+
+impl Machine {
+    fn look() -> Machine {
+        let nvidia = std::fs::read_dir("/proc/driver/nvidia/gpus").is_ok_and(|mut d| d.next().is_some());
+        let mut amd = Vec::new();
+        if Path::new("/dev/kfd").exists() {
+            if let Ok(nodes) = std::fs::read_dir("/sys/class/kfd/kfd/topology/nodes") {
+                for node in nodes.flatten() {
+                    let props = std::fs::read_to_string(node.path().join("properties")).unwrap_or_default();
+                    // `gfx_target_version 90402`: major * 10000 + minor * 100 + stepping (0 on CPUs).
+                    let version = props
+                        .lines()
+                        .find_map(|l| l.strip_prefix("gfx_target_version "))
+                        .and_then(|v| v.trim().parse::<u32>().ok());
+                    match version {
+                        Some(0) => {}
+                        Some(v) => amd.push(format!("gfx{}{}{:x}", v / 10000, v / 100 % 100, v % 100)),
+                        None => {}
+                    }
+                }
+            }
+            if amd.is_empty() {
+                amd.push(String::new());
+            }
+        }
+        Machine { nvidia, amd }
     }
 }
 
@@ -182,4 +310,71 @@ fn write_tables(path: &Path, built: &Built) -> Result<(), Error> {
         context: format!("writing {}", path.display()),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked() -> Vec<GpuTarget> {
+        vec![
+            GpuTarget::nvptx("sm_90"),
+            GpuTarget::nvptx("sm_60"),
+            GpuTarget::amdgcn("gfx90a"),
+            GpuTarget::amdgcn("gfx942"),
+        ]
+    }
+
+    fn names(t: &[GpuTarget]) -> Vec<&str> {
+        t.iter().map(|t| t.arch()).collect()
+    }
+
+    #[test]
+    fn auto_builds_what_the_machine_runs() {
+        let none = Machine::default();
+        assert!(Selection::Auto.pick(&asked(), &none).unwrap().is_empty());
+        let nvidia = Machine {
+            nvidia: true,
+            amd: Vec::new(),
+        };
+        assert_eq!(
+            names(&Selection::Auto.pick(&asked(), &nvidia).unwrap()),
+            ["sm_90", "sm_60"]
+        );
+        let mi300 = Machine {
+            nvidia: false,
+            amd: vec!["gfx942".into()],
+        };
+        assert_eq!(names(&Selection::Auto.pick(&asked(), &mi300).unwrap()), ["gfx942"]);
+        let unread = Machine {
+            nvidia: false,
+            amd: vec![String::new()],
+        };
+        assert_eq!(
+            names(&Selection::Auto.pick(&asked(), &unread).unwrap()),
+            ["gfx90a", "gfx942"]
+        );
+    }
+
+    #[test]
+    fn the_variable_names_all_none_or_a_list() {
+        let m = Machine::default();
+        assert_eq!(Selection::parse("").unwrap(), Selection::Auto);
+        assert_eq!(
+            names(&Selection::parse("all").unwrap().pick(&asked(), &m).unwrap()).len(),
+            4
+        );
+        assert!(Selection::parse("none").unwrap().pick(&asked(), &m).unwrap().is_empty());
+        let list = Selection::parse(" sm_60 , gfx942").unwrap();
+        assert_eq!(names(&list.pick(&asked(), &m).unwrap()), ["sm_60", "gfx942"]);
+        let e = Selection::parse("sm_80")
+            .unwrap()
+            .pick(&asked(), &m)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("names sm_80") && e.contains("sm_90, sm_60, gfx90a, gfx942"),
+            "{e}"
+        );
+    }
 }

@@ -101,6 +101,15 @@ fn read(t: &Target) -> Vec<u8> {
 
 #[test]
 fn the_build_table_lists_every_target() {
+    if !common::gpu_code_built(
+        "the_build_table_lists_every_target",
+        &gpuio_kernels_gpu::TEST_HSACO_PATHS
+            .iter()
+            .map(|(_, p)| *p)
+            .collect::<Vec<_>>(),
+    ) {
+        return;
+    }
     let table: &[(&str, &[u8])] = gpuio_kernels_gpu::TEST_AMDGCN;
     let names: Vec<&str> = table.iter().map(|(g, _)| *g).collect();
     assert_eq!(names, TARGETS.iter().map(|t| t.gfx).collect::<Vec<_>>());
@@ -111,6 +120,15 @@ fn the_build_table_lists_every_target() {
 
 #[test]
 fn headers_symbols_and_metadata() {
+    if !common::gpu_code_built(
+        "headers_symbols_and_metadata",
+        &gpuio_kernels_gpu::TEST_HSACO_PATHS
+            .iter()
+            .map(|(_, p)| *p)
+            .collect::<Vec<_>>(),
+    ) {
+        return;
+    }
     for t in TARGETS {
         let bytes = read(t);
         let co = CodeObject::parse(&bytes).unwrap_or_else(|e| panic!("{}: {e}", t.gfx));
@@ -170,6 +188,15 @@ fn headers_symbols_and_metadata() {
 
 #[test]
 fn metadata_agrees_with_llvm_readobj() {
+    if !common::gpu_code_built(
+        "metadata_agrees_with_llvm_readobj",
+        &gpuio_kernels_gpu::TEST_HSACO_PATHS
+            .iter()
+            .map(|(_, p)| *p)
+            .collect::<Vec<_>>(),
+    ) {
+        return;
+    }
     if !tools_here("metadata_agrees_with_llvm_readobj") {
         return;
     }
@@ -219,6 +246,15 @@ fn metadata_agrees_with_llvm_readobj() {
 
 #[test]
 fn sq_tail_store_is_a_system_release_and_reservations_are_returning_atomics() {
+    if !common::gpu_code_built(
+        "sq_tail_store_is_a_system_release_and_reservations_are_returning_atomics",
+        &gpuio_kernels_gpu::TEST_HSACO_PATHS
+            .iter()
+            .map(|(_, p)| *p)
+            .collect::<Vec<_>>(),
+    ) {
+        return;
+    }
     if !tools_here("sq_tail_store_is_a_system_release_and_reservations_are_returning_atomics") {
         return;
     }
@@ -294,6 +330,15 @@ fn sq_tail_store_is_a_system_release_and_reservations_are_returning_atomics() {
 /// found (at least one, at most one per ticket add) are checked, and the count printed.
 #[test]
 fn sq_ready_flag_store_is_a_system_release() {
+    if !common::gpu_code_built(
+        "sq_ready_flag_store_is_a_system_release",
+        &gpuio_kernels_gpu::TEST_HSACO_PATHS
+            .iter()
+            .map(|(_, p)| *p)
+            .collect::<Vec<_>>(),
+    ) {
+        return;
+    }
     if !tools_here("sq_ready_flag_store_is_a_system_release") {
         return;
     }
@@ -346,6 +391,15 @@ fn sq_ready_flag_store_is_a_system_release() {
 /// pointer is `Stream::chunks`, loaded from a stream (or from the Context's streams).
 #[test]
 fn stream_commit_fences_before_its_counter_adds() {
+    if !common::gpu_code_built(
+        "stream_commit_fences_before_its_counter_adds",
+        &gpuio_kernels_gpu::TEST_HSACO_PATHS
+            .iter()
+            .map(|(_, p)| *p)
+            .collect::<Vec<_>>(),
+    ) {
+        return;
+    }
     if !tools_here("stream_commit_fences_before_its_counter_adds") {
         return;
     }

@@ -148,6 +148,20 @@ macro_rules! over_submissions {
 /// would count the test as passed and hide what it prints, so the line goes to stderr as
 /// `SKIPPED <binary>::<test>: <reason>` and, if `GPUIO_SKIP_LOG` names a file, is appended
 /// to it without the `SKIPPED ` (`.ci/run` counts and lists them at the end).
+/// Whether this build made the GPU code at `paths` (files `gpuio_kernels_gpu` names): where
+/// this machine built no GPU targets (`GPUIO_GPU_TARGETS`, linker/src/kernels.rs), says
+/// the test skipped, visibly, and returns false.
+pub fn gpu_code_built(test: &str, paths: &[&str]) -> bool {
+    let built = paths.iter().all(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 0));
+    if !built {
+        skip(
+            test,
+            "no GPU code was built on this machine (GPUIO_GPU_TARGETS=all builds every target)",
+        );
+    }
+    built
+}
+
 pub fn skip(test: &str, reason: &str) {
     let line = format!(
         "{}::{test}: {}",

@@ -34,6 +34,10 @@
 mod ptx;
 mod warp;
 
+#[allow(dead_code)]
+#[path = "../common/mod.rs"]
+mod common;
+
 use std::collections::BTreeSet;
 
 use ptx::{assert_present, instructions, ops, ptx, ptx_sm60, Inst};
@@ -70,6 +74,12 @@ fn narrow(i: &Inst) -> bool {
 /// accesses not be atomic with it.
 #[test]
 fn every_atomic_rmw_names_system_scope_and_an_order() {
+    if !common::gpu_code_built(
+        "every_atomic_rmw_names_system_scope_and_an_order",
+        &[gpuio_kernels_gpu::TEST_PTX_PATH, gpuio_kernels_gpu::TEST_PTX_SM60_PATH],
+    ) {
+        return;
+    }
     let insts = instructions(&ptx());
     let rmws: Vec<&Inst> = insts.iter().filter(|i| i.is_rmw()).collect();
     assert!(
@@ -92,6 +102,12 @@ fn every_atomic_rmw_names_system_scope_and_an_order() {
 /// Fences and ordered loads/stores are system scope too; nothing is narrower than `.sys`.
 #[test]
 fn fences_and_ordered_loads_and_stores_are_system_scope() {
+    if !common::gpu_code_built(
+        "fences_and_ordered_loads_and_stores_are_system_scope",
+        &[gpuio_kernels_gpu::TEST_PTX_PATH, gpuio_kernels_gpu::TEST_PTX_SM60_PATH],
+    ) {
+        return;
+    }
     let insts = instructions(&ptx());
     let narrow = ops(&insts, |i| narrow(i) && !solo_lock(i));
     assert!(
@@ -113,6 +129,12 @@ fn fences_and_ordered_loads_and_stores_are_system_scope() {
 /// (b) Each protocol step's atomic carries the order the step relies on.
 #[test]
 fn protocol_steps_have_the_orderings_they_need() {
+    if !common::gpu_code_built(
+        "protocol_steps_have_the_orderings_they_need",
+        &[gpuio_kernels_gpu::TEST_PTX_PATH, gpuio_kernels_gpu::TEST_PTX_SM60_PATH],
+    ) {
+        return;
+    }
     let insts = instructions(&ptx());
 
     // Reservations: uniqueness only, so relaxed is enough, but at system scope.
@@ -296,12 +318,24 @@ fn protocol_steps_have_the_orderings_they_need() {
 /// group's mask (or the full mask on the full-warp path), and the shuffle clamps are right.
 #[test]
 fn print_aggregates_the_warp() {
+    if !common::gpu_code_built(
+        "print_aggregates_the_warp",
+        &[gpuio_kernels_gpu::TEST_PTX_PATH, gpuio_kernels_gpu::TEST_PTX_SM60_PATH],
+    ) {
+        return;
+    }
     check_warp_collectives(&ptx(), "sm_90");
 }
 
 /// The same for the lockstep build (its collectives are the same instructions).
 #[test]
 fn print_aggregates_the_warp_in_the_lockstep_build() {
+    if !common::gpu_code_built(
+        "print_aggregates_the_warp_in_the_lockstep_build",
+        &[gpuio_kernels_gpu::TEST_PTX_PATH, gpuio_kernels_gpu::TEST_PTX_SM60_PATH],
+    ) {
+        return;
+    }
     check_warp_collectives(&ptx_sm60(), "sm_60");
 }
 
@@ -317,6 +351,12 @@ fn is_memory(i: &Inst) -> bool {
 /// the kernel on the CPU).
 #[test]
 fn the_lockstep_build_uses_only_pre_volta_memory_operations() {
+    if !common::gpu_code_built(
+        "the_lockstep_build_uses_only_pre_volta_memory_operations",
+        &[gpuio_kernels_gpu::TEST_PTX_PATH, gpuio_kernels_gpu::TEST_PTX_SM60_PATH],
+    ) {
+        return;
+    }
     let ptx = ptx_sm60();
     assert!(
         ptx.lines().any(|l| l.trim() == ".target sm_60"),
@@ -355,6 +395,12 @@ fn the_lockstep_build_uses_only_pre_volta_memory_operations() {
 /// is `membar.sys` right after the load (nothing that touches memory in between).
 #[test]
 fn the_lockstep_build_orders_the_protocol_steps() {
+    if !common::gpu_code_built(
+        "the_lockstep_build_orders_the_protocol_steps",
+        &[gpuio_kernels_gpu::TEST_PTX_PATH, gpuio_kernels_gpu::TEST_PTX_SM60_PATH],
+    ) {
+        return;
+    }
     let insts = instructions(&ptx_sm60());
     let in_fn = |name: &str| -> Vec<&Inst> { insts.iter().filter(|i| i.func.contains(name)).collect() };
     // The memory instructions of a function, in order.
@@ -454,6 +500,12 @@ fn the_lockstep_build_orders_the_protocol_steps() {
 ///   only GPU-scope ones, and only in sm_90).
 #[test]
 fn the_solo_ring_orders_its_round_trip() {
+    if !common::gpu_code_built(
+        "the_solo_ring_orders_its_round_trip",
+        &[gpuio_kernels_gpu::TEST_PTX_PATH, gpuio_kernels_gpu::TEST_PTX_SM60_PATH],
+    ) {
+        return;
+    }
     for (build, text) in [("sm_90", ptx()), ("sm_60", ptx_sm60())] {
         let insts = instructions(&text);
         let funcs: BTreeSet<&str> = insts.iter().filter(|i| in_solo(i)).map(|i| i.func.as_str()).collect();
