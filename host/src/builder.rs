@@ -583,20 +583,16 @@ impl Builder {
         };
         let (shared, sandbox) = Shared::new(queues, solo, &config, device.clone(), configure)?;
         let shared = Arc::new(shared);
-        if std::env::var_os("GPUIO_QUIET").is_none() {
-            for n in &sandbox.notices {
-                eprintln!("{n}");
-            }
+        for n in &sandbox.notices {
+            say_once(n);
         }
         let consumer = shared.clone();
         let waker = Waker::start(move || consumer.wake_if_needed()).map_err(|e| Error::Os {
             what: "starting the waker thread",
             source: e,
         })?;
-        if std::env::var_os("GPUIO_QUIET").is_none() {
-            for n in [notice, queue_notice, solo_notice].into_iter().flatten() {
-                eprintln!("{n}");
-            }
+        for n in [notice, queue_notice, solo_notice].into_iter().flatten() {
+            say_once(&n);
         }
         let gpu = device.map(|device| Gpu {
             device,
@@ -664,5 +660,19 @@ impl Runtime {
     /// A builder for custom settings.
     pub fn builder() -> Builder {
         Builder::default()
+    }
+}
+
+/// Prints a notice on stderr once per process (a program that builds several runtimes
+/// sees each notice once), unless `GPUIO_QUIET` is set.
+fn say_once(notice: &str) {
+    static SAID: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    if std::env::var_os("GPUIO_QUIET").is_some() {
+        return;
+    }
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.iter().any(|s| s == notice) {
+        eprintln!("{notice}");
+        said.push(notice.to_string());
     }
 }

@@ -28,7 +28,6 @@ use crate::consumer::sandbox::Sandbox;
 /// }
 /// # Ok::<(), Error>(())
 /// ```
-#[derive(Debug)]
 pub enum Error {
     /// io_uring cannot be used here; the message names the cause.
     UringUnavailable(String),
@@ -86,6 +85,15 @@ pub enum Error {
         /// The SQ flags word, as read.
         sq_flags: u32,
     },
+}
+
+/// `Debug` is the `Display` text: a `main` that returns `Result<(), gpuio::Error>` prints
+/// what went wrong and the way out, as a person should read it (the variants' fields are
+/// public for programs that want them).
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
 }
 
 impl fmt::Display for Error {
@@ -164,13 +172,13 @@ pub struct OutputErrors {
 impl fmt::Display for PrintErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "device prints failed:")?;
-        for o in &self.outputs {
+        for (i, o) in self.outputs.iter().enumerate() {
             write!(
                 f,
-                " fd {}: {} write(s) failed, last error {} ({}), {} bytes / {} lines lost;",
+                "{} fd {}: {} write(s) failed, last error: {}; {} bytes / {} lines lost",
+                if i == 0 { "" } else { ";" },
                 o.fd,
                 o.failed_writes,
-                o.errno,
                 io::Error::from_raw_os_error(o.errno),
                 o.lost_bytes,
                 o.lost_lines

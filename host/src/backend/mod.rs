@@ -138,11 +138,20 @@ pub(crate) fn open(requested: Option<Backend>, named: Option<u32>) -> Result<(Op
                      (cuda: {cuda}; hsa: {hsa})"
                 )));
             }
+            // The usual case on a machine without a GPU, said calmly; anything else in full.
+            let cuda = if cuda.contains("not found") {
+                "no NVIDIA driver".to_string()
+            } else {
+                format!("cuda: {cuda}")
+            };
+            let hsa = if hsa.contains("/dev/kfd is absent") {
+                "no AMD GPU driver".to_string()
+            } else {
+                format!("hsa: {hsa}")
+            };
             Ok((
                 None,
-                Some(format!(
-                    "gpuio: running kernels on the CPU backend (cuda: {cuda}; hsa: {hsa})"
-                )),
+                Some(format!("gpuio: kernels run on the CPU backend ({cuda}; {hsa})")),
             ))
         }
     }
