@@ -30,7 +30,14 @@ fn a_kernel_that_panics_mid_print_is_reported_and_the_runtime_goes_on() {
     let _wd = watchdog("a_kernel_that_panics_mid_print_is_reported_and_the_runtime_goes_on", 60);
     let path = process_dir().join("panic.txt");
     let f = create(&path, false);
-    let rt = builder().stdout_fd(f.as_raw_fd()).build().unwrap();
+    // The panic reports go to the runtime's stderr: a file here, checked below.
+    let err_path = process_dir().join("panic-stderr.txt");
+    let e = create(&err_path, false);
+    let rt = builder()
+        .stdout_fd(f.as_raw_fd())
+        .stderr_fd(e.as_raw_fd())
+        .build()
+        .unwrap();
     // Thread 2 gives up after 10 lines; the others print 20.
     rt.launch(1, 4, || {
         let t = gpuio::device::global_thread_idx();
@@ -63,6 +70,17 @@ fn a_kernel_that_panics_mid_print_is_reported_and_the_runtime_goes_on() {
         .unwrap();
     rt.synchronize().unwrap();
     drop(rt);
+    let reports = std::fs::read_to_string(&err_path).unwrap();
+    assert!(
+        reports.contains("kernel thread 2 (block 0, thread 2) panicked at tests/faults_kernel.rs:")
+            && reports.contains(": thread 2 gives up at line 10\n"),
+        "the panic is reported on the runtime's stderr: {reports:?}"
+    );
+    assert_eq!(
+        reports.matches("trap_after_print: thread").count(),
+        4,
+        "each trapping thread is reported: {reports:?}"
+    );
     let text = std::fs::read_to_string(&path).unwrap();
     let mut per_thread = BTreeMap::<String, Vec<u64>>::new();
     let mut after = Vec::new();

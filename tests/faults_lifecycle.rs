@@ -1,8 +1,9 @@
 //! Faults of the runtime's life, on the CPU backend against the machine's real io_uring:
-//! dropping the runtime with writes in flight, SQPOLL asleep and then a burst, and 10,000
-//! rings created and destroyed.
+//! dropping the runtime with writes in flight, SQPOLL asleep and then a burst, and rings
+//! created and destroyed by the thousand (1,000 here; CI's stress step runs 10,000 with
+//! `GPUIO_FAULTS_RINGS=10000`).
 //!
-//! Each test checks that nothing is lost and that nothing hangs or leaks. The 10,000 rings
+//! Each test checks that nothing is lost and that nothing hangs or leaks. The rings
 //! count the process's fds and threads, so they run in a child process of this test binary
 //! (`fault_child`), which is killed if it runs too long. RELIABILITY.md records what each
 //! one found.
@@ -112,13 +113,13 @@ fn a_burst_after_sqpoll_fell_asleep_wakes_it_and_loses_nothing() {
     assert!(next.iter().all(|&n| n == rounds * lines), "lines lost: {next:?}");
 }
 
-// ------------------------------------------------------------------ 10,000 rings
+// ------------------------------------------------------------------ rings by the thousand
 
 #[test]
-fn ten_thousand_rings_created_and_destroyed_leak_nothing() {
-    let _wd = watchdog("ten_thousand_rings_created_and_destroyed_leak_nothing", 590);
+fn rings_created_and_destroyed_by_the_thousand_leak_nothing() {
+    let _wd = watchdog("rings_created_and_destroyed_by_the_thousand_leak_nothing", 590);
     let run = run_child("rings", Duration::from_secs(580));
-    run.assert_ok("10,000 rings created and destroyed");
+    run.assert_ok("rings created and destroyed");
     assert_eq!(run.get("checked"), Some("1"), "{}", run.stdout);
     eprintln!(
         "{}",
@@ -174,7 +175,8 @@ fn settled(threads: usize) -> Held {
     }
 }
 
-/// 10,000 runtimes (ring, SQPOLL thread, waker thread, mappings) created and dropped; every
+/// `GPUIO_FAULTS_RINGS` (default 1,000: about 20 s on 2 cores) runtimes (ring, SQPOLL
+/// thread, waker thread, mappings) created and dropped; every
 /// 100th also runs a kernel that prints. Small rings and logs, and SQPOLL idle after 1 ms:
 /// a runtime costs its setup and teardown, not page-zeroing (logs are populated at
 /// creation) nor an SQPOLL thread spinning 50 ms on one of CI's two cores.
@@ -182,7 +184,7 @@ fn child_rings() {
     let n: usize = std::env::var("GPUIO_FAULTS_RINGS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+        .unwrap_or(1_000);
     let null = std::fs::OpenOptions::new().write(true).open("/dev/null").unwrap();
     let make = || {
         builder()

@@ -487,7 +487,7 @@ fn permission_denied(sub: Submission) {
     let text = out.stdout + &out.stderr;
     assert!(out.status.success(), "child failed:\n{text}");
     assert!(
-        text.contains("child saw Some(EACCES (errno 13))"),
+        text.contains("child saw Some(EACCES: Permission denied (os error 13))"),
         "child output:\n{text}"
     );
 }

@@ -186,8 +186,11 @@ fn a_print_stuck_behind_a_full_pipe_is_reported_while_its_thread_waits() {
     );
     let (r, w) = small_pipe();
     let filled = fill(w.as_raw_fd());
+    // The deliberate panic's report goes to a file, not the test's stderr.
+    let (reports, _) = temp_file("stuck-stderr.txt");
     let rt = builder()
         .stdout_fd(w.as_raw_fd())
+        .stderr_fd(reports.as_raw_fd())
         .log_bytes(4096)
         .hang_timeout(Some(Duration::from_millis(500)))
         .build()

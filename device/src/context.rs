@@ -390,15 +390,13 @@ impl Context {
     ///
     /// Of the lanes of a warp that wait together, one goes round for all of them
     /// (`arch::by_one_lane`; its reap completes their requests too), and the others wait
-    /// for it without issuing: on the H100 their polling slowed a sibling's reap
-    /// (BENCHMARKS.md, "one lane goes round"). The price: a lane whose request completed
+    /// for it without issuing: on the H100 their polling slowed a sibling's reap. The price: a lane whose request completed
     /// waits out the round in progress (a reap of up to a few hundred CQEs, or every 64th
     /// round a reap of every ring and a flush) before it looks again.
     ///
     /// Always inlined: a waiter calls it every round, mostly to find the reaper busy. Left
     /// to LLVM it went out of line once it also held the waiter's own reap; on the H100
-    /// that build's random 4 KiB reads were no faster and in most runs a little slower
-    /// (BENCHMARKS.md, "a waiter that reaps its own completion", builds R and S).
+    /// that build's random 4 KiB reads were no faster and in most runs a little slower.
     ///
     /// Crate-private: a caller that dropped a returned result would lose it with the slot
     /// already given back.
@@ -513,7 +511,7 @@ impl Context {
             // the kick) only when there is a kick to take. The swap is a system-scope RMW on
             // host memory, and every waiter comes here every PROGRESS_EVERY rounds: swapping
             // unconditionally cost staged random 4 KiB reads about a third of their
-            // throughput on the H100 (BENCHMARKS.md, "the kicks taken only when set").
+            // throughput on the H100.
             if s.kick.load(Ordering::Relaxed) != 0 && s.kick.swap(0, Ordering::AcqRel) != 0 {
                 self.flush(s);
             }

@@ -6,14 +6,16 @@
 
 /// An error number from the kernel (`errno`), as a device call returns it.
 ///
-/// Displayed with its symbolic name where [`Errno::name`] knows it:
+/// Displayed as std displays an OS error, with the description where
+/// [`Errno::description`] knows it; `Debug` adds the symbolic name:
 ///
 /// ```
 /// use gpuio_device::io::Errno;
 /// assert_eq!(Errno(2), Errno::ENOENT);
 /// assert_eq!(Errno::ENOENT.name(), Some("ENOENT"));
-/// assert_eq!(Errno::ENOENT.to_string(), "ENOENT (errno 2)");
-/// assert_eq!(Errno(1000).to_string(), "errno 1000");
+/// assert_eq!(Errno::ENOENT.to_string(), "No such file or directory (os error 2)");
+/// assert_eq!(format!("{:?}", Errno::ENOENT), "ENOENT: No such file or directory (os error 2)");
+/// assert_eq!(Errno(1000).to_string(), "os error 1000");
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Errno(pub i32);
@@ -57,6 +59,31 @@ impl Errno {
     /// Operation not supported.
     pub const EOPNOTSUPP: Errno = Errno(95);
 
+    /// What the error means, as `strerror(3)` says it, for the common ones.
+    pub fn description(self) -> Option<&'static str> {
+        Some(match self {
+            Errno::EPERM => "Operation not permitted",
+            Errno::ENOENT => "No such file or directory",
+            Errno::EINTR => "Interrupted system call",
+            Errno::EIO => "Input/output error",
+            Errno::EBADF => "Bad file descriptor",
+            Errno::EAGAIN => "Resource temporarily unavailable",
+            Errno::EACCES => "Permission denied",
+            Errno::EFAULT => "Bad address",
+            Errno::EEXIST => "File exists",
+            Errno::EISDIR => "Is a directory",
+            Errno::EINVAL => "Invalid argument",
+            Errno::EFBIG => "File too large",
+            Errno::ENOSPC => "No space left on device",
+            Errno::EPIPE => "Broken pipe",
+            Errno::ENAMETOOLONG => "File name too long",
+            Errno::ENOSYS => "Function not implemented",
+            Errno::EOVERFLOW => "Value too large for defined data type",
+            Errno::EOPNOTSUPP => "Operation not supported",
+            _ => return None,
+        })
+    }
+
     /// The symbolic name, for the common ones.
     pub fn name(self) -> Option<&'static str> {
         Some(match self {
@@ -85,15 +112,20 @@ impl Errno {
 
 impl core::fmt::Display for Errno {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self.name() {
-            Some(n) => write!(f, "{n} (errno {})", self.0),
-            None => write!(f, "errno {}", self.0),
+        match self.description() {
+            Some(d) => write!(f, "{d} (os error {})", self.0),
+            None => write!(f, "os error {}", self.0),
         }
     }
 }
 
 impl core::fmt::Debug for Errno {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if let Some(n) = self.name() {
+            write!(f, "{n}: ")?;
+        }
         core::fmt::Display::fmt(self, f)
     }
 }
+
+impl core::error::Error for Errno {}

@@ -92,6 +92,8 @@ impl core::fmt::Display for Error {
     }
 }
 
+impl core::error::Error for Error {}
+
 /// An open file; closed when dropped (errors on that close are ignored: use
 /// [`File::close`] to see them).
 #[derive(Debug)]

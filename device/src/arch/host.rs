@@ -176,13 +176,13 @@ impl Drop for EnterGuard {
 }
 
 /// Outside any kernel (no context installed), host-built device code prints with std.
+/// Through std's own macros, so that a test harness captures it as it captures std's.
 pub fn print_without_context(stderr: bool, newline: bool, args: core::fmt::Arguments) {
-    use std::io::Write;
     let nl: &str = if newline { "\n" } else { "" };
     if stderr {
-        let _ = std::io::stderr().lock().write_fmt(format_args!("{args}{nl}"));
+        std::eprint!("{args}{nl}");
     } else {
-        let _ = std::io::stdout().lock().write_fmt(format_args!("{args}{nl}"));
+        std::print!("{args}{nl}");
     }
 }
 

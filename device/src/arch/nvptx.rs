@@ -640,7 +640,7 @@ pub fn doze() {
 /// thread scheduling (sm_70+) the divergent paths of a warp take turns, so waiting lanes that
 /// poll slow down a sibling that is reaping; asleep, they leave it the warp. 8 us (`nanosleep`
 /// sleeps up to twice that): shorter sleeps left random reads slower on the H100, longer
-/// ones were no faster (BENCHMARKS.md, "waiters that stand aside"). Lockstep lanes (before
+/// ones were no faster. Lockstep lanes (before
 /// sm_70) take no turns (a reaping lane's siblings wait, masked off, until it is done), so
 /// there it returns at once.
 #[inline(always)]
@@ -657,9 +657,7 @@ pub fn yield_to_siblings() {
 /// (`Context::waiting`). With independent thread scheduling (sm_70+) the lanes of a warp
 /// that wait apart from the one that reaps are divergent paths, which the warp runs by
 /// turns with the reaper's. Parked at the barrier they issue nothing. On the H100, staged
-/// random 4 KiB reads over 4 rings then completed 18-41% more a second (BENCHMARKS.md, "one
-/// lane goes round", which also shows what bench_file's phases diagnostic saw of the
-/// reaper's dispatch).
+/// random 4 KiB reads over 4 rings then completed 18-41% more a second.
 ///
 /// `round` must not wait for the parked lanes: a waiter's round reaps, sleeps or flushes,
 /// and waits only for the kernel and for reaping, as the lockstep rule (`arch/mod.rs`) has
