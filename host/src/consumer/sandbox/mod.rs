@@ -19,7 +19,7 @@
 //!    `io_uring_register` opcode at all (nothing can be registered or changed afterwards);
 //! 5. `IORING_REGISTER_ENABLE_RINGS` starts the ring (and wakes its SQPOLL thread).
 //!
-//! The host-thread fallback takes the same five steps ([`restrictions::Register`] for
+//! The host-thread fallback takes the same five steps (`restrictions::Register` for
 //! [`HostRing`](crate::consumer::fallback::HostRing)) and checks each SQE against the same
 //! restrictions and buffers before it performs it, as the kernel would.
 //!
