@@ -45,6 +45,7 @@ over_submissions!(
     print_only_sandbox_refuses_file_io_and_reports_it,
     a_lone_threads_requests_take_the_solo_ring,
     small_requests_of_many_threads_share_the_solo_ring_and_the_others,
+    std_habits_cursor_write_macros_and_a_buffered_writer,
 );
 
 /// Deterministic pseudo-random bytes, different for each seed: the generator the kernels
@@ -880,4 +881,94 @@ fn group_copy_moves_every_lanes_bytes_and_no_other() {
     }
     let bad = bad.into_inner().unwrap();
     assert!(bad.is_empty(), "{} wrong copies, the first: {}", bad.len(), bad[0]);
+}
+
+/// std's habits on a device `File`: a cursor (`write_all`, `read`, `read_exact`, `seek`,
+/// `stream_position`), `write!`/`writeln!` (one request per 256 formatted bytes), a
+/// `BufWriter` that gathers a loop of `writeln!` into a few writes, and errors as std shows
+/// them.
+fn std_habits_cursor_write_macros_and_a_buffered_writer(sub: Submission) {
+    let _w = watchdog("std_habits_cursor_write_macros_and_a_buffered_writer", 60);
+    use core::fmt::Write as _;
+    use gpuio::device::fs::{BufWriter, SeekFrom};
+    let dir = TempDir::new("habits");
+    let (a, b) = (dir.str("a.txt"), dir.str("b.txt"));
+    // dbg! writes to the runtime's stderr: a file here.
+    let err_path = dir.str("stderr.txt");
+    let err = create(Path::new(&err_path));
+    let rt = Runtime::builder()
+        .backend(Backend::Cpu)
+        .submission(sub)
+        .rings(common::suite_rings())
+        .sandbox(Sandbox::FileIo)
+        .stderr_fd(err.as_raw_fd())
+        .build()
+        .unwrap();
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (pa, pb, s) = (a.clone(), b.clone(), seen.clone());
+    rt.launch(1, 1, move || {
+        let mut out = s.lock().unwrap();
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open(&pa)
+            .unwrap();
+        writeln!(f, "x = {}, y = {:?}", 42, "two").unwrap();
+        f.write_all(b"raw\n").unwrap();
+        // A text longer than the formatting chunk: several requests, one text.
+        writeln!(f, "{}", "z".repeat(600)).unwrap();
+        out.push(format!("pos {}", f.stream_position()));
+        out.push(format!("seek {:?}", f.seek(SeekFrom::Start(4))));
+        let mut two = [0u8; 2];
+        f.read_exact(&mut two).unwrap();
+        out.push(format!(
+            "read {:?} pos {}",
+            std::str::from_utf8(&two).unwrap(),
+            f.stream_position()
+        ));
+        out.push(format!("back {:?}", f.seek(SeekFrom::Current(-6))));
+        let mut all = [0u8; 13];
+        out.push(format!("read {:?}", f.read(&mut all)));
+        out.push(format!("end {:?}", f.seek(SeekFrom::End(0))));
+        out.push(format!("before 0 {:?}", f.seek(SeekFrom::Current(-1_000))));
+        let mut g = File::create(&pb).unwrap();
+        let mut w = BufWriter::<4096>::new(&mut g);
+        for i in 0..100 {
+            writeln!(w, "{i} {}", i * i).unwrap();
+        }
+        out.push(format!("flush {:?}", w.flush()));
+        drop(w);
+        let missing = File::open("/nonexistent/gpuio-habits").unwrap_err();
+        out.push(format!("missing: {missing}"));
+        out.push(format!("dbg {}", gpuio::device::dbg!(6 * 7)));
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    let seen = seen.lock().unwrap().clone();
+    let text = std::fs::read_to_string(&a).unwrap();
+    assert_eq!(text, format!("x = 42, y = \"two\"\nraw\n{}\n", "z".repeat(600)));
+    assert_eq!(
+        seen,
+        [
+            format!("pos {}", text.len()),
+            "seek Ok(4)".to_string(),
+            "read \"42\" pos 6".to_string(),
+            "back Ok(0)".to_string(),
+            "read Ok(13)".to_string(),
+            format!("end Err({:?})", Errno::EOPNOTSUPP),
+            format!("before 0 Err({:?})", Errno::EINVAL),
+            "flush Ok(())".to_string(),
+            "missing: No such file or directory (os error 2)".to_string(),
+            "dbg 42".to_string(),
+        ]
+    );
+    let squares: String = (0..100).map(|i| format!("{i} {}\n", i * i)).collect();
+    assert_eq!(std::fs::read_to_string(&b).unwrap(), squares);
+    drop(rt);
+    let said = std::fs::read_to_string(&err_path).unwrap();
+    assert!(
+        said.starts_with("[tests/file_io.rs:") && said.ends_with("] 6 * 7 = 42\n"),
+        "dbg! as std's: {said:?}"
+    );
 }

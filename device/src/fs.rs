@@ -57,6 +57,9 @@ pub enum Error {
         /// Bytes written before the write that wrote nothing.
         done: usize,
     },
+    /// A value's `Display` or `Debug` failed while `write!` formatted it (what was formatted
+    /// before it was written).
+    Format,
 }
 
 impl Error {
@@ -64,6 +67,7 @@ impl Error {
     pub fn done(&self) -> usize {
         match *self {
             Error::Os { done, .. } | Error::UnexpectedEof { done } | Error::WriteZero { done } => done,
+            Error::Format => 0,
         }
     }
 
@@ -88,6 +92,7 @@ impl core::fmt::Display for Error {
             Error::Os { errno, done } => write!(f, "{errno} after {done} bytes"),
             Error::UnexpectedEof { done } => write!(f, "end of file after {done} bytes"),
             Error::WriteZero { done } => write!(f, "write made no progress after {done} bytes"),
+            Error::Format => write!(f, "a value's Display or Debug implementation failed"),
         }
     }
 }
@@ -96,10 +101,42 @@ impl core::error::Error for Error {}
 
 /// An open file; closed when dropped (errors on that close are ignored: use
 /// [`File::close`] to see them).
+///
+/// Two ways to address it: positional calls (`read_at`, `write_all_at`, ...: any thread,
+/// any offset, `&self`), and std's cursor (`read`, `write_all`, `seek`, `write!`:
+/// `&mut self`), which this `File` keeps itself, starting at 0 (on a file opened with
+/// `append`, Linux puts every write at the end whatever the cursor says).
+///
+/// ```no_run
+/// use gpuio_device::fs::{File, SeekFrom};
+/// let mut f = File::create("out.txt")?;
+/// writeln!(f, "x = {}", 42)?;            // one request per 256 formatted bytes
+/// f.write_all(b"raw bytes\n")?;
+/// f.seek(SeekFrom::Start(0))?;
+/// # Ok::<(), gpuio_device::fs::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct File {
     fd: i32,
+    /// The cursor of `read`, `write` and `seek`.
+    pos: u64,
 }
+
+/// Where [`File::seek`] moves the cursor to, as std's `SeekFrom`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeekFrom {
+    /// That many bytes from the start.
+    Start(u64),
+    /// That many bytes from the cursor (negative: back).
+    Current(i64),
+    /// That many bytes from the end. Not supported yet: device code cannot ask a file's
+    /// size (`EOPNOTSUPP`).
+    End(i64),
+}
+
+/// Bytes [`File::write_fmt`] formats before it writes them: a `write!` of a longer text
+/// takes one request per this many bytes.
+pub const FORMAT_CHUNK: usize = 256;
 
 impl File {
     /// Opens `path` read-only.
@@ -123,7 +160,7 @@ impl File {
     /// # Safety
     /// `fd` is an open file descriptor that nothing else closes.
     pub unsafe fn from_raw_fd(fd: i32) -> File {
-        File { fd }
+        File { fd, pos: 0 }
     }
 
     /// The file descriptor.
@@ -176,6 +213,79 @@ impl File {
         Ok(())
     }
 
+    /// Reads at the cursor and moves it past what was read; returns the bytes read (0 at
+    /// end of file).
+    pub fn read(&mut self, buf: &mut [u8]) -> Result<usize, Errno> {
+        let n = io::pread(self.fd, buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+
+    /// Reads exactly `buf.len()` bytes at the cursor, retrying short reads; the cursor
+    /// moves past what was read, also on an error.
+    pub fn read_exact(&mut self, buf: &mut [u8]) -> Result<(), Error> {
+        let r = self.read_exact_at(buf, self.pos);
+        self.pos += match &r {
+            Ok(()) => buf.len(),
+            Err(e) => e.done(),
+        } as u64;
+        r
+    }
+
+    /// Writes at the cursor and moves it past what was written; returns the bytes written.
+    pub fn write(&mut self, buf: &[u8]) -> Result<usize, Errno> {
+        let n = io::pwrite(self.fd, buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+
+    /// Writes all of `buf` at the cursor, retrying short writes; the cursor moves past what
+    /// was written, also on an error.
+    pub fn write_all(&mut self, buf: &[u8]) -> Result<(), Error> {
+        let r = self.write_all_at(buf, self.pos);
+        self.pos += match &r {
+            Ok(()) => buf.len(),
+            Err(e) => e.done(),
+        } as u64;
+        r
+    }
+
+    /// Formats `args` and writes the text at the cursor: what `write!(f, ..)` and
+    /// `writeln!(f, ..)` call. The text is formatted into a buffer of [`FORMAT_CHUNK`]
+    /// bytes on the stack, written each time it fills and at the end: no allocation, and a
+    /// short line is one request. For many small writes, gather them in a [`BufWriter`].
+    pub fn write_fmt(&mut self, args: core::fmt::Arguments<'_>) -> Result<(), Error> {
+        let mut w = BufWriter::<FORMAT_CHUNK>::new(self);
+        let r = core::fmt::Write::write_fmt(&mut w, args);
+        match (w.finish(), r) {
+            (Err(e), _) => Err(e),
+            (Ok(()), Ok(())) => Ok(()),
+            // A Display impl that failed on its own: nothing of ours went wrong.
+            (Ok(()), Err(_)) => Err(Error::Format),
+        }
+    }
+
+    /// Moves the cursor; returns its new position. `SeekFrom::End` is not supported yet
+    /// (`EOPNOTSUPP`); a position before the start is `EINVAL`.
+    pub fn seek(&mut self, to: SeekFrom) -> Result<u64, Errno> {
+        self.pos = match to {
+            SeekFrom::Start(p) => p,
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d).ok_or(Errno::EINVAL)?,
+            SeekFrom::End(_) => return Err(Errno::EOPNOTSUPP),
+        };
+        Ok(self.pos)
+    }
+
+    /// The cursor's position.
+    pub fn stream_position(&self) -> u64 {
+        self.pos
+    }
+
+    /// Nothing to do: a `File` holds no buffer (a [`BufWriter`] does). For std's habits.
+    pub fn flush(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
+
     /// Flushes data and metadata to storage.
     pub fn sync_all(&self) -> Result<(), Errno> {
         io::fsync(self.fd)
@@ -195,6 +305,95 @@ impl File {
 impl Drop for File {
     fn drop(&mut self) {
         let _ = io::close(self.fd);
+    }
+}
+
+/// Gathers writes to a [`File`] in a buffer of `N` bytes on the stack (no allocation), and
+/// writes them at the file's cursor when it fills, on [`BufWriter::flush`], and when
+/// dropped (where an error is lost: call `flush` to see it), as std's `BufWriter`. A loop
+/// of `writeln!(w, ..)` then costs one request per `N` bytes, not one per line.
+///
+/// ```no_run
+/// use core::fmt::Write as _;
+/// use gpuio_device::fs::{BufWriter, File};
+/// let mut f = File::create("table.txt")?;
+/// let mut w = BufWriter::<4096>::new(&mut f);
+/// for i in 0..100 {
+///     writeln!(w, "{i} {}", i * i).ok();
+/// }
+/// w.flush()?;
+/// # Ok::<(), gpuio_device::fs::Error>(())
+/// ```
+pub struct BufWriter<'f, const N: usize> {
+    file: &'f mut File,
+    buf: [u8; N],
+    len: usize,
+    /// The first write error; later writes are dropped and `flush` returns it.
+    error: Option<Error>,
+}
+
+impl<'f, const N: usize> BufWriter<'f, N> {
+    /// An empty buffer in front of `file`.
+    pub fn new(file: &'f mut File) -> Self {
+        BufWriter {
+            file,
+            buf: [0; N],
+            len: 0,
+            error: None,
+        }
+    }
+
+    /// Adds `bytes`, writing the buffer out each time it fills (a write error is kept for
+    /// [`BufWriter::flush`]).
+    pub fn write_all(&mut self, mut bytes: &[u8]) -> Result<(), Error> {
+        while !bytes.is_empty() {
+            if let Some(e) = self.error {
+                return Err(e);
+            }
+            let n = bytes.len().min(N - self.len);
+            self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+            self.len += n;
+            bytes = &bytes[n..];
+            if self.len == N {
+                self.write_out();
+            }
+        }
+        self.error.map_or(Ok(()), Err)
+    }
+
+    /// Writes out what the buffer holds; returns the first error any write met.
+    pub fn flush(&mut self) -> Result<(), Error> {
+        self.write_out();
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// [`BufWriter::flush`], and gives the file back.
+    pub fn finish(mut self) -> Result<(), Error> {
+        self.flush()
+    }
+
+    fn write_out(&mut self) {
+        if self.len != 0 && self.error.is_none() {
+            if let Err(e) = self.file.write_all(&self.buf[..self.len]) {
+                self.error = Some(e);
+            }
+        }
+        self.len = 0;
+    }
+}
+
+impl<const N: usize> core::fmt::Write for BufWriter<'_, N> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        self.write_all(s.as_bytes()).map_err(|_| core::fmt::Error)
+    }
+}
+
+impl<const N: usize> Drop for BufWriter<'_, N> {
+    fn drop(&mut self) {
+        self.write_out();
     }
 }
 
@@ -315,6 +514,6 @@ impl OpenOptions {
     /// Opens `path` with these options.
     pub fn open(&self, path: &str) -> Result<File, Errno> {
         let fd = io::open(path, self.flags()?, self.mode)?;
-        Ok(File { fd })
+        Ok(File { fd, pos: 0 })
     }
 }

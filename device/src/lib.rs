@@ -101,3 +101,41 @@ macro_rules! eprintln {
     () => { $crate::print::print_to(true, true, format_args!("")) };
     ($($arg:tt)*) => { $crate::print::print_to(true, true, format_args!($($arg)*)) };
 }
+
+/// Prints an expression and its value to the runtime's stderr and returns the value, like
+/// std's `dbg!`: `[src/lib.rs:12:9] x * 2 = 14` (the value with `{:#?}`), one line per
+/// expression. `dbg!()` prints the place alone. No allocation: the line is formatted as any
+/// print's.
+///
+/// ```
+/// # use gpuio_device::dbg;
+/// let x = 7;
+/// let y = dbg!(x * 2) + 1;   // outside a kernel, on the host's stderr
+/// assert_eq!(y, 15);
+/// let (a, b) = dbg!(1, "two");
+/// assert_eq!((a, b), (1, "two"));
+/// ```
+#[macro_export]
+macro_rules! dbg {
+    () => {
+        $crate::eprintln!("[{}:{}:{}]", ::core::file!(), ::core::line!(), ::core::column!())
+    };
+    ($val:expr $(,)?) => {
+        match $val {
+            tmp => {
+                $crate::eprintln!(
+                    "[{}:{}:{}] {} = {:#?}",
+                    ::core::file!(),
+                    ::core::line!(),
+                    ::core::column!(),
+                    ::core::stringify!($val),
+                    &tmp
+                );
+                tmp
+            }
+        }
+    };
+    ($($val:expr),+ $(,)?) => {
+        ($($crate::dbg!($val)),+,)
+    };
+}

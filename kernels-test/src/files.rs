@@ -696,3 +696,60 @@ fn wait_timing_reaps(
         },
     )
 }
+
+kernel! {
+    /// std's habits on a device `File`, by every thread: it creates `<dir>/h<t>`, writes
+    /// `t=<t> sq=<t*t>` with `writeln!`, then 20 lines `<t> <i>` through a 256-byte
+    /// `BufWriter`, seeks back to the start and `read_exact`s its first line. Thread 0 also
+    /// `dbg!`s its id (on the runtime's stderr). `results[t]` (i64): 0, or `1000 * step +
+    /// errno` (step 1 create, 2 write!, 3 BufWriter, 4 seek, 5 read back; errno 999: wrong
+    /// bytes).
+    pub fn std_habits(dir: u64, dir_len: u32, results: u64) {
+        use gpuio_device::fs::{BufWriter, SeekFrom};
+        let t = global_thread_idx();
+        if t == 0 {
+            gpuio_device::dbg!(t);
+        }
+        let code = (|| {
+            let code = |step: i64, e: FsError| 1000 * step + e.errno().map_or(999, |e| e.0 as i64);
+            let path = PathBuf::new(dir, dir_len, format_args!("h{t}"));
+            let mut f = match OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path.as_str()) {
+                Ok(f) => f,
+                Err(e) => return 1000 + e.0 as i64,
+            };
+            if let Err(e) = writeln!(f, "t={t} sq={}", t * t) {
+                return code(2, e);
+            }
+            {
+                let mut w = BufWriter::<256>::new(&mut f);
+                for i in 0..20 {
+                    if writeln!(w, "{t} {i}").is_err() {
+                        return 3999;
+                    }
+                }
+                if let Err(e) = w.flush() {
+                    return code(3, e);
+                }
+            }
+            if let Err(e) = f.seek(SeekFrom::Start(0)) {
+                return 4000 + e.0 as i64;
+            }
+            let mut want = PathBuf {
+                bytes: [0; 512],
+                len: 0,
+            };
+            let _ = writeln!(want, "t={t} sq={}", t * t);
+            let mut back = [0u8; 64];
+            let n = want.len;
+            if let Err(e) = f.read_exact(&mut back[..n]) {
+                return code(5, e);
+            }
+            if !same(&back[..n], &want.bytes[..n]) {
+                return 5999;
+            }
+            0
+        })();
+        // SAFETY: the host allocated one i64 per thread at `results`.
+        unsafe { *(results as *mut i64).add(t as usize) = code };
+    }
+}

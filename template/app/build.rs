@@ -1,5 +1,6 @@
 //! Builds `../kernels` for the GPUs: PTX for NVIDIA (sm_70: Volta and every GPU after it)
-//! and code objects for AMD's MI200, MI300 and RDNA3; `GPUIO_SKIP_GPU_BUILD=1` skips them.
+//! and code objects for AMD's MI200, MI300 and RDNA3: those this machine's GPUs run, unless
+//! `GPUIO_GPU_TARGETS` says otherwise (`all`, `none`, or a list; `gpuio_linker::Kernels`).
 fn main() {
     if let Err(e) = gpuio_linker::Kernels::new("../kernels")
         .nvptx(["sm_70"])

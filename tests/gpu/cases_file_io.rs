@@ -149,3 +149,47 @@ pub(crate) fn print_while_others_wait_for_io(config: Config, scratch: &Scratch) 
         threads * steps as usize / 2
     ))
 }
+
+pub(crate) fn std_habits_on_a_device_file(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block) = (config.pick(4, 2), config.pick(64, 16));
+    let threads = (grid * block) as usize;
+    let (err, err_path) = scratch.file("habits.err");
+    let rt = build(config.builder().sandbox(Sandbox::FileIo).stderr_fd(err.as_raw_fd()))?;
+    let k = Kernels::load(&rt)?;
+    let dir = scratch.0.join("habits");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let dir_text = dir.to_str().unwrap().as_bytes().to_vec();
+    let mut dir_mem = Mem::zeroed(&k, dir_text.len());
+    match (&mut dir_mem, k.cuda()) {
+        (Mem::Host(v), _) => v.copy_from_slice(&dir_text),
+        (Mem::Gpu(_, d, _), Some(c)) => c.copy_to_device(*d, &dir_text).map_err(|e| e.to_string())?,
+        _ => unreachable!(),
+    }
+    let mut results = Mem::zeroed(&k, threads * 8);
+    let (d, dl, r) = (dir_mem.addr(), dir_text.len() as u32, results.addr());
+    k.launch("std_habits", grid, block, &[d.into(), dl.into(), r.into()], move || {
+        k::std_habits(d, dl, r)
+    })?;
+    sync(&rt)?;
+    all_threads_ok(&results.read_i64s(), "thread, step * 1000 + errno")?;
+    drop(results);
+    drop(dir_mem);
+    drop(k);
+    drop(rt);
+    for t in 0..threads {
+        let text = std::fs::read_to_string(dir.join(format!("h{t}"))).map_err(|e| format!("thread {t}'s file: {e}"))?;
+        let want: String = std::iter::once(format!("t={t} sq={}\n", t * t))
+            .chain((0..20).map(|i| format!("{t} {i}\n")))
+            .collect();
+        if text != want {
+            return Err(format!("thread {t}'s file holds {text:?}, not {want:?}"));
+        }
+    }
+    let said = std::fs::read_to_string(&err_path).map_err(|e| e.to_string())?;
+    if !(said.starts_with("[") && said.contains("src/files.rs:") && said.ends_with("] t = 0\n")) {
+        return Err(format!("dbg! printed {said:?}"));
+    }
+    Ok(format!(
+        "{threads} threads: writeln! on a File, 20 lines through a BufWriter, seek and read_exact back, byte-exact; dbg! as std's"
+    ))
+}

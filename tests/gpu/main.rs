@@ -35,7 +35,10 @@ use std::time::Instant;
 
 use gpuio::{Backend, Error, Runtime};
 
-use cases_file_io::{file_io_4_arena_blocks_2048_threads, print_while_others_wait_for_io, stack_buffers_pwrite_pread};
+use cases_file_io::{
+    file_io_4_arena_blocks_2048_threads, print_while_others_wait_for_io, stack_buffers_pwrite_pread,
+    std_habits_on_a_device_file,
+};
 use cases_liveness::returned_lines_out_while_others_compute;
 use cases_print::{
     blocks_of_33_and_37_threads, divergent_call_sites, every_line_once_in_order, lines_of_every_shape,
@@ -112,6 +115,10 @@ const CASES: &[Case] = &[
     Case {
         name: "file_io_4_arena_blocks_2048_threads",
         run: file_io_4_arena_blocks_2048_threads,
+    },
+    Case {
+        name: "std_habits_on_a_device_file",
+        run: std_habits_on_a_device_file,
     },
     Case {
         name: "print_while_others_wait_for_io",
