@@ -113,9 +113,34 @@ impl fmt::Display for Report<'_> {
         } = self;
         write!(f, "kernel thread {t} (block {b}, thread {i}) panicked")?;
         if let Some(at) = location {
-            write!(f, " at {}:{}:{}", at.file(), at.line(), at.column())?;
+            write!(f, " at {}:{}:{}", crate_relative(at.file()), at.line(), at.column())?;
         }
         write!(f, ": {message}")
+    }
+}
+
+/// A source path as a person finds it in their tree: rustc names the files of a crate
+/// outside the building workspace (a kernel crate beside its host crate, a dependency) by
+/// absolute path; from those, the crate's folder and the path inside it
+/// (`/home/me/proj/kernels/src/lib.rs` -> `kernels/src/lib.rs`). Relative paths stay.
+///
+/// ```
+/// # use gpuio_device::entry::crate_relative;
+/// assert_eq!(crate_relative("/home/me/proj/kernels/src/lib.rs"), "kernels/src/lib.rs");
+/// assert_eq!(crate_relative("src/lib.rs"), "src/lib.rs");
+/// assert_eq!(crate_relative("/tmp/x.rs"), "/tmp/x.rs");
+/// ```
+pub fn crate_relative(file: &str) -> &str {
+    if !file.starts_with('/') {
+        return file;
+    }
+    match file.rfind("/src/") {
+        // The folder before `src/`: from the `/` that starts it.
+        Some(src) => match file[..src].rfind('/') {
+            Some(dir) => &file[dir + 1..],
+            None => file,
+        },
+        None => file,
     }
 }
 
