@@ -266,14 +266,20 @@ impl File {
     }
 
     /// Moves the cursor; returns its new position. `SeekFrom::End` is not supported yet
-    /// (`EOPNOTSUPP`); a position before the start is `EINVAL`.
+    /// (`EOPNOTSUPP`); a position before the start or past `i64::MAX` is `EINVAL`, as with
+    /// `lseek(2)` (an offset of `u64::MAX` would otherwise mean "the fd's own offset" to
+    /// io_uring).
     pub fn seek(&mut self, to: SeekFrom) -> Result<u64, Errno> {
-        self.pos = match to {
+        let pos = match to {
             SeekFrom::Start(p) => p,
             SeekFrom::Current(d) => self.pos.checked_add_signed(d).ok_or(Errno::EINVAL)?,
             SeekFrom::End(_) => return Err(Errno::EOPNOTSUPP),
         };
-        Ok(self.pos)
+        if pos > i64::MAX as u64 {
+            return Err(Errno::EINVAL);
+        }
+        self.pos = pos;
+        Ok(pos)
     }
 
     /// The cursor's position.
@@ -308,7 +314,8 @@ impl Drop for File {
     }
 }
 
-/// Gathers writes to a [`File`] in a buffer of `N` bytes on the stack (no allocation), and
+/// Gathers writes to a [`File`] in a buffer of `N` bytes on the stack (no allocation: on a
+/// GPU mind the thread's stack, `Builder::gpu_stack_bytes`, 8 KiB by default), and
 /// writes them at the file's cursor when it fills, on [`BufWriter::flush`], and when
 /// dropped (where an error is lost: call `flush` to see it), as std's `BufWriter`. A loop
 /// of `writeln!(w, ..)` then costs one request per `N` bytes, not one per line.
@@ -333,8 +340,9 @@ pub struct BufWriter<'f, const N: usize> {
 }
 
 impl<'f, const N: usize> BufWriter<'f, N> {
-    /// An empty buffer in front of `file`.
+    /// An empty buffer in front of `file`. `N` must not be 0 (a compile-time error).
     pub fn new(file: &'f mut File) -> Self {
+        const { assert!(N > 0, "a BufWriter needs room for at least one byte") };
         BufWriter {
             file,
             buf: [0; N],
@@ -370,7 +378,7 @@ impl<'f, const N: usize> BufWriter<'f, N> {
         }
     }
 
-    /// [`BufWriter::flush`], and gives the file back.
+    /// [`BufWriter::flush`], and ends the borrow of the file.
     pub fn finish(mut self) -> Result<(), Error> {
         self.flush()
     }

@@ -267,9 +267,11 @@ impl Builder {
     /// kernel opens, creates or removes by path must lie beneath it (the kernel fails any
     /// other with `EACCES`, `..` and symlinks included). Enforced by the Linux kernel with
     /// Landlock (5.13+) in the credentials the rings' requests run with, on io_uring and the
-    /// fallback alike; the program's own threads are not restricted. Relative device paths
-    /// still resolve against the process's working directory. Only with `Sandbox::FileIo`;
-    /// without Landlock, `build` fails saying so.
+    /// fallback alike; the program's own threads are not restricted. It confines paths only:
+    /// device code may still read, write and close any descriptor the process holds, open
+    /// files outside the root among them. Relative device paths still resolve against the
+    /// process's working directory. Only with `Sandbox::FileIo`; without Landlock, `build`
+    /// fails saying so.
     ///
     /// ```no_run
     /// use gpuio_host::{Backend, Runtime, Sandbox};
@@ -552,7 +554,16 @@ impl Builder {
                 all = Some(match all {
                     None => setup,
                     // Prints name fixed files on ring 0 only, so its registration decides
-                    // `fixed_files`.
+                    // `fixed_files`; a ring that took its restrictions without them would let
+                    // a device write go to any fd there.
+                    Some(ref first) if want != Sandbox::Off && setup.fixed_files != first.fixed_files => {
+                        return Err(Error::Config(format!(
+                            "registering stdout/stderr as fixed files worked on one ring and not \
+                             on another ({}), so sandbox {want:?} cannot hold on every ring: use \
+                             one ring (Builder::rings(1)) or .fixed_files(false)",
+                            setup.notices.join("; ")
+                        )));
+                    }
                     Some(mut all) => {
                         for n in setup.notices {
                             if !all.notices.contains(&n) {

@@ -315,8 +315,9 @@ pub struct StreamPositions {
     /// A hang report counts the bytes below `reserved` and past this as not confirmed
     /// written.
     pub written: u64,
-    /// Lines (newlines) among the committed bytes past `written`: whole lines whose print
-    /// returned and whose write is not confirmed. Counted from the log itself.
+    /// Lines (newlines) among the complete bytes past `written` (up to `flushed`, or up to
+    /// `committed` when no print was in progress): whole lines whose write is not
+    /// confirmed. Counted from the log itself.
     pub unconfirmed_lines: u64,
 }
 

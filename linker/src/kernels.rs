@@ -40,9 +40,11 @@ use crate::{build_kernel_crate, ensure_components, Error, GpuTarget};
 /// cold, a few seconds after a kernel edit). `GPUIO_GPU_TARGETS` at build time decides:
 ///
 /// - unset (`auto`): the targets asked for that this machine's GPUs run: the NVIDIA ones
-///   where an NVIDIA driver shows a GPU (`/proc/driver/nvidia/gpus`), the AMD ones whose
-///   processor a GPU reports (`/sys/class/kfd`); none on a machine without a GPU, which
-///   says so in one build warning (the CPU backend needs no GPU code);
+///   where an NVIDIA driver shows a GPU (`/proc/driver/nvidia/gpus`, `/dev/nvidia0`), the
+///   AMD ones whose processor a GPU reports (`/sys/class/kfd`); none on a machine without a
+///   GPU, which says so in one build warning (the CPU backend needs no GPU code). Cargo
+///   reruns the choice when the variable changes, not when a GPU appears: after installing
+///   one, set the variable (or `cargo clean -p` the crate whose build script builds them);
 /// - `all`: every target asked for (CI's code-object checks, shipping binaries);
 /// - `none` (or `GPUIO_SKIP_GPU_BUILD=1`): nothing;
 /// - a list, e.g. `sm_90,gfx942`: those of the targets asked for.
@@ -257,7 +259,9 @@ struct Machine {
 
 impl Machine {
     fn look() -> Machine {
-        let nvidia = std::fs::read_dir("/proc/driver/nvidia/gpus").is_ok_and(|mut d| d.next().is_some());
+        // The driver's list of GPUs; where /proc hides it (containers), its device node.
+        let nvidia = std::fs::read_dir("/proc/driver/nvidia/gpus").is_ok_and(|mut d| d.next().is_some())
+            || Path::new("/dev/nvidia0").exists();
         let mut amd = Vec::new();
         if Path::new("/dev/kfd").exists() {
             if let Ok(nodes) = std::fs::read_dir("/sys/class/kfd/kfd/topology/nodes") {
@@ -270,7 +274,8 @@ impl Machine {
                         .and_then(|v| v.trim().parse::<u32>().ok());
                     match version {
                         Some(0) => {}
-                        Some(v) => amd.push(format!("gfx{}{}{:x}", v / 10000, v / 100 % 100, v % 100)),
+                        // Minor and stepping are hex digits in the name (90010: gfx90a).
+                        Some(v) => amd.push(format!("gfx{}{:x}{:x}", v / 10000, v / 100 % 100, v % 100)),
                         None => {}
                     }
                 }

@@ -237,10 +237,10 @@ impl Uring {
         }
         // IORING_REGISTER_PROBE into a zeroed header with room for no opcodes: reads nothing
         // but the header, changes nothing.
-        let probe = [0u8; 16];
+        let mut probe = [0u8; 16];
         // SAFETY: REGISTER_PROBE reads and writes `size_of(io_uring_probe) + nr * 8` bytes
-        // at `arg`: 16 bytes for nr 0.
-        match unsafe { self.register(IORING_REGISTER_PROBE, probe.as_ptr().cast(), 0) } {
+        // at `arg`: 16 bytes for nr 0, ours and writable.
+        match unsafe { self.register(IORING_REGISTER_PROBE, probe.as_mut_ptr().cast(), 0) } {
             Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOSYS | libc::EACCES)) => {
                 Err(("io_uring_register", e))
             }

@@ -259,12 +259,16 @@ impl Runtime {
                         .collect();
                     let streams: Vec<_> = Shared::live_streams(c)
                         .map(|s| {
+                            // `committed` before `reserved`: if they are then equal, every
+                            // byte below them was complete when `committed` was read (a
+                            // reservation made in between would make `reserved` larger).
+                            let committed = s.committed.load(Ordering::Acquire);
                             (
                                 s.index as usize,
                                 StreamPositions {
                                     fd: s.fd,
                                     reserved: s.reserved.load(Ordering::Acquire),
-                                    committed: s.committed.load(Ordering::Acquire),
+                                    committed,
                                     flushed: s.flushed.load(Ordering::Acquire),
                                     released: s.released.load(Ordering::Acquire),
                                     written: 0,
@@ -286,7 +290,14 @@ impl Runtime {
                                 written,
                                 // Only for a report: a look through up to the whole log.
                                 unconfirmed_lines: if detailed {
-                                    newlines_in_log(log, written, s.committed)
+                                    // Complete bytes: those handed to writes, or all of
+                                    // them when no print was in progress.
+                                    let complete = if s.committed == s.reserved {
+                                        s.committed
+                                    } else {
+                                        s.flushed
+                                    };
+                                    newlines_in_log(log, written, complete)
                                 } else {
                                     0
                                 },
@@ -470,7 +481,10 @@ impl Runtime {
 }
 
 /// Newlines among the log positions `from..to` of a stream whose log is `cap` bytes at the
-/// host address `io_base`: the whole lines a report counts as not confirmed written.
+/// host address `io_base`: the whole lines a report counts as not confirmed written. `to`
+/// is where the log is known complete: `flushed`, or `committed` when it equals `reserved`
+/// (`committed` is a count, and producers commit out of order: past `flushed` a byte may
+/// still be being written while a later one is committed).
 fn newlines_in_log((io_base, cap): (u64, u64), from: u64, to: u64) -> u64 {
     if io_base == 0 || cap == 0 || to <= from {
         return 0;
@@ -480,9 +494,10 @@ fn newlines_in_log((io_base, cap): (u64, u64), from: u64, to: u64) -> u64 {
         .filter(|p| {
             // SAFETY: `io_base` is where the host process (and its io_uring) sees the log's
             // `cap` bytes, which live as long as the runtime. Positions from `written` up to
-            // `committed` are committed and not released: no producer writes them until
-            // their write completes and is reaped (a producer writes position `p + cap` only
-            // once `released` passes `p`), so this read races with no store.
+            // `to` are complete (handed to a write, or all committed with no reservation
+            // beyond: see above) and not released: no producer writes them until their write
+            // completes and is reaped (a producer writes position `p + cap` only once
+            // `released` passes `p`), so this read races with no store.
             let b = unsafe { std::ptr::read_volatile((io_base + p % cap) as *const u8) };
             b == b'\n'
         })

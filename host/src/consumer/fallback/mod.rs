@@ -264,20 +264,32 @@ impl HostRing {
     }
 
     /// Sets the files that SQEs with `IOSQE_FIXED_FILE` name by index, like
-    /// `IORING_REGISTER_FILES`: the ring keeps its own reference to each (a duplicate), so a
-    /// later `close` or `dup2` onto the number does not change which file a slot names; -1
-    /// (or a closed fd) is an empty slot. Takes effect for SQEs consumed after the call.
-    pub fn register_files(&self, fds: &[RawFd]) {
-        let dups = fds
-            .iter()
-            .map(|&fd| match fd {
-                // SAFETY: F_DUPFD_CLOEXEC only creates a new descriptor (or fails: -1).
-                0.. => unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) },
-                _ => -1,
-            })
-            .collect();
+    /// `IORING_REGISTER_FILES`: the ring keeps its own reference to each (a duplicate, at
+    /// descriptor 64 or above, clear of the numbers programs `dup2` onto), so a later `close`
+    /// or `dup2` onto the program's number does not change which file a slot names; -1 is an
+    /// empty slot. Unlike the kernel's, the duplicates are descriptors of the process: code
+    /// that closes every descriptor (`close_range`) closes them too. Fails, registering
+    /// nothing, if one cannot be made (as the kernel's registration fails). Takes effect for
+    /// SQEs consumed after the call.
+    pub fn register_files(&self, fds: &[RawFd]) -> std::io::Result<()> {
+        let mut dups = Vec::with_capacity(fds.len());
+        for &fd in fds {
+            if fd < 0 {
+                dups.push(-1);
+                continue;
+            }
+            // SAFETY: F_DUPFD_CLOEXEC only creates a new descriptor (or fails: -1).
+            let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 64) };
+            if dup < 0 {
+                let e = std::io::Error::last_os_error();
+                execute::close_files(&dups);
+                return Err(e);
+            }
+            dups.push(dup);
+        }
         let old = std::mem::replace(&mut self.registered().files, dups);
         execute::close_files(&old);
+        Ok(())
     }
 
     fn registered(&self) -> std::sync::RwLockWriteGuard<'_, Registered> {

@@ -125,7 +125,7 @@ fn performs_each_operation_like_the_kernel() {
     let mut fixed = sqe(IORING_OP_WRITE, 0, b"!".as_ptr(), 1, 12, 11);
     fixed.flags = IOSQE_FIXED_FILE;
     assert_eq!(d.run(fixed), -libc::EBADF, "no registered files");
-    r.register_files(&[fd]);
+    r.register_files(&[fd]).unwrap();
     assert_eq!(d.run(fixed), 1, "fixed file 0");
     // Closed twice, then written: EBADF. On a high fd number of its own: once closed, a
     // low number is soon taken by another test of this binary (run in parallel), and a

@@ -61,14 +61,17 @@ pub(crate) mod restrictions;
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Sandbox {
-    /// What `print!`/`println!` need and nothing more: `IORING_OP_WRITE` only and, with
-    /// fixed files (the default), only to the registered stdout/stderr: every SQE must
-    /// carry `IOSQE_FIXED_FILE`, and no other flag. The default.
+    /// What `print!`/`println!` need and nothing more: `IORING_OP_WRITE_FIXED` from the
+    /// print logs, registered as the ring's buffers (plain `IORING_OP_WRITE` where the
+    /// locked-memory limit refused them: [`crate::Stats::fixed_logs`]), and with fixed files
+    /// (the default) only to the registered stdout/stderr: every SQE must carry
+    /// `IOSQE_FIXED_FILE`, and no flag but `IOSQE_IO_DRAIN`. The default.
     #[default]
     PrintOnly,
-    /// File I/O: `READ`, `WRITE`, `OPENAT`, `CLOSE`, `FSYNC`, on any file descriptor
-    /// (`IOSQE_FIXED_FILE` allowed, not required: `OPENAT` refuses it). For device code
-    /// that opens, reads and writes files.
+    /// File I/O: `READ`, `WRITE`, `WRITE_FIXED`, `OPENAT`, `CLOSE`, `FSYNC`, on any file
+    /// descriptor (`IOSQE_FIXED_FILE` allowed, not required: `OPENAT` refuses it). For
+    /// device code that opens, reads and writes files; `Builder::file_root` confines the
+    /// paths it opens. Transfers may use any host address: for kernels you trust.
     FileIo,
     /// No restrictions: the ring accepts every opcode the kernel has.
     Off,
@@ -122,7 +125,7 @@ impl Sandbox {
     pub fn describe(self, fixed_files: bool) -> &'static str {
         match (self, fixed_files) {
             (Sandbox::PrintOnly, true) => {
-                "only writes of the print logs to the registered stdout/stderr (WRITE_FIXED, IOSQE_FIXED_FILE)"
+                "only writes of the print logs to the registered stdout/stderr (IOSQE_FIXED_FILE)"
             }
             (Sandbox::PrintOnly, false) => "only writes of the print logs",
             (Sandbox::FileIo, _) => "only READ, WRITE, WRITE_FIXED, OPENAT, CLOSE and FSYNC",

@@ -56,8 +56,7 @@ impl Register for HostRing {
         HostRing::is_disabled(self)
     }
     fn register_files(&mut self, fds: &[RawFd]) -> io::Result<()> {
-        HostRing::register_files(self, fds);
-        Ok(())
+        HostRing::register_files(self, fds)
     }
     fn register_buffers(&mut self, bufs: &[(u64, u64)]) -> io::Result<()> {
         HostRing::register_buffers(self, bufs);
