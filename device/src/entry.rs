@@ -131,15 +131,18 @@ impl fmt::Display for Report<'_> {
 /// assert_eq!(crate_relative("/tmp/x.rs"), "/tmp/x.rs");
 /// ```
 pub fn crate_relative(file: &str) -> &str {
-    if !file.starts_with('/') {
+    // Byte loops, not `str::rfind`: a substring search calls `memcmp`, which amdgcn code
+    // objects cannot import (and this runs in every panic handler).
+    let b = file.as_bytes();
+    if b.first() != Some(&b'/') {
         return file;
     }
-    match file.rfind("/src/") {
-        // The folder before `src/`: from the `/` that starts it.
-        Some(src) => match file[..src].rfind('/') {
-            Some(dir) => &file[dir + 1..],
-            None => file,
-        },
+    let src = (0..b.len().saturating_sub(4))
+        .rev()
+        .find(|&i| b[i] == b'/' && b[i + 1] == b's' && b[i + 2] == b'r' && b[i + 3] == b'c' && b[i + 4] == b'/');
+    // The folder before `src/`: from just after the `/` that starts it.
+    match src.and_then(|src| (0..src).rev().find(|&i| b[i] == b'/')) {
+        Some(dir) => &file[dir + 1..],
         None => file,
     }
 }
