@@ -96,53 +96,7 @@ fn lines_reach_a_pipe_while_the_printers_compute(sub: Submission) {
     // left the rest to whoever reaped that flight's completion: nobody, while every
     // thread computes.
     let (r, w) = small_pipe();
-    let filled = fill(w.as_raw_fd());
-    let threads = 16u64;
-    let rt = builder(sub).stdout_fd(w.as_raw_fd()).build().unwrap();
-    let gate = Gate::new();
-    let g = gate.clone();
-    rt.launch(1, threads as u32, move || {
-        println!("live t={}", global_thread_idx());
-        g.returned.fetch_add(1, Ordering::AcqRel);
-        g.compute();
-    })
-    .unwrap();
-    // Let every print run into the full pipe first.
-    let start = Instant::now();
-    while gate.returned.load(Ordering::Acquire) < threads - 1 && start.elapsed() < Duration::from_secs(2) {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    std::thread::sleep(Duration::from_millis(100));
-    let mut pipe = std::fs::File::from(r);
-    // SAFETY: fcntl only changes the file status flags of our pipe's read end.
-    unsafe {
-        let fl = libc::fcntl(pipe.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(pipe.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
-    }
-    let mut out = Vec::new();
-    let (seen, took) = wait_for_lines(threads as usize, || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n @ 1..) = pipe.read(&mut buf) {
-            out.extend_from_slice(&buf[..n]);
-        }
-        // The filler first (no newline in it).
-        out.get(filled..).unwrap_or_default().to_vec()
-    });
-    let returned = gate.returned.load(Ordering::Acquire);
-    gate.release();
-    rt.synchronize().unwrap();
-    eprintln!("{} lines out {took:?} after the reader started", seen.len());
-
-    assert_eq!(
-        seen,
-        (0..threads).collect::<Vec<_>>(),
-        "lines held back while every printer computes ({returned} prints had returned; \
-         {took:?} after the reader started)"
-    );
-    assert!(
-        out[..filled].iter().all(|&c| c == b'x'),
-        "the pipe's filler came out first, whole"
-    );
+    lines_reach_a_full_output_while_the_printers_compute(sub, std::fs::File::from(r), w.as_raw_fd(), "a pipe");
 }
 
 /// A pseudo-terminal: (the side a terminal emulator reads, the side programs write to).
@@ -173,10 +127,17 @@ fn pty() -> (std::fs::File, OwnedFd) {
 /// is full): each line reaches the screen once it is read, while the printers compute.
 fn lines_reach_a_terminal_while_the_printers_compute(sub: Submission) {
     let _wd = watchdog("lines_reach_a_terminal_while_the_printers_compute", 120);
-    let (mut screen, tty) = pty();
-    let filled = fill(tty.as_raw_fd());
+    let (screen, tty) = pty();
+    lines_reach_a_full_output_while_the_printers_compute(sub, screen, tty.as_raw_fd(), "a terminal");
+}
+
+/// Fills `w` (a pipe or a terminal) until a write would block, has 16 threads print a line
+/// each into it and compute, then reads `r` and checks that every line comes out after the
+/// filler (which has no newline, so a terminal passes it through as is) while they compute.
+fn lines_reach_a_full_output_while_the_printers_compute(sub: Submission, mut r: std::fs::File, w: i32, what: &str) {
+    let filled = fill(w);
     let threads = 16u64;
-    let rt = builder(sub).stdout_fd(tty.as_raw_fd()).build().unwrap();
+    let rt = builder(sub).stdout_fd(w).build().unwrap();
     let gate = Gate::new();
     let g = gate.clone();
     rt.launch(1, threads as u32, move || {
@@ -185,24 +146,23 @@ fn lines_reach_a_terminal_while_the_printers_compute(sub: Submission) {
         g.compute();
     })
     .unwrap();
-    // Let every print run into the full terminal first.
+    // Let every print run into the full output first.
     let start = Instant::now();
     while gate.returned.load(Ordering::Acquire) < threads - 1 && start.elapsed() < Duration::from_secs(2) {
         std::thread::sleep(Duration::from_millis(1));
     }
     std::thread::sleep(Duration::from_millis(100));
-    // SAFETY: fcntl only changes the file status flags of our pty's master side.
+    // SAFETY: fcntl only changes the file status flags of our read side.
     unsafe {
-        let fl = libc::fcntl(screen.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(screen.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+        let fl = libc::fcntl(r.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(r.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
     }
     let mut out = Vec::new();
     let (seen, took) = wait_for_lines(threads as usize, || {
         let mut buf = [0u8; 4096];
-        while let Ok(n @ 1..) = screen.read(&mut buf) {
+        while let Ok(n @ 1..) = r.read(&mut buf) {
             out.extend_from_slice(&buf[..n]);
         }
-        // The filler first (no newline in it, so the terminal passed it through as is).
         out.get(filled..).unwrap_or_default().to_vec()
     });
     let returned = gate.returned.load(Ordering::Acquire);
@@ -211,9 +171,13 @@ fn lines_reach_a_terminal_while_the_printers_compute(sub: Submission) {
     assert_eq!(
         seen,
         (0..threads).collect::<Vec<_>>(),
-        "lines held back from a terminal while the printers compute ({returned} prints had \
-         returned; {took:?} after the reader started); after the filler the screen showed {:?}",
+        "lines held back from {what} while every printer computes ({returned} prints had \
+         returned; {took:?} after the reader started); after the filler it showed {:?}",
         String::from_utf8_lossy(out.get(filled..).unwrap_or_default())
+    );
+    assert!(
+        out[..filled].iter().all(|&c| c == b'x'),
+        "{what}'s filler came out first, whole"
     );
 }
 

@@ -57,12 +57,7 @@ pub(crate) fn file_io_4_arena_blocks_2048_threads(config: Config, scratch: &Scra
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let (shared, shared_path) = scratch.file("shared.bin");
     let dir_text = dir.to_str().unwrap().as_bytes().to_vec();
-    let mut dir_mem = Mem::zeroed(&k, dir_text.len());
-    match (&mut dir_mem, k.cuda()) {
-        (Mem::Host(v), _) => v.copy_from_slice(&dir_text),
-        (Mem::Gpu(_, d, _), Some(c)) => c.copy_to_device(*d, &dir_text).map_err(|e| e.to_string())?,
-        _ => unreachable!(),
-    }
+    let mut dir_mem = Mem::from_bytes(&k, &dir_text)?;
     let mut scratch_mem = Mem::zeroed(&k, threads * 2 * bytes as usize);
     let mut results = Mem::zeroed(&k, threads * 8);
     let (d, dl, fd, s, r) = (
@@ -159,12 +154,7 @@ pub(crate) fn std_habits_on_a_device_file(config: Config, scratch: &Scratch) -> 
     let dir = scratch.0.join("habits");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let dir_text = dir.to_str().unwrap().as_bytes().to_vec();
-    let mut dir_mem = Mem::zeroed(&k, dir_text.len());
-    match (&mut dir_mem, k.cuda()) {
-        (Mem::Host(v), _) => v.copy_from_slice(&dir_text),
-        (Mem::Gpu(_, d, _), Some(c)) => c.copy_to_device(*d, &dir_text).map_err(|e| e.to_string())?,
-        _ => unreachable!(),
-    }
+    let mut dir_mem = Mem::from_bytes(&k, &dir_text)?;
     let mut results = Mem::zeroed(&k, threads * 8);
     let (d, dl, r) = (dir_mem.addr(), dir_text.len() as u32, results.addr());
     k.launch("std_habits", grid, block, &[d.into(), dl.into(), r.into()], move || {

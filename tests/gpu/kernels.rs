@@ -71,6 +71,17 @@ pub(crate) enum Mem {
 }
 
 impl Mem {
+    /// `bytes`, in the kernels' memory (device memory on a GPU).
+    pub(crate) fn from_bytes(k: &Kernels, bytes: &[u8]) -> Result<Mem, String> {
+        let mut m = Mem::zeroed(k, bytes.len());
+        match (&mut m, k.cuda()) {
+            (Mem::Host(v), _) => v.copy_from_slice(bytes),
+            (Mem::Gpu(_, d, _), Some(c)) => c.copy_to_device(*d, bytes).map_err(|e| e.to_string())?,
+            _ => unreachable!("a Mem is on the GPU only where the kernels have CUDA"),
+        }
+        Ok(m)
+    }
+
     pub(crate) fn zeroed(k: &Kernels, len: usize) -> Mem {
         match k.cuda() {
             None => Mem::Host(vec![0; len]),
