@@ -36,7 +36,17 @@ pub struct Flight {
     pub state: AtomicU32,
     /// The sequence number it was started with (completions are checked against it).
     pub seq: AtomicU32,
+    /// Completions in a row that came back `EINTR` (bounded: see `MAX_INTERRUPTED`).
+    pub interrupted: AtomicU32,
 }
+
+/// How many `EINTR` completions in a row one flight may have before its rest is counted
+/// lost. io_uring fails a write that blocked in an io-wq worker with `EINTR` when the worker
+/// is signalled (a terminal or pipe write waiting for room, interrupted by task work or
+/// cancellation): it cannot restart it as a syscall would, so the submitter must. Nothing
+/// was written, so the same range goes out again; the bound only keeps a file that fails
+/// this way forever from holding the stream.
+pub(crate) const MAX_INTERRUPTED: u32 = 1000;
 
 impl Flight {
     /// An unused flight.
@@ -47,6 +57,7 @@ impl Flight {
             end: AtomicU64::new(0),
             state: AtomicU32::new(FREE),
             seq: AtomicU32::new(0),
+            interrupted: AtomicU32::new(0),
         }
     }
 }
@@ -148,6 +159,7 @@ impl Stream {
             f.cursor.store(start, Ordering::Relaxed);
             f.end.store(end, Ordering::Relaxed);
             f.seq.store(head, Ordering::Relaxed);
+            f.interrupted.store(0, Ordering::Relaxed);
             // Release: the flight's fields happen-before the reaper's use of them (also
             // ordered through the SQE's publication and the kernel's CQE).
             f.state.store(IN_FLIGHT, Ordering::Release);
@@ -351,13 +363,20 @@ impl Stream {
         }
         let cursor = f.cursor.load(Ordering::Relaxed);
         let end = f.end.load(Ordering::Relaxed);
-        if res <= 0 {
+        let interrupted = f.interrupted.load(Ordering::Relaxed);
+        if res == -Errno::EINTR.0 && interrupted < MAX_INTERRUPTED {
+            // Nothing was written (see `MAX_INTERRUPTED`): the same rest goes out again.
+            f.interrupted.store(interrupted + 1, Ordering::Relaxed);
+            // Release: pairs with the flusher's acquire of RESUBMIT, as below.
+            f.state.store(RESUBMIT, Ordering::Release);
+        } else if res <= 0 {
             // A write that fails, or makes no progress, loses the rest of the flight.
             let errno = if res < 0 { -res } else { Errno::EIO.0 };
             self.lose(cursor, end, errno);
             f.state.store(DONE, Ordering::Relaxed);
         } else if (res as u64) < end - cursor {
             f.cursor.store(cursor + res as u64, Ordering::Relaxed);
+            f.interrupted.store(0, Ordering::Relaxed);
             // Release: the new cursor happens-before the flusher's acquire of RESUBMIT.
             f.state.store(RESUBMIT, Ordering::Release);
         } else {

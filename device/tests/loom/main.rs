@@ -294,11 +294,28 @@ fn ring_model(sq: u32, cq: u32, counts: [u64; 2]) {
     });
 }
 
-/// Runs a printer per character of `printers` and a kernel that writes (partially, on its
-/// first write) into a model file, then checks the file holds every record, each whole.
-/// With `unaided`, the file must come to hold them with no device thread's help once the
-/// printers returned (invariant 12): only the kernel model runs until it does.
-fn stream_model(max_flights: u32, positional: bool, unaided: bool, printers: &'static [u8], preemptions: usize) {
+/// How the kernel model completes a stream's first write.
+#[derive(Clone, Copy, PartialEq)]
+enum FirstWrite {
+    /// Half of it written, as a pipe may: the rest must be resubmitted before anything newer.
+    Short,
+    /// Nothing written, `-EINTR`, as io_uring answers when the io-wq worker a blocking
+    /// terminal write waits in is signalled: the whole write must go out again.
+    Interrupted,
+}
+
+/// Runs a printer per character of `printers` and a kernel that writes (short or not at all
+/// the first time: `first`) into a model file, then checks the file holds every record,
+/// each whole. With `unaided`, the file must come to hold them with no device thread's help
+/// once the printers returned (invariant 12): only the kernel model runs until it does.
+fn stream_model(
+    max_flights: u32,
+    positional: bool,
+    unaided: bool,
+    first: FirstWrite,
+    printers: &'static [u8],
+    preemptions: usize,
+) {
     model_bounded(preemptions, move || {
         let w = world(max_flights, positional, 1, 1);
         let file = Arc::new(Mutex::new(vec![0u8; 0]));
@@ -306,14 +323,15 @@ fn stream_model(max_flights: u32, positional: bool, unaided: bool, printers: &'s
         let kernel = {
             let (w, file, stop) = (w.clone(), file.clone(), stop.clone());
             thread::spawn(move || {
-                let mut first = true;
+                let mut is_first = true;
                 while !stop.load(Ordering::Acquire) {
                     let stepped = w.kernel.step(|sqe| {
                         assert_eq!(sqe.opcode, IORING_OP_WRITE);
-                        // The first write is short, as a pipe may make it: the rest must
-                        // be resubmitted before anything newer.
-                        let len = if first { (sqe.len / 2).max(1) } else { sqe.len } as usize;
-                        first = false;
+                        let this_first = std::mem::take(&mut is_first);
+                        if this_first && first == FirstWrite::Interrupted {
+                            return -4; // EINTR: nothing written
+                        }
+                        let len = if this_first { (sqe.len / 2).max(1) } else { sqe.len } as usize;
                         let mut bytes = Vec::new();
                         // SAFETY: loom checks these reads against the printers' writes and
                         // against reuse of the log before this completion.
@@ -385,7 +403,7 @@ fn stream_model(max_flights: u32, positional: bool, unaided: bool, printers: &'s
 /// switches threads at every yield of those spins and explores what each load may read.
 #[test]
 fn serial_stream_recycles_only_after_completion_and_resubmits_short_writes() {
-    stream_model(1, false, false, b"ab", 0);
+    stream_model(1, false, false, FirstWrite::Short, b"ab", 0);
 }
 
 /// A line whose print returned reaches the file while nobody but the kernel runs
@@ -394,12 +412,20 @@ fn serial_stream_recycles_only_after_completion_and_resubmits_short_writes() {
 /// of leaving it to a later flush. (One printer: with two, the model took over 17 minutes.)
 #[test]
 fn serial_stream_writes_returned_lines_unaided() {
-    stream_model(1, false, true, b"a", 1);
+    stream_model(1, false, true, FirstWrite::Short, b"a", 1);
+}
+
+/// A write that came back `EINTR` goes out again, whole, with nobody but the kernel
+/// running once the print returned: a terminal's lines are not lost to a signalled io-wq
+/// worker.
+#[test]
+fn serial_stream_resubmits_an_interrupted_write_unaided() {
+    stream_model(1, false, true, FirstWrite::Interrupted, b"a", 1);
 }
 
 #[test]
 fn positional_stream_with_two_flights() {
-    stream_model(2, true, false, b"ab", 1);
+    stream_model(2, true, false, FirstWrite::Short, b"ab", 1);
 }
 
 /// Two threads each make two requests, one after the other (take a slot, submit, wait:
