@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gpuio::device::arena::buffer;
 use gpuio::device::uapi::*;
 use gpuio::device::{println, Context};
 use gpuio::{Error, Runtime, Sandbox, Submission};
@@ -26,7 +27,7 @@ use common::suite_builder as builder;
 over_submissions!(
     print_only_refuses_openat_and_unlinkat_reports_them_and_runs_neither,
     print_only_refuses_writes_that_do_not_come_from_the_logs_to_a_registered_file,
-    file_io_allows_openat_close_and_raw_writes_and_refuses_unlinkat,
+    file_io_allows_openat_close_and_transfers_of_its_own_memory_and_refuses_the_rest,
     off_runs_what_the_policies_refuse,
     a_closed_stdout_is_reported_at_synchronize_with_or_without_fixed_files,
     fixed_files_keep_the_file_the_fd_named_at_build,
@@ -82,6 +83,13 @@ fn openat_create(path: &CString, user_data: u64) -> Sqe {
         rw_flags: (libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC) as u32,
         user_data,
         ..Sqe::default()
+    }
+}
+
+fn read_only(path: &CString, user_data: u64) -> Sqe {
+    Sqe {
+        rw_flags: (libc::O_RDONLY | libc::O_CLOEXEC) as u32,
+        ..openat_create(path, user_data)
     }
 }
 
@@ -225,7 +233,10 @@ fn print_only_refuses_writes_that_do_not_come_from_the_logs_to_a_registered_file
     );
 }
 
-fn file_io_allows_openat_close_and_raw_writes_and_refuses_unlinkat(sub: Submission) {
+/// FileIo: OPENAT, CLOSE and transfers from and into gpuio's memory run; a transfer from
+/// or into any other host address does not (a plain WRITE is refused, a `*_FIXED` one
+/// outside its buffer faults), and a host buffer is a buffer only while it lives.
+fn file_io_allows_openat_close_and_transfers_of_its_own_memory_and_refuses_the_rest(sub: Submission) {
     let dir = TempDir::new("file-io");
     let out_path = dir.join("out.txt");
     let out = create(&out_path);
@@ -234,29 +245,96 @@ fn file_io_allows_openat_close_and_raw_writes_and_refuses_unlinkat(sub: Submissi
         .sandbox(Sandbox::FileIo)
         .build()
         .unwrap();
-    assert_eq!(rt.stats().sandbox, Sandbox::FileIo);
+    let stats = rt.stats();
+    assert_eq!(
+        (stats.sandbox, stats.fixed_logs, stats.fixed_transfers),
+        (Sandbox::FileIo, true, true),
+        "this machine's locked-memory limit takes gpuio's memory"
+    );
     let created = dir.join("created");
     let created_c = c_path(&created);
     let victim = dir.join("victim");
     create(&victim);
     let victim_c = c_path(&victim);
-    let (fd, written, closed, unlinked) = while_a_kernel_runs(&rt, |ctx| {
+    let source = dir.join("source");
+    std::fs::write(&source, b"from the file").unwrap();
+    let source_c = c_path(&source);
+    let mut secret = *b"secret of the host process\n";
+    let host = rt.host_buffer(4096).unwrap();
+    let host_at = host.as_slice().as_ptr() as u64;
+    let fixed = |opcode, fd: i32, addr: u64, len: u32, buf_index: u16, user_data: u64| Sqe {
+        opcode,
+        fd,
+        addr,
+        len,
+        buf_index,
+        user_data,
+        ..Sqe::default()
+    };
+    let close = |fd, user_data| Sqe {
+        opcode: IORING_OP_CLOSE,
+        fd,
+        user_data,
+        ..Sqe::default()
+    };
+    let arena = buffer::ARENA;
+    let region = buffer::REGION; // the first host buffer's slot
+    let r = while_a_kernel_runs(&rt, |ctx| {
         let fd = run(ctx, openat_create(&created_c, 1));
         assert!(fd >= 0, "OPENAT failed: {fd}");
-        let written = run(ctx, write(fd, 0, b"raw\n", 2));
-        let close = Sqe {
-            opcode: IORING_OP_CLOSE,
-            fd,
-            user_data: 3,
-            ..Sqe::default()
-        };
-        (fd, written, run(ctx, close), run(ctx, unlinkat(&victim_c, 4)))
+        let arena_at = ctx.arena.io_base;
+        // SAFETY: block 0's bytes, which no device transfer uses while this kernel (which
+        // makes none) runs; the kernel reads them only after the submission below.
+        unsafe { std::ptr::copy_nonoverlapping(b"raw\n".as_ptr(), ctx.arena.buf as *mut u8, 4) };
+        let src = run(ctx, read_only(&source_c, 20));
+        assert!(src >= 0, "OPENAT of the source failed: {src}");
+        [
+            // A plain WRITE, from the host's memory.
+            run(ctx, write(fd, 0, &secret, 2)),
+            // WRITE_FIXED of the secret, naming the arena: outside it.
+            run(
+                ctx,
+                fixed(IORING_OP_WRITE_FIXED, fd, secret.as_ptr() as u64, 8, arena, 3),
+            ),
+            // WRITE_FIXED from the arena: what device transfers look like.
+            run(ctx, fixed(IORING_OP_WRITE_FIXED, fd, arena_at, 4, arena, 4)),
+            // READ_FIXED into the secret, naming the host buffer: outside it.
+            run(
+                ctx,
+                fixed(IORING_OP_READ_FIXED, src, secret.as_mut_ptr() as u64, 8, region, 5),
+            ),
+            // READ_FIXED into the host buffer.
+            run(ctx, fixed(IORING_OP_READ_FIXED, src, host_at, 13, region, 6)),
+            // Into an empty host-buffer slot.
+            run(ctx, fixed(IORING_OP_READ_FIXED, src, host_at, 13, region + 1, 7)),
+            run(ctx, close(fd, 8)),
+            run(ctx, close(src, 9)),
+            run(ctx, unlinkat(&victim_c, 10)),
+        ]
     });
-    assert!(fd >= 0);
-    assert_eq!((written, closed), (4, 0), "WRITE to a raw fd and CLOSE are allowed");
+    assert_eq!(r[0], -libc::EACCES, "a plain WRITE");
+    assert_eq!(r[1], -libc::EFAULT, "a WRITE_FIXED from outside the arena");
+    assert_eq!(r[2], 4, "a WRITE_FIXED from the arena");
+    assert_eq!(r[3], -libc::EFAULT, "a READ_FIXED into the host's memory");
+    assert_eq!(r[4], 13, "a READ_FIXED into the host buffer");
+    assert_eq!(r[5], -libc::EFAULT, "a READ_FIXED naming an empty slot");
+    assert_eq!((r[6], r[7]), (0, 0), "CLOSE is allowed");
+    assert_eq!(r[8], -libc::EACCES, "UNLINKAT is not file I/O");
+    assert_eq!(&secret, b"secret of the host process\n", "a refused read wrote");
     assert_eq!(std::fs::read_to_string(&created).unwrap(), "raw\n");
-    assert_eq!(unlinked, -libc::EACCES, "UNLINKAT is not file I/O");
+    assert_eq!(&host.as_slice()[..13], b"from the file");
     assert!(victim.exists());
+    rt.synchronize().unwrap(); // the CQEs were taken by hand above
+                               // Dropped, the host buffer is nobody's buffer any more.
+    drop(host);
+    let gone = while_a_kernel_runs(&rt, |ctx| {
+        let src = run(ctx, read_only(&source_c, 30));
+        assert!(src >= 0, "OPENAT of the source failed: {src}");
+        let res = run(ctx, fixed(IORING_OP_READ_FIXED, src, host_at, 13, region, 31));
+        run(ctx, close(src, 32));
+        res
+    });
+    assert_eq!(gone, -libc::EFAULT, "a READ_FIXED into a dropped host buffer");
     // Through the device's own call (as a kernel makes requests): refused, and reported.
     let called = while_a_kernel_runs(&rt, |ctx| ctx.call(unlinkat(&victim_c, 0)));
     assert_eq!(called, -libc::EACCES);

@@ -22,6 +22,25 @@ use crate::sync::{AtomicU64, Ordering, SharedCell};
 /// How many host-visible regions can be registered at once.
 pub const MAX_REGIONS: usize = 8;
 
+/// The registered-buffer table (`IORING_REGISTER_BUFFERS`) of every ring whose transfers
+/// are `*_FIXED` ([`Arena::fixed`]): the `buf_index` a request names for each part of
+/// gpuio's memory. The kernel fails a fixed request whose range leaves its buffer with
+/// `EFAULT`, so such a ring reads and writes nothing else. The logs are ring 0's alone
+/// (it carries the prints); its other slots, and theirs elsewhere, may be empty.
+pub mod buffer {
+    use super::MAX_REGIONS;
+    /// Stream `i`'s log is buffer `LOG + i` (stdout's, then stderr's).
+    pub const LOG: u16 = 0;
+    /// The arena's blocks, whole.
+    pub const ARENA: u16 = 2;
+    /// The solo ring's staging buffer ([`crate::solo`]).
+    pub const SOLO_STAGE: u16 = 3;
+    /// Host-visible region `i` is buffer `REGION + i`, while it is registered.
+    pub const REGION: u16 = 4;
+    /// Entries in the table.
+    pub const COUNT: usize = REGION as usize + MAX_REGIONS;
+}
+
 /// A host-visible region: `[start, start + len)` as the device sees it, at `io_base` as the
 /// kernel sees it. Written by the host only while no kernel runs; `len == 0`: unused.
 #[repr(C)]
@@ -62,6 +81,10 @@ pub struct Arena {
     pub staged_bytes: AtomicU64,
     /// Bytes handed to direct pieces (host-visible buffers), likewise.
     pub direct_bytes: AtomicU64,
+    /// Whether every ring holds the [`buffer`] table, so that transfers are
+    /// `IORING_OP_READ_FIXED`/`WRITE_FIXED` naming it (the `FileIo` sandbox, where the
+    /// locked-memory limit allowed the registration). Set by the host before any kernel.
+    pub fixed: bool,
 }
 
 impl Arena {
@@ -79,6 +102,7 @@ impl Arena {
             regions: core::array::from_fn(|_| Region::empty()),
             staged_bytes: AtomicU64::new(0),
             direct_bytes: AtomicU64::new(0),
+            fixed: false,
         }
     }
 
@@ -94,17 +118,20 @@ impl Arena {
         self.io_base.wrapping_add(self.cells(b) as u64 - self.buf as u64)
     }
 
-    /// Where the kernel sees `[ptr, ptr + len)`, if that range lies inside one registered
-    /// host-visible region.
-    pub fn direct(&self, ptr: *const u8, len: usize) -> Option<u64> {
+    /// Where the kernel sees `[ptr, ptr + len)`, and the [`buffer`] index of its region, if
+    /// that range lies inside one registered host-visible region.
+    pub fn direct(&self, ptr: *const u8, len: usize) -> Option<(u64, u16)> {
         let (p, n) = (ptr as u64, len as u64);
-        for r in &self.regions {
+        for (i, r) in self.regions.iter().enumerate() {
             // Relaxed: the table changes only while no kernel runs; a kernel launch orders
             // the host's writes before every device read.
             let rlen = r.len.load(Ordering::Relaxed);
             let start = r.start.load(Ordering::Relaxed);
             if rlen != 0 && p >= start && p - start <= rlen && n <= rlen - (p - start) {
-                return Some(r.io_base.load(Ordering::Relaxed) + (p - start));
+                return Some((
+                    r.io_base.load(Ordering::Relaxed) + (p - start),
+                    buffer::REGION + i as u16,
+                ));
             }
         }
         None

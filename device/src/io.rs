@@ -42,6 +42,7 @@
 
 use core::marker::PhantomData;
 
+use crate::arena::buffer;
 use crate::context::{installed, Context};
 pub use crate::errno::Errno;
 use crate::request::Ticket;
@@ -49,7 +50,10 @@ use crate::solo::SOLO_STAGE;
 #[cfg(loom)]
 use crate::sync::copy_from_cells;
 use crate::sync::{copy_to_cells, SharedCell};
-use crate::uapi::{Sqe, IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_OPENAT, IORING_OP_READ, IORING_OP_WRITE};
+use crate::uapi::{
+    Sqe, IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_OPENAT, IORING_OP_READ, IORING_OP_READ_FIXED, IORING_OP_WRITE,
+    IORING_OP_WRITE_FIXED,
+};
 use crate::wait::until;
 
 /// Pieces of one transfer in flight at once.
@@ -75,11 +79,14 @@ enum Op {
 }
 
 impl Op {
-    /// The io_uring opcode of a piece of it.
-    fn opcode(self) -> u8 {
-        match self {
-            Op::Read => IORING_OP_READ,
-            Op::Write => IORING_OP_WRITE,
+    /// The io_uring opcode of a piece of it: `*_FIXED` where the rings hold the buffer table
+    /// ([`crate::arena::Arena::fixed`]).
+    fn opcode(self, fixed: bool) -> u8 {
+        match (self, fixed) {
+            (Op::Read, false) => IORING_OP_READ,
+            (Op::Write, false) => IORING_OP_WRITE,
+            (Op::Read, true) => IORING_OP_READ_FIXED,
+            (Op::Write, true) => IORING_OP_WRITE_FIXED,
         }
     }
 }
@@ -95,8 +102,9 @@ struct Transfer {
     buf: *mut u8,
     len: usize,
     offset: u64,
-    /// The kernel's address of `buf[0]`, for a direct transfer.
-    direct: Option<u64>,
+    /// The kernel's address of `buf[0]` and its region's buffer index, for a direct
+    /// transfer.
+    direct: Option<(u64, u16)>,
 }
 
 impl Transfer {
@@ -242,9 +250,13 @@ impl<'a> Pending<'a> {
             }
             return false;
         };
-        let (n, addr) = match self.transfer.direct {
-            Some(base) => (remaining.min(MAX_PIECE), base + self.issued as u64),
-            None => (remaining.min(ctx.arena.block as usize), ctx.arena.io_addr(block)),
+        let (n, addr, buf_index) = match self.transfer.direct {
+            Some((base, region)) => (remaining.min(MAX_PIECE), base + self.issued as u64, region),
+            None => (
+                remaining.min(ctx.arena.block as usize),
+                ctx.arena.io_addr(block),
+                buffer::ARENA,
+            ),
         };
         ctx.arena.count(block == NO_BLOCK, n);
         if self.transfer.op == Op::Write && block != NO_BLOCK {
@@ -253,11 +265,12 @@ impl<'a> Pending<'a> {
             unsafe { stage_in(ctx.arena.cells(block), self.transfer.buf.add(self.issued), n, false) };
         }
         let sqe = Sqe {
-            opcode: self.transfer.op.opcode(),
+            opcode: self.transfer.op.opcode(ctx.arena.fixed),
             fd: self.transfer.fd,
             off: self.transfer.offset + self.issued as u64,
             addr,
             len: n as u32,
+            buf_index,
             user_data: ticket.user_data(),
             ..Sqe::default()
         };
@@ -445,7 +458,7 @@ fn transfer(op: Op, fd: i32, buf: *mut u8, len: usize, offset: u64) -> Result<us
 /// The kernel's address of `buf[..len]` if it lies in a host-visible region
 /// ([`crate::arena::Arena::direct`]), for a transfer without staging. A buffer on the
 /// thread's stack is in none: no need to look.
-fn direct(ctx: &Context, buf: *mut u8, len: usize) -> Option<u64> {
+fn direct(ctx: &Context, buf: *mut u8, len: usize) -> Option<(u64, u16)> {
     if crate::arch::is_thread_private(buf) {
         None
     } else {
@@ -474,12 +487,14 @@ fn solo(ctx: &Context, t: Transfer) -> Option<Result<usize, Errno>> {
                 // caller's and fits it (`len <= SOLO_STAGE`).
                 unsafe { stage_in(stage, t.buf, t.len, true) };
             }
+            let (addr, buf_index) = t.direct.unwrap_or((stage_io, buffer::SOLO_STAGE));
             Sqe {
-                opcode: t.op.opcode(),
+                opcode: t.op.opcode(ctx.arena.fixed),
                 fd: t.fd,
                 off: t.offset,
-                addr: t.direct.unwrap_or(stage_io),
+                addr,
                 len: t.len as u32,
+                buf_index,
                 ..Sqe::default()
             }
         },

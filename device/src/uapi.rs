@@ -214,6 +214,28 @@ pub const IORING_REGISTER_FILES: u32 = 2;
 pub const IORING_REGISTER_RESTRICTIONS: u32 = 11;
 /// `IORING_REGISTER_ENABLE_RINGS`: enables a ring created with `IORING_SETUP_R_DISABLED`.
 pub const IORING_REGISTER_ENABLE_RINGS: u32 = 12;
+/// `IORING_REGISTER_BUFFERS_UPDATE`: replaces registered buffers from `offset` on (an
+/// [`RsrcUpdate`]; an iovec with a null base and length 0 empties a slot).
+pub const IORING_REGISTER_BUFFERS_UPDATE: u32 = 16;
+
+/// `struct io_uring_rsrc_update2`, for `IORING_REGISTER_BUFFERS_UPDATE` (`nr_args` is its
+/// size).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RsrcUpdate {
+    /// The first slot replaced.
+    pub offset: u32,
+    /// Must be 0.
+    pub resv: u32,
+    /// The address of `nr` iovecs.
+    pub data: u64,
+    /// The address of `nr` tags (0: none).
+    pub tags: u64,
+    /// How many slots.
+    pub nr: u32,
+    /// Must be 0.
+    pub resv2: u32,
+}
 
 // `struct io_uring_restriction` opcodes.
 /// Allow one `io_uring_register(2)` opcode.
@@ -265,6 +287,7 @@ const _: () = {
     assert!(offset_of!(Sqe, pad2) == 56);
 
     assert!(size_of::<Restriction>() == 16);
+    assert!(size_of::<RsrcUpdate>() == 32);
     assert!(offset_of!(Restriction, arg) == 2);
 
     assert!(size_of::<Cqe>() == 16);

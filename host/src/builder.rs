@@ -10,7 +10,7 @@ use gpuio_device::context::{MAX_RINGS, STREAMS};
 use crate::backend::cpu::Cpu;
 use crate::backend::{self, Backend};
 use crate::consumer::affinity;
-use crate::consumer::sandbox::restrictions::{self, Logs};
+use crate::consumer::sandbox::restrictions;
 use crate::consumer::sandbox::{landlock, Sandbox};
 use crate::consumer::submission::{self, Queue, Submission};
 use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES};
@@ -538,43 +538,8 @@ impl Builder {
         // registrations and restrictions as io_uring, and enforces them itself.
         let fds = [self.stdout_fd, self.stderr_fd];
         let (want, fixed_files) = (self.sandbox, self.fixed_files);
-        let configure = move |queues: Vec<&mut Queue>, logs: &[(u64, u64)]| -> Result<restrictions::Setup> {
-            let mut all: Option<restrictions::Setup> = None;
-            for queue in queues {
-                // Prints go through ring 0, the first: it holds the logs; the others are
-                // restricted as its registration came out.
-                let logs = match &all {
-                    None => Logs::Register(logs),
-                    Some(first) => Logs::AsRingZero(first.fixed_logs),
-                };
-                let setup = match queue {
-                    Queue::Uring(uring) => restrictions::configure(uring, want, fixed_files, fds, logs)?,
-                    Queue::Host(host) => restrictions::configure(host, want, fixed_files, fds, logs)?,
-                };
-                all = Some(match all {
-                    None => setup,
-                    // Prints name fixed files on ring 0 only, so its registration decides
-                    // `fixed_files`; a ring that took its restrictions without them would let
-                    // a device write go to any fd there.
-                    Some(ref first) if want != Sandbox::Off && setup.fixed_files != first.fixed_files => {
-                        return Err(Error::Config(format!(
-                            "registering stdout/stderr as fixed files worked on one ring and not \
-                             on another ({}), so sandbox {want:?} cannot hold on every ring: use \
-                             one ring (Builder::rings(1)) or .fixed_files(false)",
-                            setup.notices.join("; ")
-                        )));
-                    }
-                    Some(mut all) => {
-                        for n in setup.notices {
-                            if !all.notices.contains(&n) {
-                                all.notices.push(n);
-                            }
-                        }
-                        all
-                    }
-                });
-            }
-            Ok(all.expect("at least one ring"))
+        let configure = move |mut queues: Vec<&mut Queue>, memory: &restrictions::Memory| {
+            restrictions::configure_all(&mut queues, want, fixed_files, fds, memory)
         };
         let backend = match &device {
             None => Backend::Cpu,
@@ -625,6 +590,7 @@ impl Builder {
             sandbox: sandbox.policy,
             fixed_files: sandbox.fixed_files,
             fixed_logs: sandbox.fixed_logs,
+            fixed_transfers: sandbox.fixed_transfers,
             lockstep,
             sqpoll_cpus,
             _sqpoll_claim: sqpoll_claim,

@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 
-use gpuio_device::arena::MAX_REGIONS;
+use gpuio_device::arena::{buffer, MAX_REGIONS};
 
 use crate::error::{Error, Result};
 use crate::memory::Mapping;
@@ -44,7 +44,10 @@ pub struct HostBuffer<'rt> {
 
 impl Runtime {
     /// Allocates `len` bytes (zeroed) of host memory that device code can address, and
-    /// registers it for direct file I/O. At most 8 exist at once per runtime.
+    /// registers it for direct file I/O. At most 8 exist at once per runtime. Under
+    /// [`crate::Sandbox::FileIo`] with [`crate::Stats::fixed_transfers`] it also becomes
+    /// every ring's registered buffer, which counts against the locked-memory limit and
+    /// may be at most 1 GiB (an error otherwise).
     pub fn host_buffer(&self, len: usize) -> Result<HostBuffer<'_>> {
         if len == 0 {
             return Err(Error::Config("a host buffer needs at least one byte".into()));
@@ -67,6 +70,24 @@ impl Runtime {
             Some(d) => unsafe { d.map_host(map.as_ptr(), len)? },
         } as u64;
         let io_base = map.as_ptr() as u64;
+        let slot = buffer::REGION as u32 + entry as u32;
+        if self.fixed_transfers {
+            // Every ring's buffer slot for the region first: under `FileIo` transfers are
+            // `*_FIXED`, and the kernel refuses one outside the rings' buffers.
+            if let Err(e) = shared.update_buffers(slot, (io_base, len as u64)) {
+                let _ = shared.update_buffers(slot, (0, 0));
+                if let Some(d) = self.device() {
+                    // SAFETY: mapped just above; never registered.
+                    unsafe { d.unmap_host(map.as_ptr()) };
+                }
+                return Err(Error::Config(format!(
+                    "registering a host buffer of {len} bytes as an io_uring buffer failed ({e}); \
+                     under Sandbox::FileIo every transfer must use registered memory. Raise the \
+                     locked-memory limit (ulimit -l) or give the process CAP_IPC_LOCK, keep host \
+                     buffers at or under 1 GiB, or use device memory (staged through the arena)"
+                )));
+            }
+        }
         let stored = shared
             .store(move |c| &c.arena.regions[entry].start, device_ptr)
             .and_then(|_| shared.store(move |c| &c.arena.regions[entry].io_base, io_base))
@@ -128,6 +149,11 @@ impl Drop for HostBuffer<'_> {
         let entry = self.entry;
         // Unregistered first: later device transfers stage instead.
         let _ = self.shared.store(move |c| &c.arena.regions[entry].len, 0);
+        if self.rt.fixed_transfers {
+            // Then the rings' slot. The kernel keeps the pages pinned until requests that
+            // use them complete, and the mapping lives on below if a kernel may still run.
+            let _ = self.shared.update_buffers(buffer::REGION as u32 + entry as u32, (0, 0));
+        }
         self.shared.regions.lock().unwrap_or_else(|e| e.into_inner())[entry] = false;
         let map = self.map.take().expect("present until drop");
         let gpu = self.rt.device();

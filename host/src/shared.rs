@@ -20,7 +20,7 @@ use gpuio_device::Context;
 
 use crate::backend::cuda::Peek;
 use crate::backend::Device;
-use crate::consumer::sandbox::restrictions::Setup;
+use crate::consumer::sandbox::restrictions::{Memory, Setup};
 use crate::consumer::submission::{Look, Queue};
 use crate::error::{Error, Result};
 use crate::memory::{round_up, Mapping};
@@ -204,17 +204,28 @@ impl Shared {
         })
     }
 
+    /// Sets registered buffer `slot` of every ring, the solo ring's included, to `buf`
+    /// ((0, 0) empties it): `IORING_REGISTER_BUFFERS_UPDATE`, which `FileIo`'s restrictions
+    /// allow. Stops at the first ring that refuses.
+    pub(crate) fn update_buffers(&self, slot: u32, buf: (u64, u64)) -> std::io::Result<()> {
+        let solo = self.solo.as_ref().map(|(q, _)| q);
+        for q in self.queues.iter().chain(solo) {
+            q.update_buffers(slot, &[buf])?;
+        }
+        Ok(())
+    }
+
     /// The shared memory over `queues` (1 to `MAX_RINGS`, all of one geometry) and the
     /// solo ring, if any.
     /// `sandbox` registers the print outputs and the logs with the rings, restricts and
-    /// enables them (`restrictions::configure`): it runs once the logs exist and before
+    /// enables them (`restrictions::configure_all`): it runs once the memory exists and before
     /// anything can submit, and what it set up comes back beside the memory.
     pub(crate) fn new(
         mut queues: Vec<Queue>,
         mut solo: Option<Queue>,
         cfg: &SharedConfig,
         device: Option<Device>,
-        sandbox: impl FnOnce(Vec<&mut Queue>, &[(u64, u64)]) -> Result<Setup>,
+        sandbox: impl FnOnce(Vec<&mut Queue>, &Memory) -> Result<Setup>,
     ) -> Result<(Shared, Setup)> {
         let log_bytes = cfg.log_bytes;
         assert!((1..=MAX_RINGS).contains(&queues.len()), "1 to {MAX_RINGS} rings");
@@ -235,21 +246,25 @@ impl Shared {
         let log_ranges: Vec<(u64, u64)> = (0..STREAMS)
             .map(|i| (logs.as_ptr() as u64 + layout.bufs[i] as u64, log_bytes[i] as u64))
             .collect();
-        let setup = sandbox(queues.iter_mut().chain(solo.as_mut()).collect(), &log_ranges)?;
-        let fixed_files = setup.fixed_files;
         let arena = map(cfg.arena_bytes).map_err(os("mmap of the file-I/O arena"))?;
+        let solo_stage = match solo {
+            Some(_) => Some(Mapping::new(SOLO_STAGE as usize).map_err(os("mmap of the solo ring's staging buffer"))?),
+            None => None,
+        };
+        let range = |m: &Mapping, len: usize| (m.as_ptr() as u64, len as u64);
+        let memory = Memory {
+            logs: [log_ranges[0], log_ranges[1]],
+            arena: range(&arena, cfg.arena_bytes),
+            solo_stage: solo_stage.as_ref().map_or((0, 0), |m| range(m, SOLO_STAGE as usize)),
+        };
+        let setup = sandbox(queues.iter_mut().chain(solo.as_mut()).collect(), &memory)?;
+        let fixed_files = setup.fixed_files;
         // The state region's address as the agents that run the protocol see it, the host
         // memory the Context is first written to, and the addresses at which those agents
         // see the SQEs, the ring words and the logs (the host's, except where the GPU maps
         // host memory elsewhere: HSA on discrete GPUs without the SVM API).
         // The logs, the arena, then each ring's SQEs and words.
-        let solo = match solo {
-            Some(q) => Some((
-                q,
-                Mapping::new(SOLO_STAGE as usize).map_err(os("mmap of the solo ring's staging buffer"))?,
-            )),
-            None => None,
-        };
+        let solo = solo.zip(solo_stage);
         // Then the solo ring's SQEs, words and staging buffer.
         let mut regions = vec![&logs, &arena];
         for q in queues.iter().chain(solo.as_ref().map(|(q, _)| q)) {
@@ -359,13 +374,15 @@ impl Shared {
                 word(2) as *const AtomicI32,
                 slots,
             );
-            let arena = Arena::new(
+            let mut arena = Arena::new(
                 arena_view as *const SharedCell<u8>,
                 // The kernel reads and writes the arena at the host's address.
                 arena.as_ptr() as u64,
                 cfg.arena_block_bytes as u64,
                 Pool::new(state_base.add(layout.block_states) as *const AtomicU32, blocks as u32),
             );
+            // Transfers name the buffer table (`memory`), which every ring holds.
+            arena.fixed = setup.fixed_transfers;
             let ctx = Context {
                 magic: CONTEXT_MAGIC,
                 rings,
@@ -378,7 +395,7 @@ impl Shared {
                 requests,
                 arena,
                 denied_requests: AtomicU32::new(0),
-                allowed_ops: AtomicU64::new(setup.policy.allowed_ops(setup.fixed_logs)),
+                allowed_ops: AtomicU64::new(setup.policy.allowed_ops(setup.fixed_buffers())),
                 forbidden_requests: AtomicU32::new(0),
                 solo: match &solo {
                     None => Solo::unused(),

@@ -81,3 +81,61 @@ pub(crate) fn a_kernel_cannot_leave_the_print_only_sandbox(config: Config, scrat
             .into(),
     )
 }
+
+/// `FileIo` against a kernel that moves host memory with its transfers: a plain `WRITE` is
+/// refused, a `WRITE_FIXED` or `READ_FIXED` of host memory faults, whichever buffer it
+/// names; a device `pwrite` (staged through the arena) to the same file runs.
+pub(crate) fn a_kernel_cannot_move_host_memory_under_file_io(config: Config, scratch: &Scratch) -> Outcome {
+    let (out, path) = scratch.file("file-io-escape.out");
+    let rt = build(config.builder().sandbox(Sandbox::FileIo))?;
+    let stats = rt.stats();
+    if (stats.sandbox, stats.fixed_logs, stats.fixed_transfers) != (Sandbox::FileIo, true, true) {
+        return Err(format!(
+            "FileIo with its memory registered, not {:?} / fixed logs {} / fixed transfers {}",
+            stats.sandbox, stats.fixed_logs, stats.fixed_transfers
+        ));
+    }
+    let k = Kernels::load(&rt)?;
+    let mut secret = Box::new(*b"SECRET!!");
+    let secret_addr = secret.as_mut_ptr() as u64;
+    let mut results = Mem::zeroed(&k, 5 * 8);
+    let res = results.addr();
+    let fd = out.as_raw_fd() as u32;
+    k.launch(
+        "file_io_escape_attempts",
+        1,
+        32,
+        &[fd.into(), secret_addr.into(), res.into()],
+        move || k::file_io_escape_attempts(fd, secret_addr, res),
+    )?;
+    let refused = match rt.synchronize() {
+        Err(Error::Refused(r)) => r,
+        other => {
+            return Err(format!(
+                "expected the plain WRITE's refusal to be reported, got {other:?}"
+            ))
+        }
+    };
+    let got = results.read_i64s();
+    drop(results);
+    drop(k);
+    drop(rt);
+    let want = [-libc::EACCES, -libc::EFAULT, -libc::EFAULT, -libc::EFAULT, 8].map(i64::from);
+    if got != want {
+        return Err(format!(
+            "results (plain WRITE, WRITE_FIXED naming the arena, READ_FIXED naming the arena, naming \
+             an empty host-buffer slot, the device's pwrite) {got:?}, want {want:?}"
+        ));
+    }
+    if refused.requests != 1 || refused.errno != libc::EACCES {
+        return Err(format!(
+            "reported {} refusal(s), errno {}: {refused}",
+            refused.requests, refused.errno
+        ));
+    }
+    let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
+    if bytes != b"allowed\n" || &*secret != b"SECRET!!" {
+        return Err(format!("the output got {bytes:?}, the secret is {:?}", &*secret));
+    }
+    Ok("a plain WRITE refused (EACCES, reported), three *_FIXED of host memory EFAULT; the device's pwrite ran".into())
+}

@@ -49,7 +49,7 @@ use cases_runtime::{
     a_hang_is_reported_then_waited_out, another_layout_is_refused, hundred_runtime_create_drop_cycles,
     idle_longer_than_sq_thread_idle, print_to_a_closed_fd_is_reported, two_runtimes_in_one_process,
 };
-use cases_sandbox::a_kernel_cannot_leave_the_print_only_sandbox;
+use cases_sandbox::{a_kernel_cannot_leave_the_print_only_sandbox, a_kernel_cannot_move_host_memory_under_file_io};
 use cases_scheduling::scheduling_is_the_one_asked_for;
 use harness::{watchdog, Config, Scratch};
 use kernels::Kernels;
@@ -107,6 +107,10 @@ const CASES: &[Case] = &[
     Case {
         name: "a_kernel_cannot_leave_the_print_only_sandbox",
         run: a_kernel_cannot_leave_the_print_only_sandbox,
+    },
+    Case {
+        name: "a_kernel_cannot_move_host_memory_under_file_io",
+        run: a_kernel_cannot_move_host_memory_under_file_io,
     },
     Case {
         name: "stack_buffers_pwrite_pread",

@@ -111,6 +111,14 @@ impl Queue {
         }
     }
 
+    /// `IORING_REGISTER_BUFFERS_UPDATE` (see [`Uring::update_buffers`]).
+    pub(crate) fn update_buffers(&self, offset: u32, bufs: &[(u64, u64)]) -> std::io::Result<()> {
+        match self {
+            Queue::Uring(u) => u.update_buffers(offset, bufs),
+            Queue::Host(h) => h.update_buffers(offset, bufs),
+        }
+    }
+
     /// Address of a ring word at `off` in [`Queue::rings`].
     pub(crate) fn ring_word(&self, off: u32) -> *mut u32 {
         match self {

@@ -210,6 +210,36 @@ impl Uring {
         }
     }
 
+    /// `IORING_REGISTER_BUFFERS_UPDATE`: registered buffers `offset..` become `bufs`
+    /// ((address, length); (0, 0) empties a slot). The kernel keeps a replaced buffer pinned
+    /// until the requests that use it complete.
+    pub fn update_buffers(&self, offset: u32, bufs: &[(u64, u64)]) -> io::Result<()> {
+        let iov: Vec<libc::iovec> = bufs
+            .iter()
+            .map(|&(base, len)| libc::iovec {
+                iov_base: base as *mut _,
+                iov_len: len as usize,
+            })
+            .collect();
+        let up = RsrcUpdate {
+            offset,
+            data: iov.as_ptr() as u64,
+            nr: iov.len() as u32,
+            ..RsrcUpdate::default()
+        };
+        // SAFETY: BUFFERS_UPDATE reads one io_uring_rsrc_update2 (its size is `nr`) and the
+        // `up.nr` iovecs it points to, and pins the memory they name: the caller's, which
+        // it keeps mapped until the slot is emptied again.
+        unsafe {
+            self.register(
+                IORING_REGISTER_BUFFERS_UPDATE,
+                (&raw const up).cast(),
+                size_of::<RsrcUpdate>() as u32,
+            )
+        }
+        .map(drop)
+    }
+
     /// `IORING_REGISTER_ENABLE_RINGS`: a ring created disabled starts running (its SQPOLL
     /// thread, created with the ring, starts consuming SQEs).
     pub fn enable(&mut self) -> io::Result<()> {

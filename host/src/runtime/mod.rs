@@ -52,6 +52,12 @@ pub struct Stats {
     /// from any other address. Off under [`Sandbox::Off`], and where the locked-memory limit
     /// refused the registration (said on stderr at build).
     pub fixed_logs: bool,
+    /// Whether device file transfers are `IORING_OP_READ_FIXED`/`WRITE_FIXED` naming
+    /// gpuio's memory (the arena, the solo ring's buffer, the host buffers), registered as
+    /// every ring's buffers, so that the kernel refuses a transfer to or from any other
+    /// address. [`Sandbox::FileIo`] only, where the locked-memory limit allowed the
+    /// registration (said on stderr at build).
+    pub fixed_transfers: bool,
     /// Bytes device file I/O moved through the arena (buffers in device memory).
     pub staged_bytes: u64,
     /// Bytes device file I/O moved directly to or from host buffers.
@@ -121,6 +127,8 @@ pub struct Runtime {
     pub(crate) fixed_files: bool,
     /// Whether prints write from registered logs.
     pub(crate) fixed_logs: bool,
+    /// Whether device transfers name registered buffers (the host buffers must be too).
+    pub(crate) fixed_transfers: bool,
     /// Whether lockstep scheduling was asked for (CUDA: which PTX to load).
     pub(crate) lockstep: bool,
     /// The CPU each ring's SQPOLL thread is bound to (`None`: unbound).
@@ -201,6 +209,7 @@ impl Runtime {
             sandbox: self.sandbox,
             fixed_files: self.fixed_files,
             fixed_logs: self.fixed_logs,
+            fixed_transfers: self.fixed_transfers,
             staged_bytes,
             direct_bytes,
             solo: self.shared.solo.is_some(),

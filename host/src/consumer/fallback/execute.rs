@@ -112,8 +112,10 @@ pub(super) fn execute(sqe: &Sqe, registered: &RwLock<Registered>) -> i32 {
             .buffers
             .get(sqe.buf_index as usize)
             .is_some_and(|&(base, len)| {
-                // In range, without an overflow: `addr - base` is known not to wrap first.
-                sqe.addr >= base
+                // In range, without an overflow: `addr - base` is known not to wrap first. An
+                // empty slot (0, 0) holds nothing.
+                len > 0
+                    && sqe.addr >= base
                     && (sqe.addr - base)
                         .checked_add(sqe.len as u64)
                         .is_some_and(|end| end <= len)

@@ -307,6 +307,21 @@ impl HostRing {
         self.registered().buffers = bufs.to_vec();
     }
 
+    /// Replaces buffers `offset..` with `bufs`, like `IORING_REGISTER_BUFFERS_UPDATE`
+    /// (`EINVAL` past the table's end; (0, 0) empties a slot). Waits for the request being
+    /// performed, which holds the table.
+    pub fn update_buffers(&self, offset: u32, bufs: &[(u64, u64)]) -> std::io::Result<()> {
+        let mut reg = self.registered();
+        let at = offset as usize;
+        match reg.buffers.get_mut(at..at.saturating_add(bufs.len())) {
+            Some(slots) => {
+                slots.copy_from_slice(bufs);
+                Ok(())
+            }
+            None => Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
+        }
+    }
+
     /// Restricts the SQEs the thread performs, like `IORING_REGISTER_RESTRICTIONS`: only on
     /// a ring created disabled (`EBADFD` otherwise), once (`EBUSY`).
     pub fn register_restrictions(&self, r: &[Restriction]) -> std::io::Result<()> {

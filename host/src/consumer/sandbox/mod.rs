@@ -10,13 +10,18 @@
 //! 2. the print outputs (stdout, stderr) are registered as fixed files
 //!    (`IORING_REGISTER_FILES`, slots 0 and 1), and print writes name them by index with
 //!    `IOSQE_FIXED_FILE`;
-//! 3. ring 0, which carries the prints, registers the two print logs as its buffers
-//!    (`IORING_REGISTER_BUFFERS`, indices 0 and 1), and print writes are
-//!    `IORING_OP_WRITE_FIXED` from them: the kernel fails one whose range leaves its buffer
-//!    with `EFAULT`. The other rings register none, so a `WRITE_FIXED` there finds nothing;
+//! 3. gpuio's memory is registered as the rings' buffers (`IORING_REGISTER_BUFFERS`, laid
+//!    out as `gpuio_device::arena::buffer` says), and prints and transfers are
+//!    `IORING_OP_WRITE_FIXED`/`READ_FIXED` naming it: the kernel fails one whose range
+//!    leaves its buffer with `EFAULT`. `PrintOnly`: ring 0, which carries the prints,
+//!    registers the two print logs, the other rings nothing (a `WRITE_FIXED` there finds
+//!    no buffer). `FileIo`: every ring registers the arena and the solo ring's buffer too
+//!    (ring 0 the logs), with empty slots for the host buffers, each filled while its
+//!    `HostBuffer` lives (`IORING_REGISTER_BUFFERS_UPDATE`);
 //! 4. `IORING_REGISTER_RESTRICTIONS` allows only the policy's opcodes and SQE flags
 //!    (`PrintOnly`: `WRITE_FIXED` alone, `IOSQE_FIXED_FILE` required), and no
-//!    `io_uring_register` opcode at all (nothing can be registered or changed afterwards);
+//!    `io_uring_register` opcode but `FileIo`'s buffer updates (the host's own calls: the
+//!    device makes none);
 //! 5. `IORING_REGISTER_ENABLE_RINGS` starts the ring (and wakes its SQPOLL thread).
 //!
 //! The host-thread fallback takes the same five steps (`restrictions::Register` for
@@ -37,14 +42,18 @@
 //! files.
 //!
 //! What the kernel does not take: files not registrable (prints name raw fds, with a
-//! notice); logs not registrable, as when the locked-memory limit is lower than the logs
-//! (prints are plain `WRITE`s, which may read any address, with a notice and
-//! [`Stats::fixed_logs`](crate::Stats::fixed_logs) false). A kernel that cannot create a
+//! notice); memory not registrable, as when the locked-memory limit is lower than the logs
+//! (or, under `FileIo`, than the logs, the arena and the solo buffer on every ring: each
+//! ring's registration counts against the limit) or a buffer is over the 1 GiB io_uring
+//! takes: prints and transfers are plain `WRITE`s and `READ`s, which may use any address,
+//! with a notice and [`Stats::fixed_logs`](crate::Stats::fixed_logs) /
+//! [`Stats::fixed_transfers`](crate::Stats::fixed_transfers) false. A kernel that cannot create a
 //! ring disabled or refuses the restrictions cannot enforce the policy at all: that is an
 //! error at build, never a silent `Off`.
 
 use gpuio_device::uapi::{
-    IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_OPENAT, IORING_OP_READ, IORING_OP_WRITE, IORING_OP_WRITE_FIXED,
+    IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_OPENAT, IORING_OP_READ, IORING_OP_READ_FIXED, IORING_OP_WRITE,
+    IORING_OP_WRITE_FIXED,
 };
 
 pub(crate) mod landlock;
@@ -68,10 +77,15 @@ pub enum Sandbox {
     /// `IOSQE_FIXED_FILE`, and no flag but `IOSQE_IO_DRAIN`. The default.
     #[default]
     PrintOnly,
-    /// File I/O: `READ`, `WRITE`, `WRITE_FIXED`, `OPENAT`, `CLOSE`, `FSYNC`, on any file
+    /// File I/O: `READ_FIXED`, `WRITE_FIXED`, `OPENAT`, `CLOSE`, `FSYNC`, on any file
     /// descriptor (`IOSQE_FIXED_FILE` allowed, not required: `OPENAT` refuses it). For
     /// device code that opens, reads and writes files; `Builder::file_root` confines the
-    /// paths it opens. Transfers may use any host address: for kernels you trust.
+    /// paths it opens. Every ring registers gpuio's memory (the logs, the arena, the solo
+    /// ring's buffer, each host buffer while it lives) as its buffers, so the kernel refuses
+    /// a transfer to or from any other host address (`EFAULT`). Where the locked-memory
+    /// limit refuses that registration, transfers are plain `READ`/`WRITE` that may use any
+    /// host address, said at build and in [`crate::Stats::fixed_transfers`]. `OPENAT`
+    /// still reads its path from an address the device names.
     FileIo,
     /// No restrictions: the ring accepts every opcode the kernel has.
     Off,
@@ -81,8 +95,18 @@ pub enum Sandbox {
 const PRINT_ONLY: &[u8] = &[IORING_OP_WRITE_FIXED];
 /// [`Sandbox::PrintOnly`]'s opcodes where the logs could not be registered.
 const PRINT_ONLY_UNFIXED: &[u8] = &[IORING_OP_WRITE];
-/// [`Sandbox::FileIo`]'s opcodes (prints from registered logs, and device file I/O).
+/// [`Sandbox::FileIo`]'s opcodes, with gpuio's memory registered as every ring's buffers:
+/// prints and transfers are `*_FIXED` from and into it.
 const FILE_IO: &[u8] = &[
+    IORING_OP_READ_FIXED,
+    IORING_OP_WRITE_FIXED,
+    IORING_OP_OPENAT,
+    IORING_OP_CLOSE,
+    IORING_OP_FSYNC,
+];
+/// [`Sandbox::FileIo`]'s opcodes where that memory could not be registered: transfers are
+/// plain `READ`/`WRITE` (prints `WRITE_FIXED` if ring 0 took the logs).
+const FILE_IO_UNFIXED: &[u8] = &[
     IORING_OP_READ,
     IORING_OP_WRITE,
     IORING_OP_WRITE_FIXED,
@@ -92,19 +116,22 @@ const FILE_IO: &[u8] = &[
 ];
 
 impl Sandbox {
-    /// The SQE opcodes the policy allows (`IORING_OP_*`) where the print logs are the
-    /// ring's registered buffers (the default; [`crate::Stats::fixed_logs`]); `None`: any.
+    /// The SQE opcodes the policy allows (`IORING_OP_*`) where gpuio's memory is the rings'
+    /// registered buffers (the default; [`crate::Stats::fixed_logs`],
+    /// [`crate::Stats::fixed_transfers`]); `None`: any.
     pub fn opcodes(self) -> Option<&'static [u8]> {
         self.opcodes_with(true)
     }
 
-    /// The SQE opcodes the policy allows with the print logs registered or not: without
-    /// them, prints are plain `IORING_OP_WRITE`s.
-    pub(crate) fn opcodes_with(self, fixed_logs: bool) -> Option<&'static [u8]> {
-        match (self, fixed_logs) {
+    /// The SQE opcodes the policy allows with its buffers registered or not (`PrintOnly`:
+    /// the logs, `FileIo`: the whole table): without them, prints and transfers are plain
+    /// `IORING_OP_WRITE`s and `READ`s.
+    pub(crate) fn opcodes_with(self, fixed_buffers: bool) -> Option<&'static [u8]> {
+        match (self, fixed_buffers) {
             (Sandbox::PrintOnly, true) => Some(PRINT_ONLY),
             (Sandbox::PrintOnly, false) => Some(PRINT_ONLY_UNFIXED),
-            (Sandbox::FileIo, _) => Some(FILE_IO),
+            (Sandbox::FileIo, true) => Some(FILE_IO),
+            (Sandbox::FileIo, false) => Some(FILE_IO_UNFIXED),
             (Sandbox::Off, _) => None,
         }
     }
@@ -116,8 +143,8 @@ impl Sandbox {
 
     /// The device context's [`allowed_ops`](gpuio_device::context::Context::allowed_ops)
     /// word for this policy: bit `op` for each opcode it allows, all bits for none.
-    pub(crate) fn allowed_ops(self, fixed_logs: bool) -> u64 {
-        self.opcodes_with(fixed_logs)
+    pub(crate) fn allowed_ops(self, fixed_buffers: bool) -> u64 {
+        self.opcodes_with(fixed_buffers)
             .map_or(u64::MAX, |ops| ops.iter().fold(0, |m, &op| m | 1 << op))
     }
 
@@ -128,7 +155,7 @@ impl Sandbox {
                 "only writes of the print logs to the registered stdout/stderr (IOSQE_FIXED_FILE)"
             }
             (Sandbox::PrintOnly, false) => "only writes of the print logs",
-            (Sandbox::FileIo, _) => "only READ, WRITE, WRITE_FIXED, OPENAT, CLOSE and FSYNC",
+            (Sandbox::FileIo, _) => "only reads, writes, OPENAT, CLOSE and FSYNC",
             (Sandbox::Off, _) => "every request",
         }
     }
@@ -163,6 +190,8 @@ mod tests {
     fn policies_allow_their_opcodes_only() {
         assert!(Sandbox::PrintOnly.allows(IORING_OP_WRITE_FIXED));
         assert_eq!(Sandbox::PrintOnly.opcodes_with(false), Some(&[IORING_OP_WRITE][..]));
+        assert!(Sandbox::FileIo.allows(IORING_OP_READ_FIXED) && !Sandbox::FileIo.allows(IORING_OP_READ));
+        assert!(Sandbox::FileIo.opcodes_with(false).unwrap().contains(&IORING_OP_READ));
         assert_eq!(Sandbox::PrintOnly.allowed_ops(true), 1 << IORING_OP_WRITE_FIXED);
         assert_eq!(Sandbox::Off.allowed_ops(true), u64::MAX);
         for op in [
@@ -176,8 +205,8 @@ mod tests {
             assert!(!Sandbox::PrintOnly.allows(op), "PrintOnly allows {op}");
         }
         for op in [
-            IORING_OP_READ,
-            IORING_OP_WRITE,
+            IORING_OP_READ_FIXED,
+            IORING_OP_WRITE_FIXED,
             IORING_OP_OPENAT,
             IORING_OP_CLOSE,
             IORING_OP_FSYNC,

@@ -5,36 +5,76 @@
 use std::io;
 use std::os::fd::RawFd;
 
+use gpuio_device::arena::buffer;
 use gpuio_device::uapi::*;
 
 use super::Sandbox;
 use crate::consumer::fallback::HostRing;
+use crate::consumer::submission::Queue;
 use crate::consumer::uring::Uring;
 use crate::error::{Error, Result};
 
-/// What the runtime set up: the policy and fixed files actually in force, and notices
-/// about what the kernel refused.
+/// What the runtime set up: the policy, fixed files and buffers actually in force, and
+/// notices about what the kernel refused.
 #[derive(Debug)]
 pub(crate) struct Setup {
     pub(crate) policy: Sandbox,
     pub(crate) fixed_files: bool,
-    /// The print logs are the ring's registered buffers and prints are `WRITE_FIXED`
-    /// from them: the kernel refuses any other address.
+    /// The print logs are ring 0's registered buffers and prints are `WRITE_FIXED` from
+    /// them: the kernel refuses any other address.
     pub(crate) fixed_logs: bool,
+    /// Every ring holds the whole buffer table (`FileIo` only) and device transfers are
+    /// `READ_FIXED`/`WRITE_FIXED` naming it: the kernel refuses any other address.
+    pub(crate) fixed_transfers: bool,
     pub(crate) notices: Vec<String>,
 }
 
-/// The print logs, for a ring's buffer table.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Logs<'a> {
-    /// Register these (address, length) pairs, stdout's log then stderr's: the ring that
-    /// prints (ring 0).
-    Register(&'a [(u64, u64)]),
-    /// Register nothing; restrict as ring 0's registration came out (`true`: it holds the
-    /// logs, and prints are `WRITE_FIXED`): a ring that never prints, whose `WRITE_FIXED`
-    /// then finds no buffer.
-    AsRingZero(bool),
+impl Setup {
+    /// Whether the buffers the policy registers are in force (the restrictions and the
+    /// device's opcodes follow it): `PrintOnly`'s logs, `FileIo`'s whole table.
+    pub(crate) fn fixed_buffers(&self) -> bool {
+        match self.policy {
+            Sandbox::FileIo => self.fixed_transfers,
+            _ => self.fixed_logs,
+        }
+    }
 }
+
+/// gpuio's memory that a sandbox registers as the rings' buffers, as (address, length)
+/// pairs at the kernel's addresses, laid out by `gpuio_device::arena::buffer`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Memory {
+    /// stdout's and stderr's logs.
+    pub(crate) logs: [(u64, u64); 2],
+    /// The arena, whole.
+    pub(crate) arena: (u64, u64),
+    /// The solo ring's staging buffer ((0, 0) without a solo ring).
+    pub(crate) solo_stage: (u64, u64),
+}
+
+impl Memory {
+    /// The buffers ring `ring` (0 carries the prints) registers under `want`, if any:
+    /// `PrintOnly`, ring 0 the logs; `FileIo`, every ring the whole table, the logs on ring
+    /// 0 only (the others' log slots, and every ring's host-buffer slots, empty).
+    pub(crate) fn table(&self, want: Sandbox, ring: usize) -> Option<Vec<(u64, u64)>> {
+        match want {
+            Sandbox::Off => None,
+            Sandbox::PrintOnly => (ring == 0).then(|| self.logs.to_vec()),
+            Sandbox::FileIo => {
+                let mut t = vec![(0, 0); buffer::COUNT];
+                if ring == 0 {
+                    t[buffer::LOG as usize..][..2].copy_from_slice(&self.logs);
+                }
+                t[buffer::ARENA as usize] = self.arena;
+                t[buffer::SOLO_STAGE as usize] = self.solo_stage;
+                Some(t)
+            }
+        }
+    }
+}
+
+/// The most one registered buffer may hold (`io_buffer_validate`: `EFAULT` past it).
+pub(crate) const MAX_BUFFER: u64 = 1 << 30;
 
 /// The `io_uring_register(2)` operations the sandbox needs (a trait, so that tests can play
 /// a kernel that refuses them).
@@ -43,7 +83,7 @@ pub(crate) trait Register {
     fn is_disabled(&self) -> bool;
     /// `IORING_REGISTER_FILES` (-1: an empty slot).
     fn register_files(&mut self, fds: &[RawFd]) -> io::Result<()>;
-    /// `IORING_REGISTER_BUFFERS` of (address, length) pairs.
+    /// `IORING_REGISTER_BUFFERS` of (address, length) pairs ((0, 0): an empty slot).
     fn register_buffers(&mut self, bufs: &[(u64, u64)]) -> io::Result<()>;
     /// `IORING_REGISTER_RESTRICTIONS`.
     fn register_restrictions(&mut self, r: &[Restriction]) -> io::Result<()>;
@@ -100,21 +140,61 @@ impl Register for Uring {
     }
 }
 
+impl Register for Queue {
+    fn is_disabled(&self) -> bool {
+        match self {
+            Queue::Uring(u) => Register::is_disabled(u),
+            Queue::Host(h) => Register::is_disabled(h),
+        }
+    }
+    fn register_files(&mut self, fds: &[RawFd]) -> io::Result<()> {
+        match self {
+            Queue::Uring(u) => Register::register_files(u, fds),
+            Queue::Host(h) => Register::register_files(h, fds),
+        }
+    }
+    fn register_buffers(&mut self, bufs: &[(u64, u64)]) -> io::Result<()> {
+        match self {
+            Queue::Uring(u) => Register::register_buffers(u, bufs),
+            Queue::Host(h) => Register::register_buffers(h, bufs),
+        }
+    }
+    fn register_restrictions(&mut self, r: &[Restriction]) -> io::Result<()> {
+        match self {
+            Queue::Uring(u) => Register::register_restrictions(u, r),
+            Queue::Host(h) => Register::register_restrictions(h, r),
+        }
+    }
+    fn enable(&mut self) -> io::Result<()> {
+        match self {
+            Queue::Uring(u) => Register::enable(u),
+            Queue::Host(h) => Register::enable(h),
+        }
+    }
+}
+
 /// The restrictions that implement `policy` (not `Off`), with prints named by fixed file
-/// and by fixed buffer or not. No `REGISTER_OP` entry: once enabled, the ring refuses
-/// every `io_uring_register` call.
-pub(crate) fn restrictions(policy: Sandbox, fixed_files: bool, fixed_logs: bool) -> Vec<Restriction> {
+/// or not, and the policy's buffers registered or not ([`Setup::fixed_buffers`]). One
+/// `REGISTER_OP` entry at most, `FileIo`'s buffer updates (for host buffers made later):
+/// once enabled, the ring refuses every other `io_uring_register` call.
+pub(crate) fn restrictions(policy: Sandbox, fixed_files: bool, fixed_buffers: bool) -> Vec<Restriction> {
     let entry = |opcode, arg| Restriction {
         opcode,
         arg,
         ..Restriction::default()
     };
     let mut r: Vec<Restriction> = policy
-        .opcodes_with(fixed_logs)
+        .opcodes_with(fixed_buffers)
         .unwrap_or(&[])
         .iter()
         .map(|&op| entry(IORING_RESTRICTION_SQE_OP, op))
         .collect();
+    if policy == Sandbox::FileIo && fixed_buffers {
+        r.push(entry(
+            IORING_RESTRICTION_REGISTER_OP,
+            IORING_REGISTER_BUFFERS_UPDATE as u8,
+        ));
+    }
     // The flags the device's SQEs use: IOSQE_FIXED_FILE and IOSQE_IO_DRAIN on print
     // writes (drain: appending ones, `stream.rs`), nothing else.
     let flags = IOSQE_IO_DRAIN | if fixed_files { IOSQE_FIXED_FILE } else { 0 };
@@ -138,18 +218,31 @@ pub(crate) fn file_slots(fds: [RawFd; 2]) -> [RawFd; 2] {
     })
 }
 
-/// Registers the print outputs (`fds`: stdout, stderr; slots 0 and 1) if `fixed_files`,
-/// and the print logs as `logs` says, restricts the ring to `want` if it was created
-/// disabled, and enables it. Files or logs the kernel does not take are done without,
-/// with a notice; a sandbox the kernel cannot enforce is an error that says so (never a
-/// silent `Off`).
-pub(crate) fn configure(
+/// What one ring took of the registrations ([`register`]).
+#[derive(Debug)]
+pub(crate) struct Registered {
+    /// The print outputs are its fixed files.
+    pub(crate) fixed_files: bool,
+    /// Its buffer table was registered (`true` where it was given none).
+    pub(crate) buffers: bool,
+    /// Why the buffers were not registered, and how many bytes they were.
+    pub(crate) buffers_refused: Option<(io::Error, u64)>,
+    pub(crate) notices: Vec<String>,
+}
+
+/// Steps 2 and 3 (see the module docs): registers the print outputs (`fds`: stdout,
+/// stderr; slots 0 and 1) if `fixed_files`, and `table` as the ring's buffers. Files the
+/// kernel does not take are done without, with a notice; buffers it does not take (or over
+/// [`MAX_BUFFER`]) are reported in [`Registered::buffers_refused`], for the caller to say
+/// once for every ring ([`buffers_notice`]). A sandbox on a ring that was not created
+/// disabled cannot be enforced: an error that says so (never a silent `Off`).
+pub(crate) fn register(
     ring: &mut impl Register,
     want: Sandbox,
     fixed_files: bool,
     fds: [RawFd; 2],
-    logs: Logs,
-) -> Result<Setup> {
+    table: Option<&[(u64, u64)]>,
+) -> Result<Registered> {
     let mut notices = Vec::new();
     let fixed_files = fixed_files
         && match ring.register_files(&file_slots(fds)) {
@@ -168,19 +261,36 @@ pub(crate) fn configure(
              it, or Sandbox::Off to run without one"
         )));
     }
-    let fixed_logs = want != Sandbox::Off
-        && match logs {
-            Logs::AsRingZero(fixed) => fixed,
-            Logs::Register(bufs) => match ring.register_buffers(bufs) {
-                Ok(()) => true,
-                Err(e) => {
-                    notices.push(logs_notice(want, bufs, &e));
-                    false
-                }
-            },
-        };
+    let buffers_refused = match table {
+        None => None,
+        Some(bufs) => {
+            let total = bufs.iter().map(|b| b.1).sum();
+            if bufs.iter().any(|b| b.1 > MAX_BUFFER) {
+                Some((io::Error::from_raw_os_error(libc::EFAULT), total))
+            } else {
+                ring.register_buffers(bufs).err().map(|e| (e, total))
+            }
+        }
+    };
+    Ok(Registered {
+        fixed_files,
+        buffers: buffers_refused.is_none(),
+        buffers_refused,
+        notices,
+    })
+}
+
+/// Steps 4 and 5: restricts the ring to `want` (nothing under `Off`), its buffers in force
+/// or not (`fixed_buffers`), and enables it. A kernel that refuses the restrictions cannot
+/// enforce the sandbox: an error that says so.
+pub(crate) fn restrict_and_enable(
+    ring: &mut impl Register,
+    want: Sandbox,
+    fixed_files: bool,
+    fixed_buffers: bool,
+) -> Result<()> {
     if want != Sandbox::Off {
-        ring.register_restrictions(&restrictions(want, fixed_files, fixed_logs))
+        ring.register_restrictions(&restrictions(want, fixed_files, fixed_buffers))
             .map_err(|e| {
                 Error::Config(format!(
                     "the kernel refused io_uring restrictions ({e}), so it cannot enforce sandbox \
@@ -192,19 +302,79 @@ pub(crate) fn configure(
     ring.enable().map_err(|e| Error::Os {
         what: "IORING_REGISTER_ENABLE_RINGS",
         source: e,
-    })?;
-    Ok(Setup {
-        policy: want,
-        fixed_files,
-        fixed_logs,
-        notices,
     })
 }
 
-/// What a failed registration of the logs means, and the way out.
-fn logs_notice(want: Sandbox, bufs: &[(u64, u64)], e: &io::Error) -> String {
+/// [`register`], then [`restrict_and_enable`], for the rings of one runtime (ring 0, the
+/// printing one, first): each registers `memory.table(want, i)`; the policy's buffers are
+/// in force only where every ring that needed them took them (`PrintOnly`: ring 0's logs;
+/// `FileIo`: every ring's table), and every ring is restricted alike.
+pub(crate) fn configure_all<R: Register>(
+    rings: &mut [&mut R],
+    want: Sandbox,
+    fixed_files: bool,
+    fds: [RawFd; 2],
+    memory: &Memory,
+) -> Result<Setup> {
+    let mut regs = Vec::with_capacity(rings.len());
+    for (i, ring) in rings.iter_mut().enumerate() {
+        regs.push(register(
+            *ring,
+            want,
+            fixed_files,
+            fds,
+            memory.table(want, i).as_deref(),
+        )?);
+    }
+    let first = &regs[0];
+    // Prints name fixed files on ring 0 only, so its registration decides `fixed_files`; a
+    // ring that took its restrictions without them would let a device write go to any fd
+    // there.
+    if let Some(other) = regs
+        .iter()
+        .find(|r| want != Sandbox::Off && r.fixed_files != first.fixed_files)
+    {
+        let why = first.notices.iter().chain(&other.notices).cloned().collect::<Vec<_>>();
+        return Err(Error::Config(format!(
+            "registering stdout/stderr as fixed files worked on one ring and not on another ({}), \
+             so sandbox {want:?} cannot hold on every ring: use one ring (Builder::rings(1)) or \
+             .fixed_files(false)",
+            why.join("; ")
+        )));
+    }
+    let fixed_logs = want != Sandbox::Off && first.buffers;
+    let fixed_transfers = want == Sandbox::FileIo && regs.iter().all(|r| r.buffers);
+    let mut setup = Setup {
+        policy: want,
+        fixed_files: first.fixed_files,
+        fixed_logs,
+        fixed_transfers,
+        notices: Vec::new(),
+    };
+    for n in regs.iter().flat_map(|r| &r.notices) {
+        if !setup.notices.contains(n) {
+            setup.notices.push(n.clone());
+        }
+    }
+    if let Some((e, _)) = regs.iter().find_map(|r| r.buffers_refused.as_ref()) {
+        let total = regs
+            .iter()
+            .filter_map(|r| r.buffers_refused.as_ref().map(|b| b.1))
+            .max()
+            .unwrap_or(0);
+        setup.notices.push(buffers_notice(want, total, rings.len(), e));
+    }
+    let fixed_buffers = setup.fixed_buffers();
+    for ring in rings.iter_mut() {
+        restrict_and_enable(*ring, want, setup.fixed_files, fixed_buffers)?;
+    }
+    Ok(setup)
+}
+
+/// What a failed registration of gpuio's memory (`bytes` on one ring, `rings` rings)
+/// means, and the way out.
+fn buffers_notice(want: Sandbox, bytes: u64, rings: usize, e: &io::Error) -> String {
     let mib = |b: u64| b.div_ceil(1 << 20);
-    let total: u64 = bufs.iter().map(|b| b.1).sum();
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -214,14 +384,50 @@ fn logs_notice(want: Sandbox, bufs: &[(u64, u64)], e: &io::Error) -> String {
         0 if limit.rlim_cur != libc::RLIM_INFINITY => format!(" (RLIMIT_MEMLOCK is {} MiB)", mib(limit.rlim_cur)),
         _ => String::new(),
     };
+    let (what, loose, smaller) = match want {
+        Sandbox::FileIo => (
+            "gpuio's memory (the print logs, the file-I/O arena, the solo ring's buffer)",
+            "a device print or file transfer may read or write any host address",
+            "the logs or the arena smaller (Builder::log_bytes, Builder::arena_bytes) or fewer rings",
+        ),
+        _ => (
+            "the print logs",
+            "a device write may read any host address",
+            "the logs smaller (Builder::log_bytes)",
+        ),
+    };
+    let on = if rings > 1 && want == Sandbox::FileIo {
+        format!(" on each of {rings} rings")
+    } else {
+        String::new()
+    };
+    let total = bytes * if want == Sandbox::FileIo { rings as u64 } else { 1 };
+    if e.raw_os_error() == Some(libc::EFAULT) {
+        return format!(
+            "gpuio: {what} cannot be io_uring buffers: one is over the 1 GiB a registered buffer may \
+             hold; sandbox {want:?} still limits opcodes and files, but {loose}. To confine it, make \
+             {smaller}"
+        );
+    }
     format!(
-        "gpuio: registering the print logs ({} MiB) as io_uring buffers failed ({e}){memlock}; sandbox \
-         {want:?} still limits opcodes and files, but a device write may read any host address. To \
-         confine prints to the logs, raise the locked-memory limit above {} MiB (ulimit -l), give \
-         the process CAP_IPC_LOCK, or make the logs smaller (Builder::log_bytes)",
-        mib(total),
+        "gpuio: registering {what} ({} MiB{on}) as io_uring buffers failed ({e}){memlock}; sandbox \
+         {want:?} still limits opcodes and files, but {loose}. To confine it, raise the locked-memory \
+         limit above {} MiB (ulimit -l), give the process CAP_IPC_LOCK, or make {smaller}",
+        mib(bytes),
         mib(total)
     )
+}
+
+/// The one-ring form of [`configure_all`].
+#[cfg(test)]
+pub(crate) fn configure(
+    ring: &mut impl Register,
+    want: Sandbox,
+    fixed_files: bool,
+    fds: [RawFd; 2],
+    memory: &Memory,
+) -> Result<Setup> {
+    configure_all(&mut [ring], want, fixed_files, fds, memory)
 }
 
 #[cfg(test)]
@@ -282,6 +488,15 @@ mod tests {
         enabled: bool,
     }
 
+    impl Fake {
+        fn disabled() -> Fake {
+            Fake {
+                disabled: true,
+                ..Fake::default()
+            }
+        }
+    }
+
     impl Register for Fake {
         fn is_disabled(&self) -> bool {
             self.disabled
@@ -308,7 +523,11 @@ mod tests {
         }
     }
 
-    const LOGS: Logs = Logs::Register(&[(1 << 20, 4096), (2 << 20, 4096)]);
+    const LOGS: Memory = Memory {
+        logs: [(1 << 20, 4096), (2 << 20, 4096)],
+        arena: (3 << 20, 1 << 16),
+        solo_stage: (4 << 20, 4096),
+    };
 
     #[test]
     fn a_kernel_that_refuses_restrictions_is_an_error_not_a_silent_off() {
@@ -317,7 +536,7 @@ mod tests {
             refuse_restrictions: Some(libc::EINVAL),
             ..Fake::default()
         };
-        let e = configure(&mut k, Sandbox::PrintOnly, true, [1, 2], LOGS).unwrap_err();
+        let e = configure(&mut k, Sandbox::PrintOnly, true, [1, 2], &LOGS).unwrap_err();
         let text = e.to_string();
         assert!(text.contains("refused io_uring restrictions"), "{text}");
         assert!(
@@ -331,7 +550,7 @@ mod tests {
             refuse_restrictions: Some(libc::EINVAL),
             ..Fake::default()
         };
-        let s = configure(&mut k, Sandbox::Off, true, [1, 2], LOGS).unwrap();
+        let s = configure(&mut k, Sandbox::Off, true, [1, 2], &LOGS).unwrap();
         assert_eq!((s.policy, s.fixed_logs, k.restrictions), (Sandbox::Off, false, 0));
         assert!(k.enabled);
     }
@@ -339,7 +558,7 @@ mod tests {
     #[test]
     fn a_kernel_without_r_disabled_is_an_error_not_a_silent_off() {
         let mut k = Fake::default(); // created enabled: the kernel refused R_DISABLED
-        let text = configure(&mut k, Sandbox::FileIo, true, [1, 2], LOGS)
+        let text = configure(&mut k, Sandbox::FileIo, true, [1, 2], &LOGS)
             .unwrap_err()
             .to_string();
         assert_eq!(k.restrictions, 0);
@@ -348,20 +567,59 @@ mod tests {
 
     #[test]
     fn logs_are_registered_on_the_printing_ring_and_the_others_restricted_alike() {
-        let mut k = Fake {
-            disabled: true,
-            ..Fake::default()
-        };
-        let s = configure(&mut k, Sandbox::PrintOnly, true, [1, 2], LOGS).unwrap();
-        assert!(s.fixed_logs && s.notices.is_empty(), "{s:?}");
-        assert_eq!(k.buffers, [(1 << 20, 4096), (2 << 20, 4096)]);
-        let mut other = Fake {
-            disabled: true,
-            ..Fake::default()
-        };
-        let s = configure(&mut other, Sandbox::PrintOnly, true, [1, 2], Logs::AsRingZero(true)).unwrap();
-        assert!(s.fixed_logs && other.buffers.is_empty(), "{s:?}");
+        let (mut k, mut other) = (Fake::disabled(), Fake::disabled());
+        let s = configure_all(&mut [&mut k, &mut other], Sandbox::PrintOnly, true, [1, 2], &LOGS).unwrap();
+        assert!(s.fixed_logs && !s.fixed_transfers && s.notices.is_empty(), "{s:?}");
+        assert_eq!(k.buffers, LOGS.logs);
+        assert!(other.buffers.is_empty());
         assert_eq!(other.restrictions, restrictions(Sandbox::PrintOnly, true, true).len());
+    }
+
+    /// FileIo: every ring holds the whole table (the logs on ring 0 alone), and may update
+    /// it; a ring that refuses it leaves every ring's transfers unconfined, said once.
+    #[test]
+    fn file_io_registers_the_whole_table_on_every_ring_or_says_why_not() {
+        let (mut k, mut other) = (Fake::disabled(), Fake::disabled());
+        let s = configure_all(&mut [&mut k, &mut other], Sandbox::FileIo, true, [1, 2], &LOGS).unwrap();
+        assert!(s.fixed_logs && s.fixed_transfers && s.notices.is_empty(), "{s:?}");
+        assert_eq!(k.buffers.len(), buffer::COUNT);
+        assert_eq!(k.buffers[..2], LOGS.logs);
+        assert_eq!(other.buffers[..2], [(0, 0); 2]);
+        for t in [&k.buffers, &other.buffers] {
+            assert_eq!(t[buffer::ARENA as usize], LOGS.arena);
+            assert_eq!(t[buffer::SOLO_STAGE as usize], LOGS.solo_stage);
+            assert!(t[buffer::REGION as usize..].iter().all(|&b| b == (0, 0)));
+        }
+        let r = restrictions(Sandbox::FileIo, true, true);
+        let register_ops: Vec<u8> = r
+            .iter()
+            .filter(|e| e.opcode == IORING_RESTRICTION_REGISTER_OP)
+            .map(|e| e.arg)
+            .collect();
+        assert_eq!(register_ops, [IORING_REGISTER_BUFFERS_UPDATE as u8]);
+        assert_eq!(other.restrictions, r.len());
+        // The second ring refuses: nobody's transfers are fixed, prints still are.
+        let (mut k, mut other) = (Fake::disabled(), Fake::disabled());
+        other.refuse_buffers = Some(libc::ENOMEM);
+        let s = configure_all(&mut [&mut k, &mut other], Sandbox::FileIo, true, [1, 2], &LOGS).unwrap();
+        assert!(s.fixed_logs && !s.fixed_transfers, "{s:?}");
+        assert_eq!(s.notices.len(), 1, "{:?}", s.notices);
+        let n = &s.notices[0];
+        assert!(
+            n.contains("on each of 2 rings") && n.contains("Builder::arena_bytes"),
+            "{n}"
+        );
+        assert!(n.contains("may read or write any host address"), "{n}");
+        assert_eq!(k.restrictions, restrictions(Sandbox::FileIo, true, false).len());
+        // A buffer over 1 GiB is never offered to the kernel.
+        let big = Memory {
+            arena: (3 << 20, 2 << 30),
+            ..LOGS
+        };
+        let mut k = Fake::disabled();
+        let s = configure(&mut k, Sandbox::FileIo, true, [1, 2], &big).unwrap();
+        assert!(!s.fixed_transfers && k.buffers.is_empty(), "{s:?}");
+        assert!(s.notices[0].contains("over the 1 GiB"), "{:?}", s.notices);
     }
 
     #[test]
@@ -371,7 +629,7 @@ mod tests {
             refuse_buffers: Some(libc::ENOMEM),
             ..Fake::default()
         };
-        let s = configure(&mut k, Sandbox::PrintOnly, true, [1, 2], LOGS).unwrap();
+        let s = configure(&mut k, Sandbox::PrintOnly, true, [1, 2], &LOGS).unwrap();
         assert_eq!((s.policy, s.fixed_logs), (Sandbox::PrintOnly, false));
         assert_eq!(s.notices.len(), 1, "{:?}", s.notices);
         let n = &s.notices[0];
@@ -389,7 +647,7 @@ mod tests {
             refuse_files: Some(libc::EMFILE),
             ..Fake::default()
         };
-        let s = configure(&mut k, Sandbox::PrintOnly, true, [1, 2], LOGS).unwrap();
+        let s = configure(&mut k, Sandbox::PrintOnly, true, [1, 2], &LOGS).unwrap();
         assert!(!s.fixed_files);
         // Writes only, and no FIXED_FILE required: the prints name raw fds.
         assert_eq!(s.policy, Sandbox::PrintOnly);
@@ -404,7 +662,7 @@ mod tests {
             disabled: true,
             ..Fake::default()
         };
-        let s = configure(&mut k, Sandbox::PrintOnly, true, [1, 1 << 30], LOGS).unwrap();
+        let s = configure(&mut k, Sandbox::PrintOnly, true, [1, 1 << 30], &LOGS).unwrap();
         assert!(s.fixed_files && s.notices.is_empty(), "{s:?}");
         assert_eq!(k.files, [1, -1]);
     }
@@ -484,9 +742,14 @@ mod tests {
     fn the_kernel_takes_the_sandbox_and_locks_registration() {
         let mut r = ring(true);
         assert!(r.disabled, "this kernel (6.6+, for NO_MMAP) supports R_DISABLED");
-        let buf = vec![0u8; 4096];
-        let logs = [(buf.as_ptr() as u64, buf.len() as u64)];
-        let s = configure(&mut r, Sandbox::PrintOnly, true, [1, 2], Logs::Register(&logs)).unwrap();
+        let buf = vec![0u8; 8192];
+        let at = |i: u64| (buf.as_ptr() as u64 + i * 4096, 4096);
+        let memory = Memory {
+            logs: [at(0), at(1)],
+            arena: (0, 0),
+            solo_stage: (0, 0),
+        };
+        let s = configure(&mut r, Sandbox::PrintOnly, true, [1, 2], &memory).unwrap();
         assert!(s.fixed_logs, "{:?}", s.notices);
         assert_eq!((s.policy, s.fixed_files), (Sandbox::PrintOnly, true), "{:?}", s.notices);
         assert!(!r.disabled);
