@@ -117,7 +117,7 @@ pub fn build_kernel_crate(manifest_dir: &Path, target: &GpuTarget, out_dir: &Pat
         target.triple(),
     ])
     .arg("-Zbuild-std=core")
-    .arg("--message-format=json-render-diagnostics")
+    .arg("--message-format=json")
     .arg("--manifest-path")
     .arg(&manifest)
     .arg("--target-dir")
@@ -156,11 +156,27 @@ pub fn build_kernel_crate(manifest_dir: &Path, target: &GpuTarget, out_dir: &Pat
         .map_err(io_err(format!("running `{command}`")))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
+        let errors = rendered_errors(&stdout);
+        if let Some(first) = errors.first() {
+            // The crate's own errors stop its CPU build too, which prints them in full: say
+            // so in one line rather than print them a second time.
+            if !compiles_for_the_host(&manifest, manifest_dir, out_dir) {
+                return Err(Error::KernelCrate {
+                    manifest,
+                    first_error: headline(first),
+                });
+            }
+        }
         return Err(Error::Cargo {
             target: target.clone(),
             command,
             status: out.status,
-            stderr_tail: tail(&String::from_utf8_lossy(&out.stderr), 60),
+            output: if errors.is_empty() {
+                // No compiler error: cargo's own complaint (a toolchain, a manifest).
+                tail(&String::from_utf8_lossy(&out.stderr), 30)
+            } else {
+                errors.concat().trim_end().to_string()
+            },
         });
     }
 
@@ -185,6 +201,57 @@ pub fn build_kernel_crate(manifest_dir: &Path, target: &GpuTarget, out_dir: &Pat
     std::fs::copy(&artifact, &tmp).map_err(io_err(format!("copying {} to {}", artifact.display(), tmp.display())))?;
     std::fs::rename(&tmp, &dest).map_err(io_err(format!("renaming {} to {}", tmp.display(), dest.display())))?;
     Ok(dest)
+}
+
+/// The compiler errors among the messages cargo reported in JSON (`--message-format=json`
+/// on `stdout`), each rendered as rustc prints it. Warnings are left out: the GPU builds'
+/// warnings repeat the CPU build's, or concern flags the linker chose.
+pub(crate) fn rendered_errors(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| l.contains("\"reason\":\"compiler-message\""))
+        .filter_map(|l| {
+            let s = json_strings(l);
+            // The message's own level comes before its children's, and its rendering is its
+            // last field (the children's renderings are null).
+            let level = s.iter().position(|x| x == "level").and_then(|i| s.get(i + 1))?;
+            let rendered = s.iter().rposition(|x| x == "rendered").and_then(|i| s.get(i + 1))?;
+            (level == "error" && !rendered.starts_with("error: aborting due to")).then(|| rendered.clone())
+        })
+        .collect()
+}
+
+/// A rendered error's first line and its location (`--> file:line:col`), on one line.
+fn headline(rendered: &str) -> String {
+    let mut lines = rendered.lines();
+    let first = lines.next().unwrap_or_default().trim();
+    match lines.find_map(|l| l.trim_start().strip_prefix("--> ")) {
+        Some(at) => format!("{first} at {at}"),
+        None => first.to_string(),
+    }
+}
+
+/// Whether the kernel crate at `manifest` type-checks for the host (`cargo check`, in its
+/// own target directory under `out_dir`). Asked only after a GPU build failed with compiler
+/// errors, to tell the crate's own errors (which its CPU build prints) from the GPU's.
+fn compiles_for_the_host(manifest: &Path, manifest_dir: &Path, out_dir: &Path) -> bool {
+    let mut cmd = Command::new(toolchain_cargo());
+    cmd.args(["check", "--lib", "--quiet", "--message-format=short", "--manifest-path"])
+        .arg(manifest)
+        .arg("--target-dir")
+        .arg(out_dir.join("host-check"))
+        .current_dir(manifest_dir);
+    for (key, _) in std::env::vars_os() {
+        if key.to_str().is_some_and(is_outer_build_var) {
+            cmd.env_remove(&key);
+        }
+    }
+    // Unknown (the check could not run): the GPU build's errors are shown.
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map_or(true, |s| s.success())
 }
 
 /// The string literals of one line of JSON, unescaped (enough to find cargo's artifact
@@ -251,6 +318,23 @@ mod tests {
         ] {
             assert!(!is_outer_build_var(k), "{k}");
         }
+    }
+
+    #[test]
+    fn only_errors_are_kept_and_headlined() {
+        let out = [
+            r#"{"reason":"compiler-message","message":{"code":{"code":"E0425","explanation":"Some text."},"level":"error","message":"cannot find value `x`","spans":[],"children":[{"level":"help","rendered":null}],"rendered":"error[E0425]: cannot find value `x`\n  --> src/lib.rs:14:32\n   |\n"}}"#,
+            r#"{"reason":"compiler-message","message":{"level":"warning","message":"unstable feature","children":[],"rendered":"warning: unstable feature\n"}}"#,
+            r#"{"reason":"compiler-message","message":{"level":"error","message":"aborting","children":[],"rendered":"error: aborting due to 1 previous error\n"}}"#,
+            r#"{"reason":"build-finished","success":false}"#,
+        ]
+        .join("\n");
+        let errors = rendered_errors(&out);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(
+            headline(&errors[0]),
+            "error[E0425]: cannot find value `x` at src/lib.rs:14:32"
+        );
     }
 
     #[test]

@@ -36,8 +36,17 @@ pub enum Error {
         command: String,
         /// Its exit status.
         status: ExitStatus,
-        /// The last lines of its standard error.
-        stderr_tail: String,
+        /// The compiler's errors as rustc renders them, or, with none, the last lines of
+        /// cargo's standard error.
+        output: String,
+    },
+    /// The kernel crate does not compile for the host either: its CPU build (a dependency
+    /// of the host crate, usually) prints the errors, so this names only the first.
+    KernelCrate {
+        /// The kernel crate's manifest.
+        manifest: std::path::PathBuf,
+        /// The first error's headline and location.
+        first_error: String,
     },
     /// `GPUIO_GPU_TARGETS` names a target the build script does not build.
     UnknownTarget {
@@ -69,9 +78,15 @@ impl fmt::Display for Error {
                  Add them by hand:\n    {command}",
                 components.join(", ")
             ),
-            Error::Cargo { target, command, status, stderr_tail } => write!(
+            Error::Cargo { target, command, status, output } => write!(
                 f,
-                "building the GPU kernels for {target} failed ({status})\ncommand: {command}\n{stderr_tail}"
+                "building the GPU kernels for {target} failed ({status}):\n{output}\n(the build: {command})"
+            ),
+            Error::KernelCrate { manifest, first_error } => write!(
+                f,
+                "the kernel crate does not compile ({first_error}); its CPU build prints every error, or run \
+                 cargo check --manifest-path {}",
+                manifest.display()
             ),
             Error::UnknownTarget { named, built } => write!(
                 f,
