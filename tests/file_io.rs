@@ -417,13 +417,20 @@ fn errors_reach_the_caller(sub: Submission) {
         out.push(io::pwrite(ro_fd, b"x", 0).err()); // not open for writing
         out.push(io::close(987_654).err());
         out.push(io::fsync(987_654).err());
-        out.push(File::open(&format!("{d}/missing")).err()); // missing path
-        out.push(File::open(&format!("{d}/no/such/dir/f")).err());
-        out.push(OpenOptions::new().write(true).create_new(true).open(&exists2).err()); // exists
-        out.push(File::create(&d).err()); // a directory
-        out.push(File::open("a\0b").err()); // NUL in the path
-        out.push(File::open(&"x".repeat(5000)).err()); // too long
-        out.push(OpenOptions::new().open(&exists2).err()); // neither read nor write
+        out.push(File::open(&format!("{d}/missing")).err().map(Errno::from)); // missing path
+        out.push(File::open(&format!("{d}/no/such/dir/f")).err().map(Errno::from));
+        out.push(
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&exists2)
+                .err()
+                .map(Errno::from),
+        ); // exists
+        out.push(File::create(&d).err().map(Errno::from)); // a directory
+        out.push(File::open("a\0b").err().map(Errno::from)); // NUL in the path
+        out.push(File::open(&"x".repeat(5000)).err().map(Errno::from)); // too long
+        out.push(OpenOptions::new().open(&exists2).err().map(Errno::from)); // neither read nor write
         out.push(io::pwrite(ro_fd, b"x", u64::MAX - 1).err()); // offset overflows
 
         // Ends one past i64::MAX without overflowing u64: refused before the kernel sees
@@ -498,7 +505,7 @@ fn open_in_kernel(sub: Submission, path: &str) -> Option<Errno> {
     let rt = runtime(sub, 16 << 10, 4096);
     let seen = Arc::new(Mutex::new(None));
     let (p, s) = (path.to_string(), seen.clone());
-    rt.launch(1, 1, move || *s.lock().unwrap() = File::open(&p).err())
+    rt.launch(1, 1, move || *s.lock().unwrap() = File::open(&p).err().map(Errno::from))
         .unwrap();
     rt.synchronize().unwrap();
     let e = *seen.lock().unwrap();
@@ -632,8 +639,10 @@ fn print_only_sandbox_refuses_file_io_and_reports_it(sub: Submission) {
     }
     let seen = Arc::new(Mutex::new(None));
     let (p, s) = (path.clone(), seen.clone());
-    rt.launch(1, 1, move || *s.lock().unwrap() = Some(File::create(&p).err()))
-        .unwrap();
+    rt.launch(1, 1, move || {
+        *s.lock().unwrap() = Some(File::create(&p).err().map(Errno::from))
+    })
+    .unwrap();
     match rt.synchronize() {
         Err(Error::Refused(r)) => {
             assert_eq!(r.errno, libc::EACCES);
@@ -650,7 +659,7 @@ fn print_only_sandbox_refuses_file_io_and_reports_it(sub: Submission) {
 fn outside_a_kernel_calls_fail_cleanly() {
     let mut buf = [0u8; 4];
     assert_eq!(io::pread(0, &mut buf, 0), Err(Errno::ENOSYS));
-    assert_eq!(File::open("/etc/hostname").err(), Some(Errno::ENOSYS));
+    assert_eq!(File::open("/etc/hostname").err().map(Errno::from), Some(Errno::ENOSYS));
 }
 
 #[test]
@@ -941,6 +950,8 @@ fn std_habits_cursor_write_macros_and_a_buffered_writer(sub: Submission) {
         drop(w);
         let missing = File::open("/nonexistent/gpuio-habits").unwrap_err();
         out.push(format!("missing: {missing}"));
+        let long = "d/".repeat(150);
+        out.push(format!("long: {:?}", File::open(&long).unwrap_err()));
         out.push(format!("dbg {}", gpuio::device::dbg!(6 * 7)));
     })
     .unwrap();
@@ -959,7 +970,11 @@ fn std_habits_cursor_write_macros_and_a_buffered_writer(sub: Submission) {
             format!("end Err({:?})", Errno::EOPNOTSUPP),
             format!("before 0 Err({:?})", Errno::EINVAL),
             "flush Ok(())".to_string(),
-            "missing: No such file or directory (os error 2)".to_string(),
+            "missing: No such file or directory (os error 2): \"/nonexistent/gpuio-habits\"".to_string(),
+            format!(
+                "long: No such file or directory (os error 2): {:?}...",
+                "d/".repeat(100)
+            ),
             "dbg 42".to_string(),
         ]
     );

@@ -89,6 +89,7 @@ impl From<Errno> for Error {
 impl core::fmt::Display for Error {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
+            Error::Os { errno, done: 0 } => write!(f, "{errno}"),
             Error::Os { errno, done } => write!(f, "{errno} after {done} bytes"),
             Error::UnexpectedEof { done } => write!(f, "end of file after {done} bytes"),
             Error::WriteZero { done } => write!(f, "write made no progress after {done} bytes"),
@@ -98,6 +99,67 @@ impl core::fmt::Display for Error {
 }
 
 impl core::error::Error for Error {}
+
+/// Why [`File::open`], [`File::create`] or [`OpenOptions::open`] failed: the kernel's
+/// answer and the path asked for. Displayed (and debug-printed, as by `unwrap`) as std's
+/// error with the path: `No such file or directory (os error 2): "data/in.bin"` (a path
+/// over [`OpenError::SHOWN`] bytes is cut, with `...`). `?` turns it into an [`Errno`] or an
+/// [`Error`] where a function returns those.
+///
+/// ```
+/// use gpuio_device::fs::File;
+/// // Outside a kernel there is no runtime to ask: ENOSYS.
+/// let e = File::open("data/in.bin").unwrap_err();
+/// assert_eq!(e.path, "data/in.bin");
+/// assert!(e.to_string().ends_with(": \"data/in.bin\""));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct OpenError<'p> {
+    /// What the kernel returned (or what the path was refused with before it was sent:
+    /// `EINVAL` for a NUL inside it, `ENAMETOOLONG` past `PATH_MAX`).
+    pub errno: Errno,
+    /// The path, as given.
+    pub path: &'p str,
+}
+
+impl OpenError<'_> {
+    /// The most bytes of the path its `Display` shows.
+    pub const SHOWN: usize = 200;
+}
+
+impl core::fmt::Display for OpenError<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut end = self.path.len().min(Self::SHOWN);
+        while !self.path.is_char_boundary(end) {
+            end -= 1;
+        }
+        let more = if end < self.path.len() { "..." } else { "" };
+        write!(f, "{}: {:?}{more}", self.errno, &self.path[..end])
+    }
+}
+
+impl core::fmt::Debug for OpenError<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Display::fmt(self, f)
+    }
+}
+
+impl core::error::Error for OpenError<'_> {}
+
+impl From<OpenError<'_>> for Errno {
+    fn from(e: OpenError<'_>) -> Errno {
+        e.errno
+    }
+}
+
+impl From<OpenError<'_>> for Error {
+    fn from(e: OpenError<'_>) -> Error {
+        Error::Os {
+            errno: e.errno,
+            done: 0,
+        }
+    }
+}
 
 /// An open file; closed when dropped (errors on that close are ignored: use
 /// [`File::close`] to see them).
@@ -140,13 +202,13 @@ pub const FORMAT_CHUNK: usize = 256;
 
 impl File {
     /// Opens `path` read-only.
-    pub fn open(path: &str) -> Result<File, Errno> {
+    pub fn open(path: &str) -> Result<File, OpenError<'_>> {
         OpenOptions::new().read(true).open(path)
     }
 
     /// Opens `path` write-only, creating it (mode 0o666, less the host's umask) or
     /// truncating it.
-    pub fn create(path: &str) -> Result<File, Errno> {
+    pub fn create(path: &str) -> Result<File, OpenError<'_>> {
         OpenOptions::new().write(true).create(true).truncate(true).open(path)
     }
 
@@ -520,8 +582,11 @@ impl OpenOptions {
     }
 
     /// Opens `path` with these options.
-    pub fn open(&self, path: &str) -> Result<File, Errno> {
-        let fd = io::open(path, self.flags()?, self.mode)?;
+    pub fn open<'p>(&self, path: &'p str) -> Result<File, OpenError<'p>> {
+        let fd = self
+            .flags()
+            .and_then(|flags| io::open(path, flags, self.mode))
+            .map_err(|errno| OpenError { errno, path })?;
         Ok(File { fd, pos: 0 })
     }
 }

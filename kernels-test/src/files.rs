@@ -102,7 +102,7 @@ kernel! {
                 .create(true)
                 .truncate(true)
                 .open(path.as_str())
-                .map_err(|e| 1000 + e.0 as i64)?;
+                .map_err(|e| 1000 + e.errno.0 as i64)?;
             code(2, f.write_all_at(data, 0))?;
             code(3, f.sync_all().map_err(FsError::from))?;
             code(4, f.read_exact_at(back, 0))?;
@@ -130,8 +130,8 @@ kernel! {
 /// with the count in the next entry.
 pub const EOF_CODE: i64 = -1000;
 
-fn errno_code(e: Errno) -> i64 {
-    -(e.0 as i64)
+fn errno_code<E: Into<Errno>>(e: E) -> i64 {
+    -(e.into().0 as i64)
 }
 
 kernel! {
@@ -150,7 +150,8 @@ kernel! {
         // 1: missing path.
         out[1] = File::open(PathBuf::new(dir, dir_len, format_args!("missing")).as_str()).map_or_else(errno_code, |f| f.into_raw_fd() as i64);
         // 2, 3: a short read at the end of "ten" (10 bytes: "0123456789"), and its bytes.
-        let ten = File::open(PathBuf::new(dir, dir_len, format_args!("ten")).as_str());
+        let ten_path = PathBuf::new(dir, dir_len, format_args!("ten"));
+        let ten = File::open(ten_path.as_str());
         match &ten {
             Ok(f) => {
                 out[2] = f.read_at(&mut buf, 6).map_or_else(errno_code, |n| n as i64);
@@ -715,7 +716,7 @@ kernel! {
             let path = PathBuf::new(dir, dir_len, format_args!("h{t}"));
             let mut f = match OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path.as_str()) {
                 Ok(f) => f,
-                Err(e) => return 1000 + e.0 as i64,
+                Err(e) => return 1000 + e.errno.0 as i64,
             };
             if let Err(e) = writeln!(f, "t={t} sq={}", t * t) {
                 return code(2, e);
