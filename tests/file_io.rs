@@ -46,6 +46,7 @@ over_submissions!(
     a_lone_threads_requests_take_the_solo_ring,
     small_requests_of_many_threads_share_the_solo_ring_and_the_others,
     std_habits_cursor_write_macros_and_a_buffered_writer,
+    directories_renames_removals_and_lengths_as_std_has_them,
 );
 
 /// Deterministic pseudo-random bytes, different for each seed: the generator the kernels
@@ -986,4 +987,79 @@ fn std_habits_cursor_write_macros_and_a_buffered_writer(sub: Submission) {
         said.starts_with("[tests/file_io.rs:") && said.ends_with("] 6 * 7 = 42\n"),
         "dbg! as std's: {said:?}"
     );
+}
+
+/// `fs::create_dir`, `rename`, `remove_file`, `remove_dir` and `File::set_len` from a kernel,
+/// on both submission paths: each does what std's does to the host's file system, and each
+/// failure names its errno and path. `set_len` goes through io_uring's `FTRUNCATE`, which
+/// Linux has from 6.9 (this machine's kernel is newer; the fallback calls `ftruncate`).
+fn directories_renames_removals_and_lengths_as_std_has_them(sub: Submission) {
+    let _w = watchdog("directories_renames_removals_and_lengths_as_std_has_them", 60);
+    use gpuio::device::fs;
+    let dir = TempDir::new("dirs");
+    let rt = runtime(sub, 16 << 10, 4096);
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (d, s) = (dir.path().to_str().unwrap().to_string(), seen.clone());
+    rt.launch(1, 1, move || {
+        let mut out = s.lock().unwrap();
+        let p = |name: &str| format!("{d}/{name}");
+        out.push(format!("mkdir {:?}", fs::create_dir(&p("sub"))));
+        out.push(format!(
+            "mkdir again {:?}",
+            fs::create_dir(&p("sub")).map_err(|e| e.errno)
+        ));
+        let mut f = fs::File::create(&p("sub/a.tmp")).unwrap();
+        f.write_all(b"0123456789").unwrap();
+        out.push(format!("shorten {:?}", f.set_len(4)));
+        out.push(format!("extend {:?}", f.set_len(6)));
+        drop(f);
+        out.push(format!("rename {:?}", fs::rename(&p("sub/a.tmp"), &p("sub/a"))));
+        out.push(format!(
+            "rmdir full {:?}",
+            fs::remove_dir(&p("sub")).map_err(|e| e.errno)
+        ));
+        out.push(format!(
+            "rm dir as file {:?}",
+            fs::remove_file(&p("sub")).map_err(|e| e.errno)
+        ));
+        out.push(format!("rm missing: {}", fs::remove_file(&p("sub/none")).unwrap_err()));
+        out.push(format!(
+            "rename missing {:?}",
+            fs::rename(&p("none"), &p("x")).map_err(|e| e.errno)
+        ));
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    let at = |name: &str| dir.join(name);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "mkdir Ok(())".to_string(),
+            format!("mkdir again Err({:?})", Errno::EEXIST),
+            "shorten Ok(())".to_string(),
+            "extend Ok(())".to_string(),
+            "rename Ok(())".to_string(),
+            format!("rmdir full Err({:?})", Errno(libc::ENOTEMPTY)),
+            format!("rm dir as file Err({:?})", Errno(libc::EISDIR)),
+            format!(
+                "rm missing: No such file or directory (os error 2): {:?}",
+                dir.str("sub/none")
+            ),
+            format!("rename missing Err({:?})", Errno::ENOENT),
+        ]
+    );
+    assert!(!at("sub/a.tmp").exists());
+    assert_eq!(std::fs::read(at("sub/a")).unwrap(), b"0123\0\0");
+    // Then removed, from a kernel, leaving nothing.
+    let (d, s) = (dir.path().to_str().unwrap().to_string(), seen.clone());
+    rt.launch(1, 1, move || {
+        let mut out = s.lock().unwrap();
+        out.clear();
+        out.push(format!("{:?}", fs::remove_file(&format!("{d}/sub/a"))));
+        out.push(format!("{:?}", fs::remove_dir(&format!("{d}/sub"))));
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    assert_eq!(*seen.lock().unwrap(), ["Ok(())", "Ok(())"]);
+    assert!(!at("sub").exists());
 }

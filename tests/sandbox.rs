@@ -27,7 +27,7 @@ use common::suite_builder as builder;
 over_submissions!(
     print_only_refuses_openat_and_unlinkat_reports_them_and_runs_neither,
     print_only_refuses_writes_that_do_not_come_from_the_logs_to_a_registered_file,
-    file_io_allows_openat_close_and_transfers_of_its_own_memory_and_refuses_the_rest,
+    file_io_allows_file_requests_and_transfers_of_its_own_memory_and_refuses_the_rest,
     off_runs_what_the_policies_refuse,
     a_closed_stdout_is_reported_at_synchronize_with_or_without_fixed_files,
     fixed_files_keep_the_file_the_fd_named_at_build,
@@ -90,6 +90,20 @@ fn read_only(path: &CString, user_data: u64) -> Sqe {
     Sqe {
         rw_flags: (libc::O_RDONLY | libc::O_CLOEXEC) as u32,
         ..openat_create(path, user_data)
+    }
+}
+
+/// `STATX` of `path` into `buf` (256 bytes): a write to an address the SQE names, which no
+/// sandbox allows.
+fn statx(path: &CString, buf: &mut [u8; 256], user_data: u64) -> Sqe {
+    Sqe {
+        opcode: IORING_OP_STATX,
+        fd: libc::AT_FDCWD,
+        addr: path.as_ptr() as u64,
+        len: 0x7ff, // STATX_BASIC_STATS
+        off: buf.as_mut_ptr() as u64,
+        user_data,
+        ..Sqe::default()
     }
 }
 
@@ -233,10 +247,11 @@ fn print_only_refuses_writes_that_do_not_come_from_the_logs_to_a_registered_file
     );
 }
 
-/// FileIo: OPENAT, CLOSE and transfers from and into gpuio's memory run; a transfer from
-/// or into any other host address does not (a plain WRITE is refused, a `*_FIXED` one
-/// outside its buffer faults), and a host buffer is a buffer only while it lives.
-fn file_io_allows_openat_close_and_transfers_of_its_own_memory_and_refuses_the_rest(sub: Submission) {
+/// FileIo: OPENAT, CLOSE, UNLINKAT and transfers from and into gpuio's memory run; a
+/// transfer from or into any other host address does not (a plain WRITE is refused, a
+/// `*_FIXED` one outside its buffer faults), nor a STATX (it writes where the SQE says),
+/// and a host buffer is a buffer only while it lives.
+fn file_io_allows_file_requests_and_transfers_of_its_own_memory_and_refuses_the_rest(sub: Submission) {
     let dir = TempDir::new("file-io");
     let out_path = dir.join("out.txt");
     let out = create(&out_path);
@@ -260,6 +275,7 @@ fn file_io_allows_openat_close_and_transfers_of_its_own_memory_and_refuses_the_r
     std::fs::write(&source, b"from the file").unwrap();
     let source_c = c_path(&source);
     let mut secret = *b"secret of the host process\n";
+    let mut stat = [0u8; 256];
     let host = rt.host_buffer(4096).unwrap();
     let host_at = host.as_slice().as_ptr() as u64;
     let fixed = |opcode, fd: i32, addr: u64, len: u32, buf_index: u16, user_data: u64| Sqe {
@@ -309,7 +325,8 @@ fn file_io_allows_openat_close_and_transfers_of_its_own_memory_and_refuses_the_r
             run(ctx, fixed(IORING_OP_READ_FIXED, src, host_at, 13, region + 1, 7)),
             run(ctx, close(fd, 8)),
             run(ctx, close(src, 9)),
-            run(ctx, unlinkat(&victim_c, 10)),
+            run(ctx, statx(&victim_c, &mut stat, 10)),
+            run(ctx, unlinkat(&victim_c, 11)),
         ]
     });
     assert_eq!(r[0], -libc::EACCES, "a plain WRITE");
@@ -319,14 +336,15 @@ fn file_io_allows_openat_close_and_transfers_of_its_own_memory_and_refuses_the_r
     assert_eq!(r[4], 13, "a READ_FIXED into the host buffer");
     assert_eq!(r[5], -libc::EFAULT, "a READ_FIXED naming an empty slot");
     assert_eq!((r[6], r[7]), (0, 0), "CLOSE is allowed");
-    assert_eq!(r[8], -libc::EACCES, "UNLINKAT is not file I/O");
+    assert_eq!(r[8], -libc::EACCES, "STATX writes where the SQE says");
+    assert!(stat.iter().all(|&b| b == 0), "a refused STATX wrote");
+    assert_eq!(r[9], 0, "UNLINKAT is allowed");
+    assert!(!victim.exists());
     assert_eq!(&secret, b"secret of the host process\n", "a refused read wrote");
     assert_eq!(std::fs::read_to_string(&created).unwrap(), "raw\n");
     assert_eq!(&host.as_slice()[..13], b"from the file");
-    assert!(victim.exists());
     rt.synchronize().unwrap(); // the CQEs were taken by hand above
-                               // Dropped, the host buffer is nobody's buffer any more.
-    drop(host);
+    drop(host); // from now on nobody's buffer
     let gone = while_a_kernel_runs(&rt, |ctx| {
         let src = run(ctx, read_only(&source_c, 30));
         assert!(src >= 0, "OPENAT of the source failed: {src}");
@@ -336,9 +354,9 @@ fn file_io_allows_openat_close_and_transfers_of_its_own_memory_and_refuses_the_r
     });
     assert_eq!(gone, -libc::EFAULT, "a READ_FIXED into a dropped host buffer");
     // Through the device's own call (as a kernel makes requests): refused, and reported.
-    let called = while_a_kernel_runs(&rt, |ctx| ctx.call(unlinkat(&victim_c, 0)));
+    let called = while_a_kernel_runs(&rt, |ctx| ctx.call(statx(&source_c, &mut stat, 0)));
     assert_eq!(called, -libc::EACCES);
-    assert!(victim.exists());
+    assert!(stat.iter().all(|&b| b == 0), "a refused STATX wrote");
     match rt.synchronize() {
         Err(Error::Refused(r)) => {
             assert_eq!((r.requests, r.errno, r.sandbox), (1, libc::EACCES, Sandbox::FileIo))
@@ -374,14 +392,8 @@ fn off_runs_what_the_policies_refuse(sub: Submission) {
     // SAFETY: the fd OPENAT returned, ours to close.
     unsafe { libc::close(fd) };
     assert!(created.exists());
-    if sub == Submission::HostThread {
-        // The fallback performs only the operations the device makes (its module docs).
-        assert_eq!(unlinked, -libc::EINVAL);
-        assert!(victim.exists());
-    } else {
-        assert_eq!(unlinked, 0);
-        assert!(!victim.exists());
-    }
+    assert_eq!(unlinked, 0);
+    assert!(!victim.exists());
     assert_eq!(written, 5);
     assert_eq!(std::fs::read_to_string(&other_path).unwrap(), "leak\n");
 }

@@ -100,10 +100,11 @@ impl core::fmt::Display for Error {
 
 impl core::error::Error for Error {}
 
-/// Why [`File::open`], [`File::create`] or [`OpenOptions::open`] failed: the kernel's
-/// answer and the path asked for. Displayed (and debug-printed, as by `unwrap`) as std's
+/// Why a call that names a path failed ([`File::open`], [`File::create`],
+/// [`OpenOptions::open`], [`remove_file`], [`remove_dir`], [`create_dir`], [`rename`]):
+/// the kernel's answer and the path asked for. Displayed (and debug-printed, as by `unwrap`) as std's
 /// error with the path: `No such file or directory (os error 2): "data/in.bin"` (a path
-/// over [`OpenError::SHOWN`] bytes is cut, with `...`). `?` turns it into an [`Errno`] or an
+/// over [`PathError::SHOWN`] bytes is cut, with `...`). `?` turns it into an [`Errno`] or an
 /// [`Error`] where a function returns those.
 ///
 /// ```
@@ -114,7 +115,7 @@ impl core::error::Error for Error {}
 /// assert!(e.to_string().ends_with(": \"data/in.bin\""));
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct OpenError<'p> {
+pub struct PathError<'p> {
     /// What the kernel returned (or what the path was refused with before it was sent:
     /// `EINVAL` for a NUL inside it, `ENAMETOOLONG` past `PATH_MAX`).
     pub errno: Errno,
@@ -122,12 +123,12 @@ pub struct OpenError<'p> {
     pub path: &'p str,
 }
 
-impl OpenError<'_> {
+impl PathError<'_> {
     /// The most bytes of the path its `Display` shows.
     pub const SHOWN: usize = 200;
 }
 
-impl core::fmt::Display for OpenError<'_> {
+impl core::fmt::Display for PathError<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let mut end = self.path.len().min(Self::SHOWN);
         while !self.path.is_char_boundary(end) {
@@ -138,27 +139,59 @@ impl core::fmt::Display for OpenError<'_> {
     }
 }
 
-impl core::fmt::Debug for OpenError<'_> {
+impl core::fmt::Debug for PathError<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         core::fmt::Display::fmt(self, f)
     }
 }
 
-impl core::error::Error for OpenError<'_> {}
+impl core::error::Error for PathError<'_> {}
 
-impl From<OpenError<'_>> for Errno {
-    fn from(e: OpenError<'_>) -> Errno {
+impl From<PathError<'_>> for Errno {
+    fn from(e: PathError<'_>) -> Errno {
         e.errno
     }
 }
 
-impl From<OpenError<'_>> for Error {
-    fn from(e: OpenError<'_>) -> Error {
+impl From<PathError<'_>> for Error {
+    fn from(e: PathError<'_>) -> Error {
         Error::Os {
             errno: e.errno,
             done: 0,
         }
     }
+}
+
+/// Removes the file `path`, as std's `fs::remove_file` (a directory: `EISDIR`).
+///
+/// ```no_run
+/// use gpuio_device::fs;
+/// fs::create_dir("out")?;
+/// fs::File::create("out/part.tmp")?.write_all(b"done")?;
+/// fs::rename("out/part.tmp", "out/part")?;
+/// fs::remove_file("out/part")?;
+/// fs::remove_dir("out")?;
+/// # Ok::<(), gpuio_device::fs::Error>(())
+/// ```
+pub fn remove_file(path: &str) -> Result<(), PathError<'_>> {
+    io::remove_file(path).map_err(|errno| PathError { errno, path })
+}
+
+/// Removes the empty directory `path`, as std's `fs::remove_dir`.
+pub fn remove_dir(path: &str) -> Result<(), PathError<'_>> {
+    io::remove_dir(path).map_err(|errno| PathError { errno, path })
+}
+
+/// Creates the directory `path` (mode 0o777 less the host's umask), as std's
+/// `fs::create_dir`; its parent must exist.
+pub fn create_dir(path: &str) -> Result<(), PathError<'_>> {
+    io::create_dir(path, 0o777).map_err(|errno| PathError { errno, path })
+}
+
+/// Renames `from` to `to`, replacing `to` if it is a file, as std's `fs::rename`. The error
+/// names `from`.
+pub fn rename<'p>(from: &'p str, to: &str) -> Result<(), PathError<'p>> {
+    io::rename(from, to).map_err(|errno| PathError { errno, path: from })
 }
 
 /// An open file; closed when dropped (errors on that close are ignored: use
@@ -202,13 +235,13 @@ pub const FORMAT_CHUNK: usize = 256;
 
 impl File {
     /// Opens `path` read-only.
-    pub fn open(path: &str) -> Result<File, OpenError<'_>> {
+    pub fn open(path: &str) -> Result<File, PathError<'_>> {
         OpenOptions::new().read(true).open(path)
     }
 
     /// Opens `path` write-only, creating it (mode 0o666, less the host's umask) or
     /// truncating it.
-    pub fn create(path: &str) -> Result<File, OpenError<'_>> {
+    pub fn create(path: &str) -> Result<File, PathError<'_>> {
         OpenOptions::new().write(true).create(true).truncate(true).open(path)
     }
 
@@ -352,6 +385,13 @@ impl File {
     /// Nothing to do: a `File` holds no buffer (a [`BufWriter`] does). For std's habits.
     pub fn flush(&mut self) -> Result<(), Error> {
         Ok(())
+    }
+
+    /// Truncates or extends the file to `len` bytes (extended with zeros), as std's
+    /// `File::set_len`; the cursor stays where it is. `ftruncate(2)` through io_uring,
+    /// which has it from Linux 6.9 (`EINVAL` before).
+    pub fn set_len(&self, len: u64) -> Result<(), Errno> {
+        io::set_len(self.fd, len)
     }
 
     /// Flushes data and metadata to storage.
@@ -582,11 +622,11 @@ impl OpenOptions {
     }
 
     /// Opens `path` with these options.
-    pub fn open<'p>(&self, path: &'p str) -> Result<File, OpenError<'p>> {
+    pub fn open<'p>(&self, path: &'p str) -> Result<File, PathError<'p>> {
         let fd = self
             .flags()
             .and_then(|flags| io::open(path, flags, self.mode))
-            .map_err(|errno| OpenError { errno, path })?;
+            .map_err(|errno| PathError { errno, path })?;
         Ok(File { fd, pos: 0 })
     }
 }

@@ -51,8 +51,8 @@ use crate::solo::SOLO_STAGE;
 use crate::sync::copy_from_cells;
 use crate::sync::{copy_to_cells, SharedCell};
 use crate::uapi::{
-    Sqe, IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_OPENAT, IORING_OP_READ, IORING_OP_READ_FIXED, IORING_OP_WRITE,
-    IORING_OP_WRITE_FIXED,
+    Sqe, IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_FTRUNCATE, IORING_OP_MKDIRAT, IORING_OP_OPENAT, IORING_OP_READ,
+    IORING_OP_READ_FIXED, IORING_OP_RENAMEAT, IORING_OP_UNLINKAT, IORING_OP_WRITE, IORING_OP_WRITE_FIXED,
 };
 use crate::wait::until;
 
@@ -70,6 +70,8 @@ const PATH_MAX: usize = 4096;
 const _: () = assert!(PATH_MAX <= SOLO_STAGE as usize);
 /// `IORING_FSYNC_DATASYNC`.
 const FSYNC_DATASYNC: u32 = 1;
+/// `unlinkat(2)`'s "remove a directory".
+const AT_REMOVEDIR: u32 = 0x200;
 
 /// What a transfer does.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -576,48 +578,135 @@ fn call(sqe: Sqe) -> Result<i32, Errno> {
 /// `ENAMETOOLONG`; anything else is the kernel's.
 #[inline(never)] // one copy in a code object
 pub fn open(path: &str, flags: i32, mode: u32) -> Result<i32, Errno> {
-    let ctx = installed().ok_or(Errno::ENOSYS)?;
-    let bytes = path.as_bytes();
-    if bytes.contains(&0) {
-        return Err(Errno::EINVAL);
-    }
-    if bytes.len() + 1 > PATH_MAX.min(ctx.arena.block as usize) {
-        return Err(Errno::ENAMETOOLONG);
-    }
-    let sqe = |addr| Sqe {
+    with_paths([path, ""], |[at, _]| Sqe {
         opcode: IORING_OP_OPENAT,
         fd: AT_FDCWD,
-        addr,
+        addr: at,
         len: mode,
         rw_flags: flags as u32,
         ..Sqe::default()
-    };
-    // The solo ring if no other thread holds it (the path with its NUL fits its buffer:
-    // `PATH_MAX <= SOLO_STAGE`).
-    let solo = ctx.solo_call(
-        |stage, stage_io| {
-            // SAFETY: the buffer is ours while we hold the solo ring, and holds the path and
-            // its NUL (above).
-            unsafe {
-                copy_to_cells(stage, bytes);
-                copy_to_cells(stage.add(bytes.len()), &[0]);
+    })
+}
+
+/// Removes the file `path` (`unlinkat(2)`; a directory is `EISDIR`). Errors as [`open`]'s.
+#[inline(never)]
+pub fn remove_file(path: &str) -> Result<(), Errno> {
+    with_paths([path, ""], |[at, _]| Sqe {
+        opcode: IORING_OP_UNLINKAT,
+        fd: AT_FDCWD,
+        addr: at,
+        ..Sqe::default()
+    })
+    .map(drop)
+}
+
+/// Removes the empty directory `path` (`unlinkat(2)` with `AT_REMOVEDIR`). Errors as
+/// [`open`]'s.
+#[inline(never)]
+pub fn remove_dir(path: &str) -> Result<(), Errno> {
+    with_paths([path, ""], |[at, _]| Sqe {
+        opcode: IORING_OP_UNLINKAT,
+        fd: AT_FDCWD,
+        addr: at,
+        rw_flags: AT_REMOVEDIR,
+        ..Sqe::default()
+    })
+    .map(drop)
+}
+
+/// Creates the directory `path` with `mode` (less the host's umask; `mkdirat(2)`). Errors
+/// as [`open`]'s.
+#[inline(never)]
+pub fn create_dir(path: &str, mode: u32) -> Result<(), Errno> {
+    with_paths([path, ""], |[at, _]| Sqe {
+        opcode: IORING_OP_MKDIRAT,
+        fd: AT_FDCWD,
+        addr: at,
+        len: mode,
+        ..Sqe::default()
+    })
+    .map(drop)
+}
+
+/// Renames `from` to `to`, replacing `to` if it exists (`renameat2(2)` with no flags).
+/// Errors as [`open`]'s; both paths together, each with its NUL, must fit one staging
+/// buffer (`PATH_MAX` bytes; `ENAMETOOLONG` otherwise).
+#[inline(never)]
+pub fn rename(from: &str, to: &str) -> Result<(), Errno> {
+    with_paths([from, to], |[old, new]| Sqe {
+        opcode: IORING_OP_RENAMEAT,
+        fd: AT_FDCWD,
+        addr: old,
+        len: AT_FDCWD as u32, // the new path's directory
+        off: new,             // `addr2`: the new path
+        ..Sqe::default()
+    })
+    .map(drop)
+}
+
+/// Truncates or extends `fd` to `len` bytes (`ftruncate(2)`; through io_uring from Linux
+/// 6.9, `EINVAL` before it).
+pub fn set_len(fd: i32, len: u64) -> Result<(), Errno> {
+    if len > i64::MAX as u64 {
+        return Err(Errno::EINVAL);
+    }
+    call(Sqe {
+        opcode: IORING_OP_FTRUNCATE,
+        fd,
+        off: len,
+        ..Sqe::default()
+    })
+    .map(drop)
+}
+
+/// One request that names up to two paths: stages them, each with its NUL, one after the
+/// other in one buffer (the solo ring's if no other thread holds it, else an arena block,
+/// taken with a completion slot), builds the SQE from their kernel addresses (an empty
+/// second path: unused) and waits for its result.
+///
+/// Errors: a path containing NUL is `EINVAL`; paths longer together than the buffer (at
+/// most `PATH_MAX` bytes with their NULs) are `ENAMETOOLONG`.
+fn with_paths(paths: [&str; 2], sqe: impl Fn([u64; 2]) -> Sqe) -> Result<i32, Errno> {
+    let ctx = installed().ok_or(Errno::ENOSYS)?;
+    let [a, b] = paths.map(str::as_bytes);
+    if a.contains(&0) || b.contains(&0) {
+        return Err(Errno::EINVAL);
+    }
+    let second = if b.is_empty() { 0 } else { b.len() + 1 };
+    if a.len() + 1 + second > PATH_MAX.min(ctx.arena.block as usize) {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    let stage = |cells: *const crate::sync::SharedCell<u8>| {
+        // SAFETY: both callers pass a buffer of ours (the solo ring's, held, of at least
+        // `PATH_MAX` bytes, or a taken arena block), room for both paths and their NULs
+        // (checked above).
+        unsafe {
+            copy_to_cells(cells, a);
+            copy_to_cells(cells.add(a.len()), &[0]);
+            if second != 0 {
+                copy_to_cells(cells.add(a.len() + 1), b);
+                copy_to_cells(cells.add(a.len() + 1 + b.len()), &[0]);
             }
-            sqe(stage_io)
+        }
+    };
+    let addrs = |io: u64| [io, if second == 0 { 0 } else { io + a.len() as u64 + 1 }];
+    // The solo ring if no other thread holds it (`PATH_MAX <= SOLO_STAGE`).
+    let solo = ctx.solo_call(
+        |cells, io| {
+            stage(cells);
+            sqe(addrs(io))
         },
         |_, _| (),
     );
-    // Else a block for the path and a completion slot, taken together (see
+    // Else a block for the paths and a completion slot, taken together (see
     // `pool::with_taken`).
     let res = solo.unwrap_or_else(|| {
         ctx.with_taken(
             || try_take_block_and_slot(ctx),
             |(block, ticket)| {
-                // SAFETY: the block is ours until the request completes (we give it back after).
-                unsafe {
-                    copy_to_cells(ctx.arena.cells(block), bytes);
-                    copy_to_cells(ctx.arena.cells(block).add(bytes.len()), &[0]);
-                }
-                let res = ctx.submit_and_wait(ticket, sqe(ctx.arena.io_addr(block)));
+                // The block is ours until the request completes (we give it back after).
+                stage(ctx.arena.cells(block));
+                let res = ctx.submit_and_wait(ticket, sqe(addrs(ctx.arena.io_addr(block))));
                 ctx.arena.pool.give_back(block);
                 res
             },

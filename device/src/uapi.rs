@@ -185,8 +185,19 @@ pub const IORING_OP_READ: u8 = 22;
 /// `IORING_OP_WRITE`: write(2) of `len` bytes from `addr` at `off` (at the file position
 /// with [`OFF_CURRENT_POSITION`], -1).
 pub const IORING_OP_WRITE: u8 = 23;
-/// `IORING_OP_UNLINKAT`: unlinkat(2) of the path at `addr`, relative to `fd`.
+/// `IORING_OP_RENAMEAT`: renameat2(2) of the path at `addr` (relative to `fd`) to the path
+/// at `addr2` (`off`; relative to the fd in `len`), with the flags in `rw_flags`.
+pub const IORING_OP_RENAMEAT: u8 = 35;
+/// `IORING_OP_UNLINKAT`: unlinkat(2) of the path at `addr`, relative to `fd` (flags in
+/// `rw_flags`: `AT_REMOVEDIR`).
 pub const IORING_OP_UNLINKAT: u8 = 36;
+/// `IORING_OP_MKDIRAT`: mkdirat(2) of the path at `addr`, relative to `fd`, mode in `len`.
+pub const IORING_OP_MKDIRAT: u8 = 37;
+/// `IORING_OP_STATX`: statx(2), which writes a `struct statx` to `addr2` (any address: no
+/// sandbox allows it).
+pub const IORING_OP_STATX: u8 = 21;
+/// `IORING_OP_FTRUNCATE`: ftruncate(2) of `fd` to `off` bytes (Linux 6.9).
+pub const IORING_OP_FTRUNCATE: u8 = 55;
 
 // SQE flags (`IOSQE_*`).
 /// `fd` is an index into the ring's registered files, not a file descriptor.

@@ -219,8 +219,8 @@ impl From<crate::errno::Errno> for std::io::Error {
 }
 
 /// The errno's kind, and the path in its text (see `From<Errno>`).
-impl From<crate::fs::OpenError<'_>> for std::io::Error {
-    fn from(e: crate::fs::OpenError<'_>) -> std::io::Error {
+impl From<crate::fs::PathError<'_>> for std::io::Error {
+    fn from(e: crate::fs::PathError<'_>) -> std::io::Error {
         let kind = std::io::Error::from_raw_os_error(e.errno.0).kind();
         std::io::Error::new(kind, std::format!("{e}"))
     }

@@ -177,8 +177,35 @@ pub(super) fn execute(sqe: &Sqe, registered: &RwLock<Registered>) -> i32 {
             r => r,
         },
         // Opening into, or closing, a fixed-file slot is not supported (-EBADF, as for
-        // a direct descriptor the kernel cannot find).
-        IORING_OP_OPENAT | IORING_OP_CLOSE if fixed => -libc::EBADF,
+        // a direct descriptor the kernel cannot find); the path operations take none.
+        IORING_OP_OPENAT | IORING_OP_CLOSE | IORING_OP_UNLINKAT | IORING_OP_MKDIRAT | IORING_OP_RENAMEAT if fixed => {
+            -libc::EBADF
+        }
+        IORING_OP_UNLINKAT => {
+            let (path, flags) = (buf as *const libc::c_char, sqe.rw_flags as libc::c_int);
+            // SAFETY: unlinkat(2) reads the NUL-terminated path at `buf`, kept alive by the
+            // submitter; the kernel faults on a bad one.
+            retry(|| unsafe { libc::unlinkat(fd, path, flags) as isize })
+        }
+        IORING_OP_MKDIRAT => {
+            let (path, mode) = (buf as *const libc::c_char, sqe.len as libc::mode_t);
+            // SAFETY: mkdirat(2), as unlinkat(2) above; the mode is in `len`.
+            retry(|| unsafe { libc::mkdirat(fd, path, mode) as isize })
+        }
+        // SAFETY: renameat2(2) reads the two NUL-terminated paths at `addr` and `addr2`
+        // (`off`), as the kernel's RENAMEAT does; the new path's directory fd is in `len`.
+        IORING_OP_RENAMEAT => retry(|| unsafe {
+            libc::syscall(
+                libc::SYS_renameat2,
+                fd,
+                buf as *const libc::c_char,
+                sqe.len as i32,
+                sqe.off as *const libc::c_char,
+                sqe.rw_flags,
+            ) as isize
+        }),
+        // SAFETY: ftruncate(2) touches no memory.
+        IORING_OP_FTRUNCATE => retry(|| unsafe { libc::ftruncate(fd, sqe.off as libc::off_t) as isize }),
         // SAFETY: openat(2) reads the NUL-terminated path at `buf`, kept alive by the
         // submitter; the kernel faults on a bad one.
         IORING_OP_OPENAT => retry(|| unsafe {

@@ -24,7 +24,8 @@
 //! or a terminal, as io_uring does; a write with `RWF_APPEND`, the only `rw_flags` taken:
 //! `pwritev2`), `WRITE_FIXED`/`READ_FIXED` (the same, once the range is found inside the
 //! registered buffer `buf_index`, `-EFAULT` otherwise), `OPENAT`, `CLOSE`, `FSYNC`
-//! (`IORING_FSYNC_DATASYNC`: `fdatasync`) and `NOP`. Results are what the kernel would put
+//! (`IORING_FSYNC_DATASYNC`: `fdatasync`), `FTRUNCATE`, `UNLINKAT`, `MKDIRAT`, `RENAMEAT`
+//! (`renameat2`) and `NOP`. Results are what the kernel would put
 //! in the CQE: the syscall's return value, or `-errno`; short reads and writes are returned
 //! as they are (the device resubmits the rest). Unknown opcodes, and SQE flags other than
 //! `IOSQE_FIXED_FILE`, `IOSQE_IO_DRAIN` and `IOSQE_ASYNC` (requests run one at a time, in

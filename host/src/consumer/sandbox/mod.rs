@@ -52,8 +52,8 @@
 //! error at build, never a silent `Off`.
 
 use gpuio_device::uapi::{
-    IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_OPENAT, IORING_OP_READ, IORING_OP_READ_FIXED, IORING_OP_WRITE,
-    IORING_OP_WRITE_FIXED,
+    IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_FTRUNCATE, IORING_OP_MKDIRAT, IORING_OP_OPENAT, IORING_OP_READ,
+    IORING_OP_READ_FIXED, IORING_OP_RENAMEAT, IORING_OP_UNLINKAT, IORING_OP_WRITE, IORING_OP_WRITE_FIXED,
 };
 
 pub(crate) mod landlock;
@@ -77,10 +77,11 @@ pub enum Sandbox {
     /// `IOSQE_FIXED_FILE`, and no flag but `IOSQE_IO_DRAIN`. The default.
     #[default]
     PrintOnly,
-    /// File I/O: `READ_FIXED`, `WRITE_FIXED`, `OPENAT`, `CLOSE`, `FSYNC`, on any file
-    /// descriptor (`IOSQE_FIXED_FILE` allowed, not required: `OPENAT` refuses it). For
-    /// device code that opens, reads and writes files; `Builder::file_root` confines the
-    /// paths it opens. Every ring registers gpuio's memory (the logs, the arena, the solo
+    /// File I/O: `READ_FIXED`, `WRITE_FIXED`, `OPENAT`, `CLOSE`, `FSYNC`, `FTRUNCATE`,
+    /// `UNLINKAT`, `MKDIRAT`, `RENAMEAT`, on any file descriptor (`IOSQE_FIXED_FILE`
+    /// allowed, not required: `OPENAT` refuses it). For device code that opens, reads,
+    /// writes, removes and renames files; `Builder::file_root` confines the paths it names.
+    /// Not `STATX`, which writes to an address the device names. Every ring registers gpuio's memory (the logs, the arena, the solo
     /// ring's buffer, each host buffer while it lives) as its buffers, so the kernel refuses
     /// a transfer to or from any other host address (`EFAULT`). Where the locked-memory
     /// limit refuses that registration, transfers are plain `READ`/`WRITE` that may use any
@@ -103,6 +104,10 @@ const FILE_IO: &[u8] = &[
     IORING_OP_OPENAT,
     IORING_OP_CLOSE,
     IORING_OP_FSYNC,
+    IORING_OP_FTRUNCATE,
+    IORING_OP_UNLINKAT,
+    IORING_OP_MKDIRAT,
+    IORING_OP_RENAMEAT,
 ];
 /// [`Sandbox::FileIo`]'s opcodes where that memory could not be registered: transfers are
 /// plain `READ`/`WRITE` (prints `WRITE_FIXED` if ring 0 took the logs).
@@ -113,6 +118,10 @@ const FILE_IO_UNFIXED: &[u8] = &[
     IORING_OP_OPENAT,
     IORING_OP_CLOSE,
     IORING_OP_FSYNC,
+    IORING_OP_FTRUNCATE,
+    IORING_OP_UNLINKAT,
+    IORING_OP_MKDIRAT,
+    IORING_OP_RENAMEAT,
 ];
 
 impl Sandbox {
@@ -155,7 +164,9 @@ impl Sandbox {
                 "only writes of the print logs to the registered stdout/stderr (IOSQE_FIXED_FILE)"
             }
             (Sandbox::PrintOnly, false) => "only writes of the print logs",
-            (Sandbox::FileIo, _) => "only reads, writes, OPENAT, CLOSE and FSYNC",
+            (Sandbox::FileIo, _) => {
+                "only reads, writes, OPENAT, CLOSE, FSYNC, FTRUNCATE, UNLINKAT, MKDIRAT and RENAMEAT"
+            }
             (Sandbox::Off, _) => "every request",
         }
     }
@@ -213,7 +224,8 @@ mod tests {
         ] {
             assert!(Sandbox::FileIo.allows(op), "FileIo refuses {op}");
         }
-        assert!(!Sandbox::FileIo.allows(IORING_OP_UNLINKAT));
+        assert!(Sandbox::FileIo.allows(IORING_OP_UNLINKAT));
+        assert!(!Sandbox::FileIo.allows(gpuio_device::uapi::IORING_OP_STATX));
         assert!(!Sandbox::FileIo.allows(IORING_OP_NOP));
         assert!((0..=u8::MAX).all(|op| Sandbox::Off.allows(op)));
         assert_eq!(Sandbox::default(), Sandbox::PrintOnly);
