@@ -8,7 +8,8 @@ use gpuio_device::uapi::{IORING_SQ_CQ_OVERFLOW, IORING_SQ_NEED_WAKEUP};
 
 use crate::consumer::sandbox::Sandbox;
 
-/// Everything the host runtime can report.
+/// Everything the host runtime can report. New variants may come in minor releases
+/// (`#[non_exhaustive]`): match the ones you handle and keep a `_` arm.
 ///
 /// Failed prints are reported as [`Error::Print`], after the rest went out, so a caller
 /// can report them and go on:
@@ -28,6 +29,7 @@ use crate::consumer::sandbox::Sandbox;
 /// }
 /// # Ok::<(), Error>(())
 /// ```
+#[non_exhaustive]
 pub enum Error {
     /// io_uring cannot be used here; the message names the cause.
     UringUnavailable(String),
@@ -49,12 +51,13 @@ pub enum Error {
     Config(String),
     /// Prints that were fire-and-forget failed; nothing hung, the rest went out.
     Print(PrintErrors),
-    /// A CUDA driver call failed.
-    Cuda(String),
-    /// An HSA runtime call failed.
-    Hsa(String),
-    /// A HIP runtime call failed (the `hip` feature: modules the host loaded with HIP).
-    Hip(String),
+    /// A CUDA driver call failed (its `CUresult` in [`DriverError::code`]).
+    Cuda(DriverError),
+    /// An HSA runtime call failed (its `hsa_status_t` in [`DriverError::code`]).
+    Hsa(DriverError),
+    /// A HIP runtime call failed (the `hip` feature: modules the host loaded with HIP; its
+    /// `hipError_t` in [`DriverError::code`]).
+    Hip(DriverError),
     /// None of the code objects offered is for this runtime's GPU.
     NoCodeObject {
         /// The GPU, e.g. `gfx1030 (amdgcn-amd-amdhsa--gfx1030)`.
@@ -85,6 +88,72 @@ pub enum Error {
         /// The SQ flags word, as read.
         sq_flags: u32,
     },
+}
+
+/// A GPU driver or runtime call that failed ([`Error::Cuda`], [`Error::Hsa`],
+/// [`Error::Hip`]): the driver's own code and name, for a program to match on, and the text
+/// a person reads.
+///
+/// ```
+/// use gpuio_host::{DriverError, Error};
+/// fn missing_kernel(e: &Error) -> bool {
+///     matches!(e, Error::Cuda(DriverError { code: Some(500), .. })) // CUDA_ERROR_NOT_FOUND
+/// }
+/// # assert!(!missing_kernel(&Error::Config("x".into())));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DriverError {
+    /// The call's result code (`CUresult`, `hsa_status_t`, `hipError_t`); `None` for a
+    /// failure gpuio found itself around a call that succeeded.
+    pub code: Option<i64>,
+    /// The code's name, e.g. `CUDA_ERROR_NOT_FOUND` (empty without a code).
+    pub name: String,
+    /// What failed and why, as displayed: `cuModuleGetFunction failed: CUDA_ERROR_NOT_FOUND
+    /// (500)`.
+    pub message: String,
+}
+
+impl DriverError {
+    /// A call that returned `code`, named `name`: "`what` failed: `name` (`code`)", with
+    /// `shown` the code as the driver's tools print it (decimal for CUDA, hex for HSA).
+    pub fn call(what: &str, code: i64, name: &str, shown: &str) -> DriverError {
+        DriverError {
+            code: Some(code),
+            name: name.to_string(),
+            message: if name.is_empty() {
+                format!("{what} failed: code {shown}")
+            } else {
+                format!("{what} failed: {name} ({shown})")
+            },
+        }
+    }
+}
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for DriverError {}
+
+/// Its text, where a backend's setup collects reasons as strings.
+impl From<DriverError> for String {
+    fn from(e: DriverError) -> String {
+        e.message
+    }
+}
+
+/// A failure without a driver code, in the driver's words.
+impl From<String> for DriverError {
+    fn from(message: String) -> DriverError {
+        DriverError {
+            code: None,
+            name: String::new(),
+            message,
+        }
+    }
 }
 
 /// `Debug` is the `Display` text: a `main` that returns `Result<(), gpuio::Error>` prints

@@ -32,8 +32,8 @@ pub use backend::{Arg, Backend};
 pub use builder::Builder;
 pub use cuda::Jit;
 pub use error::{
-    Error, HangReport, OtherRing, OutputErrors, PrintErrors, Refused, Result, RingWords, RunningThreads, SoloRing,
-    StreamPositions, Tickets, Waiting,
+    DriverError, Error, HangReport, OtherRing, OutputErrors, PrintErrors, Refused, Result, RingWords, RunningThreads,
+    SoloRing, StreamPositions, Tickets, Waiting,
 };
 pub use host_buffer::HostBuffer;
 pub use runtime::module::GpuModule;

@@ -7,6 +7,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use gpuio_host::Error;
 
+/// `CUDA_ERROR_NOT_FOUND`: a missing kernel or global in a module.
+const CUDA_ERROR_NOT_FOUND: i64 = 500;
+
 /// `gpuio_status`: what a call did (`GPUIO_OK` is 0).
 #[allow(non_camel_case_types)]
 #[repr(C)]
@@ -107,9 +110,9 @@ pub(crate) fn status_of(e: &Error) -> gpuio_status {
         Error::InsideKernel { .. } => GPUIO_ERROR_WRONG_CONTEXT,
         Error::CqOverflow { .. } => GPUIO_ERROR_INTERNAL,
         // cuModuleGetFunction / cuModuleGetGlobal on a missing name.
-        Error::Cuda(m) if m.contains("CUDA_ERROR_NOT_FOUND") => GPUIO_ERROR_NOT_FOUND,
+        Error::Cuda(d) if d.code == Some(CUDA_ERROR_NOT_FOUND) => GPUIO_ERROR_NOT_FOUND,
         // A missing kernel or global in an HSA executable; no code object for this GPU.
-        Error::Hsa(m) if m.contains("hsa_executable_get_symbol_by_name") => GPUIO_ERROR_NOT_FOUND,
+        Error::Hsa(d) if d.message.contains("hsa_executable_get_symbol_by_name") => GPUIO_ERROR_NOT_FOUND,
         Error::NoCodeObject { .. } => GPUIO_ERROR_NOT_FOUND,
         // CUDA driver errors, and those of drivers to come.
         _ => GPUIO_ERROR_DRIVER,
@@ -194,15 +197,16 @@ mod tests {
 
     #[test]
     fn errors_map_to_statuses() {
-        let cuda = |m: &str| status_of(&Error::Cuda(m.into()));
-        assert_eq!(
-            cuda("cuModuleGetFunction(x) failed: CUDA_ERROR_NOT_FOUND (500)"),
-            GPUIO_ERROR_NOT_FOUND
-        );
-        assert_eq!(
-            cuda("cuModuleLoadData failed: CUDA_ERROR_INVALID_PTX (218)"),
-            GPUIO_ERROR_DRIVER
-        );
+        let cuda = |code, name: &str| {
+            status_of(&Error::Cuda(gpuio_host::DriverError::call(
+                "cuX",
+                code,
+                name,
+                &code.to_string(),
+            )))
+        };
+        assert_eq!(cuda(500, "CUDA_ERROR_NOT_FOUND"), GPUIO_ERROR_NOT_FOUND);
+        assert_eq!(cuda(218, "CUDA_ERROR_INVALID_PTX"), GPUIO_ERROR_DRIVER);
         assert_eq!(status_of(&Error::Config("x".into())), GPUIO_ERROR_CONFIG);
         let hang = gpuio_host::HangReport {
             waiting_for: gpuio_host::Waiting::GpuKernels,

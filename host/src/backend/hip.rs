@@ -28,7 +28,7 @@ use std::ffi::{c_int, c_void, CStr, CString};
 pub use hip_runtime_sys as sys;
 
 use crate::backend::gpu::{Arg, GpuBackend, LoadedModule};
-use crate::error::{Error, Result};
+use crate::error::{DriverError, Error, Result};
 
 /// `hipSuccess`.
 const SUCCESS: Status = 0;
@@ -97,7 +97,7 @@ pub fn device_count() -> Result<usize> {
 
 /// Whether `e` is HIP saying that there is no GPU here.
 pub fn is_no_device(e: &Error) -> bool {
-    matches!(e, Error::Hip(m) if m.contains(&name(NO_DEVICE)))
+    matches!(e, Error::Hip(d) if d.code == Some(NO_DEVICE as i64))
 }
 
 /// One HIP device, matched to the runtime's HSA agent.
@@ -145,7 +145,7 @@ impl Device {
         // SAFETY: NUL-terminated within `buf` (HIP's contract; the last byte is never written
         // past `len`, and we zeroed it).
         let id = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned();
-        parse_pci_bus_id(&id).ok_or_else(|| Error::Hip(format!("hipDeviceGetPCIBusId gave {id:?}")))
+        parse_pci_bus_id(&id).ok_or_else(|| Error::Hip(format!("hipDeviceGetPCIBusId gave {id:?}").into()))
     }
 
     fn select(&self) -> Result<()> {
@@ -289,6 +289,18 @@ fn c_name(name: &str) -> Result<CString> {
     CString::new(name).map_err(|_| Error::Config(format!("bad symbol name {name:?}")))
 }
 
+/// `hipErrorNoDevice`.
+fn plain_name(e: Status) -> String {
+    // SAFETY: hipGetErrorName returns a static NUL-terminated string for any error value.
+    let p = unsafe { api::hipGetErrorName(e) };
+    if p.is_null() {
+        String::new()
+    } else {
+        // SAFETY: as above.
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
+}
+
 /// `hipErrorNoDevice (100)`.
 fn name(e: Status) -> String {
     // SAFETY: hipGetErrorName returns a static NUL-terminated string for any error value.
@@ -324,7 +336,9 @@ fn check(e: Status, what: &str) -> Result<()> {
     if e == SUCCESS {
         Ok(())
     } else {
-        Err(Error::Hip(format!("{what} failed: {}", describe(e))))
+        let mut d = DriverError::call(what, e as i64, &plain_name(e), &(e as i64).to_string());
+        d.message = format!("{what} failed: {}", describe(e));
+        Err(Error::Hip(d))
     }
 }
 

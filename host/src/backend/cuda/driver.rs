@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::ffi::*;
 use crate::backend::dl::Library;
 use crate::backend::gpu::{GpuBackend, Wait};
-use crate::error::{Error, Result};
+use crate::error::{DriverError, Error, Result};
 
 /// The CUDA driver with one device's primary context, made current on the calling thread
 /// by every call that needs it.
@@ -120,12 +120,20 @@ impl Cuda {
         }
     }
 
-    pub(super) fn check_str(&self, rc: CuResult, what: &str) -> std::result::Result<(), String> {
+    pub(super) fn check_str(&self, rc: CuResult, what: &str) -> std::result::Result<(), DriverError> {
         if rc == 0 {
-            Ok(())
-        } else {
-            Err(format!("{what} failed: {}", self.error_name(rc)))
+            return Ok(());
         }
+        let mut p: *const c_char = std::ptr::null();
+        // SAFETY: cuGetErrorName writes a pointer to a static string (or leaves it null).
+        unsafe { (self.api.cuGetErrorName)(rc, &mut p) };
+        let name = if p.is_null() {
+            String::new()
+        } else {
+            // SAFETY: a NUL-terminated static string from the driver.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        };
+        Err(DriverError::call(what, rc as i64, &name, &rc.to_string()))
     }
 
     pub(super) fn check(&self, rc: CuResult, what: &str) -> Result<()> {
@@ -159,9 +167,10 @@ impl Cuda {
         if dptr != ptr as u64 {
             // SAFETY: registered just above.
             unsafe { (self.api.cuMemHostUnregister)(ptr as *mut c_void) };
-            return Err(Error::Cuda(format!(
-                "registered host memory {ptr:p} has device address {dptr:#x}: gpuio needs unified addressing"
-            )));
+            return Err(Error::Cuda(
+                format!("registered host memory {ptr:p} has device address {dptr:#x}: gpuio needs unified addressing")
+                    .into(),
+            ));
         }
         Ok(())
     }

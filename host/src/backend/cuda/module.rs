@@ -138,8 +138,8 @@ impl Module {
             let log = String::from_utf8_lossy(&log[..end]);
             let mut why = cuda.check_str(rc, what).unwrap_err();
             if !log.trim().is_empty() {
-                why.push_str(":\n");
-                why.push_str(log.trim_end());
+                why.message.push_str(":\n");
+                why.message.push_str(log.trim_end());
             }
             Error::Cuda(why)
         };

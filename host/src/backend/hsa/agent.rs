@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use super::ffi::*;
 use crate::backend::dl::Library;
-use crate::error::{Error, Result};
+use crate::error::{DriverError, Error, Result};
 
 /// The HSA runtime, initialised, with one GPU agent, its memory pools, an AQL queue and a
 /// completion signal.
@@ -306,12 +306,20 @@ impl Hsa {
         }
     }
 
-    pub(super) fn check_str(&self, rc: Status, what: &str) -> std::result::Result<(), String> {
+    pub(super) fn check_str(&self, rc: Status, what: &str) -> std::result::Result<(), DriverError> {
         if rc == HSA_STATUS_SUCCESS {
-            Ok(())
-        } else {
-            Err(format!("{what} failed: {}", self.status_name(rc)))
+            return Ok(());
         }
+        let mut p: *const c_char = std::ptr::null();
+        // SAFETY: hsa_status_string writes a pointer to a static string.
+        let ok = unsafe { (self.api.hsa_status_string)(rc, &mut p) } == HSA_STATUS_SUCCESS;
+        let name = if ok && !p.is_null() {
+            // SAFETY: a NUL-terminated static string from the runtime.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        } else {
+            String::new()
+        };
+        Err(DriverError::call(what, rc as i64, &name, &format!("{rc:#x}")))
     }
 
     pub(super) fn check(&self, rc: Status, what: &str) -> Result<()> {
