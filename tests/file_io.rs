@@ -1015,6 +1015,10 @@ fn directories_renames_removals_and_lengths_as_std_has_them(sub: Submission) {
         drop(f);
         out.push(format!("rename {:?}", fs::rename(&p("sub/a.tmp"), &p("sub/a"))));
         out.push(format!(
+            "rename to empty {:?}",
+            fs::rename(&p("sub/a"), "").map_err(|e| e.errno)
+        ));
+        out.push(format!(
             "rmdir full {:?}",
             fs::remove_dir(&p("sub")).map_err(|e| e.errno)
         ));
@@ -1039,6 +1043,7 @@ fn directories_renames_removals_and_lengths_as_std_has_them(sub: Submission) {
             "shorten Ok(())".to_string(),
             "extend Ok(())".to_string(),
             "rename Ok(())".to_string(),
+            format!("rename to empty Err({:?})", Errno::ENOENT),
             format!("rmdir full Err({:?})", Errno(libc::ENOTEMPTY)),
             format!("rm dir as file Err({:?})", Errno(libc::EISDIR)),
             format!(

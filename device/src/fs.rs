@@ -389,7 +389,8 @@ impl File {
 
     /// Truncates or extends the file to `len` bytes (extended with zeros), as std's
     /// `File::set_len`; the cursor stays where it is. `ftruncate(2)` through io_uring,
-    /// which has it from Linux 6.9 (`EINVAL` before).
+    /// which has it from Linux 6.9 (before, the sandbox refuses it: `EACCES`; without one,
+    /// `EINVAL`).
     pub fn set_len(&self, len: u64) -> Result<(), Errno> {
         io::set_len(self.fd, len)
     }

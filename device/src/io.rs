@@ -578,7 +578,7 @@ fn call(sqe: Sqe) -> Result<i32, Errno> {
 /// `ENAMETOOLONG`; anything else is the kernel's.
 #[inline(never)] // one copy in a code object
 pub fn open(path: &str, flags: i32, mode: u32) -> Result<i32, Errno> {
-    with_paths([path, ""], |[at, _]| Sqe {
+    with_paths(path, None, |[at, _]| Sqe {
         opcode: IORING_OP_OPENAT,
         fd: AT_FDCWD,
         addr: at,
@@ -591,7 +591,7 @@ pub fn open(path: &str, flags: i32, mode: u32) -> Result<i32, Errno> {
 /// Removes the file `path` (`unlinkat(2)`; a directory is `EISDIR`). Errors as [`open`]'s.
 #[inline(never)]
 pub fn remove_file(path: &str) -> Result<(), Errno> {
-    with_paths([path, ""], |[at, _]| Sqe {
+    with_paths(path, None, |[at, _]| Sqe {
         opcode: IORING_OP_UNLINKAT,
         fd: AT_FDCWD,
         addr: at,
@@ -604,7 +604,7 @@ pub fn remove_file(path: &str) -> Result<(), Errno> {
 /// [`open`]'s.
 #[inline(never)]
 pub fn remove_dir(path: &str) -> Result<(), Errno> {
-    with_paths([path, ""], |[at, _]| Sqe {
+    with_paths(path, None, |[at, _]| Sqe {
         opcode: IORING_OP_UNLINKAT,
         fd: AT_FDCWD,
         addr: at,
@@ -618,7 +618,7 @@ pub fn remove_dir(path: &str) -> Result<(), Errno> {
 /// as [`open`]'s.
 #[inline(never)]
 pub fn create_dir(path: &str, mode: u32) -> Result<(), Errno> {
-    with_paths([path, ""], |[at, _]| Sqe {
+    with_paths(path, None, |[at, _]| Sqe {
         opcode: IORING_OP_MKDIRAT,
         fd: AT_FDCWD,
         addr: at,
@@ -633,7 +633,7 @@ pub fn create_dir(path: &str, mode: u32) -> Result<(), Errno> {
 /// buffer (`PATH_MAX` bytes; `ENAMETOOLONG` otherwise).
 #[inline(never)]
 pub fn rename(from: &str, to: &str) -> Result<(), Errno> {
-    with_paths([from, to], |[old, new]| Sqe {
+    with_paths(from, Some(to), |[old, new]| Sqe {
         opcode: IORING_OP_RENAMEAT,
         fd: AT_FDCWD,
         addr: old,
@@ -645,7 +645,7 @@ pub fn rename(from: &str, to: &str) -> Result<(), Errno> {
 }
 
 /// Truncates or extends `fd` to `len` bytes (`ftruncate(2)`; through io_uring from Linux
-/// 6.9, `EINVAL` before it).
+/// 6.9; before it, `EACCES` under a sandbox and `EINVAL` without one).
 pub fn set_len(fd: i32, len: u64) -> Result<(), Errno> {
     if len > i64::MAX as u64 {
         return Err(Errno::EINVAL);
@@ -659,20 +659,21 @@ pub fn set_len(fd: i32, len: u64) -> Result<(), Errno> {
     .map(drop)
 }
 
-/// One request that names up to two paths: stages them, each with its NUL, one after the
+/// One request that names one or two paths: stages them, each with its NUL, one after the
 /// other in one buffer (the solo ring's if no other thread holds it, else an arena block,
-/// taken with a completion slot), builds the SQE from their kernel addresses (an empty
-/// second path: unused) and waits for its result.
+/// taken with a completion slot), builds the SQE from their kernel addresses (0 for no
+/// second path) and waits for its result.
 ///
 /// Errors: a path containing NUL is `EINVAL`; paths longer together than the buffer (at
 /// most `PATH_MAX` bytes with their NULs) are `ENAMETOOLONG`.
-fn with_paths(paths: [&str; 2], sqe: impl Fn([u64; 2]) -> Sqe) -> Result<i32, Errno> {
+fn with_paths(first: &str, second: Option<&str>, sqe: impl Fn([u64; 2]) -> Sqe) -> Result<i32, Errno> {
     let ctx = installed().ok_or(Errno::ENOSYS)?;
-    let [a, b] = paths.map(str::as_bytes);
+    let (a, b) = (first.as_bytes(), second.unwrap_or("").as_bytes());
     if a.contains(&0) || b.contains(&0) {
         return Err(Errno::EINVAL);
     }
-    let second = if b.is_empty() { 0 } else { b.len() + 1 };
+    // An empty second path is staged too (its NUL alone): the kernel answers it (ENOENT).
+    let second = if second.is_some() { b.len() + 1 } else { 0 };
     if a.len() + 1 + second > PATH_MAX.min(ctx.arena.block as usize) {
         return Err(Errno::ENAMETOOLONG);
     }

@@ -32,7 +32,9 @@ use crate::shared::Shared;
 
 /// Host memory registered for direct device file I/O (see the module docs). Dropping it
 /// unregisters it; if kernels launched since the last synchronize might still use it, its
-/// memory stays allocated until the runtime goes.
+/// memory stays allocated until the runtime goes (and, where transfers are `*_FIXED`
+/// under `Sandbox::FileIo`, a transfer into it submitted after the drop fails with
+/// `EFAULT`).
 pub struct HostBuffer<'rt> {
     rt: &'rt Runtime,
     shared: Arc<Shared>,
@@ -93,6 +95,12 @@ impl Runtime {
             .and_then(|_| shared.store(move |c| &c.arena.regions[entry].io_base, io_base))
             .and_then(|_| shared.store(move |c| &c.arena.regions[entry].len, len as u64));
         if let Err(e) = stored {
+            let _ = shared.store(move |c| &c.arena.regions[entry].len, 0);
+            if self.fixed_transfers {
+                // Nobody's buffer again, before its memory goes (the kernel holds no request
+                // on it: no kernel could name the region yet).
+                let _ = shared.update_buffers(slot, (0, 0));
+            }
             if let Some(d) = self.device() {
                 // SAFETY: mapped just above; never registered.
                 unsafe { d.unmap_host(map.as_ptr()) };

@@ -206,13 +206,17 @@ impl Shared {
 
     /// Sets registered buffer `slot` of every ring, the solo ring's included, to `buf`
     /// ((0, 0) empties it): `IORING_REGISTER_BUFFERS_UPDATE`, which `FileIo`'s restrictions
-    /// allow. Stops at the first ring that refuses.
+    /// allow. Every ring is asked, even after one refused (so that emptying a slot empties
+    /// it wherever it can); the first refusal is returned.
     pub(crate) fn update_buffers(&self, slot: u32, buf: (u64, u64)) -> std::io::Result<()> {
         let solo = self.solo.as_ref().map(|(q, _)| q);
+        let mut first = Ok(());
         for q in self.queues.iter().chain(solo) {
-            q.update_buffers(slot, &[buf])?;
+            if let (Err(e), Ok(())) = (q.update_buffers(slot, &[buf]), &first) {
+                first = Err(e);
+            }
         }
-        Ok(())
+        first
     }
 
     /// The shared memory over `queues` (1 to `MAX_RINGS`, all of one geometry) and the
@@ -395,7 +399,7 @@ impl Shared {
                 requests,
                 arena,
                 denied_requests: AtomicU32::new(0),
-                allowed_ops: AtomicU64::new(setup.policy.allowed_ops(setup.fixed_buffers())),
+                allowed_ops: AtomicU64::new(setup.allowed_ops()),
                 forbidden_requests: AtomicU32::new(0),
                 solo: match &solo {
                     None => Solo::unused(),

@@ -278,6 +278,14 @@ impl Uring {
         }
     }
 
+    /// The highest opcode this kernel knows (`IORING_REGISTER_PROBE`'s `last_op`).
+    pub fn last_op(&self) -> io::Result<u8> {
+        let mut probe = [0u8; 16];
+        // SAFETY: as in `check_calls`: 16 bytes for nr 0, ours and writable.
+        unsafe { self.register(IORING_REGISTER_PROBE, probe.as_mut_ptr().cast(), 0) }?;
+        Ok(probe[0])
+    }
+
     /// The ring's file descriptor.
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()

@@ -54,9 +54,10 @@ pub struct Stats {
     pub fixed_logs: bool,
     /// Whether device file transfers are `IORING_OP_READ_FIXED`/`WRITE_FIXED` naming
     /// gpuio's memory (the arena, the solo ring's buffer, the host buffers), registered as
-    /// every ring's buffers, so that the kernel refuses a transfer to or from any other
+    /// every ring's buffers, so that the kernel refuses a transfer's buffer at any other
     /// address. [`Sandbox::FileIo`] only, where the locked-memory limit allowed the
-    /// registration (said on stderr at build).
+    /// registration (said on stderr at build). It confines buffers, not files or paths:
+    /// see [`Sandbox::FileIo`] for what a kernel can still reach.
     pub fixed_transfers: bool,
     /// Bytes device file I/O moved through the arena (buffers in device memory).
     pub staged_bytes: u64,

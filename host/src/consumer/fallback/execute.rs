@@ -139,6 +139,11 @@ pub(super) fn execute(sqe: &Sqe, registered: &RwLock<Registered>) -> i32 {
     } else {
         sqe.fd
     };
+    // Not held across the syscall, which may block (a pipe nobody writes): a host buffer
+    // made or dropped meanwhile updates the buffer table. What was checked stays valid: the
+    // fixed files change only before the ring is enabled, and a dropped host buffer's
+    // memory stays mapped while a kernel may use it (`HostBuffer`'s drop).
+    drop(registered);
     let (buf, len) = (sqe.addr as usize, sqe.len as usize);
     let current = sqe.off == OFF_CURRENT_POSITION;
     // Every call below is a plain syscall on the fd and buffer the SQE names, as io_uring

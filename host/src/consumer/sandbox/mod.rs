@@ -81,12 +81,20 @@ pub enum Sandbox {
     /// `UNLINKAT`, `MKDIRAT`, `RENAMEAT`, on any file descriptor (`IOSQE_FIXED_FILE`
     /// allowed, not required: `OPENAT` refuses it). For device code that opens, reads,
     /// writes, removes and renames files; `Builder::file_root` confines the paths it names.
-    /// Not `STATX`, which writes to an address the device names. Every ring registers gpuio's memory (the logs, the arena, the solo
-    /// ring's buffer, each host buffer while it lives) as its buffers, so the kernel refuses
-    /// a transfer to or from any other host address (`EFAULT`). Where the locked-memory
-    /// limit refuses that registration, transfers are plain `READ`/`WRITE` that may use any
-    /// host address, said at build and in [`crate::Stats::fixed_transfers`]. `OPENAT`
-    /// still reads its path from an address the device names.
+    /// Not `STATX`, which writes to an address the device names. Every ring registers
+    /// gpuio's memory (the logs, the arena, the solo ring's buffer, each host buffer while
+    /// it lives) as its buffers, so the kernel refuses a transfer's buffer at any other host
+    /// address (`EFAULT`). Where the locked-memory limit refuses that registration,
+    /// transfers are plain `READ`/`WRITE` that may use any host address, said at build and
+    /// in [`crate::Stats::fixed_transfers`]. `FTRUNCATE` needs Linux 6.9 (refused before).
+    ///
+    /// What it does not confine, so it is for kernels you trust with the process's memory:
+    /// the files a kernel opens (without a `file_root`, `/proc/self/mem`, whose file offset
+    /// reaches any host address through a transfer from or into gpuio's own buffers), and
+    /// the paths of `OPENAT`, `UNLINKAT`, `MKDIRAT` and `RENAMEAT`, which the kernel reads
+    /// from whatever address the request names (a created file's name can carry host
+    /// memory out, even under a `file_root`). The buffer confinement turns a wild pointer
+    /// into `EFAULT` rather than a write over host memory.
     FileIo,
     /// No restrictions: the ring accepts every opcode the kernel has.
     Off,

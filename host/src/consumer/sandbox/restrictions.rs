@@ -26,10 +26,23 @@ pub(crate) struct Setup {
     /// Every ring holds the whole buffer table (`FileIo` only) and device transfers are
     /// `READ_FIXED`/`WRITE_FIXED` naming it: the kernel refuses any other address.
     pub(crate) fixed_transfers: bool,
+    /// The highest opcode every ring's kernel knows: the policy's later ones are not
+    /// allowed (`u8::MAX`: no limit known).
+    pub(crate) last_op: u8,
     pub(crate) notices: Vec<String>,
 }
 
 impl Setup {
+    /// The device context's `allowed_ops` word: the policy's opcodes that the kernel knows.
+    pub(crate) fn allowed_ops(&self) -> u64 {
+        let ops = self.policy.allowed_ops(self.fixed_buffers());
+        if ops == u64::MAX || self.last_op >= 63 {
+            ops
+        } else {
+            ops & ((2u64 << self.last_op) - 1)
+        }
+    }
+
     /// Whether the buffers the policy registers are in force (the restrictions and the
     /// device's opcodes follow it): `PrintOnly`'s logs, `FileIo`'s whole table.
     pub(crate) fn fixed_buffers(&self) -> bool {
@@ -89,6 +102,11 @@ pub(crate) trait Register {
     fn register_restrictions(&mut self, r: &[Restriction]) -> io::Result<()>;
     /// `IORING_REGISTER_ENABLE_RINGS` (nothing if the ring is enabled).
     fn enable(&mut self) -> io::Result<()>;
+    /// The highest opcode the ring knows (`IORING_REGISTER_PROBE`), where it can say:
+    /// restrictions naming a later one are refused whole (`EINVAL`).
+    fn last_op(&mut self) -> Option<u8> {
+        None
+    }
 }
 
 impl Register for HostRing {
@@ -114,6 +132,9 @@ impl Register for HostRing {
 impl Register for Uring {
     fn is_disabled(&self) -> bool {
         self.disabled
+    }
+    fn last_op(&mut self) -> Option<u8> {
+        Uring::last_op(self).ok()
     }
     fn register_files(&mut self, fds: &[RawFd]) -> io::Result<()> {
         // SAFETY: REGISTER_FILES reads `nr` i32 fds from `arg`.
@@ -171,13 +192,31 @@ impl Register for Queue {
             Queue::Host(h) => Register::enable(h),
         }
     }
+    fn last_op(&mut self) -> Option<u8> {
+        match self {
+            Queue::Uring(u) => Register::last_op(u),
+            Queue::Host(h) => Register::last_op(h),
+        }
+    }
 }
 
 /// The restrictions that implement `policy` (not `Off`), with prints named by fixed file
 /// or not, and the policy's buffers registered or not ([`Setup::fixed_buffers`]). One
 /// `REGISTER_OP` entry at most, `FileIo`'s buffer updates (for host buffers made later):
 /// once enabled, the ring refuses every other `io_uring_register` call.
+#[cfg(test)]
 pub(crate) fn restrictions(policy: Sandbox, fixed_files: bool, fixed_buffers: bool) -> Vec<Restriction> {
+    restrictions_up_to(policy, fixed_files, fixed_buffers, u8::MAX)
+}
+
+/// [`restrictions`], leaving out opcodes past `last_op`, which the kernel does not know
+/// (it refuses a restriction array that names one, whole).
+pub(crate) fn restrictions_up_to(
+    policy: Sandbox,
+    fixed_files: bool,
+    fixed_buffers: bool,
+    last_op: u8,
+) -> Vec<Restriction> {
     let entry = |opcode, arg| Restriction {
         opcode,
         arg,
@@ -187,6 +226,7 @@ pub(crate) fn restrictions(policy: Sandbox, fixed_files: bool, fixed_buffers: bo
         .opcodes_with(fixed_buffers)
         .unwrap_or(&[])
         .iter()
+        .filter(|&&op| op <= last_op)
         .map(|&op| entry(IORING_RESTRICTION_SQE_OP, op))
         .collect();
     if policy == Sandbox::FileIo && fixed_buffers {
@@ -288,9 +328,10 @@ pub(crate) fn restrict_and_enable(
     want: Sandbox,
     fixed_files: bool,
     fixed_buffers: bool,
+    last_op: u8,
 ) -> Result<()> {
     if want != Sandbox::Off {
-        ring.register_restrictions(&restrictions(want, fixed_files, fixed_buffers))
+        ring.register_restrictions(&restrictions_up_to(want, fixed_files, fixed_buffers, last_op))
             .map_err(|e| {
                 Error::Config(format!(
                     "the kernel refused io_uring restrictions ({e}), so it cannot enforce sandbox \
@@ -317,6 +358,10 @@ pub(crate) fn configure_all<R: Register>(
     memory: &Memory,
 ) -> Result<Setup> {
     let mut regs = Vec::with_capacity(rings.len());
+    // The opcodes every ring's kernel knows: a newer one (FTRUNCATE came with Linux 6.9) is
+    // left out of the restrictions, so the kernel refuses it (EACCES) instead of refusing
+    // the whole sandbox.
+    let mut last_op = u8::MAX;
     for (i, ring) in rings.iter_mut().enumerate() {
         regs.push(register(
             *ring,
@@ -325,6 +370,7 @@ pub(crate) fn configure_all<R: Register>(
             fds,
             memory.table(want, i).as_deref(),
         )?);
+        last_op = last_op.min(ring.last_op().unwrap_or(u8::MAX));
     }
     let first = &regs[0];
     // Prints name fixed files on ring 0 only, so its registration decides `fixed_files`; a
@@ -349,6 +395,7 @@ pub(crate) fn configure_all<R: Register>(
         fixed_files: first.fixed_files,
         fixed_logs,
         fixed_transfers,
+        last_op,
         notices: Vec::new(),
     };
     for n in regs.iter().flat_map(|r| &r.notices) {
@@ -366,7 +413,7 @@ pub(crate) fn configure_all<R: Register>(
     }
     let fixed_buffers = setup.fixed_buffers();
     for ring in rings.iter_mut() {
-        restrict_and_enable(*ring, want, setup.fixed_files, fixed_buffers)?;
+        restrict_and_enable(*ring, want, setup.fixed_files, fixed_buffers, last_op)?;
     }
     Ok(setup)
 }
@@ -486,6 +533,10 @@ mod tests {
         buffers: Vec<(u64, u64)>,
         restrictions: usize,
         enabled: bool,
+        /// The kernel's last opcode: restrictions naming a later one are refused (EINVAL).
+        last_op: Option<u8>,
+        /// The SQE opcodes the restrictions allowed.
+        allowed: Vec<u8>,
     }
 
     impl Fake {
@@ -511,7 +562,18 @@ mod tests {
             self.refuse_buffers
                 .map_or(Ok(()), |e| Err(io::Error::from_raw_os_error(e)))
         }
+        fn last_op(&mut self) -> Option<u8> {
+            self.last_op
+        }
         fn register_restrictions(&mut self, r: &[Restriction]) -> io::Result<()> {
+            let ops = r
+                .iter()
+                .filter(|e| e.opcode == IORING_RESTRICTION_SQE_OP)
+                .map(|e| e.arg);
+            if ops.clone().any(|op| op > self.last_op.unwrap_or(u8::MAX)) {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            self.allowed = ops.collect();
             self.restrictions = r.len();
             self.refuse_restrictions
                 .map_or(Ok(()), |e| Err(io::Error::from_raw_os_error(e)))
@@ -620,6 +682,30 @@ mod tests {
         let s = configure(&mut k, Sandbox::FileIo, true, [1, 2], &big).unwrap();
         assert!(!s.fixed_transfers && k.buffers.is_empty(), "{s:?}");
         assert!(s.notices[0].contains("over the 1 GiB"), "{:?}", s.notices);
+    }
+
+    /// A kernel older than an opcode FileIo allows (FTRUNCATE, Linux 6.9) refuses a
+    /// restriction array that names it, whole: it is left out, and refused at run time.
+    #[test]
+    fn opcodes_the_kernel_does_not_know_are_left_out_not_fatal() {
+        let mut k = Fake {
+            last_op: Some(IORING_OP_FTRUNCATE - 1),
+            ..Fake::disabled()
+        };
+        let s = configure(&mut k, Sandbox::FileIo, true, [1, 2], &LOGS).unwrap();
+        assert!(
+            k.enabled && !k.allowed.contains(&IORING_OP_FTRUNCATE),
+            "{:?}",
+            k.allowed
+        );
+        assert!(k.allowed.contains(&IORING_OP_RENAMEAT), "{:?}", k.allowed);
+        assert_eq!(s.allowed_ops() & (1 << IORING_OP_FTRUNCATE), 0);
+        assert_ne!(s.allowed_ops() & (1 << IORING_OP_RENAMEAT), 0);
+        // A kernel that knows it keeps it.
+        let mut k = Fake::disabled();
+        let s = configure(&mut k, Sandbox::FileIo, true, [1, 2], &LOGS).unwrap();
+        assert!(k.allowed.contains(&IORING_OP_FTRUNCATE));
+        assert_ne!(s.allowed_ops() & (1 << IORING_OP_FTRUNCATE), 0);
     }
 
     #[test]
