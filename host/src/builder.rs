@@ -640,16 +640,7 @@ impl Runtime {
     }
 }
 
-/// Prints a notice on stderr once per process (a program that builds several runtimes
-/// sees each notice once), unless `GPUIO_QUIET` is set.
+/// A build notice, once per process (see `notice.rs`).
 fn say_once(notice: &str) {
-    static SAID: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    if std::env::var_os("GPUIO_QUIET").is_some() {
-        return;
-    }
-    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
-    if !said.iter().any(|s| s == notice) {
-        eprintln!("{notice}");
-        said.push(notice.to_string());
-    }
+    crate::notice::say_once(crate::notice::Level::Info, notice);
 }

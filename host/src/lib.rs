@@ -16,6 +16,7 @@ pub mod consumer;
 pub mod error;
 pub mod host_buffer;
 pub mod memory;
+mod notice;
 mod print_files;
 pub mod runtime;
 pub mod scheduling;

@@ -63,14 +63,16 @@ impl HangPolicy {
     }
 }
 
-/// The default's warning: one line on stderr, unless `GPUIO_QUIET` is set.
+/// The default's warning: a notice (`notice.rs`: the program's logger, else one line on
+/// stderr; `GPUIO_QUIET` silences it).
 pub(crate) fn warn_on_stderr(report: &HangReport) {
-    if std::env::var_os("GPUIO_QUIET").is_none() {
-        eprintln!(
+    crate::notice::say(
+        crate::notice::Level::Warn,
+        &format!(
             "gpuio: synchronize: {report} (still waiting: Builder::hang_timeout or {ENV} makes \
              synchronize give up instead)"
-        );
-    }
+        ),
+    );
 }
 
 /// Parses a `GPUIO_HANG_TIMEOUT` value: seconds (`2`, `0.5`), or `0`/`off`/`none` (or the

@@ -336,17 +336,20 @@ impl Drop for Runtime {
                 // ring, the GPU's registrations of them and the drain kernel's module:
                 // leak them rather than free them under it. (Kernel threads of the CPU
                 // backend hold the Shared too; requests in flight in the kernel do not.)
-                eprintln!(
-                    "gpuio: at runtime drop: synchronize gave up (hang timeout): {report}; the \
-                     runtime's memory, ring and GPU mappings are leaked, not freed, because the \
-                     kernels or their I/O may still use them"
+                crate::notice::say(
+                    crate::notice::Level::Warn,
+                    &format!(
+                        "gpuio: at runtime drop: synchronize gave up (hang timeout): {report}; the \
+                         runtime's memory, ring and GPU mappings are leaked, not freed, because the \
+                         kernels or their I/O may still use them"
+                    ),
                 );
                 std::mem::forget(Arc::clone(&self.shared));
                 std::mem::forget(self.gpu.take());
             }
             Err(e) => {
                 if !reported {
-                    eprintln!("gpuio: at runtime drop: {e}");
+                    crate::notice::say(crate::notice::Level::Error, &format!("gpuio: at runtime drop: {e}"));
                 }
             }
         }
