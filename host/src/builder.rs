@@ -8,7 +8,7 @@ use std::time::Duration;
 use gpuio_device::context::{MAX_RINGS, STREAMS};
 
 use crate::backend::cpu::Cpu;
-use crate::backend::{self, Backend};
+use crate::backend::{self, Backend, Device};
 use crate::consumer::affinity;
 use crate::consumer::sandbox::restrictions;
 use crate::consumer::sandbox::{landlock, Sandbox};
@@ -400,147 +400,22 @@ impl Builder {
         self
     }
 
-    /// Creates the runtime.
+    /// Creates the runtime: the settings checked, the backend opened, the rings opened, the
+    /// shared memory laid out under the sandbox, the waker started.
     pub fn build(self) -> Result<Runtime> {
-        if self.file_root.is_some() && self.sandbox != Sandbox::FileIo {
-            return Err(Error::Config(format!(
-                "file_root confines Sandbox::FileIo, but the sandbox is {:?}: add .sandbox(Sandbox::FileIo)",
-                self.sandbox
-            )));
-        }
-        if self.cpu_stack_bytes < crate::backend::cpu::MIN_STACK_BYTES {
-            return Err(Error::Config(format!(
-                "cpu_stack_bytes must be at least {} (16 KiB), not {}",
-                crate::backend::cpu::MIN_STACK_BYTES,
-                self.cpu_stack_bytes
-            )));
-        }
+        self.check()?;
         let lockstep = match self.lockstep {
             Some(on) => on,
             None => Scheduling::lockstep_from_env()?.unwrap_or(false),
         };
-        let hang_timeout = match self.hang_timeout {
-            Some(Some(t)) if t.is_zero() => {
-                return Err(Error::Config(
-                    "hang_timeout must be longer than zero (None: never give up)".into(),
-                ))
-            }
-            Some(t) => t,
-            None => watchdog::timeout_from_env()?,
-        };
-        let mut hang = HangPolicy::new(hang_timeout);
-        if let Some((first, every)) = self.hang_warnings {
-            (hang.warn_first, hang.warn_every) = (first, every);
-        }
+        let hang = self.hang_policy()?;
         let gpu = match self.gpu {
             Some(i) => Some(i),
             None => gpu_from_env()?,
         };
-        let (device, notice) = backend::open(self.backend, gpu)?;
-        let log_bytes = match (&device, self.log_bytes) {
-            (_, Some(n)) => n,
-            (None, None) => 4 << 20,
-            (Some(_), None) => 32 << 20,
-        };
-        let stderr_log_bytes = match (&device, self.stderr_log_bytes.or(self.log_bytes)) {
-            (_, Some(n)) => n,
-            (None, None) => 4 << 20,
-            (Some(_), None) => 8 << 20,
-        };
-        // (The upper bounds keep the sizes computed from these from overflowing, and
-        // absurd values from mapping and populating gigabytes.)
-        for (what, n) in [("log_bytes", log_bytes), ("stderr_log_bytes", stderr_log_bytes)] {
-            if !n.is_power_of_two() || !(64..=MAX_LOG_BYTES).contains(&n) {
-                return Err(Error::Config(format!(
-                    "{what} must be a power of two from 64 to 2^40, not {n}"
-                )));
-            }
-        }
-        if !self.max_flights.is_power_of_two() || self.max_flights > MAX_CQ_ENTRIES {
-            return Err(Error::Config(format!(
-                "max_flights must be a power of two up to {MAX_CQ_ENTRIES} (no more writes can be \
-                 in flight than the largest CQ holds), not {}",
-                self.max_flights
-            )));
-        }
-        let block = self.arena_block_bytes;
-        if !block.is_power_of_two() || !(4096..=1 << 30).contains(&block) {
-            return Err(Error::Config(format!(
-                "arena_block_bytes must be a power of two from 4096 to 2^30, not {block}"
-            )));
-        }
-        if !self.arena_bytes.is_power_of_two() || !(block..=1 << 36).contains(&self.arena_bytes) {
-            return Err(Error::Config(format!(
-                "arena_bytes must be a power of two from arena_block_bytes ({block}) to 2^36, not {}",
-                self.arena_bytes
-            )));
-        }
-        let rings = match self.rings {
-            Some(n) => n,
-            None => rings_from_env()?.unwrap_or(1),
-        };
-        if !(1..=MAX_RINGS as u32).contains(&rings) {
-            return Err(Error::Config(format!("rings must be 1 to {MAX_RINGS}, not {rings}")));
-        }
-        let pci_bus_id = device.as_ref().and_then(|d| d.pci_bus_id());
-        let (mut sqpoll_cpus, named, mut sqpoll_claim) = affinity::choose(
-            rings as usize,
-            self.sqpoll_cpus.as_deref(),
-            device.is_some(),
-            pci_bus_id,
-        )?;
-        let cq_entries = self.cq_entries.unwrap_or(self.sq_entries.saturating_mul(2));
-        let cfg = UringConfig {
-            sq_entries: self.sq_entries,
-            cq_entries,
-            sq_thread_idle_ms: self.sq_thread_idle_ms,
-            sq_thread_cpu: None,
-            start_disabled: self.sandbox != Sandbox::Off,
-        };
-        // With a file root, each ring is made on a thread confined to it (landlock.rs).
-        let root = self.file_root.as_deref();
-        let (submission, simulate) = (self.submission, self.simulate_uring_errno);
-        let open = |cpus: &[Option<u32>]| {
-            landlock::on_a_thread_confined_to(root, || submission::open_rings(cfg, cpus, submission, simulate))
-        };
-        let (queues, queue_notice) = match open(&sqpoll_cpus) {
-            // A CPU chosen here that the kernel refuses: unbound instead (affinity.rs).
-            Err(Error::Config(why)) if !named && why.contains("refused to bind SQPOLL") => {
-                sqpoll_cpus = vec![None; rings as usize];
-                sqpoll_claim = Default::default();
-                open(&sqpoll_cpus)?
-            }
-            other => other?,
-        };
-        // The solo ring: asked for (or refused) by the builder or `GPUIO_SOLO`, else on where
-        // it can be made. One that cannot be made by default is done without, saying why.
-        let mut solo_notice = None;
-        let solo = match self.solo.or(solo_from_env()?) {
-            Some(false) => None,
-            Some(true) => Some(landlock::on_a_thread_confined_to(root, || {
-                submission::open_solo(&queues[0], cfg)
-            })?),
-            None => landlock::on_a_thread_confined_to(root, || submission::open_solo(&queues[0], cfg))
-                .inspect_err(|e| {
-                    solo_notice = Some(format!(
-                        "gpuio: no solo ring ({e}); a lone thread's requests go through the shared rings"
-                    ))
-                })
-                .ok(),
-        };
-        if matches!(queues[0], Queue::Host(_)) {
-            // The fallback's threads are not bound (`HostRing` ignores `sq_thread_cpu`).
-            sqpoll_cpus = vec![None; rings as usize];
-            sqpoll_claim = Default::default();
-        }
-        // Files, logs, restrictions, then enable: before anything can submit (inside
-        // `Shared::new`, once the logs exist). The host-thread fallback takes the same
-        // registrations and restrictions as io_uring, and enforces them itself.
-        let fds = [self.stdout_fd, self.stderr_fd];
-        let (want, fixed_files) = (self.sandbox, self.fixed_files);
-        let configure = move |mut queues: Vec<&mut Queue>, memory: &restrictions::Memory| {
-            restrictions::configure_all(&mut queues, want, fixed_files, fds, memory)
-        };
+        let (device, backend_notice) = backend::open(self.backend, gpu)?;
+        let log_bytes = self.log_sizes(device.is_some())?;
+        let rings = self.open_rings(device.as_ref())?;
         let backend = match &device {
             None => Backend::Cpu,
             Some(device) => {
@@ -548,16 +423,7 @@ impl Builder {
                 device.backend()
             }
         };
-        let config = SharedConfig {
-            log_bytes: [log_bytes, stderr_log_bytes],
-            max_flights: self.max_flights,
-            arena_bytes: self.arena_bytes,
-            arena_block_bytes: self.arena_block_bytes,
-            fds: [self.stdout_fd, self.stderr_fd],
-            // Only x86-64's stores are seen in order by every agent (`Solo::waiting_on_results`).
-            solo_waits_on_results: cfg!(target_arch = "x86_64") && !self.solo_on_tail,
-        };
-        let (shared, sandbox) = Shared::new(queues, solo, &config, device.clone(), configure)?;
+        let (shared, sandbox) = self.share(rings.queues, rings.solo, log_bytes, device.clone())?;
         let shared = Arc::new(shared);
         for n in &sandbox.notices {
             say_once(n);
@@ -567,8 +433,8 @@ impl Builder {
             what: "starting the waker thread",
             source: e,
         })?;
-        for n in [notice, queue_notice, solo_notice].into_iter().flatten() {
-            say_once(&n);
+        for n in backend_notice.iter().chain(&rings.notices) {
+            say_once(n);
         }
         let gpu = device.map(|device| Gpu {
             device,
@@ -592,11 +458,193 @@ impl Builder {
             fixed_logs: sandbox.fixed_logs,
             fixed_transfers: sandbox.fixed_transfers,
             lockstep,
-            sqpoll_cpus,
-            _sqpoll_claim: sqpoll_claim,
+            sqpoll_cpus: rings.sqpoll_cpus,
+            _sqpoll_claim: rings.sqpoll_claim,
             print_files: crate::print_files::PrintFiles::claim(&[self.stdout_fd, self.stderr_fd]),
         })
     }
+
+    /// The settings that need no backend: each in range, and consistent with the others.
+    fn check(&self) -> Result<()> {
+        if self.file_root.is_some() && self.sandbox != Sandbox::FileIo {
+            return Err(Error::Config(format!(
+                "file_root confines Sandbox::FileIo, but the sandbox is {:?}: add .sandbox(Sandbox::FileIo)",
+                self.sandbox
+            )));
+        }
+        if self.cpu_stack_bytes < crate::backend::cpu::MIN_STACK_BYTES {
+            return Err(Error::Config(format!(
+                "cpu_stack_bytes must be at least {} (16 KiB), not {}",
+                crate::backend::cpu::MIN_STACK_BYTES,
+                self.cpu_stack_bytes
+            )));
+        }
+        if !self.max_flights.is_power_of_two() || self.max_flights > MAX_CQ_ENTRIES {
+            return Err(Error::Config(format!(
+                "max_flights must be a power of two up to {MAX_CQ_ENTRIES} (no more writes can be \
+                 in flight than the largest CQ holds), not {}",
+                self.max_flights
+            )));
+        }
+        let block = self.arena_block_bytes;
+        if !block.is_power_of_two() || !(4096..=1 << 30).contains(&block) {
+            return Err(Error::Config(format!(
+                "arena_block_bytes must be a power of two from 4096 to 2^30, not {block}"
+            )));
+        }
+        if !self.arena_bytes.is_power_of_two() || !(block..=1 << 36).contains(&self.arena_bytes) {
+            return Err(Error::Config(format!(
+                "arena_bytes must be a power of two from arena_block_bytes ({block}) to 2^36, not {}",
+                self.arena_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// When `synchronize` warns and gives up: the builder's, else `GPUIO_HANG_TIMEOUT`.
+    fn hang_policy(&self) -> Result<HangPolicy> {
+        let hang_timeout = match self.hang_timeout {
+            Some(Some(t)) if t.is_zero() => {
+                return Err(Error::Config(
+                    "hang_timeout must be longer than zero (None: never give up)".into(),
+                ))
+            }
+            Some(t) => t,
+            None => watchdog::timeout_from_env()?,
+        };
+        let mut hang = HangPolicy::new(hang_timeout);
+        if let Some((first, every)) = self.hang_warnings {
+            (hang.warn_first, hang.warn_every) = (first, every);
+        }
+        Ok(hang)
+    }
+
+    /// stdout's and stderr's log sizes: the builder's, else the backend's defaults (larger
+    /// on a GPU, whose threads print more at once), checked.
+    fn log_sizes(&self, gpu: bool) -> Result<[usize; STREAMS]> {
+        let stdout = self.log_bytes.unwrap_or(if gpu { 32 << 20 } else { 4 << 20 });
+        let stderr = self
+            .stderr_log_bytes
+            .or(self.log_bytes)
+            .unwrap_or(if gpu { 8 << 20 } else { 4 << 20 });
+        // (The upper bounds keep the sizes computed from these from overflowing, and
+        // absurd values from mapping and populating gigabytes.)
+        for (what, n) in [("log_bytes", stdout), ("stderr_log_bytes", stderr)] {
+            if !n.is_power_of_two() || !(64..=MAX_LOG_BYTES).contains(&n) {
+                return Err(Error::Config(format!(
+                    "{what} must be a power of two from 64 to 2^40, not {n}"
+                )));
+            }
+        }
+        Ok([stdout, stderr])
+    }
+
+    /// The rings: how many (the builder's, else `GPUIO_RINGS`, else 1), their SQPOLL
+    /// threads' CPUs, io_uring's or the fallback's, and the solo ring; each made on a thread
+    /// confined to the file root, if any (landlock.rs). Disabled under a sandbox, which
+    /// `share` sets up.
+    fn open_rings(&self, device: Option<&Device>) -> Result<OpenRings> {
+        let rings = match self.rings {
+            Some(n) => n,
+            None => rings_from_env()?.unwrap_or(1),
+        };
+        if !(1..=MAX_RINGS as u32).contains(&rings) {
+            return Err(Error::Config(format!("rings must be 1 to {MAX_RINGS}, not {rings}")));
+        }
+        let pci_bus_id = device.and_then(|d| d.pci_bus_id());
+        let (mut sqpoll_cpus, named, mut sqpoll_claim) = affinity::choose(
+            rings as usize,
+            self.sqpoll_cpus.as_deref(),
+            device.is_some(),
+            pci_bus_id,
+        )?;
+        let cfg = UringConfig {
+            sq_entries: self.sq_entries,
+            cq_entries: self.cq_entries.unwrap_or(self.sq_entries.saturating_mul(2)),
+            sq_thread_idle_ms: self.sq_thread_idle_ms,
+            sq_thread_cpu: None,
+            start_disabled: self.sandbox != Sandbox::Off,
+        };
+        let root = self.file_root.as_deref();
+        let (submission, simulate) = (self.submission, self.simulate_uring_errno);
+        let open = |cpus: &[Option<u32>]| {
+            landlock::on_a_thread_confined_to(root, || submission::open_rings(cfg, cpus, submission, simulate))
+        };
+        let (queues, queue_notice) = match open(&sqpoll_cpus) {
+            // A CPU chosen here that the kernel refuses: unbound instead (affinity.rs).
+            Err(Error::Config(why)) if !named && why.contains("refused to bind SQPOLL") => {
+                sqpoll_cpus = vec![None; rings as usize];
+                sqpoll_claim = Default::default();
+                open(&sqpoll_cpus)?
+            }
+            other => other?,
+        };
+        // The solo ring: asked for (or refused) by the builder or `GPUIO_SOLO`, else on where
+        // it can be made. One that cannot be made by default is done without, saying why.
+        let mut solo_notice = None;
+        let open_solo = || landlock::on_a_thread_confined_to(root, || submission::open_solo(&queues[0], cfg));
+        let solo = match self.solo.or(solo_from_env()?) {
+            Some(false) => None,
+            Some(true) => Some(open_solo()?),
+            None => open_solo()
+                .inspect_err(|e| {
+                    solo_notice = Some(format!(
+                        "gpuio: no solo ring ({e}); a lone thread's requests go through the shared rings"
+                    ))
+                })
+                .ok(),
+        };
+        if matches!(queues[0], Queue::Host(_)) {
+            // The fallback's threads are not bound (`HostRing` ignores `sq_thread_cpu`).
+            sqpoll_cpus = vec![None; rings as usize];
+            sqpoll_claim = Default::default();
+        }
+        Ok(OpenRings {
+            queues,
+            solo,
+            notices: [queue_notice, solo_notice].into_iter().flatten().collect(),
+            sqpoll_cpus,
+            sqpoll_claim,
+        })
+    }
+
+    /// The shared memory over the rings, and the sandbox: files, buffers, restrictions,
+    /// then enable, before anything can submit (inside `Shared::new`, once the memory
+    /// exists). The host-thread fallback takes the same registrations and restrictions as
+    /// io_uring, and enforces them itself.
+    fn share(
+        &self,
+        queues: Vec<Queue>,
+        solo: Option<Queue>,
+        log_bytes: [usize; STREAMS],
+        device: Option<Device>,
+    ) -> Result<(Shared, restrictions::Setup)> {
+        let fds = [self.stdout_fd, self.stderr_fd];
+        let (want, fixed_files) = (self.sandbox, self.fixed_files);
+        let configure = move |mut queues: Vec<&mut Queue>, memory: &restrictions::Memory| {
+            restrictions::configure_all(&mut queues, want, fixed_files, fds, memory)
+        };
+        let config = SharedConfig {
+            log_bytes,
+            max_flights: self.max_flights,
+            arena_bytes: self.arena_bytes,
+            arena_block_bytes: self.arena_block_bytes,
+            fds,
+            // Only x86-64's stores are seen in order by every agent (`Solo::waiting_on_results`).
+            solo_waits_on_results: cfg!(target_arch = "x86_64") && !self.solo_on_tail,
+        };
+        Shared::new(queues, solo, &config, device, configure)
+    }
+}
+
+/// What `Builder::open_rings` opened.
+struct OpenRings {
+    queues: Vec<Queue>,
+    solo: Option<Queue>,
+    /// Why a ring is not what it could have been (the fallback, no solo ring).
+    notices: Vec<String>,
+    sqpoll_cpus: Vec<Option<u32>>,
+    sqpoll_claim: affinity::Claim,
 }
 
 /// The number environment variable `name` holds, if it is set; `expected` says what it
