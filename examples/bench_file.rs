@@ -19,7 +19,7 @@
 //!   the CQ tail, the CQE, one release of the CQ head), what PCIe and the kernel allow.
 //!   Then the kernel's part alone: a host thread writes the same 64 bytes as often on a
 //!   host SQPOLL ring, spinning on its CQ, and how often that ring's io-wq workers slept
-//!   (about once per write when io_uring hands each write to one). Then issue 14's item 2
+//!   (about once per write when io_uring hands each write to one). Then the round-trip target
 //!   (GPU only, on `pwrite`): p50 at most 8 us and p99 at most 15 us, `MET` or `NOT MET`.
 //! - **pread**: a `--size-mib` file (default 1024) in `--dir` (default the temp dir),
 //!   written and read once by the host first so that it is page-cached. `--threads` GPU
@@ -63,7 +63,7 @@
 //! requests go to ring `block_idx % N`) of `--sq-entries` SQEs (default 256, the
 //! runtime's), and the host's random-read loop as many rings; the
 //! machine line says which CPUs the runtime's SQPOLL threads were bound to. After the
-//! throughput table come issue 14's targets for several rings: pread into device memory
+//! throughput table come the targets for several rings: pread into device memory
 //! at least 2.5x host x1 and 1.0x host xN, pwrite at least 2x host x1, `MET` or `NOT MET`.
 //!
 //! Each case runs `--reps` times (default 3) alternating gpuio and host; the throughput
@@ -1217,12 +1217,12 @@ fn main() {
     };
     let (gpu_p50, gpu_p99) = (pct(0.5), pct(0.99));
     if !gpu_present {
-        println!("issue 14, item 2 (p50 <= 8 us, p99 <= 15 us): no verdict: it is for a GPU, and none is here");
+        println!("the round-trip target (p50 <= 8 us, p99 <= 15 us): no verdict: it is for a GPU, and none is here");
     } else if errors > 0 {
-        println!("issue 14, item 2 (p50 <= 8 us, p99 <= 15 us): no verdict: {errors} round trip(s) failed");
+        println!("the round-trip target (p50 <= 8 us, p99 <= 15 us): no verdict: {errors} round trip(s) failed");
     } else {
         println!(
-            "issue 14, item 2 (p50 <= 8 us, p99 <= 15 us): {} (p50 {gpu_p50:.2}, p99 {gpu_p99:.2}; of the p50, \
+            "the round-trip target (p50 <= 8 us, p99 <= 15 us): {} (p50 {gpu_p50:.2}, p99 {gpu_p99:.2}; of the p50, \
              the kernel's part alone is {host_p50:.2}{io_wq}; the floor, one thread alone on the ring \
              with none of the protocol's steps, {})",
             if gpu_p50 <= 8.0 && gpu_p99 <= 15.0 {
@@ -1650,7 +1650,7 @@ fn main() {
         ),
         None => println!("the file system alone: not measured (the error is above)"),
     }
-    // Issue 14's targets for several rings (N = 4 rings and 4 host threads).
+    // The targets for several rings (N = 4 rings and 4 host threads).
     let backend_note = if gpu_present {
         ""
     } else {

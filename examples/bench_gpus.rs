@@ -1,5 +1,5 @@
 //! Several GPUs in one process: a runtime per GPU, each doing the same work at once, against
-//! one GPU doing it alone, side by side in one run (issue 14, item 4).
+//! one GPU doing it alone, side by side in one run.
 //!
 //! `cargo run --release --example bench_gpus [-- OPTIONS]`
 //!
@@ -29,7 +29,7 @@
 //! checked, whole and there once per GPU.
 //!
 //! Prints each case's median throughput (lines/s, or GB/s of 10^9 bytes) alone and together,
-//! the ratio together / GPU 0 alone, and issue 14's target: at least 1.8x, `MET` or `NOT MET`.
+//! the ratio together / GPU 0 alone, and the target: at least 1.8x, `MET` or `NOT MET`.
 //! With fewer than `--gpus` CUDA devices it says so and exits 0 (nothing to compare).
 //!
 //! Exits 1 if a check failed, 2 on bad options.

@@ -44,7 +44,7 @@
 //! verdicts, each tmpfs case beside the file system alone, and what an unmet printf ratio
 //! asks of it beside the fastest host writer's run.
 //!
-//! Output: machine and settings, one table (stdout), the targets' verdicts (issue 14's:
+//! Output: machine and settings, one table (stdout), the targets' verdicts (the print targets:
 //! 32-byte lines into /dev/null at least 250 M lines/s, 128-byte lines at least 12 GB/s,
 //! tmpfs at least 1.0x dd, at least 80x (32 B) and 40x (128 B) CUDA printf in every case,
 //! setup on a bare CUDA context at most 20 ms, nothing lost); per-rep details on stderr.

@@ -194,7 +194,7 @@ pub(crate) fn print_table(cfg: &Config, rows: &[Row], cold: &Cold) {
     }
     let _ = writeln!(out);
 
-    // Targets (issue 14), each over every case it names; the print targets are defined for
+    // Targets, each over every case it names; the print targets are defined for
     // the formatted `stress` lines at 16777216 lines a case.
     let verdict = |ok: bool| if ok { "MET" } else { "NOT MET" };
     let measured = |r: &Row| match (&r.gpuio.error, r.gpuio.time) {
