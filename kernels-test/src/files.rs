@@ -318,7 +318,7 @@ kernel! {
     /// (u64, ns) for the phases `k` in that order; the last entry is the CQE's result.
     pub fn latency_phases(fd: i32, iters: u32, out: u64) {
         use gpuio_device::sync::fence;
-        use gpuio_device::uapi::{Sqe, IORING_OP_WRITE};
+        use gpuio_device::uapi::Sqe;
         if global_thread_idx() != 0 {
             return;
         }
@@ -340,12 +340,14 @@ kernel! {
             // SAFETY: the block is ours until the request completes.
             unsafe { gpuio_device::sync::copy_to_cells(ctx.arena.cells(block), &line) };
             let t3 = clock_ns();
+            let (opcode, buf_index) = arena_transfer(ctx, true);
             let sqe = Sqe {
-                opcode: IORING_OP_WRITE,
+                opcode,
                 fd,
                 off: i as u64 * 64,
                 addr: ctx.arena.io_addr(block),
                 len: 64,
+                buf_index,
                 user_data: ticket.user_data(),
                 ..Sqe::default()
             };
@@ -384,7 +386,7 @@ kernel! {
     /// `out[FLOOR_ROW * i + k]` (u64, ns): staging and the SQE, the tail's store, until the
     /// tail moves, the CQE and the head's store, the whole round trip; then the CQE's result.
     pub fn latency_floor(fd: i32, iters: u32, out: u64) {
-        use gpuio_device::uapi::{Sqe, IORING_OP_WRITE};
+        use gpuio_device::uapi::Sqe;
         if global_thread_idx() != 0 {
             return;
         }
@@ -421,12 +423,14 @@ kernel! {
             let t0 = clock_ns();
             // SAFETY: the block is ours until we give it back.
             unsafe { gpuio_device::sync::copy_to_cells(ctx.arena.cells(block), &line) };
+            let (opcode, buf_index) = arena_transfer(ctx, true);
             let sqe = Sqe {
-                opcode: IORING_OP_WRITE,
+                opcode,
                 fd,
                 off: i as u64 * 64,
                 addr: ctx.arena.io_addr(block),
                 len: 64,
+                buf_index,
                 user_data: i as u64,
                 ..Sqe::default()
             };
@@ -601,17 +605,33 @@ kernel! {
 /// Submits a read of [`RANDOM_READ`] bytes of `fd` at `off` into arena block `block`, for
 /// `ticket` (the diagnostics of [`pread_random`], which take their own block and slot).
 fn submit_page_read(ctx: &gpuio_device::Context, fd: i32, off: u64, block: u32, ticket: gpuio_device::request::Ticket) {
-    use gpuio_device::uapi::{Sqe, IORING_OP_READ};
+    use gpuio_device::uapi::Sqe;
+    let (opcode, buf_index) = arena_transfer(ctx, false);
     let sqe = Sqe {
-        opcode: IORING_OP_READ,
+        opcode,
         fd,
         off,
         addr: ctx.arena.io_addr(block),
         len: RANDOM_READ as u32,
+        buf_index,
         user_data: ticket.user_data(),
         ..Sqe::default()
     };
     ctx.submit(&sqe);
+}
+
+/// The opcode and buffer index of a transfer into (`write` false) or from an arena block,
+/// as the runtime's sandbox wants them: `*_FIXED` naming the arena where every ring holds
+/// gpuio's memory as its buffers (`Arena::fixed`, the `FileIo` sandbox), plain otherwise.
+fn arena_transfer(ctx: &gpuio_device::Context, write: bool) -> (u8, u16) {
+    use gpuio_device::arena::buffer;
+    use gpuio_device::uapi::{IORING_OP_READ, IORING_OP_READ_FIXED, IORING_OP_WRITE, IORING_OP_WRITE_FIXED};
+    match (ctx.arena.fixed, write) {
+        (true, true) => (IORING_OP_WRITE_FIXED, buffer::ARENA),
+        (true, false) => (IORING_OP_READ_FIXED, buffer::ARENA),
+        (false, true) => (IORING_OP_WRITE, 0),
+        (false, false) => (IORING_OP_READ, 0),
+    }
 }
 
 /// Copies a completed [`RANDOM_READ`]-byte read out of arena block `block` into `dst`, as
