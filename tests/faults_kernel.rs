@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
 use gpuio::device::println;
-use gpuio::{Backend, Error, Runtime};
+use gpuio::{Backend, Error, Runtime, Sandbox};
 
 use common::dirs::process_dir;
 use common::faults::{builder, create};
@@ -22,6 +22,9 @@ use common::{skip, watchdog};
 
 /// The example kernels' PTX, built by build.rs (empty with `GPUIO_SKIP_GPU_BUILD=1`).
 const PTX: &str = gpuio_kernels_gpu::PTX;
+
+/// The GPU suite's kernels (`sm_90` and `sm_60`, build.rs).
+const TEST_NVPTX: &[(&str, &[u8])] = gpuio_kernels_gpu::TEST_NVPTX;
 
 // --------------------------------------------------------------- a kernel that panics
 
@@ -205,54 +208,60 @@ fn the_trap_kernel_is_built_for_the_gpu() {
     panic!("no trap on the panic path of trap_after_print: {path:?}");
 }
 
-/// On a CUDA GPU: a kernel whose threads print, then trap. Synchronize reports the CUDA
-/// error; the context is lost after a trap, so the runtime then refuses clearly. What
-/// came out before the trap is whole (how much did is not guaranteed). Skips without CUDA.
+/// On a CUDA GPU: a kernel whose thread 0 traps once every other thread's prints have
+/// returned. Synchronize reports the CUDA error; the context is lost after a trap, so the
+/// runtime then refuses clearly; and every line whose print returned before the trap is in
+/// the file, whole (invariant 12: the trapping thread's panic report waits, boundedly, for
+/// what every stream holds). `GPUIO_LOCKSTEP=1` runs the sm_60 build. One trap per process:
+/// the trap takes the process's CUDA context with it. Skips without CUDA.
 ///
 /// Run on a GPU machine: `cargo test --release --test faults_kernel -- --nocapture cuda_`.
 #[test]
-fn cuda_a_kernel_that_traps_mid_print_is_reported_and_the_runtime_refuses_clearly() {
-    let _wd = watchdog(
-        "cuda_a_kernel_that_traps_mid_print_is_reported_and_the_runtime_refuses_clearly",
-        120,
-    );
+fn cuda_a_kernel_that_traps_is_reported_the_runtime_refuses_and_earlier_lines_are_out() {
+    const NAME: &str = "cuda_a_kernel_that_traps_is_reported_the_runtime_refuses_and_earlier_lines_are_out";
+    let _wd = watchdog(NAME, 300);
     let path = process_dir().join("trap.txt");
     let f = create(&path, false);
     let rt = match Runtime::builder()
         .backend(Backend::Cuda)
+        .sandbox(Sandbox::FileIo)
         .stdout_fd(f.as_raw_fd())
         .build()
     {
         Ok(rt) => rt,
         Err(Error::BackendUnavailable { reason, .. }) => {
-            skip(
-                "cuda_a_kernel_that_traps_mid_print_is_reported_and_the_runtime_refuses_clearly",
-                &format!("no CUDA GPU ({reason})"),
-            );
+            skip(NAME, &format!("no CUDA GPU ({reason})"));
             return;
         }
         Err(e) => panic!("CUDA runtime failed: {e}"),
     };
-    let m = rt.load_module(PTX).unwrap();
-    // Warm: the runtime works before the trap.
-    m.launch("hello", 1, 32, &[]).unwrap();
-    rt.synchronize().unwrap();
+    let m = rt.load_matching(TEST_NVPTX).unwrap();
     let (grid, block, lines) = (4u32, 64u32, 3u32);
-    m.launch("trap_after_print", grid, block, &[lines.into()]).unwrap();
+    let threads = (grid * block) as usize;
+    let mut words = rt.host_buffer(4 * threads).unwrap();
+    let marks = words.as_mut_slice().as_mut_ptr() as *const u32;
+    let args = [lines.into(), words.device_ptr().into(), 10_000_000_000u64.into()];
+    m.launch("trap_after_others_print", grid, block, &args).unwrap();
     let started = Instant::now();
     let fault = match rt.synchronize() {
         Err(Error::Kernel(why)) => why,
         other => panic!("expected a kernel error from a trapping kernel, got {other:?}"),
     };
     eprintln!(
-        "synchronize after the trap ({:?}): kernel failed: {fault}",
-        started.elapsed()
+        "synchronize after the trap ({:?}, {}): kernel failed: {fault}",
+        started.elapsed(),
+        m.scheduling().map_or("unknown scheduling".into(), |s| s.to_string())
     );
+    // SAFETY: a u32 per thread of the host buffer, alive until its drop below; the kernel
+    // is over.
+    let returned: Vec<u32> = (0..threads)
+        .map(|t| unsafe { std::ptr::read_volatile(marks.add(t)) })
+        .collect();
     // The context is lost: everything after refuses, naming the first fault.
     for (what, r) in [
-        ("launch", m.launch("hello", 1, 1, &[])),
+        ("launch", m.launch("trap_after_others_print", 1, 32, &args)),
         ("synchronize", rt.synchronize()),
-        ("load_module", rt.load_module(PTX).map(drop)),
+        ("load_module", rt.load_matching(TEST_NVPTX).map(drop)),
     ] {
         match r {
             Err(Error::Kernel(why)) => {
@@ -262,21 +271,32 @@ fn cuda_a_kernel_that_traps_mid_print_is_reported_and_the_runtime_refuses_clearl
             other => panic!("{what} after a trap: expected a clear refusal, got {other:?}"),
         }
     }
+    drop(words);
     drop(m);
     drop(rt);
     let text = std::fs::read_to_string(&path).unwrap();
-    let mut trap_lines = 0;
+    let mut seen = vec![0u32; threads];
     for line in text.lines() {
-        if line.starts_with("hello from thread") {
-            continue;
-        }
         let (t, i) = line.strip_prefix("t=").and_then(|r| r.split_once(" i=")).expect(line);
-        let (t, i): (u32, u32) = (t.parse().expect(line), i.parse().expect(line));
-        assert!(t < grid * block && i < lines, "foreign line {line:?}");
-        trap_lines += 1;
+        let (t, i): (usize, u32) = (t.parse().expect(line), i.parse().expect(line));
+        assert!(
+            t < threads && i < lines && i == seen[t],
+            "foreign or out-of-order line {line:?}"
+        );
+        seen[t] += 1;
     }
+    let held: Vec<(usize, u32, u32)> = (0..threads)
+        .filter(|&t| seen[t] < returned[t])
+        .map(|t| (t, returned[t], seen[t]))
+        .collect();
+    assert!(
+        held.is_empty(),
+        "lines whose print returned before the trap are missing (thread, returned, in the file): {:?}",
+        &held[..held.len().min(8)]
+    );
+    let printed: u32 = returned.iter().sum();
     eprintln!(
-        "{trap_lines} of {} lines came out before the trap, all whole",
-        grid * block * lines
+        "{printed} prints returned before the trap ({} expected); all their lines are out, whole",
+        (threads - 32) as u32 * lines
     );
 }

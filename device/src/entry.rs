@@ -26,6 +26,8 @@ use core::fmt;
 use core::panic::Location;
 use core::sync::atomic::Ordering;
 
+use crate::context::STREAMS;
+
 /// Declares kernels: on GPU targets each becomes an exported (`#[no_mangle]`)
 /// `extern "gpu-kernel"` entry point, on the host a plain `pub fn` of the same name and
 /// signature, which the CPU backend runs on its threads.
@@ -88,9 +90,10 @@ macro_rules! panic_handler {
     };
 }
 
-/// How long a panicking thread waits for its report to reach the ring before it traps. A
-/// bounded wait: a thread that is flushing the stream may be a sibling lane that cannot run
-/// until this one leaves (the lockstep rule, `arch`), or may itself be panicking.
+/// How long a panicking thread waits for its report, and the lines printed before it, to be
+/// written before it traps. A bounded wait: a thread that is flushing a stream may be a
+/// sibling lane that cannot run until this one leaves (the lockstep rule, `arch`), may
+/// itself be panicking, or may be holding a print it never finishes.
 const REPORT_WAIT_NS: u64 = 100_000_000;
 
 /// `kernel thread T (block B, thread I) panicked at FILE:LINE:COL: MESSAGE`.
@@ -148,7 +151,9 @@ pub fn crate_relative(file: &str) -> &str {
 }
 
 /// Prints `kernel thread T (block B, thread I) panicked at FILE:LINE:COL: MESSAGE` on the
-/// runtime's stderr and waits (boundedly) until its write has completed. The GPU panic
+/// runtime's stderr and waits (boundedly, `REPORT_WAIT_NS`) until its write, and the
+/// writes of everything any thread printed before it, have completed: on a GPU the trap
+/// that follows ends every thread of the kernel, a flusher among them. The GPU panic
 /// handler calls it, and the CPU backend calls it from its panic hook, so that both report
 /// a panic the same way.
 #[cold]
@@ -171,23 +176,28 @@ pub fn report_panic(location: Option<&Location<'_>>, message: &dyn fmt::Display)
     }
     // SAFETY: the host installs a context that outlives every kernel that can see it.
     let ctx = unsafe { &*ctx };
-    let stream = ctx.stream(true);
-    // Everything reserved so far, this line included. Acquire: pairs with the
-    // reservations' AcqRel (we only need a position at or past our own line's end, which
-    // this thread reserved itself).
-    let end = stream.reserved.load(Ordering::Acquire);
+    // Everything reserved so far on every stream, this report included, so that what any
+    // thread printed before the trap (its print returned: its bytes are committed) is out
+    // before the trap ends the kernel; prints still in progress get the same bounded wait.
+    // Acquire: pairs with the reservations' AcqRel (we only need a position at or past
+    // each line that returned before now, and at or past our own report).
+    let ends: [u64; STREAMS] = core::array::from_fn(|s| ctx.streams[s].reserved.load(Ordering::Acquire));
     let start = crate::clock_ns();
-    // Until the write that holds the line has completed: `flushed` is not enough. The
-    // flusher releases `flushed` before it publishes the flight's SQE, and when stdout and
-    // stderr share one stream that flusher may be a sibling lane that printed with this
-    // one; a thread that trapped on seeing `flushed` would kill the kernel before the
-    // sibling publishes, and the line would be lost. `released` moves only when the
-    // write's completion is reaped, so this thread reaps as well as flushes.
+    // Until the writes that hold those bytes have completed: `flushed` is not enough. The
+    // flusher releases `flushed` before it publishes the flight's SQE, and that flusher may
+    // be a sibling lane that printed with this one; a thread that trapped on seeing
+    // `flushed` would kill the kernel before the sibling publishes, and the line would be
+    // lost. `released` moves only when the write's completion is reaped, so this thread
+    // reaps as well as flushes.
     loop {
         ctx.reap();
-        ctx.flush(stream);
-        // Acquire: pairs with the Release of `released` by whoever reaped the completion.
-        if stream.released.load(Ordering::Acquire) >= end {
+        let mut done = true;
+        for (stream, &end) in ctx.streams.iter().zip(&ends) {
+            ctx.flush(stream);
+            // Acquire: pairs with the Release of `released` by whoever reaped the completion.
+            done &= stream.released.load(Ordering::Acquire) >= end;
+        }
+        if done {
             break;
         }
         if crate::clock_ns().wrapping_sub(start) > REPORT_WAIT_NS {

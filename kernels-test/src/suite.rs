@@ -306,6 +306,42 @@ kernel! {
 }
 
 kernel! {
+    /// After a trap, every line printed before it is out (invariant 12). `words` is host
+    /// memory, a u32 per thread. Every thread outside warp 0 of block 0 prints `lines`
+    /// lines `t=<t> i=<i>`, storing in word `t` how many of its prints returned. Warp 0 of
+    /// block 0 (its lanes together, so lockstep can run the others) waits until every
+    /// other thread has stored `lines` (or `max_ns` passed); then its lane 0 panics, which
+    /// on a GPU traps and ends the kernel. The host then finds the line of every print
+    /// whose mark it sees. Blocks of at least 32 threads.
+    pub fn trap_after_others_print(lines: u32, words: u64, max_ns: u64) {
+        let t = global_thread_idx();
+        // SAFETY: the host passes a u32 word per thread of the launch, in host memory.
+        let word = |i: u64| unsafe { &*(words as *const AtomicU32).add(i as usize) };
+        let threads = gpuio_device::grid_dim() as u64 * gpuio_device::block_dim() as u64;
+        if gpuio_device::block_idx() == 0 && gpuio_device::thread_idx() < 32 {
+            let t0 = clock_ns();
+            let all_printed = || {
+                // Relaxed, system scope: counts only; nothing is read on their strength.
+                (32..threads).all(|u| word(u).load(Ordering::Relaxed) == lines)
+            };
+            while !all_printed() && clock_ns().wrapping_sub(t0) < max_ns {
+                core::hint::spin_loop();
+            }
+            if t == 0 {
+                panic!("trap_after_others_print: thread 0 traps after the others' prints returned");
+            }
+            return;
+        }
+        for i in 0..lines {
+            println!("t={t} i={i}");
+            // Relaxed, system scope: the host only counts these (a store it has not seen
+            // yet only makes its check ask less).
+            word(t).store(i + 1, Ordering::Relaxed);
+        }
+    }
+}
+
+kernel! {
     /// Thread 0 tries to move host memory with `FileIo`'s transfers, and stores each
     /// attempt's result (the CQE's `res`: bytes, or `-errno`) in `results[0..4]` (i64): a
     /// plain `WRITE` of 8 bytes at the host address `secret` to `fd`; a `WRITE_FIXED` of

@@ -2,12 +2,14 @@
 //! print returned reaches its file while other threads (its own warp's lanes among them)
 //! compute, in each shape of `print_then_compute`.
 
+use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use gpuio::Sandbox;
 use gpuio_test_kernels as k;
 
+use crate::common::pipes::{fill, small_pipe};
 use crate::harness::{Config, Scratch};
 use crate::kernels::{build, check_numbered, plain, sync, Kernels};
 use crate::Outcome;
@@ -39,38 +41,13 @@ pub(crate) fn returned_lines_out_while_others_compute(config: Config, scratch: &
         // FileIo: host buffers are for device file I/O, and the flags live in one.
         let rt = build(config.builder().sandbox(Sandbox::FileIo).stdout_fd(out.as_raw_fd()))?;
         let k = Kernels::load(&rt)?;
-        let mut words = rt
-            .host_buffer(4 * (1 + threads))
-            .map_err(|e| format!("host buffer: {e}"))?;
-        let base = words.as_mut_slice().as_mut_ptr() as *mut u32;
-        let word = |i: usize| {
-            // SAFETY: `1 + threads` words of the host buffer, which outlives this case's
-            // kernel; a volatile read of a word the kernel writes.
-            unsafe { std::ptr::read_volatile(base.add(i)) }
-        };
-        let stop = || {
-            // SAFETY: word 0 of the host buffer; a volatile write the kernel polls.
-            unsafe { std::ptr::write_volatile(base, 1) }
-        };
-        let (dev, max_ns) = (words.device_ptr(), 60_000_000_000u64);
-        let (s, w) = (shape as u32, dev);
-        k.launch(
-            "print_then_compute",
-            grid,
-            block,
-            &[s.into(), w.into(), max_ns.into()],
-            move || k::print_then_compute(s, w, max_ns),
-        )?;
+        let marks = Marks::new(&rt, threads)?;
+        let s = shape as u32;
+        marks.launch(&k, s, grid, block)?;
         // The prints that return while the busy threads compute.
         let printers = threads - usize::from(shape == 4);
         let started = Instant::now();
-        let returned = loop {
-            let r: Vec<u64> = (0..threads as u64).filter(|&t| word(1 + t as usize) != 0).collect();
-            if r.len() == printers || started.elapsed() > PRINT_WAIT {
-                break r;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        };
+        let returned = marks.returned(printers);
         let waited_for_prints = started.elapsed();
         // Their lines, in the file while the kernel still runs.
         let looked = Instant::now();
@@ -87,9 +64,9 @@ pub(crate) fn returned_lines_out_while_others_compute(config: Config, scratch: &
             std::thread::sleep(Duration::from_micros(200));
         };
         let delay = looked.elapsed();
-        stop();
+        marks.stop();
         sync(&rt)?;
-        drop(words);
+        drop(marks);
         drop(k);
         drop(rt);
         if !missing.is_empty() {
@@ -125,4 +102,133 @@ pub(crate) fn returned_lines_out_while_others_compute(config: Config, scratch: &
         ));
     }
     Ok(said.join("; "))
+}
+
+/// As above with every thread computing after its print (one block, shape 3), into a pipe
+/// whose buffer is full: the first write blocks in the kernel until the host reads, so the
+/// later prints find the stream's one flight out. Once the host reads, every line must come
+/// out after the filler while every printer still computes.
+pub(crate) fn lines_reach_a_full_pipe_while_the_printers_compute(config: Config, _scratch: &Scratch) -> Outcome {
+    let block = config.pick(64, 16);
+    let threads = block as usize;
+    let (r, w) = small_pipe();
+    let filled = fill(w.as_raw_fd());
+    let rt = build(config.builder().sandbox(Sandbox::FileIo).stdout_fd(w.as_raw_fd()))?;
+    let k = Kernels::load(&rt)?;
+    let marks = Marks::new(&rt, threads)?;
+    marks.launch(&k, 3, 1, block)?;
+    // Let the prints run into the full pipe first (those of the flusher's warp wait with
+    // it, in lockstep and at the print's end).
+    let started = Instant::now();
+    let returned_before = marks.returned(threads).len();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut reader = std::fs::File::from(r);
+    // SAFETY: fcntl only changes the file status flags of our own read end.
+    unsafe {
+        let fl = libc::fcntl(reader.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(reader.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+    }
+    let looked = Instant::now();
+    let mut out = Vec::new();
+    let seen = loop {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = reader.read(&mut buf) {
+            out.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(out.get(filled..).unwrap_or_default()).into_owned();
+        let seen: std::collections::BTreeSet<u64> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("t=")?.strip_suffix(" i=0")?.parse().ok())
+            .collect();
+        if seen.len() == threads || looked.elapsed() > WAIT {
+            break seen;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    };
+    let delay = looked.elapsed();
+    let returned = marks.returned(threads).len();
+    marks.stop();
+    sync(&rt)?;
+    drop(marks);
+    drop(k);
+    drop(rt);
+    if seen.len() != threads {
+        let missing: Vec<u64> = (0..threads as u64).filter(|t| !seen.contains(t)).take(8).collect();
+        return Err(format!(
+            "{} of {threads} lines held back from the pipe {WAIT:?} after the reader started, \
+             while every printer computed ({returned} prints had returned; threads {missing:?}...)",
+            threads - seen.len()
+        ));
+    }
+    if !out[..filled].iter().all(|&c| c == b'x') {
+        return Err("the pipe's filler did not come out first, whole".into());
+    }
+    let text = String::from_utf8_lossy(&out[filled..]).into_owned();
+    check_numbered(&text, threads as u64, 1, plain)?;
+    Ok(format!(
+        "{returned_before}/{threads} prints returned into the full pipe within {:.1?}; \
+         all {threads} lines out {delay:.1?} after the reader started",
+        started.elapsed().saturating_sub(Duration::from_millis(100))
+    ))
+}
+
+/// The words a `print_then_compute` launch shares with the host: word 0 stops the busy
+/// threads, word `1 + t` marks thread `t`'s returned print.
+struct Marks<'rt> {
+    words: gpuio::HostBuffer<'rt>,
+    /// The first word: the mapping's address, which moving `words` does not change.
+    base: *mut u32,
+    threads: usize,
+}
+
+impl<'rt> Marks<'rt> {
+    /// Needs a `FileIo` runtime: host buffers are for device file I/O.
+    fn new(rt: &'rt gpuio::Runtime, threads: usize) -> Result<Marks<'rt>, String> {
+        let mut words = rt
+            .host_buffer(4 * (1 + threads))
+            .map_err(|e| format!("host buffer: {e}"))?;
+        let base = words.as_mut_slice().as_mut_ptr() as *mut u32;
+        Ok(Marks { words, base, threads })
+    }
+
+    fn word(&self, i: usize) -> u32 {
+        assert!(i <= self.threads);
+        // SAFETY: one of the `1 + threads` words of the host buffer, which lives as long as
+        // `self`; a volatile read of a word the kernel writes.
+        unsafe { std::ptr::read_volatile(self.base.add(i)) }
+    }
+
+    /// Launches `print_then_compute` in `shape` on `grid` blocks of `block` threads, the
+    /// busy threads computing for at most a minute.
+    fn launch(&self, k: &Kernels, shape: u32, grid: u32, block: u32) -> Result<(), String> {
+        let (w, max_ns) = (self.words.device_ptr(), 60_000_000_000u64);
+        k.launch(
+            "print_then_compute",
+            grid,
+            block,
+            &[shape.into(), w.into(), max_ns.into()],
+            move || k::print_then_compute(shape, w, max_ns),
+        )
+    }
+
+    /// The threads whose print returned, once `printers` of them have or `PRINT_WAIT` has
+    /// passed.
+    fn returned(&self, printers: usize) -> Vec<u64> {
+        let started = Instant::now();
+        loop {
+            let r: Vec<u64> = (0..self.threads as u64)
+                .filter(|&t| self.word(1 + t as usize) != 0)
+                .collect();
+            if r.len() >= printers || started.elapsed() > PRINT_WAIT {
+                return r;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn stop(&self) {
+        // SAFETY: word 0 of the host buffer, which lives as long as `self`; a volatile
+        // write the kernel polls.
+        unsafe { std::ptr::write_volatile(self.base, 1) }
+    }
 }

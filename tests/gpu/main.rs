@@ -39,7 +39,7 @@ use cases_file_io::{
     file_io_4_arena_blocks_2048_threads, print_while_others_wait_for_io, stack_buffers_pwrite_pread,
     std_habits_on_a_device_file,
 };
-use cases_liveness::returned_lines_out_while_others_compute;
+use cases_liveness::{lines_reach_a_full_pipe_while_the_printers_compute, returned_lines_out_while_others_compute};
 use cases_print::{
     blocks_of_33_and_37_threads, divergent_call_sites, every_line_once_in_order, lines_of_every_shape,
     one_print_call_two_streams, one_warp_mixing_streams_and_pieces, tiny_ring_and_log_thousands_of_threads,
@@ -103,6 +103,10 @@ const CASES: &[Case] = &[
     Case {
         name: "returned_lines_out_while_others_compute",
         run: returned_lines_out_while_others_compute,
+    },
+    Case {
+        name: "lines_reach_a_full_pipe_while_the_printers_compute",
+        run: lines_reach_a_full_pipe_while_the_printers_compute,
     },
     Case {
         name: "a_kernel_cannot_leave_the_print_only_sandbox",
