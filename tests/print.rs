@@ -27,6 +27,7 @@ over_submissions!(
     a_slow_pipe_reader_loses_nothing_and_the_writers_wait,
     printing_to_a_closed_fd_is_reported_and_nothing_hangs,
     formatting_matches_std,
+    a_locked_stdouts_pieces_make_whole_lines,
     long_lines_stay_whole,
     lines_that_fit_the_line_buffer_but_not_the_log_stay_whole,
     stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one,
@@ -175,6 +176,87 @@ fn formatting_matches_std(sub: Submission) {
         name = "named"
     );
     assert_eq!(std::fs::read_to_string(path).unwrap(), expected);
+}
+
+/// `io::stdout().lock()` as std's: 32 threads each build lines from many `write!` pieces
+/// at once; every line comes out whole (no other thread's piece inside it), in each
+/// thread's order; a line longer than the buffer comes out in pieces of its size, in
+/// order; the unfinished line comes out at the drop; `io::stderr()` writes at once.
+fn a_locked_stdouts_pieces_make_whole_lines(sub: Submission) {
+    let _wd = watchdog("a_locked_stdouts_pieces_make_whole_lines", 120);
+    let (f, path) = temp_file("locked.txt");
+    let (e, err_path) = temp_file("locked-err.txt");
+    let rt = builder(sub)
+        .stdout_fd(f.as_raw_fd())
+        .stderr_fd(e.as_raw_fd())
+        .build()
+        .unwrap();
+    rt.launch(1, 32, || {
+        use gpuio::device::io;
+        let t = gpuio::device::thread_idx();
+        let mut out = io::stdout().lock();
+        for i in 0..20 {
+            write!(out, "t={t} i={i}:").unwrap();
+            for k in 0..10 {
+                write!(out, " {k}").unwrap();
+            }
+            writeln!(out, " end").unwrap();
+        }
+        // 512 bytes without a newline, then the drop: two pieces of LINE_BUF (256) bytes.
+        for _ in 0..64 {
+            write!(out, "{}", (b'A' + (t % 26) as u8) as char).unwrap();
+            write!(out, "{t:07}").unwrap();
+        }
+        drop(out);
+        let mut err = io::stderr();
+        writeln!(err, "err t={t}").unwrap();
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    drop(rt);
+    let out = std::fs::read_to_string(path).unwrap();
+    let mut next = [0u32; 32];
+    let mut tails: std::collections::HashMap<u32, String> = Default::default();
+    let mut rest = out.as_str();
+    // The unfinished tails are printed without newlines, each 256-byte piece a record of
+    // its own, between lines: runs of one thread's 8-byte `<letter><t:07>` units.
+    while let Some(line_end) = rest.find('\n') {
+        let line = &rest[..line_end];
+        let (head, body) = line.split_once(':').unwrap_or_else(|| panic!("a torn line: {line:?}"));
+        let (t, i) = head
+            .strip_prefix("t=")
+            .and_then(|h| h.split_once(" i="))
+            .unwrap_or_else(|| panic!("{line:?}"));
+        let (t, i): (usize, u32) = (t.parse().unwrap(), i.parse().unwrap());
+        assert_eq!(
+            body, " 0 1 2 3 4 5 6 7 8 9 end",
+            "a line torn by another thread's piece"
+        );
+        assert_eq!(i, next[t], "thread {t}'s lines out of order");
+        next[t] += 1;
+        rest = &rest[line_end + 1..];
+        while let Some(c) = rest.chars().next().filter(|c| c.is_ascii_uppercase()) {
+            let unit = &rest[..8];
+            let t: u32 = unit[1..]
+                .parse()
+                .unwrap_or_else(|_| panic!("a torn tail piece: {unit:?}"));
+            assert_eq!(c, (b'A' + (t % 26) as u8) as char);
+            tails.entry(t).or_default().push_str(unit);
+            rest = &rest[8..];
+        }
+    }
+    assert!(rest.is_empty(), "text after the last line is not a tail: {rest:?}");
+    assert_eq!(next, [20; 32], "every thread's 20 lines");
+    assert_eq!(tails.len(), 32);
+    for (t, tail) in &tails {
+        assert_eq!(tail.len(), 512, "thread {t}'s unfinished line, whole at its drop");
+    }
+    let err = std::fs::read_to_string(err_path).unwrap();
+    let mut errs: Vec<&str> = err.lines().collect();
+    errs.sort_unstable();
+    let mut want: Vec<String> = (0..32).map(|t| format!("err t={t}")).collect();
+    want.sort_unstable();
+    assert_eq!(errs, want);
 }
 
 fn long_lines_stay_whole(sub: Submission) {

@@ -47,6 +47,7 @@ use crate::context::{installed, Context};
 pub use crate::errno::Errno;
 use crate::request::Ticket;
 use crate::solo::SOLO_STAGE;
+pub use crate::stdio::{stderr, stdout, Stdout, StdoutLock};
 #[cfg(loom)]
 use crate::sync::copy_from_cells;
 use crate::sync::{copy_to_cells, SharedCell};

@@ -13,6 +13,14 @@
 //! # kernel(); // outside a kernel (no context) the host build falls back to std's stdout
 //! ```
 //!
+//! What a kernel uses: [`kernel!`] and [`panic_handler!`]; [`println!`], [`print!`],
+//! [`eprintln!`], [`eprint!`], [`dbg!`] and [`io::stdout`]`().lock()` for whole lines from
+//! pieces; [`fs::File`], [`fs::OpenOptions`], [`fs::BufWriter`] and the [`fs`] functions
+//! (`remove_file`, `create_dir`, `rename`, ...); [`io`]'s `pwrite`, `pread` and friends,
+//! with [`io::Errno`]; and the ids [`thread_idx`], [`block_idx`], [`block_dim`],
+//! [`grid_dim`], [`global_thread_idx`]. Everything else is the protocol that those are built
+//! on and that the host sets up.
+//!
 //! Modules, in the order data flows: [`mod@print`] formats, [`stream`] appends to a log and
 //! flushes; [`fs`] and [`io`] read and write files, through the [`arena`] when the buffer is
 //! in device memory, and [`request`] routes each result back to its thread; [`ring`]
@@ -46,6 +54,7 @@ pub mod print;
 pub mod request;
 pub mod ring;
 pub mod solo;
+mod stdio;
 pub mod stream;
 pub mod sync;
 pub mod uapi;

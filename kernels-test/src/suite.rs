@@ -263,6 +263,24 @@ kernel! {
 }
 
 kernel! {
+    /// `lines` lines per thread, each built from pieces on a locked stdout
+    /// (`io::stdout().lock()`): `t=<t> i=<i>:` then ` <k>` for k in 0..(t % 7 + 3), then
+    /// ` end` and the newline, so that lanes of a warp write different numbers of pieces and
+    /// print their lines at different calls.
+    pub fn locked_lines(lines: u32) {
+        let t = global_thread_idx();
+        let mut out = io::stdout().lock();
+        for i in 0..lines {
+            let _ = write!(out, "t={t} i={i}:");
+            for k in 0..(t % 7 + 3) {
+                let _ = write!(out, " {k}");
+            }
+            let _ = writeln!(out, " end");
+        }
+    }
+}
+
+kernel! {
     /// The shapes of invariant 12 (a line whose print returned reaches its fd whatever the
     /// kernel's other threads do). `words` is host memory: word 0 is the host's stop flag,
     /// word `1 + t` is set to 1 by thread `t` once its print returned. Every thread prints

@@ -81,6 +81,33 @@ pub(crate) fn divergent_call_sites(config: Config, scratch: &Scratch) -> Outcome
     ))
 }
 
+/// `io::stdout().lock()`: each thread's `write!` pieces make whole lines, nothing of another
+/// thread inside, while the lanes of a warp write different numbers of pieces.
+pub(crate) fn a_locked_stdouts_pieces_make_whole_lines(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block, lines) = (config.pick(16, 2), config.pick(64, 16), 20u32);
+    let (out, _) = run_printing(
+        config.builder(),
+        scratch,
+        "locked_lines",
+        (grid, block),
+        &[lines.into()],
+        move || k::locked_lines(lines),
+    )?;
+    check_numbered(&out, (grid * block) as u64, lines as u64, |t, _, tail| {
+        let want: String = format!(":{} end", (0..(t % 7 + 3)).map(|k| format!(" {k}")).collect::<String>());
+        if tail == want {
+            Ok(())
+        } else {
+            Err(format!("expected {want:?}"))
+        }
+    })?;
+    Ok(format!(
+        "{} lines of 5 to 11 pieces each from {} threads, every one whole",
+        out.lines().count(),
+        grid * block
+    ))
+}
+
 /// A `<t:i:kind>` token of [`k::mixed_streams`].
 type Token = (u64, u32, char);
 
