@@ -214,13 +214,7 @@ impl Uring {
     /// ((address, length); (0, 0) empties a slot). The kernel keeps a replaced buffer pinned
     /// until the requests that use it complete.
     pub fn update_buffers(&self, offset: u32, bufs: &[(u64, u64)]) -> io::Result<()> {
-        let iov: Vec<libc::iovec> = bufs
-            .iter()
-            .map(|&(base, len)| libc::iovec {
-                iov_base: base as *mut _,
-                iov_len: len as usize,
-            })
-            .collect();
+        let iov = iovecs(bufs);
         let up = RsrcUpdate {
             offset,
             data: iov.as_ptr() as u64,
@@ -380,6 +374,16 @@ pub fn diagnose_setup(err: io::Error, io_uring_disabled: Option<u32>) -> Error {
         _ => format!("io_uring_setup failed: {err}"),
     };
     Error::UringUnavailable(why)
+}
+
+/// `(address, length)` pairs as the `iovec`s that buffer registration reads.
+pub(crate) fn iovecs(bufs: &[(u64, u64)]) -> Vec<libc::iovec> {
+    bufs.iter()
+        .map(|&(base, len)| libc::iovec {
+            iov_base: base as *mut _,
+            iov_len: len as usize,
+        })
+        .collect()
 }
 
 #[cfg(test)]

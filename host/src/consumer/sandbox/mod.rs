@@ -104,33 +104,34 @@ pub enum Sandbox {
 const PRINT_ONLY: &[u8] = &[IORING_OP_WRITE_FIXED];
 /// [`Sandbox::PrintOnly`]'s opcodes where the logs could not be registered.
 const PRINT_ONLY_UNFIXED: &[u8] = &[IORING_OP_WRITE];
+/// [`Sandbox::FileIo`]'s opcodes on paths and whole files, whatever its transfers are.
+const FILE_OPS: [u8; 7] = [
+    IORING_OP_OPENAT,
+    IORING_OP_CLOSE,
+    IORING_OP_FSYNC,
+    IORING_OP_FTRUNCATE,
+    IORING_OP_UNLINKAT,
+    IORING_OP_MKDIRAT,
+    IORING_OP_RENAMEAT,
+];
 /// [`Sandbox::FileIo`]'s opcodes, with gpuio's memory registered as every ring's buffers:
 /// prints and transfers are `*_FIXED` from and into it.
-const FILE_IO: &[u8] = &[
-    IORING_OP_READ_FIXED,
-    IORING_OP_WRITE_FIXED,
-    IORING_OP_OPENAT,
-    IORING_OP_CLOSE,
-    IORING_OP_FSYNC,
-    IORING_OP_FTRUNCATE,
-    IORING_OP_UNLINKAT,
-    IORING_OP_MKDIRAT,
-    IORING_OP_RENAMEAT,
-];
+const FILE_IO: &[u8] = &with_file_ops::<2, 9>([IORING_OP_READ_FIXED, IORING_OP_WRITE_FIXED]);
 /// [`Sandbox::FileIo`]'s opcodes where that memory could not be registered: transfers are
 /// plain `READ`/`WRITE` (prints `WRITE_FIXED` if ring 0 took the logs).
-const FILE_IO_UNFIXED: &[u8] = &[
-    IORING_OP_READ,
-    IORING_OP_WRITE,
-    IORING_OP_WRITE_FIXED,
-    IORING_OP_OPENAT,
-    IORING_OP_CLOSE,
-    IORING_OP_FSYNC,
-    IORING_OP_FTRUNCATE,
-    IORING_OP_UNLINKAT,
-    IORING_OP_MKDIRAT,
-    IORING_OP_RENAMEAT,
-];
+const FILE_IO_UNFIXED: &[u8] = &with_file_ops::<3, 10>([IORING_OP_READ, IORING_OP_WRITE, IORING_OP_WRITE_FIXED]);
+
+/// `transfers` followed by [`FILE_OPS`] (`N` is their count together).
+const fn with_file_ops<const T: usize, const N: usize>(transfers: [u8; T]) -> [u8; N] {
+    assert!(T + FILE_OPS.len() == N);
+    let mut all = [0; N];
+    let mut i = 0;
+    while i < N {
+        all[i] = if i < T { transfers[i] } else { FILE_OPS[i - T] };
+        i += 1;
+    }
+    all
+}
 
 impl Sandbox {
     /// The SQE opcodes the policy allows (`IORING_OP_*`) where gpuio's memory is the rings'

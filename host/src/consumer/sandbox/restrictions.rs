@@ -141,13 +141,7 @@ impl Register for Uring {
         unsafe { self.register(IORING_REGISTER_FILES, fds.as_ptr().cast(), fds.len() as u32) }.map(drop)
     }
     fn register_buffers(&mut self, bufs: &[(u64, u64)]) -> io::Result<()> {
-        let iov: Vec<libc::iovec> = bufs
-            .iter()
-            .map(|&(base, len)| libc::iovec {
-                iov_base: base as *mut _,
-                iov_len: len as usize,
-            })
-            .collect();
+        let iov = crate::consumer::uring::iovecs(bufs);
         // SAFETY: REGISTER_BUFFERS reads `nr` iovecs from `arg` and pins the memory they
         // name (the logs, which outlive the ring: `Shared` drops its queues first).
         unsafe { self.register(IORING_REGISTER_BUFFERS, iov.as_ptr().cast(), iov.len() as u32) }.map(drop)
