@@ -5,7 +5,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gpuio_device::context::{MAX_RINGS, STREAMS};
+pub(crate) use gpuio_device::context::MAX_RINGS;
+use gpuio_device::context::STREAMS;
 
 use crate::backend::cpu::Cpu;
 use crate::backend::{self, Backend, Device};
@@ -411,7 +412,7 @@ impl Builder {
         let hang = self.hang_policy()?;
         let gpu = match self.gpu {
             Some(i) => Some(i),
-            None => gpu_from_env()?,
+            None => crate::settings::number("GPUIO_GPU")?,
         };
         let (device, backend_notice) = backend::open(self.backend, gpu)?;
         let log_bytes = self.log_sizes(device.is_some())?;
@@ -546,7 +547,7 @@ impl Builder {
     fn open_rings(&self, device: Option<&Device>) -> Result<OpenRings> {
         let rings = match self.rings {
             Some(n) => n,
-            None => rings_from_env()?.unwrap_or(1),
+            None => crate::settings::number("GPUIO_RINGS")?.unwrap_or(1),
         };
         if !(1..=MAX_RINGS as u32).contains(&rings) {
             return Err(Error::Config(format!("rings must be 1 to {MAX_RINGS}, not {rings}")));
@@ -583,7 +584,7 @@ impl Builder {
         // it can be made. One that cannot be made by default is done without, saying why.
         let mut solo_notice = None;
         let open_solo = || landlock::on_a_thread_confined_to(root, || submission::open_solo(&queues[0], cfg));
-        let solo = match self.solo.or(solo_from_env()?) {
+        let solo = match self.solo.or(crate::settings::switch("GPUIO_SOLO")?) {
             Some(false) => None,
             Some(true) => Some(open_solo()?),
             None => open_solo()
@@ -645,35 +646,6 @@ struct OpenRings {
     notices: Vec<String>,
     sqpoll_cpus: Vec<Option<u32>>,
     sqpoll_claim: affinity::Claim,
-}
-
-/// The number environment variable `name` holds, if it is set; `expected` says what it
-/// should be, for the error.
-fn u32_from_env(name: &str, expected: &str) -> Result<Option<u32>> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| Error::Config(format!("{name}={v:?}: expected {expected}"))),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(e) => Err(Error::Config(format!("{name}: {e}"))),
-    }
-}
-
-/// The GPU `GPUIO_GPU` names, if it is set.
-fn gpu_from_env() -> Result<Option<u32>> {
-    u32_from_env("GPUIO_GPU", "a GPU index (0, 1, ...)")
-}
-
-/// What `GPUIO_SOLO` asks for, if it is set: `1`/`on` or `0`/`off`.
-fn solo_from_env() -> Result<Option<bool>> {
-    crate::scheduling::switch_from_env("GPUIO_SOLO", "1 (a solo ring) or 0 (none)")
-}
-
-/// What `GPUIO_RINGS` asks for, if it is set.
-fn rings_from_env() -> Result<Option<u32>> {
-    u32_from_env("GPUIO_RINGS", &format!("1 to {MAX_RINGS}"))
 }
 
 impl Runtime {

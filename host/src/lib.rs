@@ -20,6 +20,7 @@ mod notice;
 mod print_files;
 pub mod runtime;
 pub mod scheduling;
+mod settings;
 mod shared;
 mod watchdog;
 

@@ -13,7 +13,7 @@ pub(crate) use log::Level;
 /// Says `text` (which starts `gpuio: `; the prefix is left out of a log record, whose
 /// target says it) at `level`.
 pub(crate) fn say(level: Level, text: &str) {
-    if std::env::var_os("GPUIO_QUIET").is_some() {
+    if crate::settings::is_set("GPUIO_QUIET") {
         return;
     }
     // No logger installed leaves the maximum level at `Off`.

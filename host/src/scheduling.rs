@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// How the lanes of a warp (wavefront) run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -58,21 +58,7 @@ impl Scheduling {
     /// `GPUIO_LOCKSTEP`: `1`/`on`/`true` asks for lockstep, `0`/`off`/`false` (or unset,
     /// or empty) for the default; anything else is an error naming the variable.
     pub fn lockstep_from_env() -> Result<Option<bool>> {
-        switch_from_env("GPUIO_LOCKSTEP", "1 (lockstep) or 0 (independent)")
-    }
-}
-
-/// An on/off environment variable: `1`/`on`/`true`/`yes` or `0`/`off`/`false`/`no`; unset
-/// or empty: `None`; anything else an error naming the variable and what it expects.
-pub(crate) fn switch_from_env(name: &str, expected: &str) -> Result<Option<bool>> {
-    match std::env::var(name) {
-        Err(_) => Ok(None),
-        Ok(v) => match v.trim() {
-            "" => Ok(None),
-            "1" | "on" | "true" | "yes" => Ok(Some(true)),
-            "0" | "off" | "false" | "no" => Ok(Some(false)),
-            other => Err(Error::Config(format!("{name}={other:?}: expected {expected}"))),
-        },
+        crate::settings::switch("GPUIO_LOCKSTEP")
     }
 }
 

@@ -82,12 +82,7 @@ pub(crate) fn parse_timeout(value: &str) -> Result<Option<Duration>> {
     if matches!(v.as_str(), "" | "0" | "off" | "none") {
         return Ok(None);
     }
-    let bad = || {
-        Error::Config(format!(
-            "{ENV}={value:?}: expected a number of seconds (such as 2 or 0.5), or 0 or off for no \
-             timeout"
-        ))
-    };
+    let bad = || crate::settings::invalid(ENV, value);
     let secs: f64 = v.parse().map_err(|_| bad())?;
     if !secs.is_finite() || secs < 0.0 {
         return Err(bad());
@@ -106,11 +101,10 @@ pub(crate) fn parse_timeout(value: &str) -> Result<Option<Duration>> {
 
 /// What `GPUIO_HANG_TIMEOUT` asks for (`None` when unset or `0`/`off`).
 pub(crate) fn timeout_from_env() -> Result<Option<Duration>> {
-    match std::env::var(ENV) {
-        Ok(v) => parse_timeout(&v),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(e) => Err(Error::Config(format!("{ENV}: {e}"))),
-    }
+    Ok(crate::settings::var(ENV)?
+        .map(|v| parse_timeout(&v))
+        .transpose()?
+        .flatten())
 }
 
 /// Waits until `done` says so, observing progress with `observe` (see the module docs).

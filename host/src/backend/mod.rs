@@ -53,19 +53,16 @@ impl Backend {
             "cpu" => Ok(Some(Backend::Cpu)),
             "cuda" => Ok(Some(Backend::Cuda)),
             "hsa" | "amd" | "rocm" => Ok(Some(Backend::Hsa)),
-            other => Err(Error::Config(format!(
-                "GPUIO_BACKEND={other:?}: expected cpu, cuda, hsa or auto"
-            ))),
+            other => Err(crate::settings::invalid("GPUIO_BACKEND", other)),
         }
     }
 
     /// The backend `GPUIO_BACKEND` asks for, if any.
     pub fn from_env() -> Result<Option<Backend>> {
-        match std::env::var("GPUIO_BACKEND") {
-            Ok(v) => Backend::parse(&v),
-            Err(std::env::VarError::NotPresent) => Ok(None),
-            Err(e) => Err(Error::Config(format!("GPUIO_BACKEND: {e}"))),
-        }
+        Ok(crate::settings::var("GPUIO_BACKEND")?
+            .map(|v| Backend::parse(&v))
+            .transpose()?
+            .flatten())
     }
 }
 

@@ -62,11 +62,9 @@ pub(crate) fn choose(
 ) -> Result<(Vec<Option<u32>>, bool, Claim)> {
     let explicit = match explicit {
         Some(cpus) => Some(cpus.to_vec()),
-        None => match std::env::var("GPUIO_SQPOLL_CPUS") {
-            Ok(list) => Some(parse_cpu_list(&list).map_err(|e| Error::Config(format!("GPUIO_SQPOLL_CPUS: {e}")))?),
-            Err(std::env::VarError::NotPresent) => None,
-            Err(e) => return Err(Error::Config(format!("GPUIO_SQPOLL_CPUS: {e}"))),
-        },
+        None => crate::settings::parsed("GPUIO_SQPOLL_CPUS", |list| {
+            parse_cpu_list(list).map_err(|e| e.to_string())
+        })?,
     };
     if let Some(cpus) = explicit {
         if cpus.len() != rings {
@@ -233,7 +231,7 @@ mod tests {
         assert_eq!((cpus, named, claim.0.clone()), (vec![Some(3), Some(1)], true, vec![]));
         assert!(matches!(choose(2, Some(&[3]), true, None), Err(Error::Config(m)) if m.contains("one per ring")));
         // Unnamed: unbound on the CPU backend, whatever the count.
-        if std::env::var_os("GPUIO_SQPOLL_CPUS").is_none() {
+        if !crate::settings::is_set("GPUIO_SQPOLL_CPUS") {
             let (cpus, named, claim) = choose(4, None, false, None).unwrap();
             assert_eq!((cpus, named, claim.0.clone()), (vec![None; 4], false, vec![]));
         }
@@ -241,7 +239,7 @@ mod tests {
 
     #[test]
     fn runtimes_of_one_process_get_distinct_cores_until_one_lets_go() {
-        if std::env::var_os("GPUIO_SQPOLL_CPUS").is_some() {
+        if crate::settings::is_set("GPUIO_SQPOLL_CPUS") {
             return;
         }
         let cores = |cpus: &[Option<u32>]| cpus.iter().flatten().map(|&c| core_of(c)).collect::<Vec<_>>();

@@ -50,19 +50,15 @@ impl Submission {
             "" | "auto" => Ok(Submission::Auto),
             "on" | "io_uring" => Ok(Submission::IoUring),
             "off" | "host" => Ok(Submission::HostThread),
-            other => Err(Error::Config(format!(
-                "GPUIO_URING={other:?}: expected on, off or auto"
-            ))),
+            other => Err(crate::settings::invalid("GPUIO_URING", other)),
         }
     }
 
     /// What `GPUIO_URING` asks for, if it is set.
     pub fn from_env() -> Result<Option<Submission>> {
-        match std::env::var("GPUIO_URING") {
-            Ok(v) => Submission::parse(&v).map(Some),
-            Err(std::env::VarError::NotPresent) => Ok(None),
-            Err(e) => Err(Error::Config(format!("GPUIO_URING: {e}"))),
-        }
+        crate::settings::var("GPUIO_URING")?
+            .map(|v| Submission::parse(&v))
+            .transpose()
     }
 }
 

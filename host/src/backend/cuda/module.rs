@@ -97,14 +97,10 @@ pub enum Jit {
 impl Jit {
     /// `GPUIO_JIT=whole` or `GPUIO_JIT=separate`; unset (or empty): [`Jit::Separate`].
     pub fn from_env() -> Result<Jit> {
-        match std::env::var("GPUIO_JIT") {
-            Err(_) => Ok(Jit::Separate),
-            Ok(v) if v.is_empty() => Ok(Jit::Separate),
-            Ok(v) if v == "whole" => Ok(Jit::Whole),
-            Ok(v) if v == "separate" => Ok(Jit::Separate),
-            Ok(v) => Err(Error::Config(format!(
-                "GPUIO_JIT={v:?}: expected \"whole\" or \"separate\""
-            ))),
+        match crate::settings::var("GPUIO_JIT")?.as_deref() {
+            None | Some("separate") => Ok(Jit::Separate),
+            Some("whole") => Ok(Jit::Whole),
+            Some(v) => Err(crate::settings::invalid("GPUIO_JIT", v)),
         }
     }
 }
