@@ -12,7 +12,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use gpuio::{Error, Sandbox, Submission};
+use gpuio::{Error, LaunchConfig, Sandbox, Submission};
 
 use common::faults::builder;
 use common::pipes::small_pipe;
@@ -56,6 +56,26 @@ fn a_launch_past_the_map_count_is_refused_with_the_limit_named() {
     }
     // Nothing was launched: the runtime goes on.
     rt.launch(1, 4, || {}).unwrap();
+    rt.synchronize().unwrap();
+}
+
+/// A launch with a zero dimension, or more threads than the CPU backend runs, is refused
+/// with the shape named; nothing runs and the runtime goes on.
+#[test]
+fn launch_shapes_the_backend_cannot_run_are_refused() {
+    let _wd = watchdog("launch_shapes_the_backend_cannot_run_are_refused", 60);
+    let rt = builder().build().unwrap();
+    for cfg in [
+        LaunchConfig::new((2, 0, 1), 4),
+        LaunchConfig::new(1, (4, 1, 0)),
+        LaunchConfig::new((16, 16, 2), (16, 8, 1)),
+    ] {
+        match rt.launch_with(cfg, || panic!("a refused launch ran")) {
+            Err(Error::Config(why)) => assert!(why.contains("at least 1") || why.contains("65536"), "{why}"),
+            other => panic!("{cfg:?}: expected a refusal, got {other:?}"),
+        }
+    }
+    rt.launch_with(LaunchConfig::new((1, 2), (2, 1, 2)), || {}).unwrap();
     rt.synchronize().unwrap();
 }
 

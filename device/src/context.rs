@@ -186,7 +186,7 @@ impl Context {
         &self.rings[0]
     }
 
-    /// The ring the calling thread's requests go to: its block's, `block_idx % ring_count`.
+    /// The ring the calling thread's requests go to: its block's, `block_rank() % ring_count`.
     /// Every lane of a warp or wavefront is in one block, so lanes that wait for one
     /// another's requests (the lockstep rule, `arch/mod.rs`) reap the same ring.
     #[inline]
@@ -194,7 +194,7 @@ impl Context {
         let n = self.ring_count.clamp(1, MAX_RINGS as u32);
         // The mask changes nothing (the index is below `n <= MAX_RINGS`, a power of two);
         // it lets the compiler drop the bounds check.
-        &self.rings[(crate::arch::block_idx() % n) as usize & (MAX_RINGS - 1)]
+        &self.rings[(crate::block_rank() % n as u64) as usize & (MAX_RINGS - 1)]
     }
 
     /// Consumes the completions available on every live ring and routes each to its stream

@@ -99,8 +99,8 @@ const REPORT_WAIT_NS: u64 = 100_000_000;
 /// `kernel thread T (block B, thread I) panicked at FILE:LINE:COL: MESSAGE`.
 struct Report<'a> {
     t: u64,
-    b: u32,
-    i: u32,
+    b: u64,
+    i: u64,
     location: Option<&'a Location<'a>>,
     message: &'a dyn fmt::Display,
 }
@@ -159,7 +159,11 @@ pub fn crate_relative(file: &str) -> &str {
 #[cold]
 #[inline(never)]
 pub fn report_panic(location: Option<&Location<'_>>, message: &dyn fmt::Display) {
-    let (t, b, i) = (crate::global_thread_idx(), crate::block_idx(), crate::thread_idx());
+    let (t, b, i) = (
+        crate::global_thread_idx(),
+        crate::block_rank(),
+        crate::thread_idx_3d().rank_in(crate::block_dim_3d()),
+    );
     crate::eprintln!(
         "{}",
         Report {

@@ -18,7 +18,8 @@
 //! pieces; [`fs::File`], [`fs::OpenOptions`], [`fs::BufWriter`] and the [`fs`] functions
 //! (`remove_file`, `create_dir`, `rename`, ...); [`io`]'s `pwrite`, `pread` and friends,
 //! with [`io::Errno`]; and the ids [`thread_idx`], [`block_idx`], [`block_dim`],
-//! [`grid_dim`], [`global_thread_idx`]. Everything else is the protocol that those are built
+//! [`grid_dim`] (x), their [`Dim3`] forms [`thread_idx_3d`], [`block_idx_3d`],
+//! [`block_dim_3d`], [`grid_dim_3d`], and [`global_thread_idx`] (linear over all three). Everything else is the protocol that those are built
 //! on and that the host sets up.
 //!
 //! Modules, in the order data flows: [`mod@print`] formats, [`stream`] appends to a log and
@@ -44,6 +45,7 @@ pub mod arena;
 pub mod combine;
 pub mod context;
 pub mod copy;
+mod dim;
 pub mod entry;
 mod errno;
 pub mod fs;
@@ -62,12 +64,24 @@ mod user_data;
 pub mod wait;
 
 pub use arch::{block_dim, block_idx, clock_ns, grid_dim, thread_idx};
+pub use arch::{block_dim_3d, block_idx_3d, grid_dim_3d, thread_idx_3d};
 pub use context::Context;
+pub use dim::Dim3;
 
-/// The global index of the calling thread: `block_idx * block_dim + thread_idx`.
+/// The global index of the calling thread, one linear index over all three dimensions:
+/// `block_rank * threads_per_block + thread_rank`, where x varies fastest (for a 1-D
+/// launch, `block_idx * block_dim + thread_idx`).
 #[inline]
 pub fn global_thread_idx() -> u64 {
-    block_idx() as u64 * block_dim() as u64 + thread_idx() as u64
+    let block = block_dim_3d();
+    block_rank() * block.count() + thread_idx_3d().rank_in(block)
+}
+
+/// The linear index of the calling thread's block in the grid (x varies fastest; for a
+/// 1-D launch, `block_idx`).
+#[inline]
+pub fn block_rank() -> u64 {
+    block_idx_3d().rank_in(grid_dim_3d())
 }
 
 /// Writes out everything the kernels of this context printed. The host launches it on one

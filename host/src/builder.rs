@@ -187,7 +187,7 @@ impl Builder {
     /// How many io_uring rings the runtime spreads device requests over (1 to 8; otherwise
     /// `GPUIO_RINGS`, otherwise 1). Each ring has its own SQPOLL thread, which does the
     /// copies between the page cache and the buffers itself: with one ring, one kernel
-    /// thread carries all file I/O. A block's requests go to ring `block_idx % rings`; all
+    /// thread carries all file I/O. A block's requests go to ring `block_rank() % rings` (`block_idx` in 1-D); all
     /// prints go through ring 0, so every guarantee of print order holds as with one.
     /// With several rings the SQPOLL threads are bound to CPUs near the GPU, one per core
     /// (see [`Builder::sqpoll_cpus`]).

@@ -15,6 +15,7 @@ mod builder;
 pub mod consumer;
 pub mod error;
 pub mod host_buffer;
+mod launch;
 pub mod memory;
 mod notice;
 mod print_files;
@@ -38,6 +39,7 @@ pub use error::{
     SoloRing, StreamPositions, Tickets, Waiting,
 };
 pub use host_buffer::HostBuffer;
+pub use launch::{Dim3, LaunchConfig};
 pub use runtime::module::GpuModule;
 pub use runtime::{Runtime, Stats};
 pub use sandbox::Sandbox;

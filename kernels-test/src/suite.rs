@@ -281,6 +281,32 @@ kernel! {
 }
 
 kernel! {
+    /// A 3-D launch: each thread prints one line `t=<global_thread_idx> i=0 b=<x>,<y>,<z>
+    /// th=<x>,<y>,<z> g=<x>,<y>,<z> bd=<x>,<y>,<z>` with its block and thread indices and the
+    /// launch's grid and block sizes.
+    pub fn dims_3d() {
+        let (b, t) = (gpuio_device::block_idx_3d(), gpuio_device::thread_idx_3d());
+        let (g, d) = (gpuio_device::grid_dim_3d(), gpuio_device::block_dim_3d());
+        println!(
+            "t={} i=0 b={},{},{} th={},{},{} g={},{},{} bd={},{},{}",
+            global_thread_idx(),
+            b.x,
+            b.y,
+            b.z,
+            t.x,
+            t.y,
+            t.z,
+            g.x,
+            g.y,
+            g.z,
+            d.x,
+            d.y,
+            d.z
+        );
+    }
+}
+
+kernel! {
     /// The shapes of invariant 12 (a line whose print returned reaches its fd whatever the
     /// kernel's other threads do). `words` is host memory: word 0 is the host's stop flag,
     /// word `1 + t` is set to 1 by thread `t` once its print returned. Every thread prints

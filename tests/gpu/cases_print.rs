@@ -1,10 +1,13 @@
 //! Printing: odd block sizes, lanes diverging between call sites and streams, `print!`
 //! pieces, lines of every shape, thousands of threads on a tiny ring.
 
+use std::os::fd::AsRawFd;
+
+use gpuio::LaunchConfig;
 use gpuio_test_kernels as k;
 
 use crate::harness::{Config, Scratch};
-use crate::kernels::{check_numbered, plain, run_printing};
+use crate::kernels::{build, check_numbered, plain, run_printing, sync, Kernels};
 use crate::Outcome;
 
 pub(crate) fn blocks_of_33_and_37_threads(config: Config, scratch: &Scratch) -> Outcome {
@@ -105,6 +108,68 @@ pub(crate) fn a_locked_stdouts_pieces_make_whole_lines(config: Config, scratch: 
         "{} lines of 5 to 11 pieces each from {} threads, every one whole",
         out.lines().count(),
         grid * block
+    ))
+}
+
+/// A 3-D launch: every (block, thread) pair in x, y and z runs once, sees the launch's
+/// sizes, and its `global_thread_idx` is the linear rank over all three (x fastest).
+pub(crate) fn three_dimensional_launches(config: Config, scratch: &Scratch) -> Outcome {
+    let cfg = if config.gpu() {
+        LaunchConfig::new((3, 2, 2), (8, 4, 2))
+    } else {
+        LaunchConfig::new((2, 2, 1), (2, 3, 2))
+    };
+    let (out_file, path) = scratch.file("dims.out");
+    {
+        let rt = build(config.builder().stdout_fd(out_file.as_raw_fd()))?;
+        let k = Kernels::load(&rt)?;
+        k.launch_with("dims_3d", cfg, &[], k::dims_3d)?;
+        sync(&rt)?;
+    }
+    let out = std::fs::read_to_string(&path).map_err(|e| e.to_string())?;
+    let (g, b) = (cfg.grid, cfg.block);
+    let per_block = b.count();
+    let mut seen = std::collections::BTreeSet::new();
+    for line in out.lines() {
+        let field = |key: &str| -> Result<[u64; 3], String> {
+            let v = line
+                .split(' ')
+                .find_map(|w| w.strip_prefix(key))
+                .ok_or_else(|| format!("no {key} in {line:?}"))?;
+            let n: Vec<u64> = v.split(',').filter_map(|x| x.parse().ok()).collect();
+            n.try_into().map_err(|_| format!("a torn {key} in {line:?}"))
+        };
+        let t: u64 = line
+            .strip_prefix("t=")
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| format!("a torn line {line:?}"))?;
+        let (bi, ti) = (field("b=")?, field("th=")?);
+        if field("g=")? != [g.x as u64, g.y as u64, g.z as u64] || field("bd=")? != [b.x as u64, b.y as u64, b.z as u64]
+        {
+            return Err(format!("{line:?}: the launch was {cfg:?}"));
+        }
+        let block_rank = bi[0] + g.x as u64 * (bi[1] + g.y as u64 * bi[2]);
+        let thread_rank = ti[0] + b.x as u64 * (ti[1] + b.y as u64 * ti[2]);
+        if t != block_rank * per_block + thread_rank {
+            return Err(format!("{line:?}: global_thread_idx is not the linear rank"));
+        }
+        if !seen.insert(t) {
+            return Err(format!("{line:?}: thread {t} twice"));
+        }
+    }
+    if seen.len() as u64 != cfg.threads() {
+        return Err(format!("{} of {} threads printed", seen.len(), cfg.threads()));
+    }
+    Ok(format!(
+        "({}, {}, {}) blocks of ({}, {}, {}) threads: each of the {} once, ids and sizes as launched",
+        g.x,
+        g.y,
+        g.z,
+        b.x,
+        b.y,
+        b.z,
+        cfg.threads()
     ))
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use gpuio::cuda::Cuda;
-use gpuio::{Arg, Backend, Builder, GpuModule, Runtime, Scheduling};
+use gpuio::{Arg, Backend, Builder, GpuModule, LaunchConfig, Runtime, Scheduling};
 
 use crate::harness::Scratch;
 
@@ -56,9 +56,20 @@ impl<'rt> Kernels<'rt> {
         args: &[Arg],
         cpu: impl Fn() + Send + Sync + 'static,
     ) -> Result<(), String> {
+        self.launch_with(name, LaunchConfig::linear(grid, block), args, cpu)
+    }
+
+    /// As [`Kernels::launch`], on the blocks and threads of `cfg` (up to three dimensions).
+    pub(crate) fn launch_with(
+        &self,
+        name: &str,
+        cfg: LaunchConfig,
+        args: &[Arg],
+        cpu: impl Fn() + Send + Sync + 'static,
+    ) -> Result<(), String> {
         match &self.module {
-            Some(m) => m.launch(name, grid, block, args),
-            None => self.rt.launch(grid, block, cpu),
+            Some(m) => m.launch_with(name, cfg, args),
+            None => self.rt.launch_with(cfg, cpu),
         }
         .map_err(|e| format!("launching {name}: {e}"))
     }

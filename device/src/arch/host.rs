@@ -78,17 +78,30 @@ pub fn clock_ns() -> u64 {
     EPOCH.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
 }
 
-/// The ids of one CPU-backend thread, as a 1-D launch.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// The ids of one CPU-backend thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ThreadIds {
     /// Index of the thread in its block.
-    pub thread_idx: u32,
+    pub thread_idx: crate::Dim3,
     /// Index of the block in the grid.
-    pub block_idx: u32,
+    pub block_idx: crate::Dim3,
     /// Threads per block.
-    pub block_dim: u32,
+    pub block_dim: crate::Dim3,
     /// Blocks in the grid.
-    pub grid_dim: u32,
+    pub grid_dim: crate::Dim3,
+}
+
+impl ThreadIds {
+    /// Thread `thread_idx` of block `block_idx` in a 1-D launch of `grid_dim` blocks of
+    /// `block_dim` threads.
+    pub const fn linear(thread_idx: u32, block_idx: u32, block_dim: u32, grid_dim: u32) -> ThreadIds {
+        ThreadIds {
+            thread_idx: crate::Dim3::new(thread_idx, 0, 0),
+            block_idx: crate::Dim3::new(block_idx, 0, 0),
+            block_dim: crate::Dim3::new(block_dim, 1, 1),
+            grid_dim: crate::Dim3::new(grid_dim, 1, 1),
+        }
+    }
 }
 
 std::thread_local! {
@@ -121,7 +134,7 @@ impl Drop for InPrint {
 
 std::thread_local! {
     static CURRENT: Cell<(*const (), ThreadIds)> =
-        const { Cell::new((core::ptr::null(), ThreadIds { thread_idx: 0, block_idx: 0, block_dim: 1, grid_dim: 1 })) };
+        const { Cell::new((core::ptr::null(), ThreadIds::linear(0, 0, 1, 1))) };
 }
 
 /// The context of the kernel this thread runs (a `*const Context`: [`crate::context::current`]
@@ -135,20 +148,36 @@ fn ids() -> ThreadIds {
     CURRENT.with(|c| c.get().1)
 }
 
-/// Index of the calling thread in its block.
+/// Index of the calling thread in its block (x).
 pub fn thread_idx() -> u32 {
+    ids().thread_idx.x
+}
+/// Index of the calling thread's block (x).
+pub fn block_idx() -> u32 {
+    ids().block_idx.x
+}
+/// Threads per block (x).
+pub fn block_dim() -> u32 {
+    ids().block_dim.x
+}
+/// Blocks in the grid (x).
+pub fn grid_dim() -> u32 {
+    ids().grid_dim.x
+}
+/// Index of the calling thread in its block, in x, y and z.
+pub fn thread_idx_3d() -> crate::Dim3 {
     ids().thread_idx
 }
-/// Index of the calling thread's block.
-pub fn block_idx() -> u32 {
+/// Index of the calling thread's block, in x, y and z.
+pub fn block_idx_3d() -> crate::Dim3 {
     ids().block_idx
 }
-/// Threads per block.
-pub fn block_dim() -> u32 {
+/// Threads per block, in x, y and z.
+pub fn block_dim_3d() -> crate::Dim3 {
     ids().block_dim
 }
-/// Blocks in the grid.
-pub fn grid_dim() -> u32 {
+/// Blocks in the grid, in x, y and z.
+pub fn grid_dim_3d() -> crate::Dim3 {
     ids().grid_dim
 }
 

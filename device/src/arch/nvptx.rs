@@ -752,6 +752,43 @@ pub fn grid_dim() -> u32 {
     unsafe { core::arch::nvptx::_grid_dim_x() }
 }
 
+/// Index of the calling thread in its block, in x, y and z (`threadIdx`).
+#[inline(always)]
+pub fn thread_idx_3d() -> crate::Dim3 {
+    // SAFETY: reads special registers.
+    unsafe {
+        use core::arch::nvptx::*;
+        crate::Dim3::new(_thread_idx_x(), _thread_idx_y(), _thread_idx_z())
+    }
+}
+/// Index of the calling thread's block, in x, y and z (`blockIdx`).
+#[inline(always)]
+pub fn block_idx_3d() -> crate::Dim3 {
+    // SAFETY: reads special registers.
+    unsafe {
+        use core::arch::nvptx::*;
+        crate::Dim3::new(_block_idx_x(), _block_idx_y(), _block_idx_z())
+    }
+}
+/// Threads per block, in x, y and z (`blockDim`).
+#[inline(always)]
+pub fn block_dim_3d() -> crate::Dim3 {
+    // SAFETY: reads special registers.
+    unsafe {
+        use core::arch::nvptx::*;
+        crate::Dim3::new(_block_dim_x(), _block_dim_y(), _block_dim_z())
+    }
+}
+/// Blocks in the grid, in x, y and z (`gridDim`).
+#[inline(always)]
+pub fn grid_dim_3d() -> crate::Dim3 {
+    // SAFETY: reads special registers.
+    unsafe {
+        use core::arch::nvptx::*;
+        crate::Dim3::new(_grid_dim_x(), _grid_dim_y(), _grid_dim_z())
+    }
+}
+
 /// Ends the kernel with an error: the launch fails and the context is lost (the panic
 /// handler's last step).
 #[inline]

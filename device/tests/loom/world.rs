@@ -136,12 +136,7 @@ pub(crate) fn serve_transfer(w: &World, file: &Mutex<Vec<u8>>, sqe: &Sqe) -> i32
 /// thread-locals: the model's main thread enters first, and every guard then restores that
 /// same context, in whatever order the threads drop them.
 pub(crate) fn enter_world(w: &World, thread_idx: u32) -> impl Drop {
-    let ids = ThreadIds {
-        thread_idx,
-        block_idx: 0,
-        block_dim: 3,
-        grid_dim: 1,
-    };
+    let ids = ThreadIds::linear(thread_idx, 0, 3, 1);
     // SAFETY: the context lives in `w`, which the caller keeps alive past the guard.
     unsafe { enter(w.ctx.as_ref().unwrap(), ids) }
 }

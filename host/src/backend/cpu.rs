@@ -10,6 +10,7 @@ use gpuio_device::arch::host::ThreadIds;
 use gpuio_device::context::enter;
 
 use crate::error::{Error, Result};
+use crate::launch::{Dim3, LaunchConfig};
 use crate::shared::Shared;
 use crate::watchdog::Pacing;
 
@@ -66,6 +67,11 @@ impl Exits {
         let running = self.lock();
         let _ = self.none.wait_timeout_while(running, max, |r| !r.is_empty());
     }
+}
+
+/// The index of rank `r` in a shape `dim` (x varies fastest): `Dim3::rank_in`'s inverse.
+fn unrank(r: u32, dim: Dim3) -> Dim3 {
+    Dim3::new(r % dim.x, r / dim.x % dim.y, r / dim.x / dim.y)
 }
 
 /// How much lower than the launching thread's the priority of a launch's threads is, when
@@ -189,8 +195,7 @@ impl Cpu {
     pub(crate) fn launch<F>(
         &self,
         shared: &Arc<Shared>,
-        grid: u32,
-        block: u32,
+        cfg: LaunchConfig,
         kernel: F,
         start: impl FnOnce(bool) -> Result<()>,
         on_spawn_failure: impl FnOnce(),
@@ -198,7 +203,8 @@ impl Cpu {
     where
         F: Fn() + Send + Sync + 'static,
     {
-        let n = grid as u64 * block as u64;
+        let n = cfg.threads();
+        let per_block = cfg.block.count() as u32;
         check_map_count(n)?;
         let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
         start(kernels.launches == 0)?;
@@ -208,13 +214,13 @@ impl Cpu {
         let nice = oversubscribed_nice(n);
         for i in 0..n as u32 {
             let ids = ThreadIds {
-                thread_idx: i % block,
-                block_idx: i / block,
-                block_dim: block,
-                grid_dim: grid,
+                thread_idx: unrank(i % per_block, cfg.block),
+                block_idx: unrank(i / per_block, cfg.grid),
+                block_dim: cfg.block,
+                grid_dim: cfg.grid,
             };
             let (shared, kernel) = (shared.clone(), kernel.clone());
-            let running = Running::new(&self.exits, (ids.block_idx, ids.thread_idx));
+            let running = Running::new(&self.exits, (i / per_block, i % per_block));
             let spawned = std::thread::Builder::new().stack_size(self.stack_bytes).spawn(move || {
                 // Dropped last: the thread counts as running until the kernel is done.
                 let _running = running;

@@ -55,8 +55,8 @@ pub(crate) trait GpuBackend: Send + Sync {
 
 /// A code object loaded on a GPU backend (or attached: loaded by the host program).
 pub(crate) trait LoadedModule: Send + Sync {
-    /// Launches kernel `name` on `grid` blocks of `block` threads (asynchronous).
-    fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()>;
+    /// Launches kernel `name` on the blocks and threads of `cfg` (asynchronous).
+    fn launch(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()>;
 
     /// The device address and size of a global variable.
     fn global(&self, name: &str) -> Result<(u64, usize)>;

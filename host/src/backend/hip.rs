@@ -254,10 +254,11 @@ impl Module {
         Ok(f)
     }
 
-    /// Launches kernel `name` on the null stream (`hipModuleLaunchKernel`), `grid` blocks
-    /// of `block` threads.
-    pub(crate) fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+    /// Launches kernel `name` on the null stream (`hipModuleLaunchKernel`), on the blocks
+    /// and threads of `cfg`.
+    pub(crate) fn launch(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
         let f = self.function(name)?;
+        let (g, b) = (cfg.grid, cfg.block);
         let mut values: Vec<[u8; 8]> = args.iter().map(Arg::bytes).collect();
         let mut ptrs: Vec<*mut c_void> = values.iter_mut().map(|v| v.as_mut_ptr() as *mut c_void).collect();
         // SAFETY: `ptrs` holds one pointer per kernel parameter (`borrow_raw`'s caller
@@ -268,12 +269,12 @@ impl Module {
             unsafe {
                 api::hipModuleLaunchKernel(
                     f,
-                    grid,
-                    1,
-                    1,
-                    block,
-                    1,
-                    1,
+                    g.x,
+                    g.y,
+                    g.z,
+                    b.x,
+                    b.y,
+                    b.z,
                     0,
                     std::ptr::null_mut(),
                     ptrs.as_mut_ptr(),
@@ -360,8 +361,8 @@ fn pci_string((domain, bdf): (u32, u32)) -> String {
 }
 
 impl LoadedModule for Module {
-    fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
-        Module::launch(self, name, grid, block, args)
+    fn launch(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
+        Module::launch(self, name, cfg, args)
     }
 
     fn global(&self, name: &str) -> Result<(u64, usize)> {

@@ -18,6 +18,7 @@ use crate::consumer::sandbox::Sandbox;
 use crate::consumer::submission::Submission;
 use crate::consumer::waker::Waker;
 use crate::error::{Error, Result};
+use crate::launch::LaunchConfig;
 use crate::shared::Shared;
 use crate::watchdog::HangPolicy;
 
@@ -225,6 +226,27 @@ impl Runtime {
     where
         F: Fn() + Send + Sync + 'static,
     {
+        self.launch_with(LaunchConfig::linear(grid, block), kernel)
+    }
+
+    /// Launches `kernel` on the threads of `cfg`, in up to three dimensions (CPU backend:
+    /// one host thread each, with its own ids, `gpuio_device::thread_idx_3d()` and
+    /// friends). Returns at once; [`Runtime::synchronize`] waits.
+    ///
+    /// ```
+    /// use gpuio_host::{Backend, LaunchConfig, Runtime};
+    /// let rt = Runtime::builder().backend(Backend::Cpu).build()?;
+    /// rt.launch_with(LaunchConfig::new((2, 2), (4, 2)), || {
+    ///     let (b, t) = (gpuio_device::block_idx_3d(), gpuio_device::thread_idx_3d());
+    ///     gpuio_device::println!("block ({}, {}) thread ({}, {})", b.x, b.y, t.x, t.y);
+    /// })?;
+    /// rt.synchronize()?;
+    /// # Ok::<(), gpuio_host::Error>(())
+    /// ```
+    pub fn launch_with<F>(&self, cfg: LaunchConfig, kernel: F) -> Result<()>
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
         if self.backend != Backend::Cpu {
             return Err(Error::BackendUnavailable {
                 backend: self.backend.name(),
@@ -232,16 +254,16 @@ impl Runtime {
             });
         }
         outside_kernels("Runtime::launch")?;
-        let n = grid as u64 * block as u64;
-        if n == 0 || n > 1 << 16 {
+        cfg.check()?;
+        let n = cfg.threads();
+        if n > 1 << 16 {
             return Err(Error::Config(format!(
-                "the CPU backend runs 1..=65536 threads, not {grid} x {block}"
+                "the CPU backend runs 1..=65536 threads, not {n} ({cfg:?})"
             )));
         }
         self.cpu.launch(
             &self.shared,
-            grid,
-            block,
+            cfg,
             kernel,
             |first| {
                 if first {

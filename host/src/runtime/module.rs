@@ -13,6 +13,7 @@ use crate::backend::gpu::{Arg, LoadedModule};
 use crate::backend::hsa::{self, Hsa};
 use crate::backend::Device;
 use crate::error::{Error, Result};
+use crate::launch::LaunchConfig;
 use crate::scheduling::Scheduling;
 use crate::shared::State;
 
@@ -29,13 +30,21 @@ impl GpuModule<'_> {
     /// [`Runtime::synchronize`] waits). `args` must match the kernel's parameters (on HSA
     /// they are checked against the code object's metadata).
     pub fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+        self.launch_with(name, LaunchConfig::linear(grid, block), args)
+    }
+
+    /// Launches kernel `name` on the blocks and threads of `cfg`, in up to three
+    /// dimensions (asynchronous; [`Runtime::synchronize`] waits). CUDA only for 3-D: the HSA
+    /// backend refuses a launch that uses y or z.
+    pub fn launch_with(&self, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<()> {
+        cfg.check()?;
         let gpu = self.rt.gpu.as_ref().expect("a GpuModule exists only on a GPU runtime");
         gpu.usable()?;
         let first = !gpu.launched.load(Ordering::Acquire);
         if first {
             self.rt.rebase_positions()?;
         }
-        if let Err(e) = self.module.launch(name, grid, block, args) {
+        if let Err(e) = self.module.launch(name, cfg, args) {
             if first && !gpu.launched.load(Ordering::Acquire) {
                 // Nothing runs: the files this launch would have printed to are free again.
                 self.rt.print_files.end();

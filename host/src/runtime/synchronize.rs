@@ -152,7 +152,7 @@ impl Runtime {
         if !gpu.drained.swap(true, Ordering::AcqRel) {
             let drain = gpu.drain.lock().unwrap_or_else(|e| e.into_inner());
             let m = drain.as_ref().expect("a kernel was launched, so a module is loaded");
-            m.launch("gpuio_drain", 1, 1, &[])?;
+            m.launch("gpuio_drain", crate::LaunchConfig::linear(1, 1), &[])?;
             drop(drain);
             self.wait_gpu(gpu, Waiting::GpuDrain)?;
         }

@@ -277,7 +277,13 @@ impl Module {
     /// PTX, an [`Error::Config`] names the difference. (A borrowed module has no PTX here:
     /// [`Module::borrow_raw`]'s caller vouches for its launches.)
     pub fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+        self.launch_with(name, crate::LaunchConfig::linear(grid, block), args)
+    }
+
+    /// As [`Module::launch`], on the blocks and threads of `cfg` (up to three dimensions).
+    pub fn launch_with(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
         let f = self.function(name)?;
+        let (g, b) = (cfg.grid, cfg.block);
         if let Some(params) = &self.params {
             let Some(sizes) = params.get(name) else {
                 return Err(Error::Config(format!(
@@ -305,12 +311,12 @@ impl Module {
             unsafe {
                 (self.cuda.api.cuLaunchKernel)(
                     f,
-                    grid,
-                    1,
-                    1,
-                    block,
-                    1,
-                    1,
+                    g.x,
+                    g.y,
+                    g.z,
+                    b.x,
+                    b.y,
+                    b.z,
                     0,
                     std::ptr::null_mut(),
                     ptrs.as_mut_ptr(),
@@ -334,8 +340,8 @@ impl Drop for Module {
 }
 
 impl LoadedModule for Module {
-    fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
-        Module::launch(self, name, grid, block, args)
+    fn launch(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
+        Module::launch_with(self, name, cfg, args)
     }
 
     fn global(&self, name: &str) -> Result<(u64, usize)> {

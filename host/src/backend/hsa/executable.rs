@@ -322,8 +322,16 @@ impl Drop for Executable {
 }
 
 impl LoadedModule for Executable {
-    fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
-        Executable::launch(self, name, grid, block, args)
+    fn launch(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
+        if !cfg.is_linear() {
+            return Err(Error::Config(format!(
+                "kernel {name}: the HSA backend launches in x only (its dispatch packets and \
+                 hidden arguments are written for one dimension); {cfg:?} uses y or z: launch \
+                 grid.x * grid.y * grid.z blocks of block.x * block.y * block.z threads and \
+                 split the index in the kernel"
+            )));
+        }
+        Executable::launch(self, name, cfg.grid.x, cfg.block.x, args)
     }
 
     fn global(&self, name: &str) -> Result<(u64, usize)> {
