@@ -237,8 +237,10 @@ impl Builder {
     }
 
     /// Per-thread stack for GPU kernels (default 8 KiB; `core::fmt` needs more than
-    /// CUDA's 1 KiB default). On HSA it is the private segment of kernels that use a
-    /// dynamic stack (at least what their metadata asks for).
+    /// CUDA's 1 KiB default). On CUDA it is the primary context's stack limit, which the
+    /// process's other CUDA users share: where one set a larger limit, that one stays. On
+    /// HSA it is the private segment of kernels that use a dynamic stack (at least what
+    /// their metadata asks for).
     pub fn gpu_stack_bytes(mut self, n: usize) -> Self {
         self.gpu_stack_bytes = n;
         self

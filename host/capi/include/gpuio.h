@@ -462,9 +462,10 @@ gpuio_status gpuio_module_destroy(gpuio_module *module);
 /**
  * Attaches a CUDA module that the host loaded itself (`cu_module` is a CUmodule): finds
  * its `gpuio_context` global (cuModuleGetGlobal) and points it at the runtime, so that
- * its kernels print through the runtime. The module must be loaded in device 0's primary
- * context (cuDevicePrimaryCtxRetain, or the context the CUDA runtime API uses) and stay
- * loaded until the runtime is destroyed; gpuio never unloads it. `out` may be NULL; if
+ * its kernels print through the runtime. The module must be loaded in the primary
+ * context of the runtime's GPU (options.gpu; cuDevicePrimaryCtxRetain, or the context
+ * the CUDA runtime API uses) and stay loaded until the runtime is destroyed; gpuio never
+ * unloads it. `out` may be NULL; if
  * not, it receives a handle for gpuio_module_launch.
  *
  * Kernels of it that the host launches itself (cuLaunchKernel) must be announced with

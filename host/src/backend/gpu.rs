@@ -42,7 +42,8 @@ pub(crate) trait GpuBackend: Send + Sync {
     /// Copies device bytes to the host.
     fn copy_from_device(&self, dst: &mut [u8], src: u64) -> Result<()>;
 
-    /// Sets the per-thread stack of kernels (core::fmt needs more than the defaults).
+    /// Makes the per-thread stack of kernels at least `bytes` (core::fmt needs more than the
+    /// defaults); a larger one already set stays.
     fn set_stack_size(&self, bytes: usize) -> Result<()>;
 
     /// Waits for every kernel (and copy) on the GPU: `wait` runs the watchdog's loop with

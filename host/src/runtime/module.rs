@@ -238,8 +238,9 @@ impl Runtime {
     /// [`Runtime::prepare_external_launch`] first.
     ///
     /// # Safety
-    /// `cu_module` is a `CUmodule` loaded in device 0's primary context (the one this
-    /// runtime uses), and stays loaded until this runtime is dropped.
+    /// `cu_module` is a `CUmodule` loaded in the primary context of this runtime's GPU
+    /// ([`Builder::gpu`](crate::Builder::gpu); the context this runtime uses), and stays
+    /// loaded until this runtime is dropped.
     pub unsafe fn attach_cuda_module(&self, cu_module: *mut std::ffi::c_void) -> Result<GpuModule<'_>> {
         let Some(
             gpu @ Gpu {

@@ -223,9 +223,21 @@ impl Cuda {
         )
     }
 
-    /// Sets the per-thread stack size (core::fmt needs more than the 1 KiB default).
+    /// Makes the per-thread stack at least `bytes` (core::fmt needs more than the 1 KiB
+    /// default). The context is the device's primary one, which other libraries of the
+    /// process (cudarc, the runtime API) share: a larger limit that one of them set is kept,
+    /// never lowered under its kernels.
     pub fn set_stack_size(&self, bytes: usize) -> Result<()> {
         self.bind()?;
+        let mut now = 0usize;
+        // SAFETY: an out-pointer valid for the call; a documented limit.
+        self.check(
+            unsafe { (self.api.cuCtxGetLimit)(&mut now, CU_LIMIT_STACK_SIZE) },
+            "cuCtxGetLimit(stack)",
+        )?;
+        if now >= bytes {
+            return Ok(());
+        }
         // SAFETY: a documented limit.
         self.check(
             unsafe { (self.api.cuCtxSetLimit)(CU_LIMIT_STACK_SIZE, bytes) },

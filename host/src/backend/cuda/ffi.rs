@@ -40,6 +40,7 @@ dl_api! {
     cuCtxSetCurrent: fn(CuContext) -> CuResult;
     cuCtxSynchronize: fn() -> CuResult;
     cuCtxSetLimit: fn(i32, usize) -> CuResult;
+    cuCtxGetLimit: fn(*mut usize, i32) -> CuResult;
     cuStreamQuery: fn(*mut c_void) -> CuResult;
     cuStreamCreate: fn(*mut *mut c_void, u32) -> CuResult;
     cuStreamDestroy_v2: fn(*mut c_void) -> CuResult;

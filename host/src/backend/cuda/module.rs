@@ -231,7 +231,7 @@ impl Module {
     /// A module the caller loaded itself; it is not unloaded when this drops.
     ///
     /// # Safety
-    /// `handle` is a `CUmodule` loaded in `cuda`'s context (device 0's primary context),
+    /// `handle` is a `CUmodule` loaded in `cuda`'s context (its device's primary context),
     /// and stays loaded as long as this `Module` (and anything launched from it) is used.
     /// Launches through it pass each kernel's parameters exactly (their PTX is not known
     /// here to check them).
