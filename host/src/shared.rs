@@ -21,7 +21,8 @@ use gpuio_device::Context;
 use crate::backend::cuda::Peek;
 use crate::backend::Device;
 use crate::consumer::sandbox::restrictions::{Memory, Setup};
-use crate::consumer::submission::{Look, Queue};
+use crate::consumer::submission::Queue;
+use crate::consumer::waker::Look;
 use crate::error::{Error, Result};
 use crate::memory::{round_up, Mapping};
 

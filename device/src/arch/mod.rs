@@ -68,3 +68,5 @@ pub use nvptx::*;
 pub mod host;
 #[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
 pub use host::*;
+#[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
+mod std_errors;

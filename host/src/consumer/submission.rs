@@ -19,6 +19,7 @@ use gpuio_device::uapi::{Cqe, Params};
 
 use crate::consumer::fallback::HostRing;
 use crate::consumer::uring::{diagnose_setup, Uring, UringConfig};
+use crate::consumer::waker::Look;
 use crate::error::{Error, Result};
 use crate::memory::Mapping;
 
@@ -60,20 +61,6 @@ impl Submission {
             .map(|v| Submission::parse(&v))
             .transpose()
     }
-}
-
-/// What one look at the SQ saw ([`Uring::wake_sqpoll_if_needed`],
-/// [`HostRing::wake_if_needed`]): the host-memory words only, no syscall unless it woke the
-/// consumer. The waker paces itself by it: a tail that moved, or SQEs waiting, mean I/O
-/// flows.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Look {
-    /// The SQ tail as read.
-    pub tail: u32,
-    /// SQEs waited unconsumed (the SQ tail differed from the head).
-    pub waiting: bool,
-    /// The consumer slept with SQEs waiting, and was woken.
-    pub woke: bool,
 }
 
 /// The ring and whoever consumes it.

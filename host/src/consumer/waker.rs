@@ -19,7 +19,19 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use crate::consumer::submission::Look;
+/// What one look at the SQ saw (`Uring::wake_sqpoll_if_needed`,
+/// `HostRing::wake_if_needed`): the host-memory words only, no syscall unless it woke the
+/// consumer. The waker paces itself by it: a tail that moved, or SQEs waiting, mean I/O
+/// flows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Look {
+    /// The SQ tail as read.
+    pub tail: u32,
+    /// SQEs waited unconsumed (the SQ tail differed from the head).
+    pub waiting: bool,
+    /// The consumer slept with SQEs waiting, and was woken.
+    pub woke: bool,
+}
 
 /// The pause between looks while I/O is seen.
 const POLL: Duration = Duration::from_micros(50);

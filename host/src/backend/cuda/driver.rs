@@ -231,10 +231,8 @@ impl Cuda {
         self.bind()?;
         let mut now = 0usize;
         // SAFETY: an out-pointer valid for the call; a documented limit.
-        self.check(
-            unsafe { (self.api.cuCtxGetLimit)(&mut now, CU_LIMIT_STACK_SIZE) },
-            "cuCtxGetLimit(stack)",
-        )?;
+        let rc = unsafe { (self.api.cuCtxGetLimit)(&mut now, CU_LIMIT_STACK_SIZE) };
+        self.check(rc, "cuCtxGetLimit(stack)")?;
         if now >= bytes {
             return Ok(());
         }

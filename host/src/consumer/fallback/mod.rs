@@ -68,8 +68,8 @@ use std::time::{Duration, Instant};
 
 use gpuio_device::uapi::*;
 
-use crate::consumer::submission::Look;
 use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES, MAX_SQ_ENTRIES};
+use crate::consumer::waker::Look;
 use crate::error::{Error, Result};
 use crate::memory::{page_size, round_up, Mapping};
 use execute::{execute, Registered, Restricted};
