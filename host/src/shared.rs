@@ -100,6 +100,24 @@ struct Layout {
 }
 
 impl Layout {
+    /// The layout for `queues` (1 to `MAX_RINGS` rings of one geometry) and `cfg`.
+    fn for_rings(queues: &[Queue], cfg: &SharedConfig) -> Layout {
+        assert!((1..=MAX_RINGS).contains(&queues.len()), "1 to {MAX_RINGS} rings");
+        let p = *queues[0].params();
+        // One configuration made them all: the layout and the slot count assume it.
+        assert!(queues
+            .iter()
+            .all(|q| (q.params().sq_entries, q.params().cq_entries) == (p.sq_entries, p.cq_entries)));
+        Layout::new(
+            queues.len(),
+            p.sq_entries,
+            completion_slots(queues),
+            cfg.log_bytes,
+            cfg.max_flights,
+            cfg.arena_bytes / cfg.arena_block_bytes,
+        )
+    }
+
     fn new(
         rings: usize,
         sq_entries: u32,
@@ -225,6 +243,11 @@ impl Shared {
     /// `sandbox` registers the print outputs and the logs with the rings, restricts and
     /// enables them (`restrictions::configure_all`): it runs once the memory exists and before
     /// anything can submit, and what it set up comes back beside the memory.
+    ///
+    /// The steps: lay the state region out; map the logs, the arena and the solo ring's
+    /// stage; let the sandbox register and restrict; place the state (host memory, or
+    /// device memory and a host image of the context); write the context; on a GPU, copy
+    /// its image to the device.
     pub(crate) fn new(
         mut queues: Vec<Queue>,
         mut solo: Option<Queue>,
@@ -232,45 +255,19 @@ impl Shared {
         device: Option<Device>,
         sandbox: impl FnOnce(Vec<&mut Queue>, &Memory) -> Result<Setup>,
     ) -> Result<(Shared, Setup)> {
-        let log_bytes = cfg.log_bytes;
-        assert!((1..=MAX_RINGS).contains(&queues.len()), "1 to {MAX_RINGS} rings");
-        let p = *queues[0].params();
-        // One configuration made them all: the layout and the slot count assume it.
-        assert!(queues
-            .iter()
-            .all(|q| (q.params().sq_entries, q.params().cq_entries) == (p.sq_entries, p.cq_entries)));
-        let blocks = cfg.arena_bytes / cfg.arena_block_bytes;
-        // One completion slot per CQ entry of every ring (rounded to a power of two, which
-        // the pool's masks need): a block's ring can fill its CQ while the others do too.
-        let slots = p.cq_entries * (queues.len() as u32).next_power_of_two();
-        let layout = Layout::new(queues.len(), p.sq_entries, slots, log_bytes, cfg.max_flights, blocks);
-        let os = |what| move |e| Error::Os { what, source: e };
-        // On GPU backends in huge pages: they are registered with the driver next.
-        let map = if device.is_some() { Mapping::huge } else { Mapping::new };
-        let logs = map(layout.logs_len).map_err(os("mmap of the print logs"))?;
-        let log_ranges: Vec<(u64, u64)> = (0..STREAMS)
-            .map(|i| (logs.as_ptr() as u64 + layout.bufs[i] as u64, log_bytes[i] as u64))
-            .collect();
-        let arena = map(cfg.arena_bytes).map_err(os("mmap of the file-I/O arena"))?;
-        let solo_stage = match solo {
-            Some(_) => Some(Mapping::new(SOLO_STAGE as usize).map_err(os("mmap of the solo ring's staging buffer"))?),
-            None => None,
-        };
-        let range = |m: &Mapping, len: usize| (m.as_ptr() as u64, len as u64);
+        let layout = Layout::for_rings(&queues, cfg);
+        let (logs, arena, solo_stage) = map_memory(&layout, cfg, device.is_some(), solo.is_some())?;
         let memory = Memory {
-            logs: [log_ranges[0], log_ranges[1]],
-            arena: range(&arena, cfg.arena_bytes),
-            solo_stage: solo_stage.as_ref().map_or((0, 0), |m| range(m, SOLO_STAGE as usize)),
+            logs: std::array::from_fn(|i| (logs.as_ptr() as u64 + layout.bufs[i] as u64, cfg.log_bytes[i] as u64)),
+            arena: (arena.as_ptr() as u64, cfg.arena_bytes as u64),
+            solo_stage: solo_stage
+                .as_ref()
+                .map_or((0, 0), |m| (m.as_ptr() as u64, SOLO_STAGE as u64)),
         };
         let setup = sandbox(queues.iter_mut().chain(solo.as_mut()).collect(), &memory)?;
-        let fixed_files = setup.fixed_files;
-        // The state region's address as the agents that run the protocol see it, the host
-        // memory the Context is first written to, and the addresses at which those agents
-        // see the SQEs, the ring words and the logs (the host's, except where the GPU maps
-        // host memory elsewhere: HSA on discrete GPUs without the SVM API).
-        // The logs, the arena, then each ring's SQEs and words.
         let solo = solo.zip(solo_stage);
-        // Then the solo ring's SQEs, words and staging buffer.
+        // The regions the protocol's agents address, in this order: the logs, the arena,
+        // then each ring's SQEs and words, then the solo ring's SQEs, words and stage.
         let mut regions = vec![&logs, &arena];
         for q in queues.iter().chain(solo.as_ref().map(|(q, _)| q)) {
             regions.extend([q.sqes(), q.rings()]);
@@ -278,174 +275,30 @@ impl Shared {
         if let Some((_, stage)) = &solo {
             regions.push(stage);
         }
-        let (state, state_base, image_ptr, views) = match device {
-            None => {
-                // Lazy: the stages at its end are touched only by the tests' simulated warps.
-                let m = Mapping::lazy(layout.state_len).map_err(os("mmap of the protocol state"))?;
-                let base = m.as_ptr();
-                let views: Vec<*mut u8> = regions.iter().map(|m| m.as_ptr()).collect();
-                (State::Host(m), base, base, views)
-            }
-            Some(device) => {
-                let views = map_all(&device, &regions)?;
-                let unmap_all = || {
-                    // SAFETY: mapped just above; no kernel has run yet.
-                    unsafe {
-                        for m in &regions {
-                            device.unmap_host(m.as_ptr());
-                        }
-                    }
-                };
-                let dptr = device.alloc_zeroed(layout.state_len).inspect_err(|_| unmap_all())?;
-                let image = Mapping::new(size_of::<Context>()).map_err(|e| {
-                    unmap_all();
-                    device.free(dptr);
-                    Error::Os {
-                        what: "mmap of the context image",
-                        source: e,
-                    }
-                })?;
-                let ptr = image.as_ptr();
-                (
-                    State::Device {
-                        device,
-                        dptr,
-                        image: Mutex::new(image),
-                        peek: Mutex::new(None),
-                    },
-                    dptr as *mut u8,
-                    ptr,
-                    views,
-                )
-            }
-        };
-        let (logs_view, arena_view) = (views[0], views[1]);
-        let fds = cfg.fds;
-        // SAFETY: every pointer below points into the queues', `logs`' or the state region's
-        // memory, at the kernel's offsets or at our layout's, which those regions cover;
-        // all of it lives as long as `Shared`, which outlives every kernel and the waker.
-        // The state region is zeroed: the initial state of ready flags, chunk counters and flights.
-        // The Context is written once here, before any agent can see it.
-        unsafe {
-            let rings: [Ring; MAX_RINGS] = std::array::from_fn(|i| {
-                let Some(queue) = queues.get(i) else {
-                    return Ring::unused(); // past `ring_count`
-                };
-                let p = queue.params();
-                let (sqes, words) = (views[2 + 2 * i], views[3 + 2 * i]);
-                let w = |off| word_at(queue, words, off);
-                Ring::new(
-                    w(p.sq_off.head),
-                    w(p.sq_off.tail),
-                    w(p.sq_off.flags),
-                    sqes as *const SharedCell<Sqe>,
-                    w(p.cq_off.head),
-                    w(p.cq_off.tail),
-                    words.add(p.cq_off.cqes as usize) as *const SharedCell<Cqe>,
-                    state_base.add(layout.ready[i]) as *const AtomicU32,
-                    p.sq_entries,
-                    p.cq_entries,
-                )
-            });
-            let streams: [Stream; STREAMS] = std::array::from_fn(|i| {
-                let (positional, pos) = output_mode(fds[i]);
-                let mut s = Stream::new(
-                    i as u32,
-                    fds[i],
-                    positional,
-                    pos,
-                    logs_view.add(layout.bufs[i]) as *const SharedCell<u8>,
-                    log_bytes[i] as u64,
-                    state_base.add(layout.chunks[i]) as *const AtomicU32,
-                    state_base.add(layout.flights[i]) as *const Flight,
-                    if positional { cfg.max_flights } else { 1 },
-                );
-                // The kernel reads the log at the host's address.
-                s.io_base = logs.as_ptr().add(layout.bufs[i]) as u64;
-                s.stage = state_base.add(layout.stages[i]) as *const SharedCell<u8>;
-                if fixed_files {
-                    s.fixed_file = i as i32;
-                }
-                if setup.fixed_logs {
-                    // Ring 0's registered buffer `i` (`log_ranges`).
-                    s.fixed_log = i as i32;
-                }
-                s
-            });
-            let word = |i: usize| state_base.add(layout.request_words[i]);
-            let requests = Requests::new(
-                word(0) as *const AtomicU32,
-                word(1) as *const AtomicU32,
-                word(2) as *const AtomicI32,
-                slots,
-            );
-            let mut arena = Arena::new(
-                arena_view as *const SharedCell<u8>,
-                // The kernel reads and writes the arena at the host's address.
-                arena.as_ptr() as u64,
-                cfg.arena_block_bytes as u64,
-                Pool::new(state_base.add(layout.block_states) as *const AtomicU32, blocks as u32),
-            );
-            // Transfers name the buffer table (`memory`), which every ring holds.
-            arena.fixed = setup.fixed_transfers;
-            let ctx = Context {
-                magic: CONTEXT_MAGIC,
-                rings,
-                ring_count: queues.len() as u32,
-                streams,
-                stderr_stream: if same_file(fds[0], fds[1]) { 0 } else { 1 },
-                stray_completions: AtomicU32::new(0),
-                refused_requests: AtomicU32::new(0),
-                refused_errno: AtomicI32::new(0),
-                requests,
-                arena,
-                denied_requests: AtomicU32::new(0),
-                allowed_ops: AtomicU64::new(setup.allowed_ops()),
-                forbidden_requests: AtomicU32::new(0),
-                solo: match &solo {
-                    None => Solo::unused(),
-                    Some((q, stage)) => {
-                        let n = queues.len();
-                        let p = q.params();
-                        let (sqes, words, stage_view) = (views[2 + 2 * n], views[3 + 2 * n], views[4 + 2 * n]);
-                        let w = |off| word_at(q, words, off);
-                        let solo = Solo::new(
-                            w(p.sq_off.tail),
-                            w(p.cq_off.head),
-                            w(p.cq_off.tail),
-                            sqes as *const SharedCell<Sqe>,
-                            words.add(p.cq_off.cqes as usize) as *const SharedCell<Cqe>,
-                            p.sq_entries,
-                            p.cq_entries,
-                            stage_view as *const SharedCell<u8>,
-                            // The kernel reads and writes the buffer at the host's address.
-                            stage.as_ptr() as u64,
-                        );
-                        if cfg.solo_waits_on_results {
-                            // SAFETY: slot `i`'s `res` lies `i` CQEs on from slot 0's, in the
-                            // CQ that `words` views; the caller asks for this on x86-64 only.
-                            solo.waiting_on_results(
-                                words.add(p.cq_off.cqes as usize + std::mem::offset_of!(Cqe, res)) as *const AtomicI32,
-                                size_of::<Cqe>() as u32,
-                            )
-                        } else {
-                            solo
-                        }
-                    }
-                },
-            };
-            std::ptr::write(image_ptr as *mut Context, ctx);
-        }
+        let placed = place_state(device, &layout, &regions)?;
         drop(regions);
+        let parts = Parts {
+            layout: &layout,
+            cfg,
+            setup: &setup,
+            base: placed.base,
+            views: &placed.views,
+            logs: &logs,
+            arena: &arena,
+        };
+        // SAFETY: `placed.image` is the host memory the Context is first written to (the
+        // state region itself on the CPU backend), at least a Context long, and no agent
+        // sees it before this write; `parts` describes memory that lives as long as `Shared`.
+        unsafe { std::ptr::write(placed.image as *mut Context, parts.context(&queues, solo.as_ref())) };
         let shared = Shared {
             queues,
             solo,
             logs,
             arena,
-            state,
+            state: placed.state,
             regions: Mutex::new([false; MAX_REGIONS]),
             retired: Mutex::new(Vec::new()),
-            positional_fds: fds.iter().copied().filter(|&fd| output_mode(fd).0).collect(),
+            positional_fds: cfg.fds.iter().copied().filter(|&fd| output_mode(fd).0).collect(),
         };
         if let State::Device {
             device, dptr, image, ..
@@ -570,6 +423,280 @@ impl Drop for Shared {
                     // SAFETY: mapped by `Runtime::host_buffer`; no kernel runs any more.
                     unsafe { device.unmap_host(m.as_ptr()) };
                 }
+            }
+        }
+    }
+}
+
+/// One completion slot per CQ entry of every ring (rounded to a power of two, which the
+/// pool's masks need): a block's ring can fill its CQ while the others do too.
+fn completion_slots(queues: &[Queue]) -> u32 {
+    queues[0].params().cq_entries * (queues.len() as u32).next_power_of_two()
+}
+
+/// Maps the print logs, the file-I/O arena and, for a solo ring, its staging buffer (on
+/// GPU backends the first two in huge pages: they are registered with the driver).
+fn map_memory(
+    layout: &Layout,
+    cfg: &SharedConfig,
+    gpu: bool,
+    solo: bool,
+) -> Result<(Mapping, Mapping, Option<Mapping>)> {
+    let os = |what| move |e| Error::Os { what, source: e };
+    let map = if gpu { Mapping::huge } else { Mapping::new };
+    let logs = map(layout.logs_len).map_err(os("mmap of the print logs"))?;
+    let arena = map(cfg.arena_bytes).map_err(os("mmap of the file-I/O arena"))?;
+    let stage = match solo {
+        true => Some(Mapping::new(SOLO_STAGE as usize).map_err(os("mmap of the solo ring's staging buffer"))?),
+        false => None,
+    };
+    Ok((logs, arena, stage))
+}
+
+/// Where the protocol state was placed ([`place_state`]).
+struct Placed {
+    state: State,
+    /// The state region's address as the agents that run the protocol see it.
+    base: *mut u8,
+    /// The host memory the Context is first written to.
+    image: *mut u8,
+    /// Where those agents see each region (the host's address, except where the GPU maps
+    /// host memory elsewhere: HSA on discrete GPUs without the SVM API).
+    views: Vec<*mut u8>,
+}
+
+/// Places the protocol state: in host memory on the CPU backend; on a GPU in zeroed device
+/// memory, with a host image of the context, after mapping `regions` for the GPU.
+fn place_state(device: Option<Device>, layout: &Layout, regions: &[&Mapping]) -> Result<Placed> {
+    let os = |what| move |e| Error::Os { what, source: e };
+    let Some(device) = device else {
+        // Lazy: the stages at its end are touched only by the tests' simulated warps.
+        let m = Mapping::lazy(layout.state_len).map_err(os("mmap of the protocol state"))?;
+        let base = m.as_ptr();
+        let views = regions.iter().map(|m| m.as_ptr()).collect();
+        return Ok(Placed {
+            state: State::Host(m),
+            base,
+            image: base,
+            views,
+        });
+    };
+    let views = map_all(&device, regions)?;
+    let unmap_all = || {
+        // SAFETY: mapped just above; no kernel has run yet.
+        unsafe {
+            for m in regions {
+                device.unmap_host(m.as_ptr());
+            }
+        }
+    };
+    let dptr = device.alloc_zeroed(layout.state_len).inspect_err(|_| unmap_all())?;
+    let image = Mapping::new(size_of::<Context>()).map_err(|e| {
+        unmap_all();
+        device.free(dptr);
+        Error::Os {
+            what: "mmap of the context image",
+            source: e,
+        }
+    })?;
+    let image_ptr = image.as_ptr();
+    Ok(Placed {
+        state: State::Device {
+            device,
+            dptr,
+            image: Mutex::new(image),
+            peek: Mutex::new(None),
+        },
+        base: dptr as *mut u8,
+        image: image_ptr,
+        views,
+    })
+}
+
+/// What the context is made of: the layout and settings, and where the memory lies.
+///
+/// Every pointer it makes points into the queues', the logs', the arena's or the state
+/// region's memory, at the kernel's offsets or at the layout's, which those regions cover;
+/// all of it lives as long as `Shared`, which outlives every kernel and the waker. The
+/// state region is zeroed: the initial state of ready flags, chunk counters and flights.
+struct Parts<'a> {
+    layout: &'a Layout,
+    cfg: &'a SharedConfig,
+    setup: &'a Setup,
+    /// The state region as the agents see it.
+    base: *mut u8,
+    /// Each region as the agents see it (see `Shared::new`'s order).
+    views: &'a [*mut u8],
+    logs: &'a Mapping,
+    arena: &'a Mapping,
+}
+
+impl Parts<'_> {
+    /// The state region's word at `offset`.
+    fn state<T>(&self, offset: usize) -> *const T {
+        self.base.wrapping_add(offset) as *const T
+    }
+
+    /// The context over `queues` and the solo ring.
+    ///
+    /// # Safety
+    /// `self` describes live memory as its docs say, and `queues` and `solo` are those its
+    /// regions were made from, in that order.
+    unsafe fn context(&self, queues: &[Queue], solo: Option<&(Queue, Mapping)>) -> Context {
+        let fds = self.cfg.fds;
+        // SAFETY: the rings, streams, slots, arena and solo ring below are made of the memory
+        // that the caller's contract vouches for.
+        unsafe {
+            Context {
+                magic: CONTEXT_MAGIC,
+                rings: std::array::from_fn(|i| match queues.get(i) {
+                    Some(queue) => self.ring(i, queue),
+                    None => Ring::unused(), // past `ring_count`
+                }),
+                ring_count: queues.len() as u32,
+                streams: std::array::from_fn(|i| self.stream(i)),
+                stderr_stream: if same_file(fds[0], fds[1]) { 0 } else { 1 },
+                stray_completions: AtomicU32::new(0),
+                refused_requests: AtomicU32::new(0),
+                refused_errno: AtomicI32::new(0),
+                requests: self.requests(completion_slots(queues)),
+                arena: self.arena(),
+                denied_requests: AtomicU32::new(0),
+                allowed_ops: AtomicU64::new(self.setup.allowed_ops()),
+                forbidden_requests: AtomicU32::new(0),
+                solo: match solo {
+                    None => Solo::unused(),
+                    Some((q, stage)) => self.solo(queues.len(), q, stage),
+                },
+            }
+        }
+    }
+
+    /// Ring `i`, over `queue`: its SQEs and words in views `2 + 2i` and `3 + 2i`.
+    ///
+    /// # Safety
+    /// As [`Parts::context`].
+    unsafe fn ring(&self, i: usize, queue: &Queue) -> Ring {
+        let p = queue.params();
+        let (sqes, words) = (self.views[2 + 2 * i], self.views[3 + 2 * i]);
+        // SAFETY: `words` views `queue.rings()`; the offsets are the kernel's.
+        unsafe {
+            let w = |off| word_at(queue, words, off);
+            Ring::new(
+                w(p.sq_off.head),
+                w(p.sq_off.tail),
+                w(p.sq_off.flags),
+                sqes as *const SharedCell<Sqe>,
+                w(p.cq_off.head),
+                w(p.cq_off.tail),
+                words.add(p.cq_off.cqes as usize) as *const SharedCell<Cqe>,
+                self.state(self.layout.ready[i]),
+                p.sq_entries,
+                p.cq_entries,
+            )
+        }
+    }
+
+    /// Print stream `i` (stdout, stderr), over its log (view 0) and its state.
+    ///
+    /// # Safety
+    /// As [`Parts::context`].
+    unsafe fn stream(&self, i: usize) -> Stream {
+        let (layout, fd) = (self.layout, self.cfg.fds[i]);
+        let (positional, pos) = output_mode(fd);
+        // SAFETY: the log lies in the logs' view at the layout's offset; its chunk counters
+        // and flights in the state region at the layout's (the caller's contract).
+        let mut s = unsafe {
+            Stream::new(
+                i as u32,
+                fd,
+                positional,
+                pos,
+                self.views[0].add(layout.bufs[i]) as *const SharedCell<u8>,
+                self.cfg.log_bytes[i] as u64,
+                self.state(layout.chunks[i]),
+                self.state(layout.flights[i]),
+                if positional { self.cfg.max_flights } else { 1 },
+            )
+        };
+        // The kernel reads the log at the host's address.
+        s.io_base = self.logs.as_ptr() as u64 + layout.bufs[i] as u64;
+        s.stage = self.state(layout.stages[i]);
+        if self.setup.fixed_files {
+            s.fixed_file = i as i32;
+        }
+        if self.setup.fixed_logs {
+            // Ring 0's registered buffer `i` (`Memory::logs`).
+            s.fixed_log = i as i32;
+        }
+        s
+    }
+
+    /// The completion slots (`slots` of them).
+    ///
+    /// # Safety
+    /// As [`Parts::context`], and the layout has room for `slots` slots.
+    unsafe fn requests(&self, slots: u32) -> Requests {
+        let word = |i: usize| self.layout.request_words[i];
+        // SAFETY: the slots' three words each lie in the state region at the layout's
+        // offsets, `slots` long (the caller's contract).
+        unsafe { Requests::new(self.state(word(0)), self.state(word(1)), self.state(word(2)), slots) }
+    }
+
+    /// The file-I/O arena (view 1) and its block states.
+    ///
+    /// # Safety
+    /// As [`Parts::context`].
+    unsafe fn arena(&self) -> Arena {
+        let blocks = self.cfg.arena_bytes / self.cfg.arena_block_bytes;
+        // SAFETY: the arena's view covers `arena_bytes`, and its block states lie in the
+        // state region at the layout's offset, one word a block (the caller's contract).
+        let mut arena = unsafe {
+            Arena::new(
+                self.views[1] as *const SharedCell<u8>,
+                // The kernel reads and writes the arena at the host's address.
+                self.arena.as_ptr() as u64,
+                self.cfg.arena_block_bytes as u64,
+                Pool::new(self.state(self.layout.block_states), blocks as u32),
+            )
+        };
+        // Transfers name the buffer table (`Memory`), which every ring holds.
+        arena.fixed = self.setup.fixed_transfers;
+        arena
+    }
+
+    /// The solo ring `q` after `n` rings: its SQEs, words and stage in views `2 + 2n` to
+    /// `4 + 2n`.
+    ///
+    /// # Safety
+    /// As [`Parts::context`].
+    unsafe fn solo(&self, n: usize, q: &Queue, stage: &Mapping) -> Solo {
+        let p = q.params();
+        let (sqes, words, stage_view) = (self.views[2 + 2 * n], self.views[3 + 2 * n], self.views[4 + 2 * n]);
+        // SAFETY: `words` views `q.rings()`; the offsets are the kernel's.
+        unsafe {
+            let w = |off| word_at(q, words, off);
+            let solo = Solo::new(
+                w(p.sq_off.tail),
+                w(p.cq_off.head),
+                w(p.cq_off.tail),
+                sqes as *const SharedCell<Sqe>,
+                words.add(p.cq_off.cqes as usize) as *const SharedCell<Cqe>,
+                p.sq_entries,
+                p.cq_entries,
+                stage_view as *const SharedCell<u8>,
+                // The kernel reads and writes the buffer at the host's address.
+                stage.as_ptr() as u64,
+            );
+            if self.cfg.solo_waits_on_results {
+                // Slot `i`'s `res` lies `i` CQEs on from slot 0's, in the CQ that `words`
+                // views; the caller asks for this on x86-64 only.
+                solo.waiting_on_results(
+                    words.add(p.cq_off.cqes as usize + std::mem::offset_of!(Cqe, res)) as *const AtomicI32,
+                    size_of::<Cqe>() as u32,
+                )
+            } else {
+                solo
             }
         }
     }
