@@ -75,22 +75,10 @@ impl Uring {
         )
     }
 
+    /// Maps the SQE array and the rings, sets the ring up over them (attached to `attach`'s
+    /// SQPOLL thread if given), and checks what the kernel made of it.
     fn create(cfg: UringConfig, attach: Option<RawFd>) -> Result<Uring> {
-        // Checked before mapping anything: a larger size would have us map and populate
-        // gigabytes, only for the kernel to refuse it with an EINVAL we would blame on the
-        // setup flags.
-        if !cfg.sq_entries.is_power_of_two()
-            || !cfg.cq_entries.is_power_of_two()
-            || cfg.cq_entries < cfg.sq_entries
-            || cfg.sq_entries > MAX_SQ_ENTRIES
-            || cfg.cq_entries > MAX_CQ_ENTRIES
-        {
-            return Err(Error::Config(format!(
-                "ring sizes must be powers of two with cq >= sq, sq <= {MAX_SQ_ENTRIES} and cq <= \
-                 {MAX_CQ_ENTRIES} (the kernel's limits): sq {}, cq {}",
-                cfg.sq_entries, cfg.cq_entries
-            )));
-        }
+        check_sizes(&cfg)?;
         let sqes = Mapping::new(cfg.sq_entries as usize * size_of::<Sqe>()).map_err(|e| Error::Os {
             what: "mmap of the SQE array",
             source: e,
@@ -100,92 +88,19 @@ impl Uring {
             what: "mmap of the rings",
             source: e,
         })?;
-
-        let setup = |disabled: bool| {
-            let mut p = Params {
-                flags: IORING_SETUP_SQPOLL | IORING_SETUP_NO_MMAP | IORING_SETUP_NO_SQARRAY | IORING_SETUP_CQSIZE,
-                cq_entries: cfg.cq_entries,
-                sq_thread_idle: cfg.sq_thread_idle_ms,
-                ..Params::default()
-            };
-            if disabled {
-                p.flags |= IORING_SETUP_R_DISABLED;
-            }
-            if let Some(fd) = attach {
-                p.flags |= IORING_SETUP_ATTACH_WQ;
-                p.wq_fd = fd as u32;
-            }
-            if let Some(cpu) = cfg.sq_thread_cpu {
-                p.flags |= IORING_SETUP_SQ_AFF;
-                p.sq_thread_cpu = cpu;
-            }
-            p.sq_off.user_addr = sqes.as_ptr() as u64;
-            p.cq_off.user_addr = rings.as_ptr() as u64;
-            // SAFETY: io_uring_setup reads and writes `p` (a valid io_uring_params) and pins
-            // the two mappings, which outlive the fd (field order drops the fd first).
-            let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, cfg.sq_entries, &mut p as *mut Params) };
-            (fd, p, io::Error::last_os_error())
-        };
-        let (mut fd, mut p, mut err) = setup(cfg.start_disabled);
+        let (mut fd, mut p, mut err) = setup(&cfg, attach, cfg.start_disabled, &sqes, &rings);
         let mut disabled = cfg.start_disabled;
         if fd < 0 && disabled && err.raw_os_error() == Some(libc::EINVAL) {
             // R_DISABLED is older (5.10) than NO_MMAP (6.6), but say so rather than guess.
-            (fd, p, err) = setup(false);
+            (fd, p, err) = setup(&cfg, attach, false, &sqes, &rings);
             disabled = false;
         }
-        if fd < 0 && attach.is_some() {
-            return Err(Error::Os {
-                what: "io_uring_setup of the solo ring, attached to ring 0's SQPOLL thread (IORING_SETUP_ATTACH_WQ)",
-                source: err,
-            });
-        }
         if fd < 0 {
-            if let (Some(cpu), Some(libc::EINVAL)) = (cfg.sq_thread_cpu, err.raw_os_error()) {
-                // Is it the CPU? Ask again without it.
-                let unbound = UringConfig {
-                    sq_thread_cpu: None,
-                    ..cfg
-                };
-                if Uring::new(unbound).is_ok() {
-                    return Err(Error::Config(format!(
-                        "the kernel refused to bind SQPOLL to CPU {cpu} (IORING_SETUP_SQ_AFF: EINVAL): \
-                         it is offline or outside this process's CPUs (sqpoll_cpus, GPUIO_SQPOLL_CPUS)"
-                    )));
-                }
-            }
-            return Err(diagnose_setup(err, read_io_uring_disabled()));
+            return Err(setup_failed(&cfg, attach, err));
         }
         // SAFETY: the syscall returned a new file descriptor that we alone own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-
-        if p.sq_entries != cfg.sq_entries || p.cq_entries != cfg.cq_entries {
-            return Err(Error::Config(format!(
-                "the kernel resized the rings (sq {} -> {}, cq {} -> {})",
-                cfg.sq_entries, p.sq_entries, cfg.cq_entries, p.cq_entries
-            )));
-        }
-        let cq_end = p.cq_off.cqes as usize + p.cq_entries as usize * size_of::<Cqe>();
-        let hdr_max = [
-            p.sq_off.head,
-            p.sq_off.tail,
-            p.sq_off.flags,
-            p.cq_off.head,
-            p.cq_off.tail,
-        ]
-        .into_iter()
-        .max()
-        .unwrap_or(0) as usize;
-        if cq_end > rings.len() || hdr_max + 4 > rings.len() {
-            return Err(Error::Config(format!(
-                "the kernel's ring layout ({cq_end} bytes) exceeds the {} bytes mapped",
-                rings.len()
-            )));
-        }
-        if p.features & IORING_FEAT_NODROP == 0 {
-            return Err(Error::UringUnavailable(
-                "the kernel lacks IORING_FEAT_NODROP (Linux 5.5+), so completions could be lost".into(),
-            ));
-        }
+        check_layout(&cfg, &p, &rings)?;
         Ok(Uring {
             fd,
             params: p,
@@ -374,6 +289,117 @@ pub fn diagnose_setup(err: io::Error, io_uring_disabled: Option<u32>) -> Error {
         _ => format!("io_uring_setup failed: {err}"),
     };
     Error::UringUnavailable(why)
+}
+
+/// Refuses ring sizes the kernel would refuse, before anything is mapped: a larger size
+/// would have us map and populate gigabytes, only for the kernel to refuse it with an
+/// EINVAL we would blame on the setup flags.
+fn check_sizes(cfg: &UringConfig) -> Result<()> {
+    if !cfg.sq_entries.is_power_of_two()
+        || !cfg.cq_entries.is_power_of_two()
+        || cfg.cq_entries < cfg.sq_entries
+        || cfg.sq_entries > MAX_SQ_ENTRIES
+        || cfg.cq_entries > MAX_CQ_ENTRIES
+    {
+        return Err(Error::Config(format!(
+            "ring sizes must be powers of two with cq >= sq, sq <= {MAX_SQ_ENTRIES} and cq <= \
+             {MAX_CQ_ENTRIES} (the kernel's limits): sq {}, cq {}",
+            cfg.sq_entries, cfg.cq_entries
+        )));
+    }
+    Ok(())
+}
+
+/// `io_uring_setup` over our `sqes` and `rings` (`IORING_SETUP_NO_MMAP`), `disabled` or
+/// not: the fd (negative on failure), the params the kernel filled in, and errno.
+fn setup(
+    cfg: &UringConfig,
+    attach: Option<RawFd>,
+    disabled: bool,
+    sqes: &Mapping,
+    rings: &Mapping,
+) -> (libc::c_long, Params, io::Error) {
+    let mut p = Params {
+        flags: IORING_SETUP_SQPOLL | IORING_SETUP_NO_MMAP | IORING_SETUP_NO_SQARRAY | IORING_SETUP_CQSIZE,
+        cq_entries: cfg.cq_entries,
+        sq_thread_idle: cfg.sq_thread_idle_ms,
+        ..Params::default()
+    };
+    if disabled {
+        p.flags |= IORING_SETUP_R_DISABLED;
+    }
+    if let Some(fd) = attach {
+        p.flags |= IORING_SETUP_ATTACH_WQ;
+        p.wq_fd = fd as u32;
+    }
+    if let Some(cpu) = cfg.sq_thread_cpu {
+        p.flags |= IORING_SETUP_SQ_AFF;
+        p.sq_thread_cpu = cpu;
+    }
+    p.sq_off.user_addr = sqes.as_ptr() as u64;
+    p.cq_off.user_addr = rings.as_ptr() as u64;
+    // SAFETY: io_uring_setup reads and writes `p` (a valid io_uring_params) and pins the two
+    // mappings, which outlive the fd (`Uring`'s field order drops the fd first).
+    let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, cfg.sq_entries, &mut p as *mut Params) };
+    (fd, p, io::Error::last_os_error())
+}
+
+/// Why `io_uring_setup` failed with `err`, as a person can act on it.
+fn setup_failed(cfg: &UringConfig, attach: Option<RawFd>, err: io::Error) -> Error {
+    if attach.is_some() {
+        return Error::Os {
+            what: "io_uring_setup of the solo ring, attached to ring 0's SQPOLL thread (IORING_SETUP_ATTACH_WQ)",
+            source: err,
+        };
+    }
+    if let (Some(cpu), Some(libc::EINVAL)) = (cfg.sq_thread_cpu, err.raw_os_error()) {
+        // Is it the CPU? Ask again without it.
+        let unbound = UringConfig {
+            sq_thread_cpu: None,
+            ..*cfg
+        };
+        if Uring::new(unbound).is_ok() {
+            return Error::Config(format!(
+                "the kernel refused to bind SQPOLL to CPU {cpu} (IORING_SETUP_SQ_AFF: EINVAL): it is \
+                 offline or outside this process's CPUs (sqpoll_cpus, GPUIO_SQPOLL_CPUS)"
+            ));
+        }
+    }
+    diagnose_setup(err, read_io_uring_disabled())
+}
+
+/// Checks that the kernel made the rings as asked and laid them out inside `rings`, and
+/// that it never drops completions.
+fn check_layout(cfg: &UringConfig, p: &Params, rings: &Mapping) -> Result<()> {
+    if p.sq_entries != cfg.sq_entries || p.cq_entries != cfg.cq_entries {
+        return Err(Error::Config(format!(
+            "the kernel resized the rings (sq {} -> {}, cq {} -> {})",
+            cfg.sq_entries, p.sq_entries, cfg.cq_entries, p.cq_entries
+        )));
+    }
+    let cq_end = p.cq_off.cqes as usize + p.cq_entries as usize * size_of::<Cqe>();
+    let hdr_max = [
+        p.sq_off.head,
+        p.sq_off.tail,
+        p.sq_off.flags,
+        p.cq_off.head,
+        p.cq_off.tail,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0) as usize;
+    if cq_end > rings.len() || hdr_max + 4 > rings.len() {
+        return Err(Error::Config(format!(
+            "the kernel's ring layout ({cq_end} bytes) exceeds the {} bytes mapped",
+            rings.len()
+        )));
+    }
+    if p.features & IORING_FEAT_NODROP == 0 {
+        return Err(Error::UringUnavailable(
+            "the kernel lacks IORING_FEAT_NODROP (Linux 5.5+), so completions could be lost".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// `(address, length)` pairs as the `iovec`s that buffer registration reads.
