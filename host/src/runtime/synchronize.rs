@@ -246,68 +246,7 @@ impl Runtime {
         // only for a report (it takes a copy from device memory).
         let cheap = matches!(self.shared.state, State::Host(_));
         let (tickets, streams, solo_held): (Vec<Tickets>, _, _) = (detailed || cheap)
-            .then(|| {
-                self.shared.peek_context(|c| {
-                    let tickets = c
-                        .rings()
-                        .iter()
-                        .map(|r| Tickets {
-                            taken: r.tickets.load(Ordering::Acquire),
-                            published: r.published.load(Ordering::Acquire),
-                            reaped: r.reaped.load(Ordering::Acquire),
-                        })
-                        .collect();
-                    let streams: Vec<_> = Shared::live_streams(c)
-                        .map(|s| {
-                            // `committed` before `reserved`: if they are then equal, every
-                            // byte below them was complete when `committed` was read (a
-                            // reservation made in between would make `reserved` larger).
-                            let committed = s.committed.load(Ordering::Acquire);
-                            (
-                                s.index as usize,
-                                StreamPositions {
-                                    fd: s.fd,
-                                    reserved: s.reserved.load(Ordering::Acquire),
-                                    committed,
-                                    flushed: s.flushed.load(Ordering::Acquire),
-                                    released: s.released.load(Ordering::Acquire),
-                                    written: 0,
-                                    unconfirmed_lines: 0,
-                                },
-                                (s.io_base, s.cap),
-                            )
-                        })
-                        .collect();
-                    // Prints go through ring 0. Looked at after the positions were read: a
-                    // completion reaped in between is counted in neither, never in both
-                    // (what is written is under-counted, never over-counted).
-                    let unreaped = self.shared.queues[0].unreaped_stream_bytes();
-                    let streams = streams
-                        .into_iter()
-                        .map(|(i, s, log)| {
-                            let written = s.released + unreaped.get(i).copied().unwrap_or(0);
-                            StreamPositions {
-                                written,
-                                // Only for a report: a look through up to the whole log.
-                                unconfirmed_lines: if detailed {
-                                    // Complete bytes: those handed to writes, or all of
-                                    // them when no print was in progress.
-                                    let complete = if s.committed == s.reserved {
-                                        s.committed
-                                    } else {
-                                        s.flushed
-                                    };
-                                    newlines_in_log(log, written, complete)
-                                } else {
-                                    0
-                                },
-                                ..s
-                            }
-                        })
-                        .collect();
-                    (tickets, streams, Some(c.solo.held()))
-                })
-            })
+            .then(|| self.shared.peek_context(|c| self.observe_context(c, detailed)))
             .flatten()
             .unwrap_or_default();
         HangReport {
@@ -339,6 +278,71 @@ impl Runtime {
                 .chain(self.shared.solo.as_ref().map(|(q, _)| q))
                 .find_map(|q| q.wake_error()),
         }
+    }
+
+    /// What `observe` reads of the context: each ring's SQ tickets, each live stream's
+    /// positions (with the bytes written, which counts the completions not yet reaped, and
+    /// for a `detailed` report the lines not confirmed written), and whether the solo ring
+    /// is held.
+    fn observe_context(&self, c: &Context, detailed: bool) -> (Vec<Tickets>, Vec<StreamPositions>, Option<bool>) {
+        let tickets = c
+            .rings()
+            .iter()
+            .map(|r| Tickets {
+                taken: r.tickets.load(Ordering::Acquire),
+                published: r.published.load(Ordering::Acquire),
+                reaped: r.reaped.load(Ordering::Acquire),
+            })
+            .collect();
+        let streams: Vec<_> = Shared::live_streams(c)
+            .map(|s| {
+                // `committed` before `reserved`: if they are then equal, every byte below
+                // them was complete when `committed` was read (a reservation made in between
+                // would make `reserved` larger).
+                let committed = s.committed.load(Ordering::Acquire);
+                (
+                    s.index as usize,
+                    StreamPositions {
+                        fd: s.fd,
+                        reserved: s.reserved.load(Ordering::Acquire),
+                        committed,
+                        flushed: s.flushed.load(Ordering::Acquire),
+                        released: s.released.load(Ordering::Acquire),
+                        written: 0,
+                        unconfirmed_lines: 0,
+                    },
+                    (s.io_base, s.cap),
+                )
+            })
+            .collect();
+        // Prints go through ring 0. Looked at after the positions were read: a completion
+        // reaped in between is counted in neither, never in both (what is written is
+        // under-counted, never over-counted).
+        let unreaped = self.shared.queues[0].unreaped_stream_bytes();
+        let streams = streams
+            .into_iter()
+            .map(|(i, s, log)| {
+                let written = s.released + unreaped.get(i).copied().unwrap_or(0);
+                StreamPositions {
+                    written,
+                    // Only for a report: a look through up to the whole log.
+                    unconfirmed_lines: if detailed {
+                        // Complete bytes: those handed to writes, or all of them when no
+                        // print was in progress.
+                        let complete = if s.committed == s.reserved {
+                            s.committed
+                        } else {
+                            s.flushed
+                        };
+                        newlines_in_log(log, written, complete)
+                    } else {
+                        0
+                    },
+                    ..s
+                }
+            })
+            .collect();
+        (tickets, streams, Some(c.solo.held()))
     }
 
     /// Before the first launch since the runtime settled (only while no kernel runs): how
