@@ -98,14 +98,28 @@ impl Restricted {
 /// request's range must lie inside its registered buffer (`-EFAULT` otherwise, as the
 /// kernel's `io_import_fixed`).
 pub(super) fn execute(sqe: &Sqe, registered: &RwLock<Registered>) -> i32 {
+    match admit(sqe, registered) {
+        Ok((sqe, fd)) => perform(&sqe, fd),
+        Err(errno) => -errno,
+    }
+}
+
+/// What the kernel checks before it performs `sqe`: the restrictions, the flags, a fixed
+/// buffer's range (the request becomes a plain transfer once checked) and a fixed file's
+/// slot. The request to perform and the fd it names, or the errno it fails with.
+fn admit(sqe: &Sqe, registered: &RwLock<Registered>) -> Result<(Sqe, i32), i32> {
+    // Not held past this check, nor across the syscall, which may block (a pipe nobody
+    // writes): a host buffer made or dropped meanwhile updates the buffer table. What was
+    // checked stays valid: the fixed files change only before the ring is enabled, and a
+    // dropped host buffer's memory stays mapped while a kernel may use it (`HostBuffer`'s
+    // drop).
     let registered = registered.read().unwrap_or_else(|e| e.into_inner());
     if registered.restrictions.as_ref().is_some_and(|r| !r.permits(sqe)) {
-        return -libc::EACCES;
+        return Err(libc::EACCES);
     }
     if sqe.flags & !(IOSQE_FIXED_FILE | IOSQE_IO_DRAIN | IOSQE_ASYNC) != 0 {
-        return -libc::EINVAL;
+        return Err(libc::EINVAL);
     }
-    // A fixed-buffer transfer is a plain one once its range is checked.
     let mut sqe = *sqe;
     if matches!(sqe.opcode, IORING_OP_READ_FIXED | IORING_OP_WRITE_FIXED) {
         let inside = registered
@@ -121,7 +135,7 @@ pub(super) fn execute(sqe: &Sqe, registered: &RwLock<Registered>) -> i32 {
                         .is_some_and(|end| end <= len)
             });
         if !inside {
-            return -libc::EFAULT;
+            return Err(libc::EFAULT);
         }
         sqe.opcode = if sqe.opcode == IORING_OP_READ_FIXED {
             IORING_OP_READ
@@ -129,21 +143,19 @@ pub(super) fn execute(sqe: &Sqe, registered: &RwLock<Registered>) -> i32 {
             IORING_OP_WRITE
         };
     }
-    let files = &registered.files;
+    if sqe.flags & IOSQE_FIXED_FILE == 0 {
+        return Ok((sqe, sqe.fd));
+    }
+    match usize::try_from(sqe.fd).ok().and_then(|i| registered.files.get(i)) {
+        Some(&fd) => Ok((sqe, fd)),
+        None => Err(libc::EBADF),
+    }
+}
+
+/// Performs an admitted `sqe` on `fd` (the fixed file's, if it names one): its result as
+/// a CQE's `res`.
+fn perform(sqe: &Sqe, fd: i32) -> i32 {
     let fixed = sqe.flags & IOSQE_FIXED_FILE != 0;
-    let fd = if fixed {
-        match usize::try_from(sqe.fd).ok().and_then(|i| files.get(i)) {
-            Some(&fd) => fd,
-            None => return -libc::EBADF,
-        }
-    } else {
-        sqe.fd
-    };
-    // Not held across the syscall, which may block (a pipe nobody writes): a host buffer
-    // made or dropped meanwhile updates the buffer table. What was checked stays valid: the
-    // fixed files change only before the ring is enabled, and a dropped host buffer's
-    // memory stays mapped while a kernel may use it (`HostBuffer`'s drop).
-    drop(registered);
     let (buf, len) = (sqe.addr as usize, sqe.len as usize);
     let current = sqe.off == OFF_CURRENT_POSITION;
     // Every call below is a plain syscall on the fd and buffer the SQE names, as io_uring
