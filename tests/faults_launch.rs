@@ -6,13 +6,14 @@
 
 #[allow(dead_code)]
 mod common;
+use common::Suite;
 
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use gpuio::{Error, LaunchConfig, Sandbox, Submission};
+use gpuio::{Error, LaunchConfig, Sandbox};
 
 use common::faults::builder;
 use common::pipes::small_pipe;
@@ -132,7 +133,7 @@ over_submissions!(device_pwrite_and_pread_on_a_pipe_ignore_the_offset);
 
 /// A pipe has no offsets: io_uring writes and reads it at its current position whatever
 /// the offset; the fallback does the same (pwrite(2) alone would refuse it, ESPIPE).
-fn device_pwrite_and_pread_on_a_pipe_ignore_the_offset(sub: Submission) {
+fn device_pwrite_and_pread_on_a_pipe_ignore_the_offset(sub: Suite) {
     let _wd = watchdog("device_pwrite_and_pread_on_a_pipe_ignore_the_offset", 60);
     let (r, w) = small_pipe();
     let (r2, w2) = small_pipe();

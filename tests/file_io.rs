@@ -13,19 +13,19 @@ use std::time::Duration;
 
 use common::child::{child_mode, run_child};
 use common::dirs::{create, TempDir};
-use common::{skip, watchdog};
+use common::{skip, watchdog, Suite};
 use gpuio::device::fs::{Error as FsError, File, OpenOptions};
 use gpuio::device::io::{self, Errno};
 use gpuio::{Backend, Error, Runtime, Sandbox, Submission};
 
 /// A file-I/O runtime, its ring consumed by `sub`, with a small arena, so that transfers split into many pieces.
-fn runtime(sub: Submission, arena: usize, block: usize) -> Runtime {
+fn runtime(sub: Suite, arena: usize, block: usize) -> Runtime {
     Runtime::builder()
         .backend(Backend::Cpu)
-        .submission(sub)
-        .rings(common::suite_rings())
-        .solo(common::suite_solo())
-        .solo_waits_on_tail(common::suite_solo_on_tail())
+        .submission(sub.submission)
+        .rings(sub.rings)
+        .solo(sub.solo)
+        .solo_waits_on_tail(sub.solo_on_tail)
         .sandbox(Sandbox::FileIo)
         .arena_bytes(arena)
         .arena_block_bytes(block)
@@ -74,7 +74,7 @@ fn assert_no_failures(failures: &Failures) {
     );
 }
 
-fn per_thread_files_write_fsync_read_back(sub: Submission) {
+fn per_thread_files_write_fsync_read_back(sub: Suite) {
     let _w = watchdog("per_thread_files_write_fsync_read_back", 120);
     let dir = Arc::new(TempDir::new("per-thread"));
     // 64 KiB of arena in 4 KiB blocks, 64 threads of 10-50 KB each: pieces, waits for
@@ -120,7 +120,7 @@ fn per_thread_files_write_fsync_read_back(sub: Submission) {
     }
 }
 
-fn shared_file_distinct_offsets(sub: Submission) {
+fn shared_file_distinct_offsets(sub: Suite) {
     let _w = watchdog("shared_file_distinct_offsets", 120);
     let dir = TempDir::new("shared");
     let path = dir.str("shared");
@@ -168,7 +168,7 @@ fn shared_file_distinct_offsets(sub: Submission) {
 /// has one, and a larger transfer through the shared rings, in arena-block pieces; the
 /// bytes are right either way, and an error comes back through the solo ring as through the
 /// others.
-fn a_lone_threads_requests_take_the_solo_ring(sub: Submission) {
+fn a_lone_threads_requests_take_the_solo_ring(sub: Suite) {
     let _w = watchdog("a_lone_threads_requests_take_the_solo_ring", 60);
     let dir = TempDir::new("solo");
     let path = dir.str("solo");
@@ -248,10 +248,10 @@ fn a_lone_threads_requests_take_the_solo_ring(sub: Submission) {
     // open and close: 11 requests of one SQE; the write of one byte more than the solo
     // ring's buffer goes in two blocks' pieces.
     let stats = rt.stats();
-    assert_eq!(stats.solo, common::suite_solo());
+    assert_eq!(stats.solo, sub.solo);
     assert_eq!(
         stats.solo_waits_on_results,
-        stats.solo && cfg!(target_arch = "x86_64") && !common::suite_solo_on_tail()
+        stats.solo && cfg!(target_arch = "x86_64") && !sub.solo_on_tail
     );
     if stats.solo {
         assert_eq!((stats.solo_requests, stats.sqes), (11, 2), "{stats:?}");
@@ -264,30 +264,27 @@ fn a_lone_threads_requests_take_the_solo_ring(sub: Submission) {
 /// `host_thread::*` cases run without one).
 #[test]
 fn the_host_thread_fallback_serves_the_solo_ring() {
-    common::set_suite_solo(true);
-    a_lone_threads_requests_take_the_solo_ring(Submission::HostThread);
+    a_lone_threads_requests_take_the_solo_ring(Suite::HOST_THREAD.with_solo(true));
 }
 
 /// The lone thread's requests on a solo ring whose holder waits on the CQ tail, as it does
 /// on hosts other than x86-64 (the suite's cases wait on each CQE's result there).
 #[test]
 fn the_solo_ring_waiting_on_the_cq_tail_serves_a_lone_thread() {
-    common::set_suite_solo_on_tail(true);
-    a_lone_threads_requests_take_the_solo_ring(Submission::IoUring);
+    a_lone_threads_requests_take_the_solo_ring(Suite::IO_URING.with_solo_on_tail());
 }
 
 /// Many threads' small round trips, the solo ring's holder waiting on the CQ tail.
 #[test]
 fn the_solo_ring_waiting_on_the_cq_tail_serves_many_threads() {
-    common::set_suite_solo_on_tail(true);
-    small_requests_of_many_threads_share_the_solo_ring_and_the_others(Submission::IoUring);
+    small_requests_of_many_threads_share_the_solo_ring_and_the_others(Suite::IO_URING.with_solo_on_tail());
 }
 
 /// 128 threads make small round trips at once (a write of 100 bytes, a read of them back,
 /// 20 times each): whoever finds the solo ring free takes it, the others go through the
 /// shared rings, and every thread reads its own bytes back. (Which thread took it is up to
 /// the scheduler; with 128 threads both ways are taken in practice.)
-fn small_requests_of_many_threads_share_the_solo_ring_and_the_others(sub: Submission) {
+fn small_requests_of_many_threads_share_the_solo_ring_and_the_others(sub: Suite) {
     let _w = watchdog("small_requests_of_many_threads_share_the_solo_ring_and_the_others", 120);
     let dir = TempDir::new("solo-many");
     let path = dir.str("many");
@@ -334,7 +331,7 @@ fn small_requests_of_many_threads_share_the_solo_ring_and_the_others(sub: Submis
     }
 }
 
-fn file_larger_than_the_arena(sub: Submission) {
+fn file_larger_than_the_arena(sub: Suite) {
     let _w = watchdog("file_larger_than_the_arena", 120);
     let dir = TempDir::new("large");
     let path = dir.str("large");
@@ -363,7 +360,7 @@ fn file_larger_than_the_arena(sub: Submission) {
     assert!(std::fs::read(&path).unwrap() == random_bytes(7, (3 << 20) + 5));
 }
 
-fn end_of_file_is_reported_with_the_count(sub: Submission) {
+fn end_of_file_is_reported_with_the_count(sub: Suite) {
     let _w = watchdog("end_of_file_is_reported_with_the_count", 60);
     let dir = TempDir::new("eof");
     let path = dir.str("ten");
@@ -399,7 +396,7 @@ fn end_of_file_is_reported_with_the_count(sub: Submission) {
     );
 }
 
-fn errors_reach_the_caller(sub: Submission) {
+fn errors_reach_the_caller(sub: Suite) {
     let _w = watchdog("errors_reach_the_caller", 60);
     let dir = TempDir::new("errors");
     let exists = dir.str("exists");
@@ -471,7 +468,7 @@ fn errors_reach_the_caller(sub: Submission) {
 /// Permission denied needs a user the file's mode excludes: as root (CI), a child process
 /// of this test binary drops to `nobody` before it creates its runtime (the SQPOLL thread
 /// takes the ring creator's credentials).
-fn permission_denied(sub: Submission) {
+fn permission_denied(sub: Suite) {
     let _w = watchdog("permission_denied", 60);
     let dir = TempDir::new("perm");
     let secret = dir.str("secret");
@@ -490,7 +487,7 @@ fn permission_denied(sub: Submission) {
     let out = run_child(
         "permission_child",
         &secret,
-        &[("GPUIO_URING", Some(sub.name()))],
+        &[("GPUIO_URING", Some(sub.submission.name()))],
         Duration::from_secs(60),
     );
     let text = out.stdout + &out.stderr;
@@ -502,7 +499,7 @@ fn permission_denied(sub: Submission) {
 }
 
 /// Opens `path` read-only from a one-thread kernel; returns the error, if any.
-fn open_in_kernel(sub: Submission, path: &str) -> Option<Errno> {
+fn open_in_kernel(sub: Suite, path: &str) -> Option<Errno> {
     let rt = runtime(sub, 16 << 10, 4096);
     let seen = Arc::new(Mutex::new(None));
     let (p, s) = (path.to_string(), seen.clone());
@@ -520,7 +517,11 @@ fn permission_child() {
         return;
     };
     // The parent's path, given as GPUIO_URING.
-    let sub = Submission::from_env().unwrap().expect("GPUIO_URING");
+    let submission = Submission::from_env().unwrap().expect("GPUIO_URING");
+    let sub = Suite {
+        submission,
+        ..Suite::HOST_THREAD
+    };
     // SAFETY: plain syscalls that change this process's credentials.
     unsafe {
         assert_eq!(libc::setgid(65534), 0, "setgid");
@@ -529,7 +530,7 @@ fn permission_child() {
     println!("child saw {:?}", open_in_kernel(sub, &path));
 }
 
-fn host_buffer_is_read_and_written_directly(sub: Submission) {
+fn host_buffer_is_read_and_written_directly(sub: Suite) {
     let _w = watchdog("host_buffer_is_read_and_written_directly", 60);
     let dir = TempDir::new("direct");
     let path = dir.str("direct");
@@ -584,7 +585,7 @@ fn host_buffer_is_read_and_written_directly(sub: Submission) {
     assert_eq!(rt.stats().staged_bytes, 10_000);
 }
 
-fn async_transfers_overlap(sub: Submission) {
+fn async_transfers_overlap(sub: Suite) {
     let _w = watchdog("async_transfers_overlap", 60);
     let dir = TempDir::new("async");
     let path = dir.str("async");
@@ -620,15 +621,15 @@ fn async_transfers_overlap(sub: Submission) {
     assert_no_failures(&failures);
 }
 
-fn print_only_sandbox_refuses_file_io_and_reports_it(sub: Submission) {
+fn print_only_sandbox_refuses_file_io_and_reports_it(sub: Suite) {
     let _w = watchdog("print_only_sandbox_refuses_file_io_and_reports_it", 60);
     let dir = TempDir::new("refused");
     let path = dir.str("must-not-exist");
     let rt = Runtime::builder()
         .backend(Backend::Cpu)
-        .submission(sub)
-        .rings(common::suite_rings())
-        .solo(common::suite_solo())
+        .submission(sub.submission)
+        .rings(sub.rings)
+        .solo(sub.solo)
         .build()
         .unwrap();
     if rt.stats().sandbox != Sandbox::PrintOnly {
@@ -897,7 +898,7 @@ fn group_copy_moves_every_lanes_bytes_and_no_other() {
 /// `stream_position`), `write!`/`writeln!` (one request per 256 formatted bytes), a
 /// `BufWriter` that gathers a loop of `writeln!` into a few writes, and errors as std shows
 /// them.
-fn std_habits_cursor_write_macros_and_a_buffered_writer(sub: Submission) {
+fn std_habits_cursor_write_macros_and_a_buffered_writer(sub: Suite) {
     let _w = watchdog("std_habits_cursor_write_macros_and_a_buffered_writer", 60);
     use core::fmt::Write as _;
     use gpuio::device::fs::{BufWriter, SeekFrom};
@@ -908,8 +909,8 @@ fn std_habits_cursor_write_macros_and_a_buffered_writer(sub: Submission) {
     let err = create(Path::new(&err_path));
     let rt = Runtime::builder()
         .backend(Backend::Cpu)
-        .submission(sub)
-        .rings(common::suite_rings())
+        .submission(sub.submission)
+        .rings(sub.rings)
         .sandbox(Sandbox::FileIo)
         .stderr_fd(err.as_raw_fd())
         .build()
@@ -993,7 +994,7 @@ fn std_habits_cursor_write_macros_and_a_buffered_writer(sub: Submission) {
 /// on both submission paths: each does what std's does to the host's file system, and each
 /// failure names its errno and path. `set_len` goes through io_uring's `FTRUNCATE`, which
 /// Linux has from 6.9 (this machine's kernel is newer; the fallback calls `ftruncate`).
-fn directories_renames_removals_and_lengths_as_std_has_them(sub: Submission) {
+fn directories_renames_removals_and_lengths_as_std_has_them(sub: Suite) {
     let _w = watchdog("directories_renames_removals_and_lengths_as_std_has_them", 60);
     use gpuio::device::fs;
     let dir = TempDir::new("dirs");

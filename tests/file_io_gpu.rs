@@ -7,24 +7,24 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 
 use gpuio::cuda::Cuda;
-use gpuio::{Arg, Backend, Error, Runtime, Sandbox, Submission};
+use gpuio::{Arg, Backend, Error, Runtime, Sandbox};
 use gpuio_test_kernels as k;
 
 #[allow(dead_code)]
 mod common;
-use common::{path_name, skip, TempDir};
+use common::{skip, Suite, TempDir};
 
 /// The example kernels, built for sm_90 by build.rs.
 const PTX: &str = gpuio_kernels_gpu::TEST_PTX;
 
 /// A file-I/O runtime on `backend`, its ring consumed by `sub`, or `None` (reported as a skip of `test`) where that
 /// backend cannot run.
-fn runtime(test: &str, backend: Backend, sub: Submission) -> Option<Runtime> {
+fn runtime(test: &str, backend: Backend, sub: Suite) -> Option<Runtime> {
     let b = Runtime::builder()
         .backend(backend)
-        .submission(sub)
-        .rings(common::suite_rings())
-        .solo(common::suite_solo())
+        .submission(sub.submission)
+        .rings(sub.rings)
+        .solo(sub.solo)
         .sandbox(Sandbox::FileIo)
         // Small, so that the big file is larger than the arena and transfers split.
         .arena_bytes(256 << 10)
@@ -90,7 +90,7 @@ impl Drop for Mem {
 }
 
 /// Runs `file_check` on `grid x block` threads of `backend`; returns false if skipped.
-fn file_check(test: &str, backend: Backend, sub: Submission, grid: u32, block: u32, bytes: u32) -> bool {
+fn file_check(test: &str, backend: Backend, sub: Suite, grid: u32, block: u32, bytes: u32) -> bool {
     let Some(rt) = runtime(test, backend, sub) else {
         return false;
     };
@@ -174,7 +174,7 @@ fn file_check(test: &str, backend: Backend, sub: Submission, grid: u32, block: u
 }
 
 /// Runs `file_errors` on one thread of `backend`.
-fn file_errors(test: &str, backend: Backend, sub: Submission) -> bool {
+fn file_errors(test: &str, backend: Backend, sub: Suite) -> bool {
     let Some(rt) = runtime(test, backend, sub) else {
         return false;
     };
@@ -253,18 +253,18 @@ over_submissions!(
     gpu_file_errors_reach_the_thread,
 );
 
-fn cpu_backend_runs_the_file_kernels(sub: Submission) {
-    let test = format!("{}::cpu_backend_runs_the_file_kernels", path_name(sub));
+fn cpu_backend_runs_the_file_kernels(sub: Suite) {
+    let test = format!("{}::cpu_backend_runs_the_file_kernels", sub.name());
     assert!(file_check(&test, Backend::Cpu, sub, 4, 16, 5000));
     assert!(file_errors(&test, Backend::Cpu, sub));
 }
 
-fn gpu_threads_write_fsync_and_read_back_files(sub: Submission) {
-    let test = format!("{}::gpu_threads_write_fsync_and_read_back_files", path_name(sub));
+fn gpu_threads_write_fsync_and_read_back_files(sub: Suite) {
+    let test = format!("{}::gpu_threads_write_fsync_and_read_back_files", sub.name());
     file_check(&test, Backend::Cuda, sub, 32, 64, 8192);
 }
 
-fn gpu_file_errors_reach_the_thread(sub: Submission) {
-    let test = format!("{}::gpu_file_errors_reach_the_thread", path_name(sub));
+fn gpu_file_errors_reach_the_thread(sub: Suite) {
+    let test = format!("{}::gpu_file_errors_reach_the_thread", sub.name());
     file_errors(&test, Backend::Cuda, sub);
 }

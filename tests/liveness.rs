@@ -15,12 +15,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gpuio::device::{global_thread_idx, println};
-use gpuio::{Error, Submission};
+use gpuio::Error;
 
 #[allow(dead_code)]
 mod common;
 use common::pipes::{fill, small_pipe};
-use common::{temp_file, watchdog};
+use common::{temp_file, watchdog, Suite};
 
 /// How long a test waits for a line before it calls it held back. Lines take microseconds
 /// to milliseconds here; the margin is for a loaded 2-core machine.
@@ -89,7 +89,7 @@ fn wait_for_lines(want: usize, mut read: impl FnMut() -> Vec<u8>) -> (Vec<u64>, 
     }
 }
 
-fn lines_reach_a_pipe_while_the_printers_compute(sub: Submission) {
+fn lines_reach_a_pipe_while_the_printers_compute(sub: Suite) {
     let _wd = watchdog("lines_reach_a_pipe_while_the_printers_compute", 120);
     // A full pipe: the first write blocks until the reader below starts, so the later
     // prints find the stream's one flight out. Before invariant 12 held, their flushes
@@ -125,7 +125,7 @@ fn pty() -> (std::fs::File, OwnedFd) {
 
 /// As the pipe above, into a terminal nobody has read yet (a pseudo-terminal whose buffer
 /// is full): each line reaches the screen once it is read, while the printers compute.
-fn lines_reach_a_terminal_while_the_printers_compute(sub: Submission) {
+fn lines_reach_a_terminal_while_the_printers_compute(sub: Suite) {
     let _wd = watchdog("lines_reach_a_terminal_while_the_printers_compute", 120);
     let (screen, tty) = pty();
     lines_reach_a_full_output_while_the_printers_compute(sub, screen, tty.as_raw_fd(), "a terminal");
@@ -134,7 +134,7 @@ fn lines_reach_a_terminal_while_the_printers_compute(sub: Submission) {
 /// Fills `w` (a pipe or a terminal) until a write would block, has 16 threads print a line
 /// each into it and compute, then reads `r` and checks that every line comes out after the
 /// filler (which has no newline, so a terminal passes it through as is) while they compute.
-fn lines_reach_a_full_output_while_the_printers_compute(sub: Submission, mut r: std::fs::File, w: i32, what: &str) {
+fn lines_reach_a_full_output_while_the_printers_compute(sub: Suite, mut r: std::fs::File, w: i32, what: &str) {
     let filled = fill(w);
     let threads = 16u64;
     let rt = builder(sub).stdout_fd(w).build().unwrap();
@@ -184,7 +184,7 @@ fn lines_reach_a_full_output_while_the_printers_compute(sub: Submission, mut r: 
 /// Runs `threads` threads of which those that `prints(t)` print one line and then compute
 /// until the file shows every such line (or the deadline), and those that do not compute
 /// from the start.
-fn lines_reach_a_file_while(sub: Submission, blocks: u32, threads: u32, prints: fn(u64) -> bool) {
+fn lines_reach_a_file_while(sub: Suite, blocks: u32, threads: u32, prints: fn(u64) -> bool) {
     let (f, path) = temp_file("live.txt");
     let rt = builder(sub).stdout_fd(f.as_raw_fd()).build().unwrap();
     let gate = Gate::new();
@@ -209,18 +209,18 @@ fn lines_reach_a_file_while(sub: Submission, blocks: u32, threads: u32, prints: 
     );
 }
 
-fn lines_reach_a_file_while_a_thread_computes(sub: Submission) {
+fn lines_reach_a_file_while_a_thread_computes(sub: Suite) {
     let _wd = watchdog("lines_reach_a_file_while_a_thread_computes", 120);
     // Thread 0 computes from the start; the others print one line and compute too.
     lines_reach_a_file_while(sub, 2, 32, |t| t != 0);
 }
 
-fn lines_reach_a_file_while_every_printer_computes(sub: Submission) {
+fn lines_reach_a_file_while_every_printer_computes(sub: Suite) {
     let _wd = watchdog("lines_reach_a_file_while_every_printer_computes", 120);
     lines_reach_a_file_while(sub, 4, 16, |_| true);
 }
 
-fn a_hang_report_finds_every_returned_line_written(sub: Submission) {
+fn a_hang_report_finds_every_returned_line_written(sub: Suite) {
     let _wd = watchdog("a_hang_report_finds_every_returned_line_written", 120);
     let (f, path) = temp_file("hang-live.txt");
     let rt = builder(sub)

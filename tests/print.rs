@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gpuio::device::{eprintln, print, println};
-use gpuio::{Backend, Error, Runtime, Submission};
+use gpuio::{Backend, Error, Runtime};
 
 #[allow(dead_code)]
 mod common;
 use common::pipes::{slow_reader, small_pipe};
 use common::warp::run_warps;
-use common::{check_lines, skip, stress_kernel, temp_file, watchdog};
+use common::{check_lines, skip, stress_kernel, temp_file, watchdog, Suite};
 
 use common::suite_builder as builder;
 
@@ -42,11 +42,11 @@ over_submissions!(
     a_quiet_kernel_costs_few_waker_looks_and_its_late_lines_all_get_out,
 );
 
-fn sixty_four_threads_hundred_thousand_lines_into_a_file(sub: Submission) {
+fn sixty_four_threads_hundred_thousand_lines_into_a_file(sub: Suite) {
     let _wd = watchdog("sixty_four_threads_hundred_thousand_lines_into_a_file", 120);
     let (f, path) = temp_file("many.txt");
     let rt = builder(sub).stdout_fd(f.as_raw_fd()).build().unwrap();
-    assert_eq!(rt.submission(), sub);
+    assert_eq!(rt.submission(), sub.submission);
     rt.launch(1, 64, stress_kernel(100_000)).unwrap();
     rt.synchronize().unwrap();
     assert!(rt.stats().sqes > 0);
@@ -55,7 +55,7 @@ fn sixty_four_threads_hundred_thousand_lines_into_a_file(sub: Submission) {
     check_lines(&std::fs::read(&path).unwrap(), 64, 100_000);
 }
 
-fn tiny_ring_and_arena_apply_backpressure(sub: Submission) {
+fn tiny_ring_and_arena_apply_backpressure(sub: Suite) {
     let _wd = watchdog("tiny_ring_and_arena_apply_backpressure", 120);
     let (f, path) = temp_file("tiny.txt");
     let log = 256u64;
@@ -83,7 +83,7 @@ fn tiny_ring_and_arena_apply_backpressure(sub: Submission) {
     check_lines(&out, 32, 2_000);
 }
 
-fn a_slow_pipe_reader_loses_nothing_and_the_writers_wait(sub: Submission) {
+fn a_slow_pipe_reader_loses_nothing_and_the_writers_wait(sub: Suite) {
     let _wd = watchdog("a_slow_pipe_reader_loses_nothing_and_the_writers_wait", 120);
     // A one-page pipe, so the writers outrun the reader at once.
     let (r, w) = small_pipe();
@@ -117,7 +117,7 @@ fn a_slow_pipe_reader_loses_nothing_and_the_writers_wait(sub: Submission) {
     );
 }
 
-fn printing_to_a_closed_fd_is_reported_and_nothing_hangs(sub: Submission) {
+fn printing_to_a_closed_fd_is_reported_and_nothing_hangs(sub: Suite) {
     let _wd = watchdog("printing_to_a_closed_fd_is_reported_and_nothing_hangs", 120);
     let (f, _) = temp_file("closed.txt");
     let fd = f.as_raw_fd();
@@ -143,7 +143,7 @@ fn printing_to_a_closed_fd_is_reported_and_nothing_hangs(sub: Submission) {
     rt.synchronize().unwrap();
 }
 
-fn formatting_matches_std(sub: Submission) {
+fn formatting_matches_std(sub: Suite) {
     let _wd = watchdog("formatting_matches_std", 120);
     let (f, path) = temp_file("fmt.txt");
     let rt = builder(sub).stdout_fd(f.as_raw_fd()).build().unwrap();
@@ -182,7 +182,7 @@ fn formatting_matches_std(sub: Submission) {
 /// at once; every line comes out whole (no other thread's piece inside it), in each
 /// thread's order; a line longer than the buffer comes out in pieces of its size, in
 /// order; the unfinished line comes out at the drop; `io::stderr()` writes at once.
-fn a_locked_stdouts_pieces_make_whole_lines(sub: Submission) {
+fn a_locked_stdouts_pieces_make_whole_lines(sub: Suite) {
     let _wd = watchdog("a_locked_stdouts_pieces_make_whole_lines", 120);
     let (f, path) = temp_file("locked.txt");
     let (e, err_path) = temp_file("locked-err.txt");
@@ -259,7 +259,7 @@ fn a_locked_stdouts_pieces_make_whole_lines(sub: Submission) {
     assert_eq!(errs, want);
 }
 
-fn long_lines_stay_whole(sub: Submission) {
+fn long_lines_stay_whole(sub: Suite) {
     let _wd = watchdog("long_lines_stay_whole", 120);
     let (f, path) = temp_file("long.txt");
     // A log smaller than one line: 64 KiB and 200 KiB lines go out in pieces, whole.
@@ -307,7 +307,7 @@ impl std::fmt::Display for Repeat {
     }
 }
 
-fn lines_that_fit_the_line_buffer_but_not_the_log_stay_whole(sub: Submission) {
+fn lines_that_fit_the_line_buffer_but_not_the_log_stay_whole(sub: Suite) {
     let _wd = watchdog("lines_that_fit_the_line_buffer_but_not_the_log_stay_whole", 60);
     let (f, path) = temp_file("small_log.txt");
     // A 64-byte log, and lines of 65 to 250 bytes: short enough for the stack buffer, too
@@ -346,7 +346,7 @@ fn lines_that_fit_the_line_buffer_but_not_the_log_stay_whole(sub: Submission) {
 /// 64 bytes, so that most of its lines go out in pieces and its writers wait for room, while
 /// stdout's 4 KiB log sits right before it in the same mapping. Every line of both streams
 /// must arrive whole, in each thread's order, in its own file.
-fn logs_of_two_sizes_keep_every_line_of_both_streams(sub: Submission) {
+fn logs_of_two_sizes_keep_every_line_of_both_streams(sub: Suite) {
     let _wd = watchdog("logs_of_two_sizes_keep_every_line_of_both_streams", 120);
     let (out, out_path) = temp_file("out_4k.txt");
     let (err, err_path) = temp_file("err_64.txt");
@@ -408,7 +408,7 @@ fn a_stderr_log_size_that_is_not_a_power_of_two_is_refused() {
     );
 }
 
-fn stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one(sub: Submission) {
+fn stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one(sub: Suite) {
     let _wd = watchdog(
         "stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_one",
         120,
@@ -462,7 +462,7 @@ fn stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the_file_is_on
     check_lines(&std::fs::read(both_path).unwrap(), 16, 500);
 }
 
-fn host_writes_between_kernels_stay_in_order(sub: Submission) {
+fn host_writes_between_kernels_stay_in_order(sub: Suite) {
     let _wd = watchdog("host_writes_between_kernels_stay_in_order", 120);
     let (f, path) = temp_file("interleave.txt");
     let mut file = f.try_clone().unwrap();
@@ -480,7 +480,7 @@ fn host_writes_between_kernels_stay_in_order(sub: Submission) {
     );
 }
 
-fn positional_writes_land_at_their_offset_wherever_the_fd_points(sub: Submission) {
+fn positional_writes_land_at_their_offset_wherever_the_fd_points(sub: Suite) {
     // A regular file is written with pwrite at the stream's offsets: moving the fd's own
     // offset while a kernel runs changes nothing (write(2) would follow it).
     let _wd = watchdog("positional_writes_land_at_their_offset_wherever_the_fd_points", 60);
@@ -507,7 +507,7 @@ fn positional_writes_land_at_their_offset_wherever_the_fd_points(sub: Submission
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "first\nsecond\n");
 }
 
-fn a_stream_that_printed_nothing_leaves_a_shared_offset_alone(sub: Submission) {
+fn a_stream_that_printed_nothing_leaves_a_shared_offset_alone(sub: Suite) {
     let _wd = watchdog("a_stream_that_printed_nothing_leaves_a_shared_offset_alone", 60);
     // `> log 2>&1`: the runtime's stderr fd shares its file offset with another fd that the
     // host writes to. The kernels print only to stdout (another file); the host's own lines
@@ -538,7 +538,7 @@ fn a_stream_that_printed_nothing_leaves_a_shared_offset_alone(sub: Submission) {
     );
 }
 
-fn two_runtimes_printing_to_one_file_at_once_lose_nothing(sub: Submission) {
+fn two_runtimes_printing_to_one_file_at_once_lose_nothing(sub: Suite) {
     // A runtime per GPU, both printing to one redirected stdout: each would write the file
     // at positions of its own from the same offset, over the other's lines. Both append
     // instead (print_files.rs): every line of both, each whole and in its thread's order,
@@ -600,7 +600,7 @@ fn two_runtimes_printing_to_one_file_at_once_lose_nothing(sub: Submission) {
     assert_eq!(n, 2 * 2 * threads * lines, "lines lost");
 }
 
-fn a_runtime_that_would_overwrite_another_ones_running_kernel_says_why(sub: Submission) {
+fn a_runtime_that_would_overwrite_another_ones_running_kernel_says_why(sub: Suite) {
     // The file holds 12 bytes and `a`'s fd stands at 0: alone, `a` writes over them at
     // positions of its own, as write(2) would. `b`, built meanwhile on the same file, would
     // append into the range `a` is writing: it is refused until `a` synchronized; then both
@@ -645,7 +645,7 @@ fn a_runtime_that_would_overwrite_another_ones_running_kernel_says_why(sub: Subm
 /// before it released, and those sit in a chunk that the record's own bytes keep from being
 /// whole: such a record goes out one lane at a time instead (`print::emit`). Before that,
 /// this hung in its first round.
-fn a_tiny_log_with_lines_near_its_size_does_not_hang(sub: Submission) {
+fn a_tiny_log_with_lines_near_its_size_does_not_hang(sub: Suite) {
     let _wd = watchdog("a_tiny_log_with_lines_near_its_size_does_not_hang", 120);
     let (r, w) = small_pipe();
     let reader = slow_reader(r);
@@ -728,7 +728,7 @@ fn a_tiny_log_with_lines_near_its_size_does_not_hang(sub: Submission) {
     assert_eq!(seen.len(), 1 + warps * lanes);
 }
 
-fn a_warp_println_is_one_record_in_lane_order(sub: Submission) {
+fn a_warp_println_is_one_record_in_lane_order(sub: Suite) {
     let _wd = watchdog("a_warp_println_is_one_record_in_lane_order", 120);
     let (f, path) = temp_file("warp.txt");
     let lanes = 4;
@@ -812,7 +812,7 @@ fn forcing_a_gpu_backend_runs_on_it_or_says_why_not() {
     }
 }
 
-fn a_quiet_kernel_costs_few_waker_looks_and_its_late_lines_all_get_out(sub: Submission) {
+fn a_quiet_kernel_costs_few_waker_looks_and_its_late_lines_all_get_out(sub: Suite) {
     // Invariant 9, and what it costs: while a kernel computes without I/O the waker backs
     // off to a look a millisecond (at 50 µs, 300 ms would be 6,000 looks); the first SQE
     // after the quiet spell still finds a waker that wakes the consumer.
@@ -873,7 +873,7 @@ fn a_quiet_kernel_costs_few_waker_looks_and_its_late_lines_all_get_out(sub: Subm
     // burst cannot finish without completions: only the waker can have woken it. (The
     // host-thread fallback also wakes itself every 100 ms, so there the burst may go out
     // without the waker.)
-    if sub == gpuio::Submission::IoUring {
+    if sub.submission == gpuio::Submission::IoUring {
         assert!(
             after.wakeups > before.wakeups,
             "the burst went out without a wakeup ({before:?} -> {after:?})"

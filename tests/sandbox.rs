@@ -16,11 +16,12 @@ use std::time::{Duration, Instant};
 use gpuio::device::arena::buffer;
 use gpuio::device::uapi::*;
 use gpuio::device::{println, Context};
-use gpuio::{Error, Runtime, Sandbox, Submission};
+use gpuio::{Error, Runtime, Sandbox};
 
 #[allow(dead_code)]
 mod common;
 use common::dirs::{create, TempDir};
+use common::Suite;
 
 use common::suite_builder as builder;
 
@@ -130,7 +131,7 @@ fn write(fd: i32, flags: u8, bytes: &[u8], user_data: u64) -> Sqe {
     }
 }
 
-fn print_only_refuses_openat_and_unlinkat_reports_them_and_runs_neither(sub: Submission) {
+fn print_only_refuses_openat_and_unlinkat_reports_them_and_runs_neither(sub: Suite) {
     let dir = TempDir::new("print-only");
     let out_path = dir.join("out.txt");
     let out = create(&out_path);
@@ -181,7 +182,7 @@ fn print_only_refuses_openat_and_unlinkat_reports_them_and_runs_neither(sub: Sub
 /// flag the device never uses, a plain `WRITE` (it could read any host address: here a
 /// secret on the test's stack), a `WRITE_FIXED` from outside the log, or from the log
 /// into an empty slot.
-fn print_only_refuses_writes_that_do_not_come_from_the_logs_to_a_registered_file(sub: Submission) {
+fn print_only_refuses_writes_that_do_not_come_from_the_logs_to_a_registered_file(sub: Suite) {
     let dir = TempDir::new("raw-write");
     let out_path = dir.join("out.txt");
     let out = create(&out_path);
@@ -251,7 +252,7 @@ fn print_only_refuses_writes_that_do_not_come_from_the_logs_to_a_registered_file
 /// transfer from or into any other host address does not (a plain WRITE is refused, a
 /// `*_FIXED` one outside its buffer faults), nor a STATX (it writes where the SQE says),
 /// and a host buffer is a buffer only while it lives.
-fn file_io_allows_file_requests_and_transfers_of_its_own_memory_and_refuses_the_rest(sub: Submission) {
+fn file_io_allows_file_requests_and_transfers_of_its_own_memory_and_refuses_the_rest(sub: Suite) {
     let dir = TempDir::new("file-io");
     let out_path = dir.join("out.txt");
     let out = create(&out_path);
@@ -370,7 +371,7 @@ fn file_io_allows_file_requests_and_transfers_of_its_own_memory_and_refuses_the_
     assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "file io\n");
 }
 
-fn off_runs_what_the_policies_refuse(sub: Submission) {
+fn off_runs_what_the_policies_refuse(sub: Suite) {
     let dir = TempDir::new("off");
     let other_path = dir.join("other.txt");
     let other = create(&other_path);
@@ -398,7 +399,7 @@ fn off_runs_what_the_policies_refuse(sub: Submission) {
     assert_eq!(std::fs::read_to_string(&other_path).unwrap(), "leak\n");
 }
 
-fn a_closed_stdout_is_reported_at_synchronize_with_or_without_fixed_files(sub: Submission) {
+fn a_closed_stdout_is_reported_at_synchronize_with_or_without_fixed_files(sub: Suite) {
     let dir = TempDir::new("closed");
     let f = create(dir.join("f"));
     let closed = 1_000_000 + f.as_raw_fd(); // beyond any open descriptor
@@ -421,7 +422,7 @@ fn a_closed_stdout_is_reported_at_synchronize_with_or_without_fixed_files(sub: S
     }
 }
 
-fn fixed_files_keep_the_file_the_fd_named_at_build(sub: Submission) {
+fn fixed_files_keep_the_file_the_fd_named_at_build(sub: Suite) {
     let dir = TempDir::new("dup2");
     let (first, second) = (dir.join("first"), dir.join("second"));
     for fixed in [true, false] {
@@ -452,7 +453,7 @@ fn fixed_files_keep_the_file_the_fd_named_at_build(sub: Submission) {
 /// `Sandbox::FileIo` with a root: the kernel opens and creates files beneath it and
 /// nothing else (`..`, absolute paths, /proc/self/mem), on io_uring's SQPOLL and the
 /// fallback's thread alike; the program's own threads are not confined.
-fn file_io_with_a_root_opens_only_beneath_it(sub: Submission) {
+fn file_io_with_a_root_opens_only_beneath_it(sub: Suite) {
     let dir = TempDir::new("file-root");
     let root = dir.join("root");
     std::fs::create_dir(&root).unwrap();

@@ -28,83 +28,92 @@ pub const SUBMISSIONS: [gpuio::Submission; 2] = [gpuio::Submission::IoUring, gpu
 /// of two (the completion slots round up to one).
 pub const SUITE_RINGS: u32 = 3;
 
-/// The CPU backend, its rings consumed by `sub`, as many as the running case asks for
-/// ([`suite_rings`]).
-pub fn suite_builder(sub: gpuio::Submission) -> gpuio::Builder {
-    gpuio::Runtime::builder()
-        .backend(gpuio::Backend::Cpu)
-        .submission(sub)
-        .rings(suite_rings())
+/// One configuration of the suite ([`over_submissions!`]), passed to each case as a value:
+/// who consumes the rings, how many rings, whether there is a solo ring and how its holder
+/// waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Suite {
+    pub submission: gpuio::Submission,
+    pub rings: u32,
+    /// A solo ring ([`gpuio::Builder::solo`]).
+    pub solo: bool,
+    /// Its holder waits on the CQ tail, not on each CQE's result
+    /// ([`gpuio::Builder::solo_waits_on_tail`]).
+    pub solo_on_tail: bool,
 }
 
-thread_local! {
-    /// The rings the case running on this thread asks for (see [`suite_rings`]).
-    static RINGS: std::cell::Cell<u32> = const { std::cell::Cell::new(1) };
-}
+impl Suite {
+    /// `io_uring::*`: one io_uring ring with SQPOLL, and a solo ring.
+    pub const IO_URING: Suite = Suite {
+        submission: gpuio::Submission::IoUring,
+        rings: 1,
+        solo: true,
+        solo_on_tail: false,
+    };
+    /// `io_uring_rings::*`: [`SUITE_RINGS`] io_uring rings, no solo ring (so that a lone
+    /// thread's requests go through the shared rings).
+    pub const IO_URING_RINGS: Suite = Suite {
+        rings: SUITE_RINGS,
+        solo: false,
+        ..Suite::IO_URING
+    };
+    /// `host_thread::*`: the host-thread fallback (`GPUIO_URING=off`), no solo ring.
+    pub const HOST_THREAD: Suite = Suite {
+        submission: gpuio::Submission::HostThread,
+        solo: false,
+        ..Suite::IO_URING
+    };
 
-/// The rings the running case's builder should ask for ([`gpuio::Builder::rings`]): 1, or
-/// [`SUITE_RINGS`] in `io_uring_rings::*` (see [`over_submissions!`]).
-pub fn suite_rings() -> u32 {
-    RINGS.with(|r| r.get())
-}
+    /// The suite's module for this configuration: a test's name is `<this>::<case>` (for
+    /// skip lines and watchdogs that name the test).
+    pub fn name(self) -> &'static str {
+        match self.submission {
+            gpuio::Submission::HostThread => "host_thread",
+            _ if self.rings > 1 => "io_uring_rings",
+            _ => "io_uring",
+        }
+    }
 
-thread_local! {
-    /// Whether the case running on this thread gives its runtime a solo ring (see
-    /// [`suite_solo`]).
-    static SOLO: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
-}
+    /// The CPU backend on this configuration's rings (the solo ring as the builder
+    /// chooses).
+    pub fn builder(self) -> gpuio::Builder {
+        gpuio::Runtime::builder()
+            .backend(gpuio::Backend::Cpu)
+            .submission(self.submission)
+            .rings(self.rings)
+    }
 
-/// Whether the running case's builder should give the runtime a solo ring
-/// ([`gpuio::Builder::solo`]): in `io_uring::*` (and where a test asks, [`set_suite_solo`]),
-/// not in `io_uring_rings::*` and `host_thread::*`, so that a lone thread's requests go
-/// through the shared rings on both consumers there.
-pub fn suite_solo() -> bool {
-    SOLO.with(|s| s.get())
-}
+    /// [`Suite::builder`] with the solo ring as this configuration says.
+    pub fn builder_with_solo(self) -> gpuio::Builder {
+        self.builder().solo(self.solo).solo_waits_on_tail(self.solo_on_tail)
+    }
 
-thread_local! {
-    /// Whether the case running on this thread has its solo ring's holder wait on the CQ
-    /// tail (see [`suite_solo_on_tail`]).
-    static SOLO_ON_TAIL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
+    /// The same with a solo ring or without.
+    pub fn with_solo(self, solo: bool) -> Suite {
+        Suite { solo, ..self }
+    }
 
-/// Whether the running case's solo ring waits on the CQ tail rather than on each CQE's
-/// result ([`gpuio::Builder::solo_waits_on_tail`]; the default on x86-64 is the result):
-/// where a test asks, [`set_suite_solo_on_tail`].
-pub fn suite_solo_on_tail() -> bool {
-    SOLO_ON_TAIL.with(|s| s.get())
-}
-
-/// Sets [`suite_solo_on_tail`] for the calling test thread.
-pub fn set_suite_solo_on_tail(on: bool) {
-    SOLO_ON_TAIL.with(|s| s.set(on));
-}
-
-/// Sets [`suite_solo`] for the calling test thread (`over_submissions!` does).
-pub fn set_suite_solo(on: bool) {
-    SOLO.with(|s| s.set(on));
-}
-
-/// Sets [`suite_rings`] for the calling test thread (`over_submissions!` does).
-pub fn set_suite_rings(n: u32) {
-    RINGS.with(|r| r.set(n));
-}
-
-/// The module `over_submissions!` puts a case on `sub` in: the test's name is
-/// `<this>::<case>` (for skip lines and watchdogs that name the test).
-pub fn path_name(sub: gpuio::Submission) -> &'static str {
-    match sub {
-        gpuio::Submission::HostThread => "host_thread",
-        _ if suite_rings() > 1 => "io_uring_rings",
-        _ => "io_uring",
+    /// The same with the solo ring's holder waiting on the CQ tail.
+    pub fn with_solo_on_tail(self) -> Suite {
+        Suite {
+            solo: true,
+            solo_on_tail: true,
+            ..self
+        }
     }
 }
 
-/// One suite over the submission paths: for each `case` (a `fn case(gpuio::Submission)`
-/// of the test file), a test `io_uring::case` that runs it with io_uring (SQPOLL), a test
-/// `io_uring_rings::case` that runs it over [`SUITE_RINGS`] io_uring rings, and a test
-/// `host_thread::case` that runs it on the host-thread fallback; only the first has a solo
-/// ring (the case's builder asks for [`suite_rings`] and [`suite_solo`]). Each case asks its builder for the path it is given
+/// [`Suite::builder`], for the cases' `use common::suite_builder as builder`.
+pub fn suite_builder(suite: Suite) -> gpuio::Builder {
+    suite.builder()
+}
+
+/// One suite over the submission paths: for each `case` (a `fn case(common::Suite)` of the
+/// test file), a test `io_uring::case` that runs it with io_uring (SQPOLL,
+/// [`Suite::IO_URING`]), a test `io_uring_rings::case` that runs it over [`SUITE_RINGS`]
+/// io_uring rings ([`Suite::IO_URING_RINGS`]), and a test `host_thread::case` that runs it
+/// on the host-thread fallback ([`Suite::HOST_THREAD`]); only the first has a solo ring.
+/// Each case builds its runtime from the configuration it is given
 /// ([`gpuio::Builder::submission`], which `GPUIO_URING` does not override), so one
 /// `cargo test` covers all three.
 #[macro_export]
@@ -115,7 +124,7 @@ macro_rules! over_submissions {
             $(
                 #[test]
                 fn $case() {
-                    super::$case(gpuio::Submission::IoUring)
+                    super::$case(super::common::Suite::IO_URING)
                 }
             )*
         }
@@ -125,9 +134,7 @@ macro_rules! over_submissions {
             $(
                 #[test]
                 fn $case() {
-                    super::common::set_suite_rings(super::common::SUITE_RINGS);
-                    super::common::set_suite_solo(false);
-                    super::$case(gpuio::Submission::IoUring)
+                    super::$case(super::common::Suite::IO_URING_RINGS)
                 }
             )*
         }
@@ -136,8 +143,7 @@ macro_rules! over_submissions {
             $(
                 #[test]
                 fn $case() {
-                    super::common::set_suite_solo(false);
-                    super::$case(gpuio::Submission::HostThread)
+                    super::$case(super::common::Suite::HOST_THREAD)
                 }
             )*
         }
