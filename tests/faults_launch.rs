@@ -69,10 +69,13 @@ fn launch_shapes_the_backend_cannot_run_are_refused() {
     for cfg in [
         LaunchConfig::new((2, 0, 1), 4),
         LaunchConfig::new(1, (4, 1, 0)),
-        LaunchConfig::new((16, 16, 2), (16, 8, 1)),
+        // 512 blocks of 256: 131072 threads.
+        LaunchConfig::new((16, 16, 2), (16, 8, 2)),
+        // Past u64: refused, not wrapped to a small count.
+        LaunchConfig::new((u32::MAX, u32::MAX, u32::MAX), (u32::MAX, 1, 1)),
     ] {
         match rt.launch_with(cfg, || panic!("a refused launch ran")) {
-            Err(Error::Config(why)) => assert!(why.contains("at least 1") || why.contains("65536"), "{why}"),
+            Err(Error::Config(why)) => assert!(why.contains("at least 1") || why.contains("1..=65536"), "{why}"),
             other => panic!("{cfg:?}: expected a refusal, got {other:?}"),
         }
     }

@@ -202,10 +202,11 @@ fn a_locked_stdouts_pieces_make_whole_lines(sub: Suite) {
             }
             writeln!(out, " end").unwrap();
         }
-        // 512 bytes without a newline, then the drop: two pieces of LINE_BUF (256) bytes.
-        for _ in 0..64 {
+        // 512 bytes without a newline, then the drop: two pieces of LINE_BUF (256) bytes,
+        // of 64 numbered 8-byte units `<letter><t:03><k:04>`.
+        for k in 0..64 {
             write!(out, "{}", (b'A' + (t % 26) as u8) as char).unwrap();
-            write!(out, "{t:07}").unwrap();
+            write!(out, "{t:03}{k:04}").unwrap();
         }
         drop(out);
         let mut err = io::stderr();
@@ -219,7 +220,7 @@ fn a_locked_stdouts_pieces_make_whole_lines(sub: Suite) {
     let mut tails: std::collections::HashMap<u32, String> = Default::default();
     let mut rest = out.as_str();
     // The unfinished tails are printed without newlines, each 256-byte piece a record of
-    // its own, between lines: runs of one thread's 8-byte `<letter><t:07>` units.
+    // its own, between lines: runs of one thread's 8-byte `<letter><t:03><k:04>` units.
     while let Some(line_end) = rest.find('\n') {
         let line = &rest[..line_end];
         let (head, body) = line.split_once(':').unwrap_or_else(|| panic!("a torn line: {line:?}"));
@@ -237,11 +238,13 @@ fn a_locked_stdouts_pieces_make_whole_lines(sub: Suite) {
         rest = &rest[line_end + 1..];
         while let Some(c) = rest.chars().next().filter(|c| c.is_ascii_uppercase()) {
             let unit = &rest[..8];
-            let t: u32 = unit[1..]
-                .parse()
-                .unwrap_or_else(|_| panic!("a torn tail piece: {unit:?}"));
+            let number =
+                |digits: &str| -> usize { digits.parse().unwrap_or_else(|_| panic!("a torn tail piece: {unit:?}")) };
+            let (t, k) = (number(&unit[1..4]) as u32, number(&unit[4..]));
             assert_eq!(c, (b'A' + (t % 26) as u8) as char);
-            tails.entry(t).or_default().push_str(unit);
+            let tail = tails.entry(t).or_default();
+            assert_eq!(k, tail.len() / 8, "thread {t}'s tail out of order at {unit:?}");
+            tail.push_str(unit);
             rest = &rest[8..];
         }
     }

@@ -25,9 +25,10 @@ impl Dim3 {
         Dim3 { x, y, z }
     }
 
-    /// `x * y * z`: how many threads (or blocks) a shape holds.
+    /// `x * y * z`: how many threads (or blocks) a shape holds (`u64::MAX` for a shape
+    /// past it, which no launch takes).
     pub const fn count(self) -> u64 {
-        self.x as u64 * self.y as u64 * self.z as u64
+        (self.x as u64 * self.y as u64).saturating_mul(self.z as u64)
     }
 
     /// The linear rank of index `self` in a shape `dim`: `x + y * dim.x + z * dim.x * dim.y`

@@ -183,8 +183,13 @@ pub fn report_panic(location: Option<&Location<'_>>, message: &dyn fmt::Display)
     // Everything reserved so far on every stream, this report included, so that what any
     // thread printed before the trap (its print returned: its bytes are committed) is out
     // before the trap ends the kernel; prints still in progress get the same bounded wait.
-    // Acquire: pairs with the reservations' AcqRel (we only need a position at or past
-    // each line that returned before now, and at or past our own report).
+    // We need a position at or past each line whose print returned before this panic, and
+    // past our own report. A reservation is a Relaxed RMW on `reserved`, sequenced before
+    // its print's return; where that return happens-before this load (the program
+    // synchronized with it, say by an Acquire of a flag the printer set with Release after
+    // its print), coherence makes this load see that reservation or a later one. A print
+    // that returned with no such ordering may be missed: it raced with the panic. (Acquire
+    // orders nothing more here; it costs nothing on these targets.)
     let ends: [u64; STREAMS] = core::array::from_fn(|s| ctx.streams[s].reserved.load(Ordering::Acquire));
     let start = crate::clock_ns();
     // Until the writes that hold those bytes have completed: `flushed` is not enough. The

@@ -44,12 +44,13 @@ impl LaunchConfig {
         }
     }
 
-    /// Threads in all: blocks times threads per block.
+    /// Threads in all: blocks times threads per block (`u64::MAX` for a shape past it,
+    /// which every backend refuses).
     pub const fn threads(&self) -> u64 {
-        self.grid.count() * self.block.count()
+        self.grid.count().saturating_mul(self.block.count())
     }
 
-    /// Whether the launch uses y or z (a 1-D launch has them at 1).
+    /// Whether the launch is in x alone (y and z at 1, as in a 1-D launch).
     pub const fn is_linear(&self) -> bool {
         self.grid.y == 1 && self.grid.z == 1 && self.block.y == 1 && self.block.z == 1
     }

@@ -365,8 +365,10 @@ kernel! {
         if gpuio_device::block_idx() == 0 && gpuio_device::thread_idx() < 32 {
             let t0 = clock_ns();
             let all_printed = || {
-                // Relaxed, system scope: counts only; nothing is read on their strength.
-                (32..threads).all(|u| word(u).load(Ordering::Relaxed) == lines)
+                // Acquire, system scope: pairs with each printer's Release below, so that its
+                // prints' reservations happen-before this thread's panic (which looks at the
+                // streams' `reserved` to know what to wait for).
+                (32..threads).all(|u| word(u).load(Ordering::Acquire) == lines)
             };
             while !all_printed() && clock_ns().wrapping_sub(t0) < max_ns {
                 core::hint::spin_loop();
@@ -378,9 +380,10 @@ kernel! {
         }
         for i in 0..lines {
             println!("t={t} i={i}");
-            // Relaxed, system scope: the host only counts these (a store it has not seen
-            // yet only makes its check ask less).
-            word(t).store(i + 1, Ordering::Relaxed);
+            // Release, system scope: orders this print before the store, for thread 0's
+            // Acquire above; the host only counts these (a store it has not seen yet only
+            // makes its check ask less).
+            word(t).store(i + 1, Ordering::Release);
         }
     }
 }

@@ -82,7 +82,7 @@ fn unrank(r: u32, dim: Dim3) -> Dim3 {
 /// threads compute than there are cores, the scheduler shares the cores among all of them
 /// alike, and each hand-off of a line (SQPOLL taking an SQE, a worker writing it, the next
 /// flight after it) waited about one round of every thread: on 2 cores with 62 threads
-/// spinning, lines took 0.4-2.1 s to reach their file; at +10 they took 0.06-0.26 s
+/// spinning, lines took 0.4-2.1 s to reach their file; at +10 they took 0.07-0.37 s
 /// (`bench_liveness`). The cost: such a launch's threads get a smaller share of the CPU
 /// beside other work of the same session, where a GPU's threads would not compete at all.
 /// A launch with no more threads than cores keeps its priority: io_uring's threads find a

@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use gpuio_device::uapi::*;
 
-use crate::consumer::waker::Look;
+pub use crate::consumer::waker::Look;
 use crate::error::{Error, Result};
 use crate::memory::{page_size, round_up, Mapping};
 
