@@ -163,10 +163,15 @@ mod tests {
     use super::*;
 
     /// USAGE.md's environment table is [`SETTINGS`]: a setting added to one and not the
-    /// other fails here.
+    /// other fails here. (Read at run time: a packaged crate has no docs/ beside it, and
+    /// says so.)
     #[test]
     fn usage_documents_every_setting() {
-        let usage = include_str!("../../docs/USAGE.md");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/USAGE.md");
+        let Ok(usage) = std::fs::read_to_string(path) else {
+            eprintln!("SKIPPED usage_documents_every_setting: no {path} (a packaged crate)");
+            return;
+        };
         let table = markdown_table();
         assert!(
             usage.contains(&table),
