@@ -82,7 +82,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 use gpuio::cuda::Cuda;
-use gpuio::{Arg, Backend, Error, GpuModule, Runtime, Sandbox};
+use gpuio::{Arg, Backend, Error, GpuModule, Kernel, Runtime, Sandbox};
 use gpuio_test_kernels as k;
 
 mod common;
@@ -311,7 +311,7 @@ fn launch(rt: &Runtime, g: &Gpu, name: &str, threads: u32, args: [u64; 5]) -> f6
         }
         None => {
             let [fd, a, b, c, d] = args;
-            let kernel: fn(i32, u64, u64, u64, u64) = match name {
+            let kernel = match name {
                 "pwrite_bulk" => k::pwrite_bulk,
                 "pread_bulk" => k::pread_bulk,
                 "pread_random" => k::pread_random,
@@ -327,14 +327,18 @@ fn launch(rt: &Runtime, g: &Gpu, name: &str, threads: u32, args: [u64; 5]) -> f6
     t0.elapsed().as_secs_f64()
 }
 
-/// Runs kernel `name` (`cpu` on the CPU backend) on one thread with `(fd, iters, out)`,
-/// and waits for it.
-fn one_thread(rt: &Runtime, g: &Gpu, name: &str, cpu: fn(i32, u32, u64), fd: i32, iters: u32, out: u64) {
+/// Runs `kernel` on one thread with `(fd, iters, out)`, and waits for it.
+fn one_thread(rt: &Runtime, g: &Gpu, kernel: Kernel<fn(i32, u32, u64)>, fd: i32, iters: u32, out: u64) {
     match &g.module {
         Some(m) => m
-            .launch(name, 1, 1, &[Arg::U32(fd as u32), Arg::U32(iters), Arg::U64(out)])
+            .launch(
+                kernel.name(),
+                1,
+                1,
+                &[Arg::U32(fd as u32), Arg::U32(iters), Arg::U64(out)],
+            )
             .expect("launch"),
-        None => rt.launch(1, 1, move || cpu(fd, iters, out)).expect("launch"),
+        None => rt.launch(1, 1, move || kernel(fd, iters, out)).expect("launch"),
     }
     rt.synchronize().expect("synchronize");
 }
@@ -1070,12 +1074,10 @@ fn main() {
     // The same writes two ways: `pwrite` (the solo ring while no other thread holds it),
     // then `pwrite_async` and its wait (always the shared rings).
     let mut ways = Vec::new();
-    for (name, kernel) in [
-        ("pwrite_latency", k::pwrite_latency as fn(i32, u32, u64)),
-        ("pwrite_latency_shared", k::pwrite_latency_shared),
-    ] {
+    for kernel in [k::pwrite_latency, k::pwrite_latency_shared] {
+        let name = kernel.name();
         let solo_before = rt.stats().solo_requests;
-        one_thread(&rt, &g, name, kernel, fd, iters, lat.addr());
+        one_thread(&rt, &g, kernel, fd, iters, lat.addr());
         let solo = rt.stats().solo_requests.wrapping_sub(solo_before);
         let mut ns = download_u64(&lat, cfg.iters as usize);
         let errors = ns.iter().filter(|&&v| v == u64::MAX).count();
@@ -1143,10 +1145,10 @@ fn main() {
     // ---- the same round trip, in phases (diagnostic), into the same file.
     let row = k::LATENCY_ROW;
     let mut ph = DevBuf::new(&g, cfg.iters as usize * row * 8);
-    one_thread(&rt, &g, "latency_phases", k::latency_phases, fd, iters, ph.addr());
+    one_thread(&rt, &g, k::latency_phases, fd, iters, ph.addr());
     // ---- the floor (diagnostic): the same writes with none of the protocol's steps.
     let mut fl = DevBuf::new(&g, cfg.iters as usize * k::FLOOR_ROW * 8);
-    one_thread(&rt, &g, "latency_floor", k::latency_floor, fd, iters, fl.addr());
+    one_thread(&rt, &g, k::latency_floor, fd, iters, fl.addr());
     drop(lat_file);
     if cfg.lat_file.is_none() {
         let _ = std::fs::remove_file(&lat_path);

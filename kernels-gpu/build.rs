@@ -7,12 +7,10 @@
 //! each for `nvptx64-nvidia-cuda` `sm_90` and `sm_60` (the lockstep build: PTX before sm_70
 //! runs without independent thread scheduling, as AMD wavefronts do; `gpuio_device::arch`
 //! says why it matters) and for `amdgcn-amd-amdhsa` (code object v5) gfx90a, gfx942 and
-//! gfx1100. `src/lib.rs` turns what it built into constants (tables for
-//! `Runtime::load_matching`, PTX text, paths), from these compile-time variables:
+//! gfx1100. `src/lib.rs` turns what it built into constants: the tables the linker writes
+//! (`OUT_DIR/kernels.rs`, `OUT_DIR/test_kernels.rs`: `OBJECTS`, `NVPTX`, `AMDGCN`), and
+//! PTX text and paths from these compile-time variables:
 //!
-//! - `GPUIO_KERNELS_NVPTX`, `GPUIO_KERNELS_AMDGCN`, `GPUIO_TEST_KERNELS_NVPTX`,
-//!   `GPUIO_TEST_KERNELS_AMDGCN`: paths of generated Rust expressions,
-//!   `&[(&str, &[u8])]`, pairing each processor with its code object;
 //! - `GPUIO_KERNELS_PTX`, `GPUIO_KERNELS_PTX_SM60`, `GPUIO_TEST_KERNELS_PTX`,
 //!   `GPUIO_TEST_KERNELS_PTX_SM60`: paths of the PTX files;
 //! - `GPUIO_KERNELS_HSACO_GFX90A` (and `_GFX942`, `_GFX1100`), likewise
@@ -91,33 +89,6 @@ fn export(out_dir: &Path, prefix: &str, built: &Built) {
             path_of(gfx, &built.amdgcn, "hsaco").display()
         );
     }
-    write_table(
-        out_dir,
-        &format!("{prefix}_NVPTX"),
-        &format!("{lower}_nvptx.rs"),
-        &built.nvptx,
-    );
-    write_table(
-        out_dir,
-        &format!("{prefix}_AMDGCN"),
-        &format!("{lower}_amdgcn.rs"),
-        &built.amdgcn,
-    );
-}
-
-/// Writes `file`, `&[("gfx90a", include_bytes!("...")), ...]`, and points `var` at it.
-fn write_table(out_dir: &Path, var: &str, file: &str, table: &[(String, PathBuf)]) {
-    let mut text = String::from("&[\n");
-    for (arch, path) in table {
-        text.push_str(&format!(
-            "    ({arch:?}, include_bytes!({:?}) as &[u8]),\n",
-            path.display().to_string()
-        ));
-    }
-    text.push(']');
-    let path = out_dir.join(file);
-    std::fs::write(&path, text).expect("write to OUT_DIR");
-    println!("cargo:rustc-env={var}={}", path.display());
 }
 
 fn fail(e: &gpuio_linker::Error) -> ! {

@@ -2,7 +2,8 @@
 //! panics reported, gpuio's panic handler ([`panic_handler!`](crate::panic_handler)).
 //!
 //! A kernel crate is `#![no_std]` and builds for the GPUs (with `gpuio-linker`) and for the
-//! host, where the CPU backend calls its kernels as plain functions:
+//! host, where each kernel is a [`Kernel`]: its name, for a GPU launch, and its function,
+//! which the CPU backend calls:
 //!
 //! ```
 //! #![no_std]
@@ -29,12 +30,19 @@ use core::sync::atomic::Ordering;
 use crate::context::STREAMS;
 
 /// Declares kernels: on GPU targets each becomes an exported (`#[no_mangle]`)
-/// `extern "gpu-kernel"` entry point, on the host a plain `pub fn` of the same name and
-/// signature, which the CPU backend runs on its threads.
+/// `extern "gpu-kernel"` entry point; on the host, a constant of the same name, a
+/// [`Kernel`], which the host's typed launch takes (`gpuio_host::Kernels::launch`: the
+/// compiler checks the arguments against the parameters) and which is called like the
+/// function it holds (the CPU backend runs it on its threads).
 ///
-/// Arguments are plain values (`u32`, `u64`, `f32`, `f64`, raw pointers), as the host passes
-/// them to the launch. The crate using it needs no unstable feature of its own: the
-/// `gpu-kernel` ABI is allowed inside this macro.
+/// Arguments are plain values (`u32`, `i32`, `u64`, `i64`, `f32`, `f64`, and raw pointers,
+/// which only a by-name launch passes), as the host passes them to the launch. The crate
+/// using it needs no unstable feature of its own: the `gpu-kernel` ABI is allowed inside
+/// this macro.
+///
+/// Attributes before a kernel (doc comments, `#[allow]`, `#[cfg]`) go on the entry point on
+/// GPU targets and on the constant on the host, so an attribute only functions take
+/// (`#[inline]`) is refused on host builds.
 ///
 /// ```
 /// gpuio_device::kernel! {
@@ -50,6 +58,7 @@ use crate::context::STREAMS;
 /// let mut v = [1.0f32; 4];
 /// add(v.as_mut_ptr(), 4, 0.5); // on the host, outside a runtime: thread 0 only
 /// assert_eq!(v, [1.5, 1.0, 1.0, 1.0]);
+/// assert_eq!(add.name(), "add");
 /// ```
 #[macro_export]
 #[cfg_attr(
@@ -66,9 +75,58 @@ macro_rules! kernel {
 
             $(#[$attr])*
             #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-            pub fn $name($($arg: $ty),*) $body
+            #[allow(non_upper_case_globals)]
+            pub const $name: $crate::Kernel<fn($($ty),*)> = {
+                // The function lives inside the constant's initializer so that both can bear
+                // the kernel's name: callers write `crate::name(..)` as before.
+                fn $name($($arg: $ty),*) $body
+                $crate::Kernel::new(::core::stringify!($name), $name)
+            };
         )*
     };
+}
+
+/// A kernel as a host build of its crate sees it: the name of its GPU entry point and the
+/// function the CPU backend runs, `F` being its signature (`fn(u32, f32)`).
+///
+/// [`kernel!`](crate::kernel) defines one per kernel, named as the kernel. It derefs to the
+/// function, so `my_kernels::table(n)` calls it; a host's typed launch takes it whole and
+/// checks the arguments against `F` at compile time.
+#[derive(Clone, Copy)]
+pub struct Kernel<F> {
+    name: &'static str,
+    function: F,
+}
+
+impl<F> Kernel<F> {
+    /// The kernel `name` (its GPU entry point's symbol) whose host build is `function`.
+    pub const fn new(name: &'static str, function: F) -> Kernel<F> {
+        Kernel { name, function }
+    }
+
+    /// The GPU entry point's symbol, which a by-name launch names.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The host build of the kernel, which the CPU backend runs on each of its threads.
+    pub const fn function(&self) -> &F {
+        &self.function
+    }
+}
+
+impl<F> core::ops::Deref for Kernel<F> {
+    type Target = F;
+
+    fn deref(&self) -> &F {
+        &self.function
+    }
+}
+
+impl<F> fmt::Debug for Kernel<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Kernel({})", self.name)
+    }
 }
 
 /// Defines the crate's `#[panic_handler]` on GPU targets (on the host, std's stays): a

@@ -67,6 +67,7 @@ pub use arch::{block_dim, block_idx, clock_ns, grid_dim, thread_idx};
 pub use arch::{block_dim_3d, block_idx_3d, grid_dim_3d, thread_idx_3d};
 pub use context::Context;
 pub use dim::Dim3;
+pub use entry::Kernel;
 
 /// The global index of the calling thread, one linear index over all three dimensions:
 /// `block_rank * threads_per_block + thread_rank`, where x varies fastest (for a 1-D

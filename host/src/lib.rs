@@ -15,6 +15,7 @@ mod builder;
 pub mod consumer;
 pub mod error;
 pub mod host_buffer;
+mod kernels;
 mod launch;
 pub mod memory;
 mod notice;
@@ -38,7 +39,9 @@ pub use error::{
     DriverError, Error, HangReport, OtherRing, OutputErrors, PrintErrors, Refused, Result, RingWords, RunningThreads,
     SoloRing, StreamPositions, Tickets, Waiting,
 };
+pub use gpuio_device::Kernel;
 pub use host_buffer::HostBuffer;
+pub use kernels::{KernelArgs, KernelParam, Kernels};
 pub use launch::{Dim3, LaunchConfig};
 pub use runtime::module::GpuModule;
 pub use runtime::{Runtime, Stats};

@@ -1,28 +1,42 @@
 //! gpuio's kernel crates built for the GPUs by this crate's build script, for gpuio's own
 //! examples and tests (a dev-dependency: a crate that depends on gpuio builds none of this):
 //!
-//! - the example kernels (`kernels/`): [`NVPTX`], [`AMDGCN`], [`PTX`], ...;
+//! - the example kernels (`kernels/`): [`OBJECTS`], [`NVPTX`], [`AMDGCN`], [`PTX`], ...;
 //! - the test and benchmark kernels (`kernels-test/`, with the example kernels):
-//!   [`TEST_NVPTX`], [`TEST_AMDGCN`], [`TEST_PTX`], ...
+//!   [`TEST_OBJECTS`], [`TEST_NVPTX`], [`TEST_AMDGCN`], [`TEST_PTX`], ...
 //!
 //! With `GPUIO_SKIP_GPU_BUILD=1` at build time the tables are empty and the files empty:
 //! loading them fails at run time, clearly.
 
-/// The example kernels as PTX for `sm_90` and `sm_60` (the lockstep build), for
-/// `Runtime::load_matching`.
-pub const NVPTX: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_NVPTX"));
+/// The tables `gpuio_linker::Kernels::build` wrote for the example kernels.
+mod example {
+    include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
+}
+/// The tables it wrote for the test kernels.
+mod test {
+    include!(concat!(env!("OUT_DIR"), "/test_kernels.rs"));
+}
+
+/// Every code object of the example kernels, for `Runtime::kernels` and
+/// `Runtime::load_matching`: [`NVPTX`] then [`AMDGCN`].
+pub const OBJECTS: &[(&str, &[u8])] = example::OBJECTS;
+/// The example kernels as PTX for `sm_90` and `sm_60` (the lockstep build).
+pub const NVPTX: &[(&str, &[u8])] = example::NVPTX;
 /// The example kernels as amdgcn code objects for gfx90a, gfx942 and gfx1100.
-pub const AMDGCN: &[(&str, &[u8])] = include!(env!("GPUIO_KERNELS_AMDGCN"));
+pub const AMDGCN: &[(&str, &[u8])] = example::AMDGCN;
 /// The example kernels' `sm_90` PTX.
 pub const PTX: &str = include_str!(env!("GPUIO_KERNELS_PTX"));
 /// The path of the example kernels' `sm_90` PTX.
 pub const PTX_PATH: &str = env!("GPUIO_KERNELS_PTX");
 
+/// Every code object of the test kernels (and the example kernels): [`TEST_NVPTX`] then
+/// [`TEST_AMDGCN`].
+pub const TEST_OBJECTS: &[(&str, &[u8])] = test::OBJECTS;
 /// The test kernels (and the example kernels) as PTX for `sm_90` and `sm_60`.
-pub const TEST_NVPTX: &[(&str, &[u8])] = include!(env!("GPUIO_TEST_KERNELS_NVPTX"));
+pub const TEST_NVPTX: &[(&str, &[u8])] = test::NVPTX;
 /// The test kernels (and the example kernels) as amdgcn code objects for gfx90a, gfx942 and
 /// gfx1100.
-pub const TEST_AMDGCN: &[(&str, &[u8])] = include!(env!("GPUIO_TEST_KERNELS_AMDGCN"));
+pub const TEST_AMDGCN: &[(&str, &[u8])] = test::AMDGCN;
 /// The test kernels' `sm_90` PTX.
 pub const TEST_PTX: &str = include_str!(env!("GPUIO_TEST_KERNELS_PTX"));
 /// The path of the test kernels' `sm_90` PTX.

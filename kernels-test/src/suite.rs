@@ -281,6 +281,14 @@ kernel! {
 }
 
 kernel! {
+    /// A typed launch's arguments, one parameter of each type: every thread prints
+    /// `t=<t> i=0 u32=<a> i32=<b> u64=<c> i64=<d> f32=<e> f64=<f>`.
+    pub fn every_param_type(a: u32, b: i32, c: u64, d: i64, e: f32, f: f64) {
+        println!("t={} i=0 u32={a} i32={b} u64={c} i64={d} f32={e} f64={f}", global_thread_idx());
+    }
+}
+
+kernel! {
     /// A 3-D launch: each thread prints one line `t=<global_thread_idx> i=0 b=<x>,<y>,<z>
     /// th=<x>,<y>,<z> g=<x>,<y>,<z> bd=<x>,<y>,<z>` with its block and thread indices and the
     /// launch's grid and block sizes.

@@ -19,9 +19,7 @@ pub(crate) fn stack_buffers_pwrite_pread(config: Config, scratch: &Scratch) -> O
     let k = Kernels::load(&rt)?;
     let mut results = Mem::zeroed(&k, threads * 8);
     let (fd, res) = (file.as_raw_fd(), results.addr());
-    k.launch("stack_io", grid, block, &[fd.into(), res.into()], move || {
-        k::stack_io(fd, res)
-    })?;
+    k.launch(k::stack_io, grid, block, (fd, res))?;
     sync(&rt)?;
     let codes = results.read_i64s();
     drop(results);
@@ -67,13 +65,7 @@ pub(crate) fn file_io_4_arena_blocks_2048_threads(config: Config, scratch: &Scra
         scratch_mem.addr(),
         results.addr(),
     );
-    k.launch(
-        "file_check",
-        grid,
-        block,
-        &[d.into(), dl.into(), fd.into(), bytes.into(), s.into(), r.into()],
-        move || k::file_check(d, dl, fd, bytes, s, r),
-    )?;
+    k.launch(k::file_check, grid, block, (d, dl, fd, bytes, s, r))?;
     sync(&rt)?;
     all_threads_ok(&results.read_i64s(), "thread, step * 1000 + errno")?;
     let shared_bytes = std::fs::read(&shared_path).map_err(|e| e.to_string())?;
@@ -111,13 +103,7 @@ pub(crate) fn print_while_others_wait_for_io(config: Config, scratch: &Scratch) 
         let k = Kernels::load(&rt)?;
         let mut results = Mem::zeroed(&k, threads * 8);
         let (fd, res) = (file.as_raw_fd(), results.addr());
-        k.launch(
-            "print_while_waiting",
-            grid,
-            block,
-            &[fd.into(), steps.into(), res.into()],
-            move || k::print_while_waiting(fd, steps, res),
-        )?;
+        k.launch(k::print_while_waiting, grid, block, (fd, steps, res))?;
         sync(&rt)?;
         results.read_i64s()
     };
@@ -157,9 +143,7 @@ pub(crate) fn std_habits_on_a_device_file(config: Config, scratch: &Scratch) -> 
     let mut dir_mem = Mem::from_bytes(&k, &dir_text)?;
     let mut results = Mem::zeroed(&k, threads * 8);
     let (d, dl, r) = (dir_mem.addr(), dir_text.len() as u32, results.addr());
-    k.launch("std_habits", grid, block, &[d.into(), dl.into(), r.into()], move || {
-        k::std_habits(d, dl, r)
-    })?;
+    k.launch(k::std_habits, grid, block, (d, dl, r))?;
     sync(&rt)?;
     all_threads_ok(&results.read_i64s(), "thread, step * 1000 + errno")?;
     drop(results);

@@ -202,13 +202,7 @@ impl<'rt> Marks<'rt> {
     /// busy threads computing for at most a minute.
     fn launch(&self, k: &Kernels, shape: u32, grid: u32, block: u32) -> Result<(), String> {
         let (w, max_ns) = (self.words.device_ptr(), 60_000_000_000u64);
-        k.launch(
-            "print_then_compute",
-            grid,
-            block,
-            &[shape.into(), w.into(), max_ns.into()],
-            move || k::print_then_compute(shape, w, max_ns),
-        )
+        k.launch(k::print_then_compute, grid, block, (shape, w, max_ns))
     }
 
     /// The threads whose print returned, once `printers` of them have or `PRINT_WAIT` has

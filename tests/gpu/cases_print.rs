@@ -14,14 +14,7 @@ pub(crate) fn blocks_of_33_and_37_threads(config: Config, scratch: &Scratch) -> 
     let (grid, lines) = (config.pick(64, 3), 40u32);
     let mut total = 0;
     for block in [33u32, 37] {
-        let (out, _) = run_printing(
-            config.builder(),
-            scratch,
-            "stress",
-            (grid, block),
-            &[lines.into(), 0u32.into()],
-            k_stress(lines, 0),
-        )?;
+        let (out, _) = run_printing(config.builder(), scratch, k::stress, (grid, block), (lines, 0u32))?;
         check_numbered(&out, (grid * block) as u64, lines as u64, plain).map_err(|e| format!("block {block}: {e}"))?;
         total += out.lines().count();
     }
@@ -30,20 +23,9 @@ pub(crate) fn blocks_of_33_and_37_threads(config: Config, scratch: &Scratch) -> 
     ))
 }
 
-pub(crate) fn k_stress(lines: u32, width: u32) -> impl Fn() + Send + Sync + 'static {
-    move || k::stress(lines, width)
-}
-
 pub(crate) fn every_line_once_in_order(config: Config, scratch: &Scratch) -> Outcome {
     let (grid, block, lines, width) = (config.pick(64, 4), config.pick(256, 16), 16u32, 40u32);
-    let (out, _) = run_printing(
-        config.builder(),
-        scratch,
-        "stress",
-        (grid, block),
-        &[lines.into(), width.into()],
-        k_stress(lines, width),
-    )?;
+    let (out, _) = run_printing(config.builder(), scratch, k::stress, (grid, block), (lines, width))?;
     check_numbered(&out, (grid * block) as u64, lines as u64, |_, _, tail| {
         plain(0, 0, tail)?;
         Ok(())
@@ -56,14 +38,7 @@ pub(crate) fn every_line_once_in_order(config: Config, scratch: &Scratch) -> Out
 
 pub(crate) fn divergent_call_sites(config: Config, scratch: &Scratch) -> Outcome {
     let (grid, block, lines) = (config.pick(16, 2), config.pick(64, 16), 20u32);
-    let (out, _) = run_printing(
-        config.builder(),
-        scratch,
-        "divergent_sites",
-        (grid, block),
-        &[lines.into()],
-        move || k::divergent_sites(lines),
-    )?;
+    let (out, _) = run_printing(config.builder(), scratch, k::divergent_sites, (grid, block), (lines,))?;
     check_numbered(&out, (grid * block) as u64, lines as u64, |t, i, tail| {
         let want = match (t % 3, i % 2) {
             (0, _) => " site=a",
@@ -88,14 +63,7 @@ pub(crate) fn divergent_call_sites(config: Config, scratch: &Scratch) -> Outcome
 /// thread inside, while the lanes of a warp write different numbers of pieces.
 pub(crate) fn a_locked_stdouts_pieces_make_whole_lines(config: Config, scratch: &Scratch) -> Outcome {
     let (grid, block, lines) = (config.pick(16, 2), config.pick(64, 16), 20u32);
-    let (out, _) = run_printing(
-        config.builder(),
-        scratch,
-        "locked_lines",
-        (grid, block),
-        &[lines.into()],
-        move || k::locked_lines(lines),
-    )?;
+    let (out, _) = run_printing(config.builder(), scratch, k::locked_lines, (grid, block), (lines,))?;
     check_numbered(&out, (grid * block) as u64, lines as u64, |t, _, tail| {
         let want: String = format!(":{} end", (0..(t % 7 + 3)).map(|k| format!(" {k}")).collect::<String>());
         if tail == want {
@@ -123,7 +91,7 @@ pub(crate) fn three_dimensional_launches(config: Config, scratch: &Scratch) -> O
     {
         let rt = build(config.builder().stdout_fd(out_file.as_raw_fd()))?;
         let k = Kernels::load(&rt)?;
-        k.launch_with("dims_3d", cfg, &[], k::dims_3d)?;
+        k.launch_with(k::dims_3d, cfg, ())?;
         sync(&rt)?;
     }
     let out = std::fs::read_to_string(&path).map_err(|e| e.to_string())?;
@@ -173,6 +141,35 @@ pub(crate) fn three_dimensional_launches(config: Config, scratch: &Scratch) -> O
     ))
 }
 
+/// A typed launch (`Runtime::kernels`, `Kernels::launch`) hands each parameter type to
+/// every thread as it was passed: values at the edges of their types, signed ones negative.
+pub(crate) fn typed_launch_passes_every_parameter_type(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block) = (config.pick(4, 2), 33);
+    let args = (u32::MAX - 1, -7i32, u64::MAX - 2, i64::MIN + 3, 1.5f32, -0.1f64);
+    let (out_file, path) = scratch.file("typed.out");
+    {
+        let rt = build(config.builder().stdout_fd(out_file.as_raw_fd()))?;
+        let kernels = rt
+            .kernels(crate::kernels::NVPTX)
+            .map_err(|e| format!("loading the kernels: {e}"))?;
+        kernels
+            .launch(k::every_param_type, LaunchConfig::linear(grid, block), args)
+            .map_err(|e| format!("launching every_param_type: {e}"))?;
+        sync(&rt)?;
+    }
+    let out = std::fs::read_to_string(&path).map_err(|e| e.to_string())?;
+    let (a, b, c, d, e, f) = args;
+    let want = format!(" u32={a} i32={b} u64={c} i64={d} f32={e} f64={f}");
+    check_numbered(&out, u64::from(grid * block), 1, |_, _, rest| {
+        if rest == want {
+            Ok(())
+        } else {
+            Err(format!("{rest:?}, expected {want:?}"))
+        }
+    })?;
+    Ok(format!("{} threads each got {want:?}", grid * block))
+}
+
 /// A `<t:i:kind>` token of [`k::mixed_streams`].
 type Token = (u64, u32, char);
 
@@ -209,14 +206,7 @@ fn tokens(text: &str) -> Result<Vec<(Token, &str)>, String> {
 pub(crate) fn one_warp_mixing_streams_and_pieces(config: Config, scratch: &Scratch) -> Outcome {
     let (grid, block, lines) = (config.pick(16, 2), config.pick(64, 16), 8u32);
     let threads = (grid * block) as u64;
-    let (out, err) = run_printing(
-        config.builder(),
-        scratch,
-        "mixed_streams",
-        (grid, block),
-        &[lines.into()],
-        move || k::mixed_streams(lines),
-    )?;
+    let (out, err) = run_printing(config.builder(), scratch, k::mixed_streams, (grid, block), (lines,))?;
     // What each thread prints to each stream, in order, and what must follow each token
     // (`None`: anything, for the `print!` pieces).
     let expected = |t: u64, stderr: bool| -> Vec<(Token, Option<String>)> {
@@ -311,10 +301,9 @@ pub(crate) fn one_print_call_two_streams(config: Config, scratch: &Scratch) -> O
     let (out, err) = run_printing(
         config.builder(),
         scratch,
-        "two_streams_one_call",
+        k::two_streams_one_call,
         (grid, block),
-        &[lines.into()],
-        move || k::two_streams_one_call(lines),
+        (lines,),
     )?;
     for (stderr, text) in [(false, &out), (true, &err)] {
         let what = if stderr { "stderr" } else { "stdout" };
@@ -361,9 +350,7 @@ pub(crate) fn lines_of_every_shape(config: Config, scratch: &Scratch) -> Outcome
         if let Some(n) = log {
             b = b.log_bytes(n);
         }
-        let (out, _) = run_printing(b, scratch, "line_shapes", (grid, block), &[long.into()], move || {
-            k::line_shapes(long)
-        })?;
+        let (out, _) = run_printing(b, scratch, k::line_shapes, (grid, block), (long,))?;
         let expected = |t: u64| -> Vec<String> {
             vec![
                 format!("100% {{}} {{{t}}} t={t}"),
@@ -435,14 +422,7 @@ fn thread_of(line: &str) -> Option<u64> {
 pub(crate) fn tiny_ring_and_log_thousands_of_threads(config: Config, scratch: &Scratch) -> Outcome {
     let (grid, block, lines) = (config.pick(64, 4), config.pick(64, 16), 10u32);
     let b = config.builder().sq_entries(8).log_bytes(4096);
-    let (out, _) = run_printing(
-        b,
-        scratch,
-        "stress",
-        (grid, block),
-        &[lines.into(), 0u32.into()],
-        k_stress(lines, 0),
-    )?;
+    let (out, _) = run_printing(b, scratch, k::stress, (grid, block), (lines, 0u32))?;
     check_numbered(&out, (grid * block) as u64, lines as u64, plain)?;
     Ok(format!(
         "sq_entries(8), a 4 KiB log: {} lines from {} threads",
@@ -454,14 +434,7 @@ pub(crate) fn tiny_ring_and_log_thousands_of_threads(config: Config, scratch: &S
 pub(crate) fn warp_records_near_the_log_size(config: Config, scratch: &Scratch) -> Outcome {
     let (grid, block, lines) = (config.pick(8, 2), config.pick(64, 8), 20u32);
     let b = config.builder().log_bytes(4096);
-    let (out, _) = run_printing(
-        b,
-        scratch,
-        "near_log_records",
-        (grid, block),
-        &[lines.into()],
-        move || k::near_log_records(lines),
-    )?;
+    let (out, _) = run_printing(b, scratch, k::near_log_records, (grid, block), (lines,))?;
     check_numbered(&out, (grid * block) as u64, 2 * lines as u64, |t, i, tail| {
         let want = if i % 2 == 0 {
             String::new()

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use gpuio::{Error, Scheduling};
 use gpuio_test_kernels as k;
 
-use crate::cases_print::k_stress;
 use crate::harness::{Config, Scratch};
 use crate::kernels::{build, check_numbered, plain, run_printing, sync, Kernels, NVPTX};
 use crate::Outcome;
@@ -17,9 +16,7 @@ pub(crate) fn idle_longer_than_sq_thread_idle(config: Config, scratch: &Scratch)
     let (grid, block) = (config.pick(4, 1), config.pick(64, 8));
     let ns = 300_000_000u64;
     let b = config.builder().sq_thread_idle_ms(10);
-    let (out, _) = run_printing(b, scratch, "idle_then_print", (grid, block), &[ns.into()], move || {
-        k::idle_then_print(ns)
-    })?;
+    let (out, _) = run_printing(b, scratch, k::idle_then_print, (grid, block), (ns,))?;
     check_numbered(&out, (grid * block) as u64, 1, plain)?;
     Ok(format!(
         "{} threads idled 300 ms (SQPOLL idles after 10 ms), then printed: all lines there",
@@ -31,7 +28,7 @@ pub(crate) fn print_to_a_closed_fd_is_reported(config: Config, _: &Scratch) -> O
     let (grid, block) = (2u32, 64u32);
     let rt = build(config.builder().stdout_fd(1_000_000))?;
     let k = Kernels::load(&rt)?;
-    k.launch("hello", grid, block, &[], k::hello)?;
+    k.launch(k::hello, grid, block, ())?;
     match rt.synchronize() {
         Err(Error::Print(p)) if p.outputs.len() == 1 && p.outputs[0].errno == libc::EBADF => {
             if p.outputs[0].lost_lines != (grid * block) as u64 {
@@ -66,9 +63,7 @@ pub(crate) fn a_hang_is_reported_then_waited_out(config: Config, scratch: &Scrat
     )?;
     let k = Kernels::load(&rt)?;
     let t0 = Instant::now();
-    k.launch("idle_then_print", grid, block, &[ns.into()], move || {
-        k::idle_then_print(ns)
-    })?;
+    k.launch(k::idle_then_print, grid, block, (ns,))?;
     let report = match rt.synchronize() {
         Err(Error::Hang(r)) => r,
         other => return Err(format!("expected a hang after 0.5 s, got {other:?}")),
@@ -107,9 +102,8 @@ pub(crate) fn two_runtimes_in_one_process(config: Config, scratch: &Scratch) -> 
         let rt_a = build(config.builder().stdout_fd(a.as_raw_fd()))?;
         let rt_b = build(config.builder().stdout_fd(b.as_raw_fd()))?;
         let (ka, kb) = (Kernels::load(&rt_a)?, Kernels::load(&rt_b)?);
-        let args = [lines.into(), 0u32.into()];
-        ka.launch("stress", grid, block, &args, k_stress(lines, 0))?;
-        kb.launch("stress", grid, block, &args, k_stress(lines, 0))?;
+        ka.launch(k::stress, grid, block, (lines, 0))?;
+        kb.launch(k::stress, grid, block, (lines, 0))?;
         sync(&rt_b)?;
         sync(&rt_a)?;
     }
@@ -135,7 +129,7 @@ pub(crate) fn hundred_runtime_create_drop_cycles(config: Config, scratch: &Scrat
         if cycle == warm_up {
             before = process_counts();
         }
-        let (out, _) = run_printing(config.builder(), scratch, "hello", (1, block), &[], k::hello)
+        let (out, _) = run_printing(config.builder(), scratch, k::hello, (1, block), ())
             .map_err(|e| format!("cycle {cycle}: {e}"))?;
         let n = out.lines().filter(|l| l.starts_with("hello from thread ")).count();
         if n != block as usize || out.lines().count() != n {

@@ -33,9 +33,7 @@ pub(crate) fn a_kernel_cannot_leave_the_print_only_sandbox(config: Config, scrat
     let secret_addr = secret.as_ptr() as u64;
     let mut results = Mem::zeroed(&k, 5 * 8);
     let res = results.addr();
-    k.launch("escape_attempts", 1, 32, &[secret_addr.into(), res.into()], move || {
-        k::escape_attempts(secret_addr, res)
-    })?;
+    k.launch(k::escape_attempts, 1, 32, (secret_addr, res))?;
     let refused = match rt.synchronize() {
         Err(Error::Refused(r)) => r,
         other => return Err(format!("expected the refusals to be reported, got {other:?}")),
@@ -101,13 +99,7 @@ pub(crate) fn a_kernel_cannot_move_host_memory_under_file_io(config: Config, scr
     let mut results = Mem::zeroed(&k, 5 * 8);
     let res = results.addr();
     let fd = out.as_raw_fd() as u32;
-    k.launch(
-        "file_io_escape_attempts",
-        1,
-        32,
-        &[fd.into(), secret_addr.into(), res.into()],
-        move || k::file_io_escape_attempts(fd, secret_addr, res),
-    )?;
+    k.launch(k::file_io_escape_attempts, 1, 32, (fd, secret_addr, res))?;
     let refused = match rt.synchronize() {
         Err(Error::Refused(r)) => r,
         other => {

@@ -1,5 +1,7 @@
 //! The scheduling a configuration asks for is the one its module runs with.
 
+use gpuio_test_kernels as k;
+
 use crate::harness::{Config, Scratch};
 use crate::kernels::{build, sync, Kernels, Mem};
 use crate::Outcome;
@@ -16,13 +18,7 @@ pub(crate) fn scheduling_is_the_one_asked_for(config: Config, _: &Scratch) -> Ou
     let k = Kernels::load(&rt)?;
     let (mut lock, mut out) = (Mem::zeroed(&k, 4), Mem::zeroed(&k, 8));
     let (grid, block, tries) = (4u32, 64u32, 2_000_000u32);
-    k.launch(
-        "lockstep_probe",
-        grid,
-        block,
-        &[lock.addr().into(), out.addr().into(), tries.into()],
-        || {},
-    )?;
+    k.launch(k::lockstep_probe, grid, block, (lock.addr(), out.addr(), tries))?;
     sync(&rt)?;
     let words = out.read();
     let ran = u32::from_ne_bytes(words[0..4].try_into().unwrap());

@@ -7,33 +7,31 @@ use std::path::Path;
 use std::sync::Arc;
 
 use gpuio::cuda::Cuda;
-use gpuio::{Arg, Backend, Builder, GpuModule, LaunchConfig, Runtime, Scheduling};
+use gpuio::{Builder, GpuModule, Kernel, KernelArgs, LaunchConfig, Runtime, Scheduling};
 
 use crate::harness::Scratch;
 
 /// The example kernels as PTX: `sm_90` and `sm_60` (build.rs).
 pub(crate) const NVPTX: &[(&str, &[u8])] = gpuio_kernels_gpu::TEST_NVPTX;
 
-/// The kernels on a runtime: a loaded module on CUDA, the host functions on the CPU.
+/// The kernels on a runtime (`gpuio::Kernels`: a loaded module on CUDA, the host
+/// functions on the CPU), launched typed, with errors as the cases report them.
 pub(crate) struct Kernels<'rt> {
-    rt: &'rt Runtime,
-    pub(crate) module: Option<GpuModule<'rt>>,
+    kernels: gpuio::Kernels<'rt>,
 }
 
 impl<'rt> Kernels<'rt> {
     pub(crate) fn load(rt: &'rt Runtime) -> Result<Kernels<'rt>, String> {
-        let module = match rt.backend() {
-            Backend::Cpu => None,
-            _ => Some(
-                rt.load_matching(NVPTX)
-                    .map_err(|e| format!("loading the kernels: {e}"))?,
-            ),
-        };
-        Ok(Kernels { rt, module })
+        let kernels = rt.kernels(NVPTX).map_err(|e| format!("loading the kernels: {e}"))?;
+        Ok(Kernels { kernels })
+    }
+
+    pub(crate) fn module(&self) -> Option<&GpuModule<'rt>> {
+        self.kernels.module()
     }
 
     pub(crate) fn scheduling(&self) -> String {
-        match &self.module {
+        match self.module() {
             None => format!("{} (host threads)", Scheduling::Independent),
             Some(m) => match m.scheduling() {
                 Some(s @ Scheduling::Lockstep) => format!("{s} (sm_60 PTX)"),
@@ -44,34 +42,27 @@ impl<'rt> Kernels<'rt> {
     }
 
     pub(crate) fn cuda(&self) -> Option<&Arc<Cuda>> {
-        self.module.as_ref().and_then(|m| m.cuda())
+        self.module().and_then(|m| m.cuda())
     }
 
-    /// Launches kernel `name` (on the CPU backend: `cpu` on every thread).
-    pub(crate) fn launch(
-        &self,
-        name: &str,
-        grid: u32,
-        block: u32,
-        args: &[Arg],
-        cpu: impl Fn() + Send + Sync + 'static,
-    ) -> Result<(), String> {
-        self.launch_with(name, LaunchConfig::linear(grid, block), args, cpu)
+    /// Launches `kernel` on `grid` blocks of `block` threads with `args`.
+    pub(crate) fn launch<F, A>(&self, kernel: Kernel<F>, grid: u32, block: u32, args: A) -> Result<(), String>
+    where
+        F: Copy + Send + Sync + 'static,
+        A: KernelArgs<F>,
+    {
+        self.launch_with(kernel, LaunchConfig::linear(grid, block), args)
     }
 
     /// As [`Kernels::launch`], on the blocks and threads of `cfg` (up to three dimensions).
-    pub(crate) fn launch_with(
-        &self,
-        name: &str,
-        cfg: LaunchConfig,
-        args: &[Arg],
-        cpu: impl Fn() + Send + Sync + 'static,
-    ) -> Result<(), String> {
-        match &self.module {
-            Some(m) => m.launch_with(name, cfg, args),
-            None => self.rt.launch_with(cfg, cpu),
-        }
-        .map_err(|e| format!("launching {name}: {e}"))
+    pub(crate) fn launch_with<F, A>(&self, kernel: Kernel<F>, cfg: LaunchConfig, args: A) -> Result<(), String>
+    where
+        F: Copy + Send + Sync + 'static,
+        A: KernelArgs<F>,
+    {
+        self.kernels
+            .launch(kernel, cfg, args)
+            .map_err(|e| format!("launching {}: {e}", kernel.name()))
     }
 }
 
@@ -155,22 +146,26 @@ pub(crate) fn build(b: Builder) -> Result<Runtime, String> {
     b.build().map_err(|e| format!("building the runtime: {e}"))
 }
 
-/// Runs `name` (`cpu` on the CPU backend) once on a fresh runtime from `b` whose stdout and
-/// stderr are files; returns what each received.
-pub(crate) fn run_printing(
+/// Runs `kernel` with `args` once on a fresh runtime from `b` whose stdout and stderr are
+/// files; returns what each received.
+pub(crate) fn run_printing<F, A>(
     b: Builder,
     scratch: &Scratch,
-    name: &str,
+    kernel: Kernel<F>,
     (grid, block): (u32, u32),
-    args: &[Arg],
-    cpu: impl Fn() + Send + Sync + 'static,
-) -> Result<(String, String), String> {
+    args: A,
+) -> Result<(String, String), String>
+where
+    F: Copy + Send + Sync + 'static,
+    A: KernelArgs<F>,
+{
+    let name = kernel.name();
     let (out, out_path) = scratch.file(&format!("{name}.out"));
     let (err, err_path) = scratch.file(&format!("{name}.err"));
     {
         let rt = build(b.stdout_fd(out.as_raw_fd()).stderr_fd(err.as_raw_fd()))?;
         let k = Kernels::load(&rt)?;
-        k.launch(name, grid, block, args, cpu)?;
+        k.launch(kernel, grid, block, args)?;
         sync(&rt)?;
     }
     let read = |p: &Path| std::fs::read(p).map_err(|e| format!("reading {}: {e}", p.display()));

@@ -43,7 +43,8 @@ use cases_liveness::{lines_reach_a_full_pipe_while_the_printers_compute, returne
 use cases_print::{
     a_locked_stdouts_pieces_make_whole_lines, blocks_of_33_and_37_threads, divergent_call_sites,
     every_line_once_in_order, lines_of_every_shape, one_print_call_two_streams, one_warp_mixing_streams_and_pieces,
-    three_dimensional_launches, tiny_ring_and_log_thousands_of_threads, warp_records_near_the_log_size,
+    three_dimensional_launches, tiny_ring_and_log_thousands_of_threads, typed_launch_passes_every_parameter_type,
+    warp_records_near_the_log_size,
 };
 use cases_runtime::{
     a_hang_is_reported_then_waited_out, another_layout_is_refused, hundred_runtime_create_drop_cycles,
@@ -95,6 +96,10 @@ const CASES: &[Case] = &[
     Case {
         name: "three_dimensional_launches",
         run: three_dimensional_launches,
+    },
+    Case {
+        name: "typed_launch_passes_every_parameter_type",
+        run: typed_launch_passes_every_parameter_type,
     },
     Case {
         name: "lines_of_every_shape",
@@ -304,7 +309,7 @@ fn describe(config: Config) -> String {
             rt.backend().name(),
             rt.device_name().map(|n| format!(" on {n}")).unwrap_or_default(),
             k.scheduling(),
-            match k.module.as_ref().and_then(|m| m.jit_ms()) {
+            match k.module().and_then(|m| m.jit_ms()) {
                 Some(ms) => format!(
                     "; first module load {:.1} s (the driver's JIT: {:.1} s)",
                     t0.elapsed().as_secs_f64(),

@@ -25,7 +25,12 @@ pub struct GpuModule<'rt> {
     scheduling: Option<Scheduling>,
 }
 
-impl GpuModule<'_> {
+impl<'rt> GpuModule<'rt> {
+    /// The runtime the module is loaded into.
+    pub(crate) fn runtime(&self) -> &'rt Runtime {
+        self.rt
+    }
+
     /// Launches kernel `name` on `grid` blocks of `block` threads (asynchronous;
     /// [`Runtime::synchronize`] waits). `args` must match the kernel's parameters (on HSA
     /// they are checked against the code object's metadata).

@@ -2,9 +2,9 @@
 //!
 //! `my-app` prints a table from 100 threads; `my-app panic` runs a kernel in which thread
 //! 5 indexes past the end of an array.
-use gpuio::{Arg, Backend, Runtime};
+use gpuio::{LaunchConfig, Runtime};
 
-/// The kernels built for the GPUs by build.rs: `NVPTX` and `AMDGCN`.
+/// The kernels built for the GPUs by build.rs: `OBJECTS` (and its parts `NVPTX`, `AMDGCN`).
 mod kernels {
     include!(concat!(env!("OUT_DIR"), "/gpuio_kernels.rs"));
 }
@@ -19,19 +19,13 @@ fn main() {
 
 fn run(panic: bool) -> Result<(), gpuio::Error> {
     let rt = Runtime::new()?;
-    let (grid, block, n, bad) = (2, 64, 100u32, 5u32);
-    match rt.backend() {
-        Backend::Cpu if panic => rt.launch(1, 8, move || my_kernels::lookup(bad))?,
-        Backend::Cpu => rt.launch(grid, block, move || my_kernels::table(n))?,
-        gpu => {
-            let objects = if gpu == Backend::Hsa { kernels::AMDGCN } else { kernels::NVPTX };
-            let module = rt.load_matching(objects)?;
-            if panic {
-                module.launch("lookup", 1, 8, &[Arg::from(bad)])?;
-            } else {
-                module.launch("table", grid, block, &[Arg::from(n)])?;
-            }
-        }
+    // The code object for this GPU; on the CPU backend, the kernels' host build.
+    let kernels = rt.kernels(kernels::OBJECTS)?;
+    let (grid, block, n, bad) = (2, 64, 100, 5);
+    if panic {
+        kernels.launch(my_kernels::lookup, LaunchConfig::linear(1, 8), (bad,))?;
+    } else {
+        kernels.launch(my_kernels::table, LaunchConfig::linear(grid, block), (n,))?;
     }
     rt.synchronize()?;
     eprintln!("my-app: ran on the {} backend", rt.backend().name());
