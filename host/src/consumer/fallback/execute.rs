@@ -156,14 +156,44 @@ fn admit(sqe: &Sqe, registered: &RwLock<Registered>) -> Result<(Sqe, i32), i32> 
 /// a CQE's `res`.
 fn perform(sqe: &Sqe, fd: i32) -> i32 {
     let fixed = sqe.flags & IOSQE_FIXED_FILE != 0;
-    let (buf, len) = (sqe.addr as usize, sqe.len as usize);
-    let current = sqe.off == OFF_CURRENT_POSITION;
     // Every call below is a plain syscall on the fd and buffer the SQE names, as io_uring
     // would make it: the kernel checks the fd and faults on a bad address (EFAULT) rather
     // than letting the host touch it; the submitter keeps the buffer alive until the
     // completion, as io_uring requires.
     match sqe.opcode {
         IORING_OP_NOP => 0,
+        IORING_OP_WRITE | IORING_OP_READ => transfer(sqe, fd),
+        // Opening into, or closing, a fixed-file slot is not supported (-EBADF, as for
+        // a direct descriptor the kernel cannot find); the path operations take none.
+        IORING_OP_OPENAT | IORING_OP_CLOSE | IORING_OP_UNLINKAT | IORING_OP_MKDIRAT | IORING_OP_RENAMEAT if fixed => {
+            -libc::EBADF
+        }
+        IORING_OP_UNLINKAT | IORING_OP_MKDIRAT | IORING_OP_RENAMEAT | IORING_OP_OPENAT => at_path(sqe, fd),
+        // SAFETY: ftruncate(2) touches no memory.
+        IORING_OP_FTRUNCATE => retry(|| unsafe { libc::ftruncate(fd, sqe.off as libc::off_t) as isize }),
+        // close is not retried: after EINTR the fd is gone on Linux.
+        // SAFETY: close(2) of the fd the device named: the device owns it (it opened it
+        // through the ring), as with io_uring's CLOSE.
+        IORING_OP_CLOSE => match unsafe { libc::close(fd) } {
+            0 => 0,
+            _ => -std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO),
+        },
+        IORING_OP_FSYNC if sqe.rw_flags & !IORING_FSYNC_DATASYNC != 0 => -libc::EINVAL,
+        IORING_OP_FSYNC if sqe.rw_flags & IORING_FSYNC_DATASYNC != 0 => {
+            // SAFETY: fdatasync(2) touches no memory.
+            retry(|| unsafe { libc::fdatasync(fd) as isize })
+        }
+        // SAFETY: fsync(2) touches no memory.
+        IORING_OP_FSYNC => retry(|| unsafe { libc::fsync(fd) as isize }),
+        _ => -libc::EINVAL,
+    }
+}
+
+/// A WRITE or a READ: `len` bytes at `addr`, at offset `off` or the fd's position.
+fn transfer(sqe: &Sqe, fd: i32) -> i32 {
+    let (buf, len) = (sqe.addr as usize, sqe.len as usize);
+    let current = sqe.off == OFF_CURRENT_POSITION;
+    match sqe.opcode {
         // SAFETY: pwritev2(2) reads `len` bytes at `buf`, as write(2) below; `RWF_APPEND`
         // puts them at the file's end (the offset then only says whether to move the fd's).
         IORING_OP_WRITE if sqe.rw_flags == RWF_APPEND => retry(|| unsafe {
@@ -193,11 +223,15 @@ fn perform(sqe: &Sqe, fd: i32) -> i32 {
             r if r == -libc::ESPIPE => retry(|| unsafe { libc::read(fd, buf as *mut _, len) }),
             r => r,
         },
-        // Opening into, or closing, a fixed-file slot is not supported (-EBADF, as for
-        // a direct descriptor the kernel cannot find); the path operations take none.
-        IORING_OP_OPENAT | IORING_OP_CLOSE | IORING_OP_UNLINKAT | IORING_OP_MKDIRAT | IORING_OP_RENAMEAT if fixed => {
-            -libc::EBADF
-        }
+        _ => -libc::EINVAL,
+    }
+}
+
+/// An operation on a NUL-terminated path at `addr` relative to the directory fd `fd`:
+/// UNLINKAT, MKDIRAT, RENAMEAT (the second path at `off`), OPENAT.
+fn at_path(sqe: &Sqe, fd: i32) -> i32 {
+    let buf = sqe.addr as usize;
+    match sqe.opcode {
         IORING_OP_UNLINKAT => {
             let (path, flags) = (buf as *const libc::c_char, sqe.rw_flags as libc::c_int);
             // SAFETY: unlinkat(2) reads the NUL-terminated path at `buf`, kept alive by the
@@ -221,8 +255,6 @@ fn perform(sqe: &Sqe, fd: i32) -> i32 {
                 sqe.rw_flags,
             ) as isize
         }),
-        // SAFETY: ftruncate(2) touches no memory.
-        IORING_OP_FTRUNCATE => retry(|| unsafe { libc::ftruncate(fd, sqe.off as libc::off_t) as isize }),
         // SAFETY: openat(2) reads the NUL-terminated path at `buf`, kept alive by the
         // submitter; the kernel faults on a bad one.
         IORING_OP_OPENAT => retry(|| unsafe {
@@ -233,20 +265,6 @@ fn perform(sqe: &Sqe, fd: i32) -> i32 {
                 sqe.len as libc::c_uint,
             ) as isize
         }),
-        // close is not retried: after EINTR the fd is gone on Linux.
-        // SAFETY: close(2) of the fd the device named: the device owns it (it opened it
-        // through the ring), as with io_uring's CLOSE.
-        IORING_OP_CLOSE => match unsafe { libc::close(fd) } {
-            0 => 0,
-            _ => -std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO),
-        },
-        IORING_OP_FSYNC if sqe.rw_flags & !IORING_FSYNC_DATASYNC != 0 => -libc::EINVAL,
-        IORING_OP_FSYNC if sqe.rw_flags & IORING_FSYNC_DATASYNC != 0 => {
-            // SAFETY: fdatasync(2) touches no memory.
-            retry(|| unsafe { libc::fdatasync(fd) as isize })
-        }
-        // SAFETY: fsync(2) touches no memory.
-        IORING_OP_FSYNC => retry(|| unsafe { libc::fsync(fd) as isize }),
         _ => -libc::EINVAL,
     }
 }
