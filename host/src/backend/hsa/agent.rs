@@ -115,7 +115,17 @@ impl Hsa {
         Ok(Arc::new(hsa))
     }
 
+    /// Sets this up on GPU agent `index`: the agents, the GPU's description, the memory
+    /// pools, the queue.
     pub(super) fn setup(&mut self, index: u32) -> std::result::Result<(), String> {
+        let (gpu, cpu) = self.find_agents(index)?;
+        self.describe(gpu);
+        self.choose_pools(gpu, cpu)?;
+        self.create_queue(gpu)
+    }
+
+    /// GPU agent `index` and the CPU agent (whose pools hold system memory).
+    fn find_agents(&self, index: u32) -> std::result::Result<(Handle, Handle), String> {
         let mut agents: Vec<Handle> = Vec::new();
         self.check_str(
             // SAFETY: `collect` matches the callback type; `agents` outlives the call.
@@ -147,6 +157,11 @@ impl Hsa {
             ));
         };
         let cpu = cpu.ok_or("HSA lists no CPU agent (no system memory pools)")?;
+        Ok((gpu, cpu))
+    }
+
+    /// Takes `gpu` as this agent, with its name, product, profile and ISA.
+    fn describe(&mut self, gpu: Handle) {
         self.gpu = gpu;
         self.name = self.agent_string(gpu, HSA_AGENT_INFO_NAME);
         self.product = self.agent_string(gpu, HSA_AMD_AGENT_INFO_PRODUCT_NAME);
@@ -161,44 +176,50 @@ impl Hsa {
         self.isa = self
             .isa_name(gpu)
             .unwrap_or_else(|| format!("amdgcn-amd-amdhsa--{}", self.name));
+    }
 
-        let pools = |agent: Handle| -> std::result::Result<Vec<(Handle, u32, u32, bool)>, String> {
-            let mut pools: Vec<Handle> = Vec::new();
-            self.check_str(
-                // SAFETY: as for the agents.
+    /// `agent`'s memory pools: `(pool, segment, global flags, runtime allocation allowed)`.
+    fn memory_pools(&self, agent: Handle) -> std::result::Result<Vec<(Handle, u32, u32, bool)>, String> {
+        let mut pools: Vec<Handle> = Vec::new();
+        self.check_str(
+            // SAFETY: as for the agents.
+            unsafe {
+                (self.api.hsa_amd_agent_iterate_memory_pools)(agent, collect, &mut pools as *mut _ as *mut c_void)
+            },
+            "hsa_amd_agent_iterate_memory_pools",
+        )?;
+        Ok(pools
+            .into_iter()
+            .map(|p| {
+                let (mut segment, mut flags, mut alloc) = (u32::MAX, 0u32, false);
+                // SAFETY: SEGMENT and GLOBAL_FLAGS are 4-byte enums/bit sets,
+                // RUNTIME_ALLOC_ALLOWED a bool.
                 unsafe {
-                    (self.api.hsa_amd_agent_iterate_memory_pools)(agent, collect, &mut pools as *mut _ as *mut c_void)
-                },
-                "hsa_amd_agent_iterate_memory_pools",
-            )?;
-            Ok(pools
-                .into_iter()
-                .map(|p| {
-                    let (mut segment, mut flags, mut alloc) = (u32::MAX, 0u32, false);
-                    // SAFETY: SEGMENT and GLOBAL_FLAGS are 4-byte enums/bit sets,
-                    // RUNTIME_ALLOC_ALLOWED a bool.
-                    unsafe {
-                        let info = self.api.hsa_amd_memory_pool_get_info;
-                        info(
-                            p,
-                            HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
-                            &mut segment as *mut u32 as *mut c_void,
-                        );
-                        info(
-                            p,
-                            HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
-                            &mut flags as *mut u32 as *mut c_void,
-                        );
-                        info(
-                            p,
-                            HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
-                            &mut alloc as *mut bool as *mut c_void,
-                        );
-                    }
-                    (p, segment, flags, alloc)
-                })
-                .collect())
-        };
+                    let info = self.api.hsa_amd_memory_pool_get_info;
+                    info(
+                        p,
+                        HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
+                        &mut segment as *mut u32 as *mut c_void,
+                    );
+                    info(
+                        p,
+                        HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
+                        &mut flags as *mut u32 as *mut c_void,
+                    );
+                    info(
+                        p,
+                        HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
+                        &mut alloc as *mut bool as *mut c_void,
+                    );
+                }
+                (p, segment, flags, alloc)
+            })
+            .collect())
+    }
+
+    /// The pools the runtime allocates from: device memory on the GPU, kernel arguments and
+    /// fine-grained (GPU-visible) system memory on the CPU agent.
+    fn choose_pools(&mut self, gpu: Handle, cpu: Handle) -> std::result::Result<(), String> {
         let global = |pools: &[(Handle, u32, u32, bool)], want: u32, avoid: u32| {
             pools
                 .iter()
@@ -207,8 +228,8 @@ impl Hsa {
                 })
                 .map(|p| p.0)
         };
-        let gpu_pools = pools(gpu)?;
-        let cpu_pools = pools(cpu)?;
+        let gpu_pools = self.memory_pools(gpu)?;
+        let cpu_pools = self.memory_pools(cpu)?;
         self.device_pool = global(&gpu_pools, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED, 0)
             .ok_or_else(|| format!("{}: no coarse-grained global memory pool", self.name))?;
         self.kernarg_pool = global(&cpu_pools, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT, 0)
@@ -220,7 +241,12 @@ impl Hsa {
         )
         .or_else(|| global(&cpu_pools, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED, 0))
         .ok_or("no fine-grained system memory pool on the CPU agent")?;
+        Ok(())
+    }
 
+    /// The dispatch queue (1024 packets, within the agent's limits) and the completion
+    /// signal the launches use.
+    fn create_queue(&mut self, gpu: Handle) -> std::result::Result<(), String> {
         let (mut min, mut max) = (0u32, 0u32);
         // SAFETY: both are 4-byte values.
         unsafe {
