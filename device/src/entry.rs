@@ -35,10 +35,11 @@ use crate::context::STREAMS;
 /// compiler checks the arguments against the parameters) and which is called like the
 /// function it holds (the CPU backend runs it on its threads).
 ///
-/// Arguments are plain values (`u32`, `i32`, `u64`, `i64`, `f32`, `f64`, and raw pointers,
-/// which only a by-name launch passes), as the host passes them to the launch. The crate
-/// using it needs no unstable feature of its own: the `gpu-kernel` ABI is allowed inside
-/// this macro.
+/// Parameters are numbers (`u32`, `i32`, `u64`, `i64`, `usize`, `isize`, `f32`, `f64`),
+/// raw pointers (which only a by-name launch passes), `&str` and `&[T]` of plain numbers
+/// (which the host's typed launch copies where the kernel reads them): the types of
+/// [`param::Param`](crate::param::Param), which says how each travels. The crate using it
+/// needs no unstable feature of its own: the `gpu-kernel` ABI is allowed inside this macro.
 ///
 /// Attributes before a kernel (doc comments, `#[allow]`, `#[cfg]`) go on the entry point on
 /// GPU targets and on the constant on the host, so an attribute only functions take
@@ -71,15 +72,28 @@ macro_rules! kernel {
             $(#[$attr])*
             #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
             #[no_mangle]
-            pub extern "gpu-kernel" fn $name($($arg: $ty),*) $body
+            pub extern "gpu-kernel" fn $name($($arg: <$ty as $crate::param::Param>::Raw),*) {
+                $(
+                    // SAFETY: the host's launch passed each parameter as `Param` says.
+                    let $arg: $ty = unsafe { <$ty as $crate::param::Param>::from_raw($arg) };
+                )*
+                $body
+            }
 
             $(#[$attr])*
             #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
             #[allow(non_upper_case_globals)]
-            pub const $name: $crate::Kernel<fn($($ty),*)> = {
+            pub const $name: $crate::Kernel<fn($(<$ty as $crate::param::Param>::Raw),*)> = {
                 // The function lives inside the constant's initializer so that both can bear
-                // the kernel's name: callers write `crate::name(..)` as before.
-                fn $name($($arg: $ty),*) $body
+                // the kernel's name: callers write `crate::name(..)` as before. It takes the
+                // parameters as they travel, as the GPU entry point does.
+                fn $name($($arg: <$ty as $crate::param::Param>::Raw),*) {
+                    $(
+                        // SAFETY: as on the GPU: the typed launch staged each parameter.
+                        let $arg: $ty = unsafe { <$ty as $crate::param::Param>::from_raw($arg) };
+                    )*
+                    $body
+                }
                 $crate::Kernel::new(::core::stringify!($name), $name)
             };
         )*

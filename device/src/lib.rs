@@ -51,6 +51,7 @@ mod errno;
 pub mod fs;
 pub mod group;
 pub mod io;
+pub mod param;
 pub mod pool;
 pub mod print;
 pub mod request;

@@ -2,78 +2,247 @@
 //! with their arguments checked by the compiler ([`Kernels`], [`KernelArgs`]).
 //!
 //! `gpuio_device::kernel!` gives each kernel, in the host build of its crate, a
-//! [`Kernel`]`<fn(..)>` constant: the GPU entry point's name and the host function. A launch
-//! takes that constant and a tuple of arguments; the tuple must be the function's
-//! parameters, in order, or the call does not compile. On a GPU the runtime launches the
-//! entry point by name with those arguments; on the CPU backend each thread calls the
-//! function with them.
+//! [`Kernel`]`<fn(..)>` constant: the GPU entry point's name and the host function, which
+//! takes the parameters as they travel (`gpuio_device::param::Param::Raw`: numbers as
+//! themselves, `&str` and `&[T]` as a `RawSlice`). A launch takes that constant and a tuple
+//! of arguments, one [`KernelParam`] per parameter, or the call does not compile. Strings
+//! and slices are copied into host memory the kernel can address ([`Staging`]), kept until a
+//! synchronize finds no kernel running. On a GPU the runtime launches the entry point by
+//! name; on the CPU backend each thread calls the function.
 
+use gpuio_device::param::{Plain, RawSlice};
 use gpuio_device::Kernel;
 
 use crate::backend::gpu::Arg;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
+use crate::memory::Mapping;
 use crate::runtime::module::GpuModule;
 use crate::runtime::Runtime;
 
-/// A kernel parameter a typed launch passes: a plain number, copied to every thread.
-///
-/// Raw pointers are not parameters here: a GPU kernel's pointer is a device address, which
-/// the host holds as a `u64` (a kernel that takes one declares it `u64`), and a by-name
-/// launch ([`GpuModule::launch`]) still passes any [`Arg`].
-pub trait KernelParam: Copy + Send + Sync + 'static {
+/// A kernel parameter's raw form (`gpuio_device::param::Param::Raw`) as a GPU launch passes
+/// it.
+pub trait RawArg: Copy + Send + Sync + 'static {
     /// The value as the driver copies it into the kernel's parameter.
     fn arg(self) -> Arg;
 }
 
-macro_rules! kernel_params {
+macro_rules! raw_args {
     ($($t:ty => $variant:ident as $as:ty),* $(,)?) => {$(
-        impl KernelParam for $t {
+        impl RawArg for $t {
             fn arg(self) -> Arg {
                 // Signed values travel as their bits: the kernel reads the same type back.
                 Arg::$variant(self as $as)
             }
         }
+
+        impl KernelParam<$t> for $t {
+            fn stage(self, _: &mut Staging) -> $t {
+                self
+            }
+        }
     )*};
 }
 
-kernel_params! {
+raw_args! {
     u32 => U32 as u32,
     i32 => U32 as u32,
     u64 => U64 as u64,
     i64 => U64 as u64,
+    usize => U64 as u64,
+    isize => U64 as u64,
     f32 => F32 as f32,
     f64 => F64 as f64,
 }
 
-/// The arguments of a launch of a kernel whose host function is `F`: a tuple of its
-/// parameters' types, in order (`()` for none, `(n,)` for one).
+impl<T: ?Sized + 'static> RawArg for RawSlice<T> {
+    fn arg(self) -> Arg {
+        Arg::Slice {
+            addr: self.addr,
+            len: self.len,
+        }
+    }
+}
+
+/// An argument of a typed launch, for a kernel parameter whose raw form is `R`: a number
+/// for a number parameter; for `&str`, a `&str` or a `String`; for `&[T]`, a `&[T]`, a
+/// `&[T; N]` or a `Vec<T>`. Strings and slices are copied, at launch, to memory the kernel
+/// reads ([`Staging`]), which lives until the launch is synchronized.
+pub trait KernelParam<R>: Sized {
+    /// Bytes it needs in the launch's staging memory (0 for a number).
+    fn staged_len(&self) -> usize {
+        0
+    }
+
+    /// The raw parameter, the argument's data copied into `staging` if it has any.
+    fn stage(self, staging: &mut Staging) -> R;
+}
+
+impl KernelParam<RawSlice<str>> for &str {
+    fn staged_len(&self) -> usize {
+        Staging::room_for(self.as_bytes())
+    }
+
+    fn stage(self, staging: &mut Staging) -> RawSlice<str> {
+        RawSlice::new(staging.put(self.as_bytes()), self.len() as u64)
+    }
+}
+
+impl KernelParam<RawSlice<str>> for String {
+    fn staged_len(&self) -> usize {
+        self.as_str().staged_len()
+    }
+
+    fn stage(self, staging: &mut Staging) -> RawSlice<str> {
+        self.as_str().stage(staging)
+    }
+}
+
+impl KernelParam<RawSlice<str>> for &String {
+    fn staged_len(&self) -> usize {
+        self.as_str().staged_len()
+    }
+
+    fn stage(self, staging: &mut Staging) -> RawSlice<str> {
+        self.as_str().stage(staging)
+    }
+}
+
+impl<T: Plain> KernelParam<RawSlice<[T]>> for &[T] {
+    fn staged_len(&self) -> usize {
+        Staging::room_for(self)
+    }
+
+    fn stage(self, staging: &mut Staging) -> RawSlice<[T]> {
+        RawSlice::new(staging.put(self), self.len() as u64)
+    }
+}
+
+impl<T: Plain, const N: usize> KernelParam<RawSlice<[T]>> for &[T; N] {
+    fn staged_len(&self) -> usize {
+        Staging::room_for(&self[..])
+    }
+
+    fn stage(self, staging: &mut Staging) -> RawSlice<[T]> {
+        (&self[..]).stage(staging)
+    }
+}
+
+impl<T: Plain> KernelParam<RawSlice<[T]>> for Vec<T> {
+    fn staged_len(&self) -> usize {
+        Staging::room_for(&self[..])
+    }
+
+    fn stage(self, staging: &mut Staging) -> RawSlice<[T]> {
+        (&self[..]).stage(staging)
+    }
+}
+
+impl<T: Plain> KernelParam<RawSlice<[T]>> for &Vec<T> {
+    fn staged_len(&self) -> usize {
+        Staging::room_for(&self[..])
+    }
+
+    fn stage(self, staging: &mut Staging) -> RawSlice<[T]> {
+        (&self[..]).stage(staging)
+    }
+}
+
+/// A launch's staging memory: host memory the kernel can address (mapped for the GPU on a
+/// GPU backend), into which the launch copies its string and slice arguments, each aligned
+/// to 8 bytes. The runtime keeps it until a synchronize finds no kernel running.
+pub struct Staging {
+    host: *mut u8,
+    device: u64,
+    used: usize,
+    len: usize,
+}
+
+impl Staging {
+    /// No memory: for arguments that need none.
+    fn empty() -> Staging {
+        Staging {
+            host: std::ptr::null_mut(),
+            device: 0,
+            used: 0,
+            len: 0,
+        }
+    }
+
+    /// Bytes `items` takes, with its alignment padding.
+    fn room_for<T: Copy>(items: &[T]) -> usize {
+        std::mem::size_of_val(items).next_multiple_of(8)
+    }
+
+    /// Copies `items` in; their address in device code (for none, 8: an aligned address
+    /// that the kernel never reads).
+    fn put<T: Copy>(&mut self, items: &[T]) -> u64 {
+        let n = std::mem::size_of_val(items);
+        if n == 0 {
+            return 8;
+        }
+        assert!(
+            self.used + n <= self.len,
+            "staging overflow: the staged lengths were summed wrong"
+        );
+        // SAFETY: `host + used .. + n` lies in the staging mapping (checked above), which no
+        // kernel reads yet; `items` is `n` readable bytes; they do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(items.as_ptr() as *const u8, self.host.add(self.used), n) };
+        let at = self.device + self.used as u64;
+        self.used += n.next_multiple_of(8);
+        at
+    }
+}
+
+/// The arguments of a launch of a kernel whose host function is `F`: a tuple of one
+/// [`KernelParam`] per parameter, in order (`()` for none, `(n,)` for one).
 #[diagnostic::on_unimplemented(
     message = "a kernel of type `{F}` cannot be launched with the arguments `{Self}`",
     label = "these arguments do not match the kernel's parameters",
-    note = "pass a tuple of the kernel's parameters, in order and of the same types: `()` for none, `(n,)` for one; each a u32, i32, u64, i64, f32 or f64"
+    note = "pass a tuple of the kernel's parameters, in order: `()` for none, `(n,)` for one; a number of the parameter's own type (u32, i32, u64, i64, usize, isize, f32, f64), a &str or String for &str, a &[T], &[T; N] or Vec<T> for &[T]"
 )]
-pub trait KernelArgs<F>: Copy + Send + Sync + 'static {
-    /// The arguments as a by-name GPU launch passes them.
-    fn args(&self) -> Vec<Arg>;
+pub trait KernelArgs<F>: Sized {
+    /// The parameters as they travel (a tuple of `Param::Raw`s).
+    type Raw: Copy + Send + Sync + 'static;
 
-    /// Calls `f` with the arguments (one CPU-backend thread's kernel).
-    fn call(&self, f: &F);
+    /// Bytes the arguments need in the launch's staging memory.
+    fn staged_len(&self) -> usize;
+
+    /// The raw parameters, strings and slices copied into `staging`.
+    fn stage(self, staging: &mut Staging) -> Self::Raw;
+
+    /// The raw parameters as a by-name GPU launch passes them.
+    fn args(raw: &Self::Raw) -> Vec<Arg>;
+
+    /// Calls `f` with the raw parameters (one CPU-backend thread's kernel).
+    fn call(raw: &Self::Raw, f: &F);
 }
 
 macro_rules! kernel_args {
-    ($(($($a:ident),*)),* $(,)?) => {$(
-        impl<$($a: KernelParam),*> KernelArgs<fn($($a),*)> for ($($a,)*) {
-            fn args(&self) -> Vec<Arg> {
-                #[allow(non_snake_case)]
-                let ($($a,)*) = *self;
-                vec![$($a.arg()),*]
+    ($(($($a:ident $r:ident),*)),* $(,)?) => {$(
+        #[allow(non_snake_case, clippy::unused_unit)]
+        impl<$($a: KernelParam<$r>, $r: RawArg),*> KernelArgs<fn($($r),*)> for ($($a,)*) {
+            type Raw = ($($r,)*);
+
+            fn staged_len(&self) -> usize {
+                let ($($a,)*) = self;
+                0 $(+ $a.staged_len())*
             }
 
-            fn call(&self, f: &fn($($a),*)) {
-                #[allow(non_snake_case)]
-                let ($($a,)*) = *self;
-                f($($a),*)
+            #[allow(unused_variables)]
+            fn stage(self, staging: &mut Staging) -> Self::Raw {
+                let ($($a,)*) = self;
+                ($($a.stage(staging),)*)
+            }
+
+            fn args(raw: &Self::Raw) -> Vec<Arg> {
+                let ($($r,)*) = *raw;
+                vec![$($r.arg()),*]
+            }
+
+            fn call(raw: &Self::Raw, f: &fn($($r),*)) {
+                let ($($r,)*) = *raw;
+                f($($r),*)
             }
         }
     )*};
@@ -81,18 +250,18 @@ macro_rules! kernel_args {
 
 kernel_args! {
     (),
-    (A),
-    (A, B),
-    (A, B, C),
-    (A, B, C, D),
-    (A, B, C, D, E),
-    (A, B, C, D, E, G),
-    (A, B, C, D, E, G, H),
-    (A, B, C, D, E, G, H, I),
-    (A, B, C, D, E, G, H, I, J),
-    (A, B, C, D, E, G, H, I, J, K),
-    (A, B, C, D, E, G, H, I, J, K, L),
-    (A, B, C, D, E, G, H, I, J, K, L, M),
+    (A RA),
+    (A RA, B RB),
+    (A RA, B RB, C RC),
+    (A RA, B RB, C RC, D RD),
+    (A RA, B RB, C RC, D RD, E RE),
+    (A RA, B RB, C RC, D RD, E RE, G RG),
+    (A RA, B RB, C RC, D RD, E RE, G RG, H RH),
+    (A RA, B RB, C RC, D RD, E RE, G RG, H RH, I RI),
+    (A RA, B RB, C RC, D RD, E RE, G RG, H RH, I RI, J RJ),
+    (A RA, B RB, C RC, D RD, E RE, G RG, H RH, I RI, J RJ, K RK),
+    (A RA, B RB, C RC, D RD, E RE, G RG, H RH, I RI, J RJ, K RK, L RL),
+    (A RA, B RB, C RC, D RD, E RE, G RG, H RH, I RI, J RJ, K RK, L RL, M RM),
 }
 
 /// A kernel crate's kernels in a runtime, launched the same way on every backend: on a GPU
@@ -102,10 +271,10 @@ kernel_args! {
 /// ```
 /// # mod my_kernels {
 /// #     gpuio_device::kernel! {
-/// #         pub fn table(n: u32, scale: f64) {
+/// #         pub fn table(label: &str, n: u32, scale: f64) {
 /// #             let i = gpuio_device::global_thread_idx();
 /// #             if i < u64::from(n) {
-/// #                 gpuio_device::println!("{i} {}", i as f64 * scale);
+/// #                 gpuio_device::println!("{label} {i} {}", i as f64 * scale);
 /// #             }
 /// #         }
 /// #     }
@@ -115,7 +284,8 @@ kernel_args! {
 /// let rt = Runtime::builder().backend(Backend::Cpu).build()?;
 /// // `kernels::OBJECTS`: the table gpuio-linker's `Kernels::build` writes.
 /// let kernels = rt.kernels(kernels::OBJECTS)?;
-/// kernels.launch(my_kernels::table, LaunchConfig::linear(1, 8), (8, 0.5))?;
+/// let label = String::from("row");
+/// kernels.launch(my_kernels::table, LaunchConfig::linear(1, 8), (&label, 8, 0.5))?;
 /// rt.synchronize()?;
 /// # Ok::<(), gpuio_host::Error>(())
 /// ```
@@ -123,10 +293,10 @@ kernel_args! {
 /// A wrong argument does not compile:
 ///
 /// ```compile_fail
-/// # mod my_kernels { gpuio_device::kernel! { pub fn table(n: u32, scale: f64) {} } }
+/// # mod my_kernels { gpuio_device::kernel! { pub fn table(label: &str, n: u32, scale: f64) {} } }
 /// # let rt = gpuio_host::Runtime::builder().backend(gpuio_host::Backend::Cpu).build()?;
 /// let kernels = rt.kernels(&[])?;
-/// kernels.launch(my_kernels::table, gpuio_host::LaunchConfig::linear(1, 8), (8,))?; // one missing
+/// kernels.launch(my_kernels::table, gpuio_host::LaunchConfig::linear(1, 8), ("row", 8))?; // one missing
 /// # Ok::<(), gpuio_host::Error>(())
 /// ```
 pub struct Kernels<'rt> {
@@ -144,12 +314,20 @@ impl<'rt> Kernels<'rt> {
         F: Copy + Send + Sync + 'static,
         A: KernelArgs<F>,
     {
-        match &self.module {
-            Some(module) => module.launch_with(kernel.name(), cfg, &args.args()),
+        let len = args.staged_len();
+        let mut staged = if len == 0 { None } else { Some(self.rt.staging(len)?) };
+        let mut nothing = Staging::empty();
+        let raw = args.stage(staged.as_mut().map_or(&mut nothing, |(_, s)| s));
+        let launch = || match &self.module {
+            Some(module) => module.launch_with(kernel.name(), cfg, &A::args(&raw)),
             None => {
-                let f = *kernel.function();
-                self.rt.launch_with(cfg, move || args.call(&f))
+                let (f, call): (F, fn(&A::Raw, &F)) = (*kernel.function(), A::call);
+                self.rt.launch_with(cfg, move || call(&raw, &f))
             }
+        };
+        match staged {
+            None => launch(),
+            Some((memory, _)) => self.rt.launch_staged(memory, launch),
         }
     }
 
@@ -169,7 +347,70 @@ impl<'rt> From<GpuModule<'rt>> for Kernels<'rt> {
     }
 }
 
+/// A launch's staging memory: the mapping, and whether it is mapped for the GPU.
+pub(crate) type StagedMemory = (Mapping, bool);
+
 impl Runtime {
+    /// Staging memory of `len` bytes for one launch's strings and slices.
+    fn staging(&self, len: usize) -> Result<(StagedMemory, Staging)> {
+        let map = Mapping::new(len).map_err(|source| Error::Os {
+            what: "mmap of a launch's string and slice arguments",
+            source,
+        })?;
+        let device = match self.device() {
+            None => map.as_ptr(),
+            // SAFETY: the mapping lives until it is unmapped: in `Shared::staged` once its
+            // launch ran (`launch_staged`), or it is unmapped there if the launch failed.
+            Some(d) => unsafe { d.map_host(map.as_ptr(), len)? },
+        } as u64;
+        let staging = Staging {
+            host: map.as_ptr(),
+            device,
+            used: 0,
+            len,
+        };
+        Ok(((map, self.device().is_some()), staging))
+    }
+
+    /// Runs `launch`, which reads `memory`, and keeps `memory` until a synchronize finds no
+    /// kernel running ([`Runtime::release_staged`]); frees it at once if the launch failed.
+    /// The list's lock is held across the launch, so that a synchronize that releases the
+    /// list either ran before this launch or sees it pending.
+    fn launch_staged(&self, memory: StagedMemory, launch: impl FnOnce() -> Result<()>) -> Result<()> {
+        let shared = self.shared();
+        let mut staged = shared.staged.lock().unwrap_or_else(|e| e.into_inner());
+        match launch() {
+            Ok(()) => {
+                staged.push(memory);
+                Ok(())
+            }
+            Err(e) => {
+                drop(staged);
+                if let (true, Some(d)) = (memory.1, self.device()) {
+                    // SAFETY: mapped in `staging`; the launch failed, so no kernel reads it.
+                    unsafe { d.unmap_host(memory.0.as_ptr()) };
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Frees the staging memory of launches that have ended: all of it, when no kernel is
+    /// pending (under the list's lock: see `launch_staged`).
+    pub(crate) fn release_staged(&self) {
+        let shared = self.shared();
+        let mut staged = shared.staged.lock().unwrap_or_else(|e| e.into_inner());
+        if staged.is_empty() || self.kernels_pending() {
+            return;
+        }
+        for (map, mapped) in staged.drain(..) {
+            if let (true, Some(d)) = (mapped, self.device()) {
+                // SAFETY: mapped in `staging`; no kernel is pending, so none reads it.
+                unsafe { d.unmap_host(map.as_ptr()) };
+            }
+        }
+    }
+
     /// The kernels of a kernel crate, for typed launches ([`Kernels::launch`]): on a GPU
     /// runtime, the code object among `objects` for this GPU, as
     /// [`Runtime::load_matching`] picks it (the `OBJECTS` table gpuio-linker writes holds
@@ -187,27 +428,45 @@ impl Runtime {
 mod tests {
     use super::*;
 
-    fn three(_: u32, _: i64, _: f32) {}
+    type Three = fn(u32, i64, f32);
 
     #[test]
-    fn arguments_travel_as_the_kernels_parameters() {
-        let args = (7u32, -2i64, 1.5f32).args();
+    fn numbers_travel_as_the_kernels_parameters() {
+        let raw = <(u32, i64, f32) as KernelArgs<Three>>::stage((7, -2, 1.5), &mut Staging::empty());
+        let args = <(u32, i64, f32) as KernelArgs<Three>>::args(&raw);
         assert_eq!(args.len(), 3);
         assert!(matches!(args[0], Arg::U32(7)));
         assert!(matches!(args[1], Arg::U64(v) if v as i64 == -2));
         assert!(matches!(args[2], Arg::F32(v) if v == 1.5));
-        assert!(KernelArgs::<fn()>::args(&()).is_empty());
+        assert!(<() as KernelArgs<fn()>>::args(&()).is_empty());
     }
 
     #[test]
-    fn a_cpu_thread_calls_the_function_with_the_arguments() {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static SEEN: AtomicU64 = AtomicU64::new(0);
-        fn add(a: u32, b: u64) {
-            SEEN.store(u64::from(a) + b, Ordering::Relaxed);
+    fn strings_and_slices_are_copied_aligned_into_the_staging_memory() {
+        type F = fn(RawSlice<str>, u32, RawSlice<[f64]>, RawSlice<[u8]>);
+        let args = ("héllo", 3u32, vec![1.5f64, -2.0], &[][..]);
+        let len = KernelArgs::<F>::staged_len(&args);
+        assert_eq!(len, 8 + 16);
+        let mut memory = vec![0u64; len / 8];
+        let base = memory.as_mut_ptr() as u64;
+        let mut staging = Staging {
+            host: memory.as_mut_ptr() as *mut u8,
+            device: base,
+            used: 0,
+            len,
+        };
+        type Args<'a> = (&'a str, u32, Vec<f64>, &'a [u8]);
+        let (s, n, v, e) = KernelArgs::<F>::stage(args, &mut staging);
+        assert_eq!((s.addr, s.len, n), (base, 6, 3));
+        assert_eq!((v.addr, v.len), (base + 8, 2));
+        assert_eq!(e.len, 0);
+        // SAFETY: `memory` holds what was staged, at the addresses given.
+        unsafe {
+            assert_eq!(<&str as gpuio_device::param::Param>::from_raw(s), "héllo");
+            assert_eq!(<&[f64] as gpuio_device::param::Param>::from_raw(v), [1.5, -2.0]);
         }
-        (3u32, 4u64).call(&(add as fn(u32, u64)));
-        assert_eq!(SEEN.load(Ordering::Relaxed), 7);
-        let _: fn(u32, i64, f32) = three;
+        let gpu = <Args as KernelArgs<F>>::args(&(s, n, v, e));
+        assert!(matches!(gpu[0], Arg::Slice { addr, len: 6 } if addr == base));
+        assert_eq!(Arg::amdgcn(&gpu).len(), 7);
     }
 }

@@ -41,7 +41,7 @@ pub use error::{
 };
 pub use gpuio_device::Kernel;
 pub use host_buffer::HostBuffer;
-pub use kernels::{KernelArgs, KernelParam, Kernels};
+pub use kernels::{KernelArgs, KernelParam, Kernels, RawArg, Staging};
 pub use launch::{Dim3, LaunchConfig};
 pub use runtime::module::GpuModule;
 pub use runtime::{Runtime, Stats};

@@ -76,6 +76,10 @@ pub(crate) struct Shared {
     pub(crate) regions: Mutex<[bool; MAX_REGIONS]>,
     /// Host buffers dropped while kernels might still use them: freed with the runtime.
     pub(crate) retired: Mutex<Vec<(Mapping, bool)>>,
+    /// Typed launches' string and slice arguments, kept until a synchronize finds no kernel
+    /// running (`Runtime::release_staged`), else freed with the runtime; each mapped for
+    /// the GPU if the flag says so.
+    pub(crate) staged: Mutex<Vec<(Mapping, bool)>>,
     /// The output fds that the kernels write with `pwrite` at their own positions (regular
     /// files): after a kernel fault, when the context can no longer be read, they are moved
     /// to their end so that the host's own writes do not land on the kernels' lines.
@@ -298,6 +302,7 @@ impl Shared {
             state: placed.state,
             regions: Mutex::new([false; MAX_REGIONS]),
             retired: Mutex::new(Vec::new()),
+            staged: Mutex::new(Vec::new()),
             positional_fds: cfg.fds.iter().copied().filter(|&fd| output_mode(fd).0).collect(),
         };
         if let State::Device {
@@ -418,9 +423,12 @@ impl Drop for Shared {
                 }
             }
             device.free(*dptr);
-            for (m, mapped) in self.retired.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            let retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+            let staged = self.staged.lock().unwrap_or_else(|e| e.into_inner());
+            for (m, mapped) in retired.iter().chain(staged.iter()) {
                 if *mapped {
-                    // SAFETY: mapped by `Runtime::host_buffer`; no kernel runs any more.
+                    // SAFETY: mapped by `Runtime::host_buffer` or for a launch's arguments;
+                    // no kernel runs any more.
                     unsafe { device.unmap_host(m.as_ptr()) };
                 }
             }

@@ -289,6 +289,22 @@ kernel! {
 }
 
 kernel! {
+    /// String and slice parameters, which a typed launch copies where the kernel reads
+    /// them: every thread prints `t=<t> i=0 name=<name> n=<values.len()> sum=<sum of
+    /// values> last=<last value> scale=<scale> empty=<empty.len()>`.
+    pub fn strings_and_slices(name: &str, values: &[u64], scale: f32, empty: &[u8]) {
+        let sum: u64 = values.iter().sum();
+        let last = values.last().copied().unwrap_or(0);
+        println!(
+            "t={} i=0 name={name} n={} sum={sum} last={last} scale={scale} empty={}",
+            global_thread_idx(),
+            values.len(),
+            empty.len()
+        );
+    }
+}
+
+kernel! {
     /// A 3-D launch: each thread prints one line `t=<global_thread_idx> i=0 b=<x>,<y>,<z>
     /// th=<x>,<y>,<z> g=<x>,<y>,<z> bd=<x>,<y>,<z>` with its block and thread indices and the
     /// launch's grid and block sizes.

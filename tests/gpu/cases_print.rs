@@ -170,6 +170,40 @@ pub(crate) fn typed_launch_passes_every_parameter_type(config: Config, scratch: 
     Ok(format!("{} threads each got {want:?}", grid * block))
 }
 
+/// A typed launch's `&str` and `&[T]` parameters reach every thread whole: a UTF-8 name, a
+/// slice of several pages, an empty slice; the copies stay until the synchronize.
+pub(crate) fn strings_and_slices_as_parameters(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block) = (config.pick(4, 2), 33);
+    let name = String::from("files/ünïcødé ✓.txt");
+    let values: Vec<u64> = (1..=3000).collect();
+    let (out_file, path) = scratch.file("slices.out");
+    {
+        let rt = build(config.builder().stdout_fd(out_file.as_raw_fd()))?;
+        let kernels = Kernels::load(&rt)?;
+        // The name by reference, the values moved in: both copied at launch.
+        kernels.launch(
+            k::strings_and_slices,
+            grid,
+            block,
+            (&name, values.clone(), 0.25f32, &[0u8; 0]),
+        )?;
+        sync(&rt)?;
+    }
+    let out = std::fs::read_to_string(&path).map_err(|e| e.to_string())?;
+    let want = format!(
+        " name={name} n=3000 sum={} last=3000 scale=0.25 empty=0",
+        values.iter().sum::<u64>()
+    );
+    check_numbered(&out, u64::from(grid * block), 1, |_, _, rest| {
+        if rest == want {
+            Ok(())
+        } else {
+            Err(format!("{rest:?}, expected {want:?}"))
+        }
+    })?;
+    Ok(format!("{} threads each read {want:?}", grid * block))
+}
+
 /// A `<t:i:kind>` token of [`k::mixed_streams`].
 type Token = (u64, u32, char);
 

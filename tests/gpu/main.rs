@@ -43,8 +43,8 @@ use cases_liveness::{lines_reach_a_full_pipe_while_the_printers_compute, returne
 use cases_print::{
     a_locked_stdouts_pieces_make_whole_lines, blocks_of_33_and_37_threads, divergent_call_sites,
     every_line_once_in_order, lines_of_every_shape, one_print_call_two_streams, one_warp_mixing_streams_and_pieces,
-    three_dimensional_launches, tiny_ring_and_log_thousands_of_threads, typed_launch_passes_every_parameter_type,
-    warp_records_near_the_log_size,
+    strings_and_slices_as_parameters, three_dimensional_launches, tiny_ring_and_log_thousands_of_threads,
+    typed_launch_passes_every_parameter_type, warp_records_near_the_log_size,
 };
 use cases_runtime::{
     a_hang_is_reported_then_waited_out, another_layout_is_refused, hundred_runtime_create_drop_cycles,
@@ -100,6 +100,10 @@ const CASES: &[Case] = &[
     Case {
         name: "typed_launch_passes_every_parameter_type",
         run: typed_launch_passes_every_parameter_type,
+    },
+    Case {
+        name: "strings_and_slices_as_parameters",
+        run: strings_and_slices_as_parameters,
     },
     Case {
         name: "lines_of_every_shape",

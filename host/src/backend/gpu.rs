@@ -104,28 +104,55 @@ pub enum Arg {
     F32(f32),
     /// `f64`.
     F64(f64),
+    /// A `&str` or `&[T]` parameter (`gpuio_device::param::RawSlice`): the address of its
+    /// elements, where the kernel reads them, and their count. One 16-byte parameter in
+    /// PTX; two 8-byte arguments in an AMD code object ([`Arg::amdgcn`]).
+    Slice {
+        /// The address of the first element.
+        addr: u64,
+        /// The number of elements (bytes for `str`).
+        len: u64,
+    },
 }
 
 impl Arg {
-    /// The parameter's size in bytes: 4 for `u32`/`f32`, 8 for `u64`/`f64` and pointers.
+    /// The parameter's size in bytes: 4 for `u32`/`f32`, 8 for `u64`/`f64` and pointers,
+    /// 16 for a slice.
     pub fn size(&self) -> usize {
         match self {
             Arg::U32(_) | Arg::F32(_) => 4,
             Arg::U64(_) | Arg::F64(_) => 8,
+            Arg::Slice { .. } => 16,
         }
     }
 
-    /// The value's bytes, in the first [`Arg::size`] of 8 (the rest zero): what a driver
+    /// The value's bytes, in the first [`Arg::size`] of 16 (the rest zero): what a driver
     /// copies into the kernel's parameter.
-    pub(crate) fn bytes(&self) -> [u8; 8] {
-        let mut b = [0u8; 8];
+    pub(crate) fn bytes(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
         match *self {
             Arg::U32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
-            Arg::U64(v) => b = v.to_ne_bytes(),
+            Arg::U64(v) => b[..8].copy_from_slice(&v.to_ne_bytes()),
             Arg::F32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
-            Arg::F64(v) => b = v.to_ne_bytes(),
+            Arg::F64(v) => b[..8].copy_from_slice(&v.to_ne_bytes()),
+            Arg::Slice { addr, len } => {
+                b[..8].copy_from_slice(&addr.to_ne_bytes());
+                b[8..].copy_from_slice(&len.to_ne_bytes());
+            }
         }
         b
+    }
+
+    /// The arguments as an AMD code object takes them: the LLVM AMDGPU backend passes a
+    /// 16-byte aggregate as two 8-byte arguments (the same bytes in the kernarg segment),
+    /// so a slice becomes its address and its length.
+    pub(crate) fn amdgcn(args: &[Arg]) -> Vec<Arg> {
+        args.iter()
+            .flat_map(|a| match *a {
+                Arg::Slice { addr, len } => vec![Arg::U64(addr), Arg::U64(len)],
+                a => vec![a],
+            })
+            .collect()
     }
 }
 

@@ -259,11 +259,12 @@ impl Module {
     pub(crate) fn launch(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
         let f = self.function(name)?;
         let (g, b) = (cfg.grid, cfg.block);
-        let mut values: Vec<[u8; 8]> = args.iter().map(Arg::bytes).collect();
+        // An AMD code object's parameters: a slice is two of them.
+        let mut values: Vec<[u8; 16]> = Arg::amdgcn(args).iter().map(Arg::bytes).collect();
         let mut ptrs: Vec<*mut c_void> = values.iter_mut().map(|v| v.as_mut_ptr() as *mut c_void).collect();
         // SAFETY: `ptrs` holds one pointer per kernel parameter (`borrow_raw`'s caller
         // vouches for the count: HIP reads each parameter's size from the code object's
-        // metadata), each to 8 bytes, at least as many as any parameter `Arg` stands for,
+        // metadata), each to 16 bytes, at least as many as any parameter `Arg` stands for,
         // alive until the call returns (HIP copies them).
         check(
             unsafe {

@@ -49,6 +49,14 @@ impl Runtime {
     /// the kernels stay launched, and the next call waits for them again. Without a
     /// timeout it waits for as long as it takes, saying so on stderr after 30 s.
     pub fn synchronize(&self) -> Result<()> {
+        let result = self.synchronize_kernels();
+        // Whatever it found: the launches' strings and slices go once no kernel runs.
+        self.release_staged();
+        result
+    }
+
+    /// [`Runtime::synchronize`] without the release of launch arguments.
+    fn synchronize_kernels(&self) -> Result<()> {
         super::outside_kernels("Runtime::synchronize")?;
         if let Some(gpu) = &self.gpu {
             gpu.usable()?;

@@ -1,8 +1,9 @@
 //! Runs `my-kernels` on the GPU when there is one, else on the CPU backend.
 //!
 //! `my-app` prints a table from 100 threads; `my-app panic` runs a kernel in which thread
-//! 5 indexes past the end of an array.
-use gpuio::{LaunchConfig, Runtime};
+//! 5 indexes past the end of an array; `my-app save FILE` has a kernel write the table to
+//! FILE, whose path it passes as a `&str`.
+use gpuio::{LaunchConfig, Runtime, Sandbox};
 
 /// The kernels built for the GPUs by build.rs: `OBJECTS` (and its parts `NVPTX`, `AMDGCN`).
 mod kernels {
@@ -10,22 +11,42 @@ mod kernels {
 }
 
 fn main() {
-    let panic = std::env::args().nth(1).as_deref() == Some("panic");
-    if let Err(e) = run(panic) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mode = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        [] => Mode::Table,
+        ["panic"] => Mode::Panic,
+        ["save", path] => Mode::Save(path.to_string()),
+        _ => {
+            eprintln!("usage: my-app [panic | save FILE]");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(mode) {
         eprintln!("my-app: {e}");
         std::process::exit(1);
     }
 }
 
-fn run(panic: bool) -> Result<(), gpuio::Error> {
-    let rt = Runtime::new()?;
+enum Mode {
+    Table,
+    Panic,
+    Save(String),
+}
+
+fn run(mode: Mode) -> Result<(), gpuio::Error> {
+    let mut builder = Runtime::builder();
+    if let Mode::Save(_) = mode {
+        // Kernels open files only under `Sandbox::FileIo` (the default allows prints only).
+        builder = builder.sandbox(Sandbox::FileIo);
+    }
+    let rt = builder.build()?;
     // The code object for this GPU; on the CPU backend, the kernels' host build.
     let kernels = rt.kernels(kernels::OBJECTS)?;
     let (grid, block, n, bad) = (2, 64, 100, 5);
-    if panic {
-        kernels.launch(my_kernels::lookup, LaunchConfig::linear(1, 8), (bad,))?;
-    } else {
-        kernels.launch(my_kernels::table, LaunchConfig::linear(grid, block), (n,))?;
+    match &mode {
+        Mode::Table => kernels.launch(my_kernels::table, LaunchConfig::linear(grid, block), (n,))?,
+        Mode::Panic => kernels.launch(my_kernels::lookup, LaunchConfig::linear(1, 8), (bad,))?,
+        Mode::Save(path) => kernels.launch(my_kernels::save, LaunchConfig::linear(1, 1), (path, n))?,
     }
     rt.synchronize()?;
     eprintln!("my-app: ran on the {} backend", rt.backend().name());

@@ -295,13 +295,13 @@ impl Module {
             if &given != sizes {
                 return Err(Error::Config(format!(
                     "kernel {name} takes {} parameter(s) of {sizes:?} bytes; the launch passed {} \
-                     argument(s) of {given:?} bytes (u32/f32: 4, u64/f64/pointers: 8)",
+                     argument(s) of {given:?} bytes (u32/f32: 4, u64/f64/pointers: 8, slices: 16)",
                     sizes.len(),
                     given.len()
                 )));
             }
         }
-        let mut values: Vec<[u8; 8]> = args.iter().map(Arg::bytes).collect();
+        let mut values: Vec<[u8; 16]> = args.iter().map(Arg::bytes).collect();
         let mut ptrs: Vec<*mut c_void> = values.iter_mut().map(|v| v.as_mut_ptr() as *mut c_void).collect();
         // SAFETY: `ptrs` holds one pointer per kernel parameter, each to a buffer at least
         // as large as the parameter (checked above against the PTX; for a borrowed module,

@@ -245,6 +245,7 @@ impl Executable {
 
 /// Lays out a kernel's argument block.
 fn kernarg_bytes(k: &KernelInfo, name: &str, grid: u32, block: u16, args: &[Arg]) -> Result<Vec<u8>> {
+    let args = &Arg::amdgcn(args)[..];
     let value = |a: &Arg| a.bytes()[..a.size()].to_vec();
     let mut bytes = vec![0u8; k.kernarg_segment_size as usize];
     let mut put = |offset: u64, v: &[u8]| {
@@ -402,6 +403,26 @@ mod tests {
             kernarg_bytes(&k, "k", 1, 1, &[Arg::U64(5), Arg::U64(9)]).is_err(),
             "wrong size"
         );
+    }
+
+    #[test]
+    fn a_slice_is_two_kernargs_as_the_amdgpu_backend_lowers_it() {
+        // `fn k(a: u32, s: RawSlice<str>, b: u64)` as rustc's amdgcn code object lists it:
+        // the 16-byte aggregate as two 8-byte arguments at 8 and 16.
+        let k = kernel(
+            &[
+                ("by_value", 0, 4),
+                ("by_value", 8, 8),
+                ("by_value", 16, 8),
+                ("by_value", 24, 8),
+            ],
+            32,
+        );
+        let args = [Arg::U32(1), Arg::Slice { addr: 0x1000, len: 5 }, Arg::U64(2)];
+        let b = kernarg_bytes(&k, "k", 1, 1, &args).unwrap();
+        assert_eq!(b[8..16], 0x1000u64.to_ne_bytes());
+        assert_eq!(b[16..24], 5u64.to_ne_bytes());
+        assert_eq!(b[24..32], 2u64.to_ne_bytes());
     }
 
     #[test]
