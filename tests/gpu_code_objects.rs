@@ -193,3 +193,61 @@ impl Elf {
             .collect()
     }
 }
+
+/// A `&str` or `&[T]` parameter is laid out as the launches pass it (`Arg::Slice`): one
+/// 16-byte parameter aligned to 8 in PTX; two 8-byte arguments, address then length, in an
+/// amdgcn code object (the LLVM AMDGPU backend splits the aggregate).
+#[test]
+fn slice_parameters_have_the_layout_the_launches_pass() {
+    let name = "slice_parameters_have_the_layout_the_launches_pass";
+    if !common::gpu_code_built(
+        name,
+        &[
+            gpuio_kernels_gpu::TEST_PTX_PATH,
+            gpuio_kernels_gpu::TEST_HSACO_PATHS[0].1,
+        ],
+    ) {
+        return;
+    }
+    // `strings_and_slices(name: &str, values: &[u64], scale: f32, empty: &[u8])`.
+    let ptx = String::from_utf8(read("TEST_PTX_PATH", gpuio_kernels_gpu::TEST_PTX_PATH)).expect("PTX is text");
+    let at = ptx
+        .find(".visible .entry strings_and_slices(")
+        .expect("no strings_and_slices entry");
+    let params: Vec<&str> = ptx[at..]
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.trim_start().starts_with(')'))
+        .map(|l| l.trim().trim_end_matches(','))
+        .collect();
+    let want = [
+        ".param .align 8 .b8 strings_and_slices_param_0[16]",
+        ".param .align 8 .b8 strings_and_slices_param_1[16]",
+        ".param .f32 strings_and_slices_param_2",
+        ".param .align 8 .b8 strings_and_slices_param_3[16]",
+    ];
+    assert_eq!(params, want, "the PTX parameters of strings_and_slices");
+    let image = read("TEST_HSACO_PATHS", gpuio_kernels_gpu::TEST_HSACO_PATHS[0].1);
+    let object = gpuio::code_object::CodeObject::parse(&image).expect("a code object");
+    let kernel = object
+        .kernel("strings_and_slices")
+        .expect("strings_and_slices in the metadata");
+    let args: Vec<(u64, u64, &str)> = kernel
+        .explicit_args()
+        .map(|a| (a.offset, a.size, a.value_kind.as_str()))
+        .collect();
+    let v = "by_value";
+    assert_eq!(
+        args,
+        [
+            (0, 8, v),
+            (8, 8, v),
+            (16, 8, v),
+            (24, 8, v),
+            (32, 4, v),
+            (40, 8, v),
+            (48, 8, v)
+        ],
+        "the gfx90a kernel arguments of strings_and_slices"
+    );
+}

@@ -32,14 +32,23 @@ use crate::context::STREAMS;
 /// Declares kernels: on GPU targets each becomes an exported (`#[no_mangle]`)
 /// `extern "gpu-kernel"` entry point; on the host, a constant of the same name, a
 /// [`Kernel`], which the host's typed launch takes (`gpuio_host::Kernels::launch`: the
-/// compiler checks the arguments against the parameters) and which is called like the
-/// function it holds (the CPU backend runs it on its threads).
+/// compiler checks the arguments against the parameters; the CPU backend runs it on its
+/// threads). A kernel whose parameters are all numbers or raw pointers can also be called
+/// as a function on the host, `my_kernels::table(n)`; one with `&str` or `&[T]` parameters
+/// takes them there as they travel (a [`RawSlice`](crate::param::RawSlice), made only by
+/// `unsafe` code), so it is launched. `*my_kernels::table` is the plain `fn`, for code
+/// that wants a function pointer or an `Fn` (`Runtime::launch`).
 ///
-/// Parameters are numbers (`u32`, `i32`, `u64`, `i64`, `usize`, `isize`, `f32`, `f64`),
-/// raw pointers (which only a by-name launch passes), `&str` and `&[T]` of plain numbers
-/// (which the host's typed launch copies where the kernel reads them): the types of
-/// [`param::Param`](crate::param::Param), which says how each travels. The crate using it
-/// needs no unstable feature of its own: the `gpu-kernel` ABI is allowed inside this macro.
+/// Parameters are numbers (`u32`, `i32`, `u64`, `i64`, `usize`, `isize`, `f32`, `f64`;
+/// smaller integers and `bool` for direct calls and by-name launches only), raw pointers
+/// (passed by a by-name launch on a GPU, or a direct call on the host), `&str` and `&[T]` of
+/// plain numbers (which the host's typed launch copies where the kernel reads them): the
+/// types of [`param::Param`](crate::param::Param), which says how each travels. Their
+/// lifetimes are the launch's: a kernel cannot keep a `&str` beyond it, unless it declares
+/// the parameter `&'static str`, which it must not (the copy goes at the synchronize). The
+/// parameters are plain names (`n: u32`, not `mut n` or `_`), and each kernel is `pub fn`.
+/// The crate using it needs no unstable feature of its own: the `gpu-kernel` ABI is allowed
+/// inside this macro.
 ///
 /// Attributes before a kernel (doc comments, `#[allow]`, `#[cfg]`) go on the entry point on
 /// GPU targets and on the constant on the host, so an attribute only functions take
@@ -73,11 +82,11 @@ macro_rules! kernel {
             #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
             #[no_mangle]
             pub extern "gpu-kernel" fn $name($($arg: <$ty as $crate::param::Param>::Raw),*) {
-                $(
-                    // SAFETY: the host's launch passed each parameter as `Param` says.
-                    let $arg: $ty = unsafe { <$ty as $crate::param::Param>::from_raw($arg) };
-                )*
-                $body
+                // The body in a function of its own: the lifetimes of its `&str` and `&[T]`
+                // parameters are then the call's, not any the body might ask for.
+                fn $name($($arg: $ty),*) $body
+                // SAFETY: the host's launch passed each parameter as `Param` says.
+                $name($(unsafe { <$ty as $crate::param::Param>::from_raw($arg) }),*)
             }
 
             $(#[$attr])*
@@ -85,14 +94,12 @@ macro_rules! kernel {
             #[allow(non_upper_case_globals)]
             pub const $name: $crate::Kernel<fn($(<$ty as $crate::param::Param>::Raw),*)> = {
                 // The function lives inside the constant's initializer so that both can bear
-                // the kernel's name: callers write `crate::name(..)` as before. It takes the
-                // parameters as they travel, as the GPU entry point does.
+                // the kernel's name. It takes the parameters as they travel, as the GPU entry
+                // point does, and runs the body as that does.
                 fn $name($($arg: <$ty as $crate::param::Param>::Raw),*) {
-                    $(
-                        // SAFETY: as on the GPU: the typed launch staged each parameter.
-                        let $arg: $ty = unsafe { <$ty as $crate::param::Param>::from_raw($arg) };
-                    )*
-                    $body
+                    fn $name($($arg: $ty),*) $body
+                    // SAFETY: as on the GPU: the typed launch staged each parameter.
+                    $name($(unsafe { <$ty as $crate::param::Param>::from_raw($arg) }),*)
                 }
                 $crate::Kernel::new(::core::stringify!($name), $name)
             };
@@ -104,8 +111,10 @@ macro_rules! kernel {
 /// function the CPU backend runs, `F` being its signature (`fn(u32, f32)`).
 ///
 /// [`kernel!`](crate::kernel) defines one per kernel, named as the kernel. It derefs to the
-/// function, so `my_kernels::table(n)` calls it; a host's typed launch takes it whole and
-/// checks the arguments against `F` at compile time.
+/// function, whose parameters are the kernel's as they travel
+/// ([`Param::Raw`](crate::param::Param::Raw)): for numbers the numbers themselves, so
+/// `my_kernels::table(n)` calls it. A host's typed launch takes it whole and checks the
+/// arguments against `F` at compile time.
 #[derive(Clone, Copy)]
 pub struct Kernel<F> {
     name: &'static str,

@@ -18,24 +18,45 @@ use core::marker::PhantomData;
 /// the kernel reads, and its length in elements (bytes for `str`).
 ///
 /// `#[repr(C)]`, 16 bytes aligned to 8: on NVIDIA one by-value parameter
-/// (`.param .align 8 .b8 p[16]`), on AMD two 8-byte kernel arguments, the same bytes.
+/// (`.param .align 8 .b8 p[16]`), on AMD two 8-byte kernel arguments, the same bytes. Only
+/// `unsafe` code makes one ([`RawSlice::new`]): a kernel's host function takes it, and
+/// would otherwise read any address.
 #[repr(C)]
 pub struct RawSlice<T: ?Sized> {
-    /// The address of the first element (for an empty slice, any non-zero value).
-    pub addr: u64,
-    /// The number of elements (bytes for `str`).
-    pub len: u64,
+    addr: u64,
+    len: u64,
     of: PhantomData<fn() -> *const T>,
 }
 
 impl<T: ?Sized> RawSlice<T> {
     /// The slice of `len` elements at `addr`.
-    pub const fn new(addr: u64, len: u64) -> RawSlice<T> {
+    ///
+    /// # Safety
+    /// Where a kernel receives it (the CPU backend's threads, or a GPU's: then `addr` is an
+    /// address the GPU reads), `len` elements of the slice's type are there at `addr`,
+    /// aligned, alive and unchanged until the kernel ends; for `str` they are UTF-8. With
+    /// `len` 0 the address is never read.
+    pub const unsafe fn new(addr: u64, len: u64) -> RawSlice<T> {
         RawSlice {
             addr,
             len,
             of: PhantomData,
         }
+    }
+
+    /// The address of the first element.
+    pub const fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// The number of elements (bytes for `str`).
+    pub const fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether it has no elements.
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 
@@ -53,8 +74,10 @@ impl<T: ?Sized> fmt::Debug for RawSlice<T> {
     }
 }
 
-/// A type a [`kernel!`](crate::kernel) parameter may have: numbers, raw pointers, `&str`,
-/// and `&[T]` of [`Plain`] elements.
+/// A type a [`kernel!`](crate::kernel) parameter may have: numbers (and `bool`), raw
+/// pointers, `&str`, and `&[T]` of [`Plain`] elements. A host's typed launch passes numbers
+/// of 4 and 8 bytes, `&str` and `&[T]`; 1- and 2-byte numbers, `bool` and raw pointers are
+/// for kernels the CPU backend calls directly or a host launches by name.
 ///
 /// ```
 /// use gpuio_device::param::{Param, RawSlice};
@@ -76,6 +99,11 @@ impl<T: ?Sized> fmt::Debug for RawSlice<T> {
 /// An implementation's `from_raw` must give a valid `Self` for every `Raw` that the host's
 /// launch passes for the type (for `RawSlice`: `len` elements at `addr`, readable, alive
 /// and unchanged while the kernel runs, valid UTF-8 for `str`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a kernel parameter",
+    label = "not a kernel parameter type",
+    note = "kernel parameters are numbers, bool, raw pointers, &str and &[T] of numbers (not &mut [T]: every thread would hold the same &mut; take a raw pointer); a type of your own implements `gpuio_device::param::Param`"
+)]
 pub unsafe trait Param: Sized {
     /// What travels: the kernel entry point's parameter type.
     type Raw: Copy + 'static;
@@ -101,7 +129,7 @@ macro_rules! as_themselves {
     )*};
 }
 
-as_themselves!(u32, i32, u64, i64, usize, isize, f32, f64);
+as_themselves!(u8, i8, u16, i16, u32, i32, u64, i64, usize, isize, f32, f64, bool);
 
 // SAFETY: a raw pointer is valid as any value; dereferencing it is the kernel's `unsafe`.
 unsafe impl<T: 'static> Param for *const T {
@@ -127,12 +155,17 @@ unsafe impl<T: 'static> Param for *mut T {
 /// pattern is a value and which has no padding, so the host's bytes are the kernel's values.
 ///
 /// # Safety
-/// Every bit pattern of `size_of::<Self>()` bytes is a valid `Self`, and the alignment is
-/// at most 8.
+/// Every bit pattern of `size_of::<Self>()` bytes is a valid `Self`; the type has no
+/// padding, the same layout on the host and on the GPU (`#[repr(C)]` of such fields, for a
+/// struct), and an alignment of at most 8.
 pub unsafe trait Plain: Copy + 'static {}
 
 // SAFETY: integers and floats: every bit pattern is a value; alignment at most 8.
 unsafe impl Plain for u8 {}
+// SAFETY: as above (8 bytes on the 64-bit hosts and GPUs gpuio runs on).
+unsafe impl Plain for usize {}
+// SAFETY: as above.
+unsafe impl Plain for isize {}
 // SAFETY: as above.
 unsafe impl Plain for i8 {}
 // SAFETY: as above.

@@ -58,8 +58,8 @@ raw_args! {
 impl<T: ?Sized + 'static> RawArg for RawSlice<T> {
     fn arg(self) -> Arg {
         Arg::Slice {
-            addr: self.addr,
-            len: self.len,
+            addr: self.addr(),
+            len: self.len(),
         }
     }
 }
@@ -67,7 +67,12 @@ impl<T: ?Sized + 'static> RawArg for RawSlice<T> {
 /// An argument of a typed launch, for a kernel parameter whose raw form is `R`: a number
 /// for a number parameter; for `&str`, a `&str` or a `String`; for `&[T]`, a `&[T]`, a
 /// `&[T; N]` or a `Vec<T>`. Strings and slices are copied, at launch, to memory the kernel
-/// reads ([`Staging`]), which lives until the launch is synchronized.
+/// reads ([`Staging`]), which lives until a synchronize finds no kernel running.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be passed for a kernel parameter that travels as `{R}`",
+    label = "not an argument for this parameter",
+    note = "a number parameter takes a number of its own type (u32, i32, u64, i64, usize, isize, f32, f64); a &str parameter (travels as RawSlice<str>) a &str or String; a &[T] parameter (RawSlice<[T]>) a &[T], &[T; N] or Vec<T>"
+)]
 pub trait KernelParam<R>: Sized {
     /// Bytes it needs in the launch's staging memory (0 for a number).
     fn staged_len(&self) -> usize {
@@ -84,7 +89,20 @@ impl KernelParam<RawSlice<str>> for &str {
     }
 
     fn stage(self, staging: &mut Staging) -> RawSlice<str> {
-        RawSlice::new(staging.put(self.as_bytes()), self.len() as u64)
+        let at = staging.put(self.as_bytes());
+        // SAFETY: `put` copied the string's bytes (UTF-8) to `at` in the launch's staging
+        // memory, which the runtime keeps until no kernel runs.
+        unsafe { RawSlice::new(at, self.len() as u64) }
+    }
+}
+
+impl KernelParam<RawSlice<str>> for &&str {
+    fn staged_len(&self) -> usize {
+        (**self).staged_len()
+    }
+
+    fn stage(self, staging: &mut Staging) -> RawSlice<str> {
+        (*self).stage(staging)
     }
 }
 
@@ -114,7 +132,10 @@ impl<T: Plain> KernelParam<RawSlice<[T]>> for &[T] {
     }
 
     fn stage(self, staging: &mut Staging) -> RawSlice<[T]> {
-        RawSlice::new(staging.put(self), self.len() as u64)
+        let at = staging.put(self);
+        // SAFETY: `put` copied the elements to `at`, aligned to 8 (at least `T`'s, `Plain`),
+        // in the launch's staging memory, which the runtime keeps until no kernel runs.
+        unsafe { RawSlice::new(at, self.len() as u64) }
     }
 }
 
@@ -150,7 +171,10 @@ impl<T: Plain> KernelParam<RawSlice<[T]>> for &Vec<T> {
 
 /// A launch's staging memory: host memory the kernel can address (mapped for the GPU on a
 /// GPU backend), into which the launch copies its string and slice arguments, each aligned
-/// to 8 bytes. The runtime keeps it until a synchronize finds no kernel running.
+/// to 8 bytes. The runtime keeps it until a synchronize finds no kernel running: one
+/// mapping per launch that has strings or slices, so a program that launches on and on
+/// without such a synchronize keeps them all (and each counts against
+/// `vm.max_map_count`).
 pub struct Staging {
     host: *mut u8,
     device: u64,
@@ -360,7 +384,7 @@ impl Runtime {
         let device = match self.device() {
             None => map.as_ptr(),
             // SAFETY: the mapping lives until it is unmapped: in `Shared::staged` once its
-            // launch ran (`launch_staged`), or it is unmapped there if the launch failed.
+            // launch was tried (`launch_staged`), until no kernel runs.
             Some(d) => unsafe { d.map_host(map.as_ptr(), len)? },
         } as u64;
         let staging = Staging {
@@ -373,33 +397,29 @@ impl Runtime {
     }
 
     /// Runs `launch`, which reads `memory`, and keeps `memory` until a synchronize finds no
-    /// kernel running ([`Runtime::release_staged`]); frees it at once if the launch failed.
-    /// The list's lock is held across the launch, so that a synchronize that releases the
-    /// list either ran before this launch or sees it pending.
+    /// kernel running ([`Runtime::release_staged`]), whether the launch succeeded or not (a
+    /// CPU launch that failed part-way may have started threads). The list's lock is held
+    /// across the launch, so that a synchronize that releases the list either ran before
+    /// this launch or sees it pending.
     fn launch_staged(&self, memory: StagedMemory, launch: impl FnOnce() -> Result<()>) -> Result<()> {
         let shared = self.shared();
         let mut staged = shared.staged.lock().unwrap_or_else(|e| e.into_inner());
-        match launch() {
-            Ok(()) => {
-                staged.push(memory);
-                Ok(())
-            }
-            Err(e) => {
-                drop(staged);
-                if let (true, Some(d)) = (memory.1, self.device()) {
-                    // SAFETY: mapped in `staging`; the launch failed, so no kernel reads it.
-                    unsafe { d.unmap_host(memory.0.as_ptr()) };
-                }
-                Err(e)
-            }
-        }
+        let result = launch();
+        staged.push(memory);
+        result
     }
 
     /// Frees the staging memory of launches that have ended: all of it, when no kernel is
-    /// pending (under the list's lock: see `launch_staged`).
+    /// pending. Under the list's lock (see `launch_staged`), taken only if free: a launch
+    /// that fails part-way synchronizes from inside `launch_staged`, which holds it, and a
+    /// later synchronize frees what this one leaves.
     pub(crate) fn release_staged(&self) {
         let shared = self.shared();
-        let mut staged = shared.staged.lock().unwrap_or_else(|e| e.into_inner());
+        let mut staged = match shared.staged.try_lock() {
+            Ok(staged) => staged,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
         if staged.is_empty() || self.kernels_pending() {
             return;
         }
@@ -457,9 +477,9 @@ mod tests {
         };
         type Args<'a> = (&'a str, u32, Vec<f64>, &'a [u8]);
         let (s, n, v, e) = KernelArgs::<F>::stage(args, &mut staging);
-        assert_eq!((s.addr, s.len, n), (base, 6, 3));
-        assert_eq!((v.addr, v.len), (base + 8, 2));
-        assert_eq!(e.len, 0);
+        assert_eq!((s.addr(), s.len(), n), (base, 6, 3));
+        assert_eq!((v.addr(), v.len()), (base + 8, 2));
+        assert!(e.is_empty());
         // SAFETY: `memory` holds what was staged, at the addresses given.
         unsafe {
             assert_eq!(<&str as gpuio_device::param::Param>::from_raw(s), "héllo");

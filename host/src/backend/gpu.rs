@@ -104,9 +104,10 @@ pub enum Arg {
     F32(f32),
     /// `f64`.
     F64(f64),
-    /// A `&str` or `&[T]` parameter (`gpuio_device::param::RawSlice`): the address of its
-    /// elements, where the kernel reads them, and their count. One 16-byte parameter in
-    /// PTX; two 8-byte arguments in an AMD code object ([`Arg::amdgcn`]).
+    /// A `&str` or `&[T]` parameter (`gpuio_device::param::RawSlice`): `len` elements (bytes
+    /// of UTF-8 for `str`) at `addr`, aligned for the element type, in memory the GPU reads,
+    /// alive and unchanged until the kernel ends (the kernel trusts all of it). One 16-byte
+    /// parameter in PTX; two 8-byte arguments, address then length, in an AMD code object.
     Slice {
         /// The address of the first element.
         addr: u64,

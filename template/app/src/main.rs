@@ -11,11 +11,17 @@ mod kernels {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mode = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let mode = match &args[..] {
         [] => Mode::Table,
-        ["panic"] => Mode::Panic,
-        ["save", path] => Mode::Save(path.to_string()),
+        [a] if a == "panic" => Mode::Panic,
+        [a, path] if a == "save" => match path.to_str() {
+            Some(path) => Mode::Save(path.to_string()),
+            None => {
+                eprintln!("my-app: the path {path:?} is not UTF-8 (a kernel takes it as a &str)");
+                std::process::exit(2);
+            }
+        },
         _ => {
             eprintln!("usage: my-app [panic | save FILE]");
             std::process::exit(2);

@@ -245,6 +245,8 @@ impl Executable {
 
 /// Lays out a kernel's argument block.
 fn kernarg_bytes(k: &KernelInfo, name: &str, grid: u32, block: u16, args: &[Arg]) -> Result<Vec<u8>> {
+    let given = args.len();
+    // As the code object lists them: a slice is two 8-byte arguments.
     let args = &Arg::amdgcn(args)[..];
     let value = |a: &Arg| a.bytes()[..a.size()].to_vec();
     let mut bytes = vec![0u8; k.kernarg_segment_size as usize];
@@ -270,17 +272,22 @@ fn kernarg_bytes(k: &KernelInfo, name: &str, grid: u32, block: u16, args: &[Arg]
     }
     let explicit: Vec<&code_object::KernelArg> = k.meta.explicit_args().collect();
     if explicit.len() != args.len() {
-        return Err(Error::Config(format!(
-            "kernel {name} takes {} argument(s), {} given",
-            explicit.len(),
-            args.len()
-        )));
+        return Err(Error::Config(if given == args.len() {
+            format!("kernel {name} takes {} argument(s), {given} given", explicit.len())
+        } else {
+            format!(
+                "kernel {name} takes {} argument(s) in its code object, {} given ({given} \
+                 arguments, each string or slice counted as two: its address and its length)",
+                explicit.len(),
+                args.len()
+            )
+        }));
     }
     for (i, (m, a)) in explicit.iter().zip(args).enumerate() {
         let v = value(a);
         if m.size != v.len() as u64 {
             return Err(Error::Config(format!(
-                "kernel {name}: argument {i} is {} bytes, {a:?} is {}",
+                "kernel {name}: code-object argument {i} is {} bytes, {a:?} is {}",
                 m.size,
                 v.len()
             )));
