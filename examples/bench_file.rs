@@ -427,13 +427,13 @@ fn host_pipeline(file: &File, dev: &mut DevBuf, pins: &mut [Pinned], size: usize
 }
 
 /// Host io_uring with raw system calls, for the random-read loop: a ring with SQPOLL,
-/// mapped the classic way (three `mmap`s), on the layouts of `gpuio_device::uapi`.
+/// mapped the classic way (three `mmap`s), on the layouts of `gpuio_device::protocol::uapi`.
 mod uring {
     use std::io;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::sync::atomic::{fence, AtomicU32, Ordering};
 
-    use gpuio_device::uapi::{
+    use gpuio_device::protocol::uapi::{
         Cqe, Params, Sqe, IORING_ENTER_GETEVENTS, IORING_ENTER_SQ_WAKEUP, IORING_SETUP_SQPOLL, IORING_SQ_NEED_WAKEUP,
     };
 
@@ -692,7 +692,7 @@ struct HostLatency {
 /// ring, each timed from the SQ tail's store to the CQE, the thread spinning on the CQ.
 /// The kernel's part of the GPU's round trip alone, with no PCIe between.
 fn host_write_latency(path: &std::path::Path, iters: u32) -> std::io::Result<HostLatency> {
-    use gpuio_device::uapi::{Sqe, IORING_OP_WRITE};
+    use gpuio_device::protocol::uapi::{Sqe, IORING_OP_WRITE};
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -785,7 +785,7 @@ fn ring_loop(
     stream: u64,
     start: &Barrier,
 ) -> std::io::Result<RandomRun> {
-    use gpuio_device::uapi::{Sqe, IORING_OP_READ};
+    use gpuio_device::protocol::uapi::{Sqe, IORING_OP_READ};
     let page = k::RANDOM_READ as usize;
     let ring = uring::Ring::new((2 * depth).next_power_of_two() as u32, SQ_IDLE_MS);
     // One 4 KiB buffer per slot, touched now so that no read faults a page in.

@@ -79,7 +79,7 @@ fn a_burst_after_sqpoll_fell_asleep_wakes_it_and_loses_nothing() {
         // on a loaded machine; 1 ms of idleness is all it needs).
         std::thread::sleep(Duration::from_millis(150));
         let until = Instant::now() + Duration::from_secs(10);
-        while flags.load(Ordering::Acquire) & gpuio::device::uapi::IORING_SQ_NEED_WAKEUP == 0 {
+        while flags.load(Ordering::Acquire) & gpuio::device::protocol::uapi::IORING_SQ_NEED_WAKEUP == 0 {
             assert!(
                 Instant::now() < until,
                 "round {round}: SQPOLL is not asleep after 10 s idle (sq_thread_idle 1 ms)"

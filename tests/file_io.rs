@@ -173,7 +173,7 @@ fn a_lone_threads_requests_take_the_solo_ring(sub: Suite) {
     let dir = TempDir::new("solo");
     let path = dir.str("solo");
     let rt = runtime(sub, 64 << 10, 4096);
-    let stage = gpuio::device::solo::SOLO_STAGE as usize;
+    let stage = gpuio::device::protocol::solo::SOLO_STAGE as usize;
     let failures: Failures = Arc::default();
     let (p, f) = (path.clone(), failures.clone());
     rt.launch(1, 1, move || {
@@ -865,7 +865,7 @@ fn group_copy_moves_every_lanes_bytes_and_no_other() {
                         // SAFETY: `len` bytes at `so` of src and at `GUARD + d_o` of dst, both in
                         // bounds, this lane's own buffers; every lane of the warp makes the call.
                         unsafe {
-                            gpuio::device::copy::group_copy(
+                            gpuio::device::protocol::copy::group_copy(
                                 &g,
                                 dst.as_mut_ptr().add(GUARD + d_o),
                                 src.as_ptr().add(so),

@@ -682,9 +682,9 @@ fn a_tiny_log_with_lines_near_its_size_does_not_hang(sub: Suite) {
     run_warps(warps, lanes, |w, g| {
         let lane = g.lane;
         for i in 0..prints {
-            gpuio::device::print::emit(g, ctx, stream, true, format_args!("{w}{lane}"));
+            gpuio::device::protocol::print::emit(g, ctx, stream, true, format_args!("{w}{lane}"));
             let pad = "y".repeat(16 + (i + lane * 3) % 8);
-            gpuio::device::print::emit(g, ctx, stream, true, format_args!("{w} {lane} {pad}"));
+            gpuio::device::protocol::print::emit(g, ctx, stream, true, format_args!("{w} {lane} {pad}"));
         }
     });
     if let Err(e) = rt.synchronize() {
@@ -750,7 +750,7 @@ fn a_warp_println_is_one_record_in_lane_order(sub: Suite) {
         let lane = g.lane;
         for i in 0..prints {
             // Lanes print lines of different lengths, as real lanes would.
-            gpuio::device::print::emit(
+            gpuio::device::protocol::print::emit(
                 g,
                 ctx,
                 stream,

@@ -145,7 +145,7 @@ fn random_warp_shapes_against_small_logs() {
         rt.launch(1, 1, || {}).unwrap();
         let ctx = rt.context().unwrap();
         let stream = ctx.stream(false);
-        let append = [0, 1, 0, gpuio::device::stream::APPEND_WHOLE_LINES][target as usize];
+        let append = [0, 1, 0, gpuio::device::protocol::stream::APPEND_WHOLE_LINES][target as usize];
         assert_eq!(
             stream.append.load(Ordering::Relaxed),
             append,
@@ -154,7 +154,7 @@ fn random_warp_shapes_against_small_logs() {
         run_warps(warps, lanes, |w, g| {
             for (i, lens) in lens[w].iter().enumerate() {
                 let l = line(w, g.lane, i, lens[g.lane]);
-                gpuio::device::print::emit(g, ctx, stream, true, format_args!("{l}"));
+                gpuio::device::protocol::print::emit(g, ctx, stream, true, format_args!("{l}"));
             }
         });
         if let Err(e) = rt.synchronize() {

@@ -13,9 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gpuio::device::arena::buffer;
-use gpuio::device::uapi::*;
-use gpuio::device::{println, Context};
+use gpuio::device::println;
+use gpuio::device::protocol::arena::buffer;
+use gpuio::device::protocol::context::Context;
+use gpuio::device::protocol::uapi::*;
 use gpuio::{Error, Runtime, Sandbox};
 
 #[allow(dead_code)]

@@ -13,21 +13,17 @@
 //! # kernel(); // outside a kernel (no context) the host build falls back to std's stdout
 //! ```
 //!
-//! What a kernel uses: [`kernel!`] and [`panic_handler!`]; [`println!`], [`print!`],
+//! Two faces. The crate root is what a kernel uses: [`kernel!`] and [`panic_handler!`]
+//! (with [`Kernel`] and [`param`], how parameters travel); [`println!`], [`print!`],
 //! [`eprintln!`], [`eprint!`], [`dbg!`] and [`io::stdout`]`().lock()` for whole lines from
 //! pieces; [`fs::File`], [`fs::OpenOptions`], [`fs::BufWriter`] and the [`fs`] functions
 //! (`remove_file`, `create_dir`, `rename`, ...); [`io`]'s `pwrite`, `pread` and friends,
 //! with [`io::Errno`]; and the ids [`thread_idx`], [`block_idx`], [`block_dim`],
 //! [`grid_dim`] (x), their [`Dim3`] forms [`thread_idx_3d`], [`block_idx_3d`],
-//! [`block_dim_3d`], [`grid_dim_3d`], and [`global_thread_idx`] (linear over all three). Everything else is the protocol that those are built
-//! on and that the host sets up.
-//!
-//! Modules, in the order data flows: [`mod@print`] formats, [`stream`] appends to a log and
-//! flushes; [`fs`] and [`io`] read and write files, through the [`arena`] when the buffer is
-//! in device memory, and [`request`] routes each result back to its thread; [`ring`]
-//! submits and reaps ([`solo`]: a lone request's shorter way), [`uapi`] is the kernel's ABI, [`pool`], [`sync`] and [`arch`] are
-//! the slots, atomics and target-specific parts, and [`wait`] is how every wait is written
-//! (the lockstep rule, in [`arch`]).
+//! [`block_dim_3d`], [`grid_dim_3d`], and [`global_thread_idx`] (linear over all three).
+//! [`protocol`] is the other face: the ring protocol those are built on, which the host
+//! runtime sets up and drains, not for kernels; [`arch`] holds what differs per target
+//! (the lockstep rule among it).
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch, stdarch_nvptx))]
 #![cfg_attr(
@@ -41,32 +37,23 @@
 #![cfg_attr(any(target_arch = "amdgpu", target_arch = "nvptx64"), allow(internal_features))]
 
 pub mod arch;
-pub mod arena;
-pub mod combine;
-pub mod context;
-pub mod copy;
 mod dim;
 pub mod entry;
 mod errno;
 pub mod fs;
-pub mod group;
 pub mod io;
 pub mod param;
-pub mod pool;
-pub mod print;
-pub mod request;
-pub mod ring;
-pub mod solo;
+pub mod protocol;
 mod stdio;
-pub mod stream;
-pub mod sync;
-pub mod uapi;
 mod user_data;
-pub mod wait;
+
+// The protocol's modules, by their short paths inside this crate (`crate::ring`, ...);
+// some targets (loom, a GPU) use fewer of them.
+#[allow(unused_imports)]
+use protocol::{arena, combine, context, copy, group, pool, print, request, ring, solo, stream, sync, uapi, wait};
 
 pub use arch::{block_dim, block_idx, clock_ns, grid_dim, thread_idx};
 pub use arch::{block_dim_3d, block_idx_3d, grid_dim_3d, thread_idx_3d};
-pub use context::Context;
 pub use dim::Dim3;
 pub use entry::Kernel;
 
@@ -103,28 +90,28 @@ pub extern "gpu-kernel" fn gpuio_drain() {
 /// Prints to the runtime's stdout, like std's `print!`.
 #[macro_export]
 macro_rules! print {
-    ($($arg:tt)*) => { $crate::print::print_to(false, false, format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::protocol::print::print_to(false, false, format_args!($($arg)*)) };
 }
 
 /// Prints a line to the runtime's stdout, like std's `println!`. The line appears exactly
 /// once, whole; a thread's lines keep their order.
 #[macro_export]
 macro_rules! println {
-    () => { $crate::print::print_to(false, true, format_args!("")) };
-    ($($arg:tt)*) => { $crate::print::print_to(false, true, format_args!($($arg)*)) };
+    () => { $crate::protocol::print::print_to(false, true, format_args!("")) };
+    ($($arg:tt)*) => { $crate::protocol::print::print_to(false, true, format_args!($($arg)*)) };
 }
 
 /// Prints to the runtime's stderr, like std's `eprint!`.
 #[macro_export]
 macro_rules! eprint {
-    ($($arg:tt)*) => { $crate::print::print_to(true, false, format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::protocol::print::print_to(true, false, format_args!($($arg)*)) };
 }
 
 /// Prints a line to the runtime's stderr, like std's `eprintln!`.
 #[macro_export]
 macro_rules! eprintln {
-    () => { $crate::print::print_to(true, true, format_args!("")) };
-    ($($arg:tt)*) => { $crate::print::print_to(true, true, format_args!($($arg)*)) };
+    () => { $crate::protocol::print::print_to(true, true, format_args!("")) };
+    ($($arg:tt)*) => { $crate::protocol::print::print_to(true, true, format_args!($($arg)*)) };
 }
 
 /// Prints an expression and its value to the runtime's stderr and returns the value, like

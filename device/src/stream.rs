@@ -80,6 +80,8 @@
 //! log out in flights, are in `stream/flight.rs`. The invariants cited here are listed,
 //! numbered, in `docs/PROTOCOL.md`.
 
+// A path of its own: this file is a module of `protocol` declared by path (see there).
+#[path = "stream/flight.rs"]
 mod flight;
 
 pub use flight::Flight;

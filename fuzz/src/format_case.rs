@@ -339,7 +339,9 @@ impl Formatter {
         self.rt
             .launch(1, 1, move || {
                 for op in ops.iter() {
-                    op.apply(&mut |stderr, newline, args| gpuio_device::print::print_to(stderr, newline, args));
+                    op.apply(&mut |stderr, newline, args| {
+                        gpuio_device::protocol::print::print_to(stderr, newline, args)
+                    });
                 }
             })
             .unwrap();

@@ -5,8 +5,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub(crate) use gpuio_device::context::MAX_RINGS;
-use gpuio_device::context::STREAMS;
+pub(crate) use gpuio_device::protocol::context::MAX_RINGS;
+use gpuio_device::protocol::context::STREAMS;
 
 use crate::backend::cpu::Cpu;
 use crate::backend::{self, Backend, Device};
@@ -206,7 +206,7 @@ impl Builder {
     /// Gives the runtime a solo ring (default: on; otherwise `GPUIO_SOLO=0` or `off` turns
     /// it off): a small ring of its own, served by ring 0's SQPOLL thread, that a GPU thread
     /// takes whole for one request's round trip when no other thread holds it
-    /// (`gpuio_device::solo`). A lone thread's `pwrite` and `pread` (staged ones of up to
+    /// (`gpuio_device::protocol::solo`). A lone thread's `pwrite` and `pread` (staged ones of up to
     /// 4 KiB, direct ones of up to 1 GiB), `open`, `close`, `fsync` and `fdatasync` then skip
     /// the shared rings' steps: on the H100 a 64-byte `pwrite` into `/dev/null` took 6.2-6.5
     /// us with it, 25 without (BENCHMARKS.md; on x86-64 hosts the thread waits on the CQE's

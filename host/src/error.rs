@@ -4,7 +4,7 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
-use gpuio_device::uapi::{IORING_SQ_CQ_OVERFLOW, IORING_SQ_NEED_WAKEUP};
+use gpuio_device::protocol::uapi::{IORING_SQ_CQ_OVERFLOW, IORING_SQ_NEED_WAKEUP};
 
 use crate::consumer::sandbox::Sandbox;
 

@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 
-use gpuio_device::arena::{buffer, MAX_REGIONS};
+use gpuio_device::protocol::arena::{buffer, MAX_REGIONS};
 
 use crate::error::{Error, Result};
 use crate::memory::Mapping;

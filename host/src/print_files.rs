@@ -54,7 +54,7 @@ impl Mode {
         match self {
             Mode::Positional => 0,
             Mode::Append { whole_lines: false } => 1,
-            Mode::Append { whole_lines: true } => gpuio_device::stream::APPEND_WHOLE_LINES,
+            Mode::Append { whole_lines: true } => gpuio_device::protocol::stream::APPEND_WHOLE_LINES,
         }
     }
 }

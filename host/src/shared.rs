@@ -7,16 +7,16 @@ use std::os::fd::RawFd;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use gpuio_device::arena::{Arena, MAX_REGIONS};
-use gpuio_device::context::{CONTEXT_MAGIC, MAX_RINGS, STREAMS};
-use gpuio_device::pool::Pool;
-use gpuio_device::request::Requests;
-use gpuio_device::ring::Ring;
-use gpuio_device::solo::{Solo, SOLO_STAGE};
-use gpuio_device::stream::{chunk_count, Flight, Stream};
-use gpuio_device::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering, SharedCell};
-use gpuio_device::uapi::{Cqe, Sqe};
-use gpuio_device::Context;
+use gpuio_device::protocol::arena::{Arena, MAX_REGIONS};
+use gpuio_device::protocol::context::Context;
+use gpuio_device::protocol::context::{CONTEXT_MAGIC, MAX_RINGS, STREAMS};
+use gpuio_device::protocol::pool::Pool;
+use gpuio_device::protocol::request::Requests;
+use gpuio_device::protocol::ring::Ring;
+use gpuio_device::protocol::solo::{Solo, SOLO_STAGE};
+use gpuio_device::protocol::stream::{chunk_count, Flight, Stream};
+use gpuio_device::protocol::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering, SharedCell};
+use gpuio_device::protocol::uapi::{Cqe, Sqe};
 
 use crate::backend::cuda::Peek;
 use crate::backend::Device;
@@ -64,7 +64,7 @@ pub(crate) struct Shared {
     /// stopped (the fallback threads) before the memory below goes: their consumers stop
     /// reading it.
     pub(crate) queues: Vec<Queue>,
-    /// The solo ring (`gpuio_device::solo`), if the runtime has one, and its staging
+    /// The solo ring (`gpuio_device::protocol::solo`), if the runtime has one, and its staging
     /// buffer; closed with the rings, before the memory below goes.
     pub(crate) solo: Option<(Queue, Mapping)>,
     /// The print logs: host memory the kernel reads (GPU-registered on GPU backends).

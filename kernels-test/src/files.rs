@@ -8,7 +8,7 @@ use core::fmt::Write;
 use gpuio_device::fs::{Error as FsError, File, OpenOptions};
 use gpuio_device::io::{self, Errno};
 use gpuio_device::kernel;
-use gpuio_device::sync::{AtomicU32, Ordering};
+use gpuio_device::protocol::sync::{AtomicU32, Ordering};
 use gpuio_device::{block_dim, clock_ns, global_thread_idx, grid_dim};
 
 /// Fills `buf` with pseudo-random bytes (xorshift64*) from `seed`; the host uses the same
@@ -232,7 +232,7 @@ kernel! {
     /// Thread 0 writes 64 bytes at `i * 64` of `fd` and waits for the completion, `iters`
     /// times, and stores each round trip (ns, [`clock_ns`]) into `out[i]` (u64; `u64::MAX`
     /// if that write failed). The 64 bytes are on the stack: device memory, so staged. Each
-    /// write takes the solo ring (`gpuio_device::solo`) when the runtime has one.
+    /// write takes the solo ring (`gpuio_device::protocol::solo`) when the runtime has one.
     pub fn pwrite_latency(fd: i32, iters: u32, out: u64) {
         write_latencies(iters, out, |line, off| io::pwrite(fd, line, off));
     }
@@ -240,7 +240,7 @@ kernel! {
 
 kernel! {
     /// [`pwrite_latency`] through the shared rings: `pwrite_async` and its wait, which
-    /// never take the solo ring (`gpuio_device::solo`), so that one run times both ways.
+    /// never take the solo ring (`gpuio_device::protocol::solo`), so that one run times both ways.
     pub fn pwrite_latency_shared(fd: i32, iters: u32, out: u64) {
         // SAFETY: waited for at once.
         write_latencies(iters, out, |line, off| unsafe { io::pwrite_async(fd, line, off) }.wait());
@@ -317,12 +317,12 @@ kernel! {
     /// takes straight from the CQE). `out[LATENCY_ROW * i + k]`
     /// (u64, ns) for the phases `k` in that order; the last entry is the CQE's result.
     pub fn latency_phases(fd: i32, iters: u32, out: u64) {
-        use gpuio_device::sync::fence;
-        use gpuio_device::uapi::Sqe;
+        use gpuio_device::protocol::sync::fence;
+        use gpuio_device::protocol::uapi::Sqe;
         if global_thread_idx() != 0 {
             return;
         }
-        let Some(ctx) = gpuio_device::context::installed() else {
+        let Some(ctx) = gpuio_device::protocol::context::installed() else {
             return;
         };
         let line = [b'x'; 64];
@@ -338,7 +338,7 @@ kernel! {
             // gpuio_device::arch), so it may keep the block and slot past the wait.
             let (block, ticket) = ctx.with_taken(|| io::try_take_block_and_slot(ctx), |taken| taken);
             // SAFETY: the block is ours until the request completes.
-            unsafe { gpuio_device::sync::copy_to_cells(ctx.arena.cells(block), &line) };
+            unsafe { gpuio_device::protocol::sync::copy_to_cells(ctx.arena.cells(block), &line) };
             let t3 = clock_ns();
             let (opcode, buf_index) = arena_transfer(ctx, true);
             let sqe = Sqe {
@@ -386,11 +386,11 @@ kernel! {
     /// `out[FLOOR_ROW * i + k]` (u64, ns): staging and the SQE, the tail's store, until the
     /// tail moves, the CQE and the head's store, the whole round trip; then the CQE's result.
     pub fn latency_floor(fd: i32, iters: u32, out: u64) {
-        use gpuio_device::uapi::Sqe;
+        use gpuio_device::protocol::uapi::Sqe;
         if global_thread_idx() != 0 {
             return;
         }
-        let Some(ctx) = gpuio_device::context::installed() else {
+        let Some(ctx) = gpuio_device::protocol::context::installed() else {
             return;
         };
         let put = |i: u32, row: [u64; FLOOR_ROW]| {
@@ -422,7 +422,7 @@ kernel! {
         for i in 0..iters {
             let t0 = clock_ns();
             // SAFETY: the block is ours until we give it back.
-            unsafe { gpuio_device::sync::copy_to_cells(ctx.arena.cells(block), &line) };
+            unsafe { gpuio_device::protocol::sync::copy_to_cells(ctx.arena.cells(block), &line) };
             let (opcode, buf_index) = arena_transfer(ctx, true);
             let sqe = Sqe {
                 opcode,
@@ -451,7 +451,7 @@ kernel! {
             let cell = ring.cqes.wrapping_add((head & (ring.cq_entries - 1)) as usize);
             // SAFETY: the kernel published the slot (the acquire above) and will not rewrite it
             // before the head moves past it; the kernel places the CQE array 16-byte aligned.
-            let cqe = unsafe { gpuio_device::ring::load_cqe(cell) };
+            let cqe = unsafe { gpuio_device::protocol::ring::load_cqe(cell) };
             head = head.wrapping_add(1);
             // Release, system scope: our load of the CQE happens-before the kernel reuses the
             // slot.
@@ -517,7 +517,7 @@ pub const RANDOM_PHASES: usize = 4;
 /// last to the end (its dispatch, the head stores, the unlock); reaps that found none (or
 /// lost the try-lock); their time; rounds that found the reaper busy; the batches the reaps
 /// dispatched; their time in the dispatch; and its steps' times
-/// (`gpuio_device::context::DispatchTimes`: the looks, prepare, fence, finish).
+/// (`gpuio_device::protocol::context::DispatchTimes`: the looks, prepare, fence, finish).
 pub const RANDOM_REAP: usize = 14;
 
 /// Values per read in `out` of [`pread_random_phases`].
@@ -538,7 +538,7 @@ kernel! {
     /// lockstep rule forbids (`gpuio_device::arch`): run it with independent thread
     /// scheduling only (sm_70+, or the CPU backend).
     pub fn pread_random_phases(fd: i32, dst: u64, file_pages: u64, reads: u64, out: u64) {
-        let Some(ctx) = gpuio_device::context::installed() else {
+        let Some(ctx) = gpuio_device::protocol::context::installed() else {
             return;
         };
         let t = global_thread_idx();
@@ -581,7 +581,7 @@ kernel! {
     /// Panics on a failed or short read. Independent thread scheduling only, as
     /// [`pread_random_phases`].
     pub fn pread_random_parts(fd: i32, dst: u64, file_pages: u64, reads: u64, mode: u64) {
-        let Some(ctx) = gpuio_device::context::installed() else {
+        let Some(ctx) = gpuio_device::protocol::context::installed() else {
             return;
         };
         let t = global_thread_idx();
@@ -604,8 +604,14 @@ kernel! {
 
 /// Submits a read of [`RANDOM_READ`] bytes of `fd` at `off` into arena block `block`, for
 /// `ticket` (the diagnostics of [`pread_random`], which take their own block and slot).
-fn submit_page_read(ctx: &gpuio_device::Context, fd: i32, off: u64, block: u32, ticket: gpuio_device::request::Ticket) {
-    use gpuio_device::uapi::Sqe;
+fn submit_page_read(
+    ctx: &gpuio_device::protocol::context::Context,
+    fd: i32,
+    off: u64,
+    block: u32,
+    ticket: gpuio_device::protocol::request::Ticket,
+) {
+    use gpuio_device::protocol::uapi::Sqe;
     let (opcode, buf_index) = arena_transfer(ctx, false);
     let sqe = Sqe {
         opcode,
@@ -623,9 +629,9 @@ fn submit_page_read(ctx: &gpuio_device::Context, fd: i32, off: u64, block: u32, 
 /// The opcode and buffer index of a transfer into (`write` false) or from an arena block,
 /// as the runtime's sandbox wants them: `*_FIXED` naming the arena where every ring holds
 /// gpuio's memory as its buffers (`Arena::fixed`, the `FileIo` sandbox), plain otherwise.
-fn arena_transfer(ctx: &gpuio_device::Context, write: bool) -> (u8, u16) {
-    use gpuio_device::arena::buffer;
-    use gpuio_device::uapi::{IORING_OP_READ, IORING_OP_READ_FIXED, IORING_OP_WRITE, IORING_OP_WRITE_FIXED};
+fn arena_transfer(ctx: &gpuio_device::protocol::context::Context, write: bool) -> (u8, u16) {
+    use gpuio_device::protocol::arena::buffer;
+    use gpuio_device::protocol::uapi::{IORING_OP_READ, IORING_OP_READ_FIXED, IORING_OP_WRITE, IORING_OP_WRITE_FIXED};
     match (ctx.arena.fixed, write) {
         (true, true) => (IORING_OP_WRITE_FIXED, buffer::ARENA),
         (true, false) => (IORING_OP_READ_FIXED, buffer::ARENA),
@@ -643,10 +649,10 @@ fn arena_transfer(ctx: &gpuio_device::Context, write: bool) -> (u8, u16) {
 /// # Safety
 /// The block's read completed (its wait acquired the result), the block is the caller's
 /// until it gives it back, and `dst` has [`RANDOM_READ`] bytes for it.
-unsafe fn copy_page_out(ctx: &gpuio_device::Context, block: u32, dst: u64) {
+unsafe fn copy_page_out(ctx: &gpuio_device::protocol::context::Context, block: u32, dst: u64) {
     // SAFETY: the caller's contract.
     unsafe {
-        gpuio_device::copy::group_copy(
+        gpuio_device::protocol::copy::group_copy(
             &gpuio_device::arch::Warp::default(),
             dst as *mut u8,
             ctx.arena.cells(block) as *const u8,
@@ -662,12 +668,12 @@ unsafe fn copy_page_out(ctx: &gpuio_device::Context, block: u32, dst: u64) {
 /// the waiter's own reap takes (here the dispatch stores every result, and the waiter
 /// acquires `DONE`). No stream is flushed: the kernel that calls it does not print.
 fn wait_timing_reaps(
-    ctx: &gpuio_device::Context,
-    ticket: gpuio_device::request::Ticket,
+    ctx: &gpuio_device::protocol::context::Context,
+    ticket: gpuio_device::protocol::request::Ticket,
     stats: &mut [u64; RANDOM_REAP],
 ) -> i32 {
     let mut rounds = 0u32;
-    let timed_reap = |ring: &gpuio_device::ring::Ring, stats: &mut [u64; RANDOM_REAP]| {
+    let timed_reap = |ring: &gpuio_device::protocol::ring::Ring, stats: &mut [u64; RANDOM_REAP]| {
         let (start, mut first, mut last, mut n) = (clock_ns(), 0u64, 0u64, 0u64);
         ring.reap(|cqes| {
             last = clock_ns();
@@ -675,7 +681,7 @@ fn wait_timing_reaps(
                 first = last;
             }
             n += cqes.len() as u64;
-            let mut t = gpuio_device::context::DispatchTimes::default();
+            let mut t = gpuio_device::protocol::context::DispatchTimes::default();
             let fenced = ctx.dispatch_timed(cqes, &mut t);
             stats[8] += 1;
             stats[9] += clock_ns() - last;
@@ -696,7 +702,7 @@ fn wait_timing_reaps(
             stats[6] += end - start;
         }
     };
-    gpuio_device::wait::until(
+    gpuio_device::protocol::wait::until(
         || ctx.requests.try_result(ticket),
         || {
             gpuio_device::arch::by_one_lane(|| {

@@ -7,7 +7,7 @@ use core::fmt;
 
 use gpuio_device::io;
 use gpuio_device::kernel;
-use gpuio_device::sync::{AtomicU32, Ordering};
+use gpuio_device::protocol::sync::{AtomicU32, Ordering};
 use gpuio_device::{clock_ns, eprint, eprintln, global_thread_idx, print, println};
 
 kernel! {
@@ -68,7 +68,7 @@ kernel! {
     pub fn two_streams_one_call(lines: u32) {
         let t = global_thread_idx();
         for i in 0..lines {
-            gpuio_device::print::print_to(t % 2 == 1, true, format_args!("{}", Token(t, i, 'x')));
+            gpuio_device::protocol::print::print_to(t % 2 == 1, true, format_args!("{}", Token(t, i, 'x')));
         }
     }
 }
@@ -421,12 +421,12 @@ kernel! {
     /// offset 0 with `io::pwrite` (staged through the arena: `WRITE_FIXED`), and stores that
     /// result in `results[4]`. The other threads do nothing.
     pub fn file_io_escape_attempts(fd: u32, secret: u64, results: u64) {
-        use gpuio_device::arena::buffer;
-        use gpuio_device::uapi::{Sqe, IORING_OP_READ_FIXED, IORING_OP_WRITE, IORING_OP_WRITE_FIXED};
+        use gpuio_device::protocol::arena::buffer;
+        use gpuio_device::protocol::uapi::{Sqe, IORING_OP_READ_FIXED, IORING_OP_WRITE, IORING_OP_WRITE_FIXED};
         if global_thread_idx() != 0 {
             return;
         }
-        let Some(ctx) = gpuio_device::context::installed() else {
+        let Some(ctx) = gpuio_device::protocol::context::installed() else {
             return;
         };
         let sqe = |opcode, fd, buf_index| Sqe {
@@ -463,13 +463,13 @@ kernel! {
     /// (relative to the host's working directory); a `READ` of fd 0. Then it prints
     /// `allowed`. The other threads do nothing.
     pub fn escape_attempts(secret: u64, results: u64) {
-        use gpuio_device::uapi::{
+        use gpuio_device::protocol::uapi::{
             Sqe, IORING_OP_READ, IORING_OP_WRITE, IORING_OP_WRITE_FIXED, IOSQE_FIXED_FILE,
         };
         if global_thread_idx() != 0 {
             return;
         }
-        let Some(ctx) = gpuio_device::context::installed() else {
+        let Some(ctx) = gpuio_device::protocol::context::installed() else {
             return;
         };
         let log = &ctx.streams[0];

@@ -20,9 +20,9 @@ use std::mem::offset_of;
 use std::path::Path;
 
 use gpuio::code_object::CodeObject;
-use gpuio::device::ring::Ring;
-use gpuio::device::stream::Stream;
-use gpuio::device::Context;
+use gpuio::device::protocol::context::Context;
+use gpuio::device::protocol::ring::Ring;
+use gpuio::device::protocol::stream::Stream;
 
 #[allow(dead_code)]
 #[path = "../common/mod.rs"]
@@ -405,7 +405,7 @@ fn stream_commit_fences_before_its_counter_adds() {
     }
     let chunks = offset_of!(Stream, chunks);
     let mut fields = vec![chunks];
-    for s in 0..gpuio::device::context::STREAMS {
+    for s in 0..gpuio::device::protocol::context::STREAMS {
         fields.push(offset_of!(Context, streams) + s * size_of::<Stream>() + chunks);
     }
     let mut problems = Vec::new();

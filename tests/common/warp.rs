@@ -3,7 +3,7 @@
 
 use std::sync::{Barrier, Mutex};
 
-use gpuio::device::group::Group;
+use gpuio::device::protocol::group::Group;
 
 /// A simulated warp of `lanes` lanes, one host thread each.
 pub struct SimWarp {

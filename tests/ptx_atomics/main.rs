@@ -95,7 +95,7 @@ fn every_atomic_rmw_names_system_scope_and_an_order() {
         bad.is_empty(),
         "read-modify-writes without an explicit `.sys` scope and order (PTX's default is relaxed, \
          GPU scope; the ring lives in host memory shared with the kernel): {bad:?}. Route them \
-         through gpuio_device::sync atomics (arch/nvptx.rs writes them in asm!)."
+         through gpuio_device::protocol::sync atomics (arch/nvptx.rs writes them in asm!)."
     );
 }
 

@@ -186,7 +186,7 @@ pub fn grid_dim_3d() -> crate::Dim3 {
 /// The CPU backend calls this on each thread it starts; tests call it to run device code.
 ///
 /// # Safety
-/// `ctx` must point to an initialised [`Context`](crate::Context) that outlives the guard.
+/// `ctx` must point to an initialised [`Context`](crate::protocol::context::Context) that outlives the guard.
 /// [`crate::context::enter`] is the typed form.
 pub unsafe fn enter(ctx: *const (), ids: ThreadIds) -> EnterGuard {
     let prev = CURRENT.with(|c| c.replace((ctx, ids)));

@@ -20,20 +20,20 @@
 #![cfg(loom)]
 
 use gpuio_device::arch::host::ThreadIds;
-use gpuio_device::arena::Arena;
-use gpuio_device::combine::{Combiner, Left};
-use gpuio_device::context::enter;
-use gpuio_device::context::{Context, CONTEXT_MAGIC};
-use gpuio_device::group::SingleLane;
 use gpuio_device::io;
-use gpuio_device::pool::{Pool, FREE};
-use gpuio_device::print::emit;
-use gpuio_device::request::Requests;
-use gpuio_device::ring::Ring;
-use gpuio_device::solo::Solo;
-use gpuio_device::stream::{chunk_count, Flight, Stream};
-use gpuio_device::sync::{copy_to_cells, fence, read_cells, AtomicI32, AtomicU32, Ordering, SharedCell};
-use gpuio_device::uapi::{Cqe, Sqe, IORING_OP_READ, IORING_OP_WRITE, OFF_CURRENT_POSITION};
+use gpuio_device::protocol::arena::Arena;
+use gpuio_device::protocol::combine::{Combiner, Left};
+use gpuio_device::protocol::context::enter;
+use gpuio_device::protocol::context::{Context, CONTEXT_MAGIC};
+use gpuio_device::protocol::group::SingleLane;
+use gpuio_device::protocol::pool::{Pool, FREE};
+use gpuio_device::protocol::print::emit;
+use gpuio_device::protocol::request::Requests;
+use gpuio_device::protocol::ring::Ring;
+use gpuio_device::protocol::solo::Solo;
+use gpuio_device::protocol::stream::{chunk_count, Flight, Stream};
+use gpuio_device::protocol::sync::{copy_to_cells, fence, read_cells, AtomicI32, AtomicU32, Ordering, SharedCell};
+use gpuio_device::protocol::uapi::{Cqe, Sqe, IORING_OP_READ, IORING_OP_WRITE, OFF_CURRENT_POSITION};
 use loom::sync::atomic::AtomicBool;
 use loom::sync::{Arc, Mutex};
 use loom::thread;

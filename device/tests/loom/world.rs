@@ -88,7 +88,7 @@ pub(crate) fn world(max_flights: u32, positional: bool, slots: u32, blocks: u32)
             )
         },
         denied_requests: AtomicU32::new(0),
-        allowed_ops: gpuio_device::sync::AtomicU64::new(u64::MAX),
+        allowed_ops: gpuio_device::protocol::sync::AtomicU64::new(u64::MAX),
         forbidden_requests: AtomicU32::new(0),
         solo: Solo::unused(),
     });

@@ -18,7 +18,7 @@ pub(crate) fn module_id(m: *mut gpuio_module) -> usize {
 /// Refuses calls that would wait for kernels from inside one (a CPU kernel that
 /// synchronized its own runtime would wait for itself).
 pub(crate) fn outside_kernels(what: &str) -> Result<(), Failure> {
-    if gpuio_device::context::current().is_null() {
+    if gpuio_device::protocol::context::current().is_null() {
         Ok(())
     } else {
         Err(Failure::new(

@@ -2,20 +2,20 @@
 //! device protocol code as Rust kernels.
 //!
 //! The CPU backend installs the runtime's device context in each kernel thread's
-//! thread-local (`gpuio_device::context::enter`); printing finds it there, so C needs
+//! thread-local (`gpuio_device::protocol::context::enter`); printing finds it there, so C needs
 //! no handle. Bytes that are UTF-8 (nearly always) take `println!`'s own path,
-//! `gpuio_device::print::emit`. Other bytes are written with the stream calls that `emit`
+//! `gpuio_device::protocol::print::emit`. Other bytes are written with the stream calls that `emit`
 //! makes for a long line (reserve, fill, flush): one contiguous record either way.
 
 use gpuio_device::arch::Warp;
-use gpuio_device::print::emit;
+use gpuio_device::protocol::print::emit;
 
 use crate::status::gpuio_status::GPUIO_ERROR_WRONG_CONTEXT;
 use crate::status::Failure;
 
 /// Prints `bytes` to the runtime's stdout (or stderr) from a CPU kernel thread.
 pub(crate) fn print(stderr: bool, bytes: &[u8]) -> Result<(), Failure> {
-    let ctx = gpuio_device::context::current();
+    let ctx = gpuio_device::protocol::context::current();
     if ctx.is_null() {
         let f = if stderr { "gpuio_eprint" } else { "gpuio_print" };
         return Err(Failure::new(

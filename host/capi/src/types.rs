@@ -139,7 +139,7 @@ pub struct gpuio_output_errors {
 pub const GPUIO_MAX_OUTPUTS: usize = 8;
 
 // Every output the runtime has fits in a report.
-const _: () = assert!(gpuio_device::context::STREAMS <= GPUIO_MAX_OUTPUTS);
+const _: () = assert!(gpuio_device::protocol::context::STREAMS <= GPUIO_MAX_OUTPUTS);
 
 /// `gpuio_sync_report`.
 #[repr(C)]

@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use gpuio_device::arch::host::ThreadIds;
-use gpuio_device::context::enter;
+use gpuio_device::protocol::context::enter;
 
 use crate::error::{Error, Result};
 use crate::launch::{Dim3, LaunchConfig};
@@ -339,7 +339,7 @@ fn report_kernel_panics() {
     INSTALL.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if gpuio_device::context::current().is_null() || gpuio_device::arch::host::in_print() {
+            if gpuio_device::protocol::context::current().is_null() || gpuio_device::arch::host::in_print() {
                 previous(info)
             } else {
                 let message = info.payload_as_str().unwrap_or("Box<dyn Any>");

@@ -13,9 +13,9 @@
 
 use std::io;
 
-use gpuio_device::context::STREAMS;
-use gpuio_device::stream::flight_stream;
-use gpuio_device::uapi::{Cqe, Params};
+use gpuio_device::protocol::context::STREAMS;
+use gpuio_device::protocol::stream::flight_stream;
+use gpuio_device::protocol::uapi::{Cqe, Params};
 
 use crate::consumer::fallback::HostRing;
 use crate::consumer::uring::{diagnose_setup, Uring, UringConfig};
@@ -256,7 +256,7 @@ pub(crate) fn open_rings(
     Ok((queues, notice))
 }
 
-/// SQEs of the solo ring (`gpuio_device::solo`): it holds one request at a time, so any
+/// SQEs of the solo ring (`gpuio_device::protocol::solo`): it holds one request at a time, so any
 /// small power of two does; its CQ is twice that.
 pub(crate) const SOLO_ENTRIES: u32 = 4;
 

@@ -2,12 +2,12 @@
 //!
 //! The `io-uring` crate cannot do `NO_MMAP`, hides the ring pointers and writes its cached
 //! SQ tail back on drop (it would clobber the device's tail), so we talk to the kernel
-//! directly. Our own UAPI copy lives in `gpuio_device::uapi`.
+//! directly. Our own UAPI copy lives in `gpuio_device::protocol::uapi`.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use gpuio_device::uapi::*;
+use gpuio_device::protocol::uapi::*;
 
 pub use crate::consumer::waker::Look;
 use crate::error::{Error, Result};

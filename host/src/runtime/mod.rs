@@ -7,9 +7,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gpuio_device::context::STREAMS;
-use gpuio_device::sync::Ordering;
-use gpuio_device::Context;
+use gpuio_device::protocol::context::Context;
+use gpuio_device::protocol::context::STREAMS;
+use gpuio_device::protocol::sync::Ordering;
 
 use crate::backend::cpu::Cpu;
 use crate::backend::gpu::LoadedModule;
@@ -323,7 +323,7 @@ impl Runtime {
 /// waiting for kernels waits for the caller itself, and a launch would be waited for by
 /// a synchronize that the caller's own kernel holds up.
 pub(crate) fn outside_kernels(call: &'static str) -> Result<()> {
-    if gpuio_device::context::current().is_null() {
+    if gpuio_device::protocol::context::current().is_null() {
         Ok(())
     } else {
         Err(Error::InsideKernel { call })

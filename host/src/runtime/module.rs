@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use gpuio_device::context::CONTEXT_LAYOUT;
+use gpuio_device::protocol::context::CONTEXT_LAYOUT;
 
 use super::{Gpu, Runtime};
 use crate::backend::cuda::{self, Cuda};

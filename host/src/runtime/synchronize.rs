@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use gpuio_device::stream::Stream;
-use gpuio_device::sync::Ordering;
-use gpuio_device::uapi::IORING_SQ_CQ_OVERFLOW;
-use gpuio_device::Context;
+use gpuio_device::protocol::context::Context;
+use gpuio_device::protocol::stream::Stream;
+use gpuio_device::protocol::sync::Ordering;
+use gpuio_device::protocol::uapi::IORING_SQ_CQ_OVERFLOW;
 
 use super::{Gpu, Runtime};
 use crate::backend::cpu::THREADS_PACING;
@@ -20,7 +20,7 @@ use crate::print_files::{self, Mode};
 use crate::shared::{Shared, State};
 use crate::watchdog::{self, Pacing};
 
-/// The host's drain: as the device's own backoff (`gpuio_device::sync::Backoff`), which
+/// The host's drain: as the device's own backoff (`gpuio_device::protocol::sync::Backoff`), which
 /// `Context::drain` uses: completions usually arrive within microseconds, so it yields for
 /// a long while, then dozes 50 µs at a time.
 const DRAIN_PACING: Pacing = Pacing {

@@ -3,9 +3,9 @@
 use std::os::fd::RawFd;
 use std::sync::RwLock;
 
-use gpuio_device::uapi::*;
+use gpuio_device::protocol::uapi::*;
 
-/// `IORING_FSYNC_DATASYNC`: `gpuio_device::uapi` does not export it (the device keeps a
+/// `IORING_FSYNC_DATASYNC`: `gpuio_device::protocol::uapi` does not export it (the device keeps a
 /// private copy in `io.rs`).
 pub(super) const IORING_FSYNC_DATASYNC: u32 = 1 << 0;
 

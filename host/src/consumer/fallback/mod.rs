@@ -66,7 +66,7 @@ use std::sync::{Arc, RwLock};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use gpuio_device::uapi::*;
+use gpuio_device::protocol::uapi::*;
 
 use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES, MAX_SQ_ENTRIES};
 use crate::consumer::waker::Look;

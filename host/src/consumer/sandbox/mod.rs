@@ -11,7 +11,7 @@
 //!    (`IORING_REGISTER_FILES`, slots 0 and 1), and print writes name them by index with
 //!    `IOSQE_FIXED_FILE`;
 //! 3. gpuio's memory is registered as the rings' buffers (`IORING_REGISTER_BUFFERS`, laid
-//!    out as `gpuio_device::arena::buffer` says), and prints and transfers are
+//!    out as `gpuio_device::protocol::arena::buffer` says), and prints and transfers are
 //!    `IORING_OP_WRITE_FIXED`/`READ_FIXED` naming it: the kernel fails one whose range
 //!    leaves its buffer with `EFAULT`. `PrintOnly`: ring 0, which carries the prints,
 //!    registers the two print logs, the other rings nothing (a `WRITE_FIXED` there finds
@@ -51,7 +51,7 @@
 //! ring disabled or refuses the restrictions cannot enforce the policy at all: that is an
 //! error at build, never a silent `Off`.
 
-use gpuio_device::uapi::{
+use gpuio_device::protocol::uapi::{
     IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_FTRUNCATE, IORING_OP_MKDIRAT, IORING_OP_OPENAT, IORING_OP_READ,
     IORING_OP_READ_FIXED, IORING_OP_RENAMEAT, IORING_OP_UNLINKAT, IORING_OP_WRITE, IORING_OP_WRITE_FIXED,
 };
@@ -159,7 +159,7 @@ impl Sandbox {
         self.opcodes().is_none_or(|ops| ops.contains(&opcode))
     }
 
-    /// The device context's [`allowed_ops`](gpuio_device::context::Context::allowed_ops)
+    /// The device context's [`allowed_ops`](gpuio_device::protocol::context::Context::allowed_ops)
     /// word for this policy: bit `op` for each opcode it allows, all bits for none.
     pub(crate) fn allowed_ops(self, fixed_buffers: bool) -> u64 {
         self.opcodes_with(fixed_buffers)
@@ -204,7 +204,7 @@ pub(crate) fn merge_denied(policy: Sandbox, requests: u32, errno: i32, denied: u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuio_device::uapi::{IORING_OP_NOP, IORING_OP_UNLINKAT};
+    use gpuio_device::protocol::uapi::{IORING_OP_NOP, IORING_OP_UNLINKAT};
 
     #[test]
     fn policies_allow_their_opcodes_only() {
@@ -234,7 +234,7 @@ mod tests {
             assert!(Sandbox::FileIo.allows(op), "FileIo refuses {op}");
         }
         assert!(Sandbox::FileIo.allows(IORING_OP_UNLINKAT));
-        assert!(!Sandbox::FileIo.allows(gpuio_device::uapi::IORING_OP_STATX));
+        assert!(!Sandbox::FileIo.allows(gpuio_device::protocol::uapi::IORING_OP_STATX));
         assert!(!Sandbox::FileIo.allows(IORING_OP_NOP));
         assert!((0..=u8::MAX).all(|op| Sandbox::Off.allows(op)));
         assert_eq!(Sandbox::default(), Sandbox::PrintOnly);

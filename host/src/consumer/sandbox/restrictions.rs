@@ -5,8 +5,8 @@
 use std::io;
 use std::os::fd::RawFd;
 
-use gpuio_device::arena::buffer;
-use gpuio_device::uapi::*;
+use gpuio_device::protocol::arena::buffer;
+use gpuio_device::protocol::uapi::*;
 
 use super::Sandbox;
 use crate::consumer::fallback::HostRing;
@@ -54,7 +54,7 @@ impl Setup {
 }
 
 /// gpuio's memory that a sandbox registers as the rings' buffers, as (address, length)
-/// pairs at the kernel's addresses, laid out by `gpuio_device::arena::buffer`.
+/// pairs at the kernel's addresses, laid out by `gpuio_device::protocol::arena::buffer`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Memory {
     /// stdout's and stderr's logs.
