@@ -146,27 +146,10 @@ pub(crate) fn three_dimensional_launches(config: Config, scratch: &Scratch) -> O
 pub(crate) fn typed_launch_passes_every_parameter_type(config: Config, scratch: &Scratch) -> Outcome {
     let (grid, block) = (config.pick(4, 2), 33);
     let args = (u32::MAX - 1, -7i32, u64::MAX - 2, i64::MIN + 3, 1.5f32, -0.1f64);
-    let (out_file, path) = scratch.file("typed.out");
-    {
-        let rt = build(config.builder().stdout_fd(out_file.as_raw_fd()))?;
-        let kernels = rt
-            .kernels(crate::kernels::NVPTX)
-            .map_err(|e| format!("loading the kernels: {e}"))?;
-        kernels
-            .launch(k::every_param_type, LaunchConfig::linear(grid, block), args)
-            .map_err(|e| format!("launching every_param_type: {e}"))?;
-        sync(&rt)?;
-    }
-    let out = std::fs::read_to_string(&path).map_err(|e| e.to_string())?;
+    let (out, _) = run_printing(config.builder(), scratch, k::every_param_type, (grid, block), args)?;
     let (a, b, c, d, e, f) = args;
     let want = format!(" u32={a} i32={b} u64={c} i64={d} f32={e} f64={f}");
-    check_numbered(&out, u64::from(grid * block), 1, |_, _, rest| {
-        if rest == want {
-            Ok(())
-        } else {
-            Err(format!("{rest:?}, expected {want:?}"))
-        }
-    })?;
+    every_thread_printed(&out, grid * block, &want)?;
     Ok(format!("{} threads each got {want:?}", grid * block))
 }
 
@@ -176,32 +159,26 @@ pub(crate) fn strings_and_slices_as_parameters(config: Config, scratch: &Scratch
     let (grid, block) = (config.pick(4, 2), 33);
     let name = String::from("files/ünïcødé ✓.txt");
     let values: Vec<u64> = (1..=3000).collect();
-    let (out_file, path) = scratch.file("slices.out");
-    {
-        let rt = build(config.builder().stdout_fd(out_file.as_raw_fd()))?;
-        let kernels = Kernels::load(&rt)?;
-        // The name by reference, the values moved in: both copied at launch.
-        kernels.launch(
-            k::strings_and_slices,
-            grid,
-            block,
-            (&name, values.clone(), 0.25f32, &[0u8; 0]),
-        )?;
-        sync(&rt)?;
-    }
-    let out = std::fs::read_to_string(&path).map_err(|e| e.to_string())?;
+    // The name by reference, the values moved in: both copied at launch.
+    let args = (&name, values.clone(), 0.25f32, &[0u8; 0]);
+    let (out, _) = run_printing(config.builder(), scratch, k::strings_and_slices, (grid, block), args)?;
     let want = format!(
         " name={name} n=3000 sum={} last=3000 scale=0.25 empty=0",
         values.iter().sum::<u64>()
     );
-    check_numbered(&out, u64::from(grid * block), 1, |_, _, rest| {
+    every_thread_printed(&out, grid * block, &want)?;
+    Ok(format!("{} threads each read {want:?}", grid * block))
+}
+
+/// Checks that each of `threads` threads printed one line `t=<t> i=0<want>`.
+fn every_thread_printed(out: &str, threads: u32, want: &str) -> Result<(), String> {
+    check_numbered(out, u64::from(threads), 1, |_, _, rest| {
         if rest == want {
             Ok(())
         } else {
             Err(format!("{rest:?}, expected {want:?}"))
         }
-    })?;
-    Ok(format!("{} threads each read {want:?}", grid * block))
+    })
 }
 
 /// A `<t:i:kind>` token of [`k::mixed_streams`].
