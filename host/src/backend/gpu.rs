@@ -81,15 +81,24 @@ pub(crate) trait LoadedModule: Send + Sync {
         gpu.copy_to_device(dst, src)
     }
 
-    /// Points the module's `gpuio_context` at `context` (a device address).
+    /// Every copy of the global `name` (address and size): one, unless the module was
+    /// loaded as several programs, each with its own (a CUDA module compiled whole, one
+    /// program per kernel).
+    fn global_copies(&self, name: &str) -> Result<Vec<(u64, usize)>> {
+        Ok(vec![self.global(name)?])
+    }
+
+    /// Points the module's `gpuio_context` (each copy of it) at `context` (a device address).
     fn install_context(&self, gpu: &dyn GpuBackend, context: u64) -> Result<()> {
-        let (global, size) = self.global("gpuio_context")?;
-        if size != 8 {
-            return Err(Error::Config(format!(
-                "gpuio_context is {size} bytes, expected a pointer"
-            )));
+        for (global, size) in self.global_copies("gpuio_context")? {
+            if size != 8 {
+                return Err(Error::Config(format!(
+                    "gpuio_context is {size} bytes, expected a pointer"
+                )));
+            }
+            self.copy_to_global(gpu, global, &context.to_ne_bytes())?;
         }
-        self.copy_to_global(gpu, global, &context.to_ne_bytes())
+        Ok(())
     }
 }
 

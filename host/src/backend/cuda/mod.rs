@@ -7,6 +7,7 @@ mod driver;
 mod ffi;
 mod module;
 mod peek;
+mod split;
 
 pub use driver::Cuda;
 pub use ffi::CuDevicePtr;

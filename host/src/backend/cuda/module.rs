@@ -1,8 +1,11 @@
-//! A PTX module loaded into the CUDA driver: how its PTX is compiled ([`Jit`]), its
-//! kernels' parameters (read from the PTX, checked at launch), globals and launches.
+//! A PTX module loaded into the CUDA driver: how its PTX is compiled ([`Jit`]; a whole-program
+//! module as one program per kernel, side by side: `split.rs`), its kernels' parameters (read
+//! from the PTX, checked at launch), globals and launches.
 
+use std::collections::HashMap;
 use std::ffi::{c_void, CString};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::driver::Cuda;
 use super::ffi::*;
@@ -12,10 +15,15 @@ use crate::error::{Error, Result};
 /// A loaded PTX module.
 pub struct Module {
     cuda: Arc<Cuda>,
-    handle: CuModule,
+    /// The driver's modules: one, or one per kernel where PTX compiled whole was cut into a
+    /// program per kernel (`split.rs`).
+    handles: Vec<CuModule>,
+    /// Which of `handles` holds each kernel, where there are several.
+    kernel_handle: HashMap<String, usize>,
     /// Unloaded on drop (false for a module the caller loaded: [`Module::borrow_raw`]).
     owned: bool,
-    /// The driver's compile time at load, in milliseconds.
+    /// The driver's compile time at load, in milliseconds (summed over the programs
+    /// compiled side by side).
     jit_ms: Option<f32>,
     /// Each kernel's parameter sizes in bytes, from the PTX (`None` for a borrowed module).
     params: Option<std::collections::HashMap<String, Vec<usize>>>,
@@ -86,6 +94,14 @@ unsafe impl Sync for Module {}
 ///
 /// PTX for a target before sm_70 (the lockstep build) is always compiled whole: compiled
 /// separately, it ran with independent thread scheduling on the H100.
+///
+/// A module compiled whole is cut into one program per kernel (each with the functions and
+/// data it reaches), compiled on up to as many threads as the machine has, since the
+/// driver compiles one program on one thread and its time grows faster than its kernels:
+/// 35 kernels of gpuio's test module took over 12 minutes as one program, one of them
+/// alone 16 s (`ptxas -O3`, one core). Each thread's compile takes up to about 0.7 GiB of
+/// host memory. A module whose kernels share a `static` with no initial value (state
+/// they would each get a copy of) is compiled as one program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Jit {
     /// `cuModuleLoadDataEx`: one whole program.
@@ -117,6 +133,33 @@ impl Module {
     /// [`Module::load`], compiled as `jit` says.
     pub fn load_with(cuda: &Arc<Cuda>, ptx: &str, jit: Jit) -> Result<Module> {
         cuda.bind()?;
+        let parts = match jit {
+            Jit::Whole => super::split::per_kernel(ptx),
+            Jit::Separate => None,
+        };
+        let (handles, kernel_handle, jit_ms) = match parts {
+            None => {
+                let (handle, ms) = Module::compile_one(cuda, ptx, jit)?;
+                (vec![handle], HashMap::new(), ms)
+            }
+            Some(parts) => {
+                let (handles, ms) = Module::compile_side_by_side(cuda, &parts)?;
+                let names = parts.into_iter().enumerate().map(|(i, (name, _))| (name, i));
+                (handles, names.collect(), ms)
+            }
+        };
+        Ok(Module {
+            cuda: cuda.clone(),
+            handles,
+            kernel_handle,
+            owned: true,
+            jit_ms: Some(jit_ms),
+            params: Some(ptx_entry_params(ptx)),
+        })
+    }
+    /// Compiles and loads one PTX program as `jit` says; its handle and the driver's
+    /// compile time in milliseconds. The calling thread has the context bound.
+    fn compile_one(cuda: &Arc<Cuda>, ptx: &str, jit: Jit) -> Result<(CuModule, f32)> {
         let text = CString::new(ptx).map_err(|_| Error::Config("PTX text contains a NUL byte".into()))?;
         let mut log = vec![0u8; 16 << 10];
         let mut options = [
@@ -212,14 +255,69 @@ impl Module {
                 linked?;
             }
         }
-        Ok(Module {
-            cuda: cuda.clone(),
-            handle,
-            owned: true,
-            // The driver writes a float (milliseconds) into the pointer-sized slot.
-            jit_ms: Some(f32::from_bits(values[2] as usize as u32)),
-            params: Some(ptx_entry_params(ptx)),
-        })
+        // The driver writes a float (milliseconds) into the pointer-sized slot.
+        Ok((handle, f32::from_bits(values[2] as usize as u32)))
+    }
+
+    /// Compiles and loads each `(kernel, PTX)` program as a whole program, on up to as many
+    /// threads as the machine has; their handles in order and the summed compile time. On
+    /// an error the ones loaded are unloaded and the first error, naming its kernel, returned.
+    fn compile_side_by_side(cuda: &Arc<Cuda>, parts: &[(String, String)]) -> Result<(Vec<CuModule>, f32)> {
+        /// A module handle carried back from a compiling thread.
+        struct Loaded(CuModule, f32);
+        // SAFETY: module handles are context-wide, usable from any thread with the context bound.
+        unsafe impl Send for Loaded {}
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(parts.len());
+        let next = AtomicUsize::new(0);
+        let results: Mutex<Vec<Option<Result<Loaded>>>> = Mutex::new((0..parts.len()).map(|_| None).collect());
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| loop {
+                    // Relaxed: the counter only hands out indices; the results travel
+                    // through the mutex, and the scope's join orders them before the reads.
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((name, ptx)) = parts.get(i) else { break };
+                    let loaded = cuda
+                        .bind()
+                        .and_then(|()| Module::compile_one(cuda, ptx, Jit::Whole))
+                        .map(|(h, ms)| Loaded(h, ms))
+                        .map_err(|e| match e {
+                            Error::Cuda(mut why) => {
+                                why.message = format!("kernel {name}: {}", why.message);
+                                Error::Cuda(why)
+                            }
+                            other => other,
+                        });
+                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(loaded);
+                });
+            }
+        });
+        let mut handles = Vec::with_capacity(parts.len());
+        let (mut ms, mut first_error) = (0.0, None);
+        for r in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            match r {
+                Some(Ok(Loaded(h, t))) => {
+                    handles.push(h);
+                    ms += t;
+                }
+                Some(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                None => {
+                    first_error.get_or_insert_with(|| Error::Config("a compiling thread stopped early".into()));
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            for h in handles {
+                // SAFETY: loaded above and never used: nothing of it runs.
+                unsafe { (cuda.api.cuModuleUnload)(h) };
+            }
+            return Err(e);
+        }
+        Ok((handles, ms))
     }
 
     /// How long the driver spent compiling the PTX when it loaded this module, in
@@ -238,33 +336,50 @@ impl Module {
     pub unsafe fn borrow_raw(cuda: &Arc<Cuda>, handle: *mut c_void) -> Module {
         Module {
             cuda: cuda.clone(),
-            handle,
+            handles: vec![handle],
+            kernel_handle: HashMap::new(),
             owned: false,
             jit_ms: None,
             params: None,
         }
     }
 
-    /// The address and size of a global variable.
+    /// The address and size of a global variable. (In a module compiled as one program per
+    /// kernel, each program that uses a global has its own copy: this is the first one's.)
     pub fn global(&self, name: &str) -> Result<(CuDevicePtr, usize)> {
+        let mut copies = self.global_copies(name)?;
+        Ok(copies.swap_remove(0))
+    }
+
+    /// Every copy of a global variable: one per program that has it.
+    fn global_copies(&self, name: &str) -> Result<Vec<(CuDevicePtr, usize)>> {
         self.cuda.bind()?;
         let cname = CString::new(name).map_err(|_| Error::Config(format!("bad symbol name {name:?}")))?;
-        let (mut d, mut n) = (0, 0);
-        self.cuda.check(
+        let mut copies = Vec::new();
+        let mut missing = Ok(());
+        for &handle in &self.handles {
+            let (mut d, mut n) = (0, 0);
             // SAFETY: valid out-pointers and a loaded module.
-            unsafe { (self.cuda.api.cuModuleGetGlobal_v2)(&mut d, &mut n, self.handle, cname.as_ptr()) },
-            &format!("cuModuleGetGlobal({name})"),
-        )?;
-        Ok((d, n))
+            let rc = unsafe { (self.cuda.api.cuModuleGetGlobal_v2)(&mut d, &mut n, handle, cname.as_ptr()) };
+            match self.cuda.check(rc, &format!("cuModuleGetGlobal({name})")) {
+                Ok(()) => copies.push((d, n)),
+                Err(e) => missing = Err(e),
+            }
+        }
+        match (copies.is_empty(), missing) {
+            (true, Err(e)) => Err(e),
+            _ => Ok(copies),
+        }
     }
 
     pub(crate) fn function(&self, name: &str) -> Result<CuFunction> {
         self.cuda.bind()?;
         let cname = CString::new(name).map_err(|_| Error::Config(format!("bad kernel name {name:?}")))?;
         let mut f = std::ptr::null_mut();
+        let handle = self.handles[self.kernel_handle.get(name).copied().unwrap_or(0)];
         self.cuda.check(
             // SAFETY: valid out-pointer and a loaded module.
-            unsafe { (self.cuda.api.cuModuleGetFunction)(&mut f, self.handle, cname.as_ptr()) },
+            unsafe { (self.cuda.api.cuModuleGetFunction)(&mut f, handle, cname.as_ptr()) },
             &format!("cuModuleGetFunction({name})"),
         )?;
         Ok(f)
@@ -334,8 +449,10 @@ impl Drop for Module {
             return;
         }
         let _ = self.cuda.bind();
-        // SAFETY: loaded in `load`; no kernel of it runs once the runtime synchronized.
-        unsafe { (self.cuda.api.cuModuleUnload)(self.handle) };
+        for &handle in &self.handles {
+            // SAFETY: loaded in `load`; no kernel of it runs once the runtime synchronized.
+            unsafe { (self.cuda.api.cuModuleUnload)(handle) };
+        }
     }
 }
 
@@ -346,6 +463,10 @@ impl LoadedModule for Module {
 
     fn global(&self, name: &str) -> Result<(u64, usize)> {
         Module::global(self, name)
+    }
+
+    fn global_copies(&self, name: &str) -> Result<Vec<(u64, usize)>> {
+        Module::global_copies(self, name)
     }
 
     fn check_kernel(&self, name: &str) -> Result<()> {

@@ -1,0 +1,308 @@
+//! One PTX program per kernel, cut from a module's PTX, so that a module compiled as whole
+//! programs ([`Jit::Whole`](super::Jit::Whole)) compiles its kernels side by side.
+//!
+//! The driver compiles a whole-program module in one thread, and its time grows faster
+//! than the number of kernels: 35 kernels of gpuio's test module took over 12 minutes
+//! (`ptxas -arch=sm_90 -O3`, sm_60 PTX), while one of them alone, with the functions and
+//! data it reaches, took 16 s. Cut into one program per kernel, the parts compile on as
+//! many threads as the machine has.
+//!
+//! A part is the module's header, its `.extern` declarations, one `.entry`, and every
+//! function and global that entry reaches (through calls, or through a global's initializer
+//! such as a vtable), in the module's order, plus `gpuio_context` and `gpuio_layout`, which
+//! the host writes and checks in every part. The cut is refused (`None`: the module is
+//! compiled whole) where it would change what a program means: a global that more than
+//! one part reaches and that has no initializer (a `static` the kernels share, which would
+//! become one per kernel), or text this reader does not follow.
+
+use std::collections::{HashMap, HashSet};
+
+/// The two globals the host writes and reads in every part.
+const HOST_GLOBALS: [&str; 2] = ["gpuio_context", "gpuio_layout"];
+
+/// What a top-level item of PTX text is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    /// `.version`, `.target`, `.address_size`, comments.
+    Header,
+    /// `.extern ...;`
+    Extern,
+    /// A `.func` prototype (no body).
+    Prototype,
+    /// A `.func` with its body.
+    Function,
+    /// A kernel.
+    Entry,
+    /// A `.global`, `.const` or `.shared` variable; `true` where it has an initializer.
+    Variable(bool),
+}
+
+struct Item<'a> {
+    text: &'a str,
+    kind: Kind,
+    name: &'a str,
+}
+
+/// One PTX text per kernel (`(name, text)`, in the module's order), or `None` where the
+/// module has fewer than two kernels or cannot be cut without changing its meaning.
+pub(crate) fn per_kernel(ptx: &str) -> Option<Vec<(String, String)>> {
+    let items = items(ptx)?;
+    // The definitions each name refers to (a function's prototype and body share a name).
+    let mut defined: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        if matches!(item.kind, Kind::Function | Kind::Variable(_) | Kind::Entry) {
+            defined.entry(item.name).or_default().push(i);
+        }
+    }
+    let entries: Vec<usize> = (0..items.len()).filter(|&i| items[i].kind == Kind::Entry).collect();
+    if entries.len() < 2 {
+        return None;
+    }
+    let mut parts = Vec::with_capacity(entries.len());
+    let mut reached_by: HashMap<&str, usize> = HashMap::new();
+    for &e in &entries {
+        // The names the entry reaches, through the bodies and initializers it reaches.
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut todo = vec![items[e].name];
+        todo.extend(HOST_GLOBALS.iter().filter(|g| defined.contains_key(*g)));
+        while let Some(name) = todo.pop() {
+            if !seen.insert(name) {
+                continue;
+            }
+            for &d in defined.get(name).into_iter().flatten() {
+                if items[d].kind == Kind::Entry && d != e {
+                    continue;
+                }
+                todo.extend(identifiers(items[d].text).filter(|w| defined.contains_key(w) && !seen.contains(w)));
+            }
+        }
+        for &name in &seen {
+            *reached_by.entry(name).or_default() += 1;
+        }
+        let mut text = String::new();
+        for (i, item) in items.iter().enumerate() {
+            let keep = match item.kind {
+                Kind::Header | Kind::Extern => true,
+                Kind::Entry => i == e,
+                Kind::Prototype | Kind::Function | Kind::Variable(_) => seen.contains(item.name),
+            };
+            if keep {
+                text.push_str(item.text);
+                text.push('\n');
+            }
+        }
+        parts.push((items[e].name.to_string(), text));
+    }
+    // A variable with no initializer that two parts reach is state they share: cut, each
+    // part would have its own.
+    let shared_state = items.iter().any(|item| {
+        item.kind == Kind::Variable(false)
+            && !HOST_GLOBALS.contains(&item.name)
+            && reached_by.get(item.name).is_some_and(|&n| n > 1)
+    });
+    (!shared_state).then_some(parts)
+}
+
+/// The words of `text` that can name a symbol, comments left out.
+fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.lines()
+        .map(|l| l.split_once("//").map_or(l, |(code, _)| code))
+        .flat_map(|l| {
+            l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == '%'))
+                .filter(|w| !w.is_empty() && !w.starts_with('%') && !w.as_bytes()[0].is_ascii_digit())
+        })
+}
+
+/// The module's top-level items, in order; `None` where the text is not as LLVM writes it.
+fn items(ptx: &str) -> Option<Vec<Item<'_>>> {
+    let mut items = Vec::new();
+    let mut start: Option<usize> = None;
+    let mut depth = 0i64;
+    let mut offset = 0;
+    for line in ptx.split_inclusive('\n') {
+        let at = offset;
+        offset += line.len();
+        let code = line.split_once("//").map_or(line, |(c, _)| c).trim_end();
+        if start.is_none() {
+            if code.trim().is_empty() {
+                continue;
+            }
+            start = Some(at);
+        }
+        depth += code.matches('{').count() as i64 - code.matches('}').count() as i64;
+        if depth < 0 {
+            return None;
+        }
+        let first = ptx[start.unwrap()..].trim_start();
+        let one_line = [".version", ".target", ".address_size"]
+            .iter()
+            .any(|d| first.starts_with(d));
+        let ends = depth == 0 && (one_line || code.ends_with(';') || code.ends_with('}'));
+        if ends {
+            let s = start.take().unwrap();
+            items.push(item(ptx[s..offset].trim_end())?);
+        }
+    }
+    if start.is_some() || depth != 0 {
+        return None;
+    }
+    Some(items)
+}
+
+/// One item: its kind and the name it defines.
+fn item(text: &str) -> Option<Item<'_>> {
+    // Comment lines at its head belong to no definition.
+    let body = text
+        .lines()
+        .map(|l| l.split_once("//").map_or(l, |(c, _)| c))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let words: Vec<&str> = body.split_whitespace().collect();
+    let Some(&first) = words.first() else {
+        return Some(Item {
+            text,
+            kind: Kind::Header,
+            name: "",
+        });
+    };
+    let directives: Vec<&str> = words.iter().copied().take_while(|w| w.starts_with('.')).collect();
+    let has = |d: &str| directives.contains(&d);
+    if [".version", ".target", ".address_size"].contains(&first) {
+        return Some(Item {
+            text,
+            kind: Kind::Header,
+            name: "",
+        });
+    }
+    if has(".extern") {
+        return Some(Item {
+            text,
+            kind: Kind::Extern,
+            name: "",
+        });
+    }
+    let name_after = |d: &str| -> Option<&str> {
+        // The name follows the directive and an optional `(.param ...)` return list.
+        let at = text.find(d)? + d.len();
+        let mut rest = text[at..].trim_start();
+        if rest.starts_with('(') {
+            rest = rest[rest.find(')')? + 1..].trim_start();
+        }
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+            .unwrap_or(rest.len());
+        (end > 0).then(|| &rest[..end])
+    };
+    if has(".entry") {
+        return Some(Item {
+            text,
+            kind: Kind::Entry,
+            name: name_after(".entry")?,
+        });
+    }
+    if has(".func") {
+        let kind = if body.contains('{') {
+            Kind::Function
+        } else {
+            Kind::Prototype
+        };
+        return Some(Item {
+            text,
+            kind,
+            name: name_after(".func")?,
+        });
+    }
+    if has(".global") || has(".const") || has(".shared") {
+        // `.global .align 8 .b8 name[8] = {...};`: the name is the first word that is not a
+        // directive or a number.
+        let decl = body.split('=').next()?;
+        let name = decl
+            .split(|c: char| c.is_whitespace() || c == '[' || c == ';')
+            .find(|w| !w.is_empty() && !w.starts_with('.') && !w.as_bytes()[0].is_ascii_digit())?;
+        let start = text.find(name)?;
+        return Some(Item {
+            text,
+            kind: Kind::Variable(body.contains('=')),
+            name: &text[start..start + name.len()],
+        });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::per_kernel;
+
+    const PTX: &str = "//\n// Generated by LLVM NVPTX Back-End\n//\n\n.version 6.2\n.target sm_60\n\
+        .address_size 64\n\n\t// .globl\tone // -- Begin function one\n\
+        .extern .func  (.param .b32 func_retval0) vprintf\n(\n\t.param .b64 vprintf_param_0,\n\t.param .b64 vprintf_param_1\n)\n;\n\
+        .func helper\n(\n\t.param .b64 helper_param_0\n)\n;\n\
+        .global .align 8 .u64 anon_$_1[2] = {helper, 4};\n\
+        .global .align 1 .b8 TABLE[3] = {1, 2, 3};\n\
+        .visible .global .align 8 .b8 gpuio_context[8];\n\
+        .visible .global .align 8 .b8 gpuio_layout[8] = {7, 0, 0, 111, 77, 117, 112, 103};\n\
+        .visible .entry one(\n\t.param .u32 one_param_0\n)\n{\n\tmov.u64 %rd1, anon_$_1;\n\tret;\n}\n\
+        \t// -- End function\n\t// .globl\ttwo // -- Begin function two\n\
+        .visible .entry two()\n{\n\tmov.u64 %rd1, TABLE;\n\t{ // callseq 0\n\tcall.uni helper, (%rd1);\n\t} // callseq 0\n\tret;\n}\n\
+        .func helper(\n\t.param .b64 helper_param_0\n)\n{\n\tret;\n}\n";
+
+    #[test]
+    fn each_kernel_gets_what_it_reaches() {
+        let parts = per_kernel(PTX).expect("a module of two kernels is cut");
+        let names: Vec<&str> = parts.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["one", "two"]);
+        let (one, two) = (&parts[0].1, &parts[1].1);
+        for part in [one, two] {
+            assert!(
+                part.contains(".target sm_60") && part.contains(".extern .func"),
+                "{part}"
+            );
+            assert!(
+                part.contains("gpuio_context[8];") && part.contains("gpuio_layout[8] = "),
+                "{part}"
+            );
+        }
+        // `one` reaches `helper` through the vtable-like initializer, not `TABLE`.
+        assert!(
+            one.contains("anon_$_1[2]") && one.contains("{\n\tret;\n}") && !one.contains("TABLE"),
+            "{one}"
+        );
+        assert!(!one.contains("entry two"));
+        // `two` calls `helper` and reads `TABLE`, not `anon_$_1`.
+        assert!(
+            two.contains("TABLE[3]") && !two.contains("anon_$_1") && !two.contains("entry one"),
+            "{two}"
+        );
+        assert!(
+            two.contains(".func helper\n(") && two.contains(".func helper(\n"),
+            "prototype and body: {two}"
+        );
+    }
+
+    #[test]
+    fn a_static_two_kernels_share_keeps_the_module_whole() {
+        let shared = PTX
+            .replace(
+                ".global .align 1 .b8 TABLE[3] = {1, 2, 3};",
+                ".global .align 4 .b8 COUNT[4];",
+            )
+            .replace("mov.u64 %rd1, TABLE;", "mov.u64 %rd1, COUNT;")
+            .replace("mov.u64 %rd1, anon_$_1;", "mov.u64 %rd1, COUNT;");
+        assert!(per_kernel(&shared).is_none());
+        // Reached by one kernel alone, it stays that kernel's.
+        let alone = PTX
+            .replace(
+                ".global .align 1 .b8 TABLE[3] = {1, 2, 3};",
+                ".global .align 4 .b8 COUNT[4];",
+            )
+            .replace("mov.u64 %rd1, TABLE;", "mov.u64 %rd1, COUNT;");
+        assert!(per_kernel(&alone).is_some());
+    }
+
+    #[test]
+    fn one_kernel_or_unbalanced_text_is_not_cut() {
+        let one = PTX.split("\t// -- End function").next().unwrap().to_string() + "\t// -- End function\n";
+        assert!(per_kernel(&one).is_none());
+        assert!(per_kernel(&PTX.replace("\tret;\n}\n\t// -- End", "\tret;\n\t// -- End")).is_none());
+    }
+}
