@@ -315,7 +315,7 @@ fn describe(config: Config) -> String {
             k.scheduling(),
             match k.module().and_then(|m| m.jit_ms()) {
                 Some(ms) => format!(
-                    "; first module load {:.1} s (the driver's JIT: {:.1} s, summed over its threads)",
+                    "; first module load {:.1} s (the driver's JIT: {:.1} s)",
                     t0.elapsed().as_secs_f64(),
                     ms / 1000.0
                 ),

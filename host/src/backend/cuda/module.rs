@@ -1,11 +1,10 @@
 //! A PTX module loaded into the CUDA driver: how its PTX is compiled ([`Jit`]; a whole-program
-//! module as one program per kernel, side by side: `split.rs`), its kernels' parameters (read
-//! from the PTX, checked at launch), globals and launches.
+//! module as one program per kernel: `split.rs`), its kernels' parameters (read from the PTX,
+//! checked at launch), globals and launches.
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::driver::Cuda;
 use super::ffi::*;
@@ -22,8 +21,7 @@ pub struct Module {
     kernel_handle: HashMap<String, usize>,
     /// Unloaded on drop (false for a module the caller loaded: [`Module::borrow_raw`]).
     owned: bool,
-    /// The driver's compile time at load, in milliseconds (summed over the programs
-    /// compiled side by side).
+    /// The driver's compile time at load, in milliseconds (summed over its programs).
     jit_ms: Option<f32>,
     /// Each kernel's parameter sizes in bytes, from the PTX (`None` for a borrowed module).
     params: Option<std::collections::HashMap<String, Vec<usize>>>,
@@ -96,12 +94,12 @@ unsafe impl Sync for Module {}
 /// separately, it ran with independent thread scheduling on the H100.
 ///
 /// A module compiled whole is cut into one program per kernel (each with the functions and
-/// data it reaches), compiled on up to as many threads as the machine has, since the
-/// driver compiles one program on one thread and its time grows faster than its kernels:
-/// 35 kernels of gpuio's test module took over 12 minutes as one program, one of them
-/// alone 16 s (`ptxas -O3`, one core). Each thread's compile takes up to about 0.7 GiB of
-/// host memory. A module whose kernels share a `static` with no initial value (state
-/// they would each get a copy of) is compiled as one program.
+/// data it reaches), since a whole program's compile time grows faster than its kernels:
+/// gpuio's test module of 35 kernels, sm_60 PTX, took over 480 s to load as one program
+/// on an H100 (stopped there), 300 s as 35 (driver 580), and the driver's JIT cache then
+/// keeps each kernel's program apart, so an edit that leaves a kernel's program text
+/// unchanged does not compile it again. A module whose kernels share a `static` with no
+/// initial value (state they would each get a copy of) is compiled as one program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Jit {
     /// `cuModuleLoadDataEx`: one whole program.
@@ -143,7 +141,7 @@ impl Module {
                 (vec![handle], HashMap::new(), ms)
             }
             Some(parts) => {
-                let (handles, ms) = Module::compile_side_by_side(cuda, &parts)?;
+                let (handles, ms) = Module::compile_each(cuda, &parts)?;
                 let names = parts.into_iter().enumerate().map(|(i, (name, _))| (name, i));
                 (handles, names.collect(), ms)
             }
@@ -259,63 +257,33 @@ impl Module {
         Ok((handle, f32::from_bits(values[2] as usize as u32)))
     }
 
-    /// Compiles and loads each `(kernel, PTX)` program as a whole program, on up to as many
-    /// threads as the machine has; their handles in order and the summed compile time. On
-    /// an error the ones loaded are unloaded and the first error, naming its kernel, returned.
-    fn compile_side_by_side(cuda: &Arc<Cuda>, parts: &[(String, String)]) -> Result<(Vec<CuModule>, f32)> {
-        /// A module handle carried back from a compiling thread.
-        struct Loaded(CuModule, f32);
-        // SAFETY: module handles are context-wide, usable from any thread with the context bound.
-        unsafe impl Send for Loaded {}
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(parts.len());
-        let next = AtomicUsize::new(0);
-        let results: Mutex<Vec<Option<Result<Loaded>>>> = Mutex::new((0..parts.len()).map(|_| None).collect());
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| loop {
-                    // Relaxed: the counter only hands out indices; the results travel
-                    // through the mutex, and the scope's join orders them before the reads.
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((name, ptx)) = parts.get(i) else { break };
-                    let loaded = cuda
-                        .bind()
-                        .and_then(|()| Module::compile_one(cuda, ptx, Jit::Whole))
-                        .map(|(h, ms)| Loaded(h, ms))
-                        .map_err(|e| match e {
-                            Error::Cuda(mut why) => {
-                                why.message = format!("kernel {name}: {}", why.message);
-                                Error::Cuda(why)
-                            }
-                            other => other,
-                        });
-                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(loaded);
-                });
-            }
-        });
-        let mut handles = Vec::with_capacity(parts.len());
-        let (mut ms, mut first_error) = (0.0, None);
-        for r in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            match r {
-                Some(Ok(Loaded(h, t))) => {
-                    handles.push(h);
+    /// Compiles and loads each `(kernel, PTX)` program as a whole program, one after
+    /// another (the driver compiles one at a time: loaded from several threads, 35 programs
+    /// took 300 s of compiling in 300.7 s on an H100 with driver 580); their handles in
+    /// order and the summed compile time. On an error those loaded are unloaded and the
+    /// error, naming its kernel, returned.
+    fn compile_each(cuda: &Arc<Cuda>, parts: &[(String, String)]) -> Result<(Vec<CuModule>, f32)> {
+        let (mut handles, mut ms) = (Vec::with_capacity(parts.len()), 0.0);
+        for (name, ptx) in parts {
+            match Module::compile_one(cuda, ptx, Jit::Whole) {
+                Ok((handle, t)) => {
+                    handles.push(handle);
                     ms += t;
                 }
-                Some(Err(e)) => {
-                    first_error.get_or_insert(e);
-                }
-                None => {
-                    first_error.get_or_insert_with(|| Error::Config("a compiling thread stopped early".into()));
+                Err(e) => {
+                    for h in handles {
+                        // SAFETY: loaded above and never used: nothing of it runs.
+                        unsafe { (cuda.api.cuModuleUnload)(h) };
+                    }
+                    return Err(match e {
+                        Error::Cuda(mut why) => {
+                            why.message = format!("kernel {name}: {}", why.message);
+                            Error::Cuda(why)
+                        }
+                        other => other,
+                    });
                 }
             }
-        }
-        if let Some(e) = first_error {
-            for h in handles {
-                // SAFETY: loaded above and never used: nothing of it runs.
-                unsafe { (cuda.api.cuModuleUnload)(h) };
-            }
-            return Err(e);
         }
         Ok((handles, ms))
     }

@@ -1,11 +1,10 @@
-//! One PTX program per kernel, cut from a module's PTX, so that a module compiled as whole
-//! programs ([`Jit::Whole`](super::Jit::Whole)) compiles its kernels side by side.
+//! One PTX program per kernel, cut from a module's PTX, for a module compiled as whole
+//! programs ([`Jit::Whole`](super::Jit::Whole)).
 //!
-//! The driver compiles a whole-program module in one thread, and its time grows faster
-//! than the number of kernels: 35 kernels of gpuio's test module took over 12 minutes
-//! (`ptxas -arch=sm_90 -O3`, sm_60 PTX), while one of them alone, with the functions and
-//! data it reaches, took 16 s. Cut into one program per kernel, the parts compile on as
-//! many threads as the machine has.
+//! A whole program's compile time grows faster than its kernels: gpuio's test module of
+//! 35 kernels (sm_60 PTX) took over 12 minutes in `ptxas -arch=sm_90 -O3` on one core
+//! (stopped there), and one kernel of it alone, with the functions and data it reaches,
+//! 14-16 s. The driver compiles the parts one after another; its JIT cache keeps each.
 //!
 //! A part is the module's header, its `.extern` declarations, one `.entry`, and every
 //! function and global that entry reaches (through calls, or through a global's initializer
