@@ -117,6 +117,24 @@ kernel! {
     }
 }
 
+kernel! {
+    /// Prints `waiting t=<global thread index>`, waits until the `u32` at address `flag`
+    /// (device memory, or host memory the GPU can read) is not 0, then prints
+    /// `released t=<global thread index>`: a kernel that runs for as long as its host says
+    /// (tests/cudarc.rs hangs one on purpose, then releases it).
+    pub fn wait_for_flag(flag: u64) {
+        let t = global_thread_idx();
+        println!("waiting t={t}");
+        // SAFETY: the launch passes the address of a live, aligned u32 that only the host
+        // writes; an atomic load sees its write once it lands.
+        let flag = unsafe { &*(flag as *const core::sync::atomic::AtomicU32) };
+        while flag.load(core::sync::atomic::Ordering::Relaxed) == 0 {
+            core::hint::spin_loop();
+        }
+        println!("released t={t}");
+    }
+}
+
 /// The text of one [`stress`] line, without its newline.
 struct Padded {
     t: u64,

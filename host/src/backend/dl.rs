@@ -53,11 +53,11 @@ impl Drop for Library {
 /// }
 /// ```
 macro_rules! dl_api {
-    ($lib:literal, $doc:literal, $($name:ident: fn($($arg:ty),*) $(-> $ret:ty)?;)*) => {
+    ($lib:literal, $doc:literal, $($(#[$attr:meta])* $name:ident: fn($($arg:ty),*) $(-> $ret:ty)?;)*) => {
         #[doc = $doc]
         #[allow(non_snake_case)]
         pub(crate) struct Api {
-            $(pub(crate) $name: unsafe extern "C" fn($($arg),*) $(-> $ret)?,)*
+            $($(#[$attr])* pub(crate) $name: unsafe extern "C" fn($($arg),*) $(-> $ret)?,)*
         }
 
         impl Api {

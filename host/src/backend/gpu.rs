@@ -47,11 +47,12 @@ pub(crate) trait GpuBackend: Send + Sync {
     fn set_stack_size(&self, bytes: usize) -> Result<()>;
 
     /// Waits for every kernel (and copy) on the GPU: `wait` runs the watchdog's loop with
-    /// the "done?" question it is given (`cuStreamQuery` on CUDA's null stream, the
-    /// completion signal on HSA), which never blocks; then errors surface as
-    /// [`Error::Kernel`]. On [`Error::Hang`] nothing is released that a running kernel
-    /// may use.
-    fn synchronize_with(&self, wait: Wait<'_>) -> Result<()>;
+    /// the "done?" question it is given (`cuStreamQuery` on CUDA's null stream and the
+    /// context's other streams, the completion signal on HSA), which never blocks; then
+    /// errors surface as [`Error::Kernel`]. On [`Error::Hang`] nothing is released that a
+    /// running kernel may use. `only` (CUDA streams, as addresses) narrows the host's
+    /// streams waited for to those, besides gpuio's own.
+    fn synchronize_with(&self, wait: Wait<'_>, only: Option<&[usize]>) -> Result<()>;
 }
 
 /// A code object loaded on a GPU backend (or attached: loaded by the host program).

@@ -22,6 +22,8 @@ use crate::launch::LaunchConfig;
 use crate::shared::Shared;
 use crate::watchdog::HangPolicy;
 
+#[cfg(feature = "cudarc")]
+mod from_cudarc;
 pub mod module;
 pub mod synchronize;
 

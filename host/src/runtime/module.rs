@@ -321,7 +321,7 @@ impl Runtime {
 
     /// Points a loaded module's `gpuio_context` at this runtime's context, and keeps the
     /// first module as the one whose `gpuio_drain` kernel synchronize launches.
-    fn install(
+    pub(super) fn install(
         &self,
         gpu: &Gpu,
         module: Box<dyn LoadedModule>,

@@ -49,14 +49,20 @@ impl Runtime {
     /// the kernels stay launched, and the next call waits for them again. Without a
     /// timeout it waits for as long as it takes, saying so on stderr after 30 s.
     pub fn synchronize(&self) -> Result<()> {
-        let result = self.synchronize_kernels();
+        self.synchronize_only(None)
+    }
+
+    /// [`Runtime::synchronize`], waiting for the host's CUDA streams `only` (as addresses)
+    /// rather than all of the context's.
+    pub(crate) fn synchronize_only(&self, only: Option<&[usize]>) -> Result<()> {
+        let result = self.synchronize_kernels(only);
         // Whatever it found: the launches' strings and slices go once no kernel runs.
         self.release_staged();
         result
     }
 
     /// [`Runtime::synchronize`] without the release of launch arguments.
-    fn synchronize_kernels(&self) -> Result<()> {
+    fn synchronize_kernels(&self, only: Option<&[usize]>) -> Result<()> {
         super::outside_kernels("Runtime::synchronize")?;
         if let Some(gpu) = &self.gpu {
             gpu.usable()?;
@@ -80,7 +86,7 @@ impl Runtime {
         if let Some(gpu) = &self.gpu {
             // Claim the launches so far; a launch from now on activates the waker anew.
             if gpu.launched.swap(false, Ordering::AcqRel) {
-                match self.synchronize_gpu(gpu) {
+                match self.synchronize_gpu(gpu, only) {
                     Ok(()) => self.waker.deactivate(),
                     Err(e @ Error::Hang(_)) => {
                         // Still launched. If a launch meanwhile found `launched` clear, it
@@ -150,26 +156,28 @@ impl Runtime {
 
     /// GPU backends: waits for the kernels, launches the drain kernel (unless one was
     /// launched after the latest kernel already), and waits for it.
-    fn synchronize_gpu(&self, gpu: &Gpu) -> Result<()> {
+    fn synchronize_gpu(&self, gpu: &Gpu, only: Option<&[usize]>) -> Result<()> {
         let phase = if gpu.drained.load(Ordering::Acquire) {
             Waiting::GpuDrain
         } else {
             Waiting::GpuKernels
         };
-        self.wait_gpu(gpu, phase)?;
+        self.wait_gpu(gpu, phase, only)?;
         if !gpu.drained.swap(true, Ordering::AcqRel) {
             let drain = gpu.drain.lock().unwrap_or_else(|e| e.into_inner());
             let m = drain.as_ref().expect("a kernel was launched, so a module is loaded");
             m.launch("gpuio_drain", crate::LaunchConfig::linear(1, 1), &[])?;
             drop(drain);
-            self.wait_gpu(gpu, Waiting::GpuDrain)?;
+            self.wait_gpu(gpu, Waiting::GpuDrain, only)?;
         }
         Ok(())
     }
 
-    fn wait_gpu(&self, gpu: &Gpu, waiting: Waiting) -> Result<()> {
-        gpu.device
-            .synchronize_with(&mut |idle| self.wait(GPU_PACING, idle, std::thread::sleep, waiting))?;
+    fn wait_gpu(&self, gpu: &Gpu, waiting: Waiting, only: Option<&[usize]>) -> Result<()> {
+        gpu.device.synchronize_with(
+            &mut |idle| self.wait(GPU_PACING, idle, std::thread::sleep, waiting),
+            only,
+        )?;
         // The host's HIP launches run on HIP's queues, which the HSA backend's signal does
         // not count.
         #[cfg(feature = "hip")]

@@ -2,7 +2,7 @@
 //! copies and waiting for the GPU.
 
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use super::ffi::*;
 use crate::backend::dl::Library;
@@ -18,6 +18,12 @@ pub struct Cuda {
     name: String,
     /// `domain:bus:device.function`, lower case, as sysfs names PCI devices.
     pci_bus_id: Option<String>,
+    /// This `Cuda` itself, for the thread that waits in `cuCtxSynchronize` ([`Cuda::context_idle`]).
+    this: Weak<Cuda>,
+    /// That thread's answer (`None` until it returns, then the driver's code), and whether
+    /// it was asked during the current wait (a thread from a wait that gave up, started
+    /// before later launches, cannot answer for them).
+    context_wait: Mutex<Option<(Arc<Mutex<Option<CuResult>>>, bool)>>,
     _lib: Library,
 }
 
@@ -54,6 +60,8 @@ impl Cuda {
             context: std::ptr::null_mut(),
             name: String::new(),
             pci_bus_id: None,
+            this: Weak::new(),
+            context_wait: Mutex::new(None),
             _lib: lib,
         };
         // SAFETY: a documented call, no pointers.
@@ -100,7 +108,10 @@ impl Cuda {
             }
         }
         cuda.bind().map_err(|e| e.to_string())?;
-        Ok(Arc::new(cuda))
+        Ok(Arc::new_cyclic(|this| {
+            cuda.this = this.clone();
+            cuda
+        }))
     }
 
     /// The device's name.
@@ -266,6 +277,37 @@ impl Cuda {
         }
     }
 
+    /// Whether `stream` (a `CUstream` of this context, as an address) has finished its work.
+    fn stream_idle(&self, stream: usize) -> Result<bool> {
+        self.bind()?;
+        // SAFETY: the caller's stream, live while it is waited for (`Runtime::synchronize_streams`).
+        match unsafe { (self.api.cuStreamQuery)(stream as *mut c_void) } {
+            0 => Ok(true),
+            CUDA_ERROR_NOT_READY => Ok(false),
+            rc => Err(Error::Kernel(self.kernel_error(rc))),
+        }
+    }
+
+    /// The primary context this `Cuda` uses, as an address (to compare with another
+    /// library's: cudarc's `CudaContext::cu_ctx`).
+    #[cfg(feature = "cudarc")]
+    pub(crate) fn context_address(&self) -> usize {
+        self.context as usize
+    }
+
+    /// The module a kernel function belongs to (`cuFuncGetModule`).
+    #[cfg(feature = "cudarc")]
+    pub(crate) fn module_of(&self, function: *mut c_void) -> Result<*mut c_void> {
+        self.bind()?;
+        let mut module = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; the caller's function handle.
+        self.check(
+            unsafe { (self.api.cuFuncGetModule)(&mut module, function) },
+            "cuFuncGetModule",
+        )?;
+        Ok(module)
+    }
+
     /// Why a kernel failed, from the driver's error code.
     fn kernel_error(&self, rc: CuResult) -> String {
         let name = self.error_name(rc);
@@ -278,8 +320,61 @@ impl Cuda {
         }
     }
 
+    /// Whether every stream of the context has finished its work (errors surface as
+    /// `Err`), asked without blocking. The driver has no such question for a context's
+    /// streams (a non-blocking stream of the host program's, cudarc's for one, is not
+    /// ordered with the null stream), so a thread of its own waits in `cuCtxSynchronize`
+    /// and this looks at whether it returned. Where a kernel hangs, that thread waits on
+    /// (holding this `Cuda`), and the next call looks at the same one.
+    fn context_idle(&self) -> Result<bool> {
+        let mut slot = self.context_wait.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((answer, false)) = slot.as_ref() {
+            // An earlier wait's thread: once it has returned, ask anew.
+            if answer.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+                *slot = None;
+            } else {
+                return Ok(false);
+            }
+        }
+        let answer = match slot.as_ref() {
+            Some((answer, _)) => answer.clone(),
+            None => {
+                let answer = Arc::new(Mutex::new(None));
+                let Some(me) = self.this.upgrade() else {
+                    // Not opened through `open_device` (a test's `Cuda`): wait here.
+                    self.synchronize()?;
+                    return Ok(true);
+                };
+                let theirs = answer.clone();
+                std::thread::Builder::new()
+                    .name("gpuio-cuda-sync".into())
+                    .spawn(move || {
+                        let rc = me.bind().map_or(CUDA_ERROR_INVALID_CONTEXT, |()| {
+                            // SAFETY: no arguments; the context is current on this thread.
+                            unsafe { (me.api.cuCtxSynchronize)() }
+                        });
+                        *theirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(rc);
+                    })
+                    .map_err(|e| Error::Config(format!("starting a thread to wait for the GPU: {e}")))?;
+                *slot = Some((answer.clone(), true));
+                answer
+            }
+        };
+        let rc = *answer.lock().unwrap_or_else(|e| e.into_inner());
+        match rc {
+            None => Ok(false),
+            Some(rc) => {
+                *slot = None;
+                match rc {
+                    0 => Ok(true),
+                    rc => Err(Error::Kernel(self.kernel_error(rc))),
+                }
+            }
+        }
+    }
+
     /// Waits for all work on the context (`cuCtxSynchronize`), for as long as it takes. The
-    /// runtime's synchronize polls the null stream (`cuStreamQuery`) first, under its hang watchdog.
+    /// runtime's synchronize asks [`Cuda::context_idle`] instead, under its hang watchdog.
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
         // SAFETY: no arguments.
@@ -343,10 +438,25 @@ impl GpuBackend for Cuda {
         Cuda::set_stack_size(self, bytes)
     }
 
-    fn synchronize_with(&self, wait: Wait<'_>) -> Result<()> {
-        wait(&mut || self.idle())?;
-        // Returns at once for gpuio's launches (all on the null stream, now idle); it also
-        // waits for work the host put on streams of its own.
-        self.synchronize()
+    fn synchronize_with(&self, wait: Wait<'_>, only: Option<&[usize]>) -> Result<()> {
+        // gpuio's launches are on the null stream; the host's own streams (cudarc's
+        // non-blocking ones among them) are waited for too, under the same watchdog: all
+        // of them, or those named.
+        match only {
+            None => {
+                // A thread still waiting from an earlier wait answers for the work before
+                // it only.
+                if let Some((_, current)) = self.context_wait.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                    *current = false;
+                }
+                wait(&mut || Ok(self.idle()? && self.context_idle()?))
+            }
+            Some(streams) => wait(&mut || {
+                Ok(self.idle()?
+                    && streams
+                        .iter()
+                        .try_fold(true, |all, &s| Ok(all && self.stream_idle(s)?))?)
+            }),
+        }
     }
 }

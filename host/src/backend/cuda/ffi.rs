@@ -12,6 +12,7 @@ pub(super) type CuFunction = *mut c_void;
 /// A device address.
 pub type CuDevicePtr = u64;
 
+pub(super) const CUDA_ERROR_INVALID_CONTEXT: CuResult = 201;
 pub(super) const CUDA_ERROR_NOT_READY: CuResult = 600;
 pub(super) const CU_MEMHOSTREGISTER_PORTABLE: u32 = 1;
 pub(super) const CU_MEMHOSTREGISTER_DEVICEMAP: u32 = 2;
@@ -54,6 +55,8 @@ dl_api! {
     cuLinkDestroy: fn(*mut c_void) -> CuResult;
     cuModuleUnload: fn(CuModule) -> CuResult;
     cuModuleGetFunction: fn(*mut CuFunction, CuModule, *const c_char) -> CuResult;
+    #[cfg_attr(not(feature = "cudarc"), allow(dead_code))]
+    cuFuncGetModule: fn(*mut CuModule, CuFunction) -> CuResult;
     cuModuleGetGlobal_v2: fn(*mut CuDevicePtr, *mut usize, CuModule, *const c_char) -> CuResult;
     cuMemAlloc_v2: fn(*mut CuDevicePtr, usize) -> CuResult;
     cuMemFree_v2: fn(CuDevicePtr) -> CuResult;

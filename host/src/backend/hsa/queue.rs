@@ -217,7 +217,7 @@ impl GpuBackend for Hsa {
         Ok(())
     }
 
-    fn synchronize_with(&self, wait: Wait<'_>) -> Result<()> {
+    fn synchronize_with(&self, wait: Wait<'_>, _only: Option<&[usize]>) -> Result<()> {
         self.synchronize_until(|| wait(&mut || self.idle()))
     }
 }
