@@ -12,10 +12,15 @@ use std::time::Duration;
 use cudarc::driver::{CudaContext, DevicePtr, LaunchConfig, PushKernelArg};
 use gpuio::{Backend, Error, Runtime};
 
+#[allow(dead_code)]
+mod common;
+
+const TEST: &str = "cudarc_launches_print_and_a_hang_on_its_stream_is_reported";
+
 #[test]
 fn cudarc_launches_print_and_a_hang_on_its_stream_is_reported() {
     let Some((_, ptx)) = gpuio_kernels_gpu::NVPTX.iter().find(|(arch, _)| *arch == "sm_90") else {
-        println!("SKIPPED cudarc: no sm_90 PTX was built (GPUIO_GPU_TARGETS=sm_90)");
+        common::skip(TEST, "no sm_90 PTX was built (GPUIO_GPU_TARGETS=sm_90 builds it)");
         return;
     };
     let out = tempfile("cudarc-out");
@@ -28,7 +33,7 @@ fn cudarc_launches_print_and_a_hang_on_its_stream_is_reported() {
     {
         Ok(rt) => rt,
         Err(Error::BackendUnavailable { reason, .. }) => {
-            println!("SKIPPED cudarc: no CUDA GPU ({reason})");
+            common::skip(TEST, &format!("no CUDA GPU ({reason})"));
             return;
         }
         Err(e) => panic!("runtime: {e}"),
@@ -72,7 +77,6 @@ fn cudarc_launches_print_and_a_hang_on_its_stream_is_reported() {
         block_dim: (32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let addr = addr as u64;
     // SAFETY: `wait_for_flag` takes one u64, the address of a live u32.
     unsafe { stream.launch_builder(&wait).arg(&addr).launch(one) }.expect("launch wait_for_flag");
     for (what, result) in [

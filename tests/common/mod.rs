@@ -150,10 +150,6 @@ macro_rules! over_submissions {
     };
 }
 
-/// Reports that `test` cannot run here, and why; the caller returns right after. libtest
-/// would count the test as passed and hide what it prints, so the line goes to stderr as
-/// `SKIPPED <binary>::<test>: <reason>` and, if `GPUIO_SKIP_LOG` names a file, is appended
-/// to it without the `SKIPPED ` (`.ci/run` counts and lists them at the end).
 /// Whether this build made the GPU code at `paths` (files `gpuio_kernels_gpu` names): where
 /// this machine built no GPU targets (`GPUIO_GPU_TARGETS`, linker/src/kernels.rs), says
 /// the test skipped, visibly, and returns false.
@@ -168,6 +164,10 @@ pub fn gpu_code_built(test: &str, paths: &[&str]) -> bool {
     built
 }
 
+/// Reports that `test` cannot run here, and why; the caller returns right after. libtest
+/// would count the test as passed and hide what it prints, so the line goes to stderr as
+/// `SKIPPED <binary>::<test>: <reason>` and, if `GPUIO_SKIP_LOG` names a file, is appended
+/// to it without the `SKIPPED ` (`.ci/run` counts and lists them at the end).
 pub fn skip(test: &str, reason: &str) {
     let line = format!(
         "{}::{test}: {}",

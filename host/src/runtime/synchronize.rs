@@ -42,7 +42,9 @@ impl Runtime {
     /// Waits until every kernel finished and every request they submitted completed
     /// (invariant 8), then reports failed kernels, requests the kernel refused
     /// ([`Error::Refused`]), and failed fire-and-forget prints since the last report
-    /// (invariant 7), in that order; what is not reported now is at the next call.
+    /// (invariant 7), in that order; what is not reported now is at the next call. On CUDA
+    /// it waits for every stream of the context, the host program's own (cudarc's) too;
+    /// `synchronize_streams` (the `cudarc` feature) waits for those named.
     ///
     /// No silent hang (invariant 11): if nothing moves for the hang timeout
     /// ([`Builder::hang_timeout`](crate::Builder::hang_timeout)), it returns [`Error::Hang`], naming what is outstanding;

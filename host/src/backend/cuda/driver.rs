@@ -9,6 +9,9 @@ use crate::backend::dl::Library;
 use crate::backend::gpu::{GpuBackend, Wait};
 use crate::error::{DriverError, Error, Result};
 
+/// Where the thread waiting in `cuCtxSynchronize` leaves the driver's code once it returns.
+type ContextAnswer = Arc<Mutex<Option<CuResult>>>;
+
 /// The CUDA driver with one device's primary context, made current on the calling thread
 /// by every call that needs it.
 pub struct Cuda {
@@ -23,7 +26,7 @@ pub struct Cuda {
     /// That thread's answer (`None` until it returns, then the driver's code), and whether
     /// it was asked during the current wait (a thread from a wait that gave up, started
     /// before later launches, cannot answer for them).
-    context_wait: Mutex<Option<(Arc<Mutex<Option<CuResult>>>, bool)>>,
+    context_wait: Mutex<Option<(ContextAnswer, bool)>>,
     _lib: Library,
 }
 
@@ -300,8 +303,8 @@ impl Cuda {
     pub(crate) fn module_of(&self, function: *mut c_void) -> Result<*mut c_void> {
         self.bind()?;
         let mut module = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer; the caller's function handle.
         self.check(
+            // SAFETY: a valid out-pointer; the caller's function handle.
             unsafe { (self.api.cuFuncGetModule)(&mut module, function) },
             "cuFuncGetModule",
         )?;
@@ -374,7 +377,7 @@ impl Cuda {
     }
 
     /// Waits for all work on the context (`cuCtxSynchronize`), for as long as it takes. The
-    /// runtime's synchronize asks [`Cuda::context_idle`] instead, under its hang watchdog.
+    /// runtime's synchronize asks whether it has (`context_idle`) instead, under its hang watchdog.
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
         // SAFETY: no arguments.
