@@ -443,6 +443,7 @@ impl Builder {
             device,
             drain: Mutex::new(None),
             launched: AtomicBool::new(false),
+            external: AtomicBool::new(false),
             drained: AtomicBool::new(true),
             fault: Mutex::new(None),
             #[cfg(feature = "hip")]

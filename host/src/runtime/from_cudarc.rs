@@ -26,7 +26,15 @@ struct Attached {
 
 impl LoadedModule for Attached {
     fn launch(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
-        self.module.launch_with(name, cfg, args)
+        // gpuio does not know the parameters of a module it did not load, so it cannot
+        // check a launch's arguments; cudarc's launch is where they are the caller's.
+        // gpuio's own drain kernel takes none.
+        if name == "gpuio_drain" && args.is_empty() {
+            return self.module.launch_with(name, cfg, args);
+        }
+        Err(Error::Config(format!(
+            "kernel {name}: a module attached from cudarc is launched with cudarc              (stream.launch_builder), after Runtime::prepare_external_launch; gpuio cannot              check its parameters"
+        )))
     }
 
     fn global(&self, name: &str) -> Result<(u64, usize)> {
@@ -50,8 +58,9 @@ impl Runtime {
     /// The module must come from gpuio's device crate (kernels built with `gpuio-linker`),
     /// loaded by cudarc in the primary context of this runtime's GPU (cudarc's
     /// `CudaContext::new(ordinal)` with [`Builder::gpu(ordinal)`](crate::Builder::gpu));
-    /// the module stays loaded while the runtime holds it. Only in builds with the
-    /// `cudarc` feature.
+    /// the module stays loaded while the runtime holds it. Its kernels are launched with
+    /// cudarc: the returned handle's `launch` refuses them, since gpuio does not know
+    /// their parameters. Only in builds with the `cudarc` feature.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -78,7 +87,7 @@ impl Runtime {
         // SAFETY: the handle is the module of a live cudarc function, which `Attached`
         // keeps (and with it cudarc's module) for as long as the runtime holds the module.
         let module = unsafe { cuda::Module::borrow_raw(c, handle) };
-        if let Err(e) = module.global("gpuio_layout") {
+        if let Err(e) = module.global_copies("gpuio_layout") {
             return Err(Error::Config(format!(
                 "the cudarc function's module has no `gpuio_layout` in this runtime's context ({e}): \
                  build its kernels with gpuio's device crate (gpuio-linker), and load them with \
@@ -95,7 +104,9 @@ impl Runtime {
     /// As [`Runtime::synchronize`], waiting, besides gpuio's own launches, for the work on
     /// `streams` (cudarc streams of this runtime's context) rather than on every stream of
     /// the context: work on other streams may still run when it returns. Under the same
-    /// hang watchdog. Only in builds with the `cudarc` feature.
+    /// hang watchdog. Like `synchronize`, it waits only where a launch was announced
+    /// ([`Runtime::prepare_external_launch`] before each of cudarc's launches): without
+    /// that, it returns at once. Only in builds with the `cudarc` feature.
     pub fn synchronize_streams(&self, streams: &[&Arc<CudaStream>]) -> Result<()> {
         let (_, c) = self.cuda_gpu("cudarc streams are waited for on the CUDA backend; ")?;
         for s in streams {

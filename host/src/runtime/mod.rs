@@ -82,6 +82,10 @@ pub(crate) struct Gpu {
     pub(crate) drain: Mutex<Option<Arc<dyn LoadedModule>>>,
     /// Kernels launched and not yet synchronized (set: the waker was activated once).
     pub(crate) launched: AtomicBool,
+    /// The host program launched kernels itself (`prepare_external_launch`), maybe on
+    /// streams of its own, since the last synchronize that waited them out: on CUDA the
+    /// next one waits for every stream of the context, not only gpuio's.
+    pub(crate) external: AtomicBool,
     /// The drain kernel has been launched after every kernel launched so far: a
     /// synchronize that gave up after launching it waits for it next time, without a
     /// second one.

@@ -311,8 +311,10 @@ impl Runtime {
         if !gpu.launched.load(Ordering::Acquire) {
             self.rebase_positions()?;
         }
-        // Before `launched`: a synchronize that claims this launch drains it.
+        // Before `launched`: a synchronize that claims this launch drains it, and waits for
+        // the host's streams.
         gpu.drained.store(false, Ordering::Release);
+        gpu.external.store(true, Ordering::Release);
         if !gpu.launched.swap(true, Ordering::AcqRel) {
             self.waker.activate();
         }
@@ -333,7 +335,12 @@ impl Runtime {
         };
         // A code object built against another version of the device crate would read the
         // context at the wrong offsets: refuse it.
-        let (layout_at, size) = module.global("gpuio_layout").map_err(|e| {
+        // Every copy holds the same constant (a module compiled as one program per kernel
+        // has one per kernel): the first one says it.
+        let first = module
+            .global_copies("gpuio_layout")
+            .map(|mut copies| copies.swap_remove(0));
+        let (layout_at, size) = first.map_err(|e| {
             Error::Config(format!(
                 "the code object has no `gpuio_layout` ({e}): it was not built with gpuio's device \
                  crate, or with a version older than this runtime"

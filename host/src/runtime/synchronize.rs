@@ -42,9 +42,11 @@ impl Runtime {
     /// Waits until every kernel finished and every request they submitted completed
     /// (invariant 8), then reports failed kernels, requests the kernel refused
     /// ([`Error::Refused`]), and failed fire-and-forget prints since the last report
-    /// (invariant 7), in that order; what is not reported now is at the next call. On CUDA
-    /// it waits for every stream of the context, the host program's own (cudarc's) too;
-    /// `synchronize_streams` (the `cudarc` feature) waits for those named.
+    /// (invariant 7), in that order; what is not reported now is at the next call. On CUDA,
+    /// once the host program announced launches of its own
+    /// ([`Runtime::prepare_external_launch`]), it waits for every stream of the context
+    /// (cudarc's too), else for gpuio's launches; `synchronize_streams` (the `cudarc`
+    /// feature) waits for the streams named.
     ///
     /// No silent hang (invariant 11): if nothing moves for the hang timeout
     /// ([`Builder::hang_timeout`](crate::Builder::hang_timeout)), it returns [`Error::Hang`], naming what is outstanding;
@@ -159,6 +161,20 @@ impl Runtime {
     /// GPU backends: waits for the kernels, launches the drain kernel (unless one was
     /// launched after the latest kernel already), and waits for it.
     fn synchronize_gpu(&self, gpu: &Gpu, only: Option<&[usize]>) -> Result<()> {
+        // gpuio's own launches are all on the null stream: the host's streams are waited
+        // for (all of them, unless named) only after it launched kernels itself. Claimed
+        // here (a launch announced meanwhile sets it again), given back if this wait fails.
+        let external = gpu.external.swap(false, Ordering::AcqRel);
+        let only = only.or(if external { None } else { Some(&[]) });
+        let waited = self.wait_gpu_and_drain(gpu, only);
+        if external && waited.is_err() {
+            gpu.external.store(true, Ordering::Release);
+        }
+        waited
+    }
+
+    /// [`Runtime::synchronize_gpu`]'s waits: for the kernels, then for the drain kernel.
+    fn wait_gpu_and_drain(&self, gpu: &Gpu, only: Option<&[usize]>) -> Result<()> {
         let phase = if gpu.drained.load(Ordering::Acquire) {
             Waiting::GpuDrain
         } else {

@@ -135,6 +135,15 @@ impl Module {
             Jit::Whole => super::split::per_kernel(ptx),
             Jit::Separate => None,
         };
+        if jit == Jit::Whole && parts.is_none() && ptx.matches(".entry ").count() > 1 {
+            crate::notice::say_once(
+                crate::notice::Level::Info,
+                "gpuio: a module of several kernels is compiled as one whole program (its kernels \
+                 share a static with no initial value, or its PTX has directives gpuio does not cut, \
+                 such as debug info): its first load can take minutes; the driver's JIT cache keeps \
+                 the result",
+            );
+        }
         let (handles, kernel_handle, jit_ms) = match parts {
             None => {
                 let (handle, ms) = Module::compile_one(cuda, ptx, jit)?;
@@ -312,15 +321,25 @@ impl Module {
         }
     }
 
-    /// The address and size of a global variable. (In a module compiled as one program per
-    /// kernel, each program that uses a global has its own copy: this is the first one's.)
+    /// The address and size of a global variable. In a module compiled as one program per
+    /// kernel ([`Jit::Whole`]), each program that uses a global has its own copy: where
+    /// there are several, this is an error that says so (a write to one copy would reach
+    /// one kernel only).
     pub fn global(&self, name: &str) -> Result<(CuDevicePtr, usize)> {
         let mut copies = self.global_copies(name)?;
+        if copies.len() > 1 {
+            return Err(Error::Config(format!(
+                "global {name}: this module was compiled as one program per kernel (compiled \
+                 whole: GPUIO_JIT=whole, or the lockstep build), and {} of its kernels have a \
+                 copy of it each; load it with GPUIO_JIT=separate to have one",
+                copies.len()
+            )));
+        }
         Ok(copies.swap_remove(0))
     }
 
     /// Every copy of a global variable: one per program that has it.
-    fn global_copies(&self, name: &str) -> Result<Vec<(CuDevicePtr, usize)>> {
+    pub(crate) fn global_copies(&self, name: &str) -> Result<Vec<(CuDevicePtr, usize)>> {
         self.cuda.bind()?;
         let cname = CString::new(name).map_err(|_| Error::Config(format!("bad symbol name {name:?}")))?;
         let mut copies = Vec::new();

@@ -10,9 +10,13 @@
 //! function and global that entry reaches (through calls, or through a global's initializer
 //! such as a vtable), in the module's order, plus `gpuio_context` and `gpuio_layout`, which
 //! the host writes and checks in every part. The cut is refused (`None`: the module is
-//! compiled whole) where it would change what a program means: a global that more than
-//! one part reaches and that has no initializer (a `static` the kernels share, which would
-//! become one per kernel), or text this reader does not follow.
+//! compiled whole) where it would change what a program means: a global outside shared
+//! memory that more than one part reaches and that has no initializer (a `static` the
+//! kernels share, which would become one per kernel), or text this reader does not follow
+//! (debug info's `.file`, `.loc`, `.section`). A global with an initializer is taken for a
+//! constant, as every one in gpuio's modules is (`core`'s tables, vtables, strings): a
+//! `static` with a nonzero initial value that several kernels write gets a copy per kernel,
+//! which USAGE.md says.
 
 use std::collections::{HashMap, HashSet};
 
@@ -93,10 +97,11 @@ pub(crate) fn per_kernel(ptx: &str) -> Option<Vec<(String, String)>> {
         parts.push((items[e].name.to_string(), text));
     }
     // A variable with no initializer that two parts reach is state they share: cut, each
-    // part would have its own.
+    // part would have its own. (`.shared` memory is each block's, copied or not.)
     let shared_state = items.iter().any(|item| {
         item.kind == Kind::Variable(false)
             && !HOST_GLOBALS.contains(&item.name)
+            && !item.text.split_whitespace().any(|w| w == ".shared")
             && reached_by.get(item.name).is_some_and(|&n| n > 1)
     });
     (!shared_state).then_some(parts)
@@ -288,6 +293,9 @@ mod tests {
             .replace("mov.u64 %rd1, TABLE;", "mov.u64 %rd1, COUNT;")
             .replace("mov.u64 %rd1, anon_$_1;", "mov.u64 %rd1, COUNT;");
         assert!(per_kernel(&shared).is_none());
+        // Shared memory is each block's: copies change nothing.
+        let block = shared.replace(".global .align 4 .b8 COUNT[4];", ".shared .align 4 .b8 COUNT[4];");
+        assert!(per_kernel(&block).is_some());
         // Reached by one kernel alone, it stays that kernel's.
         let alone = PTX
             .replace(
@@ -303,5 +311,7 @@ mod tests {
         let one = PTX.split("\t// -- End function").next().unwrap().to_string() + "\t// -- End function\n";
         assert!(per_kernel(&one).is_none());
         assert!(per_kernel(&PTX.replace("\tret;\n}\n\t// -- End", "\tret;\n\t// -- End")).is_none());
+        // Debug info (`.file`, `.loc`, `.section`) is not followed: the module stays whole.
+        assert!(per_kernel(&PTX.replace(".address_size 64\n", ".address_size 64\n.file 1 \"src/lib.rs\"\n")).is_none());
     }
 }
