@@ -45,8 +45,9 @@ use crate::context::STREAMS;
 /// plain numbers (which the host's typed launch copies where the kernel reads them): the
 /// types of [`param::Param`](crate::param::Param), which says how each travels. Their
 /// lifetimes are the launch's: a kernel cannot keep a `&str` beyond it, unless it declares
-/// the parameter `&'static str`, which it must not (the copy goes at the synchronize). The
-/// parameters are plain names (`n: u32`, not `mut n` or `_`), and each kernel is `pub fn`.
+/// the parameter `&'static str`, which it must not (the copy goes at the synchronize). A
+/// parameter is a name, `mut` and a name, or `_` (`n: u32`, `mut n: u32`, `_: f32`), and each
+/// kernel is `pub fn`.
 /// The crate using it needs no unstable feature of its own: the `gpu-kernel` ABI is allowed
 /// inside this macro.
 ///
@@ -69,6 +70,16 @@ use crate::context::STREAMS;
 /// add(v.as_mut_ptr(), 4, 0.5); // on the host, outside a runtime: thread 0 only
 /// assert_eq!(v, [1.5, 1.0, 1.0, 1.0]);
 /// assert_eq!(add.name(), "add");
+///
+/// gpuio_device::kernel! {
+///     /// Counts down from `n`, ignoring its second parameter.
+///     pub fn countdown(mut n: u32, _: f32) {
+///         while n > 0 {
+///             n -= 1;
+///         }
+///     }
+/// }
+/// countdown(3, 0.0);
 /// ```
 #[macro_export]
 #[cfg_attr(
@@ -76,34 +87,46 @@ use crate::context::STREAMS;
     allow_internal_unstable(abi_gpu_kernel)
 )]
 macro_rules! kernel {
-    ($($(#[$attr:meta])* pub fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block)*) => {
+    ($($(#[$attr:meta])* pub fn $name:ident($($params:tt)*) $body:block)*) => {
         $(
-            $(#[$attr])*
-            #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
-            #[no_mangle]
-            pub extern "gpu-kernel" fn $name($($arg: <$ty as $crate::param::Param>::Raw),*) {
-                // The body in a function of its own: the lifetimes of its `&str` and `&[T]`
-                // parameters are then the call's, not any the body might ask for.
-                fn $name($($arg: $ty),*) $body
-                // SAFETY: the host's launch passed each parameter as `Param` says.
-                $name($(unsafe { <$ty as $crate::param::Param>::from_raw($arg) }),*)
-            }
-
-            $(#[$attr])*
-            #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-            #[allow(non_upper_case_globals)]
-            pub const $name: $crate::Kernel<fn($(<$ty as $crate::param::Param>::Raw),*)> = {
-                // The function lives inside the constant's initializer so that both can bear
-                // the kernel's name. It takes the parameters as they travel, as the GPU entry
-                // point does, and runs the body as that does.
-                fn $name($($arg: <$ty as $crate::param::Param>::Raw),*) {
-                    fn $name($($arg: $ty),*) $body
-                    // SAFETY: as on the GPU: the typed launch staged each parameter.
-                    $name($(unsafe { <$ty as $crate::param::Param>::from_raw($arg) }),*)
-                }
-                $crate::Kernel::new(::core::stringify!($name), $name)
-            };
+            $crate::kernel!(@params [$(#[$attr])*] $name [] ($($params)*) $body);
         )*
+    };
+    // The parameters, one at a time: each gets a name of its own for the entry point
+    // (`raw`, distinct in each step of this recursion, macro hygiene), and keeps its pattern
+    // (`n`, `mut n`, `_`) for the body's function.
+    (@params $attrs:tt $name:ident [$($done:tt)*] (mut $arg:ident : $ty:ty $(, $($rest:tt)*)?) $body:block) => {
+        $crate::kernel!(@params $attrs $name [$($done)* (raw, mut $arg, $ty)] ($($($rest)*)?) $body);
+    };
+    (@params $attrs:tt $name:ident [$($done:tt)*] ($arg:tt : $ty:ty $(, $($rest:tt)*)?) $body:block) => {
+        $crate::kernel!(@params $attrs $name [$($done)* (raw, $arg, $ty)] ($($($rest)*)?) $body);
+    };
+    (@params [$($attr:tt)*] $name:ident [$(($raw:ident, $arg:pat_param, $ty:ty))*] () $body:block) => {
+        $($attr)*
+        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+        #[no_mangle]
+        pub extern "gpu-kernel" fn $name($($raw: <$ty as $crate::param::Param>::Raw),*) {
+            // The body in a function of its own: the lifetimes of its `&str` and `&[T]`
+            // parameters are then the call's, not any the body might ask for.
+            fn $name($($arg: $ty),*) $body
+            // SAFETY: the host's launch passed each parameter as `Param` says.
+            $name($(unsafe { <$ty as $crate::param::Param>::from_raw($raw) }),*)
+        }
+
+        $($attr)*
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        #[allow(non_upper_case_globals)]
+        pub const $name: $crate::Kernel<fn($(<$ty as $crate::param::Param>::Raw),*)> = {
+            // The function lives inside the constant's initializer so that both can bear
+            // the kernel's name. It takes the parameters as they travel, as the GPU entry
+            // point does, and runs the body as that does.
+            fn $name($($raw: <$ty as $crate::param::Param>::Raw),*) {
+                fn $name($($arg: $ty),*) $body
+                // SAFETY: as on the GPU: the typed launch staged each parameter.
+                $name($(unsafe { <$ty as $crate::param::Param>::from_raw($raw) }),*)
+            }
+            $crate::Kernel::new(::core::stringify!($name), $name)
+        };
     };
 }
 
