@@ -13,6 +13,7 @@ pub(super) type CuFunction = *mut c_void;
 pub type CuDevicePtr = u64;
 
 pub(super) const CUDA_ERROR_INVALID_CONTEXT: CuResult = 201;
+pub(super) const CUDA_ERROR_NOT_FOUND: CuResult = 500;
 pub(super) const CUDA_ERROR_NOT_READY: CuResult = 600;
 pub(super) const CU_MEMHOSTREGISTER_PORTABLE: u32 = 1;
 pub(super) const CU_MEMHOSTREGISTER_DEVICEMAP: u32 = 2;

@@ -348,9 +348,11 @@ impl Module {
             let (mut d, mut n) = (0, 0);
             // SAFETY: valid out-pointers and a loaded module.
             let rc = unsafe { (self.cuda.api.cuModuleGetGlobal_v2)(&mut d, &mut n, handle, cname.as_ptr()) };
-            match self.cuda.check(rc, &format!("cuModuleGetGlobal({name})")) {
-                Ok(()) => copies.push((d, n)),
-                Err(e) => missing = Err(e),
+            match (rc, self.cuda.check(rc, &format!("cuModuleGetGlobal({name})"))) {
+                (_, Ok(())) => copies.push((d, n)),
+                // A program of a cut module that does not use the global has none.
+                (CUDA_ERROR_NOT_FOUND, Err(e)) => missing = Err(e),
+                (_, Err(e)) => return Err(e),
             }
         }
         match (copies.is_empty(), missing) {
