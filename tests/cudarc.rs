@@ -6,7 +6,6 @@
 //!
 //! cargo test --release --features cudarc --test cudarc -- --nocapture
 
-use std::io::Read;
 use std::time::Duration;
 
 use cudarc::driver::{CudaContext, DevicePtr, LaunchConfig, PushKernelArg};
@@ -23,7 +22,7 @@ fn cudarc_launches_print_and_a_hang_on_its_stream_is_reported() {
         common::skip(TEST, "no sm_90 PTX was built (GPUIO_GPU_TARGETS=sm_90 builds it)");
         return;
     };
-    let out = tempfile("cudarc-out");
+    let (out, out_path) = common::temp_file("cudarc-out");
     let rt = match Runtime::builder()
         .backend(Backend::Cuda)
         .gpu(0)
@@ -58,7 +57,7 @@ fn cudarc_launches_print_and_a_hang_on_its_stream_is_reported() {
     // SAFETY: `hello` takes no parameters.
     unsafe { stream.launch_builder(&hello).launch(cfg) }.expect("launch hello");
     rt.synchronize_streams(&[&stream]).expect("synchronize the stream");
-    let text = read_all(&out);
+    let text = std::fs::read_to_string(&out_path).expect("the output file");
     for t in 0..256 {
         assert!(
             text.contains(&format!("hello from thread {t} of 256\n")),
@@ -93,7 +92,7 @@ fn cudarc_launches_print_and_a_hang_on_its_stream_is_reported() {
     side.memcpy_htod(&[1u32], &mut flag).expect("release the flag");
     side.synchronize().expect("the release landed");
     rt.synchronize_streams(&[&stream]).expect("waited out once released");
-    let text = read_all(&out);
+    let text = std::fs::read_to_string(&out_path).expect("the output file");
     for t in 0..32 {
         assert!(
             text.contains(&format!("waiting t={t}\n")) && text.contains(&format!("released t={t}\n")),
@@ -101,25 +100,4 @@ fn cudarc_launches_print_and_a_hang_on_its_stream_is_reported() {
         );
     }
     println!("cudarc: the hung kernel's 32 lanes released, 64 lines out");
-}
-
-fn tempfile(name: &str) -> std::fs::File {
-    let path = std::env::temp_dir().join(format!("gpuio-{name}-{}", std::process::id()));
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .expect("temp file");
-    let _ = std::fs::remove_file(&path);
-    f
-}
-
-fn read_all(f: &std::fs::File) -> String {
-    let mut s = String::new();
-    let mut r = f;
-    std::io::Seek::seek(&mut r, std::io::SeekFrom::Start(0)).expect("seek");
-    r.read_to_string(&mut s).expect("read");
-    s
 }

@@ -11,10 +11,9 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaStream};
 
 use super::module::GpuModule;
-use super::{Gpu, Runtime};
-use crate::backend::cuda::{self, Cuda};
+use super::Runtime;
+use crate::backend::cuda;
 use crate::backend::gpu::{Arg, LoadedModule};
-use crate::backend::Device;
 use crate::error::{Error, Result};
 
 /// A module cudarc loaded, borrowed: the function handle keeps cudarc's module loaded for
@@ -33,7 +32,9 @@ impl LoadedModule for Attached {
             return self.module.launch_with(name, cfg, args);
         }
         Err(Error::Config(format!(
-            "kernel {name}: a module attached from cudarc is launched with cudarc              (stream.launch_builder), after Runtime::prepare_external_launch; gpuio cannot              check its parameters"
+            "kernel {name}: a module attached from cudarc is launched with cudarc \
+             (stream.launch_builder), after Runtime::prepare_external_launch; gpuio cannot \
+             check its parameters"
         )))
     }
 
@@ -120,21 +121,5 @@ impl Runtime {
         }
         let only: Vec<usize> = streams.iter().map(|s| s.cu_stream() as usize).collect();
         self.synchronize_only(Some(&only))
-    }
-
-    /// The runtime's GPU and its driver, where it runs on CUDA; else why not.
-    fn cuda_gpu(&self, why: &str) -> Result<(&Gpu, &Arc<Cuda>)> {
-        match self.gpu.as_ref() {
-            Some(
-                gpu @ Gpu {
-                    device: Device::Cuda(c),
-                    ..
-                },
-            ) => Ok((gpu, c)),
-            _ => Err(Error::BackendUnavailable {
-                backend: "cuda",
-                reason: format!("{why}this runtime runs on the {} backend", self.backend.name()),
-            }),
-        }
     }
 }

@@ -219,6 +219,24 @@ impl Runtime {
         self.install(gpu, Box::new(exe), Some(Scheduling::Lockstep))
     }
 
+    /// The GPU and its CUDA driver, for attaching modules the host loaded itself; on another
+    /// backend, `BackendUnavailable` whose reason is `why` followed by the backend this
+    /// runtime runs on.
+    pub(super) fn cuda_gpu(&self, why: &str) -> Result<(&Gpu, &Arc<Cuda>)> {
+        match self.gpu.as_ref() {
+            Some(
+                gpu @ Gpu {
+                    device: Device::Cuda(c),
+                    ..
+                },
+            ) => Ok((gpu, c)),
+            _ => Err(Error::BackendUnavailable {
+                backend: "cuda",
+                reason: format!("{why}this runtime runs on the {} backend", self.backend.name()),
+            }),
+        }
+    }
+
     /// The GPU and its HSA runtime, for attaching code objects the host loaded itself; on
     /// another backend, `BackendUnavailable` whose reason is `why` followed by the backend
     /// this runtime runs on.
@@ -247,18 +265,7 @@ impl Runtime {
     /// ([`Builder::gpu`](crate::Builder::gpu); the context this runtime uses), and stays
     /// loaded until this runtime is dropped.
     pub unsafe fn attach_cuda_module(&self, cu_module: *mut std::ffi::c_void) -> Result<GpuModule<'_>> {
-        let Some(
-            gpu @ Gpu {
-                device: Device::Cuda(c),
-                ..
-            },
-        ) = self.gpu.as_ref()
-        else {
-            return Err(Error::BackendUnavailable {
-                backend: "cuda",
-                reason: format!("this runtime runs on the {} backend", self.backend.name()),
-            });
-        };
+        let (gpu, c) = self.cuda_gpu("")?;
         // SAFETY: the caller's contract.
         let module = unsafe { cuda::Module::borrow_raw(c, cu_module) };
         self.install(gpu, Box::new(module), None)

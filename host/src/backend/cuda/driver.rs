@@ -271,19 +271,16 @@ impl Cuda {
     /// blocks: the runtime's synchronize polls it (`cuStreamQuery` on the null stream)
     /// under its hang watchdog.
     fn idle(&self) -> Result<bool> {
-        self.bind()?;
-        // SAFETY: the null stream is always valid.
-        match unsafe { (self.api.cuStreamQuery)(std::ptr::null_mut()) } {
-            0 => Ok(true),
-            CUDA_ERROR_NOT_READY => Ok(false),
-            rc => Err(Error::Kernel(self.kernel_error(rc))),
-        }
+        // The null stream's address is 0.
+        self.stream_idle(0)
     }
 
-    /// Whether `stream` (a `CUstream` of this context, as an address) has finished its work.
+    /// Whether `stream` (a `CUstream` of this context, as an address; 0, the null stream)
+    /// has finished its work.
     fn stream_idle(&self, stream: usize) -> Result<bool> {
         self.bind()?;
-        // SAFETY: the caller's stream, live while it is waited for (`Runtime::synchronize_streams`).
+        // SAFETY: the null stream is always valid; another is the caller's, live while it is
+        // waited for (`Runtime::synchronize_streams`).
         match unsafe { (self.api.cuStreamQuery)(stream as *mut c_void) } {
             0 => Ok(true),
             CUDA_ERROR_NOT_READY => Ok(false),

@@ -164,6 +164,7 @@ impl Module {
             params: Some(ptx_entry_params(ptx)),
         })
     }
+
     /// Compiles and loads one PTX program as `jit` says; its handle and the driver's
     /// compile time in milliseconds. The calling thread has the context bound.
     fn compile_one(cuda: &Arc<Cuda>, ptx: &str, jit: Jit) -> Result<(CuModule, f32)> {

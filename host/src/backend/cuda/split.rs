@@ -23,6 +23,9 @@ use std::collections::{HashMap, HashSet};
 /// The two globals the host writes and reads in every part.
 const HOST_GLOBALS: [&str; 2] = ["gpuio_context", "gpuio_layout"];
 
+/// The directives of the module's header, each a line of its own without a `;`.
+const HEADER: [&str; 3] = [".version", ".target", ".address_size"];
+
 /// What a top-level item of PTX text is.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
@@ -61,24 +64,39 @@ pub(crate) fn per_kernel(ptx: &str) -> Option<Vec<(String, String)>> {
     if entries.len() < 2 {
         return None;
     }
+    // The definitions each item's body or initializer names, read once for every entry's
+    // walk (other kernels are never reached: a kernel is not called).
+    let refers: Vec<Vec<usize>> = items
+        .iter()
+        .map(|item| {
+            let mut to: Vec<usize> = identifiers(item.text)
+                .filter_map(|w| defined.get(w))
+                .flatten()
+                .copied()
+                .filter(|&d| items[d].kind != Kind::Entry)
+                .collect();
+            to.sort_unstable();
+            to.dedup();
+            to
+        })
+        .collect();
     let mut parts = Vec::with_capacity(entries.len());
     let mut reached_by: HashMap<&str, usize> = HashMap::new();
     for &e in &entries {
-        // The names the entry reaches, through the bodies and initializers it reaches.
-        let mut seen: HashSet<&str> = HashSet::new();
-        let mut todo = vec![items[e].name];
-        todo.extend(HOST_GLOBALS.iter().filter(|g| defined.contains_key(*g)));
-        while let Some(name) = todo.pop() {
-            if !seen.insert(name) {
-                continue;
-            }
-            for &d in defined.get(name).into_iter().flatten() {
-                if items[d].kind == Kind::Entry && d != e {
-                    continue;
-                }
-                todo.extend(identifiers(items[d].text).filter(|w| defined.contains_key(w) && !seen.contains(w)));
+        // The definitions the entry reaches, through the bodies and initializers it reaches.
+        let mut reached = vec![false; items.len()];
+        let mut todo = vec![e];
+        todo.extend(HOST_GLOBALS.iter().filter_map(|g| defined.get(g)).flatten());
+        while let Some(i) = todo.pop() {
+            if !std::mem::replace(&mut reached[i], true) {
+                todo.extend(refers[i].iter().filter(|&&d| !reached[d]));
             }
         }
+        // By name, so that a function's prototype goes with its body.
+        let seen: HashSet<&str> = (0..items.len())
+            .filter(|&i| reached[i])
+            .map(|i| items[i].name)
+            .collect();
         for &name in &seen {
             *reached_by.entry(name).or_default() += 1;
         }
@@ -107,14 +125,17 @@ pub(crate) fn per_kernel(ptx: &str) -> Option<Vec<(String, String)>> {
     (!shared_state).then_some(parts)
 }
 
+/// `line` without its comment.
+fn code(line: &str) -> &str {
+    line.split_once("//").map_or(line, |(code, _)| code)
+}
+
 /// The words of `text` that can name a symbol, comments left out.
 fn identifiers(text: &str) -> impl Iterator<Item = &str> {
-    text.lines()
-        .map(|l| l.split_once("//").map_or(l, |(code, _)| code))
-        .flat_map(|l| {
-            l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == '%'))
-                .filter(|w| !w.is_empty() && !w.starts_with('%') && !w.as_bytes()[0].is_ascii_digit())
-        })
+    text.lines().map(code).flat_map(|l| {
+        l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == '%'))
+            .filter(|w| !w.is_empty() && !w.starts_with('%') && !w.as_bytes()[0].is_ascii_digit())
+    })
 }
 
 /// The module's top-level items, in order; `None` where the text is not as LLVM writes it.
@@ -126,7 +147,7 @@ fn items(ptx: &str) -> Option<Vec<Item<'_>>> {
     for line in ptx.split_inclusive('\n') {
         let at = offset;
         offset += line.len();
-        let code = line.split_once("//").map_or(line, |(c, _)| c).trim_end();
+        let code = code(line).trim_end();
         if start.is_none() {
             if code.trim().is_empty() {
                 continue;
@@ -138,9 +159,7 @@ fn items(ptx: &str) -> Option<Vec<Item<'_>>> {
             return None;
         }
         let first = ptx[start.unwrap()..].trim_start();
-        let one_line = [".version", ".target", ".address_size"]
-            .iter()
-            .any(|d| first.starts_with(d));
+        let one_line = HEADER.iter().any(|d| first.starts_with(d));
         let ends = depth == 0 && (one_line || code.ends_with(';') || code.ends_with('}'));
         if ends {
             let s = start.take().unwrap();
@@ -155,23 +174,14 @@ fn items(ptx: &str) -> Option<Vec<Item<'_>>> {
 
 /// One item: its kind and the name it defines.
 fn item(text: &str) -> Option<Item<'_>> {
-    // Comment lines at its head belong to no definition.
-    let body = text
-        .lines()
-        .map(|l| l.split_once("//").map_or(l, |(c, _)| c))
-        .collect::<Vec<_>>()
-        .join("\n");
+    // Comment lines at its head belong to no definition. (`items` starts an item at a line
+    // with code, so there is a first word.)
+    let body = text.lines().map(code).collect::<Vec<_>>().join("\n");
     let words: Vec<&str> = body.split_whitespace().collect();
-    let Some(&first) = words.first() else {
-        return Some(Item {
-            text,
-            kind: Kind::Header,
-            name: "",
-        });
-    };
+    let &first = words.first()?;
     let directives: Vec<&str> = words.iter().copied().take_while(|w| w.starts_with('.')).collect();
     let has = |d: &str| directives.contains(&d);
-    if [".version", ".target", ".address_size"].contains(&first) {
+    if HEADER.contains(&first) {
         return Some(Item {
             text,
             kind: Kind::Header,
