@@ -36,7 +36,7 @@
 //!   page-aligned offsets of the same page-cached file (`pread_random`, the access pattern
 //!   of BaM and GIDS), into their own 4 KiB slot of device memory (staged), each read timed
 //!   on the GPU's clock; each thread's last read is checked against the file. Against it,
-//!   a fio-like loop on host io_uring: `--rings` threads (default 4), each with its own
+//!   a fio-like loop on host io_uring: as many threads as the runtime has rings, each with its own
 //!   SQPOLL ring (raw `io_uring_setup`/`io_uring_enter`), together keeping as many 4 KiB
 //!   reads in flight as there are GPU threads (the same total queue depth), for the same
 //!   total number of reads; each read timed from submission to completion, and its first
@@ -59,7 +59,8 @@
 //!   device copy), the most any writer could get there; where the 2x target asks more of the file
 //!   than that, its verdict says so.
 //!
-//! `--rings N` (default 4) gives the gpuio runtime N rings (`Builder::rings`: a block's
+//! `--rings N` (default: as many as the runtime takes when not told, `Builder::rings`)
+//! gives the gpuio runtime N rings (`Builder::rings`: a block's
 //! requests go to ring `block_idx % N`) of `--sq-entries` SQEs (default 256, the
 //! runtime's), and the host's random-read loop as many rings; the
 //! machine line says which CPUs the runtime's SQPOLL threads were bound to. After the
@@ -79,7 +80,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use gpuio::cuda::Cuda;
 use gpuio::{Arg, Backend, Error, GpuModule, Kernel, Runtime, Sandbox};
@@ -117,8 +118,10 @@ struct Config {
     /// 4 KiB reads per GPU thread in the random-read case.
     rand_reads: u64,
     /// io_uring rings (one SQPOLL thread each): the runtime's (`Builder::rings`), and the
-    /// host's random-read loop's.
+    /// host's random-read loop's. Without `--rings`, the runtime's own choice.
     rings: u32,
+    /// `--rings` was given (otherwise the runtime chose `rings`).
+    rings_named: bool,
     /// SQ entries of each of the runtime's rings (`Builder::sq_entries`; the CQ gets twice
     /// as many, and the completion slots a CQ's worth per ring).
     sq_entries: u32,
@@ -771,6 +774,25 @@ fn threads_named(prefix: &str) -> Vec<(u64, String)> {
         .collect()
 }
 
+/// How many SQPOLL threads this process has, and the CPU time they ran together during
+/// `window` of quiet, measured after twice `SQ_IDLE_MS` (the time an SQPOLL thread spins
+/// on an empty ring before it sleeps), from each thread's `/proc/self/task/TID/schedstat`
+/// (time on a CPU, ns). What the runtime's rings cost while nothing asks anything of them.
+fn sqpoll_cpu_while_idle(window: Duration) -> (usize, Duration) {
+    let on_cpu = |tid: u64| {
+        std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    std::thread::sleep(Duration::from_millis(2 * SQ_IDLE_MS as u64));
+    let threads: Vec<u64> = threads_named("iou-sqp").into_iter().map(|(tid, _)| tid).collect();
+    let before: u64 = threads.iter().map(|&t| on_cpu(t)).sum();
+    std::thread::sleep(window);
+    let after: u64 = threads.iter().map(|&t| on_cpu(t)).sum();
+    (threads.len(), Duration::from_nanos(after.saturating_sub(before)))
+}
+
 /// SQPOLL idle time of the host rings, as the gpuio runtime's default.
 const SQ_IDLE_MS: u32 = 50;
 
@@ -959,7 +981,7 @@ fn main() {
     );
     let gpu_present = Cuda::open().is_ok();
     let mib = |n: usize| n << 20;
-    let cfg = Config {
+    let mut cfg = Config {
         size: mib(CLI
             .opt(&args, "--size-mib")
             .unwrap_or(if gpu_present { 1024 } else { 64 })),
@@ -974,7 +996,8 @@ fn main() {
         host_threads: CLI.opt(&args, "--host-threads").unwrap_or(4),
         rand_threads: CLI.opt(&args, "--rand-threads").unwrap_or(4096),
         rand_reads: CLI.opt(&args, "--rand-reads").unwrap_or(64),
-        rings: CLI.opt(&args, "--rings").unwrap_or(4),
+        rings: CLI.opt(&args, "--rings").unwrap_or(1),
+        rings_named: CLI.opt::<u32>(&args, "--rings").is_some(),
         sq_entries: CLI.opt(&args, "--sq-entries").unwrap_or(256),
         solo_on_tail: match CLI.opt::<String>(&args, "--solo-wait").as_deref() {
             None | Some("result") => false,
@@ -996,9 +1019,11 @@ fn main() {
         CLI.fail("--rings must not exceed --rand-threads (the total queue depth)");
     }
     let backend = if gpu_present { Backend::Cuda } else { Backend::Cpu };
-    let rt = match Runtime::builder()
-        .backend(backend)
-        .rings(cfg.rings)
+    let mut builder = Runtime::builder().backend(backend);
+    if cfg.rings_named {
+        builder = builder.rings(cfg.rings);
+    }
+    let rt = match builder
         .sq_entries(cfg.sq_entries)
         .sandbox(Sandbox::FileIo)
         .arena_bytes(cfg.arena)
@@ -1010,6 +1035,11 @@ fn main() {
         Err(e @ Error::Config(_)) => CLI.fail(&e.to_string()),
         Err(e) => panic!("runtime: {e}"),
     };
+    cfg.rings = rt.stats().rings;
+    if cfg.rings > cfg.rand_threads {
+        CLI.fail("--rand-threads must be at least the runtime's rings (the total queue depth)");
+    }
+    let cfg = cfg;
     let module = gpu_present.then(|| rt.load_matching(NVPTX).expect("load PTX"));
     let cuda = module.as_ref().and_then(|m| m.cuda().cloned());
     let g = Gpu { module, cuda };
@@ -1030,8 +1060,9 @@ fn main() {
         cpu_list(rt.sqpoll_cpus())
     );
     println!(
-        "settings: {} ring(s) of {} SQEs | file {} MiB in {} | GPU threads {} x chunk {} KiB | arena {} MiB in {} KiB blocks | host pinned buffer {} KiB, host xN {} threads | {} reps",
+        "settings: {} ring(s){} of {} SQEs | file {} MiB in {} | GPU threads {} x chunk {} KiB | arena {} MiB in {} KiB blocks | host pinned buffer {} KiB, host xN {} threads | {} reps",
         cfg.rings,
+        if cfg.rings_named { "" } else { " (the runtime's default)" },
         cfg.sq_entries,
         cfg.size >> 20,
         cfg.dir.display(),
@@ -1796,6 +1827,13 @@ fn main() {
     println!(
         "bytes staged {} / direct {}; stray completions {}",
         stats.staged_bytes, stats.direct_bytes, stats.stray_completions
+    );
+    let (threads, idle) = sqpoll_cpu_while_idle(Duration::from_secs(1));
+    println!(
+        "idle cost: the runtime's {threads} SQPOLL thread(s) ran {:.2} ms on a CPU in 1 s with no requests ({} ring(s), {:.3}% of one core)",
+        idle.as_secs_f64() * 1e3,
+        cfg.rings,
+        idle.as_secs_f64() * 100.0
     );
     if failed {
         println!("FAILED: see stderr");

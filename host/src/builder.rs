@@ -59,7 +59,7 @@ pub struct Builder {
     hang_timeout: Option<Option<Duration>>,
     /// Tests: when the default (no timeout) warns: first, then every.
     hang_warnings: Option<(Duration, Duration)>,
-    /// `None`: `GPUIO_RINGS`, else 1.
+    /// `None`: `GPUIO_RINGS`, else chosen from the machine (`affinity::default_rings`).
     rings: Option<u32>,
     sqpoll_cpus: Option<Vec<u32>>,
     /// `None`: `GPUIO_GPU`, else the first GPU.
@@ -185,9 +185,12 @@ impl Builder {
     }
 
     /// How many io_uring rings the runtime spreads device requests over (1 to 8; otherwise
-    /// `GPUIO_RINGS`, otherwise 1). Each ring has its own SQPOLL thread, which does the
+    /// `GPUIO_RINGS`; otherwise, on a GPU, one per four free physical cores near it, 1 to 4,
+    /// and 1 on the CPU backend). Each ring has its own SQPOLL thread, which does the
     /// copies between the page cache and the buffers itself: with one ring, one kernel
-    /// thread carries all file I/O. A block's requests go to ring `block_rank() % rings` (`block_idx` in 1-D); all
+    /// thread carries all file I/O, at about one host thread's rate. An extra ring's
+    /// thread spins a core only while its ring has work and for
+    /// [`sq_thread_idle_ms`](Builder::sq_thread_idle_ms) after. A block's requests go to ring `block_rank() % rings` (`block_idx` in 1-D); all
     /// prints go through ring 0, so every guarantee of print order holds as with one.
     /// With several rings the SQPOLL threads are bound to CPUs near the GPU, one per core
     /// (see [`Builder::sqpoll_cpus`]).
@@ -543,19 +546,20 @@ impl Builder {
         Ok([stdout, stderr])
     }
 
-    /// The rings: how many (the builder's, else `GPUIO_RINGS`, else 1), their SQPOLL
+    /// The rings: how many (the builder's, else `GPUIO_RINGS`, else from the machine), their SQPOLL
     /// threads' CPUs, io_uring's or the fallback's, and the solo ring; each made on a thread
     /// confined to the file root, if any (landlock.rs). Disabled under a sandbox, which
     /// `share` sets up.
     fn open_rings(&self, device: Option<&Device>) -> Result<OpenRings> {
+        let pci_bus_id = device.and_then(|d| d.pci_bus_id());
         let rings = match self.rings {
             Some(n) => n,
-            None => crate::settings::number("GPUIO_RINGS")?.unwrap_or(1),
+            None => crate::settings::number("GPUIO_RINGS")?
+                .unwrap_or_else(|| affinity::default_rings(device.is_some(), pci_bus_id) as u32),
         };
         if !(1..=MAX_RINGS as u32).contains(&rings) {
             return Err(Error::Config(format!("rings must be 1 to {MAX_RINGS}, not {rings}")));
         }
-        let pci_bus_id = device.and_then(|d| d.pci_bus_id());
         let (mut sqpoll_cpus, named, mut sqpoll_claim) = affinity::choose(
             rings as usize,
             self.sqpoll_cpus.as_deref(),

@@ -185,7 +185,8 @@ typedef struct gpuio_runtime_options {
      *  every 5 minutes (GPUIO_QUIET silences these warnings). */
     uint64_t hang_timeout_ms;
     /** io_uring rings, each with its own SQPOLL thread, 1 to 8; 0: default (the
-     *  GPUIO_RINGS environment variable, else 1). A block's device requests go to ring
+     *  GPUIO_RINGS environment variable, else on a GPU one per four free cores near it,
+     *  1 to 4, and 1 on the CPU backend). A block's device requests go to ring
      *  block_idx % rings; prints all go through ring 0. With several, the SQPOLL threads
      *  are bound to CPUs near the GPU (GPUIO_SQPOLL_CPUS, a list such as 2-5, chooses). */
     uint32_t rings;

@@ -67,7 +67,8 @@ pub struct gpuio_runtime_options {
     /// Milliseconds without progress after which synchronize gives up; 0: default
     /// (`GPUIO_HANG_TIMEOUT`, else none).
     pub hang_timeout_ms: u64,
-    /// io_uring rings; 0: default (`GPUIO_RINGS`, else 1).
+    /// io_uring rings; 0: default (`GPUIO_RINGS`, else on a GPU one per four free cores
+    /// near it, 1 to 4, and 1 on the CPU backend).
     pub rings: u32,
     /// Must be 0 (no padding at the end: see `gpuio.h`).
     pub reserved: u32,

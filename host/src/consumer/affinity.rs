@@ -9,6 +9,7 @@
 //! The choice, ring `i` on `cpus[i]`:
 //! - [`Builder::sqpoll_cpus`](crate::Builder::sqpoll_cpus), else `GPUIO_SQPOLL_CPUS` (a
 //!   CPU list as sysfs writes them, `2-5` or `8,10,12,14`): one CPU per ring, as given.
+//! - How many rings, where nobody says: [`default_rings`].
 //! - Otherwise one ring, and any number on the CPU backend (whose kernel threads are the
 //!   application's own, on any core), are left unbound, as io_uring leaves them: the
 //!   scheduler places them.
@@ -78,12 +79,7 @@ pub(crate) fn choose(
     if rings == 1 || !gpu {
         return Ok((vec![None; rings], false, Claim::default()));
     }
-    let allowed = allowed_cpus();
-    let near = pci_bus_id
-        .and_then(|bus| read_cpu_list(&Path::new("/sys/bus/pci/devices").join(bus).join("local_cpulist")))
-        .map(|near| allowed.iter().copied().filter(|c| near.contains(c)).collect::<Vec<_>>())
-        .filter(|near| !near.is_empty())
-        .unwrap_or(allowed);
+    let near = near_cpus(pci_bus_id);
     // Choosing and claiming under one lock: two runtimes built at once get distinct cores.
     let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
     let cpus = pick_unclaimed(rings, &near, &claimed, core_of);
@@ -92,15 +88,65 @@ pub(crate) fn choose(
     Ok((cpus, false, Claim(mine)))
 }
 
-/// [`pick`] among the cores of `candidates` that hold none of the `claimed` CPUs.
-fn pick_unclaimed(rings: usize, candidates: &[u32], claimed: &[u32], core: impl Fn(u32) -> String) -> Vec<Option<u32>> {
+/// The most rings a runtime on a GPU gets when nobody says how many ([`default_rings`]).
+pub(crate) const DEFAULT_MAX_RINGS: usize = 4;
+
+/// How many rings a runtime gets when neither the builder nor `GPUIO_RINGS` says: on a
+/// GPU, one per four physical cores near it that this process may use and no other live
+/// runtime of the process holds, from 1 to [`DEFAULT_MAX_RINGS`]; on the CPU backend 1.
+///
+/// Why: one ring's SQPOLL thread copies file data at about one host thread's rate, so a
+/// single ring makes a GPU's bulk `pread` no faster than a host thread doing it. Four
+/// rings on 16 cores leave three quarters of them to the application. What an extra ring
+/// costs: its SQPOLL thread spins a core while its ring has work and for
+/// `sq_thread_idle_ms` (50 ms) after, then sleeps; prints use ring 0 alone, so a kernel
+/// that only prints wakes none of the others. On the CPU backend the kernel's threads are
+/// the application's, competing for the same cores as the SQPOLL threads.
+pub(crate) fn default_rings(gpu: bool, pci_bus_id: Option<&str>) -> usize {
+    if !gpu {
+        return 1;
+    }
+    let claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    rings_for_cores(cores(&unclaimed(&near_cpus(pci_bus_id), &claimed, core_of), core_of))
+}
+
+/// One ring per four cores, 1 to [`DEFAULT_MAX_RINGS`].
+fn rings_for_cores(cores: usize) -> usize {
+    (cores / 4).clamp(1, DEFAULT_MAX_RINGS)
+}
+
+/// The CPUs near the GPU on PCI bus `pci_bus_id` (sysfs' `local_cpulist`) that this process
+/// may run on; every CPU it may run on where sysfs does not say.
+fn near_cpus(pci_bus_id: Option<&str>) -> Vec<u32> {
+    let allowed = allowed_cpus();
+    pci_bus_id
+        .and_then(|bus| read_cpu_list(&Path::new("/sys/bus/pci/devices").join(bus).join("local_cpulist")))
+        .map(|near| allowed.iter().copied().filter(|c| near.contains(c)).collect::<Vec<_>>())
+        .filter(|near| !near.is_empty())
+        .unwrap_or(allowed)
+}
+
+/// The CPUs of `candidates` whose cores hold none of the `claimed` CPUs.
+fn unclaimed(candidates: &[u32], claimed: &[u32], core: impl Fn(u32) -> String) -> Vec<u32> {
     let taken: Vec<String> = claimed.iter().map(|&c| core(c)).collect();
-    let free: Vec<u32> = candidates
+    candidates
         .iter()
         .copied()
         .filter(|&c| !taken.contains(&core(c)))
-        .collect();
-    pick(rings, &free, core)
+        .collect()
+}
+
+/// How many physical cores `cpus` span.
+fn cores(cpus: &[u32], core: impl Fn(u32) -> String) -> usize {
+    let mut seen: Vec<String> = cpus.iter().map(|&c| core(c)).collect();
+    seen.sort();
+    seen.dedup();
+    seen.len()
+}
+
+/// [`pick`] among the cores of `candidates` that hold none of the `claimed` CPUs.
+fn pick_unclaimed(rings: usize, candidates: &[u32], claimed: &[u32], core: impl Fn(u32) -> String) -> Vec<Option<u32>> {
+    pick(rings, &unclaimed(candidates, claimed, &core), core)
 }
 
 /// One CPU per core for each of `rings` rings, from the end of `candidates`, or all
@@ -223,6 +269,23 @@ mod tests {
         assert_eq!(pick_unclaimed(2, &all, &[7], ht), [Some(14), Some(13)]);
         // Too few cores left (3 free for 3 rings): unbound, never doubled up.
         assert_eq!(pick_unclaimed(3, &all, &[15, 14, 13, 12, 11], ht), [None; 3]);
+    }
+
+    #[test]
+    fn unnamed_ring_counts_follow_the_free_cores() {
+        assert_eq!(
+            [0, 3, 4, 7, 8, 15, 16, 64].map(rings_for_cores),
+            [1, 1, 1, 1, 2, 3, 4, 4]
+        );
+        // 16 CPUs in hyperthread pairs are 8 cores: 2 rings; 6 of them claimed leave 1.
+        let ht = |c: u32| (c % 8).to_string();
+        let all: Vec<u32> = (0..16).collect();
+        assert_eq!(cores(&all, ht), 8);
+        assert_eq!(cores(&unclaimed(&all, &[15, 14, 13, 12, 11, 10], ht), ht), 2);
+        // The CPU backend: one, whatever the machine.
+        assert_eq!(default_rings(false, None), 1);
+        let n = default_rings(true, None);
+        assert!((1..=DEFAULT_MAX_RINGS).contains(&n), "{n}");
     }
 
     #[test]
