@@ -61,8 +61,8 @@
 //!
 //! `--rings N` (default: as many as the runtime takes when not told, `Builder::rings`)
 //! gives the gpuio runtime N rings (`Builder::rings`: a block's
-//! requests go to ring `block_idx % N`) of `--sq-entries` SQEs (default 256, the
-//! runtime's), and the host's random-read loop as many rings; the
+//! requests go to ring `block_idx % N`) of `--sq-entries` SQEs (default: the
+//! runtime's, `Builder::sq_entries`), and the host's random-read loop as many rings; the
 //! machine line says which CPUs the runtime's SQPOLL threads were bound to. After the
 //! throughput table come the targets for several rings: pread into device memory
 //! at least 2.5x host x1 and 1.0x host xN, pwrite at least 2x host x1, `MET` or `NOT MET`.
@@ -998,7 +998,7 @@ fn main() {
         rand_reads: CLI.opt(&args, "--rand-reads").unwrap_or(64),
         rings: CLI.opt(&args, "--rings").unwrap_or(1),
         rings_named: CLI.opt::<u32>(&args, "--rings").is_some(),
-        sq_entries: CLI.opt(&args, "--sq-entries").unwrap_or(256),
+        sq_entries: CLI.opt(&args, "--sq-entries").unwrap_or(0),
         solo_on_tail: match CLI.opt::<String>(&args, "--solo-wait").as_deref() {
             None | Some("result") => false,
             Some("tail") => true,
@@ -1023,8 +1023,10 @@ fn main() {
     if cfg.rings_named {
         builder = builder.rings(cfg.rings);
     }
+    if cfg.sq_entries != 0 {
+        builder = builder.sq_entries(cfg.sq_entries);
+    }
     let rt = match builder
-        .sq_entries(cfg.sq_entries)
         .sandbox(Sandbox::FileIo)
         .arena_bytes(cfg.arena)
         .arena_block_bytes(cfg.block)
@@ -1036,6 +1038,7 @@ fn main() {
         Err(e) => panic!("runtime: {e}"),
     };
     cfg.rings = rt.stats().rings;
+    cfg.sq_entries = rt.stats().sq_entries;
     if cfg.rings > cfg.rand_threads {
         CLI.fail("--rand-threads must be at least the runtime's rings (the total queue depth)");
     }

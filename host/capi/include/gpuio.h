@@ -149,7 +149,8 @@ typedef struct gpuio_runtime_options {
     uint32_t struct_size;
     /** A gpuio_backend; default GPUIO_BACKEND_AUTO. */
     int32_t backend;
-    /** Submission queue entries, a power of two up to 32768; 0: default (256). */
+    /** Submission queue entries, a power of two up to 32768; 0: default (1024 on a GPU,
+     *  256 on the CPU backend). */
     uint32_t sq_entries;
     /** Completion queue entries, a power of two >= sq_entries, up to 65536; 0: twice sq_entries. */
     uint32_t cq_entries;

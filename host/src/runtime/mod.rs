@@ -34,6 +34,8 @@ pub struct Stats {
     pub sqes: u32,
     /// io_uring rings (each with its own SQPOLL thread; see [`crate::Builder::rings`]).
     pub rings: u32,
+    /// SQ entries of each ring (see [`crate::Builder::sq_entries`]).
+    pub sq_entries: u32,
     /// Times the waker woke SQPOLL (or unparked the host-thread fallback).
     pub wakeups: u64,
     /// Times the waker looked at the ring: every 50 µs while I/O flows, backing off to
@@ -210,6 +212,7 @@ impl Runtime {
         Stats {
             sqes,
             rings: self.shared.queues.len() as u32,
+            sq_entries: self.shared.queues[0].params().sq_entries,
             wakeups: self.waker.wakeups(),
             waker_looks: self.waker.looks(),
             stray_completions,
