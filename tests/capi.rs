@@ -297,10 +297,46 @@ fn cpp_host_cpu_backend_through_the_shared_library() {
 
 #[test]
 fn c_hello_example_builds_with_the_readme_command() {
-    if !toolchain_here("c_hello_example_builds_with_the_readme_command") {
+    // README: cc host/capi/examples/hello.c $(pkg-config --cflags --libs gpuio) -o hello
+    hello_example("c_hello_example_builds_with_the_readme_command", "hello.c", &[]);
+}
+
+#[test]
+fn cpp_hello_example_builds_with_the_usage_command_and_runs() {
+    // USAGE.md: c++ -std=c++17 host/capi/examples/hello.cpp $(pkg-config ...) -o hello_cpp;
+    // given the kernels' PTX, on a GPU where there is one, else the CPU backend.
+    hello_example(
+        "cpp_hello_example_builds_with_the_usage_command_and_runs",
+        "hello.cpp",
+        &[PTX_PATH],
+    );
+}
+
+#[test]
+fn usage_shows_the_cpp_examples_own_lines() {
+    // USAGE.md's "A C++ host" block is hello.cpp's core: each of its lines (less a
+    // trailing `//` comment) is a line of the file CI compiles.
+    let usage = std::fs::read_to_string(root().join("docs/USAGE.md")).expect("docs/USAGE.md");
+    let file = std::fs::read_to_string(root().join("host/capi/examples/hello.cpp")).expect("hello.cpp");
+    let lines: Vec<&str> = file.lines().map(str::trim).collect();
+    let block = usage
+        .split("```cpp\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a ```cpp block in USAGE.md");
+    for line in block.lines() {
+        let code = line.split("  //").next().unwrap_or(line).trim();
+        assert!(lines.contains(&code), "USAGE.md's C++ line {code:?} is not in hello.cpp");
+    }
+}
+
+/// Builds `host/capi/examples/<file>` as its comment says (C with `cc`, C++ with `c++
+/// -std=c++17`, flags from `pkg-config --cflags --libs gpuio`), runs it with `args` and
+/// checks its 1,024 hello lines: each thread's exactly once.
+fn hello_example(test: &str, file: &str, args: &[&str]) {
+    if !toolchain_here(test) {
         return;
     }
-    // README: cc host/capi/examples/hello.c $(pkg-config --cflags --libs gpuio) -o hello
     let b = built();
     let pc = Command::new("pkg-config")
         .args(["--cflags", "--libs", "gpuio"])
@@ -309,10 +345,7 @@ fn c_hello_example_builds_with_the_readme_command() {
     let pc = match pc {
         Ok(pc) => pc,
         Err(e) => {
-            skip(
-                "c_hello_example_builds_with_the_readme_command",
-                &format!("no pkg-config ({e})"),
-            );
+            skip(test, &format!("no pkg-config ({e})"));
             return;
         }
     };
@@ -321,19 +354,26 @@ fn c_hello_example_builds_with_the_readme_command() {
         "pkg-config: {}",
         String::from_utf8_lossy(&pc.stderr)
     );
-    let exe = b.bin.join("hello_c");
-    let mut args = vec![root().join("host/capi/examples/hello.c").display().to_string()];
-    args.extend(words(&String::from_utf8_lossy(&pc.stdout)));
-    args.extend(["-o".into(), exe.display().to_string()]);
-    compile(&compiler(false), &args);
-    let out = run(&exe, &[]);
-    expect_success("hello.c", &out);
+    let cxx = file.ends_with(".cpp");
+    let exe = b.bin.join(file.replace('.', "_"));
+    let mut cmd = if cxx { words("-std=c++17 -Wall -Wextra -Werror -pedantic") } else { Vec::new() };
+    cmd.push(root().join("host/capi/examples").join(file).display().to_string());
+    cmd.extend(words(&String::from_utf8_lossy(&pc.stdout)));
+    cmd.extend(["-o".into(), exe.display().to_string()]);
+    compile(&compiler(cxx), &cmd);
+    let out = run(&exe, args);
+    expect_success(file, &out);
     let lines: std::collections::BTreeSet<&[u8]> =
         out.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
-    assert_eq!(lines.len(), 1024, "hello.c: 1024 distinct lines");
+    assert_eq!(lines.len(), 1024, "{file}: 1024 distinct lines");
+    assert!(
+        lines.iter().all(|l| l.starts_with(b"hello from thread ") && l.ends_with(b" of 1024")),
+        "{file}: a line that is not a hello"
+    );
     assert_eq!(
         out.stdout.iter().filter(|&&b| b == b'\n').count(),
         1024,
-        "hello.c: each once"
+        "{file}: each once"
     );
+    eprintln!("{file}: {}", String::from_utf8_lossy(&out.stderr).trim());
 }
