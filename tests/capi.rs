@@ -326,7 +326,10 @@ fn usage_shows_the_cpp_examples_own_lines() {
         .expect("a ```cpp block in USAGE.md");
     for line in block.lines() {
         let code = line.split("  //").next().unwrap_or(line).trim();
-        assert!(lines.contains(&code), "USAGE.md's C++ line {code:?} is not in hello.cpp");
+        assert!(
+            lines.contains(&code),
+            "USAGE.md's C++ line {code:?} is not in hello.cpp"
+        );
     }
 }
 
@@ -356,7 +359,11 @@ fn hello_example(test: &str, file: &str, args: &[&str]) {
     );
     let cxx = file.ends_with(".cpp");
     let exe = b.bin.join(file.replace('.', "_"));
-    let mut cmd = if cxx { words("-std=c++17 -Wall -Wextra -Werror -pedantic") } else { Vec::new() };
+    let mut cmd = if cxx {
+        words("-std=c++17 -Wall -Wextra -Werror -pedantic")
+    } else {
+        Vec::new()
+    };
     cmd.push(root().join("host/capi/examples").join(file).display().to_string());
     cmd.extend(words(&String::from_utf8_lossy(&pc.stdout)));
     cmd.extend(["-o".into(), exe.display().to_string()]);
@@ -367,7 +374,9 @@ fn hello_example(test: &str, file: &str, args: &[&str]) {
         out.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
     assert_eq!(lines.len(), 1024, "{file}: 1024 distinct lines");
     assert!(
-        lines.iter().all(|l| l.starts_with(b"hello from thread ") && l.ends_with(b" of 1024")),
+        lines
+            .iter()
+            .all(|l| l.starts_with(b"hello from thread ") && l.ends_with(b" of 1024")),
         "{file}: a line that is not a hello"
     );
     assert_eq!(

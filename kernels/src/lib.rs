@@ -121,7 +121,7 @@ kernel! {
     /// Prints `waiting t=<global thread index>`, waits until the `u32` at address `flag`
     /// (device memory, or host memory the GPU can read) is not 0, then prints
     /// `released t=<global thread index>`: a kernel that runs for as long as its host says
-    /// (tests/cudarc.rs hangs one on purpose, then releases it).
+    /// (the GPU suite's cudarc case hangs one on purpose, then releases it).
     pub fn wait_for_flag(flag: u64) {
         let t = global_thread_idx();
         println!("waiting t={t}");

@@ -18,6 +18,7 @@
 //! cargo test --release --test gpu -- --case stack --case ring  # cases whose name contains either
 //! ```
 
+mod cases_cudarc;
 mod cases_file_io;
 mod cases_liveness;
 mod cases_print;
@@ -35,6 +36,7 @@ use std::time::Instant;
 
 use gpuio::{Backend, Error, Runtime};
 
+use cases_cudarc::{cudarc_launches_print_and_a_hang_on_its_stream_is_reported, cudarc_unavailable};
 use cases_file_io::{
     file_io_4_arena_blocks_2048_threads, print_while_others_wait_for_io, stack_buffers_pwrite_pread,
     std_habits_on_a_device_file,
@@ -63,6 +65,23 @@ struct Case {
     name: &'static str,
     run: fn(Config, &Scratch) -> Outcome,
 }
+
+/// What a case needs that a configuration may lack: why it cannot run there, if it cannot.
+type Unavailable = fn(Config) -> Option<String>;
+
+/// A case that runs only where `unavailable` finds nothing missing (it says what is).
+struct Optional {
+    case: Case,
+    unavailable: Unavailable,
+}
+
+const OPTIONAL: &[Optional] = &[Optional {
+    case: Case {
+        name: "cudarc_launches_print_and_a_hang_on_its_stream_is_reported",
+        run: cudarc_launches_print_and_a_hang_on_its_stream_is_reported,
+    },
+    unavailable: cudarc_unavailable,
+}];
 
 const CASES: &[Case] = &[
     Case {
@@ -203,9 +222,12 @@ fn main() {
     if configs.is_empty() {
         configs = Config::ALL.to_vec();
     }
-    let cases: Vec<&Case> = CASES
+    let wanted = |c: &Case| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str()));
+    let cases: Vec<(&Case, Option<Unavailable>)> = CASES
         .iter()
-        .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
+        .map(|c| (c, None))
+        .chain(OPTIONAL.iter().map(|o| (&o.case, Some(o.unavailable))))
+        .filter(|(c, _)| wanted(c))
         .collect();
 
     let scratch_root = if Path::new("/dev/shm").is_dir() {
@@ -215,6 +237,7 @@ fn main() {
     };
     let scratch = Scratch(scratch_root.join(format!("gpuio-gpu-suite-{}", std::process::id())));
     let (mut passed, mut failed, mut skipped) = (0u32, Vec::new(), Vec::new());
+    let mut skipped_cases = Vec::new();
     let started = Instant::now();
     for &config in &configs {
         if let Some(why) = unavailable(config) {
@@ -227,7 +250,12 @@ fn main() {
             if repeat > 1 {
                 println!("  round {round} of {repeat}");
             }
-            for case in &cases {
+            for &(case, unavailable) in &cases {
+                if let Some(why) = unavailable.and_then(|u| u(config)) {
+                    println!("  {} ... SKIPPED: {why}", case.name);
+                    skipped_cases.push(format!("{} ({}): {why}", case.name, config.name()));
+                    continue;
+                }
                 let _ = std::fs::remove_dir_all(&scratch.0);
                 std::fs::create_dir_all(&scratch.0).expect("scratch directory");
                 let t0 = Instant::now();
@@ -250,12 +278,14 @@ fn main() {
         }
     }
     let _ = std::fs::remove_dir_all(&scratch.0);
-    let skipped_cases: usize = skipped.len();
     println!(
-        "gpu suite: {passed} passed, {} failed, {skipped_cases} configuration(s) skipped, in {:.1} s",
+        "gpu suite: {passed} passed, {} failed, {} configuration(s) skipped, {} case(s) skipped, in {:.1} s",
         failed.len(),
+        skipped.len(),
+        skipped_cases.len(),
         started.elapsed().as_secs_f64()
     );
+    skipped.append(&mut skipped_cases);
     if let Ok(log) = std::env::var("GPUIO_SKIP_LOG") {
         use std::io::Write;
         if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {

@@ -1,0 +1,125 @@
+//! A cudarc program with gpuio: the example kernels loaded by cudarc, gpuio attached to
+//! their module, kernels launched by cudarc on a non-blocking stream of its own; their
+//! lines come out through gpuio, and a kernel that hangs on that stream is reported by the
+//! watchdog, then waited out once released. Built with the `cudarc` feature
+//! (`cargo test --release --features cudarc --test gpu -- --case cudarc`); without it, or
+//! on the CPU configuration, the suite says SKIPPED and why ([`cudarc_unavailable`]).
+
+use crate::harness::{Config, Scratch};
+use crate::Outcome;
+
+/// Why the cudarc case cannot run in `config` here, if it cannot.
+pub(crate) fn cudarc_unavailable(config: Config) -> Option<String> {
+    if !cfg!(feature = "cudarc") {
+        return Some("built without the cudarc feature (--features cudarc builds it)".into());
+    }
+    if !config.gpu() {
+        return Some("cudarc launches on a CUDA GPU; the cpu configuration has none".into());
+    }
+    None
+}
+
+#[cfg(not(feature = "cudarc"))]
+pub(crate) fn cudarc_launches_print_and_a_hang_on_its_stream_is_reported(_: Config, _: &Scratch) -> Outcome {
+    Err("unreachable: the harness skips this case without the cudarc feature".into())
+}
+
+#[cfg(feature = "cudarc")]
+pub(crate) fn cudarc_launches_print_and_a_hang_on_its_stream_is_reported(config: Config, scratch: &Scratch) -> Outcome {
+    use std::os::fd::AsRawFd;
+    use std::time::Duration;
+
+    use cudarc::driver::{CudaContext, DevicePtr, LaunchConfig, PushKernelArg};
+    use gpuio::Error;
+
+    // The example kernels' PTX for this configuration's scheduling, loaded by cudarc.
+    let arch = if config == Config::Lockstep { "sm_60" } else { "sm_90" };
+    let Some((_, ptx)) = gpuio_kernels_gpu::NVPTX.iter().find(|(a, _)| *a == arch) else {
+        return Err(format!(
+            "no {arch} PTX was built (GPUIO_GPU_TARGETS=sm_90,sm_60 builds both)"
+        ));
+    };
+    let (out, out_path) = scratch.file("cudarc-out");
+    let rt = config
+        .builder()
+        .gpu(0)
+        .stdout_fd(out.as_raw_fd())
+        .hang_timeout(Some(Duration::from_secs(2)))
+        .build()
+        .map_err(|e| format!("runtime: {e}"))?;
+    let ctx = CudaContext::new(0).map_err(|e| format!("cudarc's context: {e:?}"))?;
+    let stream = ctx.new_stream().map_err(|e| format!("a non-blocking stream: {e:?}"))?;
+    let text = std::str::from_utf8(ptx.strip_suffix(&[0]).unwrap_or(ptx)).map_err(|e| format!("PTX text: {e}"))?;
+    let module = ctx
+        .load_module(cudarc::nvrtc::Ptx::from_src(text))
+        .map_err(|e| format!("cudarc loads the PTX: {e:?}"))?;
+    let hello = module.load_function("hello").map_err(|e| format!("hello: {e:?}"))?;
+    let wait = module
+        .load_function("wait_for_flag")
+        .map_err(|e| format!("wait_for_flag: {e:?}"))?;
+    rt.attach_cudarc(&hello).map_err(|e| format!("attach: {e}"))?;
+
+    // Lines from a kernel cudarc launched on its own non-blocking stream.
+    rt.prepare_external_launch().map_err(|e| format!("prepare: {e}"))?;
+    let cfg = LaunchConfig {
+        grid_dim: (4, 1, 1),
+        block_dim: (64, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: `hello` takes no parameters.
+    unsafe { stream.launch_builder(&hello).launch(cfg) }.map_err(|e| format!("launch hello: {e:?}"))?;
+    rt.synchronize_streams(&[&stream])
+        .map_err(|e| format!("synchronize the stream: {e}"))?;
+    let text = std::fs::read_to_string(&out_path).map_err(|e| format!("the output file: {e}"))?;
+    if let Some(t) = (0..256).find(|t| !text.contains(&format!("hello from thread {t} of 256\n"))) {
+        return Err(format!("thread {t}'s line missing: {text}"));
+    }
+
+    // A kernel that hangs on that stream: reported by both waits, then waited out once
+    // released.
+    let mut flag = stream.alloc_zeros::<u32>(1).map_err(|e| format!("a flag: {e:?}"))?;
+    let addr = flag.device_ptr(&stream).0;
+    rt.prepare_external_launch().map_err(|e| format!("prepare: {e}"))?;
+    let one = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: `wait_for_flag` takes one u64, the address of a live u32 (`flag`, freed after
+    // the kernel ended).
+    unsafe { stream.launch_builder(&wait).arg(&addr).launch(one) }
+        .map_err(|e| format!("launch wait_for_flag: {e:?}"))?;
+    let mut reports = Vec::new();
+    for (what, result) in [
+        ("named", rt.synchronize_streams(&[&stream])),
+        ("every stream", rt.synchronize()),
+    ] {
+        match result {
+            Err(Error::Hang(report)) => reports.push(format!(
+                "{what}: {}",
+                report.to_string().split(';').next().unwrap_or("")
+            )),
+            other => {
+                return Err(format!(
+                    "a hang on the stream ({what}): expected Error::Hang, got {other:?}"
+                ))
+            }
+        }
+    }
+    let side = ctx.new_stream().map_err(|e| format!("another stream: {e:?}"))?;
+    side.memcpy_htod(&[1u32], &mut flag)
+        .map_err(|e| format!("release the flag: {e:?}"))?;
+    side.synchronize().map_err(|e| format!("the release landed: {e:?}"))?;
+    rt.synchronize_streams(&[&stream])
+        .map_err(|e| format!("waited out once released: {e}"))?;
+    let text = std::fs::read_to_string(&out_path).map_err(|e| format!("the output file: {e}"))?;
+    if let Some(t) =
+        (0..32).find(|t| !text.contains(&format!("waiting t={t}\n")) || !text.contains(&format!("released t={t}\n")))
+    {
+        return Err(format!("the hung kernel's thread {t}: a line missing: {text}"));
+    }
+    Ok(format!(
+        "{arch} PTX loaded by cudarc: 256 lines from a kernel on a non-blocking stream; a kernel hung there reported as Error::Hang after 2 s ({}); released, its 32 lanes' 64 lines out",
+        reports.join("; ")
+    ))
+}
