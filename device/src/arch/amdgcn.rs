@@ -335,6 +335,8 @@ pub fn clock_ns() -> u64 {
 /// Whether `p` points into the calling work-item's private memory (its stack, in the
 /// scratch aperture): such an address means another work-item's stack to any other lane.
 #[inline(always)]
+// The intrinsic takes the pointer to classify its address, and reads nothing through it.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub fn is_thread_private(p: *const u8) -> bool {
     // SAFETY: classifies a flat address; touches no memory.
     unsafe { is_private(p) }

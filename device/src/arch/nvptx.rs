@@ -697,10 +697,12 @@ fn spin_cycles(n: u64) {
 #[inline(always)]
 pub fn is_thread_private(p: *const u8) -> bool {
     let r: u32;
+    // The address as a number: isspacep classifies it and dereferences nothing.
+    let a = p as usize as u64;
     // SAFETY: register-only: classifies the generic address, touches no memory.
     unsafe {
         core::arch::asm!("{{\n\t.reg .pred %p;\n\tisspacep.local %p, {a};\n\tselp.u32 {r}, 1, 0, %p;\n\t}}",
-            r = out(reg32) r, a = in(reg64) p, options(pure, nomem, nostack))
+            r = out(reg32) r, a = in(reg64) a, options(pure, nomem, nostack))
     };
     r != 0
 }
