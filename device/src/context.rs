@@ -437,6 +437,19 @@ impl Context {
         self.requests.wait(ticket, || self.waiting(&mut rounds, Some(ticket)))
     }
 
+    /// An arena block and a completion slot, both or neither (what [`Context::with_taken`]
+    /// takes for a staged request).
+    pub fn try_take_block_and_slot(&self) -> Option<(u32, Ticket)> {
+        let block = self.arena.pool.try_take()?;
+        match self.requests.try_take() {
+            Some(ticket) => Some((block, ticket)),
+            None => {
+                self.arena.pool.give_back(block);
+                None
+            }
+        }
+    }
+
     /// [`pool::with_taken`], reaping every ring while it waits for slots or blocks (their
     /// holders' requests may be on any ring).
     #[inline]

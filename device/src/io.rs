@@ -547,18 +547,6 @@ pub unsafe fn pread_async(fd: i32, buf: &mut [u8], offset: u64) -> Pending<'_> {
     Pending::new(Op::Read, fd, buf.as_mut_ptr(), buf.len(), offset)
 }
 
-/// An arena block and a completion slot, both or neither (see [`crate::pool::with_taken`]).
-pub fn try_take_block_and_slot(ctx: &Context) -> Option<(u32, Ticket)> {
-    let block = ctx.arena.pool.try_take()?;
-    match ctx.requests.try_take() {
-        Some(ticket) => Some((block, ticket)),
-        None => {
-            ctx.arena.pool.give_back(block);
-            None
-        }
-    }
-}
-
 /// One request that needs no buffer: takes a completion slot, submits the request, waits
 /// and returns the result.
 fn call(sqe: Sqe) -> Result<i32, Errno> {
@@ -704,7 +692,7 @@ fn with_paths(first: &str, second: Option<&str>, sqe: impl Fn([u64; 2]) -> Sqe) 
     // `pool::with_taken`).
     let res = solo.unwrap_or_else(|| {
         ctx.with_taken(
-            || try_take_block_and_slot(ctx),
+            || ctx.try_take_block_and_slot(),
             |(block, ticket)| {
                 // The block is ours until the request completes (we give it back after).
                 stage(ctx.arena.cells(block));

@@ -336,7 +336,7 @@ kernel! {
             let t2 = clock_ns();
             // One thread: no sibling waits for what it holds (the lockstep rule,
             // gpuio_device::arch), so it may keep the block and slot past the wait.
-            let (block, ticket) = ctx.with_taken(|| io::try_take_block_and_slot(ctx), |taken| taken);
+            let (block, ticket) = ctx.with_taken(|| ctx.try_take_block_and_slot(), |taken| taken);
             // SAFETY: the block is ours until the request completes.
             unsafe { gpuio_device::protocol::sync::copy_to_cells(ctx.arena.cells(block), &line) };
             let t3 = clock_ns();
@@ -545,7 +545,7 @@ kernel! {
         for i in 0..reads {
             let off = random_page(t, i, file_pages) * RANDOM_READ;
             let t0 = clock_ns();
-            let (block, ticket) = ctx.with_taken(|| io::try_take_block_and_slot(ctx), |taken| taken);
+            let (block, ticket) = ctx.with_taken(|| ctx.try_take_block_and_slot(), |taken| taken);
             let t1 = clock_ns();
             submit_page_read(ctx, fd, off, block, ticket);
             let t2 = clock_ns();
@@ -587,7 +587,7 @@ kernel! {
         let t = global_thread_idx();
         for i in 0..reads {
             let off = random_page(t, i, file_pages) * RANDOM_READ;
-            let (block, ticket) = ctx.with_taken(|| io::try_take_block_and_slot(ctx), |taken| taken);
+            let (block, ticket) = ctx.with_taken(|| ctx.try_take_block_and_slot(), |taken| taken);
             submit_page_read(ctx, fd, off, block, ticket);
             let res = match mode {
                 0 => ctx.wait(ticket),
