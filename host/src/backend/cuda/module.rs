@@ -169,102 +169,12 @@ impl Module {
     /// compile time in milliseconds. The calling thread has the context bound.
     fn compile_one(cuda: &Arc<Cuda>, ptx: &str, jit: Jit) -> Result<(CuModule, f32)> {
         let text = CString::new(ptx).map_err(|_| Error::Config("PTX text contains a NUL byte".into()))?;
-        let mut log = vec![0u8; 16 << 10];
-        let mut options = [
-            CU_JIT_ERROR_LOG_BUFFER,
-            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-            CU_JIT_WALL_TIME,
-        ];
-        let mut values: [*mut c_void; 3] = [
-            log.as_mut_ptr() as *mut c_void,
-            log.len() as *mut c_void,
-            std::ptr::null_mut(),
-        ];
-        let failed = |rc: CuResult, what: &str, log: &[u8]| {
-            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            let log = String::from_utf8_lossy(&log[..end]);
-            let mut why = cuda.check_str(rc, what).unwrap_err();
-            if !log.trim().is_empty() {
-                why.message.push_str(":\n");
-                why.message.push_str(log.trim_end());
-            }
-            Error::Cuda(why)
+        let mut options = JitOptions::new();
+        let handle = match jit {
+            Jit::Whole => load_whole(cuda, &text, &mut options)?,
+            Jit::Separate => link_and_load(cuda, &text, &mut options)?,
         };
-        let mut handle = std::ptr::null_mut();
-        match jit {
-            Jit::Whole => {
-                // SAFETY: a NUL-terminated PTX image, a valid out-pointer, and one value per
-                // option: the error log buffer (alive for the call) with its size, and a
-                // slot the driver writes the compile time into.
-                let rc = unsafe {
-                    (cuda.api.cuModuleLoadDataEx)(
-                        &mut handle,
-                        text.as_ptr() as *const c_void,
-                        options.len() as u32,
-                        options.as_mut_ptr(),
-                        values.as_mut_ptr(),
-                    )
-                };
-                if rc != 0 {
-                    return Err(failed(rc, "cuModuleLoadDataEx", &log));
-                }
-            }
-            Jit::Separate => {
-                let mut state = std::ptr::null_mut();
-                // SAFETY: one value per option, as above; the log buffer and `values` outlive
-                // the link state (destroyed below, on every path).
-                let rc = unsafe {
-                    (cuda.api.cuLinkCreate_v2)(
-                        options.len() as u32,
-                        options.as_mut_ptr(),
-                        values.as_mut_ptr(),
-                        &mut state,
-                    )
-                };
-                if rc != 0 {
-                    return Err(failed(rc, "cuLinkCreate", &log));
-                }
-                let linked = (|| {
-                    // SAFETY: `state` is a live link state; the PTX image is `size` bytes
-                    // including its NUL, and the name is a NUL-terminated string; no
-                    // per-input options.
-                    let rc = unsafe {
-                        (cuda.api.cuLinkAddData_v2)(
-                            state,
-                            CU_JIT_INPUT_PTX,
-                            text.as_ptr() as *mut c_void,
-                            text.as_bytes_with_nul().len(),
-                            c"gpuio kernels".as_ptr(),
-                            0,
-                            std::ptr::null_mut(),
-                            std::ptr::null_mut(),
-                        )
-                    };
-                    if rc != 0 {
-                        return Err(failed(rc, "cuLinkAddData", &log));
-                    }
-                    let (mut cubin, mut size) = (std::ptr::null_mut(), 0usize);
-                    // SAFETY: valid out-pointers; the cubin belongs to `state` and is loaded
-                    // before `state` is destroyed.
-                    let rc = unsafe { (cuda.api.cuLinkComplete)(state, &mut cubin, &mut size) };
-                    if rc != 0 {
-                        return Err(failed(rc, "cuLinkComplete", &log));
-                    }
-                    // SAFETY: `cubin` is the image cuLinkComplete produced, still owned by
-                    // the live `state`.
-                    let rc = unsafe { (cuda.api.cuModuleLoadData)(&mut handle, cubin) };
-                    if rc != 0 {
-                        return Err(failed(rc, "cuModuleLoadData (linked image)", &log));
-                    }
-                    Ok(())
-                })();
-                // SAFETY: `state` came from cuLinkCreate and is destroyed once.
-                unsafe { (cuda.api.cuLinkDestroy)(state) };
-                linked?;
-            }
-        }
-        // The driver writes a float (milliseconds) into the pointer-sized slot.
-        Ok((handle, f32::from_bits(values[2] as usize as u32)))
+        Ok((handle, options.wall_ms()))
     }
 
     /// Compiles and loads each `(kernel, PTX)` program as a whole program, one after
@@ -466,6 +376,130 @@ impl LoadedModule for Module {
     fn jit_ms(&self) -> Option<f32> {
         Module::jit_ms(self)
     }
+}
+
+/// The driver's JIT options for one compile, passed by pointer to `cuModuleLoadDataEx` or
+/// `cuLinkCreate`: a buffer for its error log, with its size, and a slot for the compile
+/// time. The log's heap buffer does not move with the struct, so `values` stays valid.
+struct JitOptions {
+    log: Vec<u8>,
+    options: [u32; 3],
+    values: [*mut c_void; 3],
+}
+
+impl JitOptions {
+    fn new() -> Self {
+        let mut log = vec![0u8; 16 << 10];
+        let values = [
+            log.as_mut_ptr() as *mut c_void,
+            log.len() as *mut c_void,
+            std::ptr::null_mut(),
+        ];
+        JitOptions {
+            log,
+            options: [
+                CU_JIT_ERROR_LOG_BUFFER,
+                CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                CU_JIT_WALL_TIME,
+            ],
+            values,
+        }
+    }
+
+    /// The driver's error `rc` from `what`, with the JIT's log where it wrote one.
+    fn error(&self, cuda: &Cuda, rc: CuResult, what: &str) -> Error {
+        let end = self.log.iter().position(|&b| b == 0).unwrap_or(self.log.len());
+        let log = String::from_utf8_lossy(&self.log[..end]);
+        let mut why = cuda.check_str(rc, what).unwrap_err();
+        if !log.trim().is_empty() {
+            why.message.push_str(":\n");
+            why.message.push_str(log.trim_end());
+        }
+        Error::Cuda(why)
+    }
+
+    /// The compile time, in milliseconds: the driver writes a float into the pointer-sized
+    /// slot.
+    fn wall_ms(&self) -> f32 {
+        f32::from_bits(self.values[2] as usize as u32)
+    }
+}
+
+/// Compiles `text` as one whole program and loads it (`cuModuleLoadDataEx`).
+fn load_whole(cuda: &Cuda, text: &CString, jit: &mut JitOptions) -> Result<CuModule> {
+    let mut handle = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated PTX image, a valid out-pointer, and one value per option:
+    // the error log buffer (alive for the call) with its size, and a slot the driver
+    // writes the compile time into.
+    let rc = unsafe {
+        (cuda.api.cuModuleLoadDataEx)(
+            &mut handle,
+            text.as_ptr() as *const c_void,
+            jit.options.len() as u32,
+            jit.options.as_mut_ptr(),
+            jit.values.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(jit.error(cuda, rc, "cuModuleLoadDataEx"));
+    }
+    Ok(handle)
+}
+
+/// Compiles `text` function by function (`cuLink*`: each function once) and loads the
+/// linked image.
+fn link_and_load(cuda: &Cuda, text: &CString, jit: &mut JitOptions) -> Result<CuModule> {
+    let mut state = std::ptr::null_mut();
+    // SAFETY: one value per option, as in `load_whole`; the log buffer and `values` outlive
+    // the link state (destroyed below, on every path).
+    let rc = unsafe {
+        (cuda.api.cuLinkCreate_v2)(
+            jit.options.len() as u32,
+            jit.options.as_mut_ptr(),
+            jit.values.as_mut_ptr(),
+            &mut state,
+        )
+    };
+    if rc != 0 {
+        return Err(jit.error(cuda, rc, "cuLinkCreate"));
+    }
+    let linked = (|| {
+        // SAFETY: `state` is a live link state; the PTX image is `size` bytes including
+        // its NUL, and the name is a NUL-terminated string; no per-input options.
+        let rc = unsafe {
+            (cuda.api.cuLinkAddData_v2)(
+                state,
+                CU_JIT_INPUT_PTX,
+                text.as_ptr() as *mut c_void,
+                text.as_bytes_with_nul().len(),
+                c"gpuio kernels".as_ptr(),
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        if rc != 0 {
+            return Err(jit.error(cuda, rc, "cuLinkAddData"));
+        }
+        let (mut cubin, mut size) = (std::ptr::null_mut(), 0usize);
+        // SAFETY: valid out-pointers; the cubin belongs to `state` and is loaded before
+        // `state` is destroyed.
+        let rc = unsafe { (cuda.api.cuLinkComplete)(state, &mut cubin, &mut size) };
+        if rc != 0 {
+            return Err(jit.error(cuda, rc, "cuLinkComplete"));
+        }
+        let mut handle = std::ptr::null_mut();
+        // SAFETY: `cubin` is the image cuLinkComplete produced, still owned by the live
+        // `state`.
+        let rc = unsafe { (cuda.api.cuModuleLoadData)(&mut handle, cubin) };
+        if rc != 0 {
+            return Err(jit.error(cuda, rc, "cuModuleLoadData (linked image)"));
+        }
+        Ok(handle)
+    })();
+    // SAFETY: `state` came from cuLinkCreate and is destroyed once.
+    unsafe { (cuda.api.cuLinkDestroy)(state) };
+    linked
 }
 
 #[cfg(test)]
