@@ -237,37 +237,57 @@ impl Drop for DevBuf {
     }
 }
 
-/// Pinned host memory for the host pipeline (plain memory on the CPU backend).
+/// Pinned host memory for the host pipeline (plain memory on the CPU backend): an
+/// anonymous mapping of `len` bytes, registered with the driver.
 struct Pinned {
-    map: gpuio::memory::Mapping,
+    ptr: *mut u8,
+    len: usize,
     cuda: Option<Arc<Cuda>>,
 }
 
 impl Pinned {
     fn new(cuda: Option<Arc<Cuda>>, len: usize) -> Pinned {
-        let map = gpuio::memory::Mapping::new(len).expect("mmap");
+        // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert!(ptr != libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+        let ptr = ptr as *mut u8;
         if let Some(c) = &cuda {
             // SAFETY: the mapping lives until Drop, which unregisters it first.
-            unsafe { c.register(map.as_ptr(), len) }.expect("cuMemHostRegister");
+            unsafe { c.register(ptr, len) }.expect("cuMemHostRegister");
         }
-        Pinned { map, cuda }
+        Pinned { ptr, len, cuda }
     }
     /// Its length in bytes.
     fn len(&self) -> usize {
-        self.map.len()
+        self.len
     }
     fn slice(&mut self) -> &mut [u8] {
-        // SAFETY: our mapping, `len` bytes.
-        unsafe { std::slice::from_raw_parts_mut(self.map.as_ptr(), self.map.len()) }
+        // SAFETY: our mapping, `len` bytes, borrowed through `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 }
+
+// SAFETY: a Pinned owns its mapping alone (reached only through `&mut self`), so moving it
+// to another thread moves the only access.
+unsafe impl Send for Pinned {}
 
 impl Drop for Pinned {
     fn drop(&mut self) {
         if let Some(c) = &self.cuda {
             // SAFETY: registered in `new`; no copy uses it any more.
-            unsafe { c.unregister(self.map.as_ptr()) };
+            unsafe { c.unregister(self.ptr) };
         }
+        // SAFETY: the mapping `new` made, unmapped once; no slice of it outlives `self`.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
     }
 }
 

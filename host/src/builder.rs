@@ -309,7 +309,7 @@ impl Builder {
 
     /// Who consumes the ring (otherwise `GPUIO_URING`, otherwise [`Submission::Auto`]):
     /// the kernel's SQPOLL thread, or a host thread with ordinary syscalls where io_uring
-    /// is unavailable (see [`crate::submission`]).
+    /// is unavailable (see [`Submission`](crate::Submission)).
     pub fn submission(mut self, s: Submission) -> Self {
         self.submission = Some(s);
         self
@@ -334,7 +334,7 @@ impl Builder {
     /// off): [`Runtime::load_matching`] then picks PTX built for a target before sm_70,
     /// which the GPU runs with the lanes of each warp in lockstep, as AMD GPUs run
     /// wavefronts; [`Runtime::load_module`] refuses PTX built for sm_70 or newer. It tests
-    /// AMD's scheduling on NVIDIA hardware (see [`crate::scheduling`]). No effect on the
+    /// AMD's scheduling on NVIDIA hardware (see [`Scheduling`](crate::Scheduling)). No effect on the
     /// CPU backend, whose threads are independent, nor on AMD GPUs, which are in lockstep
     /// anyway.
     pub fn lockstep(mut self, on: bool) -> Self {

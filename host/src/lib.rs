@@ -9,28 +9,41 @@
 //! rt.synchronize()?; // every line is out, or the error says which were lost
 //! # Ok::<(), gpuio_host::Error>(())
 //! ```
+//!
+//! The public face, in layers (everything else: the rings' consumers, the shared memory,
+//! the waker and the watchdog, is the crate's own):
+//! - [`Runtime`], made by [`Builder`]: `launch` on the CPU backend, `load_module`,
+//!   `synchronize`, [`Stats`]; settings [`Backend`], [`Sandbox`] (the [`sandbox`] module
+//!   says what each policy lets through), [`Submission`], [`Scheduling`], [`Jit`].
+//! - Kernels: [`Kernels`] for typed launches with a [`LaunchConfig`] ([`Dim3`]),
+//!   [`GpuModule`] for launches by name ([`Arg`]), [`HostBuffer`] for direct transfers.
+//! - Errors: [`Error`] and [`Result`]; the reports they carry are in [`error`].
+//! - Backends by name, for hosts that load code objects themselves: [`cuda`], [`hsa`],
+//!   `hip` (its feature), [`code_object`].
 
-pub mod backend;
+mod backend;
 mod builder;
-pub mod consumer;
+mod consumer;
 pub mod error;
-pub mod host_buffer;
+mod host_buffer;
 mod kernels;
 mod launch;
-pub mod memory;
+mod memory;
 mod notice;
 mod print_files;
-pub mod runtime;
-pub mod scheduling;
+mod runtime;
+mod scheduling;
 mod settings;
 mod shared;
 mod watchdog;
 
-// The paths hosts use: each backend and each ring consumer by its own name.
+// Each backend by its own name: what a host that loads its own code objects uses.
 #[cfg(feature = "hip")]
 pub use backend::hip;
 pub use backend::{code_object, cuda, hsa};
-pub use consumer::{fallback, sandbox, submission, uring};
+// The sandbox is a setting a host chooses; its module says what each policy lets through.
+pub use consumer::sandbox;
+use consumer::submission;
 
 pub use backend::{Arg, Backend};
 pub use builder::Builder;

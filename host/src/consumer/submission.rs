@@ -1,15 +1,5 @@
-//! Who consumes the submission queue: the kernel's SQPOLL thread, or the host-thread
-//! fallback where io_uring is unavailable.
-//!
-//! `GPUIO_URING=on|off|auto` (or [`crate::Builder::submission`]) chooses. `auto`, the
-//! default, tries io_uring and falls back to the host thread only when io_uring itself is
-//! unavailable to this process: `io_uring_setup` fails with `ENOSYS` (no io_uring in the
-//! kernel) or `EPERM` (`kernel.io_uring_disabled`, or a seccomp filter such as Docker's
-//! default profile). It then prints a one-line notice on stderr (unless `GPUIO_QUIET` is
-//! set). Other failures, say `EINVAL` from a kernel older than 6.6 that has io_uring but not
-//! `NO_MMAP`, stay errors that name the cause, with a hint that `GPUIO_URING=off` works
-//! there: they usually mean the machine should be fixed, not silently served slower.
-//! `on` never falls back; `off` never tries io_uring.
+//! Who consumes the submission queue: [`Submission`] says, and [`open_rings`] makes the
+//! rings for it.
 
 use std::io;
 
@@ -23,7 +13,18 @@ use crate::consumer::waker::Look;
 use crate::error::{Error, Result};
 use crate::memory::Mapping;
 
-/// How the ring's SQEs are consumed.
+/// Who consumes the submission queue: the kernel's SQPOLL thread, or the host-thread
+/// fallback where io_uring is unavailable.
+///
+/// `GPUIO_URING=on|off|auto` (or [`crate::Builder::submission`]) chooses. `auto`, the
+/// default, tries io_uring and falls back to the host thread only when io_uring itself is
+/// unavailable to this process: `io_uring_setup` fails with `ENOSYS` (no io_uring in the
+/// kernel) or `EPERM` (`kernel.io_uring_disabled`, or a seccomp filter such as Docker's
+/// default profile). It then prints a one-line notice on stderr (unless `GPUIO_QUIET` is
+/// set). Other failures, say `EINVAL` from a kernel older than 6.6 that has io_uring but not
+/// `NO_MMAP`, stay errors that name the cause, with a hint that `GPUIO_URING=off` works
+/// there: they usually mean the machine should be fixed, not silently served slower.
+/// `on` never falls back; `off` never tries io_uring.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Submission {
     /// io_uring where it is available, else the host thread (`GPUIO_URING=auto`).

@@ -398,7 +398,7 @@ impl Hsa {
     /// writes them). Plain `hsa_amd_memory_lock` would use the coarse-grained system pool,
     /// whose contents are coherent only at kernel boundaries. Locking rather than
     /// allocating keeps the pages plain anonymous memory that io_uring can pin as well
-    /// (see [`crate::memory`]).
+    /// (the host's shared memory is such anonymous mappings).
     ///
     /// # Safety
     /// The range is mapped memory that stays mapped until [`Hsa::unlock`].

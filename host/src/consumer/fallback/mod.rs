@@ -349,11 +349,13 @@ impl HostRing {
     }
 
     /// Requests completed so far.
+    #[cfg(test)]
     pub fn completed(&self) -> u64 {
         self.state.completed.load(Ordering::Relaxed)
     }
 
     /// Times an SQE waited because the CQ was full (zero unless the device overcommits).
+    #[cfg(test)]
     pub fn cq_full_waits(&self) -> u64 {
         self.state.cq_full.load(Ordering::Relaxed)
     }

@@ -25,7 +25,7 @@
 //! 5. `IORING_REGISTER_ENABLE_RINGS` starts the ring (and wakes its SQPOLL thread).
 //!
 //! The host-thread fallback takes the same five steps (`restrictions::Register` for
-//! [`HostRing`](crate::consumer::fallback::HostRing)) and checks each SQE against the same
+//! the host thread's ring, `consumer::fallback`) and checks each SQE against the same
 //! restrictions and buffers before it performs it, as the kernel would.
 //!
 //! A request the policy forbids completes at once with `-EACCES` and is never executed. The
