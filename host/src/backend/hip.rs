@@ -9,7 +9,7 @@
 //! stays on the HSA backend; HIP is used only for what belongs to the host's own module:
 //! finding its globals, copying to them, launching its kernels and waiting for the host's
 //! HIP work before draining. The module must be loaded on the HIP device that is the
-//! runtime's GPU agent; `Device::open` checks this by PCI location.
+//! runtime's GPU agent; `HipDevice::open` checks this by PCI location.
 //!
 //! `hip-runtime-sys` gives the types, the header discovery and the link to `libamdhip64`.
 //! The functions called here are declared again below (`api`) returning the status as a
@@ -102,22 +102,22 @@ pub fn is_no_device(e: &Error) -> bool {
 
 /// One HIP device, matched to the runtime's HSA agent.
 #[derive(Clone, Debug)]
-pub(crate) struct Device {
+pub(crate) struct HipDevice {
     ordinal: c_int,
 }
 
-impl Device {
+impl HipDevice {
     /// HIP device `ordinal`, checked to be the GPU at `pci` (`(domain, bus << 8 | device
     /// << 3 | function)`, the runtime's HSA agent; `None`: the agent did not say, and
     /// nothing is checked).
-    pub(crate) fn open(ordinal: i32, pci: Option<(u32, u32)>) -> Result<Device> {
+    pub(crate) fn open(ordinal: i32, pci: Option<(u32, u32)>) -> Result<HipDevice> {
         let count = device_count()?;
         if ordinal < 0 || ordinal as usize >= count {
             return Err(Error::Config(format!(
                 "HIP device {ordinal} does not exist: HIP sees {count} device(s)"
             )));
         }
-        let device = Device { ordinal };
+        let device = HipDevice { ordinal };
         if let Some(want) = pci {
             let have = device.pci_location()?;
             if have != want {
@@ -165,7 +165,7 @@ impl Device {
         }
     }
 
-    /// Waits for the host's HIP work: `wait` polls [`Device::idle`] (the null stream, on
+    /// Waits for the host's HIP work: `wait` polls [`HipDevice::idle`] (the null stream, on
     /// which gpuio launches) under the watchdog; then `hipDeviceSynchronize` waits for the
     /// host's other streams too, as `cuCtxSynchronize` does on CUDA.
     pub(crate) fn synchronize_with(
@@ -181,23 +181,23 @@ impl Device {
 }
 
 /// A `hipModule_t` the host program loaded; gpuio never unloads it.
-pub(crate) struct Module {
+pub(crate) struct HipModule {
     module: sys::hipModule_t,
-    device: Device,
+    device: HipDevice,
 }
 
 // SAFETY: a hipModule_t is a handle HIP accepts from any host thread; every use goes
 // through HIP calls, which are thread-safe, after selecting the module's device.
-unsafe impl Send for Module {}
-// SAFETY: as for Send; `Module` has no interior state of its own.
-unsafe impl Sync for Module {}
+unsafe impl Send for HipModule {}
+// SAFETY: as for Send; `HipModule` has no interior state of its own.
+unsafe impl Sync for HipModule {}
 
-impl Module {
+impl HipModule {
     /// # Safety
     /// `module` is a `hipModule_t` loaded with HIP on `device`, alive while the returned
     /// value is, and its kernels take the arguments they are launched with here.
-    pub(crate) unsafe fn borrow_raw(module: *mut c_void, device: Device) -> Module {
-        Module {
+    pub(crate) unsafe fn borrow_raw(module: *mut c_void, device: HipDevice) -> HipModule {
+        HipModule {
             module: module as sys::hipModule_t,
             device,
         }
@@ -361,17 +361,17 @@ fn pci_string((domain, bdf): (u32, u32)) -> String {
     format!("{domain:04x}:{:02x}:{:02x}.{:x}", bdf >> 8, (bdf >> 3) & 0x1f, bdf & 7)
 }
 
-impl LoadedModule for Module {
+impl LoadedModule for HipModule {
     fn launch(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
-        Module::launch(self, name, cfg, args)
+        HipModule::launch(self, name, cfg, args)
     }
 
     fn global(&self, name: &str) -> Result<(u64, usize)> {
-        Module::global(self, name)
+        HipModule::global(self, name)
     }
 
     fn check_kernel(&self, name: &str) -> Result<()> {
-        Module::check_kernel(self, name)
+        HipModule::check_kernel(self, name)
     }
 
     /// Through HIP, whose device memory HIP owns.

@@ -98,7 +98,7 @@ pub(crate) struct Gpu {
     /// The HIP device of the modules attached with [`Runtime::attach_hip_module`]: the
     /// runtime's GPU agent, seen through HIP, whose launches synchronize waits for too.
     #[cfg(feature = "hip")]
-    pub(crate) hip: std::sync::OnceLock<crate::backend::hip::Device>,
+    pub(crate) hip: std::sync::OnceLock<crate::backend::hip::HipDevice>,
 }
 
 impl Gpu {

@@ -298,10 +298,10 @@ impl Runtime {
         if hip_module.is_null() {
             return Err(Error::Config("the HIP module is null".into()));
         }
-        let device = crate::backend::hip::Device::open(hip_device, h.pci_location())?;
+        let device = crate::backend::hip::HipDevice::open(hip_device, h.pci_location())?;
         let _ = gpu.hip.set(device.clone());
         // SAFETY: the caller's contract.
-        let module = unsafe { crate::backend::hip::Module::borrow_raw(hip_module, device) };
+        let module = unsafe { crate::backend::hip::HipModule::borrow_raw(hip_module, device) };
         self.install(gpu, Box::new(module), Some(Scheduling::Lockstep))
     }
 

@@ -27,7 +27,7 @@ pub struct Hsa {
     pub(super) kernarg_pool: Handle,
     /// System memory, fine-grained: host memory is locked to it (see `lock`).
     pub(super) fine_pool: Handle,
-    pub(super) queue: *mut Queue,
+    pub(super) queue: *mut HsaQueue,
     /// Counts dispatches in flight: +1 per dispatch, -1 by the packet processor.
     pub(super) done: Handle,
     /// The first error the queue reported (0: none); boxed: the callback keeps its address.
@@ -53,7 +53,7 @@ unsafe extern "C" fn collect(h: Handle, data: *mut c_void) -> Status {
 }
 
 /// Records the first error of the queue (a fault in a kernel, say).
-unsafe extern "C" fn on_queue_error(status: Status, _queue: *mut Queue, data: *mut c_void) {
+unsafe extern "C" fn on_queue_error(status: Status, _queue: *mut HsaQueue, data: *mut c_void) {
     // SAFETY: `data` is the boxed AtomicU32 of the `Hsa` that owns the queue; the queue is
     // destroyed before the box.
     let slot = unsafe { &*(data as *const AtomicU32) };

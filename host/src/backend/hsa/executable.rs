@@ -434,8 +434,8 @@ mod tests {
 
     #[test]
     fn packet_layout() {
-        assert_eq!(std::mem::offset_of!(Queue, doorbell_signal), 16);
-        assert_eq!(std::mem::offset_of!(Queue, size), 24);
+        assert_eq!(std::mem::offset_of!(HsaQueue, doorbell_signal), 16);
+        assert_eq!(std::mem::offset_of!(HsaQueue, size), 24);
         assert_eq!(std::mem::offset_of!(DispatchPacket, private_segment_size), 24);
         assert_eq!(std::mem::offset_of!(DispatchPacket, kernarg_address), 40);
     }

@@ -67,7 +67,7 @@ pub(super) const DISPATCH_SETUP_ONE_DIMENSION: u16 = 1;
 
 /// `hsa_queue_t` (x86-64: `HSA_LARGE_MODEL`).
 #[repr(C)]
-pub struct Queue {
+pub struct HsaQueue {
     /// `hsa_queue_type32_t`.
     pub kind: u32,
     /// `hsa_queue_feature_t` bits.
@@ -83,7 +83,7 @@ pub struct Queue {
     /// Queue id.
     pub id: u64,
 }
-const _: () = assert!(size_of::<Queue>() == 40);
+const _: () = assert!(size_of::<HsaQueue>() == 40);
 
 /// `hsa_kernel_dispatch_packet_t`.
 #[repr(C)]
@@ -110,7 +110,7 @@ const _: () = assert!(std::mem::offset_of!(DispatchPacket, kernel_object) == 32)
 const _: () = assert!(std::mem::offset_of!(DispatchPacket, completion_signal) == 56);
 
 pub(super) type AgentCallback = unsafe extern "C" fn(Handle, *mut c_void) -> Status;
-pub(super) type QueueCallback = unsafe extern "C" fn(Status, *mut Queue, *mut c_void);
+pub(super) type QueueCallback = unsafe extern "C" fn(Status, *mut HsaQueue, *mut c_void);
 
 dl_api! {
     "libhsa-runtime64.so.1",
@@ -130,10 +130,10 @@ dl_api! {
     hsa_amd_memory_lock_to_pool: fn(*mut c_void, usize, *mut Handle, i32, Handle, u32, *mut *mut c_void) -> Status;
     hsa_amd_memory_unlock: fn(*mut c_void) -> Status;
     hsa_memory_copy: fn(*mut c_void, *const c_void, usize) -> Status;
-    hsa_queue_create: fn(Handle, u32, u32, Option<QueueCallback>, *mut c_void, u32, u32, *mut *mut Queue) -> Status;
-    hsa_queue_destroy: fn(*mut Queue) -> Status;
-    hsa_queue_add_write_index_scacq_screl: fn(*const Queue, u64) -> u64;
-    hsa_queue_load_read_index_scacquire: fn(*const Queue) -> u64;
+    hsa_queue_create: fn(Handle, u32, u32, Option<QueueCallback>, *mut c_void, u32, u32, *mut *mut HsaQueue) -> Status;
+    hsa_queue_destroy: fn(*mut HsaQueue) -> Status;
+    hsa_queue_add_write_index_scacq_screl: fn(*const HsaQueue, u64) -> u64;
+    hsa_queue_load_read_index_scacquire: fn(*const HsaQueue) -> u64;
     hsa_signal_create: fn(i64, u32, *const Handle, *mut Handle) -> Status;
     hsa_signal_destroy: fn(Handle) -> Status;
     hsa_signal_store_screlease: fn(Handle, i64);

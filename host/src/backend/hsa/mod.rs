@@ -23,4 +23,4 @@ mod queue;
 
 pub use agent::Hsa;
 pub use executable::Executable;
-pub use ffi::{Handle, Queue, Status, HSA_STATUS_ERROR_OUT_OF_RESOURCES};
+pub use ffi::{Handle, HsaQueue, Status, HSA_STATUS_ERROR_OUT_OF_RESOURCES};
