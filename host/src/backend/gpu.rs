@@ -2,6 +2,8 @@
 //! for kernels) and [`LoadedModule`] (a code object's kernels and globals), and the
 //! kernel arguments they take ([`Arg`]).
 
+use gpuio_device::protocol::context::CONTEXT_LAYOUT;
+
 use crate::error::{Error, Result};
 
 /// The watchdog's loop as [`GpuBackend::synchronize_with`] runs it: it calls the question
@@ -191,4 +193,16 @@ impl From<f64> for Arg {
     fn from(v: f64) -> Arg {
         Arg::F64(v)
     }
+}
+
+/// Refuses a code object whose `gpuio_layout` is not this build's: one built against
+/// another version of the device crate would read the context at the wrong offsets.
+pub(crate) fn check_layout(layout: u64) -> Result<()> {
+    if layout == CONTEXT_LAYOUT {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "the code object was built with another version of gpuio's device crate (context \
+         layout {layout:#x}, this runtime's {CONTEXT_LAYOUT:#x}): rebuild it against this gpuio"
+    )))
 }

@@ -10,8 +10,9 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::scheduling::Scheduling;
 use cuda::Cuda;
-use gpu::GpuBackend;
+use gpu::{GpuBackend, LoadedModule};
 use hsa::Hsa;
 
 pub mod code_object;
@@ -92,6 +93,56 @@ impl Device {
         match self {
             Device::Cuda(_) => Backend::Cuda,
             Device::Hsa(_) => Backend::Hsa,
+        }
+    }
+
+    /// Loads a code object for this GPU (PTX text on CUDA, an AMDGPU ELF code object on
+    /// HSA), for a runtime that asked for `lockstep` scheduling or not; with the scheduling
+    /// its code runs with, where that can be told (an AMD wavefront's lanes: lockstep).
+    pub(crate) fn load(&self, image: &[u8], lockstep: bool) -> Result<(Box<dyn LoadedModule>, Option<Scheduling>)> {
+        Ok(match self {
+            Device::Cuda(c) => {
+                let (module, scheduling) = cuda::load_ptx_image(c, image, lockstep)?;
+                (Box::new(module), scheduling)
+            }
+            Device::Hsa(h) => (Box::new(hsa::Executable::load(h, image)?), Some(Scheduling::Lockstep)),
+        })
+    }
+
+    /// Among code objects built for several GPUs (`(processor, bytes)`), the one for this
+    /// GPU: on HSA the one whose processor is the agent's (`gfx90a`); on CUDA the first PTX
+    /// whose target's scheduling is the one asked for (sm_70 or newer: independent; before
+    /// sm_70: lockstep), or else, unless lockstep was asked for, the first PTX there is.
+    pub(crate) fn pick<'a>(&self, objects: &[(&str, &'a [u8])], lockstep: bool) -> Option<&'a [u8]> {
+        let found = match self {
+            Device::Hsa(h) => {
+                let want = code_object::processor_of_isa(h.agent_name());
+                objects.iter().find(|(arch, _)| *arch == want)
+            }
+            Device::Cuda(_) => {
+                let want = if lockstep {
+                    Scheduling::Lockstep
+                } else {
+                    Scheduling::Independent
+                };
+                let ptx = || objects.iter().filter(|(arch, _)| arch.starts_with("sm_"));
+                ptx()
+                    .find(|(arch, _)| Scheduling::of_sm(arch) == Some(want))
+                    .or_else(|| ptx().next().filter(|_| !lockstep))
+            }
+        };
+        found.map(|(_, image)| *image)
+    }
+
+    /// This GPU and the code object it wants, for [`Error::NoCodeObject`].
+    pub(crate) fn wants(&self, lockstep: bool) -> String {
+        match self {
+            Device::Hsa(h) => format!("{} ({})", h.agent_name(), h.isa()),
+            Device::Cuda(c) if lockstep => format!(
+                "{} (CUDA, lockstep scheduling asked for: wants PTX for a target before sm_70, e.g. sm_60)",
+                c.device_name()
+            ),
+            Device::Cuda(c) => format!("{} (CUDA: wants PTX, sm_NN)", c.device_name()),
         }
     }
 }

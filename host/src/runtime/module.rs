@@ -5,11 +5,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use gpuio_device::protocol::context::CONTEXT_LAYOUT;
-
 use super::{Gpu, Runtime};
 use crate::backend::cuda::{self, Cuda};
-use crate::backend::gpu::{Arg, LoadedModule};
+use crate::backend::gpu::{check_layout, Arg, LoadedModule};
 use crate::backend::hsa::{self, Hsa};
 use crate::backend::Device;
 use crate::error::{Error, Result};
@@ -116,46 +114,7 @@ impl Runtime {
             reason: format!("this runtime runs on the {} backend", self.backend.name()),
         })?;
         gpu.usable()?;
-        let (module, scheduling) = match &gpu.device {
-            Device::Cuda(c) => {
-                let ptx = std::str::from_utf8(image.strip_suffix(&[0]).unwrap_or(image))
-                    .map_err(|_| Error::Config("the CUDA backend loads PTX text, and this is not text".into()))?;
-                // A module built against another layout is refused before the driver
-                // compiles it (which can take tens of seconds); `install` checks the
-                // loaded global too.
-                if let Some(layout) = ptx_layout(ptx) {
-                    check_layout(layout)?;
-                }
-                let scheduling = Scheduling::of_ptx(ptx);
-                if self.lockstep && scheduling != Some(Scheduling::Lockstep) {
-                    return Err(Error::Config(format!(
-                        "lockstep scheduling was asked for (Builder::lockstep or GPUIO_LOCKSTEP=1), but \
-                         this PTX targets {}: build the kernels for sm_60 too (gpuio-linker --arch sm_60) \
-                         and load them with load_matching",
-                        ptx.lines()
-                            .find_map(|l| l.trim().strip_prefix(".target"))
-                            .map_or("no .target", str::trim)
-                    )));
-                }
-                // PTX for a target before sm_70 is compiled as one whole program, always:
-                // compiled separately and linked by the driver, the sm_60 build ran with
-                // independent thread scheduling on the H100 (the suite's lockstep probe: 256
-                // of 256 lanes took a lock that lockstep lanes cannot), which would make the
-                // lockstep build test nothing.
-                let jit = match scheduling {
-                    Some(Scheduling::Lockstep) => cuda::Jit::Whole,
-                    _ => cuda::Jit::from_env()?,
-                };
-                (
-                    Box::new(cuda::Module::load_with(c, ptx, jit)?) as Box<dyn LoadedModule>,
-                    scheduling,
-                )
-            }
-            Device::Hsa(h) => (
-                Box::new(hsa::Executable::load(h, image)?) as Box<dyn LoadedModule>,
-                Some(Scheduling::Lockstep),
-            ),
-        };
+        let (module, scheduling) = gpu.device.load(image, self.lockstep)?;
         self.install(gpu, module, scheduling)
     }
 
@@ -170,34 +129,10 @@ impl Runtime {
             backend: "cuda or hsa",
             reason: format!("this runtime runs on the {} backend", self.backend.name()),
         })?;
-        let found = match &gpu.device {
-            Device::Hsa(h) => {
-                let want = crate::backend::code_object::processor_of_isa(h.agent_name());
-                objects.iter().find(|(arch, _)| *arch == want)
-            }
-            Device::Cuda(_) => {
-                let want = if self.lockstep {
-                    Scheduling::Lockstep
-                } else {
-                    Scheduling::Independent
-                };
-                let ptx = || objects.iter().filter(|(arch, _)| arch.starts_with("sm_"));
-                ptx()
-                    .find(|(arch, _)| Scheduling::of_sm(arch) == Some(want))
-                    .or_else(|| ptx().next().filter(|_| !self.lockstep))
-            }
-        };
-        match found {
-            Some((_, image)) => self.load_code_object(image),
+        match gpu.device.pick(objects, self.lockstep) {
+            Some(image) => self.load_code_object(image),
             None => Err(Error::NoCodeObject {
-                gpu: match &gpu.device {
-                    Device::Hsa(h) => format!("{} ({})", h.agent_name(), h.isa()),
-                    Device::Cuda(c) if self.lockstep => format!(
-                        "{} (CUDA, lockstep scheduling asked for: wants PTX for a target before sm_70, e.g. sm_60)",
-                        c.device_name()
-                    ),
-                    Device::Cuda(c) => format!("{} (CUDA: wants PTX, sm_NN)", c.device_name()),
-                },
+                gpu: gpu.device.wants(self.lockstep),
                 available: objects.iter().map(|(arch, _)| arch.to_string()).collect(),
             }),
         }
@@ -372,51 +307,5 @@ impl Runtime {
             module,
             scheduling,
         })
-    }
-}
-
-/// Refuses a code object whose `gpuio_layout` is not this build's: one built against
-/// another version of the device crate would read the context at the wrong offsets.
-fn check_layout(layout: u64) -> Result<()> {
-    if layout == CONTEXT_LAYOUT {
-        return Ok(());
-    }
-    Err(Error::Config(format!(
-        "the code object was built with another version of gpuio's device crate (context \
-         layout {layout:#x}, this runtime's {CONTEXT_LAYOUT:#x}): rebuild it against this gpuio"
-    )))
-}
-
-/// The value of `gpuio_layout` as the PTX text initializes it
-/// (`.global .align 8 .b8 gpuio_layout[8] = {b0, ..., b7};`, little-endian bytes), if it
-/// does so.
-fn ptx_layout(ptx: &str) -> Option<u64> {
-    let line = ptx.lines().find(|l| l.contains(" gpuio_layout[8] = {"))?;
-    let inner = line.split_once('{')?.1.split_once('}')?.0;
-    let bytes: Vec<u8> = inner.split(',').map(|b| b.trim().parse().ok()).collect::<Option<_>>()?;
-    Some(u64::from_le_bytes(bytes.try_into().ok()?))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_layout_is_read_from_ptx_text() {
-        let b = CONTEXT_LAYOUT.to_le_bytes().map(|x| x.to_string()).join(", ");
-        let ptx = format!(".version 7.8\n.visible .global .align 8 .b8 gpuio_layout[8] = {{{b}}};\n");
-        assert_eq!(ptx_layout(&ptx), Some(CONTEXT_LAYOUT));
-        assert!(check_layout(CONTEXT_LAYOUT).is_ok());
-        let other = ptx
-            .replacen("= {", "= {1, ", 1)
-            .replacen(&format!(", {}}}", CONTEXT_LAYOUT >> 56), "}", 1);
-        let layout = ptx_layout(&other).expect("still 8 bytes");
-        assert_ne!(layout, CONTEXT_LAYOUT);
-        assert!(check_layout(layout)
-            .unwrap_err()
-            .to_string()
-            .contains("another version"));
-        assert_eq!(ptx_layout(".target sm_90\n"), None);
-        assert_eq!(ptx_layout(".global .align 8 .b8 gpuio_layout[8] = {1, 2};"), None);
     }
 }

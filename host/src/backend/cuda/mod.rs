@@ -11,5 +11,6 @@ mod split;
 
 pub use driver::Cuda;
 pub use ffi::CuDevicePtr;
+pub(crate) use module::load_ptx_image;
 pub use module::{Jit, Module};
 pub use peek::Peek;

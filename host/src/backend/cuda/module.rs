@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use super::driver::Cuda;
 use super::ffi::*;
-use crate::backend::gpu::{Arg, LoadedModule};
+use crate::backend::gpu::{check_layout, Arg, LoadedModule};
 use crate::error::{Error, Result};
+use crate::scheduling::Scheduling;
 
 /// A loaded PTX module.
 pub struct Module {
@@ -502,6 +503,48 @@ fn link_and_load(cuda: &Cuda, text: &CString, jit: &mut JitOptions) -> Result<Cu
     linked
 }
 
+/// Checks and loads a PTX image for a runtime that asked for `lockstep` scheduling or not:
+/// its text, its `gpuio_layout` (refused before the driver compiles it, which can take tens
+/// of seconds; the runtime checks the loaded global too) and its target's scheduling; with
+/// the scheduling its code runs with, where the target tells.
+pub(crate) fn load_ptx_image(cuda: &Arc<Cuda>, image: &[u8], lockstep: bool) -> Result<(Module, Option<Scheduling>)> {
+    let ptx = std::str::from_utf8(image.strip_suffix(&[0]).unwrap_or(image))
+        .map_err(|_| Error::Config("the CUDA backend loads PTX text, and this is not text".into()))?;
+    if let Some(layout) = ptx_layout(ptx) {
+        check_layout(layout)?;
+    }
+    let scheduling = Scheduling::of_ptx(ptx);
+    if lockstep && scheduling != Some(Scheduling::Lockstep) {
+        return Err(Error::Config(format!(
+            "lockstep scheduling was asked for (Builder::lockstep or GPUIO_LOCKSTEP=1), but \
+             this PTX targets {}: build the kernels for sm_60 too (gpuio-linker --arch sm_60) \
+             and load them with load_matching",
+            ptx.lines()
+                .find_map(|l| l.trim().strip_prefix(".target"))
+                .map_or("no .target", str::trim)
+        )));
+    }
+    // PTX for a target before sm_70 is compiled as one whole program, always: compiled
+    // separately and linked by the driver, the sm_60 build ran with independent thread
+    // scheduling on the H100 (the suite's lockstep probe: 256 of 256 lanes took a lock that
+    // lockstep lanes cannot), which would make the lockstep build test nothing.
+    let jit = match scheduling {
+        Some(Scheduling::Lockstep) => Jit::Whole,
+        _ => Jit::from_env()?,
+    };
+    Ok((Module::load_with(cuda, ptx, jit)?, scheduling))
+}
+
+/// The value of `gpuio_layout` as the PTX text initializes it
+/// (`.global .align 8 .b8 gpuio_layout[8] = {b0, ..., b7};`, little-endian bytes), if it
+/// does so.
+fn ptx_layout(ptx: &str) -> Option<u64> {
+    let line = ptx.lines().find(|l| l.contains(" gpuio_layout[8] = {"))?;
+    let inner = line.split_once('{')?.1.split_once('}')?.0;
+    let bytes: Vec<u8> = inner.split(',').map(|b| b.trim().parse().ok()).collect::<Option<_>>()?;
+    Some(u64::from_le_bytes(bytes.try_into().ok()?))
+}
+
 #[cfg(test)]
 mod param_tests {
     use super::ptx_entry_params;
@@ -516,5 +559,30 @@ mod param_tests {
         assert_eq!(p["hello"], Vec::<usize>::new());
         assert_eq!(p["table"], [4]);
         assert_eq!(p["mix"], [8, 4, 24]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_layout_is_read_from_ptx_text() {
+        use gpuio_device::protocol::context::CONTEXT_LAYOUT;
+        let b = CONTEXT_LAYOUT.to_le_bytes().map(|x| x.to_string()).join(", ");
+        let ptx = format!(".version 7.8\n.visible .global .align 8 .b8 gpuio_layout[8] = {{{b}}};\n");
+        assert_eq!(ptx_layout(&ptx), Some(CONTEXT_LAYOUT));
+        assert!(check_layout(CONTEXT_LAYOUT).is_ok());
+        let other = ptx
+            .replacen("= {", "= {1, ", 1)
+            .replacen(&format!(", {}}}", CONTEXT_LAYOUT >> 56), "}", 1);
+        let layout = ptx_layout(&other).expect("still 8 bytes");
+        assert_ne!(layout, CONTEXT_LAYOUT);
+        assert!(check_layout(layout)
+            .unwrap_err()
+            .to_string()
+            .contains("another version"));
+        assert_eq!(ptx_layout(".target sm_90\n"), None);
+        assert_eq!(ptx_layout(".global .align 8 .b8 gpuio_layout[8] = {1, 2};"), None);
     }
 }
