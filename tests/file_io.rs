@@ -781,6 +781,24 @@ fn bad_ring_counts_and_cpus_are_refused() {
         "{:?}",
         r.err()
     );
+    // Without a ring count, one ring per CPU named: at most 8.
+    let r = Runtime::builder()
+        .backend(Backend::Cpu)
+        .sqpoll_cpus(&(0..9).collect::<Vec<u32>>())
+        .build();
+    assert!(
+        matches!(&r, Err(Error::Config(m)) if m.contains("names 9 CPUs") && m.contains("1 to 8")),
+        "{:?}",
+        r.err()
+    );
+    // Only the CQ's size given: the SQ takes the default or the CQ's size, whichever is less.
+    let rt = Runtime::builder()
+        .backend(Backend::Cpu)
+        .cq_entries(64)
+        .build()
+        .expect("a CQ of 64 and no SQ size");
+    assert_eq!(rt.stats().sq_entries, 64);
+    drop(rt);
     // A CPU the kernel does not have: refused, naming it.
     let r = Runtime::builder()
         .backend(Backend::Cpu)

@@ -190,8 +190,9 @@ impl Builder {
     }
 
     /// How many io_uring rings the runtime spreads device requests over (1 to 8; otherwise
-    /// `GPUIO_RINGS`; otherwise, on a GPU, one per four free physical cores near it, 1 to 4,
-    /// and 1 on the CPU backend). Each ring has its own SQPOLL thread, which does the
+    /// `GPUIO_RINGS`; otherwise one per CPU of [`Builder::sqpoll_cpus`] where those are
+    /// named; otherwise, on a GPU, one per four free physical cores near it, 1 to 4, and 1
+    /// on the CPU backend). Each ring has its own SQPOLL thread, which does the
     /// copies between the page cache and the buffers itself: with one ring, one kernel
     /// thread carries all file I/O, at about one host thread's rate. An extra ring's
     /// thread spins a core only while its ring has work and for
@@ -235,7 +236,7 @@ impl Builder {
     }
 
     /// Binds ring `i`'s SQPOLL thread to CPU `cpus[i]` (`IORING_SETUP_SQ_AFF`); one CPU
-    /// per ring. Otherwise `GPUIO_SQPOLL_CPUS` (a list such as `2-5`), otherwise: one ring,
+    /// per ring (with no ring count given, the list sets it). Otherwise `GPUIO_SQPOLL_CPUS` (a list such as `2-5`), otherwise: one ring,
     /// and rings on the CPU backend, unbound; several on a GPU on CPUs near it, one per
     /// physical core, from the end of that list, when that leaves a core free (else
     /// unbound). [`Runtime::sqpoll_cpus`] says what was chosen.
@@ -557,21 +558,34 @@ impl Builder {
     /// `share` sets up.
     fn open_rings(&self, device: Option<&Device>) -> Result<OpenRings> {
         let pci_bus_id = device.and_then(|d| d.pci_bus_id());
-        let rings = match self.rings {
-            Some(n) => n,
-            None => crate::settings::number("GPUIO_RINGS")?
-                .unwrap_or_else(|| affinity::default_rings(device.is_some(), pci_bus_id) as u32),
+        let asked = match self.rings {
+            Some(n) => Some(n),
+            None => crate::settings::number("GPUIO_RINGS")?,
         };
-        if !(1..=MAX_RINGS as u32).contains(&rings) {
-            return Err(Error::Config(format!("rings must be 1 to {MAX_RINGS}, not {rings}")));
+        let in_range = |n: usize| (1..=MAX_RINGS).contains(&n);
+        if let Some(n) = asked.filter(|&n| !in_range(n as usize)) {
+            return Err(Error::Config(format!("rings must be 1 to {MAX_RINGS}, not {n}")));
         }
+        // The count asked for, else one per CPU named, else one from the machine's cores.
         let (mut sqpoll_cpus, named, mut sqpoll_claim) = affinity::choose(
-            rings as usize,
+            asked.map(|n| n as usize),
             self.sqpoll_cpus.as_deref(),
             device.is_some(),
             pci_bus_id,
         )?;
-        let sq_entries = self.sq_entries.unwrap_or(if device.is_some() { 1024 } else { 256 });
+        let rings = sqpoll_cpus.len();
+        if !in_range(rings) {
+            return Err(Error::Config(format!(
+                "sqpoll_cpus names {rings} CPUs, and with no ring count given that is one ring \
+                 each: name 1 to {MAX_RINGS}"
+            )));
+        }
+        // A GPU's default SQ, or less where only the CQ was given (the CQ holds at least
+        // as many entries as the SQ).
+        let default_sq = if device.is_some() { 1024 } else { 256 };
+        let sq_entries = self
+            .sq_entries
+            .unwrap_or_else(|| self.cq_entries.map_or(default_sq, |cq| cq.min(default_sq)));
         let cfg = UringConfig {
             sq_entries,
             cq_entries: self.cq_entries.unwrap_or(sq_entries.saturating_mul(2)),
@@ -587,7 +601,7 @@ impl Builder {
         let (queues, queue_notice) = match open(&sqpoll_cpus) {
             // A CPU chosen here that the kernel refuses: unbound instead (affinity.rs).
             Err(Error::Config(why)) if !named && why.contains("refused to bind SQPOLL") => {
-                sqpoll_cpus = vec![None; rings as usize];
+                sqpoll_cpus = vec![None; rings];
                 sqpoll_claim = Default::default();
                 open(&sqpoll_cpus)?
             }
@@ -610,7 +624,7 @@ impl Builder {
         };
         if matches!(queues[0], Queue::Host(_)) {
             // The fallback's threads are not bound (`HostRing` ignores `sq_thread_cpu`).
-            sqpoll_cpus = vec![None; rings as usize];
+            sqpoll_cpus = vec![None; rings];
             sqpoll_claim = Default::default();
         }
         Ok(OpenRings {

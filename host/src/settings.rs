@@ -56,7 +56,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         name: "GPUIO_RINGS",
         builder: "rings",
         values: "1 to 8",
-        unset: "on a GPU, one per 4 free cores near it (1 to 4); on the CPU backend, 1",
+        unset: "one per CPU of sqpoll_cpus if given; else on a GPU, one per 4 free cores near it (1 to 4); on the CPU backend, 1",
     },
     Setting {
         name: "GPUIO_SOLO",

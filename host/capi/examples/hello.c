@@ -1,7 +1,7 @@
 /*
- * gpuio from C: one line from each of 1024 threads, through io_uring. On a CUDA GPU when
- * there is one and a PTX file is given (the kernels/ crate's, which has `hello`), else
- * C kernels on the CPU backend.
+ * gpuio from C: one line from each of 1024 threads, through io_uring. On a GPU when there
+ * is one and a code object for it is given (PTX on NVIDIA, a .hsaco on AMD: the kernels/
+ * crate's, which has `hello`), else C kernels on the CPU backend.
  *
  *   cargo build --release -p gpuio-capi
  *   export PKG_CONFIG_PATH=$PWD/target/release
@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
         return fail("gpuio_runtime_create", s);
     }
     gpuio_runtime_backend(rt, &backend);
-    if (backend == GPUIO_BACKEND_CUDA) {
+    if (backend != GPUIO_BACKEND_CPU) {
         if ((s = gpuio_module_load_file(rt, argv[1], &m)) != GPUIO_OK) {
             return fail("gpuio_module_load_file", s);
         }

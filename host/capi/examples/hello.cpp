@@ -1,9 +1,10 @@
-// gpuio from C++: one line from each of 1024 threads, through io_uring. On a CUDA GPU when
-// there is one and a PTX file is given (the kernels/ crate's, which has `hello`), else a
-// C++ lambda as the kernel on the CPU backend. The runtime and the module are owned by
+// gpuio from C++: one line from each of 1024 threads, through io_uring. On a GPU when there
+// is one and a code object for it is given (PTX on NVIDIA, a .hsaco on AMD: the kernels/
+// crate's, which has `hello`), else a C++ lambda as the kernel on the CPU backend. The runtime and the module are owned by
 // std::unique_ptr, and a failed call throws with gpuio's message.
 //
 //   cargo build --release -p gpuio-capi
+//   cargo build --release --examples       # on a GPU machine: the kernels' code objects too
 //   export PKG_CONFIG_PATH=$PWD/target/release
 //   c++ -std=c++17 host/capi/examples/hello.cpp $(pkg-config --cflags --libs gpuio) -o hello_cpp
 //   ./hello_cpp [kernels.ptx]
@@ -52,7 +53,7 @@ int main(int argc, char **argv) try {
     gpuio_backend backend;
     check(gpuio_runtime_backend(rt.get(), &backend), "gpuio_runtime_backend");
     Module module;
-    if (backend == GPUIO_BACKEND_CUDA) {
+    if (backend != GPUIO_BACKEND_CPU) {
         gpuio_module *m = nullptr;
         check(gpuio_module_load_file(rt.get(), argv[1], &m), "gpuio_module_load_file");
         module.reset(m);
@@ -69,7 +70,7 @@ int main(int argc, char **argv) try {
     gpuio_sync_report report{};
     check(gpuio_synchronize(rt.get(), &report), "gpuio_synchronize");
     std::fprintf(stderr, "hello_cpp: %u threads on the %s backend\n", grid * block,
-                 backend == GPUIO_BACKEND_CUDA ? "cuda" : "cpu");
+                 backend == GPUIO_BACKEND_CUDA ? "cuda" : backend == GPUIO_BACKEND_HSA ? "hsa" : "cpu");
     return 0;
 } catch (const std::exception &e) {
     std::fprintf(stderr, "hello_cpp: %s\n", e.what());

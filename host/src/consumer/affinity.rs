@@ -53,10 +53,11 @@ impl Drop for Claim {
 
 /// The CPU for each of `rings` SQPOLL threads (`None`: unbound), whether they were named
 /// (by the builder or `GPUIO_SQPOLL_CPUS`) rather than chosen here, and the claim on those
-/// chosen here; see the module docs. `explicit` is what the builder was given; `gpu` says
+/// chosen here; see the module docs. `rings` is the count asked for (`None`: one per CPU
+/// named, else [`default_rings`]'s); `explicit` is what the builder was given; `gpu` says
 /// whether kernels run on a GPU, and `pci_bus_id` names it where the backend says.
 pub(crate) fn choose(
-    rings: usize,
+    rings: Option<usize>,
     explicit: Option<&[u32]>,
     gpu: bool,
     pci_bus_id: Option<&str>,
@@ -68,20 +69,29 @@ pub(crate) fn choose(
         })?,
     };
     if let Some(cpus) = explicit {
-        if cpus.len() != rings {
-            return Err(Error::Config(format!(
-                "sqpoll_cpus names {} CPU(s) ({cpus:?}) for {rings} ring(s): one per ring",
-                cpus.len()
-            )));
+        match rings {
+            Some(rings) if cpus.len() != rings => {
+                return Err(Error::Config(format!(
+                    "sqpoll_cpus names {} CPU(s) ({cpus:?}) for {rings} ring(s): one per ring \
+                     (name {rings} CPUs, or leave the ring count unset to get one ring per CPU named)",
+                    cpus.len()
+                )))
+            }
+            // One ring per CPU named, within the builder's limit (checked by the caller).
+            _ => return Ok((cpus.into_iter().map(Some).collect(), true, Claim::default())),
         }
-        return Ok((cpus.into_iter().map(Some).collect(), true, Claim::default()));
     }
-    if rings == 1 || !gpu {
-        return Ok((vec![None; rings], false, Claim::default()));
+    if !gpu {
+        return Ok((vec![None; rings.unwrap_or(1)], false, Claim::default()));
     }
     let near = near_cpus(pci_bus_id);
-    // Choosing and claiming under one lock: two runtimes built at once get distinct cores.
+    // Counting, choosing and claiming under one lock: two runtimes built at once get
+    // distinct cores, and each a count from the cores the other left.
     let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+    let rings = rings.unwrap_or_else(|| default_rings(&near, &claimed, core_of));
+    if rings == 1 {
+        return Ok((vec![None], false, Claim::default()));
+    }
     let cpus = pick_unclaimed(rings, &near, &claimed, core_of);
     let mine: Vec<u32> = cpus.iter().flatten().copied().collect();
     claimed.extend(&mine);
@@ -91,9 +101,10 @@ pub(crate) fn choose(
 /// The most rings a runtime on a GPU gets when nobody says how many ([`default_rings`]).
 pub(crate) const DEFAULT_MAX_RINGS: usize = 4;
 
-/// How many rings a runtime gets when neither the builder nor `GPUIO_RINGS` says: on a
-/// GPU, one per four physical cores near it that this process may use and no other live
-/// runtime of the process holds, from 1 to [`DEFAULT_MAX_RINGS`]; on the CPU backend 1.
+/// How many rings a runtime gets when neither the builder nor `GPUIO_RINGS` says, nor a
+/// list of CPUs: on a GPU, one per four physical cores of `near` (the CPUs near it that
+/// this process may use) that no other live runtime of the process holds (`claimed`),
+/// from 1 to [`DEFAULT_MAX_RINGS`]; on the CPU backend 1 ([`choose`]).
 ///
 /// Why: one ring's SQPOLL thread copies file data at about one host thread's rate, so a
 /// single ring makes a GPU's bulk `pread` no faster than a host thread doing it. Four
@@ -102,12 +113,8 @@ pub(crate) const DEFAULT_MAX_RINGS: usize = 4;
 /// `sq_thread_idle_ms` (50 ms) after, then sleeps; prints use ring 0 alone, so a kernel
 /// that only prints wakes none of the others. On the CPU backend the kernel's threads are
 /// the application's, competing for the same cores as the SQPOLL threads.
-pub(crate) fn default_rings(gpu: bool, pci_bus_id: Option<&str>) -> usize {
-    if !gpu {
-        return 1;
-    }
-    let claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    rings_for_cores(cores(&unclaimed(&near_cpus(pci_bus_id), &claimed, core_of), core_of))
+fn default_rings(near: &[u32], claimed: &[u32], core: impl Fn(u32) -> String) -> usize {
+    rings_for_cores(cores(&unclaimed(near, claimed, &core), core))
 }
 
 /// One ring per four cores, 1 to [`DEFAULT_MAX_RINGS`].
@@ -282,20 +289,40 @@ mod tests {
         let all: Vec<u32> = (0..16).collect();
         assert_eq!(cores(&all, ht), 8);
         assert_eq!(cores(&unclaimed(&all, &[15, 14, 13, 12, 11, 10], ht), ht), 2);
-        // The CPU backend: one, whatever the machine.
-        assert_eq!(default_rings(false, None), 1);
-        let n = default_rings(true, None);
-        assert!((1..=DEFAULT_MAX_RINGS).contains(&n), "{n}");
+        // 16 cores of their own: 4 rings; 6 of them held by another runtime: 2.
+        let own = |c: u32| c.to_string();
+        let sixteen: Vec<u32> = (0..16).collect();
+        assert_eq!(default_rings(&sixteen, &[], own), 4);
+        assert_eq!(default_rings(&sixteen, &[15, 14, 13, 12, 11, 10], own), 2);
+        // The CPU backend: one unbound ring, whatever the machine.
+        if !crate::settings::is_set("GPUIO_SQPOLL_CPUS") {
+            let (cpus, named, _) = choose(None, None, false, None).unwrap();
+            assert_eq!((cpus, named), (vec![None], false));
+        }
+    }
+
+    #[test]
+    fn a_cpu_list_without_a_ring_count_gives_one_ring_per_cpu() {
+        let (cpus, named, _) = choose(None, Some(&[7]), true, None).unwrap();
+        assert_eq!((cpus, named), (vec![Some(7)], true));
+        let (cpus, _, _) = choose(None, Some(&[2, 3, 4, 5]), true, None).unwrap();
+        assert_eq!(cpus, [Some(2), Some(3), Some(4), Some(5)]);
+        // With a count that differs, the error says both ways out.
+        let e = choose(Some(2), Some(&[7]), true, None).unwrap_err().to_string();
+        assert!(
+            e.contains("one per ring") && e.contains("leave the ring count unset"),
+            "{e}"
+        );
     }
 
     #[test]
     fn explicit_cpus_need_one_per_ring() {
-        let (cpus, named, claim) = choose(2, Some(&[3, 1]), false, None).unwrap();
+        let (cpus, named, claim) = choose(Some(2), Some(&[3, 1]), false, None).unwrap();
         assert_eq!((cpus, named, claim.0.clone()), (vec![Some(3), Some(1)], true, vec![]));
-        assert!(matches!(choose(2, Some(&[3]), true, None), Err(Error::Config(m)) if m.contains("one per ring")));
+        assert!(matches!(choose(Some(2), Some(&[3]), true, None), Err(Error::Config(m)) if m.contains("one per ring")));
         // Unnamed: unbound on the CPU backend, whatever the count.
         if !crate::settings::is_set("GPUIO_SQPOLL_CPUS") {
-            let (cpus, named, claim) = choose(4, None, false, None).unwrap();
+            let (cpus, named, claim) = choose(Some(4), None, false, None).unwrap();
             assert_eq!((cpus, named, claim.0.clone()), (vec![None; 4], false, vec![]));
         }
     }
@@ -306,8 +333,8 @@ mod tests {
             return;
         }
         let cores = |cpus: &[Option<u32>]| cpus.iter().flatten().map(|&c| core_of(c)).collect::<Vec<_>>();
-        let (a, _, claim_a) = choose(2, None, true, None).unwrap();
-        let (b, _, claim_b) = choose(2, None, true, None).unwrap();
+        let (a, _, claim_a) = choose(Some(2), None, true, None).unwrap();
+        let (b, _, claim_b) = choose(Some(2), None, true, None).unwrap();
         if a.iter().all(Option::is_some) && b.iter().all(Option::is_some) {
             assert!(
                 cores(&b).iter().all(|c| !cores(&a).contains(c)),

@@ -381,7 +381,11 @@ impl LoadedModule for Module {
 
 /// The driver's JIT options for one compile, passed by pointer to `cuModuleLoadDataEx` or
 /// `cuLinkCreate`: a buffer for its error log, with its size, and a slot for the compile
-/// time. The log's heap buffer does not move with the struct, so `values` stays valid.
+/// time. The log's heap buffer does not move with the struct, but the driver also keeps
+/// pointers to `options` and `values` themselves (`cuLinkCreate` holds them until
+/// `cuLinkDestroy`, and writes the compile time at `cuLinkComplete`): the struct must stay
+/// where it is, borrowed, from the first call to the last, as `load_whole` and
+/// `link_and_load` keep it.
 struct JitOptions {
     log: Vec<u8>,
     options: [u32; 3],
