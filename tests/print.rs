@@ -264,35 +264,8 @@ fn a_locked_stdouts_pieces_make_whole_lines(sub: Suite) {
 
 fn long_lines_stay_whole(sub: Suite) {
     let _wd = watchdog("long_lines_stay_whole", 120);
-    let (f, path) = temp_file("long.txt");
     // A log smaller than one line: 64 KiB and 200 KiB lines go out in pieces, whole.
-    let rt = builder(sub)
-        .stdout_fd(f.as_raw_fd())
-        .log_bytes(4096)
-        .sq_entries(8)
-        .build()
-        .unwrap();
-    rt.launch(1, 4, || {
-        let t = gpuio::device::thread_idx() as u8;
-        let c = (b'a' + t) as char;
-        for len in [100usize, 64 * 1024, 200 * 1024] {
-            println!("{}", Repeat(c, len));
-        }
-    })
-    .unwrap();
-    rt.synchronize().unwrap();
-    drop(rt);
-    let out = std::fs::read_to_string(path).unwrap();
-    let mut per_thread = std::collections::HashMap::<char, Vec<usize>>::new();
-    for line in out.lines() {
-        let c = line.chars().next().unwrap();
-        assert!(line.chars().all(|x| x == c), "a line was torn by another thread's line");
-        per_thread.entry(c).or_default().push(line.len());
-    }
-    assert_eq!(per_thread.len(), 4);
-    for lens in per_thread.values() {
-        assert_eq!(lens, &[100, 64 * 1024, 200 * 1024]);
-    }
+    lines_of_one_letter_stay_whole(sub, "long.txt", 4096, &[100, 64 * 1024, 200 * 1024]);
 }
 
 struct Repeat(char, usize);
@@ -312,20 +285,27 @@ impl std::fmt::Display for Repeat {
 
 fn lines_that_fit_the_line_buffer_but_not_the_log_stay_whole(sub: Suite) {
     let _wd = watchdog("lines_that_fit_the_line_buffer_but_not_the_log_stay_whole", 60);
-    let (f, path) = temp_file("small_log.txt");
     // A 64-byte log, and lines of 65 to 250 bytes: short enough for the stack buffer, too
     // long to be one record in the log: such a line must go out in pieces, not wait for room
     // the log can never have.
+    lines_of_one_letter_stay_whole(sub, "small_log.txt", 64, &[10, 64, 100, 250]);
+}
+
+/// Four threads each print a line of each length in `lens`, all of one letter (its own),
+/// through a log of `log_bytes` and an 8-entry SQ: every line arrives whole (no letter of
+/// another thread inside it), each thread's in order, into the file `name`.
+fn lines_of_one_letter_stay_whole(sub: Suite, name: &str, log_bytes: usize, lens: &'static [usize]) {
+    let (f, path) = temp_file(name);
     let rt = builder(sub)
         .stdout_fd(f.as_raw_fd())
-        .log_bytes(64)
+        .log_bytes(log_bytes)
         .sq_entries(8)
         .build()
         .unwrap();
-    rt.launch(1, 4, || {
+    rt.launch(1, 4, move || {
         let t = gpuio::device::thread_idx() as u8;
         let c = (b'a' + t) as char;
-        for len in [10usize, 64, 100, 250] {
+        for &len in lens {
             println!("{}", Repeat(c, len));
         }
     })
@@ -340,8 +320,8 @@ fn lines_that_fit_the_line_buffer_but_not_the_log_stay_whole(sub: Suite) {
         per_thread.entry(c).or_default().push(line.len());
     }
     assert_eq!(per_thread.len(), 4);
-    for lens in per_thread.values() {
-        assert_eq!(lens, &[10, 64, 100, 250]);
+    for got in per_thread.values() {
+        assert_eq!(got, lens);
     }
 }
 
