@@ -37,8 +37,8 @@ impl<'rt> GpuModule<'rt> {
     }
 
     /// Launches kernel `name` on the blocks and threads of `cfg`, in up to three
-    /// dimensions (asynchronous; [`Runtime::synchronize`] waits). CUDA and HIP launch in
-    /// all three; the HSA backend refuses a launch that uses y or z.
+    /// dimensions (asynchronous; [`Runtime::synchronize`] waits), on every backend (HSA's
+    /// dispatch packet and hidden arguments carry all three).
     pub fn launch_with(&self, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<()> {
         cfg.check()?;
         let gpu = self.rt.gpu.as_ref().expect("a GpuModule exists only on a GPU runtime");

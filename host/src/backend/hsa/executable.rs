@@ -197,23 +197,23 @@ impl Executable {
         Ok(k)
     }
 
-    /// Launches `name` on `grid` work-groups of `block` work-items with `args`
-    /// (asynchronous; the runtime's synchronize waits).
+    /// Launches `name` on `grid` work-groups of `block` work-items (x) with `args`
+    /// (asynchronous; the runtime's synchronize waits); [`Executable::launch_with`] in
+    /// three dimensions.
+    pub fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+        self.launch_with(name, crate::LaunchConfig::linear(grid, block), args)
+    }
+
+    /// Launches `name` on the work-groups and work-items of `cfg`, in up to three
+    /// dimensions, with `args` (asynchronous; the runtime's synchronize waits).
     ///
     /// Explicit arguments are checked against the kernel's metadata (count and sizes) and
     /// placed at its offsets; hidden arguments get the launch's values (block counts,
     /// group sizes, grid dimensions) or zero.
-    pub fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+    pub fn launch_with(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
         let k = self.kernel(name)?;
-        let block16 = u16::try_from(block)
-            .ok()
-            .filter(|&b| b > 0 && b <= 1024)
-            .ok_or_else(|| Error::Config(format!("{block} work-items per work-group: expected 1..=1024")))?;
-        let grid_size = grid
-            .checked_mul(block)
-            .filter(|&n| n > 0)
-            .ok_or_else(|| Error::Config(format!("{grid} x {block} work-items do not fit a u32 grid")))?;
-        let kernarg = kernarg_bytes(&k, name, grid, block16, args)?;
+        let shape = Shape::of(cfg)?;
+        let kernarg = kernarg_bytes(&k, name, &shape, args)?;
         let block_mem = self.hsa.alloc_kernarg(kernarg.len())?;
         // SAFETY: `block_mem` holds at least `kernarg.len()` bytes.
         unsafe { std::ptr::copy_nonoverlapping(kernarg.as_ptr(), block_mem, kernarg.len()) };
@@ -234,8 +234,9 @@ impl Executable {
             self.hsa.dispatch(&Dispatch {
                 kernel_object: k.kernel_object,
                 kernarg: block_mem,
-                block: block16,
-                grid_size,
+                block: shape.block,
+                grid_size: shape.grid_size,
+                dims: shape.dims,
                 private_segment_size,
                 group_segment_size: k.group_segment_size,
             })
@@ -243,8 +244,57 @@ impl Executable {
     }
 }
 
+/// A launch as an AQL packet and the hidden arguments say it: work-groups per dimension,
+/// work-items per work-group, work-items in the grid, and how many dimensions it uses.
+#[derive(Debug, PartialEq, Eq)]
+struct Shape {
+    groups: [u32; 3],
+    block: [u16; 3],
+    grid_size: [u32; 3],
+    dims: u16,
+}
+
+impl Shape {
+    /// `cfg` checked: at most 1,024 work-items per work-group (each size a u16), and each
+    /// dimension's work-items a u32, as the packet holds them.
+    fn of(cfg: crate::LaunchConfig) -> Result<Shape> {
+        cfg.check()?;
+        let (g, b) = (cfg.grid, cfg.block);
+        let items = b.count();
+        if items > 1024 {
+            return Err(Error::Config(format!(
+                "({}, {}, {}) work-items per work-group ({items}): expected 1 to 1024 in all",
+                b.x, b.y, b.z
+            )));
+        }
+        let mut grid_size = [0u32; 3];
+        for (i, (groups, block)) in [(g.x, b.x), (g.y, b.y), (g.z, b.z)].into_iter().enumerate() {
+            grid_size[i] = groups.checked_mul(block).ok_or_else(|| {
+                Error::Config(format!(
+                    "{groups} x {block} work-items in dimension {} do not fit the packet's u32",
+                    ["x", "y", "z"][i]
+                ))
+            })?;
+        }
+        let dims = if g.z > 1 || b.z > 1 {
+            3
+        } else if g.y > 1 || b.y > 1 {
+            2
+        } else {
+            1
+        };
+        // Each block size is at most 1,024 (their product is), so it fits a u16.
+        Ok(Shape {
+            groups: [g.x, g.y, g.z],
+            block: [b.x as u16, b.y as u16, b.z as u16],
+            grid_size,
+            dims,
+        })
+    }
+}
+
 /// Lays out a kernel's argument block.
-fn kernarg_bytes(k: &KernelInfo, name: &str, grid: u32, block: u16, args: &[Arg]) -> Result<Vec<u8>> {
+fn kernarg_bytes(k: &KernelInfo, name: &str, shape: &Shape, args: &[Arg]) -> Result<Vec<u8>> {
     let given = args.len();
     // As the code object lists them: a slice is two 8-byte arguments.
     let args = &Arg::amdgcn(args)[..];
@@ -295,12 +345,19 @@ fn kernarg_bytes(k: &KernelInfo, name: &str, grid: u32, block: u16, args: &[Arg]
         put(m.offset, &v);
     }
     for h in k.meta.args.iter().filter(|a| a.is_hidden()) {
+        let axis = |kind: &str| match kind.as_bytes().last() {
+            Some(b'x') => 0,
+            Some(b'y') => 1,
+            _ => 2,
+        };
         let v: Option<Vec<u8>> = match (h.value_kind.as_str(), h.size) {
-            ("hidden_block_count_x", 4) => Some(grid.to_ne_bytes().to_vec()),
-            ("hidden_block_count_y" | "hidden_block_count_z", 4) => Some(1u32.to_ne_bytes().to_vec()),
-            ("hidden_group_size_x", 2) => Some(block.to_ne_bytes().to_vec()),
-            ("hidden_group_size_y" | "hidden_group_size_z", 2) => Some(1u16.to_ne_bytes().to_vec()),
-            ("hidden_grid_dims", 2) => Some(1u16.to_ne_bytes().to_vec()),
+            (kind @ ("hidden_block_count_x" | "hidden_block_count_y" | "hidden_block_count_z"), 4) => {
+                Some(shape.groups[axis(kind)].to_ne_bytes().to_vec())
+            }
+            (kind @ ("hidden_group_size_x" | "hidden_group_size_y" | "hidden_group_size_z"), 2) => {
+                Some(shape.block[axis(kind)].to_ne_bytes().to_vec())
+            }
+            ("hidden_grid_dims", 2) => Some(shape.dims.to_ne_bytes().to_vec()),
             // Remainders (the grid is whole work-groups), global offsets, and the
             // buffers we do not provide (hostcall, heap, queues): zero.
             _ => None,
@@ -331,15 +388,7 @@ impl Drop for Executable {
 
 impl LoadedModule for Executable {
     fn launch(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
-        if !cfg.is_linear() {
-            return Err(Error::Config(format!(
-                "kernel {name}: the HSA backend launches in x only (its dispatch packets and \
-                 hidden arguments are written for one dimension); {cfg:?} uses y or z: launch \
-                 grid.x * grid.y * grid.z blocks of block.x * block.y * block.z threads and \
-                 split the index in the kernel"
-            )));
-        }
-        Executable::launch(self, name, cfg.grid.x, cfg.block.x, args)
+        Executable::launch_with(self, name, cfg, args)
     }
 
     fn global(&self, name: &str) -> Result<(u64, usize)> {
@@ -396,7 +445,8 @@ mod tests {
             ],
             64,
         );
-        let b = kernarg_bytes(&k, "k", 7, 256, &[Arg::U32(5), Arg::U64(9)]).unwrap();
+        let linear = |g, b| Shape::of(crate::LaunchConfig::linear(g, b)).unwrap();
+        let b = kernarg_bytes(&k, "k", &linear(7, 256), &[Arg::U32(5), Arg::U64(9)]).unwrap();
         assert_eq!(b.len(), 64);
         assert_eq!(b[0..4], 5u32.to_ne_bytes());
         assert_eq!(b[8..16], 9u64.to_ne_bytes());
@@ -405,11 +455,57 @@ mod tests {
         assert_eq!(b[28..30], 256u16.to_ne_bytes());
         assert_eq!(b[40..42], 1u16.to_ne_bytes());
         assert!(b[48..56].iter().all(|&x| x == 0));
-        assert!(kernarg_bytes(&k, "k", 1, 1, &[Arg::U32(5)]).is_err(), "too few");
         assert!(
-            kernarg_bytes(&k, "k", 1, 1, &[Arg::U64(5), Arg::U64(9)]).is_err(),
+            kernarg_bytes(&k, "k", &linear(1, 1), &[Arg::U32(5)]).is_err(),
+            "too few"
+        );
+        assert!(
+            kernarg_bytes(&k, "k", &linear(1, 1), &[Arg::U64(5), Arg::U64(9)]).is_err(),
             "wrong size"
         );
+    }
+
+    #[test]
+    fn a_three_dimensional_launch_fills_every_dimension() {
+        let k = kernel(
+            &[
+                ("hidden_block_count_x", 0, 4),
+                ("hidden_block_count_y", 4, 4),
+                ("hidden_block_count_z", 8, 4),
+                ("hidden_group_size_x", 12, 2),
+                ("hidden_group_size_y", 14, 2),
+                ("hidden_group_size_z", 16, 2),
+                ("hidden_grid_dims", 18, 2),
+            ],
+            24,
+        );
+        let shape = Shape::of(crate::LaunchConfig::new((3, 2, 5), (8, 4, 2))).unwrap();
+        assert_eq!(
+            shape,
+            Shape {
+                groups: [3, 2, 5],
+                block: [8, 4, 2],
+                grid_size: [24, 8, 10],
+                dims: 3
+            }
+        );
+        let b = kernarg_bytes(&k, "k", &shape, &[]).unwrap();
+        let u32_at = |at: usize| u32::from_ne_bytes(b[at..at + 4].try_into().unwrap());
+        let u16_at = |at: usize| u16::from_ne_bytes(b[at..at + 2].try_into().unwrap());
+        assert_eq!([u32_at(0), u32_at(4), u32_at(8)], [3, 2, 5]);
+        assert_eq!([u16_at(12), u16_at(14), u16_at(16), u16_at(18)], [8, 4, 2, 3]);
+        // Two dimensions where z is 1; one where y and z are.
+        assert_eq!(Shape::of(crate::LaunchConfig::new((3, 2), (8, 1))).unwrap().dims, 2);
+        assert_eq!(Shape::of(crate::LaunchConfig::new(3, 8)).unwrap().dims, 1);
+        // More than 1,024 work-items per work-group, and a dimension past the packet's u32.
+        let e = Shape::of(crate::LaunchConfig::new(1, (32, 32, 2)))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expected 1 to 1024"), "{e}");
+        let e = Shape::of(crate::LaunchConfig::new((1 << 31, 1, 1), (4, 1, 1)))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("dimension x"), "{e}");
     }
 
     #[test]
@@ -426,7 +522,7 @@ mod tests {
             32,
         );
         let args = [Arg::U32(1), Arg::Slice { addr: 0x1000, len: 5 }, Arg::U64(2)];
-        let b = kernarg_bytes(&k, "k", 1, 1, &args).unwrap();
+        let b = kernarg_bytes(&k, "k", &Shape::of(crate::LaunchConfig::linear(1, 1)).unwrap(), &args).unwrap();
         assert_eq!(b[8..16], 0x1000u64.to_ne_bytes());
         assert_eq!(b[16..24], 5u64.to_ne_bytes());
         assert_eq!(b[24..32], 2u64.to_ne_bytes());

@@ -62,8 +62,6 @@ pub(super) const HSA_PACKET_HEADER_BARRIER: u16 = 8;
 pub(super) const HSA_PACKET_HEADER_SCACQUIRE_FENCE_SCOPE: u16 = 9;
 pub(super) const HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE: u16 = 11;
 pub(super) const HSA_FENCE_SCOPE_SYSTEM: u16 = 2;
-/// `HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS`: one dimension.
-pub(super) const DISPATCH_SETUP_ONE_DIMENSION: u16 = 1;
 
 /// `hsa_queue_t` (x86-64: `HSA_LARGE_MODEL`).
 #[repr(C)]

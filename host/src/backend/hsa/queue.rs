@@ -12,8 +12,13 @@ use crate::error::{Error, Result};
 pub(super) struct Dispatch {
     pub(super) kernel_object: u64,
     pub(super) kernarg: *mut u8,
-    pub(super) block: u16,
-    pub(super) grid_size: u32,
+    /// Work-items per work-group, in x, y and z.
+    pub(super) block: [u16; 3],
+    /// Work-items in the grid, in x, y and z (whole work-groups).
+    pub(super) grid_size: [u32; 3],
+    /// The dimensions the launch uses: 1, 2 or 3 (the packet's setup word,
+    /// `HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS`, bits 0-1).
+    pub(super) dims: u16,
     pub(super) private_segment_size: u32,
     pub(super) group_segment_size: u32,
 }
@@ -61,7 +66,7 @@ impl Hsa {
         Ok(())
     }
 
-    /// Enqueues one kernel dispatch packet: `grid` work-groups of `block` work-items (x).
+    /// Enqueues one kernel dispatch packet, of the work-groups and work-items `d` says.
     ///
     /// # Safety
     /// `kernel_object` is a loaded kernel's descriptor and `kernarg` its arguments, laid
@@ -85,13 +90,13 @@ impl Hsa {
             let p = ((*q).base_address as *mut DispatchPacket).add((index & (size - 1)) as usize);
             // Everything but the header first: the packet processor reads the packet only
             // once the header says KERNEL_DISPATCH.
-            std::ptr::addr_of_mut!((*p).workgroup_size_x).write(d.block);
-            std::ptr::addr_of_mut!((*p).workgroup_size_y).write(1);
-            std::ptr::addr_of_mut!((*p).workgroup_size_z).write(1);
+            std::ptr::addr_of_mut!((*p).workgroup_size_x).write(d.block[0]);
+            std::ptr::addr_of_mut!((*p).workgroup_size_y).write(d.block[1]);
+            std::ptr::addr_of_mut!((*p).workgroup_size_z).write(d.block[2]);
             std::ptr::addr_of_mut!((*p).reserved0).write(0);
-            std::ptr::addr_of_mut!((*p).grid_size_x).write(d.grid_size);
-            std::ptr::addr_of_mut!((*p).grid_size_y).write(1);
-            std::ptr::addr_of_mut!((*p).grid_size_z).write(1);
+            std::ptr::addr_of_mut!((*p).grid_size_x).write(d.grid_size[0]);
+            std::ptr::addr_of_mut!((*p).grid_size_y).write(d.grid_size[1]);
+            std::ptr::addr_of_mut!((*p).grid_size_z).write(d.grid_size[2]);
             std::ptr::addr_of_mut!((*p).private_segment_size).write(d.private_segment_size);
             std::ptr::addr_of_mut!((*p).group_segment_size).write(d.group_segment_size);
             std::ptr::addr_of_mut!((*p).kernel_object).write(d.kernel_object);
@@ -109,7 +114,7 @@ impl Hsa {
                 | (HSA_FENCE_SCOPE_SYSTEM << HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE);
             // The header and setup words, as one 32-bit release store: the body above is
             // visible to the packet processor before the packet becomes valid.
-            let word = header as u32 | (DISPATCH_SETUP_ONE_DIMENSION as u32) << 16;
+            let word = header as u32 | (d.dims as u32) << 16;
             (*(p as *const AtomicU32)).store(word, Ordering::Release);
             (self.api.hsa_signal_store_screlease)((*q).doorbell_signal, index as i64);
         }
