@@ -57,7 +57,8 @@ fn signal_name(s: i32) -> String {
 }
 
 /// Runs the test `test` of this binary alone in a new process, with `CHILD_ENV=mode` and the
-/// variables `env` (`None`: removed), and kills it (failing the test) after `limit`.
+/// variables `env` (`None`: removed), and kills it (failing the test) after `limit`, counted
+/// as the machine lets it run ([`super::FairTime`]: on a loaded machine, more wall-clock time).
 pub fn run_child(test: &str, mode: &str, env: &[(&str, Option<&str>)], limit: Duration) -> ChildRun {
     let exe = std::env::current_exe().expect("current_exe");
     let mut cmd = Command::new(exe);
@@ -85,16 +86,21 @@ pub fn run_child(test: &str, mode: &str, env: &[(&str, Option<&str>)], limit: Du
         let _ = err.read_to_string(&mut s);
         s
     });
-    let until = Instant::now() + limit;
+    // The limit counts as the machine lets the child run (`FairTime`): on a loaded machine
+    // a slow child is not a hung one.
+    let mut time = super::FairTime::start();
+    let started = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().expect("waiting for the child") {
             break status;
         }
-        if Instant::now() > until {
+        if time.counted() > limit {
             let _ = child.kill();
             let _ = child.wait();
             panic!(
-                "child `{mode}` ran past {limit:?}: killed\n--- stderr\n{}",
+                "child `{mode}` made no headway for {limit:?} ({:.0} s on the wall clock, the \
+                 machine's load counted): killed\n--- stderr\n{}",
+                started.elapsed().as_secs_f64(),
                 err_reader.join().unwrap_or_default()
             );
         }

@@ -225,20 +225,12 @@ pub fn watchdog_saying(secs: u64, say: impl FnOnce() -> String + Send + 'static)
     let test = std::thread::current().name().unwrap_or("?").to_owned();
     std::thread::spawn(move || {
         let limit = Duration::from_secs(secs);
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-        let (mut counted, mut last) = (Duration::ZERO, Instant::now());
-        while counted < limit {
+        let mut time = FairTime::start();
+        while time.counted() < limit {
             if d.load(Ordering::Relaxed) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
-            let now = Instant::now();
-            let share = match others_runnable() {
-                Some(others) => (cores / (others as f64 + 1.0)).min(1.0),
-                None => 1.0,
-            };
-            counted += (now - last).mul_f64(share);
-            last = now;
         }
         use std::io::Write;
         let words = format!(
@@ -250,6 +242,39 @@ pub fn watchdog_saying(secs: u64, say: impl FnOnce() -> String + Send + 'static)
         std::process::abort();
     });
     Watchdog(done)
+}
+
+/// Time as the machine lets a test run (see [`watchdog`]): each moment counts in full while
+/// the machine has a core for it, and in part while other processes' runnable threads
+/// outnumber the cores. Limits measured with it follow the test's chance to progress, not
+/// the wall clock.
+pub struct FairTime {
+    counted: Duration,
+    last: Instant,
+    cores: f64,
+}
+
+impl FairTime {
+    pub fn start() -> FairTime {
+        FairTime {
+            counted: Duration::ZERO,
+            last: Instant::now(),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()) as f64,
+        }
+    }
+
+    /// The time counted so far: the time since the last call counts at the machine's share
+    /// now (so call it often, every 50 ms or so).
+    pub fn counted(&mut self) -> Duration {
+        let now = Instant::now();
+        let share = match others_runnable() {
+            Some(others) => (self.cores / (others as f64 + 1.0)).min(1.0),
+            None => 1.0,
+        };
+        self.counted += (now - self.last).mul_f64(share);
+        self.last = now;
+        self.counted
+    }
 }
 
 /// Runnable threads on the machine outside this process, from `/proc` (`None` where it
