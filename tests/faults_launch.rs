@@ -60,8 +60,9 @@ fn a_launch_past_the_map_count_is_refused_with_the_limit_named() {
     rt.synchronize().unwrap();
 }
 
-/// A launch with a zero dimension, or more threads than the CPU backend runs, is refused
-/// with the shape named; nothing runs and the runtime goes on.
+/// A launch with a zero dimension, more threads than the CPU backend runs, or more dynamic
+/// shared memory than a block takes, is refused with the shape named; nothing runs and the
+/// runtime goes on.
 #[test]
 fn launch_shapes_the_backend_cannot_run_are_refused() {
     let _wd = watchdog("launch_shapes_the_backend_cannot_run_are_refused", 60);
@@ -73,9 +74,14 @@ fn launch_shapes_the_backend_cannot_run_are_refused() {
         LaunchConfig::new((16, 16, 2), (16, 8, 2)),
         // Past u64: refused, not wrapped to a small count.
         LaunchConfig::new((u32::MAX, u32::MAX, u32::MAX), (u32::MAX, 1, 1)),
+        // More dynamic shared memory than a block takes.
+        LaunchConfig::new(1, 4).with_shared_mem(LaunchConfig::CPU_SHARED_MEM_MAX + 1),
     ] {
         match rt.launch_with(cfg, || panic!("a refused launch ran")) {
-            Err(Error::Config(why)) => assert!(why.contains("at least 1") || why.contains("1..=65536"), "{why}"),
+            Err(Error::Config(why)) => assert!(
+                why.contains("at least 1") || why.contains("1..=65536") || why.contains("CPU_SHARED_MEM_MAX"),
+                "{why}"
+            ),
             other => panic!("{cfg:?}: expected a refusal, got {other:?}"),
         }
     }

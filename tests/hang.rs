@@ -130,6 +130,59 @@ fn a_kernel_that_never_finishes_is_reported_then_waited_for() {
     check_lines(&std::fs::read(&path).unwrap(), threads as u64, lines);
 }
 
+/// The blocks a GPU report names come from the threads that count themselves in and out
+/// (what `kernel!` does on a GPU; here the kernel does it itself, as the CPU backend's
+/// kernels otherwise count nothing): the report names the blocks whose counted threads
+/// have not returned, with their count, modulo the counters' number past it.
+#[test]
+fn blocks_whose_threads_have_not_returned_are_named() {
+    use gpuio::device::protocol::running::{Running, BLOCK_SLOTS};
+    let _wd = watchdog("blocks_whose_threads_have_not_returned_are_named", 60);
+    let rt = builder()
+        .hang_timeout(Some(Duration::from_millis(500)))
+        .build()
+        .unwrap();
+    // Blocks 3 and 3 + BLOCK_SLOTS share a counter; block 7 has its own.
+    let grid = BLOCK_SLOTS as u32 + 4;
+    let held = [3, 7, 3 + BLOCK_SLOTS as u64];
+    let go = Arc::new(AtomicBool::new(false));
+    let entered = Arc::new(AtomicUsize::new(0));
+    let (g, e) = (go.clone(), entered.clone());
+    rt.launch(grid, 1, move || {
+        let _running = Running::enter();
+        e.fetch_add(1, Ordering::Release);
+        if held.contains(&gpuio::device::block_rank()) {
+            while !g.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    })
+    .unwrap();
+    wait_for(&entered, grid as usize);
+    let report = hang(rt.synchronize());
+    let text = report.to_string();
+    let blocks = report
+        .running
+        .blocks
+        .clone()
+        .unwrap_or_else(|| panic!("no blocks: {text}"));
+    assert_eq!(blocks.threads, 3, "{text}");
+    assert_eq!(blocks.blocks, 2, "{text}");
+    assert_eq!(blocks.first, vec![(3, 2), (7, 1)], "{text}");
+    assert_eq!(blocks.modulo, Some(BLOCK_SLOTS as u32), "{text}");
+    assert!(
+        text.contains(&format!(
+            "3 thread(s) of kernel!-declared kernels have not returned, in 2 block(s): 2 in block 3, 1 in \
+             block 7 (block numbers modulo {BLOCK_SLOTS}: a grid had more blocks)"
+        )),
+        "{text}"
+    );
+    go.store(true, Ordering::Release);
+    rt.synchronize().expect("the kernel finished");
+    // Every thread counted itself out.
+    assert_eq!(rt.context().unwrap().running.busy().count(), 0);
+}
+
 #[test]
 fn prints_into_a_pipe_nobody_reads_are_reported_then_drained() {
     let _wd = watchdog("prints_into_a_pipe_nobody_reads_are_reported_then_drained", 60);

@@ -7,6 +7,7 @@ use crate::errno::Errno;
 use crate::pool;
 use crate::request::{Prepared, Requests, Ticket};
 use crate::ring::{Ring, REAP_BATCH};
+use crate::running::Running;
 use crate::solo::Solo;
 use crate::stream::Stream;
 use crate::sync::{fence, AtomicI32, AtomicU32, AtomicU64, Ordering};
@@ -94,31 +95,64 @@ pub struct Context {
     pub stderr_stream: u32,
     /// CQEs whose `user_data` matched nothing and that succeeded (a bug if ever non-zero).
     pub stray_completions: AtomicU32,
-    /// Requests that no stream made and that the kernel failed: under the host's io_uring
-    /// sandbox, a forbidden opcode or SQE flag comes back as `-EACCES` without being
-    /// executed. The host's `synchronize` reports them.
-    pub refused_requests: AtomicU32,
-    /// The errno of the latest of them.
-    pub refused_errno: AtomicI32,
+    /// Requests the kernel failed that the host's `synchronize` reports (the sandbox's
+    /// refusals among them).
+    pub refusals: Refusals,
     /// Completion slots of device file I/O requests.
     pub requests: Requests,
     /// Host-visible staging memory for device file I/O, and the direct regions.
     pub arena: Arena,
-    /// Device requests that came back `-EACCES`: the sandbox's refusals (or a plain
-    /// permission error). Under the print-only sandbox every file request comes back so,
-    /// refused by the kernel without being executed; the host reports them.
-    pub denied_requests: AtomicU32,
     /// The opcodes the host's sandbox lets through, bit `op` for `IORING_OP_*` `op` below
     /// 64 (`u64::MAX`: every opcode, no sandbox). Set by the host before any kernel; read
     /// with `Relaxed` loads (the launch orders the host's store before the kernel's loads).
     pub allowed_ops: AtomicU64,
-    /// Requests made through [`Context::call`] whose opcode the sandbox forbids and that
-    /// came back `-EACCES`: the sandbox's refusals under any policy (a plain permission
-    /// error comes back only from an opcode the policy allows). The host reports them.
-    pub forbidden_requests: AtomicU32,
     /// The solo ring: a lone request's round trip with none of the shared rings' steps,
     /// for one thread at a time ([`Solo::try_call`]).
     pub solo: Solo,
+    /// Threads of `kernel!` kernels started and not yet returned, by block: what a hang
+    /// report names on a GPU.
+    pub running: Running,
+}
+
+/// The requests the kernel failed that the host reports ([`Context::refusals`]): one value,
+/// counted in three ways because what is known of a failed request differs with who sees
+/// it. Every count is `Relaxed` (its writers: reapers, solo ring holders, callers): the host
+/// reads them after a drain (whose end orders them) and resets them between kernels.
+#[repr(C)]
+pub struct Refusals {
+    /// Failed requests that no stream or device call made (a failed CQE that matched no
+    /// completion slot): under the host's io_uring sandbox, a forbidden opcode or SQE flag
+    /// comes back as `-EACCES` without being executed.
+    pub unclaimed: AtomicU32,
+    /// The errno of the latest of [`Refusals::unclaimed`].
+    pub errno: AtomicI32,
+    /// Device requests that came back `-EACCES`: the sandbox's refusals or a plain
+    /// permission error. Under the print-only sandbox every file request comes back so,
+    /// refused without being executed.
+    pub denied: AtomicU32,
+    /// Requests made through [`Context::call`] whose opcode the sandbox forbids and that
+    /// came back `-EACCES`: the sandbox's refusals under any policy (a plain permission
+    /// error comes back only from an opcode the policy allows). Under the print-only
+    /// sandbox they are among [`Refusals::denied`].
+    pub forbidden: AtomicU32,
+}
+
+impl Refusals {
+    /// None counted.
+    pub fn new() -> Refusals {
+        Refusals {
+            unclaimed: AtomicU32::new(0),
+            errno: AtomicI32::new(0),
+            denied: AtomicU32::new(0),
+            forbidden: AtomicU32::new(0),
+        }
+    }
+}
+
+impl Default for Refusals {
+    fn default() -> Refusals {
+        Refusals::new()
+    }
 }
 
 // SAFETY: a Context's fields are atomics and the rings, streams, requests and arena, each of
@@ -328,15 +362,15 @@ impl Context {
                     if cqe.res == SANDBOX_REFUSAL {
                         // The sandbox's refusal. Relaxed: a count (reapers and solo ring
                         // holders add to it) that the host reads after a drain.
-                        self.denied_requests.fetch_add(1, Ordering::Relaxed);
+                        self.refusals.denied.fetch_add(1, Ordering::Relaxed);
                     }
                     continue;
                 }
             }
             if cqe.res < 0 {
                 // Only the reaper writes these; the host reads them after a drain.
-                self.refused_requests.fetch_add(1, Ordering::Relaxed);
-                self.refused_errno.store(-cqe.res, Ordering::Relaxed);
+                self.refusals.unclaimed.fetch_add(1, Ordering::Relaxed);
+                self.refusals.errno.store(-cqe.res, Ordering::Relaxed);
             } else {
                 self.stray_completions.fetch_add(1, Ordering::Relaxed);
             }
@@ -488,7 +522,7 @@ impl Context {
         };
         if res == SANDBOX_REFUSAL && !self.sandbox_allows(sqe.opcode) {
             // Relaxed: a count the host reads after a drain.
-            self.forbidden_requests.fetch_add(1, Ordering::Relaxed);
+            self.refusals.forbidden.fetch_add(1, Ordering::Relaxed);
         }
         res
     }
@@ -501,7 +535,7 @@ impl Context {
     }
 
     /// [`Solo::try_call`] on this context's solo ring, counting the sandbox's refusals as
-    /// the shared rings' dispatch does ([`Context::denied_requests`]).
+    /// the shared rings' dispatch does ([`Refusals::denied`]).
     #[inline]
     pub fn solo_call(
         &self,
@@ -511,7 +545,7 @@ impl Context {
         let res = self.solo.try_call(prepare, finish)?;
         if res == SANDBOX_REFUSAL {
             // Relaxed: a count the host reads after a drain.
-            self.denied_requests.fetch_add(1, Ordering::Relaxed);
+            self.refusals.denied.fetch_add(1, Ordering::Relaxed);
         }
         Some(res)
     }

@@ -109,6 +109,8 @@ macro_rules! kernel {
             // The body in a function of its own: the lifetimes of its `&str` and `&[T]`
             // parameters are then the call's, not any the body might ask for.
             fn $name($($arg: $ty),*) $body
+            // Counted as running until the body returns, for hang reports.
+            let _running = $crate::protocol::running::Running::enter();
             // SAFETY: the host's launch passed each parameter as `Param` says.
             $name($(unsafe { <$ty as $crate::param::Param>::from_raw($raw) }),*)
         }

@@ -12,6 +12,8 @@
 pub trait Group {
     /// Whether this lane is the group's leader (the lane that talks to the ring).
     fn is_leader(&self) -> bool;
+    /// How many lanes the group holds (every member knows it: not a collective).
+    fn lanes(&self) -> u32;
     /// The sum of `v` over the lanes before this one (in lane order), and over all lanes.
     fn exclusive_sum(&self, v: u64) -> (u64, u64);
     /// The leader's `v`, returned on every lane.
@@ -38,6 +40,10 @@ impl Group for SingleLane {
     #[inline(always)]
     fn is_leader(&self) -> bool {
         true
+    }
+    #[inline(always)]
+    fn lanes(&self) -> u32 {
+        1
     }
     #[inline(always)]
     fn exclusive_sum(&self, v: u64) -> (u64, u64) {

@@ -20,7 +20,8 @@
 //! (`remove_file`, `create_dir`, `rename`, ...); [`io`]'s `pwrite`, `pread` and friends,
 //! with [`io::Errno`]; and the ids [`thread_idx`], [`block_idx`], [`block_dim`],
 //! [`grid_dim`] (x), their [`Dim3`] forms [`thread_idx_3d`], [`block_idx_3d`],
-//! [`block_dim_3d`], [`grid_dim_3d`], and [`global_thread_idx`] (linear over all three).
+//! [`block_dim_3d`], [`grid_dim_3d`], and [`global_thread_idx`] (linear over all three);
+//! [`sync_threads`] and [`dynamic_shared_memory`] for a block's threads working together.
 //! [`protocol`] is the other face: the ring protocol those are built on, which the host
 //! runtime sets up and drains, not for kernels; [`arch`] holds what differs per target
 //! (the lockstep rule among it).
@@ -50,7 +51,9 @@ mod user_data;
 // The protocol's modules, by their short paths inside this crate (`crate::ring`, ...);
 // some targets (loom, a GPU) use fewer of them.
 #[allow(unused_imports)]
-use protocol::{arena, combine, context, copy, group, pool, print, request, ring, solo, stream, sync, uapi, wait};
+use protocol::{
+    arena, combine, context, copy, group, pool, print, request, ring, running, solo, stream, sync, uapi, wait,
+};
 
 pub use arch::{block_dim, block_idx, clock_ns, grid_dim, thread_idx};
 pub use arch::{block_dim_3d, block_idx_3d, grid_dim_3d, thread_idx_3d};
@@ -64,6 +67,55 @@ pub use entry::Kernel;
 pub fn global_thread_idx() -> u64 {
     let block = block_dim_3d();
     block_rank() * block.count() + thread_idx_3d().rank_in(block)
+}
+
+/// Waits until every thread of the calling thread's block has called it, as CUDA's
+/// `__syncthreads()`: writes to shared and global memory before it are then visible to the
+/// block's threads after it. Every thread of the block must reach the same call: a block
+/// whose threads do not all reach it waits forever, as on CUDA (on the CPU backend, where a
+/// block's threads are host threads, a launch that could not start them all makes the
+/// waiting ones panic instead). Outside a launch a thread is a block of its own.
+///
+/// ```
+/// gpuio_device::sync_threads(); // outside a kernel: returns at once
+/// ```
+#[inline(always)]
+pub fn sync_threads() {
+    arch::sync_threads()
+}
+
+/// The launch's dynamic shared memory: the bytes asked for with the host's
+/// `LaunchConfig::with_shared_mem` (cudarc's `shared_mem_bytes`), one region per block
+/// shared by its threads, as CUDA's `extern __shared__`. 16-byte aligned; uninitialized on
+/// GPUs, zeroed on the CPU backend; empty when the launch asked for none. AMD GPUs have none
+/// yet (Rust cannot declare the dynamic LDS): the host refuses such a launch there.
+///
+/// A raw slice: the block's threads share it, so they read and write it through raw
+/// pointers, ordered by [`sync_threads`] or atomics.
+///
+/// ```
+/// gpuio_device::kernel! {
+///     /// Each thread writes its index to shared memory and prints its neighbour's.
+///     pub fn neighbours() {
+///         let shared = gpuio_device::dynamic_shared_memory();
+///         let (t, n) = (gpuio_device::thread_idx() as usize, gpuio_device::block_dim() as usize);
+///         if shared.len() < 4 * n {
+///             return; // the launch gave too little
+///         }
+///         let words = shared as *mut u32;
+///         // SAFETY: word `t` is this thread's alone until the barrier; 4 * n bytes are there.
+///         unsafe { words.add(t).write(t as u32) };
+///         gpuio_device::sync_threads();
+///         // SAFETY: every word was written before the barrier; none is written after it.
+///         let next = unsafe { words.add((t + 1) % n).read() };
+///         gpuio_device::println!("thread {t}: my neighbour is {next}");
+///     }
+/// }
+/// neighbours(); // a direct call on the host: no shared memory, so it returns
+/// ```
+#[inline(always)]
+pub fn dynamic_shared_memory() -> *mut [u8] {
+    arch::dynamic_shared_memory()
 }
 
 /// The linear index of the calling thread's block in the grid (x varies fastest; for a

@@ -30,6 +30,8 @@ pub mod print;
 pub mod request;
 #[path = "ring.rs"]
 pub mod ring;
+#[path = "running.rs"]
+pub mod running;
 #[path = "solo.rs"]
 pub mod solo;
 #[path = "stream.rs"]

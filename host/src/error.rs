@@ -422,7 +422,8 @@ pub struct HangReport {
     /// Each print stream's positions (read as the tickets are; empty where they could not
     /// be).
     pub streams: Vec<StreamPositions>,
-    /// CPU-backend kernel threads still running (boxed: it keeps [`Error`] small).
+    /// Kernel threads still running, as the backend can tell (boxed: it keeps [`Error`]
+    /// small).
     pub running: Box<RunningThreads>,
     /// The errno of the last failed wake-up of a ring's consumer (`io_uring_enter` with
     /// `IORING_ENTER_SQ_WAKEUP`), if one failed: SQPOLL that sleeps and cannot be woken
@@ -430,14 +431,55 @@ pub struct HangReport {
     pub wake_error: Option<std::num::NonZeroI32>,
 }
 
-/// CPU-backend kernel threads still running.
+/// Kernel threads still running: on the CPU backend each thread; on a GPU, by block.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RunningThreads {
-    /// How many.
+    /// CPU backend: how many.
     pub count: usize,
-    /// The first of them (up to [`HangReport::NAMED_THREADS`]), as `(block, thread)`, in
-    /// order.
+    /// CPU backend: the first of them (up to [`HangReport::NAMED_THREADS`]), as `(block,
+    /// thread)`, in order.
     pub first: Vec<(u32, u32)>,
+    /// GPU: the blocks whose threads have not all returned, of kernels declared with
+    /// `kernel!` (they count themselves in and out; a driver tells only that a kernel
+    /// runs). `None` on the CPU backend and where the context could not be read (HSA).
+    pub blocks: Option<RunningBlocks>,
+}
+
+/// The blocks of a GPU's `kernel!` kernels whose threads have not all returned (see
+/// [`RunningThreads::blocks`]), read from a copy of the context taken while they run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunningBlocks {
+    /// Threads started and not returned, over all blocks.
+    pub threads: u64,
+    /// How many blocks have such threads (blocks counted modulo `modulo`, where set).
+    pub blocks: usize,
+    /// The first of them (up to [`HangReport::NAMED_THREADS`]), as `(block, threads not
+    /// returned)`, in block order.
+    pub first: Vec<(u32, u32)>,
+    /// Set when a grid had more blocks than the context counts apart: block numbers are
+    /// then this modulus's residues (block 3 stands for blocks 3, 3 + m, 3 + 2m, ...).
+    pub modulo: Option<u32>,
+}
+
+impl fmt::Display for RunningBlocks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.threads == 0 {
+            return write!(f, "every thread of its kernel!-declared kernels has returned");
+        }
+        let named: Vec<String> = self.first.iter().map(|(b, n)| format!("{n} in block {b}")).collect();
+        let more = if self.blocks > named.len() { ", ..." } else { "" };
+        write!(
+            f,
+            "{} thread(s) of kernel!-declared kernels have not returned, in {} block(s): {}{more}",
+            self.threads,
+            self.blocks,
+            named.join(", ")
+        )?;
+        if let Some(m) = self.modulo {
+            write!(f, " (block numbers modulo {m}: a grid had more blocks)")?;
+        }
+        Ok(())
+    }
 }
 
 impl HangReport {
@@ -460,6 +502,7 @@ impl HangReport {
                 == other.solo.as_ref().map(|s| (s.words.counters(), s.held))
             && self.streams == other.streams
             && self.running.count == other.running.count
+            && self.running.blocks == other.running.blocks
     }
 }
 
@@ -544,6 +587,9 @@ impl fmt::Display for HangReport {
                 "the GPU: a GPU kernel is still running (gpuio_drain, which writes out what the \
                  kernels printed)"
             )?,
+        }
+        if let Some(blocks) = &self.running.blocks {
+            write!(f, "; {blocks}")?;
         }
         if let Some(e) = self.wake_error {
             write!(

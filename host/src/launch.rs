@@ -1,4 +1,5 @@
-//! A launch's shape: how many blocks, of how many threads, in up to three dimensions.
+//! A launch's shape: how many blocks, of how many threads, in up to three dimensions, and
+//! the dynamic shared memory each block gets.
 
 pub use gpuio_device::Dim3;
 
@@ -9,15 +10,19 @@ use crate::error::{Error, Result};
 /// their place with `gpuio_device::thread_idx_3d()` and friends; `global_thread_idx()` is
 /// one linear index over all three dimensions.
 ///
-/// There is no dynamic shared memory size: Rust device code has no way to reach the
-/// dynamic shared segment (neither `core::arch::nvptx` nor `core::arch::amdgpu` names it),
-/// so a size here would reserve memory no kernel could use.
+/// Dynamic shared memory ([`LaunchConfig::with_shared_mem`], CUDA's third `<<<>>>`
+/// argument) is what `gpuio_device::dynamic_shared_memory()` returns in each block: on CUDA
+/// up to the GPU's limit per block (227 KiB on H100; past 48 KiB the launch opts in for
+/// the kernel), on the CPU backend up to [`LaunchConfig::CPU_SHARED_MEM_MAX`]. AMD GPUs have
+/// none yet (Rust cannot declare the dynamic LDS): a launch there that asks for some is
+/// refused.
 ///
 /// ```
 /// use gpuio_host::LaunchConfig;
 /// let cfg = LaunchConfig::new((8, 8), (16, 16, 2));
 /// assert_eq!(cfg.threads(), 8 * 8 * 16 * 16 * 2);
 /// assert_eq!(LaunchConfig::new(4, 64), LaunchConfig::linear(4, 64));
+/// assert_eq!(LaunchConfig::linear(4, 64).with_shared_mem(256).shared_mem_bytes, 256);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchConfig {
@@ -25,6 +30,8 @@ pub struct LaunchConfig {
     pub grid: Dim3,
     /// Threads per block.
     pub block: Dim3,
+    /// Bytes of dynamic shared memory per block (0: none).
+    pub shared_mem_bytes: u32,
 }
 
 impl LaunchConfig {
@@ -33,14 +40,28 @@ impl LaunchConfig {
         LaunchConfig {
             grid: grid.into(),
             block: block.into(),
+            shared_mem_bytes: 0,
         }
     }
+
+    /// The same launch with `bytes` of dynamic shared memory per block.
+    pub const fn with_shared_mem(self, bytes: u32) -> LaunchConfig {
+        LaunchConfig {
+            shared_mem_bytes: bytes,
+            ..self
+        }
+    }
+
+    /// The most dynamic shared memory a CPU-backend block takes: as much as any GPU
+    /// gives a block (each block's is a host allocation while its threads run).
+    pub const CPU_SHARED_MEM_MAX: u32 = 256 << 10;
 
     /// A one-dimensional launch: `grid` blocks of `block` threads.
     pub const fn linear(grid: u32, block: u32) -> LaunchConfig {
         LaunchConfig {
             grid: Dim3::new(grid, 1, 1),
             block: Dim3::new(block, 1, 1),
+            shared_mem_bytes: 0,
         }
     }
 
@@ -57,7 +78,7 @@ impl LaunchConfig {
 
     /// An error unless every dimension is at least 1.
     pub(crate) fn check(&self) -> Result<()> {
-        let LaunchConfig { grid: g, block: b } = self;
+        let LaunchConfig { grid: g, block: b, .. } = self;
         if [g.x, g.y, g.z, b.x, b.y, b.z].contains(&0) {
             return Err(Error::Config(format!(
                 "a launch of ({}, {}, {}) blocks of ({}, {}, {}) threads: every dimension must be at \
@@ -66,5 +87,40 @@ impl LaunchConfig {
             )));
         }
         Ok(())
+    }
+
+    /// An error if the launch asks for dynamic shared memory on `gpu`, an AMD GPU: device
+    /// code there cannot reach it (see the type's docs).
+    pub(crate) fn refuse_shared_mem(&self, gpu: &str) -> Result<()> {
+        if self.shared_mem_bytes == 0 {
+            return Ok(());
+        }
+        Err(Error::Config(format!(
+            "a launch with {} bytes of dynamic shared memory on {gpu}: gpuio's AMD kernels cannot \
+             reach dynamic LDS yet (Rust cannot declare the external group-segment array it \
+             takes), so it would go unused; launch with none (LaunchConfig::shared_mem_bytes = 0)",
+            self.shared_mem_bytes
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dynamic_shared_memory_is_refused_on_amd_only_when_asked_for() {
+        assert!(LaunchConfig::linear(1, 64)
+            .refuse_shared_mem("an AMD GPU (HSA)")
+            .is_ok());
+        let e = LaunchConfig::linear(1, 64)
+            .with_shared_mem(256)
+            .refuse_shared_mem("an AMD GPU (HSA)")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("256 bytes of dynamic shared memory on an AMD GPU (HSA)") && e.contains("launch with none"),
+            "{e}"
+        );
     }
 }

@@ -49,8 +49,8 @@ pub use backend::{Arg, Backend};
 pub use builder::Builder;
 pub use cuda::Jit;
 pub use error::{
-    DriverError, Error, HangReport, OtherRing, OutputErrors, PrintErrors, Refused, Result, RingWords, RunningThreads,
-    SoloRing, StreamPositions, Tickets, Waiting,
+    DriverError, Error, HangReport, OtherRing, OutputErrors, PrintErrors, Refused, Result, RingWords, RunningBlocks,
+    RunningThreads, SoloRing, StreamPositions, Tickets, Waiting,
 };
 pub use gpuio_device::Kernel;
 pub use host_buffer::HostBuffer;

@@ -8,11 +8,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use gpuio_device::protocol::arena::{Arena, MAX_REGIONS};
-use gpuio_device::protocol::context::Context;
+use gpuio_device::protocol::context::{Context, Refusals};
 use gpuio_device::protocol::context::{CONTEXT_MAGIC, MAX_RINGS, STREAMS};
 use gpuio_device::protocol::pool::Pool;
 use gpuio_device::protocol::request::Requests;
 use gpuio_device::protocol::ring::Ring;
+use gpuio_device::protocol::running::Running;
 use gpuio_device::protocol::solo::{Solo, SOLO_STAGE};
 use gpuio_device::protocol::stream::{chunk_count, Flight, Stream};
 use gpuio_device::protocol::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering, SharedCell};
@@ -565,17 +566,15 @@ impl Parts<'_> {
                 streams: std::array::from_fn(|i| self.stream(i)),
                 stderr_stream: if same_file(fds[0], fds[1]) { 0 } else { 1 },
                 stray_completions: AtomicU32::new(0),
-                refused_requests: AtomicU32::new(0),
-                refused_errno: AtomicI32::new(0),
+                refusals: Refusals::new(),
                 requests: self.requests(completion_slots(queues)),
                 arena: self.arena(),
-                denied_requests: AtomicU32::new(0),
                 allowed_ops: AtomicU64::new(self.setup.allowed_ops()),
-                forbidden_requests: AtomicU32::new(0),
                 solo: match solo {
                     None => Solo::unused(),
                     Some((q, stage)) => self.solo(queues.len(), q, stage),
                 },
+                running: Running::new(),
             }
         }
     }

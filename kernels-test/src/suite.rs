@@ -305,6 +305,36 @@ kernel! {
 }
 
 kernel! {
+    /// A block's threads working together through dynamic shared memory: in each of
+    /// `rounds` rounds thread `t` of block `b` writes `b * 1,000,000 + round * 1,000 + t` to
+    /// word `t`, waits for the block (`sync_threads`), reads its neighbour's word `(t + 1) %
+    /// n`, and waits again. Each thread prints `t=<global> i=0 len=<bytes> next=<the last
+    /// round's neighbour word> sum=<sum of them>`, or `... len=<bytes> short` when the
+    /// launch gave fewer than 4 bytes per thread.
+    pub fn shared_memory_rounds(rounds: u32) {
+        let shared = gpuio_device::dynamic_shared_memory();
+        let (t, n) = (gpuio_device::thread_idx() as usize, gpuio_device::block_dim() as usize);
+        if shared.len() < 4 * n {
+            println!("t={} i=0 len={} short", global_thread_idx(), shared.len());
+            return;
+        }
+        let words = shared as *mut u32;
+        let (mut next, mut sum) = (0u32, 0u64);
+        for r in 0..rounds {
+            // SAFETY: word `t` is this thread's alone between the barriers; the launch gave
+            // 4 * n bytes or more.
+            unsafe { words.add(t).write(gpuio_device::block_idx() * 1_000_000 + r * 1_000 + t as u32) };
+            gpuio_device::sync_threads();
+            // SAFETY: every word was written before the barrier, none until the next.
+            next = unsafe { words.add((t + 1) % n).read() };
+            sum += next as u64;
+            gpuio_device::sync_threads();
+        }
+        println!("t={} i=0 len={} next={next} sum={sum}", global_thread_idx(), shared.len());
+    }
+}
+
+kernel! {
     /// A 3-D launch: each thread prints one line `t=<global_thread_idx> i=0 b=<x>,<y>,<z>
     /// th=<x>,<y>,<z> g=<x>,<y>,<z> bd=<x>,<y>,<z>` with its block and thread indices and the
     /// launch's grid and block sizes.

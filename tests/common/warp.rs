@@ -58,6 +58,9 @@ impl Group for Lane<'_> {
     fn is_leader(&self) -> bool {
         self.lane == 0
     }
+    fn lanes(&self) -> u32 {
+        self.warp.lanes as u32
+    }
     fn exclusive_sum(&self, v: u64) -> (u64, u64) {
         let slots = self.gather(v);
         (slots[..self.lane].iter().sum(), slots.iter().sum())

@@ -172,6 +172,66 @@ pub(crate) fn lines_reach_a_full_pipe_while_the_printers_compute(config: Config,
     ))
 }
 
+/// A hang report names what still runs: on a GPU the blocks whose threads have not
+/// returned, with how many (`kernel!` counts them in and out: with independent scheduling a
+/// lone busy thread is one, in lockstep its warp's lanes wait with it at the end of its
+/// branch, 32), on the CPU backend the threads themselves. Shapes 0 (thread 0 busy) and 3
+/// (block 0 busy) of `print_then_compute`, under a 0.5 s hang timeout.
+pub(crate) fn a_hang_report_names_the_blocks_still_running(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block) = (config.pick(4, 2), config.pick(64, 32));
+    let threads = (grid * block) as usize;
+    let mut said = Vec::new();
+    for shape in [0u32, 3] {
+        let (out, _) = scratch.file(&format!("named-{shape}.out"));
+        let rt = build(
+            config
+                .builder()
+                .sandbox(Sandbox::FileIo)
+                .stdout_fd(out.as_raw_fd())
+                .hang_timeout(Some(Duration::from_millis(500))),
+        )?;
+        let k = Kernels::load(&rt)?;
+        let marks = Marks::new(&rt, threads)?;
+        marks.launch(&k, shape, grid, block)?;
+        let report = rt.synchronize();
+        marks.stop();
+        sync(&rt)?;
+        let report = match report {
+            Err(gpuio::Error::Hang(r)) => r,
+            other => return Err(format!("shape {shape}: expected a hang after 0.5 s, got {other:?}")),
+        };
+        // What still runs: (block, threads) on a GPU, (block, thread) on the CPU backend.
+        let busy = match (shape, config) {
+            (0, Config::Lockstep) => vec![(0, 32)],
+            (0, Config::Cuda) => vec![(0, 1)],
+            (0, Config::Cpu) => vec![(0, 0)],
+            (_, Config::Cpu) => (0..8).map(|t| (0, t)).collect(),
+            _ => vec![(0, block)],
+        };
+        let text = report.to_string();
+        let seen = match (&report.running.blocks, config.gpu()) {
+            (Some(b), true) => (b.threads, b.first.clone()),
+            (None, false) => (report.running.count as u64, report.running.first.clone()),
+            _ => return Err(format!("shape {shape}: the report names no {}: {text}", config.name())),
+        };
+        let count = if config.gpu() {
+            busy.iter().map(|&(_, n)| n as u64).sum()
+        } else if shape == 0 {
+            1
+        } else {
+            block as u64
+        };
+        if seen != (count, busy.clone()) {
+            return Err(format!(
+                "shape {shape}: the report names {seen:?}, not ({count}, {busy:?}): {text}"
+            ));
+        }
+        let named = text.split("; ").find(|p| p.contains("block")).unwrap_or("").to_string();
+        said.push(format!("{}: {named}", SHAPES[shape as usize]));
+    }
+    Ok(said.join("; "))
+}
+
 /// The words a `print_then_compute` launch shares with the host: word 0 stops the busy
 /// threads, word `1 + t` marks thread `t`'s returned print.
 struct Marks<'rt> {

@@ -79,6 +79,66 @@ pub(crate) fn a_locked_stdouts_pieces_make_whole_lines(config: Config, scratch: 
     ))
 }
 
+/// Dynamic shared memory and `sync_threads`: each block's threads pass words around
+/// through their block's shared memory for 3 rounds (`shared_memory_rounds`), under the
+/// 48 KiB a launch gets without opting in, past it (CUDA: the launch raises the kernel's
+/// limit), and with none (the kernel sees an empty region).
+pub(crate) fn a_block_shares_dynamic_shared_memory(config: Config, scratch: &Scratch) -> Outcome {
+    let rounds = 3u32;
+    let launches = [
+        (config.pick(4, 2), config.pick(256, 8), config.pick(1024, 32)),
+        (config.pick(2, 1), config.pick(128, 4), 64 << 10),
+        (1, config.pick(64, 4), 0),
+    ];
+    let mut said = Vec::new();
+    for (i, &(grid, block, bytes)) in launches.iter().enumerate() {
+        let (out_file, path) = scratch.file(&format!("shared-{i}.out"));
+        {
+            let rt = build(config.builder().stdout_fd(out_file.as_raw_fd()))?;
+            let k = Kernels::load(&rt)?;
+            k.launch_with(
+                k::shared_memory_rounds,
+                LaunchConfig::linear(grid, block).with_shared_mem(bytes),
+                (rounds,),
+            )?;
+            sync(&rt)?;
+        }
+        let out = std::fs::read_to_string(&path).map_err(|e| e.to_string())?;
+        let mut seen = std::collections::BTreeSet::new();
+        for line in out.lines() {
+            let field = |key: &str| line.split(' ').find_map(|w| w.strip_prefix(key)?.parse::<u64>().ok());
+            let (Some(t), Some(len)) = (field("t="), field("len=")) else {
+                return Err(format!("a torn line {line:?}"));
+            };
+            if len != bytes as u64 {
+                return Err(format!("{line:?}: the launch gave {bytes} bytes"));
+            }
+            let (b, n) = (t / block as u64, block as u64);
+            let neighbour = |r: u64| b * 1_000_000 + r * 1_000 + (t % n + 1) % n;
+            let expected = if bytes == 0 {
+                line.ends_with(" short")
+            } else {
+                field("next=") == Some(neighbour(rounds as u64 - 1))
+                    && field("sum=") == Some((0..rounds as u64).map(neighbour).sum())
+            };
+            if !expected {
+                return Err(format!("{line:?}: not what block {b}'s shared words held"));
+            }
+            if !seen.insert(t) {
+                return Err(format!("{line:?}: thread {t} twice"));
+            }
+        }
+        if seen.len() != (grid * block) as usize {
+            return Err(format!("{} of {} threads printed", seen.len(), grid * block));
+        }
+        said.push(format!("{grid} x {block} threads with {bytes} bytes"));
+    }
+    Ok(format!(
+        "{} (3 rounds each, every thread read its neighbour's words)",
+        said.join(", ")
+    ))
+}
+
 /// A 3-D launch: every (block, thread) pair in x, y and z runs once, sees the launch's
 /// sizes, and its `global_thread_idx` is the linear rank over all three (x fastest).
 pub(crate) fn three_dimensional_launches(config: Config, scratch: &Scratch) -> Outcome {

@@ -75,6 +75,13 @@ pub(crate) fn a_hang_is_reported_then_waited_out(config: Config, scratch: &Scrat
     if report.tickets.is_none() || report.streams.is_empty() {
         return Err(format!("the report does not name the device's positions: {report}"));
     }
+    // Every thread idles: on a GPU each block is named with all its threads.
+    let blocks = report.running.blocks.as_ref().map(|b| (b.threads, b.first.clone()));
+    if config.gpu() && blocks != Some(((grid * block) as u64, (0..grid).map(|b| (b, block)).collect())) {
+        return Err(format!(
+            "the report does not name the {grid} blocks of {block} threads: {report}"
+        ));
+    }
     let line = report.to_string();
     // Each synchronize gives up again while the kernel still idles; then it is done.
     loop {

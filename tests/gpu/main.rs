@@ -41,12 +41,15 @@ use cases_file_io::{
     file_io_4_arena_blocks_2048_threads, print_while_others_wait_for_io, stack_buffers_pwrite_pread,
     std_habits_on_a_device_file,
 };
-use cases_liveness::{lines_reach_a_full_pipe_while_the_printers_compute, returned_lines_out_while_others_compute};
+use cases_liveness::{
+    a_hang_report_names_the_blocks_still_running, lines_reach_a_full_pipe_while_the_printers_compute,
+    returned_lines_out_while_others_compute,
+};
 use cases_print::{
-    a_locked_stdouts_pieces_make_whole_lines, blocks_of_33_and_37_threads, divergent_call_sites,
-    every_line_once_in_order, lines_of_every_shape, one_print_call_two_streams, one_warp_mixing_streams_and_pieces,
-    strings_and_slices_as_parameters, three_dimensional_launches, tiny_ring_and_log_thousands_of_threads,
-    typed_launch_passes_every_parameter_type, warp_records_near_the_log_size,
+    a_block_shares_dynamic_shared_memory, a_locked_stdouts_pieces_make_whole_lines, blocks_of_33_and_37_threads,
+    divergent_call_sites, every_line_once_in_order, lines_of_every_shape, one_print_call_two_streams,
+    one_warp_mixing_streams_and_pieces, strings_and_slices_as_parameters, three_dimensional_launches,
+    tiny_ring_and_log_thousands_of_threads, typed_launch_passes_every_parameter_type, warp_records_near_the_log_size,
 };
 use cases_runtime::{
     a_hang_is_reported_then_waited_out, another_layout_is_refused, hundred_runtime_create_drop_cycles,
@@ -117,6 +120,10 @@ const CASES: &[Case] = &[
         run: three_dimensional_launches,
     },
     Case {
+        name: "a_block_shares_dynamic_shared_memory",
+        run: a_block_shares_dynamic_shared_memory,
+    },
+    Case {
         name: "typed_launch_passes_every_parameter_type",
         run: typed_launch_passes_every_parameter_type,
     },
@@ -179,6 +186,10 @@ const CASES: &[Case] = &[
     Case {
         name: "a_hang_is_reported_then_waited_out",
         run: a_hang_is_reported_then_waited_out,
+    },
+    Case {
+        name: "a_hang_report_names_the_blocks_still_running",
+        run: a_hang_report_names_the_blocks_still_running,
     },
     Case {
         name: "two_runtimes_in_one_process",

@@ -210,6 +210,11 @@ impl Group for Warp {
         self.lane == self.leader()
     }
 
+    #[inline(always)]
+    fn lanes(&self) -> u32 {
+        self.mask.count_ones()
+    }
+
     /// Reads every active lane's `v` in turn (lowest lane first) and sums those of this
     /// lane's group; "before" means a lower lane.
     #[inline(always)]
@@ -422,6 +427,23 @@ pub fn grid_dim_3d() -> crate::Dim3 {
         size(16).div_ceil(block.y.max(1)),
         size(20).div_ceil(block.z.max(1)),
     )
+}
+
+/// The launch's dynamic shared memory: none on AMD GPUs yet (reaching the dynamic LDS needs
+/// a zero-sized external group-segment static, which Rust cannot declare), so an empty
+/// slice; the host refuses a launch that asks for some.
+#[inline(always)]
+pub fn dynamic_shared_memory() -> *mut [u8] {
+    core::ptr::slice_from_raw_parts_mut(core::ptr::null_mut(), 0)
+}
+
+/// Waits until every work-item of the work-group reached it (`s_barrier`, HIP's
+/// `__syncthreads()`), between fences that make writes before it visible after it.
+#[inline(always)]
+pub fn sync_threads() {
+    atomic::fence(core::sync::atomic::Ordering::Release);
+    amdgpu::s_barrier();
+    atomic::fence(core::sync::atomic::Ordering::Acquire);
 }
 
 /// Ends the kernel with an error: the dispatch fails (the panic handler's last step).

@@ -89,7 +89,14 @@ pub struct ThreadIds {
     pub block_dim: crate::Dim3,
     /// Blocks in the grid.
     pub grid_dim: crate::Dim3,
+    /// What the threads of its block share ([`Block`]), or null (a thread of its own: a
+    /// direct call, a test); it outlives the thread's time in the kernel.
+    pub block: *const Block,
 }
+
+// SAFETY: `block` points to a `Block`, which is `Sync`, and whoever makes the ids keeps it
+// alive for the thread that uses them (`ThreadIds::block`); the rest are plain numbers.
+unsafe impl Send for ThreadIds {}
 
 impl ThreadIds {
     /// Thread `thread_idx` of block `block_idx` in a 1-D launch of `grid_dim` blocks of
@@ -100,6 +107,77 @@ impl ThreadIds {
             block_idx: crate::Dim3::new(block_idx, 0, 0),
             block_dim: crate::Dim3::new(block_dim, 1, 1),
             grid_dim: crate::Dim3::new(grid_dim, 1, 1),
+            block: core::ptr::null(),
+        }
+    }
+}
+
+/// What the threads of one CPU-backend block share: its dynamic shared memory and its
+/// barrier ([`sync_threads`]). The CPU backend makes one per block and hands each of the
+/// block's threads a pointer to it ([`ThreadIds::block`]).
+pub struct Block {
+    /// The dynamic shared memory: zeroed, 16-byte aligned (`u128` words), its length in bytes
+    /// `bytes`.
+    memory: std::boxed::Box<[core::cell::UnsafeCell<u128>]>,
+    bytes: usize,
+    /// How many threads the barrier waits for.
+    threads: u32,
+    /// The barrier: threads arrived in this round, the round, and whether the block was
+    /// abandoned (a launch that could not start all its threads).
+    round: std::sync::Mutex<(u32, u64, bool)>,
+    turned: std::sync::Condvar,
+}
+
+// SAFETY: the memory is the kernel's shared memory: its threads access it through raw
+// pointers, under the same rules as a GPU block's (the kernel's code synchronizes them with
+// `sync_threads` or atomics); the barrier's state is behind a mutex.
+unsafe impl Sync for Block {}
+
+impl Block {
+    /// A block of `threads` threads with `bytes` of dynamic shared memory.
+    pub fn new(threads: u32, bytes: usize) -> Block {
+        Block {
+            memory: (0..bytes.div_ceil(16))
+                .map(|_| core::cell::UnsafeCell::new(0))
+                .collect(),
+            bytes,
+            threads,
+            round: std::sync::Mutex::new((0, 0, false)),
+            turned: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Its dynamic shared memory.
+    pub fn memory(&self) -> *mut [u8] {
+        core::ptr::slice_from_raw_parts_mut(self.memory.as_ptr() as *mut u8, self.bytes)
+    }
+
+    /// Releases every thread waiting at the barrier, now and later, with a panic: the
+    /// launch could not start every thread of the block, so they would wait forever.
+    pub fn abandon(&self) {
+        let mut r = self.round.lock().unwrap_or_else(|e| e.into_inner());
+        r.2 = true;
+        self.turned.notify_all();
+    }
+
+    /// Waits until all the block's threads have called it (or panics if the block was
+    /// abandoned).
+    pub fn wait(&self) {
+        let mut r = self.round.lock().unwrap_or_else(|e| e.into_inner());
+        let round = r.1;
+        r.0 += 1;
+        if r.0 == self.threads {
+            (r.0, r.1) = (0, round.wrapping_add(1));
+            self.turned.notify_all();
+        }
+        while r.1 == round && !r.2 {
+            r = self.turned.wait(r).unwrap_or_else(|e| e.into_inner());
+        }
+        if r.1 == round {
+            std::panic!(
+                "sync_threads: the launch could not start every thread of this block, so the \
+                 barrier cannot complete"
+            );
         }
     }
 }
@@ -181,6 +259,27 @@ pub fn grid_dim_3d() -> crate::Dim3 {
     ids().grid_dim
 }
 
+/// The dynamic shared memory of the calling thread's block (empty outside a CPU-backend
+/// launch).
+pub fn dynamic_shared_memory() -> *mut [u8] {
+    let block = ids().block;
+    if block.is_null() {
+        return core::ptr::slice_from_raw_parts_mut(core::ptr::null_mut(), 0);
+    }
+    // SAFETY: a block pointer outlives its threads' time in the kernel (`ThreadIds::block`).
+    unsafe { &*block }.memory()
+}
+
+/// Waits until every thread of the calling thread's block reached it (a thread outside a
+/// CPU-backend launch is a block of its own: it returns at once).
+pub fn sync_threads() {
+    let block = ids().block;
+    if !block.is_null() {
+        // SAFETY: as in `dynamic_shared_memory`.
+        unsafe { &*block }.wait();
+    }
+}
+
 /// Makes the calling host thread a "GPU thread" of a kernel until the guard drops.
 ///
 /// The CPU backend calls this on each thread it starts; tests call it to run device code.
@@ -219,4 +318,44 @@ pub fn print_without_context(stderr: bool, newline: bool, args: core::fmt::Argum
 /// the CPU backend's panics unwind instead: only a panic handler calls this).
 pub fn abort() -> ! {
     std::process::abort()
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::Block;
+
+    #[test]
+    fn a_block_barrier_releases_its_threads_together_and_panics_when_abandoned() {
+        let block = std::sync::Arc::new(Block::new(3, 40));
+        assert_eq!(block.memory().len(), 40);
+        let passed = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let threads: std::vec::Vec<_> = (0..3)
+            .map(|_| {
+                let (b, p) = (block.clone(), passed.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..100 {
+                        b.wait();
+                    }
+                    p.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(passed.load(core::sync::atomic::Ordering::Relaxed), 3);
+        // Two of three threads arrive; the launch gives up on the third.
+        let block = std::sync::Arc::new(Block::new(3, 0));
+        let waiters: std::vec::Vec<_> = (0..2)
+            .map(|_| {
+                let b = block.clone();
+                std::thread::spawn(move || b.wait())
+            })
+            .collect();
+        block.abandon();
+        for w in waiters {
+            assert!(w.join().is_err(), "a waiter of an abandoned block went on");
+        }
+    }
 }

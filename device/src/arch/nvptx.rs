@@ -412,6 +412,11 @@ impl Group for Warp {
         self.lane == self.leader()
     }
 
+    #[inline(always)]
+    fn lanes(&self) -> u32 {
+        self.mask.count_ones()
+    }
+
     /// `(sum of v over the group's lanes below this one, sum over the whole group)`.
     ///
     /// The sums are computed modulo 2^64 (callers add line lengths, far from overflowing).
@@ -789,6 +794,36 @@ pub fn grid_dim_3d() -> crate::Dim3 {
         use core::arch::nvptx::*;
         crate::Dim3::new(_grid_dim_x(), _grid_dim_y(), _grid_dim_z())
     }
+}
+
+// The dynamic shared memory of a launch: a declaration at the PTX module's scope, as nvcc
+// writes for `extern __shared__` (Rust has no way to declare a static in the shared state
+// space). Every kernel of the module sees it at the same address, sized by the launch.
+core::arch::global_asm!(".extern .shared .align 16 .b8 gpuio_dynamic_shared[];");
+
+/// The launch's dynamic shared memory (`sharedMemBytes`), as a generic address and its
+/// size (`%dynamic_smem_size`).
+#[inline(always)]
+pub fn dynamic_shared_memory() -> *mut [u8] {
+    let (p, n): (u64, u32);
+    // SAFETY: register-only: the generic address of a shared-space symbol, and a special
+    // register; neither touches memory.
+    unsafe {
+        core::arch::asm!("cvta.shared.u64 {p}, gpuio_dynamic_shared;", p = out(reg64) p,
+            options(pure, nomem, nostack));
+        core::arch::asm!("mov.u32 {n}, %dynamic_smem_size;", n = out(reg32) n, options(pure, nomem, nostack));
+    }
+    core::ptr::slice_from_raw_parts_mut(p as *mut u8, n as usize)
+}
+
+/// Waits until every thread of the block reached it (`bar.sync 0`, CUDA's
+/// `__syncthreads()`); writes to shared and global memory before it are visible to the
+/// block's threads after it.
+#[inline(always)]
+pub fn sync_threads() {
+    // SAFETY: `bar.sync` has no memory-safety preconditions; a block whose threads do not
+    // all reach it waits (as CUDA's `__syncthreads` does), which the caller's docs state.
+    unsafe { core::arch::nvptx::_syncthreads() }
 }
 
 /// Ends the kernel with an error: the launch fails and the context is lost (the panic

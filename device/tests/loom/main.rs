@@ -481,7 +481,7 @@ fn requests_model(slots: u32, batch: usize) {
             );
         }
         assert_eq!(ctx.stray_completions.load(Ordering::Relaxed), 0);
-        assert_eq!(ctx.refused_requests.load(Ordering::Relaxed), 0);
+        assert_eq!(ctx.refusals.unclaimed.load(Ordering::Relaxed), 0);
     });
 }
 

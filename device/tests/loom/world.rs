@@ -66,8 +66,7 @@ pub(crate) fn world(max_flights: u32, positional: bool, slots: u32, blocks: u32)
         streams,
         stderr_stream: 1,
         stray_completions: AtomicU32::new(0),
-        refused_requests: AtomicU32::new(0),
-        refused_errno: AtomicI32::new(0),
+        refusals: gpuio_device::protocol::context::Refusals::new(),
         // SAFETY: as above; the vectors hold `slots` and `blocks` zeroed words and
         // `blocks * BLOCK` cells. The kernel sees the arena where the device does, so an
         // SQE's `addr` is a pointer to the cells.
@@ -87,10 +86,9 @@ pub(crate) fn world(max_flights: u32, positional: bool, slots: u32, blocks: u32)
                 Pool::new(w.block_states.as_ptr(), blocks),
             )
         },
-        denied_requests: AtomicU32::new(0),
         allowed_ops: gpuio_device::protocol::sync::AtomicU64::new(u64::MAX),
-        forbidden_requests: AtomicU32::new(0),
         solo: Solo::unused(),
+        running: gpuio_device::protocol::running::Running::new(),
     });
     Arc::new(w)
 }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use gpuio_device::arch::host::ThreadIds;
+use gpuio_device::arch::host::{Block, ThreadIds};
 use gpuio_device::protocol::context::enter;
 
 use crate::error::{Error, Result};
@@ -206,24 +206,41 @@ impl Cpu {
         let n = cfg.threads();
         let per_block = cfg.block.count() as u32;
         check_map_count(n)?;
+        if cfg.shared_mem_bytes > LaunchConfig::CPU_SHARED_MEM_MAX {
+            return Err(Error::Config(format!(
+                "a CPU launch with {} bytes of dynamic shared memory per block: the CPU backend \
+                 gives at most {} (LaunchConfig::CPU_SHARED_MEM_MAX, as much as a GPU's block gets)",
+                cfg.shared_mem_bytes,
+                LaunchConfig::CPU_SHARED_MEM_MAX
+            )));
+        }
         let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
         start(kernels.launches == 0)?;
         kernels.launches += 1;
         report_kernel_panics();
         let kernel = Arc::new(kernel);
         let nice = oversubscribed_nice(n);
+        // What the threads of the block being started share (shared memory, barrier).
+        let mut block: Option<Arc<Block>> = None;
         for i in 0..n as u32 {
+            if i % per_block == 0 {
+                block = Some(Arc::new(Block::new(per_block, cfg.shared_mem_bytes as usize)));
+            }
+            let this_block = block.clone().expect("made at the block's first thread");
             let ids = ThreadIds {
                 thread_idx: unrank(i % per_block, cfg.block),
                 block_idx: unrank(i / per_block, cfg.grid),
                 block_dim: cfg.block,
                 grid_dim: cfg.grid,
+                block: Arc::as_ptr(&this_block),
             };
             let (shared, kernel) = (shared.clone(), kernel.clone());
             let running = Running::new(&self.exits, (i / per_block, i % per_block));
             let spawned = std::thread::Builder::new().stack_size(self.stack_bytes).spawn(move || {
                 // Dropped last: the thread counts as running until the kernel is done.
                 let _running = running;
+                // `ids.block` points into it: kept until the thread is done.
+                let _block = this_block;
                 if let Some(nice) = nice {
                     // SAFETY: setpriority with PRIO_PROCESS and this thread's own id changes
                     // only this thread's nice value; a refusal leaves it as it was.
@@ -244,6 +261,10 @@ impl Cpu {
                 Ok(h) => kernels.threads.push(h),
                 Err(e) => {
                     drop(kernels);
+                    // Its started threads would wait at a barrier for those never started.
+                    if let Some(b) = &block {
+                        b.abandon();
+                    }
                     on_spawn_failure();
                     return Err(Error::Os {
                         what: "spawning a kernel thread (the process's thread limits, ulimit -u \

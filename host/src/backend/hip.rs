@@ -258,6 +258,7 @@ impl HipModule {
     /// and threads of `cfg`.
     pub(crate) fn launch(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
         let f = self.function(name)?;
+        cfg.refuse_shared_mem("an AMD GPU (HIP)")?;
         let (g, b) = (cfg.grid, cfg.block);
         // An AMD code object's parameters: a slice is two of them.
         let mut values: Vec<[u8; 16]> = Arg::amdgcn(args).iter().map(Arg::bytes).collect();

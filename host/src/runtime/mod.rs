@@ -202,7 +202,7 @@ impl Runtime {
                 (
                     c.rings().iter().fold(0u32, |n, r| n.wrapping_add(r.submitted())),
                     c.stray_completions.load(Ordering::Relaxed),
-                    c.refused_requests.load(Ordering::Relaxed),
+                    c.refusals.unclaimed.load(Ordering::Relaxed),
                     c.arena.staged_bytes.load(Ordering::Relaxed),
                     c.arena.direct_bytes.load(Ordering::Relaxed),
                     (c.solo.requests(), c.solo.waits_on_results()),

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use gpuio_device::protocol::context::Context;
+use gpuio_device::protocol::running::{Running, BLOCK_SLOTS};
 use gpuio_device::protocol::stream::Stream;
 use gpuio_device::protocol::sync::Ordering;
 use gpuio_device::protocol::uapi::IORING_SQ_CQ_OVERFLOW;
@@ -13,8 +14,8 @@ use super::{Gpu, Runtime};
 use crate::backend::cpu::THREADS_PACING;
 use crate::consumer::sandbox;
 use crate::error::{
-    Error, HangReport, OtherRing, OutputErrors, PrintErrors, Refused, Result, RingWords, RunningThreads, SoloRing,
-    StreamPositions, Tickets, Waiting,
+    Error, HangReport, OtherRing, OutputErrors, PrintErrors, Refused, Result, RingWords, RunningBlocks, RunningThreads,
+    SoloRing, StreamPositions, Tickets, Waiting,
 };
 use crate::print_files::{self, Mode};
 use crate::shared::{Shared, State};
@@ -279,7 +280,7 @@ impl Runtime {
         // The context is read every round on the CPU backend, where that is cheap; on a GPU
         // only for a report (it takes a copy from device memory).
         let cheap = matches!(self.shared.state, State::Host(_));
-        let (tickets, streams, solo_held): (Vec<Tickets>, _, _) = (detailed || cheap)
+        let (tickets, streams, solo_held, blocks): (Vec<Tickets>, _, _, _) = (detailed || cheap)
             .then(|| self.shared.peek_context(|c| self.observe_context(c, detailed)))
             .flatten()
             .unwrap_or_default();
@@ -304,6 +305,7 @@ impl Runtime {
             running: Box::new(RunningThreads {
                 count: self.cpu.running(),
                 first: self.cpu.running_ids(HangReport::NAMED_THREADS),
+                blocks,
             }),
             wake_error: self
                 .shared
@@ -316,9 +318,9 @@ impl Runtime {
 
     /// What `observe` reads of the context: each ring's SQ tickets, each live stream's
     /// positions (with the bytes written, which counts the completions not yet reaped, and
-    /// for a `detailed` report the lines not confirmed written), and whether the solo ring
-    /// is held.
-    fn observe_context(&self, c: &Context, detailed: bool) -> (Vec<Tickets>, Vec<StreamPositions>, Option<bool>) {
+    /// for a `detailed` report the lines not confirmed written), whether the solo ring
+    /// is held, and on a GPU the blocks still running.
+    fn observe_context(&self, c: &Context, detailed: bool) -> Observed {
         let tickets = c
             .rings()
             .iter()
@@ -376,7 +378,14 @@ impl Runtime {
                 }
             })
             .collect();
-        (tickets, streams, Some(c.solo.held()))
+        // The CPU backend names its threads one by one (`cpu.running_ids`); its kernels
+        // count no blocks unless they call `Running::enter` themselves.
+        let blocks = running_blocks(&c.running);
+        let blocks = match self.shared.state {
+            State::Host(_) => blocks.filter(|b| b.threads != 0),
+            _ => Some(blocks.unwrap_or_default()),
+        };
+        (tickets, streams, Some(c.solo.held()), blocks)
     }
 
     /// Before the first launch since the runtime settled (only while no kernel runs): how
@@ -464,23 +473,23 @@ impl Runtime {
     fn take_refused(&self) -> Result<Option<Refused>> {
         let (mut requests, mut errno, denied, forbidden) = self.shared.with_context(|ctx| {
             (
-                ctx.refused_requests.load(Ordering::Acquire),
-                ctx.refused_errno.load(Ordering::Acquire),
-                ctx.denied_requests.load(Ordering::Acquire),
-                ctx.forbidden_requests.load(Ordering::Acquire),
+                ctx.refusals.unclaimed.load(Ordering::Acquire),
+                ctx.refusals.errno.load(Ordering::Acquire),
+                ctx.refusals.denied.load(Ordering::Acquire),
+                ctx.refusals.forbidden.load(Ordering::Acquire),
             )
         })?;
         if denied != 0 {
-            self.shared.store(|c| &c.denied_requests, 0)?;
+            self.shared.store(|c| &c.refusals.denied, 0)?;
         }
         if forbidden != 0 {
-            self.shared.store(|c| &c.forbidden_requests, 0)?;
+            self.shared.store(|c| &c.refusals.forbidden, 0)?;
         }
         (requests, errno) = sandbox::merge_denied(self.sandbox, requests, errno, denied, forbidden);
         if requests == 0 {
             return Ok(None);
         }
-        self.shared.store(|c| &c.refused_requests, 0)?;
+        self.shared.store(|c| &c.refusals.unclaimed, 0)?;
         Ok(Some(Refused {
             requests,
             errno,
@@ -523,6 +532,28 @@ impl Runtime {
 /// is where the log is known complete: `flushed`, or `committed` when it equals `reserved`
 /// (`committed` is a count, and producers commit out of order: past `flushed` a byte may
 /// still be being written while a later one is committed).
+/// What [`Runtime::observe_context`] reads: each ring's tickets, the streams' positions,
+/// whether the solo ring is held, the blocks still running.
+type Observed = (Vec<Tickets>, Vec<StreamPositions>, Option<bool>, Option<RunningBlocks>);
+
+/// The blocks `running` counts with threads not returned (`None`: none).
+fn running_blocks(running: &Running) -> Option<RunningBlocks> {
+    let (mut threads, mut blocks, mut first) = (0u64, 0usize, Vec::new());
+    for (slot, n) in running.busy() {
+        threads += u64::from(n);
+        blocks += 1;
+        if first.len() < HangReport::NAMED_THREADS {
+            first.push((slot as u32, n));
+        }
+    }
+    (blocks != 0).then(|| RunningBlocks {
+        threads,
+        blocks,
+        first,
+        modulo: running.wrapped().then_some(BLOCK_SLOTS as u32),
+    })
+}
+
 fn newlines_in_log((io_base, cap): (u64, u64), from: u64, to: u64) -> u64 {
     if io_base == 0 || cap == 0 || to <= from {
         return 0;

@@ -154,6 +154,43 @@ impl Cuda {
         self.check_str(rc, what).map_err(Error::Cuda)
     }
 
+    /// Lets kernel `f` (`name`) take `bytes` of dynamic shared memory, past the 48 KiB a
+    /// launch gets without asking (`MAX_DYNAMIC_SHARED_SIZE_BYTES`). More than the GPU
+    /// gives a block is an [`Error::Config`] naming its limit.
+    pub(super) fn opt_in_shared_mem(&self, f: CuFunction, name: &str, bytes: u32) -> Result<()> {
+        let (mut most, mut fixed) = (0i32, 0i32);
+        // SAFETY: attribute queries of a live device and of a function of a loaded module,
+        // each writing one int.
+        let rc = unsafe {
+            (self.api.cuDeviceGetAttribute)(
+                &mut most,
+                CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                self.device,
+            )
+        };
+        self.check(rc, "cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)")?;
+        // SAFETY: as above.
+        let rc = unsafe { (self.api.cuFuncGetAttribute)(&mut fixed, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f) };
+        self.check(rc, "cuFuncGetAttribute(SHARED_SIZE_BYTES)")?;
+        let room = most.saturating_sub(fixed).max(0) as u32;
+        if bytes > room {
+            return Err(Error::Config(format!(
+                "kernel {name}: a launch with {bytes} bytes of dynamic shared memory per block, \
+                 more than {} gives: {most} bytes per block, less the kernel's {fixed} of static \
+                 shared memory, leaves {room}",
+                self.name
+            )));
+        }
+        // SAFETY: sets an attribute of a function of a loaded module; `bytes` fits an i32
+        // (at most `room`).
+        let rc =
+            unsafe { (self.api.cuFuncSetAttribute)(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32) };
+        self.check(
+            rc,
+            &format!("cuFuncSetAttribute({name}, MAX_DYNAMIC_SHARED_SIZE_BYTES, {bytes})"),
+        )
+    }
+
     /// Makes the primary context current on the calling thread.
     pub fn bind(&self) -> Result<()> {
         // SAFETY: a context retained in `open`.

@@ -22,6 +22,13 @@ pub(super) const CU_STREAM_NON_BLOCKING: u32 = 1;
 pub(super) const CUDA_ERROR_LAUNCH_FAILED: CuResult = 719;
 pub(super) const CU_LIMIT_STACK_SIZE: i32 = 0;
 pub(super) const CU_LIMIT_PRINTF_FIFO_SIZE: i32 = 1;
+// CUfunction_attribute and CUdevice_attribute values (cuda.h).
+pub(super) const CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: i32 = 1;
+pub(super) const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: i32 = 8;
+pub(super) const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: i32 = 97;
+/// The dynamic shared memory a launch gets without opting in (48 KiB on every GPU since
+/// Volta; past it the kernel's `MAX_DYNAMIC_SHARED_SIZE_BYTES` must be raised first).
+pub(super) const SHARED_MEM_WITHOUT_OPT_IN: u32 = 48 << 10;
 // CUjit_option values (cuda.h).
 pub(super) const CU_JIT_WALL_TIME: u32 = 2;
 pub(super) const CU_JIT_ERROR_LOG_BUFFER: u32 = 5;
@@ -67,6 +74,9 @@ dl_api! {
     cuMemHostRegister_v2: fn(*mut c_void, usize, u32) -> CuResult;
     cuMemHostUnregister: fn(*mut c_void) -> CuResult;
     cuMemHostGetDevicePointer_v2: fn(*mut CuDevicePtr, *mut c_void, u32) -> CuResult;
+    cuFuncSetAttribute: fn(CuFunction, i32, i32) -> CuResult;
+    cuFuncGetAttribute: fn(*mut i32, i32, CuFunction) -> CuResult;
+    cuDeviceGetAttribute: fn(*mut i32, i32, CuDevice) -> CuResult;
     cuLaunchKernel: fn(CuFunction, u32, u32, u32, u32, u32, u32, u32, *mut c_void, *mut *mut c_void, *mut *mut c_void) -> CuResult;
     cuGetErrorName: fn(CuResult, *mut *const c_char);
 }

@@ -317,6 +317,9 @@ impl Module {
                 )));
             }
         }
+        if cfg.shared_mem_bytes > SHARED_MEM_WITHOUT_OPT_IN {
+            self.cuda.opt_in_shared_mem(f, name, cfg.shared_mem_bytes)?;
+        }
         let mut values: Vec<[u8; 16]> = args.iter().map(Arg::bytes).collect();
         let mut ptrs: Vec<*mut c_void> = values.iter_mut().map(|v| v.as_mut_ptr() as *mut c_void).collect();
         // SAFETY: `ptrs` holds one pointer per kernel parameter, each to a buffer at least
@@ -333,7 +336,7 @@ impl Module {
                     b.x,
                     b.y,
                     b.z,
-                    0,
+                    cfg.shared_mem_bytes,
                     std::ptr::null_mut(),
                     ptrs.as_mut_ptr(),
                     std::ptr::null_mut(),

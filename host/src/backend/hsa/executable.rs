@@ -212,6 +212,7 @@ impl Executable {
     /// group sizes, grid dimensions) or zero.
     pub fn launch_with(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
         let k = self.kernel(name)?;
+        cfg.refuse_shared_mem("an AMD GPU (HSA)")?;
         let shape = Shape::of(cfg)?;
         let kernarg = kernarg_bytes(&k, name, &shape, args)?;
         let block_mem = self.hsa.alloc_kernarg(kernarg.len())?;

@@ -29,9 +29,8 @@
 //! restrictions and buffers before it performs it, as the kernel would.
 //!
 //! A request the policy forbids completes at once with `-EACCES` and is never executed. The
-//! device counts such completions (`Context::refused_requests` for requests no stream or
-//! call made, `Context::denied_requests` and `Context::forbidden_requests` for its own
-//! calls) and [`Runtime::synchronize`](crate::Runtime::synchronize) returns
+//! device counts such completions (`Context::refusals`: the requests no stream or call
+//! made, and its own calls' refusals) and [`Runtime::synchronize`](crate::Runtime::synchronize) returns
 //! [`crate::Error::Refused`]. The counts are the device's: they report honest mistakes; a
 //! hostile kernel can hide its refusals from the report, not get past them.
 //!
@@ -183,9 +182,9 @@ impl Sandbox {
 
 /// Merges the sandbox's refusals the device counted into the refusals a synchronize
 /// reports. Under [`Sandbox::PrintOnly`] the kernel refuses every device file-I/O request
-/// with `-EACCES` (`denied`: `Context::denied_requests`). Under the others, a request comes
+/// with `-EACCES` (`denied`: `Refusals::denied`). Under the others, a request comes
 /// back `-EACCES` from the sandbox only if its opcode is outside the policy (`forbidden`:
-/// `Context::forbidden_requests`, made through `Context::call`); any other `EACCES` is a
+/// `Refusals::forbidden`, made through `Context::call`); any other `EACCES` is a
 /// plain permission error that its caller got, not a refusal. Returns `(requests, errno)`.
 pub(crate) fn merge_denied(policy: Sandbox, requests: u32, errno: i32, denied: u32, forbidden: u32) -> (u32, i32) {
     // Under PrintOnly the forbidden requests are among the denied ones.
