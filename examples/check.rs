@@ -5,8 +5,6 @@
 //! (`--input -` reads stdin). Exits 0 and prints `OK ...` or exits 1 naming the first faults.
 use std::io::{BufRead, BufReader, Read};
 
-mod common;
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let get = |name: &str| {
@@ -84,5 +82,23 @@ fn check(mut r: impl BufRead, threads: u64, lines: u64, width: usize) -> String 
 fn parse(line: &[u8], width: usize) -> Result<(u64, u64), String> {
     std::str::from_utf8(line).map_err(|_| "not UTF-8".to_string())?;
     let body = line.strip_suffix(b"\n").ok_or("no newline (torn)")?;
-    common::parse_line(body, width).map_err(|f| f.to_string())
+    let core = &body[..body.iter().rposition(|&c| c != b'.').map_or(0, |n| n + 1)];
+    let rest = core.strip_prefix(b"t=").ok_or("malformed")?;
+    let sp = rest.windows(3).position(|w| w == b" i=").ok_or("malformed")?;
+    let t = number(&rest[..sp]).ok_or("bad thread")?;
+    let i = number(&rest[sp + 3..]).ok_or("bad seq")?;
+    let (got, want) = (line.len(), width.max(core.len() + 1));
+    if got != want {
+        return Err(format!("length {got} (want {want})"));
+    }
+    Ok((t, i))
+}
+
+/// Parses a decimal number without sign or leading zeros.
+fn number(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 19 || (s.len() > 1 && s[0] == b'0') {
+        return None;
+    }
+    s.iter()
+        .try_fold(0u64, |n, &c| c.is_ascii_digit().then(|| n * 10 + u64::from(c - b'0')))
 }

@@ -1,5 +1,5 @@
 //! File-I/O kernels: the device file API end to end (`tests/file_io_gpu.rs`) and its
-//! benchmarks (`examples/bench_file.rs`).
+//! benchmarks (`benches/bench_file/`).
 //!
 //! Pointers are passed as `u64` device addresses (on the CPU backend, host addresses).
 

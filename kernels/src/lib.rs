@@ -40,7 +40,7 @@ kernel! {
 kernel! {
 /// Like [`stress`], through CUDA's own device `printf` (`vprintf`) instead of gpuio: the
 /// same bytes, `lines` lines `t=<global thread index> i=<line number>` per thread, padded
-/// with `.` to `width` bytes including the newline. For comparisons (`examples/bench_gpu/`).
+/// with `.` to `width` bytes including the newline. For comparisons (`benches/bench_gpu/`).
 ///
 /// nvptx only: amdgcn has no `vprintf`, and on the host there is nothing to compare with.
 /// The padding is one `%s` of a suffix of a static string of 1024 dots (CUDA documents

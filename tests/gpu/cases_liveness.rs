@@ -29,7 +29,7 @@ const PRINT_WAIT: Duration = Duration::from_secs(3);
 
 /// How long the case waits for the lines of the prints that returned: far beyond any
 /// honest delay (the CPU configuration's threads compute on a few cores, and
-/// how fast is the benchmark's question: `examples/bench_liveness.rs`).
+/// how fast is the benchmark's question: `benches/bench_liveness.rs`).
 const WAIT: Duration = Duration::from_secs(20);
 
 pub(crate) fn returned_lines_out_while_others_compute(config: Config, scratch: &Scratch) -> Outcome {

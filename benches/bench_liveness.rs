@@ -2,9 +2,9 @@
 //! (invariant 12: output makes progress without any other thread's progress).
 //!
 //! ```sh
-//! cargo run --release --example bench_liveness                 # CPU backend without a GPU
-//! cargo run --release --example bench_liveness -- --reps 5 --out /dev/shm/live.txt
-//! GPUIO_LOCKSTEP=1 cargo run --release --example bench_liveness  # NVIDIA: the sm_60 build
+//! cargo bench --bench bench_liveness                   # CPU backend without a GPU
+//! cargo bench --bench bench_liveness -- --reps 5 --out /dev/shm/live.txt
+//! GPUIO_LOCKSTEP=1 cargo bench --bench bench_liveness  # NVIDIA: the sm_60 build
 //! ```
 //!
 //! Each rep launches `print_then_compute` (kernels-test) in one shape: every thread prints
@@ -76,6 +76,8 @@ fn parse() -> Cli {
             "--grid" => cli.grid = number(value()),
             "--block" => cli.block = number(value()),
             "--out" => cli.out = value(),
+            // `cargo bench` adds it; it changes nothing here.
+            "--bench" => {}
             "-h" | "--help" => usage(),
             _ => usage(),
         }

@@ -1,6 +1,6 @@
 //! CPU backend `println!` against std's `println!`: lines/s and MB/s into a tmpfs file.
 //!
-//! `cargo run --release --example bench_print [-- OPTIONS]`
+//! `cargo bench --bench bench_print [-- OPTIONS]`
 //!
 //! For each thread count `T`, `--reps` times in turn: gpuio (a fresh CPU-backend runtime
 //! printing to a fresh file, one block of `T` threads running `gpuio_kernels::stress(L, 0)`,
@@ -54,7 +54,7 @@ struct Config {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<String> = common::args();
     if args.first().map(String::as_str) == Some("--std-child") {
         std_child(&args[1..]);
     }

@@ -1,6 +1,6 @@
 //! CUDA backend: gpuio's `println!` against CUDA's own device `printf`, side by side.
 //!
-//! `cargo run --release --example bench_gpu [-- OPTIONS]`
+//! `cargo bench --bench bench_gpu [-- OPTIONS]`
 //!
 //! Needs an NVIDIA GPU; elsewhere it prints `bench_gpu: skipped: no CUDA GPU (<reason>)` and
 //! exits 0. Every measurement runs in a fresh child process (this binary, re-run in a hidden
@@ -104,7 +104,7 @@ fn fail(msg: &str) -> ! {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<String> = common::args();
     match args.first().map(String::as_str) {
         Some("--gpuio-child") => gpuio_child(&child_args(&args[1..])),
         Some("--printf-child") => printf_child(&child_args(&args[1..])),
@@ -169,51 +169,5 @@ fn main() {
     if failed {
         eprintln!("bench_gpu: gpuio lost lines or a gpuio case failed (see above): exit 1");
         std::process::exit(1);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::common::{expected_bytes, verify};
-
-    fn line(t: u64, i: u64, width: u32) -> Vec<u8> {
-        let mut s = format!("t={t} i={i}");
-        while s.len() + 1 < width as usize {
-            s.push('.');
-        }
-        s.push('\n');
-        s.into_bytes()
-    }
-
-    #[test]
-    fn verifies_padded_output() {
-        for width in [0, 8, 32, 128] {
-            let mut data = Vec::new();
-            for i in 0..3 {
-                for t in 0..12 {
-                    data.extend(line(t, i, width));
-                }
-            }
-            assert_eq!(data.len() as u64, expected_bytes(12, 3, width));
-            let c = verify(&data, 12, 3, width);
-            assert_eq!(
-                (c.good, c.malformed, c.duplicate, c.disorder),
-                (36, 0, 0, 0),
-                "width {width}"
-            );
-            // A duplicate, one out of order, a torn line; (0, 1), (0, 2) missing.
-            let mut bad = line(0, 0, width);
-            bad.extend(line(0, 0, width));
-            bad.extend(line(1, 2, width));
-            bad.extend(line(1, 1, width));
-            bad.extend(b"t=1 i\n");
-            let c = verify(&bad, 2, 3, width);
-            let found = (c.read, c.good, c.duplicate, c.disorder, c.malformed);
-            assert_eq!(found, (5, 2, 1, 1, 1), "width {width}");
-        }
-        // Wrong padding is malformed.
-        let mut short = line(3, 1, 32);
-        short.remove(10);
-        assert_eq!(verify(&short, 4, 2, 32).malformed, 1);
     }
 }

@@ -1,21 +1,26 @@
-//! Shared by the examples `bench_gpu`, `bench_gpus`, `bench_file`, `bench_print` and `check`
-//! (not an example itself): option helpers, machine information, statistics, and the checker for `t=<t> i=<i>` lines padded
-//! with `.` (the output of the `stress` kernel and of the std and printf comparisons).
-//!
-//! Each example uses only some of it; hence the `#[allow(dead_code)]`s.
+//! Shared by the benchmarks `bench_gpu`, `bench_gpus`, `bench_file` and `bench_print` (not a
+//! benchmark itself; tests/bench_checker.rs tests its checker): option helpers, machine
+//! information, statistics, and the checker for `t=<t> i=<i>` lines padded with `.` (the
+//! output of the `stress` kernel and of the std and printf comparisons).
+// Each includer uses a different part of it.
+#![allow(dead_code)]
 use std::path::Path;
 
 // ---------------------------------------------------------------------------------------
 // Options
 
+/// The program's arguments, without the program's name and without the `--bench` that
+/// `cargo bench` adds to a benchmark's arguments (these benchmarks run the same either way).
+pub fn args() -> Vec<String> {
+    std::env::args().skip(1).filter(|a| a != "--bench").collect()
+}
+
 /// A program's name and usage line, for option errors.
-#[allow(dead_code)]
 pub struct Cli {
     pub name: &'static str,
     pub usage: &'static str,
 }
 
-#[allow(dead_code)]
 impl Cli {
     /// Prints `<name>: <msg>` and the usage to stderr and exits 2.
     pub fn fail(&self, msg: &str) -> ! {
@@ -47,7 +52,6 @@ impl Cli {
 // Machine information
 
 /// The CPU's model name from `/proc/cpuinfo`, or `unknown`.
-#[allow(dead_code)]
 pub fn cpu_model() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     cpuinfo
@@ -61,7 +65,6 @@ pub fn cpu_model() -> String {
 }
 
 /// The kernel release (`uname -r`), or `unknown`.
-#[allow(dead_code)]
 pub fn uname_release() -> String {
     // SAFETY: uname fills the zeroed struct we own; its fields are NUL-terminated.
     unsafe {
@@ -76,7 +79,6 @@ pub fn uname_release() -> String {
 }
 
 /// Whether `dir` is tmpfs, and the bytes free there.
-#[allow(dead_code)]
 pub fn statfs(dir: &Path) -> std::io::Result<(bool, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
@@ -92,7 +94,6 @@ pub fn statfs(dir: &Path) -> std::io::Result<(bool, u64)> {
 }
 
 /// Today's date in UTC, `YYYY-MM-DD` (civil-from-days).
-#[allow(dead_code)]
 pub fn utc_date() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -110,7 +111,6 @@ pub fn utc_date() -> String {
 }
 
 /// Where [`write_fresh`]'s writers take their bytes from.
-#[allow(dead_code)]
 #[derive(Clone, Copy)]
 pub enum Source<'a> {
     /// Each thread writes every block from one buffer of the block's size, which stays in
@@ -132,7 +132,6 @@ pub enum Source<'a> {
 /// # Panics
 ///
 /// If a [`Source::Cold`] slice is shorter than `bytes`.
-#[allow(dead_code)]
 pub fn write_fresh(dir: &Path, bytes: u64, threads: usize, block: usize, source: Source) -> std::io::Result<f64> {
     use std::os::unix::fs::FileExt;
     let len = usize::try_from(bytes).map_err(std::io::Error::other)?;
@@ -195,7 +194,6 @@ pub fn write_fresh(dir: &Path, bytes: u64, threads: usize, block: usize, source:
 /// physical cores (distinct `physical_package_id`, `core_id`) and packages, and the
 /// largest `thread_siblings_list` seen. In a VM this is what the hypervisor says, which
 /// need not be the hardware.
-#[allow(dead_code)]
 pub fn topology() -> String {
     let Ok(allowed) = allowed_cpus() else {
         return "unknown (sched_getaffinity failed)".into();
@@ -231,7 +229,6 @@ pub fn topology() -> String {
 }
 
 /// The CPUs this process may run on (`sched_getaffinity`), ascending.
-#[allow(dead_code)]
 pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
     // SAFETY: sched_getaffinity fills the zeroed set we own.
     let set = unsafe {
@@ -252,7 +249,6 @@ pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
 
 /// Writes a Markdown table, `header` and then `cells` row by row, each column padded to its
 /// widest cell: the first `left` columns aligned left, the others right.
-#[allow(dead_code)]
 pub fn write_table(out: &mut impl std::io::Write, header: &[&str], cells: Vec<Vec<String>>, left: usize) {
     let widths: Vec<usize> = (0..header.len())
         .map(|c| {
@@ -303,14 +299,12 @@ pub fn write_table(out: &mut impl std::io::Write, header: &[&str], cells: Vec<Ve
 // Statistics and settings, as the benchmarks print them
 
 /// The median of `v` (the upper one of an even count).
-#[allow(dead_code)]
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
 }
 
 /// A runtime's SQPOLL CPUs (`Runtime::sqpoll_cpus`) as `31,30` or `unbound,unbound`.
-#[allow(dead_code)]
 pub fn cpu_list(cpus: &[Option<u32>]) -> String {
     cpus.iter()
         .map(|c| c.map_or("unbound".to_string(), |c| c.to_string()))
@@ -323,7 +317,6 @@ pub fn cpu_list(cpus: &[Option<u32>]) -> String {
 
 /// Bytes of `lines` lines from each of `threads` threads, each `t=<t> i=<i>` padded with
 /// dots to `width` bytes including the newline (never cut; `width` 0 pads nothing).
-#[allow(dead_code)]
 pub fn expected_bytes(threads: u64, lines: u64, width: u32) -> u64 {
     let w = u64::from(width);
     let mut sum = 0;
@@ -336,7 +329,6 @@ pub fn expected_bytes(threads: u64, lines: u64, width: u32) -> u64 {
     sum
 }
 
-#[allow(dead_code)]
 fn digits(mut n: u64) -> u64 {
     let mut d = 1;
     while n >= 10 {
@@ -395,7 +387,6 @@ pub fn parse_line(line: &[u8], width: usize) -> Result<(u64, u64), LineFault> {
 }
 
 /// What the checker found in one output file.
-#[allow(dead_code)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Check {
     /// Bytes in the file.
@@ -429,7 +420,6 @@ impl std::fmt::Display for Check {
 
 /// Checks that `data` holds `lines` lines from each of `threads` threads, each exactly
 /// once, whole, padded right to `width` bytes, in per-thread order, and nothing else.
-#[allow(dead_code)]
 pub fn verify(data: &[u8], threads: u64, lines: u64, width: u32) -> Check {
     let mut seen = vec![0u64; (threads * lines).div_ceil(64) as usize];
     let mut high = vec![0u64; threads as usize]; // 1 + the highest i seen per thread

@@ -1,7 +1,7 @@
 //! Several GPUs in one process: a runtime per GPU, each doing the same work at once, against
 //! one GPU doing it alone, side by side in one run.
 //!
-//! `cargo run --release --example bench_gpus [-- OPTIONS]`
+//! `cargo bench --bench bench_gpus [-- OPTIONS]`
 //!
 //! Opens a runtime on each of the first `--gpus` CUDA devices (default 2;
 //! [`Builder::gpu`](gpuio::Builder::gpu)), each with `--rings` rings (default 4) of
@@ -489,7 +489,7 @@ fn shared_file(n: u32, p: &Print, dir: &std::path::Path) -> bool {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<String> = common::args();
     CLI.only_known(
         &args,
         &[
