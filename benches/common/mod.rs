@@ -134,6 +134,7 @@ pub enum Source<'a> {
 /// If a [`Source::Cold`] slice is shorter than `bytes`.
 pub fn write_fresh(dir: &Path, bytes: u64, threads: usize, block: usize, source: Source) -> std::io::Result<f64> {
     use std::os::unix::fs::FileExt;
+    use std::time::Instant;
     let len = usize::try_from(bytes).map_err(std::io::Error::other)?;
     if let Source::Cold(src) = source {
         assert!(
@@ -161,8 +162,9 @@ pub fn write_fresh(dir: &Path, bytes: u64, threads: usize, block: usize, source:
         let workers: Vec<_> = (0..threads)
             .map(|j| {
                 let (file, start, hot) = (&file, &start, &hot);
-                s.spawn(move || -> std::io::Result<()> {
+                s.spawn(move || -> std::io::Result<(Instant, Instant)> {
                     start.wait();
+                    let began = Instant::now();
                     let mut at = j * block;
                     while at < len {
                         let n = block.min(len - at);
@@ -173,18 +175,20 @@ pub fn write_fresh(dir: &Path, bytes: u64, threads: usize, block: usize, source:
                         file.write_all_at(bytes, at as u64)?;
                         at += threads * block;
                     }
-                    Ok(())
+                    Ok((began, Instant::now()))
                 })
             })
             .collect();
         start.wait();
-        let t0 = std::time::Instant::now();
-        let results: Vec<_> = workers
+        // Each writer times itself: the main thread, preempted after the barrier on a busy
+        // machine, could start a clock of its own after the writers were done.
+        let spans = workers
             .into_iter()
             .map(|w| w.join().expect("writer panicked"))
-            .collect();
-        let secs = t0.elapsed().as_secs_f64();
-        results.into_iter().collect::<std::io::Result<()>>().map(|()| secs)
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let first = spans.iter().map(|s| s.0).min().expect("at least one writer");
+        let last = spans.iter().map(|s| s.1).max().expect("at least one writer");
+        Ok::<f64, std::io::Error>(last.duration_since(first).as_secs_f64())
     });
     let _ = std::fs::remove_file(&path);
     Ok(bytes as f64 / secs? / 1e9)
