@@ -136,7 +136,8 @@ fn a_kernel_that_never_finishes_is_reported_then_waited_for() {
 /// have not returned, with their count, modulo the counters' number past it.
 #[test]
 fn blocks_whose_threads_have_not_returned_are_named() {
-    use gpuio::device::protocol::running::{Running, BLOCK_SLOTS};
+    use gpuio::device::protocol::context::count_running;
+    use gpuio::device::protocol::running::BLOCK_SLOTS;
     let _wd = watchdog("blocks_whose_threads_have_not_returned_are_named", 60);
     let rt = builder()
         .hang_timeout(Some(Duration::from_millis(500)))
@@ -149,7 +150,7 @@ fn blocks_whose_threads_have_not_returned_are_named() {
     let entered = Arc::new(AtomicUsize::new(0));
     let (g, e) = (go.clone(), entered.clone());
     rt.launch(grid, 1, move || {
-        let _running = Running::enter();
+        let _running = count_running();
         e.fetch_add(1, Ordering::Release);
         if held.contains(&gpuio::device::block_rank()) {
             while !g.load(Ordering::Acquire) {

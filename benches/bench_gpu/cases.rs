@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::child::run_child;
-use crate::common::{self, expected_bytes, statfs, Check, Source};
+use crate::common::{self, expected_bytes, statfs, Source};
 use crate::options::{Config, Kernel, Target};
 use crate::readback::check_file;
 use crate::{fail, MIB};
@@ -192,7 +192,7 @@ pub(crate) fn run_gpuio(cfg: &Config, case: &Case, bytes: u64) -> GpuioResult {
                 };
                 res.lost += lost;
                 let check = match r.fields.get("good") {
-                    Some(_) => Check::from_report(r).to_string(),
+                    Some(_) => r.check().to_string(),
                     None => "not read back (/dev/null)".into(),
                 };
                 let cpu = [r.u64("cpu_ns"), r.u64("sqpoll_ns"), r.u64("waker_ns")].map(|v| v.unwrap_or(0));

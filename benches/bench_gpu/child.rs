@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use gpuio::cuda::Cuda;
 use gpuio::{Arg, Backend, Error, Runtime};
 
+use crate::common::Check;
 use crate::readback::check_file;
 use crate::{fail, MIB, NVPTX, REPORT};
 
@@ -56,6 +57,19 @@ pub(crate) struct Report {
 impl Report {
     pub(crate) fn u64(&self, key: &str) -> Option<u64> {
         self.fields.get(key).and_then(|v| v.parse().ok())
+    }
+
+    /// The [`Check`] a child's report carries (`Check::fields`).
+    pub(crate) fn check(&self) -> Check {
+        let f = |k: &str| self.u64(k).unwrap_or(0);
+        Check {
+            bytes: f("bytes"),
+            read: f("read"),
+            good: f("good"),
+            malformed: f("malformed"),
+            duplicate: f("duplicate"),
+            disorder: f("disorder"),
+        }
     }
 }
 

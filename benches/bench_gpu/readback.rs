@@ -4,10 +4,10 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-use crate::child::Report;
 use crate::common::{verify, Check};
 
-/// A [`Check`] as report fields, from the child to the parent.
+/// A [`Check`] as report fields, from the child to the parent (`Report::check` reads
+/// them back).
 impl Check {
     pub(crate) fn fields(&self) -> Vec<(&'static str, String)> {
         vec![
@@ -18,18 +18,6 @@ impl Check {
             ("duplicate", self.duplicate.to_string()),
             ("disorder", self.disorder.to_string()),
         ]
-    }
-
-    pub(crate) fn from_report(r: &Report) -> Check {
-        let f = |k: &str| r.u64(k).unwrap_or(0);
-        Check {
-            bytes: f("bytes"),
-            read: f("read"),
-            good: f("good"),
-            malformed: f("malformed"),
-            duplicate: f("duplicate"),
-            disorder: f("disorder"),
-        }
     }
 }
 

@@ -45,6 +45,14 @@ pub fn installed() -> Option<&'static Context> {
     (!ctx.is_null()).then(|| unsafe { &*ctx })
 }
 
+/// Counts the calling thread as running in the installed context ([`Context::running`])
+/// until the guard drops: what a `kernel!` entry point does, for hang reports. Outside a
+/// context (a kernel launched without a gpuio runtime) it counts nothing.
+#[inline(always)]
+pub fn count_running() -> Option<crate::running::Entered<'static>> {
+    installed().map(|ctx| ctx.running.enter())
+}
+
 /// Makes the calling host thread a "GPU thread" of a kernel on `ctx` until the guard drops
 /// (the CPU backend calls this on each thread it starts; tests call it to run device code).
 ///

@@ -110,7 +110,7 @@ macro_rules! kernel {
             // parameters are then the call's, not any the body might ask for.
             fn $name($($arg: $ty),*) $body
             // Counted as running until the body returns, for hang reports.
-            let _running = $crate::protocol::running::Running::enter();
+            let _running = $crate::protocol::context::count_running();
             // SAFETY: the host's launch passed each parameter as `Param` says.
             $name($(unsafe { <$ty as $crate::param::Param>::from_raw($raw) }),*)
         }

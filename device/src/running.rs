@@ -39,21 +39,18 @@ impl Running {
         }
     }
 
-    /// Counts the calling thread in: a kernel declared with `kernel!` calls this as it
-    /// starts and keeps the guard until it returns (the guard counts it out). Outside a
-    /// context (a kernel launched without a gpuio runtime) it counts nothing.
+    /// Counts the calling thread in, until the guard drops (which counts it out): a
+    /// kernel declared with `kernel!` does so as it starts, through
+    /// `context::count_running`, and keeps the guard until it returns.
     #[inline(always)]
-    pub fn enter() -> Entered {
-        let Some(ctx) = crate::context::installed() else {
-            return Entered { slot: None };
-        };
-        let rank = crate::block_rank();
+    pub fn enter(&self) -> Entered<'_> {
+        let rank = crate::arch::block_idx_3d().rank_in(crate::arch::grid_dim_3d());
         if rank >= BLOCK_SLOTS as u64 {
-            ctx.running.wrapped.store(1, Ordering::Relaxed);
+            self.wrapped.store(1, Ordering::Relaxed);
         }
         let slot = (rank % BLOCK_SLOTS as u64) as usize;
-        ctx.running.add(slot, 1);
-        Entered { slot: Some(slot) }
+        self.add(slot, 1);
+        Entered { running: self, slot }
     }
 
     /// Adds `n` per lane to counter `slot`, one atomic for the lanes executing this
@@ -91,16 +88,15 @@ impl Default for Running {
 
 /// A thread counted in [`Running`]; dropping it counts the thread out.
 #[must_use = "the thread counts as running only while this lives"]
-pub struct Entered {
-    /// Its counter, `None` outside a context.
-    slot: Option<usize>,
+pub struct Entered<'a> {
+    running: &'a Running,
+    /// Its counter.
+    slot: usize,
 }
 
-impl Drop for Entered {
+impl Drop for Entered<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        if let (Some(slot), Some(ctx)) = (self.slot, crate::context::installed()) {
-            ctx.running.add(slot, u32::MAX); // minus one per lane, wrapping
-        }
+        self.running.add(self.slot, u32::MAX); // minus one per lane, wrapping
     }
 }

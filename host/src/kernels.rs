@@ -437,7 +437,7 @@ impl Runtime {
     /// every target built); on the CPU backend nothing is loaded and `objects` is not read.
     pub fn kernels(&self, objects: &[(&str, &[u8])]) -> Result<Kernels<'_>> {
         let module = match self.backend() {
-            crate::Backend::Cpu => None,
+            crate::backend::Backend::Cpu => None,
             _ => Some(self.load_matching(objects)?),
         };
         Ok(Kernels { rt: self, module })

@@ -213,7 +213,7 @@ mod tests {
     fn the_rings_row_says_the_builders_limit() {
         assert_eq!(
             setting("GPUIO_RINGS").values,
-            format!("1 to {}", crate::builder::MAX_RINGS)
+            format!("1 to {}", gpuio_device::protocol::context::MAX_RINGS)
         );
     }
 }

@@ -7,11 +7,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use gpuio_device::arch::host::{Block, ThreadIds};
-use gpuio_device::protocol::context::enter;
+use gpuio_device::protocol::context::{enter, Context};
 
 use crate::error::{Error, Result};
 use crate::launch::{Dim3, LaunchConfig};
-use crate::shared::Shared;
 use crate::watchdog::Pacing;
 
 /// How synchronize's waits pace themselves (see [`Pacing`]).
@@ -66,6 +65,38 @@ impl Exits {
     pub(crate) fn wait(&self, max: Duration) {
         let running = self.lock();
         let _ = self.none.wait_timeout_while(running, max, |r| !r.is_empty());
+    }
+}
+
+/// The context a CPU launch's threads run with: its address, and what holds it (the
+/// runtime's shared memory), kept by each thread until it is done.
+#[derive(Clone)]
+pub(crate) struct KernelContext {
+    context: *const Context,
+    _holder: Arc<dyn std::any::Any + Send + Sync>,
+}
+
+// SAFETY: `context` points into memory `_holder` keeps alive; a `Context` is `Sync` (its
+// fields are atomics and cells the protocol hands between threads), so its address may go
+// to another thread.
+unsafe impl Send for KernelContext {}
+
+impl KernelContext {
+    /// The context at `context`, in memory that `holder` keeps alive.
+    ///
+    /// # Safety
+    /// `context` points to an initialised [`Context`] that lives as long as `holder`.
+    pub(crate) unsafe fn new(context: *const Context, holder: Arc<dyn std::any::Any + Send + Sync>) -> KernelContext {
+        KernelContext {
+            context,
+            _holder: holder,
+        }
+    }
+
+    /// The context's address (a method: a closure that calls it takes the whole value,
+    /// holder included, where naming the field would take the address alone).
+    fn context(&self) -> *const Context {
+        self.context
     }
 }
 
@@ -188,13 +219,13 @@ impl Cpu {
         }
     }
 
-    /// Runs `kernel` on `grid * block` new threads, with the context of `shared`.
+    /// Runs `kernel` on `grid * block` new threads, with the context `ctx`.
     /// `start(first)` runs first, under the launch lock (`first`: no launch is pending);
     /// if a thread cannot be spawned, `on_spawn_failure` runs (without the lock) before the
     /// error returns.
     pub(crate) fn launch<F>(
         &self,
-        shared: &Arc<Shared>,
+        ctx: &KernelContext,
         cfg: LaunchConfig,
         kernel: F,
         start: impl FnOnce(bool) -> Result<()>,
@@ -234,7 +265,7 @@ impl Cpu {
                 grid_dim: cfg.grid,
                 block: Arc::as_ptr(&this_block),
             };
-            let (shared, kernel) = (shared.clone(), kernel.clone());
+            let (ctx, kernel) = (ctx.clone(), kernel.clone());
             let running = Running::new(&self.exits, (i / per_block, i % per_block));
             let spawned = std::thread::Builder::new().stack_size(self.stack_bytes).spawn(move || {
                 // Dropped last: the thread counts as running until the kernel is done.
@@ -246,9 +277,8 @@ impl Cpu {
                     // only this thread's nice value; a refusal leaves it as it was.
                     unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
                 }
-                let ctx = shared.host_context().expect("CPU backend");
-                // SAFETY: `shared` (and so the context) outlives this thread: we hold an Arc.
-                let _in_kernel = unsafe { enter(ctx, ids) };
+                // SAFETY: the context outlives this thread: `ctx` keeps what holds it.
+                let _in_kernel = unsafe { enter(ctx.context(), ids) };
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kernel())).map_err(|p| {
                     let msg = p
                         .downcast_ref::<&str>()

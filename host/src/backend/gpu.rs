@@ -60,7 +60,7 @@ pub(crate) trait GpuBackend: Send + Sync {
 /// A code object loaded on a GPU backend (or attached: loaded by the host program).
 pub(crate) trait LoadedModule: Send + Sync {
     /// Launches kernel `name` on the blocks and threads of `cfg` (asynchronous).
-    fn launch(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()>;
+    fn launch(&self, name: &str, cfg: crate::launch::LaunchConfig, args: &[Arg]) -> Result<()>;
 
     /// The device address and size of a global variable.
     fn global(&self, name: &str) -> Result<(u64, usize)>;

@@ -256,7 +256,7 @@ impl HipModule {
 
     /// Launches kernel `name` on the null stream (`hipModuleLaunchKernel`), on the blocks
     /// and threads of `cfg`.
-    pub(crate) fn launch(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
+    pub(crate) fn launch(&self, name: &str, cfg: crate::launch::LaunchConfig, args: &[Arg]) -> Result<()> {
         let f = self.function(name)?;
         cfg.refuse_shared_mem("an AMD GPU (HIP)")?;
         let (g, b) = (cfg.grid, cfg.block);
@@ -363,7 +363,7 @@ fn pci_string((domain, bdf): (u32, u32)) -> String {
 }
 
 impl LoadedModule for HipModule {
-    fn launch(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
+    fn launch(&self, name: &str, cfg: crate::launch::LaunchConfig, args: &[Arg]) -> Result<()> {
         HipModule::launch(self, name, cfg, args)
     }
 

@@ -24,7 +24,7 @@ struct Attached {
 }
 
 impl LoadedModule for Attached {
-    fn launch(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
+    fn launch(&self, name: &str, cfg: crate::launch::LaunchConfig, args: &[Arg]) -> Result<()> {
         // gpuio does not know the parameters of a module it did not load, so it cannot
         // check a launch's arguments; cudarc's launch is where they are the caller's.
         // gpuio's own drain kernel takes none.

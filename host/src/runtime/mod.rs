@@ -11,7 +11,7 @@ use gpuio_device::protocol::context::Context;
 use gpuio_device::protocol::context::STREAMS;
 use gpuio_device::protocol::sync::Ordering;
 
-use crate::backend::cpu::Cpu;
+use crate::backend::cpu::{Cpu, KernelContext};
 use crate::backend::gpu::LoadedModule;
 use crate::backend::{Backend, Device};
 use crate::consumer::sandbox::Sandbox;
@@ -270,8 +270,15 @@ impl Runtime {
                 "the CPU backend runs 1..=65536 threads, not {n} ({cfg:?})"
             )));
         }
+        let ctx = self
+            .shared
+            .host_context()
+            .expect("the CPU backend's context is in host memory");
+        let holder: Arc<dyn std::any::Any + Send + Sync> = self.shared.clone();
+        // SAFETY: the context lives in `self.shared`'s memory, which the Arc keeps alive.
+        let ctx = unsafe { KernelContext::new(ctx, holder) };
         self.cpu.launch(
-            &self.shared,
+            &ctx,
             cfg,
             kernel,
             |first| {

@@ -185,7 +185,7 @@ impl Runtime {
         if !gpu.drained.swap(true, Ordering::AcqRel) {
             let drain = gpu.drain.lock().unwrap_or_else(|e| e.into_inner());
             let m = drain.as_ref().expect("a kernel was launched, so a module is loaded");
-            m.launch("gpuio_drain", crate::LaunchConfig::linear(1, 1), &[])?;
+            m.launch("gpuio_drain", crate::launch::LaunchConfig::linear(1, 1), &[])?;
             drop(drain);
             self.wait_gpu(gpu, Waiting::GpuDrain, only)?;
         }
@@ -379,7 +379,7 @@ impl Runtime {
             })
             .collect();
         // The CPU backend names its threads one by one (`cpu.running_ids`); its kernels
-        // count no blocks unless they call `Running::enter` themselves.
+        // count no blocks unless they call `context::count_running` themselves.
         let blocks = running_blocks(&c.running);
         let blocks = match self.shared.state {
             State::Host(_) => blocks.filter(|b| b.threads != 0),

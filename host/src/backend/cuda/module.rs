@@ -293,11 +293,11 @@ impl Module {
     /// PTX, an [`Error::Config`] names the difference. (A borrowed module has no PTX here:
     /// [`Module::borrow_raw`]'s caller vouches for its launches.)
     pub fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
-        self.launch_with(name, crate::LaunchConfig::linear(grid, block), args)
+        self.launch_with(name, crate::launch::LaunchConfig::linear(grid, block), args)
     }
 
     /// As [`Module::launch`], on the blocks and threads of `cfg` (up to three dimensions).
-    pub fn launch_with(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
+    pub fn launch_with(&self, name: &str, cfg: crate::launch::LaunchConfig, args: &[Arg]) -> Result<()> {
         let f = self.function(name)?;
         let (g, b) = (cfg.grid, cfg.block);
         if let Some(params) = &self.params {
@@ -361,7 +361,7 @@ impl Drop for Module {
 }
 
 impl LoadedModule for Module {
-    fn launch(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
+    fn launch(&self, name: &str, cfg: crate::launch::LaunchConfig, args: &[Arg]) -> Result<()> {
         Module::launch_with(self, name, cfg, args)
     }
 

@@ -201,7 +201,7 @@ impl Executable {
     /// (asynchronous; the runtime's synchronize waits); [`Executable::launch_with`] in
     /// three dimensions.
     pub fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
-        self.launch_with(name, crate::LaunchConfig::linear(grid, block), args)
+        self.launch_with(name, crate::launch::LaunchConfig::linear(grid, block), args)
     }
 
     /// Launches `name` on the work-groups and work-items of `cfg`, in up to three
@@ -210,7 +210,7 @@ impl Executable {
     /// Explicit arguments are checked against the kernel's metadata (count and sizes) and
     /// placed at its offsets; hidden arguments get the launch's values (block counts,
     /// group sizes, grid dimensions) or zero.
-    pub fn launch_with(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
+    pub fn launch_with(&self, name: &str, cfg: crate::launch::LaunchConfig, args: &[Arg]) -> Result<()> {
         let k = self.kernel(name)?;
         cfg.refuse_shared_mem("an AMD GPU (HSA)")?;
         let shape = Shape::of(cfg)?;
@@ -258,7 +258,7 @@ struct Shape {
 impl Shape {
     /// `cfg` checked: at most 1,024 work-items per work-group (each size a u16), and each
     /// dimension's work-items a u32, as the packet holds them.
-    fn of(cfg: crate::LaunchConfig) -> Result<Shape> {
+    fn of(cfg: crate::launch::LaunchConfig) -> Result<Shape> {
         cfg.check()?;
         let (g, b) = (cfg.grid, cfg.block);
         let items = b.count();
@@ -388,7 +388,7 @@ impl Drop for Executable {
 }
 
 impl LoadedModule for Executable {
-    fn launch(&self, name: &str, cfg: crate::LaunchConfig, args: &[Arg]) -> Result<()> {
+    fn launch(&self, name: &str, cfg: crate::launch::LaunchConfig, args: &[Arg]) -> Result<()> {
         Executable::launch_with(self, name, cfg, args)
     }
 
@@ -446,7 +446,7 @@ mod tests {
             ],
             64,
         );
-        let linear = |g, b| Shape::of(crate::LaunchConfig::linear(g, b)).unwrap();
+        let linear = |g, b| Shape::of(crate::launch::LaunchConfig::linear(g, b)).unwrap();
         let b = kernarg_bytes(&k, "k", &linear(7, 256), &[Arg::U32(5), Arg::U64(9)]).unwrap();
         assert_eq!(b.len(), 64);
         assert_eq!(b[0..4], 5u32.to_ne_bytes());
@@ -480,7 +480,7 @@ mod tests {
             ],
             24,
         );
-        let shape = Shape::of(crate::LaunchConfig::new((3, 2, 5), (8, 4, 2))).unwrap();
+        let shape = Shape::of(crate::launch::LaunchConfig::new((3, 2, 5), (8, 4, 2))).unwrap();
         assert_eq!(
             shape,
             Shape {
@@ -496,14 +496,19 @@ mod tests {
         assert_eq!([u32_at(0), u32_at(4), u32_at(8)], [3, 2, 5]);
         assert_eq!([u16_at(12), u16_at(14), u16_at(16), u16_at(18)], [8, 4, 2, 3]);
         // Two dimensions where z is 1; one where y and z are.
-        assert_eq!(Shape::of(crate::LaunchConfig::new((3, 2), (8, 1))).unwrap().dims, 2);
-        assert_eq!(Shape::of(crate::LaunchConfig::new(3, 8)).unwrap().dims, 1);
+        assert_eq!(
+            Shape::of(crate::launch::LaunchConfig::new((3, 2), (8, 1)))
+                .unwrap()
+                .dims,
+            2
+        );
+        assert_eq!(Shape::of(crate::launch::LaunchConfig::new(3, 8)).unwrap().dims, 1);
         // More than 1,024 work-items per work-group, and a dimension past the packet's u32.
-        let e = Shape::of(crate::LaunchConfig::new(1, (32, 32, 2)))
+        let e = Shape::of(crate::launch::LaunchConfig::new(1, (32, 32, 2)))
             .unwrap_err()
             .to_string();
         assert!(e.contains("expected 1 to 1024"), "{e}");
-        let e = Shape::of(crate::LaunchConfig::new((1 << 31, 1, 1), (4, 1, 1)))
+        let e = Shape::of(crate::launch::LaunchConfig::new((1 << 31, 1, 1), (4, 1, 1)))
             .unwrap_err()
             .to_string();
         assert!(e.contains("dimension x"), "{e}");
@@ -523,7 +528,13 @@ mod tests {
             32,
         );
         let args = [Arg::U32(1), Arg::Slice { addr: 0x1000, len: 5 }, Arg::U64(2)];
-        let b = kernarg_bytes(&k, "k", &Shape::of(crate::LaunchConfig::linear(1, 1)).unwrap(), &args).unwrap();
+        let b = kernarg_bytes(
+            &k,
+            "k",
+            &Shape::of(crate::launch::LaunchConfig::linear(1, 1)).unwrap(),
+            &args,
+        )
+        .unwrap();
         assert_eq!(b[8..16], 0x1000u64.to_ne_bytes());
         assert_eq!(b[16..24], 5u64.to_ne_bytes());
         assert_eq!(b[24..32], 2u64.to_ne_bytes());
