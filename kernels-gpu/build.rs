@@ -5,7 +5,7 @@
 //!   kernels,
 //!
 //! each for `nvptx64-nvidia-cuda` `sm_90` and `sm_60` (the lockstep build: PTX before sm_70
-//! runs without independent thread scheduling, as AMD wavefronts do; `gpuio_device::arch`
+//! runs without independent thread scheduling, as AMD wavefronts do; `gpuio_device::protocol::arch`
 //! says why it matters) and for `amdgcn-amd-amdhsa` (code object v5) gfx90a, gfx942 and
 //! gfx1100. `src/lib.rs` turns what it built into constants: the tables the linker writes
 //! (`OUT_DIR/kernels.rs`, `OUT_DIR/test_kernels.rs`: `OBJECTS`, `NVPTX`, `AMDGCN`), and

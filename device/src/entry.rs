@@ -191,7 +191,7 @@ macro_rules! panic_handler {
         #[panic_handler]
         fn gpuio_panic(info: &::core::panic::PanicInfo<'_>) -> ! {
             $crate::entry::report_panic(info.location(), &info.message());
-            $crate::arch::abort()
+            $crate::protocol::arch::abort()
         }
     };
 }

@@ -23,8 +23,8 @@
 //! [`block_dim_3d`], [`grid_dim_3d`], and [`global_thread_idx`] (linear over all three);
 //! [`sync_threads`] and [`dynamic_shared_memory`] for a block's threads working together.
 //! [`protocol`] is the other face: the ring protocol those are built on, which the host
-//! runtime sets up and drains, not for kernels; [`arch`] holds what differs per target
-//! (the lockstep rule among it).
+//! runtime sets up and drains, not for kernels, with [`protocol::arch`], what differs per
+//! target (the lockstep rule among it).
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch, stdarch_nvptx))]
 #![cfg_attr(
@@ -37,7 +37,6 @@
 )]
 #![cfg_attr(any(target_arch = "amdgpu", target_arch = "nvptx64"), allow(internal_features))]
 
-pub mod arch;
 mod dim;
 pub mod entry;
 mod errno;
@@ -52,7 +51,7 @@ mod user_data;
 // some targets (loom, a GPU) use fewer of them.
 #[allow(unused_imports)]
 use protocol::{
-    arena, combine, context, copy, group, pool, print, request, ring, running, solo, stream, sync, uapi, wait,
+    arch, arena, combine, context, copy, group, pool, print, request, ring, running, solo, stream, sync, uapi, wait,
 };
 
 pub use arch::{block_dim, block_idx, clock_ns, grid_dim, thread_idx};

@@ -8,10 +8,13 @@
 //! the bytes), and [`request`] routes each result back to its thread; [`ring`] submits and
 //! reaps ([`solo`]: a lone request's shorter way; [`combine`]: a warp's requests as one),
 //! [`uapi`] is the kernel's ABI, [`context`] the shared state the host fills, [`pool`],
-//! [`sync`] and [`group`] are the slots, atomics and lanes, and [`wait`] is how every wait
-//! is written (the lockstep rule, in `crate::arch`). The files stay beside the crate root
-//! (`device/src/ring.rs`, ...), where docs/PROTOCOL.md names them.
+//! [`sync`] and [`group`] are the slots, atomics and lanes, [`running`] counts the threads
+//! still running, and [`wait`] is how every wait is written (the lockstep rule, in
+//! [`arch`], which holds everything target-specific). The files stay beside the crate root
+//! (`device/src/ring.rs`, `device/src/arch/`, ...), where docs/PROTOCOL.md names them.
 
+#[path = "arch/mod.rs"]
+pub mod arch;
 #[path = "arena.rs"]
 pub mod arena;
 #[path = "combine.rs"]

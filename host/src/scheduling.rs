@@ -9,7 +9,7 @@ use crate::error::Result;
 /// AMD GPUs run the lanes of a wavefront in lockstep. NVIDIA GPUs from Volta (sm_70) on
 /// schedule each lane independently, but they run PTX built for an older target (`sm_60`)
 /// in lockstep too. The device runtime is written to be correct under both (the lockstep
-/// rule in `gpuio_device::arch`); building the kernels for `sm_60` as well and asking for
+/// rule in `gpuio_device::protocol::arch`); building the kernels for `sm_60` as well and asking for
 /// [`Scheduling::Lockstep`] (`Builder::lockstep`, or `GPUIO_LOCKSTEP=1`) tests AMD's
 /// scheduling on NVIDIA hardware.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

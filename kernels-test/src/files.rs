@@ -335,7 +335,7 @@ kernel! {
             fence(Ordering::SeqCst);
             let t2 = clock_ns();
             // One thread: no sibling waits for what it holds (the lockstep rule,
-            // gpuio_device::arch), so it may keep the block and slot past the wait.
+            // gpuio_device::protocol::arch), so it may keep the block and slot past the wait.
             let (block, ticket) = ctx.with_taken(|| ctx.try_take_block_and_slot(), |taken| taken);
             // SAFETY: the block is ours until the request completes.
             unsafe { gpuio_device::protocol::sync::copy_to_cells(ctx.arena.cells(block), &line) };
@@ -535,7 +535,7 @@ kernel! {
     /// every phase.
     ///
     /// Each thread holds its block and slot outside the wait that took them, which the
-    /// lockstep rule forbids (`gpuio_device::arch`): run it with independent thread
+    /// lockstep rule forbids (`gpuio_device::protocol::arch`): run it with independent thread
     /// scheduling only (sm_70+, or the CPU backend).
     pub fn pread_random_phases(fd: i32, dst: u64, file_pages: u64, reads: u64, out: u64) {
         let Some(ctx) = gpuio_device::protocol::context::installed() else {
@@ -653,7 +653,7 @@ unsafe fn copy_page_out(ctx: &gpuio_device::protocol::context::Context, block: u
     // SAFETY: the caller's contract.
     unsafe {
         gpuio_device::protocol::copy::group_copy(
-            &gpuio_device::arch::Warp::default(),
+            &gpuio_device::protocol::arch::Warp::default(),
             dst as *mut u8,
             ctx.arena.cells(block) as *const u8,
             RANDOM_READ as usize,
@@ -705,7 +705,7 @@ fn wait_timing_reaps(
     gpuio_device::protocol::wait::until(
         || ctx.requests.try_result(ticket),
         || {
-            gpuio_device::arch::by_one_lane(|| {
+            gpuio_device::protocol::arch::by_one_lane(|| {
                 rounds = rounds.wrapping_add(1);
                 let ring = ctx.request_ring();
                 if rounds.is_multiple_of(64) {
@@ -716,7 +716,7 @@ fn wait_timing_reaps(
                     timed_reap(ring, stats);
                 } else {
                     stats[7] += 1;
-                    gpuio_device::arch::yield_to_siblings();
+                    gpuio_device::protocol::arch::yield_to_siblings();
                 }
                 None::<()>
             });

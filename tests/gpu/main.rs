@@ -6,7 +6,7 @@
 //! - `cpu`: the CPU backend (always; the kernels run on host threads, one lane each);
 //! - `cuda`: CUDA, the `sm_90` PTX, independent thread scheduling;
 //! - `lockstep`: CUDA, the `sm_60` PTX, which the GPU runs with the lanes of each warp in
-//!   lockstep, as AMD GPUs run wavefronts (`gpuio_device::arch` on why that matters).
+//!   lockstep, as AMD GPUs run wavefronts (`gpuio_device::protocol::arch` on why that matters).
 //!
 //! Its own harness (`harness = false`): one module load per configuration, one line per
 //! case, and a summary that counts skipped cases and says why. A case that hangs fails:

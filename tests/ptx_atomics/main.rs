@@ -371,7 +371,7 @@ fn the_lockstep_build_uses_only_pre_volta_memory_operations() {
     });
     assert!(
         newer.is_empty(),
-        "instructions that need sm_70 in the sm_60 build: {newer:?}. gpuio_device::arch::nvptx must \
+        "instructions that need sm_70 in the sm_60 build: {newer:?}. gpuio_device::protocol::arch::nvptx must \
          write them with volatile accesses, atom.sys and membar.sys before sm_70"
     );
     let unscoped = ops(&insts, |i| i.is_rmw() && !i.has("sys"));

@@ -19,8 +19,8 @@
 //! some interleaving.
 #![cfg(loom)]
 
-use gpuio_device::arch::host::ThreadIds;
 use gpuio_device::io;
+use gpuio_device::protocol::arch::host::ThreadIds;
 use gpuio_device::protocol::arena::Arena;
 use gpuio_device::protocol::combine::{Combiner, Left};
 use gpuio_device::protocol::context::enter;

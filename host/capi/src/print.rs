@@ -7,7 +7,7 @@
 //! `gpuio_device::protocol::print::emit`. Other bytes are written with the stream calls that `emit`
 //! makes for a long line (reserve, fill, flush): one contiguous record either way.
 
-use gpuio_device::arch::Warp;
+use gpuio_device::protocol::arch::Warp;
 use gpuio_device::protocol::print::emit;
 
 use crate::status::gpuio_status::GPUIO_ERROR_WRONG_CONTEXT;

@@ -1,12 +1,12 @@
 //! The CPU backend: host threads run device closures, one thread per device thread, each
-//! with its own ids and the runtime's context current (`gpuio_device::arch::host`).
+//! with its own ids and the runtime's context current (`gpuio_device::protocol::arch::host`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use gpuio_device::arch::host::{Block, ThreadIds};
+use gpuio_device::protocol::arch::host::{Block, ThreadIds};
 use gpuio_device::protocol::context::{enter, Context};
 
 use crate::error::{Error, Result};
@@ -390,7 +390,7 @@ fn report_kernel_panics() {
     INSTALL.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if gpuio_device::protocol::context::current().is_null() || gpuio_device::arch::host::in_print() {
+            if gpuio_device::protocol::context::current().is_null() || gpuio_device::protocol::arch::host::in_print() {
                 previous(info)
             } else {
                 let message = info.payload_as_str().unwrap_or("Box<dyn Any>");
