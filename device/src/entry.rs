@@ -42,8 +42,10 @@ use crate::context::STREAMS;
 /// Parameters are numbers (`u32`, `i32`, `u64`, `i64`, `usize`, `isize`, `f32`, `f64`;
 /// smaller integers and `bool` for direct calls and by-name launches only), raw pointers
 /// (passed by a by-name launch on a GPU, or a direct call on the host), `&str` and `&[T]` of
-/// plain numbers (which the host's typed launch copies where the kernel reads them): the
-/// types of [`param::Param`](crate::param::Param), which says how each travels. Their
+/// plain numbers (which the host's typed launch copies where the kernel reads them), and
+/// [`param::Out<T>`](crate::param::Out) for results (the host passes an `Output` and reads
+/// it after a synchronize): the types of [`param::Param`](crate::param::Param), which says
+/// how each travels. Their
 /// lifetimes are the launch's: a kernel cannot keep a `&str` beyond it, unless it declares
 /// the parameter `&'static str`, which it must not (the copy goes at the synchronize). A
 /// parameter is a name, `mut` and a name, or `_` (`n: u32`, `mut n: u32`, `_: f32`), and each

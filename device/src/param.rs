@@ -7,9 +7,12 @@
 //! the kernel can read, kept until the launch is synchronized, and its length.
 //!
 //! There is no `&mut [T]` parameter: every thread of a launch would hold the same `&mut`,
-//! which Rust forbids (two live `&mut` to one slice); a kernel that writes takes a device
-//! address (`u64`) or a raw pointer and writes through it in `unsafe`, one element per
-//! thread.
+//! which Rust forbids (two live `&mut` to one slice). A kernel that writes results takes an
+//! [`Out<T>`]: the host passes an `Output` it made with `Runtime::output` and reads it
+//! once the kernel is done; the threads write its elements through `unsafe` methods whose
+//! contract is CUDA's (no two threads write one element, or read one another writes,
+//! without ordering). It travels as a `RawSlice<[Cell<T>]>`, so that no read-only slice of
+//! the host's can be passed for it (its writes would be lost with the copy).
 
 use core::fmt;
 use core::marker::PhantomData;
@@ -102,7 +105,7 @@ impl<T: ?Sized> fmt::Debug for RawSlice<T> {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a kernel parameter",
     label = "not a kernel parameter type",
-    note = "kernel parameters are numbers, bool, raw pointers, &str and &[T] of numbers (not &mut [T]: every thread would hold the same &mut; take a raw pointer); a type of your own implements `gpuio_device::param::Param`"
+    note = "kernel parameters are numbers, bool, raw pointers, &str and &[T] of numbers, and Out<T> for results (not &mut [T]: every thread would hold the same &mut); a type of your own implements `gpuio_device::param::Param`"
 )]
 pub unsafe trait Param: Sized {
     /// What travels: the kernel entry point's parameter type.
@@ -213,5 +216,112 @@ unsafe impl<'a, T: Plain> Param for &'a [T] {
         }
         // SAFETY: see the impl.
         unsafe { core::slice::from_raw_parts(raw.addr as *const T, raw.len as usize) }
+    }
+}
+
+/// A slice the threads of a kernel write their results into: the host passes an `Output`
+/// it allocated (`gpuio_host::Runtime::output`) and reads it once the kernel is done.
+///
+/// Not a `&mut [T]`: every thread of the launch receives the same slice, so its elements
+/// are written and read through `unsafe` methods whose contract is CUDA's: while the kernel
+/// runs, no two threads write one element, and no thread reads an element another writes,
+/// unless something orders them (a `sync_threads`, an atomic). Indices are checked (a panic
+/// past the end).
+///
+/// ```
+/// use core::cell::Cell;
+/// use gpuio_device::param::{Out, Param, RawSlice};
+/// let mut results = [0u32; 4];
+/// // SAFETY: the array outlives `out` and nothing else touches it meanwhile.
+/// let out: Out<u32> = unsafe { Out::from_raw(RawSlice::<[Cell<u32>]>::new(results.as_mut_ptr() as u64, 4)) };
+/// for i in 0..out.len() {
+///     // SAFETY: one writer per element.
+///     unsafe { out.write(i, i as u32 * 10) };
+/// }
+/// assert_eq!(results, [0, 10, 20, 30]);
+/// ```
+pub struct Out<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    life: PhantomData<&'a [core::cell::Cell<T>]>,
+}
+
+impl<T> Clone for Out<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Out<'_, T> {}
+
+impl<T: Plain> Out<'_, T> {
+    /// Its number of elements.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it has no elements.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The first element's address, for code that writes through pointers itself.
+    #[inline(always)]
+    pub fn as_mut_ptr(&self) -> *mut T {
+        self.ptr
+    }
+
+    /// Writes `v` to element `i` (a panic if `i` is past the end).
+    ///
+    /// # Safety
+    /// While the kernel runs no other thread writes element `i`, or reads it, unless
+    /// something orders the two accesses (see the type's docs).
+    #[inline(always)]
+    pub unsafe fn write(&self, i: usize, v: T) {
+        assert!(i < self.len, "Out::write: index {i} past its {} elements", self.len);
+        // SAFETY: in bounds (checked); the host's `Output` holds `len` aligned elements
+        // while the kernel runs; the caller rules out racing accesses.
+        unsafe { self.ptr.add(i).write(v) }
+    }
+
+    /// Reads element `i` (a panic if `i` is past the end): what the host's `Output` held
+    /// (zero for an element nothing wrote), or what a thread wrote.
+    ///
+    /// # Safety
+    /// No other thread writes element `i` while this reads it, unless ordered before it.
+    #[inline(always)]
+    pub unsafe fn read(&self, i: usize) -> T {
+        assert!(i < self.len, "Out::read: index {i} past its {} elements", self.len);
+        // SAFETY: as in `write`; `T: Plain` makes any bytes there a value.
+        unsafe { self.ptr.add(i).read() }
+    }
+}
+
+impl<T> fmt::Debug for Out<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Out {{ addr: {:p}, len: {} }}", self.ptr, self.len)
+    }
+}
+
+// SAFETY: `from_raw`'s caller passes `len` elements at `addr`, aligned for `T` and
+// writable, alive while the kernel runs (the host's `Output`); `T: Plain` makes any bytes
+// there values. An empty one is never dereferenced (its accessors check the index).
+unsafe impl<'a, T: Plain> Param for Out<'a, T> {
+    type Raw = RawSlice<[core::cell::Cell<T>]>;
+
+    #[inline(always)]
+    unsafe fn from_raw(raw: RawSlice<[core::cell::Cell<T>]>) -> Out<'a, T> {
+        let ptr = if raw.len == 0 {
+            core::ptr::NonNull::<T>::dangling().as_ptr()
+        } else {
+            raw.addr as *mut T
+        };
+        Out {
+            ptr,
+            len: raw.len as usize,
+            life: PhantomData,
+        }
     }
 }

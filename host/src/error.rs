@@ -81,6 +81,12 @@ pub enum Error {
         /// The call, e.g. `Runtime::synchronize`.
         call: &'static str,
     },
+    /// A call that needs the kernels done ([`Output::read`](crate::Output::read)) was made
+    /// while kernels launched since the last successful synchronize may still run.
+    KernelsRunning {
+        /// The call, e.g. `Output::read`.
+        call: &'static str,
+    },
     /// The kernel set `IORING_SQ_CQ_OVERFLOW`: completions did not fit the completion queue
     /// and wait in the kernel. The device keeps no more requests in flight than the CQ
     /// holds, so this is a gpuio bug.
@@ -194,6 +200,11 @@ impl fmt::Display for Error {
                 f,
                 "{call} was called from inside a CPU kernel thread, where it would wait for the \
                  kernel it runs in: call it from a host thread"
+            ),
+            Error::KernelsRunning { call } => write!(
+                f,
+                "{call} while kernels launched since the last synchronize may still run: call \
+                 Runtime::synchronize first"
             ),
             Error::CqOverflow { sq_flags } => write!(
                 f,

@@ -71,7 +71,7 @@ impl<T: ?Sized + 'static> RawArg for RawSlice<T> {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be passed for a kernel parameter that travels as `{R}`",
     label = "not an argument for this parameter",
-    note = "a number parameter takes a number of its own type (u32, i32, u64, i64, usize, isize, f32, f64); a &str parameter (travels as RawSlice<str>) a &str or String; a &[T] parameter (RawSlice<[T]>) a &[T], &[T; N] or Vec<T>"
+    note = "a number parameter takes a number of its own type (u32, i32, u64, i64, usize, isize, f32, f64); a &str parameter (travels as RawSlice<str>) a &str or String; a &[T] parameter (RawSlice<[T]>) a &[T], &[T; N] or Vec<T>; an Out<T> parameter (RawSlice<[Cell<T>]>) a &mut Output<T> from Runtime::output"
 )]
 pub trait KernelParam<R>: Sized {
     /// Bytes it needs in the launch's staging memory (0 for a number).

@@ -16,7 +16,8 @@
 //!   `synchronize`, [`Stats`]; settings [`Backend`], [`Sandbox`] (the [`sandbox`] module
 //!   says what each policy lets through), [`Submission`], [`Scheduling`], [`Jit`].
 //! - Kernels: [`Kernels`] for typed launches with a [`LaunchConfig`] ([`Dim3`]),
-//!   [`GpuModule`] for launches by name ([`Arg`]), [`HostBuffer`] for direct transfers.
+//!   [`GpuModule`] for launches by name ([`Arg`]), [`Output`] for kernels' results,
+//!   [`HostBuffer`] for direct transfers.
 //! - Errors: [`Error`] and [`Result`]; the reports they carry are in [`error`].
 //! - Backends by name, for hosts that load code objects themselves: [`cuda`], [`hsa`],
 //!   `hip` (its feature), [`code_object`].
@@ -30,6 +31,7 @@ mod kernels;
 mod launch;
 mod memory;
 mod notice;
+mod output;
 mod print_files;
 mod runtime;
 mod scheduling;
@@ -56,6 +58,7 @@ pub use gpuio_device::Kernel;
 pub use host_buffer::HostBuffer;
 pub use kernels::{KernelArgs, KernelParam, Kernels, RawArg, Staging};
 pub use launch::{Dim3, LaunchConfig};
+pub use output::Output;
 pub use runtime::module::GpuModule;
 pub use runtime::{Runtime, Stats};
 pub use sandbox::Sandbox;

@@ -305,6 +305,22 @@ kernel! {
 }
 
 kernel! {
+    /// Results through `Out` parameters: thread `i` (of the first `x.len()`) writes
+    /// `x[i] * x[i] + i` to `squares[i]` and `x[i] as f32 / 2` to `halves[i]`; the rest
+    /// write nothing.
+    pub fn squares_into(x: &[u64], squares: gpuio_device::param::Out<u64>, halves: gpuio_device::param::Out<f32>) {
+        let i = global_thread_idx() as usize;
+        if i < x.len() && i < squares.len() && i < halves.len() {
+            // SAFETY: thread i alone writes element i of each.
+            unsafe {
+                squares.write(i, x[i] * x[i] + i as u64);
+                halves.write(i, x[i] as f32 / 2.0);
+            }
+        }
+    }
+}
+
+kernel! {
     /// A block's threads working together through dynamic shared memory: in each of
     /// `rounds` rounds thread `t` of block `b` writes `b * 1,000,000 + round * 1,000 + t` to
     /// word `t`, waits for the block (`sync_threads`), reads its neighbour's word `(t + 1) %

@@ -230,6 +230,47 @@ pub(crate) fn strings_and_slices_as_parameters(config: Config, scratch: &Scratch
     Ok(format!("{} threads each read {want:?}", grid * block))
 }
 
+/// Results come back through `Output`s (`Out<T>` parameters): every element written by its
+/// thread, reading before the synchronize refused, and an Output dropped while its kernel
+/// may still write it kept until the kernel is done.
+pub(crate) fn results_come_back_through_outputs(config: Config, _: &Scratch) -> Outcome {
+    let (grid, block) = (config.pick(40, 4), config.pick(256, 16));
+    let n = (grid * block) as usize - 3; // the last 3 threads write nothing
+    let x: Vec<u64> = (0..n as u64).map(|i| i * 7 + 1).collect();
+    let rt = build(config.builder())?;
+    let k = Kernels::load(&rt)?;
+    let mut squares = rt.output::<u64>(n).map_err(|e| format!("output: {e}"))?;
+    let mut halves = rt.output::<f32>(n + 3).map_err(|e| format!("output: {e}"))?;
+    k.launch(k::squares_into, grid, block, (&x, &mut squares, &mut halves))?;
+    let early = match squares.read() {
+        Err(e) => e.to_string(),
+        Ok(_) => return Err("an Output was read before the synchronize".into()),
+    };
+    // Dropped while its kernel may still run: kept until the synchronize finds it done.
+    let mut dropped = rt.output::<u64>(n).map_err(|e| format!("output: {e}"))?;
+    let mut spare = rt.output::<f32>(n).map_err(|e| format!("output: {e}"))?;
+    k.launch(k::squares_into, grid, block, (&x, &mut dropped, &mut spare))?;
+    drop(dropped);
+    drop(spare);
+    sync(&rt)?;
+    let (sq, hv) = (
+        squares.read().map_err(|e| e.to_string())?,
+        halves.read().map_err(|e| e.to_string())?,
+    );
+    for i in 0..n {
+        if sq[i] != x[i] * x[i] + i as u64 || hv[i] != x[i] as f32 / 2.0 {
+            return Err(format!("element {i}: {} and {}, from x = {}", sq[i], hv[i], x[i]));
+        }
+    }
+    if hv[n..] != [0.0; 3] {
+        return Err(format!("elements nothing wrote are {:?}, not zero", &hv[n..]));
+    }
+    Ok(format!(
+        "{n} u64 and {n} f32 results from {} threads, each right; read before the synchronize: {early}",
+        grid * block
+    ))
+}
+
 /// Checks that each of `threads` threads printed one line `t=<t> i=0<want>`.
 fn every_thread_printed(out: &str, threads: u32, want: &str) -> Result<(), String> {
     check_numbered(out, u64::from(threads), 1, |_, _, rest| {

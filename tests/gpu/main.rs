@@ -48,8 +48,9 @@ use cases_liveness::{
 use cases_print::{
     a_block_shares_dynamic_shared_memory, a_locked_stdouts_pieces_make_whole_lines, blocks_of_33_and_37_threads,
     divergent_call_sites, every_line_once_in_order, lines_of_every_shape, one_print_call_two_streams,
-    one_warp_mixing_streams_and_pieces, strings_and_slices_as_parameters, three_dimensional_launches,
-    tiny_ring_and_log_thousands_of_threads, typed_launch_passes_every_parameter_type, warp_records_near_the_log_size,
+    one_warp_mixing_streams_and_pieces, results_come_back_through_outputs, strings_and_slices_as_parameters,
+    three_dimensional_launches, tiny_ring_and_log_thousands_of_threads, typed_launch_passes_every_parameter_type,
+    warp_records_near_the_log_size,
 };
 use cases_runtime::{
     a_hang_is_reported_then_waited_out, another_layout_is_refused, hundred_runtime_create_drop_cycles,
@@ -122,6 +123,10 @@ const CASES: &[Case] = &[
     Case {
         name: "a_block_shares_dynamic_shared_memory",
         run: a_block_shares_dynamic_shared_memory,
+    },
+    Case {
+        name: "results_come_back_through_outputs",
+        run: results_come_back_through_outputs,
     },
     Case {
         name: "typed_launch_passes_every_parameter_type",

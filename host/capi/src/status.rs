@@ -106,8 +106,10 @@ pub(crate) fn status_of(e: &Error) -> gpuio_status {
         // A kernel's request that the io_uring sandbox refused.
         Error::Refused(_) => GPUIO_ERROR_KERNEL,
         Error::Hang(_) => GPUIO_ERROR_HANG,
-        // Completions overflowed the CQ: the device broke its own credit rule, a gpuio bug.
         Error::InsideKernel { .. } => GPUIO_ERROR_WRONG_CONTEXT,
+        // Results read while kernels may still write them (not reachable from C today).
+        Error::KernelsRunning { .. } => GPUIO_ERROR_WRONG_CONTEXT,
+        // Completions overflowed the CQ: the device broke its own credit rule, a gpuio bug.
         Error::CqOverflow { .. } => GPUIO_ERROR_INTERNAL,
         // cuModuleGetFunction / cuModuleGetGlobal on a missing name.
         Error::Cuda(d) if d.code == Some(CUDA_ERROR_NOT_FOUND) => GPUIO_ERROR_NOT_FOUND,
