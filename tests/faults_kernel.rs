@@ -128,6 +128,39 @@ impl std::fmt::Display for PanicsOnThirdPass {
 /// Regression: a Display that panicked after its line's space was reserved left the range
 /// uncommitted, and synchronize waited for it forever (this test hung until the watchdog
 /// aborted it). Now the range is padded and committed while the thread unwinds.
+/// A thread that returns or panics before its block's `sync_threads` leaves the others
+/// waiting for nobody (CPU backend): they pass the barrier, the kernel ends, and the panic
+/// is reported.
+#[test]
+fn a_thread_that_leaves_before_its_blocks_barrier_hangs_nothing() {
+    let _wd = watchdog("a_thread_that_leaves_before_its_blocks_barrier_hangs_nothing", 60);
+    let rt = builder().build().unwrap();
+    let passed = std::sync::Arc::new(AtomicU32::new(0));
+    for panics in [false, true] {
+        passed.store(0, Ordering::Relaxed);
+        let p = passed.clone();
+        rt.launch(2, 8, move || {
+            if gpuio::device::thread_idx() == 0 {
+                if panics {
+                    panic!("thread 0 leaves before the barrier");
+                }
+                return;
+            }
+            for _ in 0..3 {
+                gpuio::device::sync_threads();
+            }
+            p.fetch_add(1, Ordering::Relaxed);
+        })
+        .unwrap();
+        match (rt.synchronize(), panics) {
+            (Ok(()), false) => {}
+            (Err(Error::Kernel(why)), true) => assert!(why.contains("leaves before the barrier"), "{why}"),
+            (other, _) => panic!("panics {panics}: {other:?}"),
+        }
+        assert_eq!(passed.load(Ordering::Relaxed), 14, "panics {panics}");
+    }
+}
+
 #[test]
 fn a_display_that_panics_after_its_line_was_reserved_hangs_nothing() {
     let _wd = watchdog("a_display_that_panics_after_its_line_was_reserved_hangs_nothing", 60);

@@ -70,10 +70,11 @@ pub fn global_thread_idx() -> u64 {
 
 /// Waits until every thread of the calling thread's block has called it, as CUDA's
 /// `__syncthreads()`: writes to shared and global memory before it are then visible to the
-/// block's threads after it. Every thread of the block must reach the same call: a block
-/// whose threads do not all reach it waits forever, as on CUDA (on the CPU backend, where a
-/// block's threads are host threads, a launch that could not start them all makes the
-/// waiting ones panic instead). Outside a launch a thread is a block of its own.
+/// block's threads after it. Every thread of the block must reach the same call, as on
+/// CUDA (where a block whose threads do not all reach it may wait forever). On the CPU
+/// backend a thread that has left the kernel (returned, or panicked) no longer counts, and
+/// a launch that could not start all of a block's threads makes the waiting ones panic.
+/// Outside a launch a thread is a block of its own.
 ///
 /// ```
 /// gpuio_device::sync_threads(); // outside a kernel: returns at once

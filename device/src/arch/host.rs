@@ -120,12 +120,34 @@ pub struct Block {
     /// `bytes`.
     memory: std::boxed::Box<[core::cell::UnsafeCell<u128>]>,
     bytes: usize,
-    /// How many threads the barrier waits for.
-    threads: u32,
-    /// The barrier: threads arrived in this round, the round, and whether the block was
-    /// abandoned (a launch that could not start all its threads).
-    round: std::sync::Mutex<(u32, u64, bool)>,
+    /// The barrier's state.
+    barrier: std::sync::Mutex<Barrier>,
     turned: std::sync::Condvar,
+}
+
+/// A [`Block`]'s barrier: a round ends when every member still in the kernel has arrived.
+/// A thread that leaves the kernel (returns, or panics) stops being a member, as a GPU's
+/// barrier stops waiting for threads that exited.
+struct Barrier {
+    /// Threads of the block still in the kernel.
+    members: u32,
+    /// Members arrived in this round.
+    arrived: u32,
+    /// Rounds completed.
+    round: u64,
+    /// The launch could not start every thread of the block.
+    abandoned: bool,
+}
+
+impl Barrier {
+    /// Ends the round if every member has arrived (and one has).
+    fn turn_if_complete(&mut self, turned: &std::sync::Condvar) {
+        if self.arrived > 0 && self.arrived >= self.members {
+            self.arrived = 0;
+            self.round = self.round.wrapping_add(1);
+            turned.notify_all();
+        }
+    }
 }
 
 // SAFETY: the memory is the kernel's shared memory: its threads access it through raw
@@ -141,8 +163,12 @@ impl Block {
                 .map(|_| core::cell::UnsafeCell::new(0))
                 .collect(),
             bytes,
-            threads,
-            round: std::sync::Mutex::new((0, 0, false)),
+            barrier: std::sync::Mutex::new(Barrier {
+                members: threads,
+                arrived: 0,
+                round: 0,
+                abandoned: false,
+            }),
             turned: std::sync::Condvar::new(),
         }
     }
@@ -152,28 +178,36 @@ impl Block {
         core::ptr::slice_from_raw_parts_mut(self.memory.as_ptr() as *mut u8, self.bytes)
     }
 
+    fn state(&self) -> std::sync::MutexGuard<'_, Barrier> {
+        self.barrier.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Releases every thread waiting at the barrier, now and later, with a panic: the
     /// launch could not start every thread of the block, so they would wait forever.
     pub fn abandon(&self) {
-        let mut r = self.round.lock().unwrap_or_else(|e| e.into_inner());
-        r.2 = true;
+        self.state().abandoned = true;
         self.turned.notify_all();
     }
 
-    /// Waits until all the block's threads have called it (or panics if the block was
+    /// A thread of the block left the kernel (returned or panicked): the barrier no longer
+    /// waits for it.
+    pub fn leave(&self) {
+        let mut b = self.state();
+        b.members = b.members.saturating_sub(1);
+        b.turn_if_complete(&self.turned);
+    }
+
+    /// Waits until every member of the block has called it (or panics if the block was
     /// abandoned).
     pub fn wait(&self) {
-        let mut r = self.round.lock().unwrap_or_else(|e| e.into_inner());
-        let round = r.1;
-        r.0 += 1;
-        if r.0 == self.threads {
-            (r.0, r.1) = (0, round.wrapping_add(1));
-            self.turned.notify_all();
+        let mut b = self.state();
+        let round = b.round;
+        b.arrived += 1;
+        b.turn_if_complete(&self.turned);
+        while b.round == round && !b.abandoned {
+            b = self.turned.wait(b).unwrap_or_else(|e| e.into_inner());
         }
-        while r.1 == round && !r.2 {
-            r = self.turned.wait(r).unwrap_or_else(|e| e.into_inner());
-        }
-        if r.1 == round {
+        if b.round == round {
             std::panic!(
                 "sync_threads: the launch could not start every thread of this block, so the \
                  barrier cannot complete"
@@ -326,7 +360,7 @@ mod tests {
     use super::Block;
 
     #[test]
-    fn a_block_barrier_releases_its_threads_together_and_panics_when_abandoned() {
+    fn a_block_barrier_releases_its_members_together_forgets_leavers_and_panics_when_abandoned() {
         let block = std::sync::Arc::new(Block::new(3, 40));
         assert_eq!(block.memory().len(), 40);
         let passed = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
@@ -356,6 +390,21 @@ mod tests {
         block.abandon();
         for w in waiters {
             assert!(w.join().is_err(), "a waiter of an abandoned block went on");
+        }
+        // A thread that leaves the kernel no longer counts: the other two go on.
+        let block = std::sync::Arc::new(Block::new(3, 0));
+        let waiters: std::vec::Vec<_> = (0..2)
+            .map(|_| {
+                let b = block.clone();
+                std::thread::spawn(move || {
+                    b.wait();
+                    b.wait();
+                })
+            })
+            .collect();
+        block.leave();
+        for w in waiters {
+            w.join().expect("the members that stayed pass the barrier");
         }
     }
 }

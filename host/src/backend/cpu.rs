@@ -68,6 +68,15 @@ impl Exits {
     }
 }
 
+/// Makes a kernel thread leave its block's barrier when it is done, also when it unwinds.
+struct LeaveBlock<'a>(&'a Block);
+
+impl Drop for LeaveBlock<'_> {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
+}
+
 /// The context a CPU launch's threads run with: its address, and what holds it (the
 /// runtime's shared memory), kept by each thread until it is done.
 #[derive(Clone)]
@@ -270,8 +279,10 @@ impl Cpu {
             let spawned = std::thread::Builder::new().stack_size(self.stack_bytes).spawn(move || {
                 // Dropped last: the thread counts as running until the kernel is done.
                 let _running = running;
-                // `ids.block` points into it: kept until the thread is done.
-                let _block = this_block;
+                // `ids.block` points into it: kept until the thread is done, which then leaves
+                // its barrier (returned or panicked: the others no longer wait for it).
+                let block = this_block;
+                let _leave = LeaveBlock(&block);
                 if let Some(nice) = nice {
                     // SAFETY: setpriority with PRIO_PROCESS and this thread's own id changes
                     // only this thread's nice value; a refusal leaves it as it was.
