@@ -178,3 +178,42 @@ fn nix_write(fd: i32, bytes: &[u8]) -> isize {
     // SAFETY: `bytes` is valid for its length.
     unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) }
 }
+
+gpuio::device::kernel! {
+    /// Writes `v` to every element of `out` it has a thread for.
+    pub fn fill_with(v: u32, out: gpuio::device::param::Out<u32>) {
+        let i = gpuio::device::global_thread_idx() as usize;
+        if i < out.len() {
+            // SAFETY: thread i alone writes element i.
+            unsafe { out.write(i, v) };
+        }
+    }
+}
+
+/// An `Output` goes only to launches of the runtime that made it (its reads wait for that
+/// runtime's kernels alone); one of no elements launches, and reads as empty.
+#[test]
+fn an_output_of_another_runtime_is_refused_and_an_empty_one_works() {
+    let _wd = watchdog("an_output_of_another_runtime_is_refused_and_an_empty_one_works", 60);
+    let (a, b) = (builder().build().unwrap(), builder().build().unwrap());
+    let kb = b.kernels(&[]).unwrap();
+    let mut out = a.output::<u32>(8).unwrap();
+    match kb.launch(fill_with, LaunchConfig::linear(1, 8), (7, &mut out)) {
+        Err(Error::Config(why)) => assert!(
+            why.contains("another runtime") && why.contains("Runtime::output"),
+            "{why}"
+        ),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    b.synchronize().unwrap();
+    assert_eq!(out.read().unwrap(), [0; 8], "nothing ran");
+    let ka = a.kernels(&[]).unwrap();
+    ka.launch(fill_with, LaunchConfig::linear(1, 8), (7, &mut out)).unwrap();
+    let mut empty = a.output::<u32>(0).unwrap();
+    ka.launch(fill_with, LaunchConfig::linear(1, 4), (9, &mut empty))
+        .unwrap();
+    assert!(matches!(empty.read(), Err(Error::KernelsRunning { .. })));
+    a.synchronize().unwrap();
+    assert_eq!(out.read().unwrap(), [7; 8]);
+    assert!(empty.read().unwrap().is_empty());
+}

@@ -57,7 +57,8 @@ pub fn count_running() -> Option<crate::running::Entered<'static>> {
 /// (the CPU backend calls this on each thread it starts; tests call it to run device code).
 ///
 /// # Safety
-/// `ctx` must point to an initialised [`Context`] that outlives the guard.
+/// `ctx` must point to an initialised [`Context`] that outlives the guard, and `ids.block`
+/// be null or point to a `Block` that outlives it.
 #[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
 pub unsafe fn enter(ctx: *const Context, ids: crate::arch::host::ThreadIds) -> crate::arch::host::EnterGuard {
     // SAFETY: the caller upholds `arch::host::enter`'s contract, which is this function's.

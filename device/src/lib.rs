@@ -85,7 +85,8 @@ pub fn sync_threads() {
 }
 
 /// The launch's dynamic shared memory: the bytes asked for with the host's
-/// `LaunchConfig::with_shared_mem` (cudarc's `shared_mem_bytes`), one region per block
+/// `LaunchConfig::with_shared_mem` (cudarc's `shared_mem_bytes`; past 48 KiB a cudarc launch
+/// raises the function's limit itself), one region per block
 /// shared by its threads, as CUDA's `extern __shared__`. 16-byte aligned; uninitialized on
 /// GPUs, zeroed on the CPU backend; empty when the launch asked for none. AMD GPUs have none
 /// yet (Rust cannot declare the dynamic LDS): the host refuses such a launch there.

@@ -452,6 +452,7 @@ impl Builder {
             device,
             drain: Mutex::new(None),
             launched: AtomicBool::new(false),
+            waiting: std::sync::atomic::AtomicUsize::new(0),
             external: AtomicBool::new(false),
             drained: AtomicBool::new(true),
             fault: Mutex::new(None),

@@ -79,6 +79,13 @@ pub trait KernelParam<R>: Sized {
         0
     }
 
+    /// An error if it cannot be passed to a launch on `rt` (an [`Output`](crate::Output)
+    /// of another runtime); nothing for values that are copied.
+    fn check(&self, rt: &Runtime) -> Result<()> {
+        let _ = rt;
+        Ok(())
+    }
+
     /// The raw parameter, the argument's data copied into `staging` if it has any.
     fn stage(self, staging: &mut Staging) -> R;
 }
@@ -232,6 +239,9 @@ pub trait KernelArgs<F>: Sized {
     /// Bytes the arguments need in the launch's staging memory.
     fn staged_len(&self) -> usize;
 
+    /// An error if one of them cannot be passed to a launch on `rt` ([`KernelParam::check`]).
+    fn check(&self, rt: &Runtime) -> Result<()>;
+
     /// The raw parameters, strings and slices copied into `staging`.
     fn stage(self, staging: &mut Staging) -> Self::Raw;
 
@@ -251,6 +261,13 @@ macro_rules! kernel_args {
             fn staged_len(&self) -> usize {
                 let ($($a,)*) = self;
                 0 $(+ $a.staged_len())*
+            }
+
+            #[allow(unused_variables)]
+            fn check(&self, rt: &Runtime) -> Result<()> {
+                let ($($a,)*) = self;
+                $($a.check(rt)?;)*
+                Ok(())
             }
 
             #[allow(unused_variables)]
@@ -338,6 +355,7 @@ impl<'rt> Kernels<'rt> {
         F: Copy + Send + Sync + 'static,
         A: KernelArgs<F>,
     {
+        args.check(self.rt)?;
         let len = args.staged_len();
         let mut staged = if len == 0 { None } else { Some(self.rt.staging(len)?) };
         let mut nothing = Staging::empty();

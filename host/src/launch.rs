@@ -52,9 +52,10 @@ impl LaunchConfig {
         }
     }
 
-    /// The most dynamic shared memory a CPU-backend block takes: as much as any GPU
-    /// gives a block (each block's is a host allocation while its threads run).
-    pub const CPU_SHARED_MEM_MAX: u32 = 256 << 10;
+    /// The most dynamic shared memory a CPU-backend block takes: what an H100 or H200
+    /// gives a block (227 KiB), so that a kernel the CPU backend runs fits those GPUs too
+    /// (each block's is a host allocation while its threads run).
+    pub const CPU_SHARED_MEM_MAX: u32 = 227 << 10;
 
     /// A one-dimensional launch: `grid` blocks of `block` threads.
     pub const fn linear(grid: u32, block: u32) -> LaunchConfig {

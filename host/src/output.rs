@@ -104,7 +104,9 @@ impl<T: Plain> Output<'_, T> {
 
     /// The elements, once no kernel may still write them: [`Error::KernelsRunning`] while
     /// kernels launched since the last successful [`Runtime::synchronize`] may still run
-    /// (synchronize first).
+    /// (synchronize first; any kernel of the runtime counts, not only those given this
+    /// `Output`). After a synchronize that reported a kernel fault, what the kernels wrote
+    /// before it: elements nothing wrote are still zero.
     pub fn read(&self) -> Result<&[T]> {
         if self.rt.kernels_pending() {
             return Err(Error::KernelsRunning { call: "Output::read" });
@@ -146,6 +148,20 @@ impl<T: Plain> Drop for Output<'_, T> {
 }
 
 impl<T: Plain> KernelParam<RawSlice<[Cell<T>]>> for &mut Output<'_, T> {
+    /// Refused for a launch on another runtime: its reads and drops wait for this
+    /// runtime's kernels only, and on a GPU the memory is mapped for this runtime's.
+    fn check(&self, rt: &Runtime) -> Result<()> {
+        if std::ptr::eq(self.rt, rt) {
+            Ok(())
+        } else {
+            Err(Error::Config(
+                "an Output passed to a launch on another runtime than the one that made it: make \
+                 it with the launching runtime's Runtime::output"
+                    .into(),
+            ))
+        }
+    }
+
     fn stage(self, _: &mut Staging) -> RawSlice<[Cell<T>]> {
         // SAFETY: `len` writable elements at `device` where the kernel runs (mapped for the
         // GPU, or plain memory on the CPU backend), which live until a synchronize finds no

@@ -319,7 +319,9 @@ pub fn sync_threads() {
 /// The CPU backend calls this on each thread it starts; tests call it to run device code.
 ///
 /// # Safety
-/// `ctx` must point to an initialised [`Context`](crate::protocol::context::Context) that outlives the guard.
+/// `ctx` must point to an initialised [`Context`](crate::protocol::context::Context) that
+/// outlives the guard, and `ids.block` be null or point to a [`Block`] that outlives it
+/// (`sync_threads` and `dynamic_shared_memory` use it).
 /// [`crate::context::enter`] is the typed form.
 pub unsafe fn enter(ctx: *const (), ids: ThreadIds) -> EnterGuard {
     let prev = CURRENT.with(|c| c.replace((ctx, ids)));

@@ -249,7 +249,7 @@ impl Cpu {
         if cfg.shared_mem_bytes > LaunchConfig::CPU_SHARED_MEM_MAX {
             return Err(Error::Config(format!(
                 "a CPU launch with {} bytes of dynamic shared memory per block: the CPU backend \
-                 gives at most {} (LaunchConfig::CPU_SHARED_MEM_MAX, as much as a GPU's block gets)",
+                 gives at most {} (LaunchConfig::CPU_SHARED_MEM_MAX, what an H100 gives a block): ask for less",
                 cfg.shared_mem_bytes,
                 LaunchConfig::CPU_SHARED_MEM_MAX
             )));

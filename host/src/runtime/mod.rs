@@ -84,6 +84,9 @@ pub(crate) struct Gpu {
     pub(crate) drain: Mutex<Option<Arc<dyn LoadedModule>>>,
     /// Kernels launched and not yet synchronized (set: the waker was activated once).
     pub(crate) launched: AtomicBool,
+    /// Synchronizes waiting for the launches they claimed (from before the claim, which
+    /// clears `launched`, until the wait ends): those kernels still count as pending.
+    pub(crate) waiting: std::sync::atomic::AtomicUsize,
     /// The host program launched kernels itself (`prepare_external_launch`), maybe on
     /// streams of its own, since the last synchronize that waited them out: on CUDA the
     /// next one waits for every stream of the context, not only gpuio's.
@@ -331,7 +334,12 @@ impl Runtime {
     /// Whether kernels were launched and not yet synchronized (also after a synchronize
     /// that gave up: they, or their I/O, may still run).
     pub(crate) fn kernels_pending(&self) -> bool {
-        self.cpu.pending() || self.gpu.as_ref().is_some_and(|g| g.launched.load(Ordering::Acquire))
+        self.cpu.pending()
+            || self.gpu.as_ref().is_some_and(|g| {
+                // `waiting` first: a synchronize counts itself in before it clears
+                // `launched`, so one of the two shows a claimed launch until its wait ends.
+                g.waiting.load(Ordering::Acquire) > 0 || g.launched.load(Ordering::Acquire)
+            })
     }
 }
 

@@ -89,6 +89,10 @@ impl Runtime {
         }
         self.cpu.finish_launches(|| self.waker.deactivate());
         if let Some(gpu) = &self.gpu {
+            // Counted in before the claim and out when the wait ended: the claimed kernels
+            // stay pending meanwhile (`kernels_pending`: an `Output` is not read, nor launch
+            // memory freed, under them).
+            let _waiting = ClaimedWait::enter(&gpu.waiting);
             // Claim the launches so far; a launch from now on activates the waker anew.
             if gpu.launched.swap(false, Ordering::AcqRel) {
                 match self.synchronize_gpu(gpu, only) {
@@ -571,6 +575,24 @@ fn newlines_in_log((io_base, cap): (u64, u64), from: u64, to: u64) -> u64 {
             b == b'\n'
         })
         .count() as u64
+}
+
+/// A synchronize counted in `Gpu::waiting` until it drops.
+struct ClaimedWait<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> ClaimedWait<'a> {
+    fn enter(count: &'a std::sync::atomic::AtomicUsize) -> ClaimedWait<'a> {
+        // AcqRel: ordered before the claim of `launched` that follows (kernels_pending
+        // reads this first).
+        count.fetch_add(1, Ordering::AcqRel);
+        ClaimedWait(count)
+    }
+}
+
+impl Drop for ClaimedWait<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 #[cfg(test)]

@@ -177,7 +177,7 @@ impl Cuda {
             return Err(Error::Config(format!(
                 "kernel {name}: a launch with {bytes} bytes of dynamic shared memory per block, \
                  more than {} gives: {most} bytes per block, less the kernel's {fixed} of static \
-                 shared memory, leaves {room}",
+                 shared memory, leaves {room}; launch with at most {room}",
                 self.name
             )));
         }
