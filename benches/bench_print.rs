@@ -187,6 +187,8 @@ struct Row {
     lost_std: u64,
     sqes: u64,
     sqes_fallback: u64,
+    /// Times the waker sent what kernel threads left (`Stats::rescues`), median.
+    rescues: u64,
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -214,13 +216,14 @@ fn bench(cfg: &Config, threads: u32) -> Row {
             eprintln!("bench_print: {what} T={threads}: {} bytes, expected {bytes}", c.bytes);
         }
     };
-    let (mut g, mut s, mut b, mut sq) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut g, mut s, mut b, mut sq, mut rs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut fb, mut fsq) = (Vec::new(), Vec::new());
     let (mut lost_gpuio, mut lost_fallback, mut lost_std) = (0, 0, 0);
     for rep in 0..cfg.reps {
-        let (elapsed, build, sqes, check) = run_gpuio(cfg, threads, lines as u32, rep, false);
+        let (elapsed, build, (sqes, rescues), check) = run_gpuio(cfg, threads, lines as u32, rep, false);
+        rs.push(rescues);
         eprintln!(
-            "  T={threads:<3} rep {rep}: gpuio {:>8.3} s  build {:>6.2} ms  {sqes} SQEs  {check}",
+            "  T={threads:<3} rep {rep}: gpuio {:>8.3} s  build {:>6.2} ms  {sqes} SQEs  {rescues} rescues  {check}",
             elapsed.as_secs_f64(),
             build.as_secs_f64() * 1e3
         );
@@ -230,7 +233,7 @@ fn bench(cfg: &Config, threads: u32) -> Row {
         b.push(build);
         sq.push(sqes);
         if cfg.fallback {
-            let (elapsed, _, sqes, check) = run_gpuio(cfg, threads, lines as u32, rep, true);
+            let (elapsed, _, (sqes, _), check) = run_gpuio(cfg, threads, lines as u32, rep, true);
             eprintln!(
                 "  T={threads:<3} rep {rep}: fallb {:>8.3} s  {sqes} SQEs  {check}",
                 elapsed.as_secs_f64()
@@ -251,6 +254,7 @@ fn bench(cfg: &Config, threads: u32) -> Row {
     }
     sq.sort_unstable();
     fsq.sort_unstable();
+    rs.sort_unstable();
     Row {
         threads,
         lines: total,
@@ -264,6 +268,7 @@ fn bench(cfg: &Config, threads: u32) -> Row {
         lost_std,
         sqes: sq[sq.len() / 2],
         sqes_fallback: fsq.get(fsq.len() / 2).copied().unwrap_or(0),
+        rescues: rs[rs.len() / 2],
     }
 }
 
@@ -281,7 +286,14 @@ fn check_file(path: &Path, threads: u64, lines: u64) -> Check {
     verify(&data, threads, lines, 0)
 }
 
-fn run_gpuio(cfg: &Config, threads: u32, lines: u32, rep: usize, fallback: bool) -> (Duration, Duration, u64, Check) {
+/// One run: its time, the runtime's build time, (SQEs, rescues), and the output's check.
+fn run_gpuio(
+    cfg: &Config,
+    threads: u32,
+    lines: u32,
+    rep: usize,
+    fallback: bool,
+) -> (Duration, Duration, (u64, u64), Check) {
     let path = out_path(cfg, if fallback { "fallback" } else { "gpuio" }, threads, rep);
     let file = File::create(&path).unwrap_or_else(|e| fail(&format!("create {}: {e}", path.display())));
     let t0 = Instant::now();
@@ -315,13 +327,13 @@ fn run_gpuio(cfg: &Config, threads: u32, lines: u32, rep: usize, fallback: bool)
     if let Err(e) = result {
         eprintln!("bench_print: gpuio T={threads} rep {rep}: synchronize: {e}");
     }
-    let sqes = u64::from(rt.stats().sqes);
+    let stats = rt.stats();
     drop(rt);
     drop(file);
     (
         elapsed,
         build,
-        sqes,
+        (u64::from(stats.sqes), stats.rescues),
         check_file(&path, u64::from(threads), u64::from(lines)),
     )
 }
@@ -368,6 +380,7 @@ fn print_table(rows: &[Row]) {
         "lost (std)",
         "SQEs (gpuio)",
         "SQEs (fallback)",
+        "rescues (gpuio)",
         "rt build ms",
     ];
     let cells: Vec<Vec<String>> = rows
@@ -393,6 +406,7 @@ fn print_table(rows: &[Row]) {
                 r.lost_std.to_string(),
                 r.sqes.to_string(),
                 or_dash(f.map(|_| r.sqes_fallback.to_string())),
+                r.rescues.to_string(),
                 format!("{:.2}", r.build.as_secs_f64() * 1e3),
             ]
         })

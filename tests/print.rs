@@ -40,6 +40,7 @@ over_submissions!(
     a_warp_println_is_one_record_in_lane_order,
     a_tiny_log_with_lines_near_its_size_does_not_hang,
     a_quiet_kernel_costs_few_waker_looks_and_its_late_lines_all_get_out,
+    a_thread_printing_alone_batches_its_lines,
 );
 
 fn sixty_four_threads_hundred_thousand_lines_into_a_file(sub: Suite) {
@@ -865,4 +866,24 @@ fn a_quiet_kernel_costs_few_waker_looks_and_its_late_lines_all_get_out(sub: Suit
     assert_eq!(after.stray_completions, 0);
     drop(rt);
     check_lines(&std::fs::read(&path).unwrap(), threads, lines);
+}
+
+/// A thread that prints alone does not wait for each of its writes: the lines it prints
+/// while a write is out go together in the next (invariant 12 on the CPU backend: a flush
+/// there leaves what it cannot send to the next flush or to the waker's rescue). A flusher
+/// that waited for its own write made one write per line.
+fn a_thread_printing_alone_batches_its_lines(sub: Suite) {
+    let _wd = watchdog("a_thread_printing_alone_batches_its_lines", 120);
+    let (f, path) = temp_file("alone.txt");
+    let rt = builder(sub).stdout_fd(f.as_raw_fd()).build().unwrap();
+    let lines = 20_000u64;
+    rt.launch(1, 1, stress_kernel(lines)).unwrap();
+    rt.synchronize().unwrap();
+    let sqes = u64::from(rt.stats().sqes);
+    drop(rt);
+    check_lines(&std::fs::read(&path).unwrap(), 1, lines);
+    assert!(
+        sqes <= lines / 4,
+        "{sqes} writes for {lines} lines from one thread: it waited for its writes"
+    );
 }

@@ -42,7 +42,8 @@ pub struct Builder {
     cq_entries: Option<u32>,
     log_bytes: Option<usize>,
     stderr_log_bytes: Option<usize>,
-    max_flights: u32,
+    /// `None`: 16 on a GPU, 1 on the CPU backend.
+    max_flights: Option<u32>,
     stdout_fd: RawFd,
     stderr_fd: RawFd,
     sq_thread_idle_ms: u32,
@@ -80,7 +81,7 @@ impl Default for Builder {
             cq_entries: None,
             log_bytes: None,
             stderr_log_bytes: None,
-            max_flights: 16,
+            max_flights: None,
             stdout_fd: 1,
             stderr_fd: 2,
             sq_thread_idle_ms: 50,
@@ -168,9 +169,20 @@ impl Builder {
         self.stderr_log_bytes = Some(n);
         self
     }
-    /// Writes in flight per regular-file stream (a power of two up to 65536; default 16).
+    /// Writes in flight per regular-file stream (a power of two up to 65536; default 16 on a
+    /// GPU, 1 on the CPU backend).
+    ///
+    /// More flights let a GPU's bursts of lines go out without waiting for each write to
+    /// land. On the CPU backend one is the default: a stream's writes run one after another
+    /// in the kernel (an appending write waits for the one before it, `IOSQE_IO_DRAIN`),
+    /// each needing io_uring's threads to get a core, so with more kernel threads
+    /// computing than there are cores a line queued behind several writes waited for each
+    /// (median delays of 120-280 ms with 16 flights where 1 gave 30-50 ms, in
+    /// `bench_liveness`); with one, the lines committed while a write is out all go in
+    /// the next. Print throughput there did not tell 1, 4 and 16 apart (one run each:
+    /// 2.3-3.6 M lines/s from one thread, 3.0-5.8 M from 64, `bench_print`).
     pub fn max_flights(mut self, n: u32) -> Self {
-        self.max_flights = n;
+        self.max_flights = Some(n);
         self
     }
     /// Where `print!`/`println!` go (default 1).
@@ -441,7 +453,12 @@ impl Builder {
             say_once(n);
         }
         let consumer = shared.clone();
-        let waker = Waker::start(move || consumer.wake_if_needed()).map_err(|e| Error::Os {
+        let waker = Waker::start(move || {
+            let look = consumer.wake_if_needed();
+            consumer.rescue_prints();
+            look
+        })
+        .map_err(|e| Error::Os {
             what: "starting the waker thread",
             source: e,
         })?;
@@ -493,11 +510,10 @@ impl Builder {
                 self.cpu_stack_bytes
             )));
         }
-        if !self.max_flights.is_power_of_two() || self.max_flights > MAX_CQ_ENTRIES {
+        if let Some(n) = self.max_flights.filter(|&n| !n.is_power_of_two() || n > MAX_CQ_ENTRIES) {
             return Err(Error::Config(format!(
                 "max_flights must be a power of two up to {MAX_CQ_ENTRIES} (no more writes can be \
-                 in flight than the largest CQ holds), not {}",
-                self.max_flights
+                 in flight than the largest CQ holds), not {n}"
             )));
         }
         let block = self.arena_block_bytes;
@@ -655,7 +671,7 @@ impl Builder {
         };
         let config = SharedConfig {
             log_bytes,
-            max_flights: self.max_flights,
+            max_flights: self.max_flights.unwrap_or(if device.is_none() { 1 } else { 16 }),
             arena_bytes: self.arena_bytes,
             arena_block_bytes: self.arena_block_bytes,
             fds,

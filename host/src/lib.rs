@@ -33,6 +33,7 @@ mod memory;
 mod notice;
 mod output;
 mod print_files;
+mod rescue;
 mod runtime;
 mod scheduling;
 mod settings;

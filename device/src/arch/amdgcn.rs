@@ -302,6 +302,14 @@ pub fn doze() {
     core::arch::amdgpu::s_sleep::<127>();
 }
 
+/// Whether a flush that finds every flight out, with no print in progress, waits for one
+/// to land and sends what is left itself (`Stream::flush_work`): yes. No host thread is on
+/// the data path (invariant 9), so nobody else would.
+#[inline(always)]
+pub const fn flusher_sees_flights_through() -> bool {
+    true
+}
+
 /// What a lane does while another lane reaps for it (`Context::waiting`): nothing. The
 /// lanes of a wavefront run in lockstep, so a waiting lane takes no issue slots from a
 /// reaping sibling (see the NVIDIA version, where they do).

@@ -47,6 +47,19 @@ pub unsafe fn read_published<T: Copy>(p: *const T) -> T {
     unsafe { core::ptr::read(p) }
 }
 
+/// Whether a flush that finds every flight out, with no print in progress, waits for one
+/// to land and sends what is left itself (`Stream::flush_work`): not on the CPU backend,
+/// where the host's waker sends what kernel threads left once it has sat there a moment
+/// (`gpuio_host`'s `rescue`). An OS preempts threads: a flusher waiting there, if
+/// preempted while more threads compute than there are cores, held every later line for a
+/// scheduler round among its peers (tens to hundreds of milliseconds); and a thread
+/// printing alone waited for each of its writes, one line per write. Under loom, which
+/// checks the protocol as the GPUs run it, yes.
+#[inline]
+pub const fn flusher_sees_flights_through() -> bool {
+    cfg!(loom)
+}
+
 /// What a thread that has spun for a long time does (a slow pipe reader, say).
 #[inline]
 pub fn doze() {

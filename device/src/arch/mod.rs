@@ -10,6 +10,8 @@
 //!   one of the lanes waiting together while the others wait for it (NVIDIA sm_70+), or by
 //!   every lane (lockstep targets, the CPU);
 //! - `clock_ns()`: a nanosecond clock for measurements (GPU-wide on GPUs);
+//! - `flusher_sees_flights_through()`: whether a flush with every flight out and no print
+//!   in progress waits for a flight itself (GPUs), or leaves that to the host (the CPU);
 //! - `installed_context()`: the runtime context the host installed (a device global on GPUs,
 //!   a thread-local on the CPU backend), untyped: [`crate::context::current`] types it, so
 //!   that this module depends on nothing above it;

@@ -641,6 +641,14 @@ pub fn doze() {
     spin_cycles(4000);
 }
 
+/// Whether a flush that finds every flight out, with no print in progress, waits for one
+/// to land and sends what is left itself (`Stream::flush_work`): yes. No host thread is on
+/// the data path (invariant 9), so nobody else would.
+#[inline(always)]
+pub const fn flusher_sees_flights_through() -> bool {
+    true
+}
+
 /// What a lane does while another lane reaps for it (`Context::waiting`): with independent
 /// thread scheduling (sm_70+) the divergent paths of a warp take turns, so waiting lanes that
 /// poll slow down a sibling that is reaping; asleep, they leave it the warp. 8 us (`nanosleep`

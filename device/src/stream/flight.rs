@@ -96,6 +96,12 @@ impl Stream {
     /// flush that found every flight out always left the bytes to whoever reaped the
     /// landing flight and took its kick (a producer waiting for room, a request's waiter,
     /// or the drain after the last kernel): while every other thread computed, nobody did.
+    ///
+    /// On the CPU backend (`arch::flusher_sees_flights_through`) it never waits for a flight:
+    /// it returns, and the bytes go with the next flush, or the host's waker sends them once
+    /// they sat unmoved for a millisecond (gpuio-host's `rescue`). A flusher waiting there
+    /// could be preempted by the OS and hold every later line for a scheduler round, and a
+    /// thread printing alone waited for each of its writes.
     #[inline(never)] // one copy in a code object; the combiner's lock around it is inlined
     fn flush_work(&self, ring: &Ring, reap: &mut impl FnMut()) {
         // Remainders of short writes first: they come before anything newer.
@@ -119,7 +125,7 @@ impl Stream {
                 // stream with one flight finds it out at most flushes.)
                 reap();
                 if head.wrapping_sub(self.flight_tail.load(Ordering::Acquire)) >= max_flights {
-                    if self.printing() {
+                    if self.printing() || !crate::arch::flusher_sees_flights_through() {
                         return;
                     }
                     self.wait_for_flight(ring, reap, head);

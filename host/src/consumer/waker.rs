@@ -1,11 +1,13 @@
-//! The SQPOLL waker: a parked host thread that never touches data (invariant 9).
+//! The SQPOLL waker: a parked host thread that never touches data on a GPU (invariant 9).
 //!
 //! The kernel's SQPOLL thread sleeps after `sq_thread_idle` ms without work and sets
 //! `IORING_SQ_NEED_WAKEUP`; from then on it consumes nothing until someone calls
 //! `io_uring_enter(IORING_ENTER_SQ_WAKEUP)`. A GPU cannot make that syscall. While kernels
 //! run (or a drain is under way) this thread looks at the SQ (`Queue::wake_if_needed`): if
 //! SQEs wait unconsumed and the flag is set, it wakes SQPOLL. With the host-thread fallback
-//! it unparks that thread instead, the same way. While no kernel runs it stays parked.
+//! it unparks that thread instead, the same way. While no kernel runs it stays parked. On
+//! the CPU backend each look also rescues print streams (`rescue.rs`: the builder's closure
+//! runs both).
 //!
 //! **How often it looks.** Every 50 µs while it sees I/O: SQEs unconsumed, the SQ tail moved
 //! since its last look, or a wakeup just made. Each look that sees none of that doubles the

@@ -41,6 +41,10 @@ pub struct Stats {
     /// Times the waker looked at the ring: every 50 µs while I/O flows, backing off to
     /// every 1 ms while kernels run without I/O, every 100 ms while none runs.
     pub waker_looks: u64,
+    /// CPU backend: times the waker sent a print stream's bytes that kernel threads left
+    /// unsent for a millisecond (a flush there never waits for a write to land; the next
+    /// print's flush or the waker sends what it left); 0 on a GPU.
+    pub rescues: u64,
     /// Completions that matched no request in flight and succeeded: a protocol bug if
     /// ever non-zero.
     pub stray_completions: u32,
@@ -218,6 +222,7 @@ impl Runtime {
             sq_entries: self.shared.queues[0].params().sq_entries,
             wakeups: self.waker.wakeups(),
             waker_looks: self.waker.looks(),
+            rescues: self.shared.rescues.load(Ordering::Relaxed),
             stray_completions,
             refused_requests,
             sandbox: self.sandbox,

@@ -382,13 +382,16 @@ impl Runtime {
                 }
             })
             .collect();
-        // The CPU backend names its threads one by one (`cpu.running_ids`); its kernels
-        // count no blocks unless they call `context::count_running` themselves.
-        let blocks = running_blocks(&c.running);
-        let blocks = match self.shared.state {
-            State::Host(_) => blocks.filter(|b| b.threads != 0),
-            _ => Some(blocks.unwrap_or_default()),
-        };
+        // Only for a report: a look through every block counter. The CPU backend also names
+        // its threads one by one (`cpu.running_ids`), and counts blocks only for kernels
+        // that call `context::count_running` (`kernel!` does); a GPU's report says so where
+        // no block is counted.
+        let blocks = detailed
+            .then(|| running_blocks(&c.running))
+            .and_then(|blocks| match self.shared.state {
+                State::Host(_) => blocks,
+                _ => Some(blocks.unwrap_or_default()),
+            });
         (tickets, streams, Some(c.solo.held()), blocks)
     }
 
