@@ -1,7 +1,6 @@
 //! [`Builder`]: a runtime's settings, checked and put together by [`Builder::build`].
 
 use std::os::fd::RawFd;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,10 +16,13 @@ use crate::consumer::submission::{self, Queue, Submission};
 use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES};
 use crate::consumer::waker::Waker;
 use crate::error::{Error, Result};
+use crate::rescue::Rescue;
+use crate::resolve::{or_env, Resolved};
 use crate::runtime::{Gpu, Runtime};
 use crate::scheduling::Scheduling;
+use crate::settings;
 use crate::shared::{Shared, SharedConfig};
-use crate::watchdog::{self, HangPolicy};
+use crate::watchdog::HangPolicy;
 
 /// The largest log per stream: 1 TiB.
 const MAX_LOG_BYTES: usize = 1 << 40;
@@ -104,6 +106,21 @@ impl Default for Builder {
             solo_on_tail: false,
         }
     }
+}
+
+/// The waker: on each look it wakes a sleeping ring consumer with work waiting, and on
+/// the CPU backend rescues print streams (`rescue.rs`).
+fn start_waker(shared: &Arc<Shared>) -> Result<Waker> {
+    let (consumer, mut rescue) = (shared.clone(), Rescue::default());
+    Waker::start(move || {
+        let look = consumer.wake_if_needed();
+        rescue.look(&consumer);
+        look
+    })
+    .map_err(|e| Error::Os {
+        what: "starting the waker thread",
+        source: e,
+    })
 }
 
 impl Builder {
@@ -428,18 +445,11 @@ impl Builder {
     /// shared memory laid out under the sandbox, the waker started.
     pub fn build(self) -> Result<Runtime> {
         self.check()?;
-        let lockstep = match self.lockstep {
-            Some(on) => on,
-            None => Scheduling::lockstep_from_env()?.unwrap_or(false),
-        };
-        let hang = self.hang_policy()?;
-        let gpu = match self.gpu {
-            Some(i) => Some(i),
-            None => crate::settings::number("GPUIO_GPU")?,
-        };
-        let (device, backend_notice) = backend::open(self.backend, gpu)?;
+        let settings = self.resolve()?;
+        let hang = self.hang_policy(settings.hang_timeout);
+        let (device, backend_notice) = backend::open(settings.backend, settings.gpu)?;
         let log_bytes = self.log_sizes(device.is_some())?;
-        let rings = self.open_rings(device.as_ref())?;
+        let rings = self.open_rings(device.as_ref(), &settings)?;
         let backend = match &device {
             None => Backend::Cpu,
             Some(device) => {
@@ -452,43 +462,24 @@ impl Builder {
         for n in &sandbox.notices {
             say_once(n);
         }
-        let consumer = shared.clone();
-        let waker = Waker::start(move || {
-            let look = consumer.wake_if_needed();
-            consumer.rescue_prints();
-            look
-        })
-        .map_err(|e| Error::Os {
-            what: "starting the waker thread",
-            source: e,
-        })?;
+        let waker = start_waker(&shared)?;
         for n in backend_notice.iter().chain(&rings.notices) {
             say_once(n);
         }
-        let gpu = device.map(|device| Gpu {
-            device,
-            drain: Mutex::new(None),
-            launched: AtomicBool::new(false),
-            waiting: std::sync::atomic::AtomicUsize::new(0),
-            external: AtomicBool::new(false),
-            drained: AtomicBool::new(true),
-            fault: Mutex::new(None),
-            #[cfg(feature = "hip")]
-            hip: std::sync::OnceLock::new(),
-        });
         Ok(Runtime {
             shared,
             waker,
             backend,
             cpu: Cpu::new(self.cpu_stack_bytes),
             hang,
-            gpu,
+            gpu: device.map(Gpu::new),
             settled: Mutex::new([0; STREAMS]),
             sandbox: sandbox.policy,
             fixed_files: sandbox.fixed_files,
             fixed_logs: sandbox.fixed_logs,
             fixed_transfers: sandbox.fixed_transfers,
-            lockstep,
+            lockstep: settings.lockstep,
+            jit: settings.jit,
             sqpoll_cpus: rings.sqpoll_cpus,
             _sqpoll_claim: rings.sqpoll_claim,
             print_files: crate::print_files::PrintFiles::claim(&[self.stdout_fd, self.stderr_fd]),
@@ -532,7 +523,17 @@ impl Builder {
     }
 
     /// When `synchronize` warns and gives up: the builder's, else `GPUIO_HANG_TIMEOUT`.
-    fn hang_policy(&self) -> Result<HangPolicy> {
+    fn hang_policy(&self, timeout: Option<Duration>) -> HangPolicy {
+        let mut hang = HangPolicy::new(timeout);
+        if let Some((first, every)) = self.hang_warnings {
+            (hang.warn_first, hang.warn_every) = (first, every);
+        }
+        hang
+    }
+
+    /// Each setting that has a variable: the builder's value, else the environment's
+    /// (`resolve.rs`).
+    fn resolve(&self) -> Result<Resolved> {
         let hang_timeout = match self.hang_timeout {
             Some(Some(t)) if t.is_zero() => {
                 return Err(Error::Config(
@@ -540,13 +541,24 @@ impl Builder {
                 ))
             }
             Some(t) => t,
-            None => watchdog::timeout_from_env()?,
+            None => settings::var(crate::watchdog::ENV)?
+                .map(|v| crate::watchdog::parse_timeout(&v))
+                .transpose()?
+                .flatten(),
         };
-        let mut hang = HangPolicy::new(hang_timeout);
-        if let Some((first, every)) = self.hang_warnings {
-            (hang.warn_first, hang.warn_every) = (first, every);
-        }
-        Ok(hang)
+        Ok(Resolved {
+            backend: or_env(self.backend, Backend::from_env)?,
+            gpu: or_env(self.gpu, || settings::number("GPUIO_GPU"))?,
+            lockstep: or_env(self.lockstep, Scheduling::lockstep_from_env)?.unwrap_or(false),
+            submission: or_env(self.submission, Submission::from_env)?.unwrap_or_default(),
+            rings: or_env(self.rings, || settings::number("GPUIO_RINGS"))?,
+            solo: or_env(self.solo, || settings::switch("GPUIO_SOLO"))?,
+            sqpoll_cpus: or_env(self.sqpoll_cpus.clone(), || {
+                settings::parsed("GPUIO_SQPOLL_CPUS", affinity::parse_cpu_list)
+            })?,
+            hang_timeout,
+            jit: crate::backend::cuda::Jit::from_env()?,
+        })
     }
 
     /// stdout's and stderr's log sizes: the builder's, else the backend's defaults (larger
@@ -573,12 +585,9 @@ impl Builder {
     /// threads' CPUs, io_uring's or the fallback's, and the solo ring; each made on a thread
     /// confined to the file root, if any (landlock.rs). Disabled under a sandbox, which
     /// `share` sets up.
-    fn open_rings(&self, device: Option<&Device>) -> Result<OpenRings> {
+    fn open_rings(&self, device: Option<&Device>, settings: &Resolved) -> Result<OpenRings> {
         let pci_bus_id = device.and_then(|d| d.pci_bus_id());
-        let asked = match self.rings {
-            Some(n) => Some(n),
-            None => crate::settings::number("GPUIO_RINGS")?,
-        };
+        let asked = settings.rings;
         let in_range = |n: usize| (1..=MAX_RINGS).contains(&n);
         if let Some(n) = asked.filter(|&n| !in_range(n as usize)) {
             return Err(Error::Config(format!("rings must be 1 to {MAX_RINGS}, not {n}")));
@@ -586,7 +595,7 @@ impl Builder {
         // The count asked for, else one per CPU named, else one from the machine's cores.
         let (mut sqpoll_cpus, named, mut sqpoll_claim) = affinity::choose(
             asked.map(|n| n as usize),
-            self.sqpoll_cpus.as_deref(),
+            settings.sqpoll_cpus.as_deref(),
             device.is_some(),
             pci_bus_id,
         )?;
@@ -611,7 +620,8 @@ impl Builder {
             start_disabled: self.sandbox != Sandbox::Off,
         };
         let root = self.file_root.as_deref();
-        let (submission, simulate) = (self.submission, self.simulate_uring_errno);
+        let submission = settings.submission;
+        let simulate = self.simulate_uring_errno;
         let open = |cpus: &[Option<u32>]| {
             landlock::on_a_thread_confined_to(root, || submission::open_rings(cfg, cpus, submission, simulate))
         };
@@ -628,7 +638,7 @@ impl Builder {
         // it can be made. One that cannot be made by default is done without, saying why.
         let mut solo_notice = None;
         let open_solo = || landlock::on_a_thread_confined_to(root, || submission::open_solo(&queues[0], cfg));
-        let solo = match self.solo.or(crate::settings::switch("GPUIO_SOLO")?) {
+        let solo = match settings.solo {
             Some(false) => None,
             Some(true) => Some(open_solo()?),
             None => open_solo()

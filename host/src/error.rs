@@ -570,6 +570,40 @@ impl fmt::Display for HangReport {
             "nothing has moved for {:.1} s while waiting for ",
             self.stalled.as_secs_f64()
         )?;
+        self.write_waiting(f)?;
+        if let Some(blocks) = &self.running.blocks {
+            write!(f, "; {blocks}")?;
+        }
+        if let Some(e) = self.wake_error {
+            write!(
+                f,
+                "; waking the kernel's SQ thread failed ({}): it consumes nothing while it \
+                 sleeps (a seccomp filter on io_uring_enter? GPUIO_URING=off serves the ring \
+                 from a host thread)",
+                io::Error::from_raw_os_error(e.get())
+            )?;
+        }
+        let first = if self.other_rings.is_empty() { "ring" } else { "ring 0" };
+        write_ring(f, first, &self.ring, self.tickets.as_ref())?;
+        for (i, r) in self.other_rings.iter().enumerate() {
+            write_ring(f, &format!("ring {}", i + 1), &r.words, r.tickets.as_ref())?;
+        }
+        if let Some(solo) = &self.solo {
+            write_ring(f, "solo ring", &solo.words, None)?;
+            if solo.held == Some(true) {
+                write!(f, " (held by a thread)")?;
+            }
+        }
+        for s in &self.streams {
+            write_stream(f, s)?;
+        }
+        Ok(())
+    }
+}
+
+impl HangReport {
+    /// What the wait was for (with the CPU backend's threads still running).
+    fn write_waiting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.waiting_for {
             Waiting::KernelThreads => {
                 write!(
@@ -599,50 +633,30 @@ impl fmt::Display for HangReport {
                  kernels printed)"
             )?,
         }
-        if let Some(blocks) = &self.running.blocks {
-            write!(f, "; {blocks}")?;
-        }
-        if let Some(e) = self.wake_error {
-            write!(
-                f,
-                "; waking the kernel's SQ thread failed ({}): it consumes nothing while it \
-                 sleeps (a seccomp filter on io_uring_enter? GPUIO_URING=off serves the ring \
-                 from a host thread)",
-                io::Error::from_raw_os_error(e.get())
-            )?;
-        }
-        let first = if self.other_rings.is_empty() { "ring" } else { "ring 0" };
-        write_ring(f, first, &self.ring, self.tickets.as_ref())?;
-        for (i, r) in self.other_rings.iter().enumerate() {
-            write_ring(f, &format!("ring {}", i + 1), &r.words, r.tickets.as_ref())?;
-        }
-        if let Some(solo) = &self.solo {
-            write_ring(f, "solo ring", &solo.words, None)?;
-            if solo.held == Some(true) {
-                write!(f, " (held by a thread)")?;
-            }
-        }
-        for s in &self.streams {
-            write!(
-                f,
-                "; fd {}: reserved {}, committed {}, flushed {}, released {}",
-                s.fd, s.reserved, s.committed, s.flushed, s.released
-            )?;
-            // Counters are read one at a time while kernels may run: a difference that
-            // came out negative is none.
-            let unconfirmed = s.reserved.saturating_sub(s.written);
-            let unsubmitted = s.reserved.saturating_sub(s.flushed);
-            if unconfirmed != 0 {
-                write!(
-                    f,
-                    " ({unconfirmed} byte(s), {} whole line(s), not confirmed written; \
-                     {unsubmitted} byte(s) not yet handed to a write)",
-                    s.unconfirmed_lines
-                )?;
-            } else {
-                write!(f, " (every byte written)")?;
-            }
-        }
         Ok(())
     }
+}
+
+/// One stream's positions in a hang report, and what of them is not confirmed written.
+fn write_stream(f: &mut fmt::Formatter<'_>, s: &StreamPositions) -> fmt::Result {
+    write!(
+        f,
+        "; fd {}: reserved {}, committed {}, flushed {}, released {}",
+        s.fd, s.reserved, s.committed, s.flushed, s.released
+    )?;
+    // Counters are read one at a time while kernels may run: a difference that
+    // came out negative is none.
+    let unconfirmed = s.reserved.saturating_sub(s.written);
+    let unsubmitted = s.reserved.saturating_sub(s.flushed);
+    if unconfirmed != 0 {
+        write!(
+            f,
+            " ({unconfirmed} byte(s), {} whole line(s), not confirmed written; \
+                 {unsubmitted} byte(s) not yet handed to a write)",
+            s.unconfirmed_lines
+        )?;
+    } else {
+        write!(f, " (every byte written)")?;
+    }
+    Ok(())
 }

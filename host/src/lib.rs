@@ -34,6 +34,7 @@ mod notice;
 mod output;
 mod print_files;
 mod rescue;
+mod resolve;
 mod runtime;
 mod scheduling;
 mod settings;

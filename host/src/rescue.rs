@@ -7,13 +7,14 @@
 //! kernel thread is an OS thread, and one preempted while it waited there held every later
 //! line for a scheduler round among its peers, while a thread printing alone waited for
 //! each of its writes, one line per write. The next print's flush sends what was left; and
-//! where none comes, the waker does ([`Shared::rescue_prints`]). On each look while kernels
+//! where none comes, the waker does ([`Rescue::look`]). On each look while kernels
 //! run (every 50 µs while I/O flows, backing off to 1 ms) it reads each print stream's
 //! positions, and if bytes wait (committed and not in a write, or a write out) while the
 //! positions have not moved for [`RESCUE_AFTER`], it reaps and flushes the stream as a
 //! kernel thread would (`Context::help`): reaping and flushing are open to any thread,
 //! and the host's drain runs the same code after the kernels. A rescue leaves a print in
-//! progress to its producer, and a flush in progress to its flusher (the combiner).
+//! progress to its producer, and a flush in progress to its flusher (the combiner). The
+//! waker's closure owns the [`Rescue`] (what it last saw); `Shared::rescues` counts.
 //!
 //! What it costs: five loads per stream on each look; a rescue only after the quiet time,
 //! at most one per stream per [`RESCUE_AFTER`]. `Stats::rescues` counts them.
@@ -34,7 +35,7 @@ use crate::shared::Shared;
 /// flush the waker leaves them to it.
 pub(crate) const RESCUE_AFTER: Duration = Duration::from_millis(1);
 
-/// What the rescue last saw of each stream, and since when.
+/// What the rescue last saw of each stream, and since when: the waker's, one per runtime.
 #[derive(Default)]
 pub(crate) struct Rescue {
     seen: [Option<(Positions, Instant)>; STREAMS],
@@ -92,23 +93,18 @@ impl Rescue {
     }
 }
 
-impl Shared {
-    /// CPU backend: sends what kernel threads left unsent in a print stream (see the module
-    /// docs). Called by the waker on each look while kernels run; does nothing on a GPU.
-    pub(crate) fn rescue_prints(&self) {
-        let Some(ctx) = self.host_context() else {
+impl Rescue {
+    /// CPU backend: sends what kernel threads left unsent in `shared`'s print streams (see
+    /// the module docs). Called by the waker on each look while kernels run; does nothing
+    /// on a GPU.
+    pub(crate) fn look(&mut self, shared: &Shared) {
+        let Some(ctx) = shared.host_context() else {
             return;
         };
-        let positions = ctx.streams.iter().map(Positions::of);
-        let due = self
-            .rescue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .due(positions, Instant::now());
-        for i in due {
+        for i in self.due(ctx.streams.iter().map(Positions::of), Instant::now()) {
             ctx.help(&ctx.streams[i]);
             // Relaxed: a statistic.
-            self.rescues.fetch_add(1, StdOrdering::Relaxed);
+            shared.rescues.fetch_add(1, StdOrdering::Relaxed);
         }
     }
 }

@@ -2,11 +2,15 @@
 //! are read.
 //!
 //! Each setting is resolved the same way: the [`Builder`](crate::Builder)'s value if the
-//! program gave one, else the environment variable, else the default; then the builder
-//! validates it. The readers here turn an unset or empty variable into `None`, and any value
-//! they cannot take into an [`Error::Config`] that names the variable, the value and what
-//! it expects (the table's `values`). docs/USAGE.md's "Environment" section is this table
-//! (a test compares them).
+//! program gave one, else the environment variable, else the backend's default; then the
+//! builder validates it. The builder resolves them all in one step when it builds a
+//! runtime (`Builder::resolve`, `resolve.rs`), and hands the result to what it opens
+//! (the backend, the rings, the watchdog, the CUDA JIT), which reads no variable itself.
+//! The readers here turn an unset or empty variable into `None`, and any value they cannot
+//! take into an [`Error::Config`] that names the variable, the value and what it expects
+//! (the table's `values`). docs/USAGE.md's "Environment" section is this table (a test
+//! compares them). `GPUIO_QUIET` alone is read where a notice is said, since notices come
+//! also from outside a runtime.
 
 use std::str::FromStr;
 

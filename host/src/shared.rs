@@ -85,9 +85,7 @@ pub(crate) struct Shared {
     /// files): after a kernel fault, when the context can no longer be read, they are moved
     /// to their end so that the host's own writes do not land on the kernels' lines.
     pub(crate) positional_fds: Vec<RawFd>,
-    /// CPU backend: what the waker's print rescue last saw (`rescue.rs`).
-    pub(crate) rescue: Mutex<crate::rescue::Rescue>,
-    /// Rescues made: `Stats::rescues`.
+    /// CPU backend: print streams the waker rescued (`rescue.rs`), for `Stats::rescues`.
     pub(crate) rescues: std::sync::atomic::AtomicU64,
 }
 
@@ -309,7 +307,6 @@ impl Shared {
             retired: Mutex::new(Vec::new()),
             staged: Mutex::new(Vec::new()),
             positional_fds: cfg.fds.iter().copied().filter(|&fd| output_mode(fd).0).collect(),
-            rescue: Mutex::default(),
             rescues: Default::default(),
         };
         if let State::Device {

@@ -99,14 +99,6 @@ pub(crate) fn parse_timeout(value: &str) -> Result<Option<Duration>> {
     }
 }
 
-/// What `GPUIO_HANG_TIMEOUT` asks for (`None` when unset or `0`/`off`).
-pub(crate) fn timeout_from_env() -> Result<Option<Duration>> {
-    Ok(crate::settings::var(ENV)?
-        .map(|v| parse_timeout(&v))
-        .transpose()?
-        .flatten())
-}
-
 /// Waits until `done` says so, observing progress with `observe` (see the module docs).
 ///
 /// `pause(d)` waits at most `d` (it may return early: a condition variable that the awaited

@@ -143,6 +143,50 @@ fn oversubscribed_nice(threads: u64) -> Option<i32> {
     Some((now + OVERSUBSCRIBED_NICE).min(19))
 }
 
+/// Refuses more dynamic shared memory per block than the CPU backend gives.
+fn check_shared_mem(bytes: u32) -> Result<()> {
+    if bytes > LaunchConfig::CPU_SHARED_MEM_MAX {
+        return Err(Error::Config(format!(
+            "a CPU launch with {bytes} bytes of dynamic shared memory per block: the CPU backend \
+             gives at most {} (LaunchConfig::CPU_SHARED_MEM_MAX, what an H100 gives a block): ask for less",
+            LaunchConfig::CPU_SHARED_MEM_MAX
+        )));
+    }
+    Ok(())
+}
+
+/// What kernel thread `i` runs: at `nice` (if any), inside the kernel's context with `ids`,
+/// `kernel` itself; its panic's message, if it panicked.
+fn kernel_thread(
+    i: u32,
+    ctx: &KernelContext,
+    ids: ThreadIds,
+    block: Arc<Block>,
+    nice: Option<i32>,
+    running: Running,
+    kernel: &(dyn Fn() + Send + Sync),
+) -> std::result::Result<(), String> {
+    // Dropped last: the thread counts as running until the kernel is done.
+    let _running = running;
+    // `ids.block` points into it: kept until the thread is done, which then leaves its
+    // barrier (returned or panicked: the others no longer wait for it).
+    let _leave = LeaveBlock(&block);
+    if let Some(nice) = nice {
+        // SAFETY: setpriority with PRIO_PROCESS and this thread's own id changes only this
+        // thread's nice value; a refusal leaves it as it was.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
+    }
+    // SAFETY: the context outlives this thread: `ctx` keeps what holds it.
+    let _in_kernel = unsafe { enter(ctx.context(), ids) };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(kernel)).map_err(|p| {
+        let msg = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned());
+        format!("thread {i} panicked: {}", msg.unwrap_or_else(|| "(no message)".into()))
+    })
+}
+
 /// Counts a kernel thread as running until it drops (also when the thread unwinds, or is
 /// never spawned).
 struct Running(Arc<Exits>, (u32, u32));
@@ -246,14 +290,7 @@ impl Cpu {
         let n = cfg.threads();
         let per_block = cfg.block.count() as u32;
         check_map_count(n)?;
-        if cfg.shared_mem_bytes > LaunchConfig::CPU_SHARED_MEM_MAX {
-            return Err(Error::Config(format!(
-                "a CPU launch with {} bytes of dynamic shared memory per block: the CPU backend \
-                 gives at most {} (LaunchConfig::CPU_SHARED_MEM_MAX, what an H100 gives a block): ask for less",
-                cfg.shared_mem_bytes,
-                LaunchConfig::CPU_SHARED_MEM_MAX
-            )));
-        }
+        check_shared_mem(cfg.shared_mem_bytes)?;
         let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
         start(kernels.launches == 0)?;
         kernels.launches += 1;
@@ -276,28 +313,9 @@ impl Cpu {
             };
             let (ctx, kernel) = (ctx.clone(), kernel.clone());
             let running = Running::new(&self.exits, (i / per_block, i % per_block));
-            let spawned = std::thread::Builder::new().stack_size(self.stack_bytes).spawn(move || {
-                // Dropped last: the thread counts as running until the kernel is done.
-                let _running = running;
-                // `ids.block` points into it: kept until the thread is done, which then leaves
-                // its barrier (returned or panicked: the others no longer wait for it).
-                let block = this_block;
-                let _leave = LeaveBlock(&block);
-                if let Some(nice) = nice {
-                    // SAFETY: setpriority with PRIO_PROCESS and this thread's own id changes
-                    // only this thread's nice value; a refusal leaves it as it was.
-                    unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
-                }
-                // SAFETY: the context outlives this thread: `ctx` keeps what holds it.
-                let _in_kernel = unsafe { enter(ctx.context(), ids) };
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kernel())).map_err(|p| {
-                    let msg = p
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| p.downcast_ref::<String>().cloned());
-                    format!("thread {i} panicked: {}", msg.unwrap_or_else(|| "(no message)".into()))
-                })
-            });
+            let spawned = std::thread::Builder::new()
+                .stack_size(self.stack_bytes)
+                .spawn(move || kernel_thread(i, &ctx, ids, this_block, nice, running, &*kernel));
             match spawned {
                 Ok(h) => kernels.threads.push(h),
                 Err(e) => {

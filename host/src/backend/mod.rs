@@ -96,13 +96,19 @@ impl Device {
         }
     }
 
-    /// Loads a code object for this GPU (PTX text on CUDA, an AMDGPU ELF code object on
-    /// HSA), for a runtime that asked for `lockstep` scheduling or not; with the scheduling
-    /// its code runs with, where that can be told (an AMD wavefront's lanes: lockstep).
-    pub(crate) fn load(&self, image: &[u8], lockstep: bool) -> Result<(Box<dyn LoadedModule>, Option<Scheduling>)> {
+    /// Loads a code object for this GPU (PTX text on CUDA, compiled as `jit` says, an
+    /// AMDGPU ELF code object on HSA), for a runtime that asked for `lockstep` scheduling or
+    /// not; with the scheduling its code runs with, where that can be told (an AMD
+    /// wavefront's lanes: lockstep).
+    pub(crate) fn load(
+        &self,
+        image: &[u8],
+        lockstep: bool,
+        jit: cuda::Jit,
+    ) -> Result<(Box<dyn LoadedModule>, Option<Scheduling>)> {
         Ok(match self {
             Device::Cuda(c) => {
-                let (module, scheduling) = cuda::load_ptx_image(c, image, lockstep)?;
+                let (module, scheduling) = cuda::load_ptx_image(c, image, lockstep, jit)?;
                 (Box::new(module), scheduling)
             }
             Device::Hsa(h) => (Box::new(hsa::Executable::load(h, image)?), Some(Scheduling::Lockstep)),
@@ -147,15 +153,11 @@ impl Device {
     }
 }
 
-/// Opens the backend: `requested`, else `GPUIO_BACKEND`, else the first available
-/// (`None`: the CPU), on GPU `gpu` of that backend (`None`: the first). Returns it and,
-/// when the choice fell back to the CPU, a one-line notice of why. A GPU named by its
-/// index is never replaced by the CPU: where it cannot be opened, that is an error.
+/// Opens the backend: `requested` (the builder's, else `GPUIO_BACKEND`'s), else the first
+/// available (`None`: the CPU), on GPU `gpu` of that backend (`None`: the first). Returns
+/// it and, when the choice fell back to the CPU, a one-line notice of why. A GPU named by
+/// its index is never replaced by the CPU: where it cannot be opened, that is an error.
 pub(crate) fn open(requested: Option<Backend>, named: Option<u32>) -> Result<(Option<Device>, Option<String>)> {
-    let requested = match requested {
-        Some(b) => Some(b),
-        None => Backend::from_env()?,
-    };
     let gpu = named.unwrap_or(0);
     match requested {
         Some(Backend::Cpu) if named.is_some() => Err(Error::Config(format!(

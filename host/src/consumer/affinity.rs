@@ -54,21 +54,16 @@ impl Drop for Claim {
 /// The CPU for each of `rings` SQPOLL threads (`None`: unbound), whether they were named
 /// (by the builder or `GPUIO_SQPOLL_CPUS`) rather than chosen here, and the claim on those
 /// chosen here; see the module docs. `rings` is the count asked for (`None`: one per CPU
-/// named, else [`default_rings`]'s); `explicit` is what the builder was given; `gpu` says
-/// whether kernels run on a GPU, and `pci_bus_id` names it where the backend says.
+/// named, else [`default_rings`]'s); `explicit` is the CPUs named (the builder's, else the
+/// environment's); `gpu` says whether kernels run on a GPU, and `pci_bus_id` names it
+/// where the backend says.
 pub(crate) fn choose(
     rings: Option<usize>,
     explicit: Option<&[u32]>,
     gpu: bool,
     pci_bus_id: Option<&str>,
 ) -> Result<(Vec<Option<u32>>, bool, Claim)> {
-    let explicit = match explicit {
-        Some(cpus) => Some(cpus.to_vec()),
-        None => crate::settings::parsed("GPUIO_SQPOLL_CPUS", |list| {
-            parse_cpu_list(list).map_err(|e| e.to_string())
-        })?,
-    };
-    if let Some(cpus) = explicit {
+    if let Some(cpus) = explicit.map(<[u32]>::to_vec) {
         match rings {
             Some(rings) if cpus.len() != rings => {
                 return Err(Error::Config(format!(
@@ -295,10 +290,8 @@ mod tests {
         assert_eq!(default_rings(&sixteen, &[], own), 4);
         assert_eq!(default_rings(&sixteen, &[15, 14, 13, 12, 11, 10], own), 2);
         // The CPU backend: one unbound ring, whatever the machine.
-        if !crate::settings::is_set("GPUIO_SQPOLL_CPUS") {
-            let (cpus, named, _) = choose(None, None, false, None).unwrap();
-            assert_eq!((cpus, named), (vec![None], false));
-        }
+        let (cpus, named, _) = choose(None, None, false, None).unwrap();
+        assert_eq!((cpus, named), (vec![None], false));
     }
 
     #[test]
@@ -321,17 +314,12 @@ mod tests {
         assert_eq!((cpus, named, claim.0.clone()), (vec![Some(3), Some(1)], true, vec![]));
         assert!(matches!(choose(Some(2), Some(&[3]), true, None), Err(Error::Config(m)) if m.contains("one per ring")));
         // Unnamed: unbound on the CPU backend, whatever the count.
-        if !crate::settings::is_set("GPUIO_SQPOLL_CPUS") {
-            let (cpus, named, claim) = choose(Some(4), None, false, None).unwrap();
-            assert_eq!((cpus, named, claim.0.clone()), (vec![None; 4], false, vec![]));
-        }
+        let (cpus, named, claim) = choose(Some(4), None, false, None).unwrap();
+        assert_eq!((cpus, named, claim.0.clone()), (vec![None; 4], false, vec![]));
     }
 
     #[test]
     fn runtimes_of_one_process_get_distinct_cores_until_one_lets_go() {
-        if crate::settings::is_set("GPUIO_SQPOLL_CPUS") {
-            return;
-        }
         let cores = |cpus: &[Option<u32>]| cpus.iter().flatten().map(|&c| core_of(c)).collect::<Vec<_>>();
         let (a, _, claim_a) = choose(Some(2), None, true, None).unwrap();
         let (b, _, claim_b) = choose(Some(2), None, true, None).unwrap();

@@ -169,18 +169,10 @@ impl Queue {
     }
 }
 
-/// Creates the ring: `requested`, else `GPUIO_URING`, else auto (see the module docs).
-/// `simulate` makes io_uring setup fail with that errno (tests of the auto choice).
-/// Returns the queue and, when auto fell back, the notice to print.
-pub(crate) fn open(
-    cfg: UringConfig,
-    requested: Option<Submission>,
-    simulate: Option<i32>,
-) -> Result<(Queue, Option<String>)> {
-    let requested = match requested {
-        Some(s) => s,
-        None => Submission::from_env()?.unwrap_or_default(),
-    };
+/// Creates the ring: `requested` (the builder's, else `GPUIO_URING`'s, else auto: see the
+/// module docs). `simulate` makes io_uring setup fail with that errno (tests of the auto
+/// choice). Returns the queue and, when auto fell back, the notice to print.
+pub(crate) fn open(cfg: UringConfig, requested: Submission, simulate: Option<i32>) -> Result<(Queue, Option<String>)> {
     // The error, and the errno of a plain setup when ours failed (boxed: it keeps the
     // closure's result small).
     let uring = || match simulate {
@@ -239,7 +231,7 @@ pub(crate) fn open(
 pub(crate) fn open_rings(
     cfg: UringConfig,
     cpus: &[Option<u32>],
-    requested: Option<Submission>,
+    requested: Submission,
     simulate: Option<i32>,
 ) -> Result<(Vec<Queue>, Option<String>)> {
     let on = |cpu: Option<u32>| UringConfig {
@@ -331,10 +323,10 @@ mod tests {
     #[test]
     fn auto_falls_back_only_when_io_uring_is_unavailable() {
         // This machine has io_uring (the test suite runs against it): auto takes it.
-        let (q, notice) = open(CFG, Some(Submission::Auto), None).unwrap();
+        let (q, notice) = open(CFG, Submission::Auto, None).unwrap();
         assert_eq!((q.submission(), notice), (Submission::IoUring, None));
         for errno in [libc::ENOSYS, libc::EPERM] {
-            let (q, notice) = open(CFG, Some(Submission::Auto), Some(errno)).unwrap();
+            let (q, notice) = open(CFG, Submission::Auto, Some(errno)).unwrap();
             assert_eq!(q.submission(), Submission::HostThread);
             let notice = notice.expect("a notice");
             assert!(
@@ -344,7 +336,7 @@ mod tests {
             assert!(!notice.contains('\n'), "one line: {notice}");
         }
         // io_uring exists but lacks a feature: an error that names the cause and the way out.
-        match open(CFG, Some(Submission::Auto), Some(libc::EINVAL)) {
+        match open(CFG, Submission::Auto, Some(libc::EINVAL)) {
             Err(Error::UringUnavailable(why)) => {
                 assert!(why.contains("6.6") && why.contains("GPUIO_URING=off"), "{why}")
             }
@@ -353,10 +345,10 @@ mod tests {
         }
         // Forced io_uring never falls back; forced host thread never tries io_uring.
         assert!(matches!(
-            open(CFG, Some(Submission::IoUring), Some(libc::ENOSYS)),
+            open(CFG, Submission::IoUring, Some(libc::ENOSYS)),
             Err(Error::UringUnavailable(_))
         ));
-        let (q, notice) = open(CFG, Some(Submission::HostThread), Some(libc::ENOSYS)).unwrap();
+        let (q, notice) = open(CFG, Submission::HostThread, Some(libc::ENOSYS)).unwrap();
         assert_eq!((q.submission(), notice), (Submission::HostThread, None));
     }
 }

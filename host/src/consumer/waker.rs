@@ -67,7 +67,7 @@ struct State {
 impl Waker {
     /// Starts the thread. `wake_if_needed` wakes the ring's consumer if it sleeps with
     /// work waiting, and says what it saw (`Queue::wake_if_needed`).
-    pub(crate) fn start(wake_if_needed: impl Fn() -> Look + Send + 'static) -> std::io::Result<Waker> {
+    pub(crate) fn start(mut wake_if_needed: impl FnMut() -> Look + Send + 'static) -> std::io::Result<Waker> {
         let state = Arc::new(State {
             stop: AtomicBool::new(false),
             active: AtomicUsize::new(0),
@@ -77,7 +77,7 @@ impl Waker {
         let st = state.clone();
         let handle = thread::Builder::new()
             .name("gpuio-waker".into())
-            .spawn(move || run(&wake_if_needed, &st))?;
+            .spawn(move || run(&mut wake_if_needed, &st))?;
         Ok(Waker {
             state,
             handle: Some(handle),
@@ -128,7 +128,7 @@ fn next_pause(pause: Duration, io: bool) -> Duration {
     }
 }
 
-fn run(wake_if_needed: &dyn Fn() -> Look, state: &State) {
+fn run(wake_if_needed: &mut dyn FnMut() -> Look, state: &State) {
     // Sleep precisely: the default 50 µs timer slack would double our shortest pause.
     // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64, 0u64, 0u64, 0u64) };

@@ -109,6 +109,21 @@ pub(crate) struct Gpu {
 }
 
 impl Gpu {
+    /// The runtime's GPU, opened: nothing launched, loaded or faulted yet.
+    pub(crate) fn new(device: Device) -> Gpu {
+        Gpu {
+            device,
+            drain: Mutex::new(None),
+            launched: AtomicBool::new(false),
+            waiting: std::sync::atomic::AtomicUsize::new(0),
+            external: AtomicBool::new(false),
+            drained: AtomicBool::new(true),
+            fault: Mutex::new(None),
+            #[cfg(feature = "hip")]
+            hip: std::sync::OnceLock::new(),
+        }
+    }
+
     /// Refuses work once a kernel has faulted, saying so.
     pub(crate) fn usable(&self) -> Result<()> {
         match &*self.fault.lock().unwrap_or_else(|e| e.into_inner()) {
@@ -148,6 +163,8 @@ pub struct Runtime {
     pub(crate) fixed_transfers: bool,
     /// Whether lockstep scheduling was asked for (CUDA: which PTX to load).
     pub(crate) lockstep: bool,
+    /// How CUDA compiles the PTX it loads (`GPUIO_JIT`, read at build).
+    pub(crate) jit: crate::backend::cuda::Jit,
     /// The CPU each ring's SQPOLL thread is bound to (`None`: unbound).
     pub(crate) sqpoll_cpus: Vec<Option<u32>>,
     /// The regular files this runtime prints to, held against the process's other runtimes.

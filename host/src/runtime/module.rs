@@ -114,7 +114,7 @@ impl Runtime {
             reason: format!("this runtime runs on the {} backend", self.backend.name()),
         })?;
         gpu.usable()?;
-        let (module, scheduling) = gpu.device.load(image, self.lockstep)?;
+        let (module, scheduling) = gpu.device.load(image, self.lockstep, self.jit)?;
         self.install(gpu, module, scheduling)
     }
 

@@ -510,11 +510,16 @@ fn link_and_load(cuda: &Cuda, text: &CString, jit: &mut JitOptions) -> Result<Cu
     linked
 }
 
-/// Checks and loads a PTX image for a runtime that asked for `lockstep` scheduling or not:
-/// its text, its `gpuio_layout` (refused before the driver compiles it, which can take tens
-/// of seconds; the runtime checks the loaded global too) and its target's scheduling; with
-/// the scheduling its code runs with, where the target tells.
-pub(crate) fn load_ptx_image(cuda: &Arc<Cuda>, image: &[u8], lockstep: bool) -> Result<(Module, Option<Scheduling>)> {
+/// Checks and loads a PTX image for a runtime that asked for `lockstep` scheduling or not,
+/// compiled as `jit` says: its text, its `gpuio_layout` (refused before the driver compiles
+/// it, which can take tens of seconds; the runtime checks the loaded global too) and its
+/// target's scheduling; with the scheduling its code runs with, where the target tells.
+pub(crate) fn load_ptx_image(
+    cuda: &Arc<Cuda>,
+    image: &[u8],
+    lockstep: bool,
+    jit: Jit,
+) -> Result<(Module, Option<Scheduling>)> {
     let ptx = std::str::from_utf8(image.strip_suffix(&[0]).unwrap_or(image))
         .map_err(|_| Error::Config("the CUDA backend loads PTX text, and this is not text".into()))?;
     if let Some(layout) = ptx_layout(ptx) {
@@ -537,7 +542,7 @@ pub(crate) fn load_ptx_image(cuda: &Arc<Cuda>, image: &[u8], lockstep: bool) -> 
     // lockstep lanes cannot), which would make the lockstep build test nothing.
     let jit = match scheduling {
         Some(Scheduling::Lockstep) => Jit::Whole,
-        _ => Jit::from_env()?,
+        _ => jit,
     };
     Ok((Module::load_with(cuda, ptx, jit)?, scheduling))
 }
