@@ -10,15 +10,15 @@ use gpuio_device::protocol::context::STREAMS;
 use crate::backend::cpu::Cpu;
 use crate::backend::{self, Backend, Device};
 use crate::consumer::affinity;
-use crate::consumer::sandbox::restrictions;
-use crate::consumer::sandbox::{landlock, Sandbox};
 use crate::consumer::submission::{self, Queue, Submission};
 use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES};
 use crate::consumer::waker::Waker;
+use crate::consumer::{landlock, restrictions};
 use crate::error::{Error, Result};
 use crate::rescue::Rescue;
 use crate::resolve::{or_env, Resolved};
 use crate::runtime::{Gpu, Runtime};
+use crate::sandbox::Sandbox;
 use crate::scheduling::Scheduling;
 use crate::settings;
 use crate::shared::{Shared, SharedConfig};
@@ -193,11 +193,10 @@ impl Builder {
     /// land. On the CPU backend one is the default: a stream's writes run one after another
     /// in the kernel (an appending write waits for the one before it, `IOSQE_IO_DRAIN`),
     /// each needing io_uring's threads to get a core, so with more kernel threads
-    /// computing than there are cores a line queued behind several writes waited for each
-    /// (median delays of 120-280 ms with 16 flights where 1 gave 30-50 ms, in
-    /// `bench_liveness`); with one, the lines committed while a write is out all go in
-    /// the next. Print throughput there did not tell 1, 4 and 16 apart (one run each:
-    /// 2.3-3.6 M lines/s from one thread, 3.0-5.8 M from 64, `bench_print`).
+    /// computing than there are cores a line queued behind several writes waits for each;
+    /// with one, the lines committed while a write is out all go in the next. What one
+    /// flight costs there: nothing measurable in print throughput (`bench_print` did not
+    /// tell 1, 4 and 16 apart); what more cost: a line's delay (`bench_liveness`).
     pub fn max_flights(mut self, n: u32) -> Self {
         self.max_flights = Some(n);
         self
@@ -541,10 +540,7 @@ impl Builder {
                 ))
             }
             Some(t) => t,
-            None => settings::var(crate::watchdog::ENV)?
-                .map(|v| crate::watchdog::parse_timeout(&v))
-                .transpose()?
-                .flatten(),
+            None => crate::watchdog::timeout_from_env()?,
         };
         Ok(Resolved {
             backend: or_env(self.backend, Backend::from_env)?,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use gpuio_device::protocol::uapi::{IORING_SQ_CQ_OVERFLOW, IORING_SQ_NEED_WAKEUP};
 
-use crate::consumer::sandbox::Sandbox;
+use crate::sandbox::Sandbox;
 
 /// Everything the host runtime can report. New variants may come in minor releases
 /// (`#[non_exhaustive]`): match the ones you handle and keep a `_` arm.

@@ -36,6 +36,9 @@ mod print_files;
 mod rescue;
 mod resolve;
 mod runtime;
+// The sandbox is a setting a host chooses; its module says what each policy lets through
+// (the kernel's enforcement of it is the consumer's: `consumer::restrictions`).
+pub mod sandbox;
 mod scheduling;
 mod settings;
 mod shared;
@@ -45,8 +48,6 @@ mod watchdog;
 #[cfg(feature = "hip")]
 pub use backend::hip;
 pub use backend::{code_object, cuda, hsa};
-// The sandbox is a setting a host chooses; its module says what each policy lets through.
-pub use consumer::sandbox;
 use consumer::submission;
 
 pub use backend::{Arg, Backend};

@@ -21,7 +21,7 @@ use gpuio_device::protocol::uapi::{Cqe, Sqe};
 
 use crate::backend::cuda::Peek;
 use crate::backend::Device;
-use crate::consumer::sandbox::restrictions::{Memory, Setup};
+use crate::consumer::restrictions::{Memory, Setup};
 use crate::consumer::submission::Queue;
 use crate::consumer::waker::Look;
 use crate::error::{Error, Result};

@@ -75,6 +75,14 @@ pub(crate) fn warn_on_stderr(report: &HangReport) {
     );
 }
 
+/// `GPUIO_HANG_TIMEOUT`, parsed: `None` where it is unset or says no timeout.
+pub(crate) fn timeout_from_env() -> Result<Option<Duration>> {
+    Ok(crate::settings::var(ENV)?
+        .map(|v| parse_timeout(&v))
+        .transpose()?
+        .flatten())
+}
+
 /// Parses a `GPUIO_HANG_TIMEOUT` value: seconds (`2`, `0.5`), or `0`/`off`/`none` (or the
 /// empty string) for no timeout.
 pub(crate) fn parse_timeout(value: &str) -> Result<Option<Duration>> {

@@ -1,11 +1,13 @@
-//! Who consumes the ring: the kernel's SQPOLL thread ([`uring`], restricted by the
-//! [`sandbox`]) or, where io_uring cannot be used, a host thread that plays the kernel's
-//! part ([`fallback`]); [`submission`] picks one; the `waker` keeps the consumers awake
-//! while kernels run; `affinity` says which CPU each ring's SQPOLL thread runs on.
+//! Who consumes the ring: the kernel's SQPOLL thread ([`uring`], held to the sandbox's
+//! policy by `restrictions`, its paths confined by `landlock`) or, where io_uring cannot be
+//! used, a host thread that plays the kernel's part ([`fallback`]); [`submission`] picks
+//! one; the `waker` keeps the consumers awake while kernels run; `affinity` says which CPU
+//! each ring's SQPOLL thread runs on.
 
 pub(crate) mod affinity;
 pub mod fallback;
-pub mod sandbox;
+pub(crate) mod landlock;
+pub(crate) mod restrictions;
 pub mod submission;
 pub mod uring;
 pub(crate) mod waker;

@@ -14,11 +14,11 @@ use gpuio_device::protocol::sync::Ordering;
 use crate::backend::cpu::{Cpu, KernelContext};
 use crate::backend::gpu::LoadedModule;
 use crate::backend::{Backend, Device};
-use crate::consumer::sandbox::Sandbox;
 use crate::consumer::submission::Submission;
 use crate::consumer::waker::Waker;
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
+use crate::sandbox::Sandbox;
 use crate::shared::Shared;
 use crate::watchdog::HangPolicy;
 

@@ -12,12 +12,12 @@ use gpuio_device::protocol::uapi::IORING_SQ_CQ_OVERFLOW;
 
 use super::{Gpu, Runtime};
 use crate::backend::cpu::THREADS_PACING;
-use crate::consumer::sandbox;
 use crate::error::{
     Error, HangReport, OtherRing, OutputErrors, PrintErrors, Refused, Result, RingWords, RunningBlocks, RunningThreads,
     SoloRing, StreamPositions, Tickets, Waiting,
 };
 use crate::print_files::{self, Mode};
+use crate::sandbox;
 use crate::shared::{Shared, State};
 use crate::watchdog::{self, Pacing};
 

@@ -24,7 +24,7 @@
 //!    device makes none);
 //! 5. `IORING_REGISTER_ENABLE_RINGS` starts the ring (and wakes its SQPOLL thread).
 //!
-//! The host-thread fallback takes the same five steps (`restrictions::Register` for
+//! The host-thread fallback takes the same five steps (`consumer::restrictions::Register` for
 //! the host thread's ring, `consumer::fallback`) and checks each SQE against the same
 //! restrictions and buffers before it performs it, as the kernel would.
 //!
@@ -54,9 +54,6 @@ use gpuio_device::protocol::uapi::{
     IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_FTRUNCATE, IORING_OP_MKDIRAT, IORING_OP_OPENAT, IORING_OP_READ,
     IORING_OP_READ_FIXED, IORING_OP_RENAMEAT, IORING_OP_UNLINKAT, IORING_OP_WRITE, IORING_OP_WRITE_FIXED,
 };
-
-pub(crate) mod landlock;
-pub(crate) mod restrictions;
 
 /// Which io_uring requests the runtime's ring accepts ([`Builder::sandbox`](crate::Builder::sandbox)).
 ///

@@ -1,4 +1,4 @@
-//! [`Sandbox::FileIo`](super::Sandbox::FileIo) confined to a directory
+//! [`Sandbox::FileIo`](crate::sandbox::Sandbox::FileIo) confined to a directory
 //! ([`Builder::file_root`](crate::Builder::file_root)), enforced by the Linux kernel with
 //! Landlock.
 //!

@@ -8,11 +8,11 @@ use std::os::fd::RawFd;
 use gpuio_device::protocol::arena::buffer;
 use gpuio_device::protocol::uapi::*;
 
-use super::Sandbox;
 use crate::consumer::fallback::HostRing;
 use crate::consumer::submission::Queue;
 use crate::consumer::uring::Uring;
 use crate::error::{Error, Result};
+use crate::sandbox::Sandbox;
 
 /// What the runtime set up: the policy, fixed files and buffers actually in force, and
 /// notices about what the kernel refused.
