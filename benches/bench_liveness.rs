@@ -115,6 +115,27 @@ struct Bench<'rt> {
 }
 
 impl Bench<'_> {
+    /// Runs `reps` reps of `shape` and prints its row; returns whether it met the target.
+    fn shape_row(&mut self, shape: u32, name: &str, reps: u32) -> bool {
+        let (mut delays, mut held) = (Vec::new(), 0);
+        for _ in 0..reps {
+            let (d, h) = self.rep(shape);
+            delays.extend(d);
+            held += h;
+        }
+        delays.sort_unstable();
+        let max = delays.last().copied().unwrap_or_default();
+        let met = max <= TARGET;
+        println!(
+            "| {name} | {} | {held} | {:.3?} | {:.3?} | {max:.3?} | {} |",
+            delays.len(),
+            quantile(&delays, 0.5),
+            quantile(&delays, 0.99),
+            if met { "MET" } else { "NOT MET" }
+        );
+        met
+    }
+
     fn word(&self, i: usize) -> u32 {
         // SAFETY: word `i` of the host buffer (`1 + threads` words), which outlives every
         // rep's kernel; a volatile read of a word the kernel writes.
@@ -257,23 +278,7 @@ fn main() {
     println!("|---|---|---|---|---|---|---|");
     let mut all_met = true;
     for (shape, name) in SHAPES.iter().enumerate() {
-        let (mut delays, mut held) = (Vec::new(), 0);
-        for _ in 0..cli.reps {
-            let (d, h) = bench.rep(shape as u32);
-            delays.extend(d);
-            held += h;
-        }
-        delays.sort_unstable();
-        let max = delays.last().copied().unwrap_or_default();
-        let met = max <= TARGET;
-        all_met &= met;
-        println!(
-            "| {name} | {} | {held} | {:.3?} | {:.3?} | {max:.3?} | {} |",
-            delays.len(),
-            quantile(&delays, 0.5),
-            quantile(&delays, 0.99),
-            if met { "MET" } else { "NOT MET" }
-        );
+        all_met &= bench.shape_row(shape as u32, name, cli.reps);
     }
     drop(bench);
     drop(words);
@@ -281,17 +286,22 @@ fn main() {
     if !gpu {
         // The shapes compute with all of the threads but a few, or half of them.
         for n in [grid * block, grid * block / 2] {
-            let gaps = os_turns(n as usize);
-            println!(
-                "| OS, no gpuio: a thread's wait for its core among {n} spinning at nice +{OVERSUBSCRIBED_NICE} | {} waits | - | {:.3?} | {:.3?} | {:.3?} | - |",
-                gaps.len(),
-                quantile(&gaps, 0.5),
-                quantile(&gaps, 0.99),
-                gaps.last().copied().unwrap_or_default()
-            );
+            os_row(n as usize);
         }
     }
     println!("verdict: {}", if all_met { "MET" } else { "NOT MET" });
+}
+
+/// Prints the OS's row for `n` spinning threads ([`os_turns`]).
+fn os_row(n: usize) {
+    let gaps = os_turns(n);
+    println!(
+        "| OS, no gpuio: a thread's wait for its core among {n} spinning at nice +{OVERSUBSCRIBED_NICE} | {} waits | - | {:.3?} | {:.3?} | {:.3?} | - |",
+        gaps.len(),
+        quantile(&gaps, 0.5),
+        quantile(&gaps, 0.99),
+        gaps.last().copied().unwrap_or_default()
+    );
 }
 
 /// The `q` quantile of `sorted` (zero if empty).

@@ -15,7 +15,7 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::child::{report, REPORT};
+use common::child::report;
 use common::dirs::process_dir;
 use common::faults::{builder, check_accounted, check_cut, create, print_error, total_bytes};
 use common::{skip, stress_kernel, watchdog};
@@ -44,14 +44,7 @@ fn disk_full_enospc_is_reported_and_the_lines_before_it_are_intact() {
     for mode in ["positional", "append"] {
         assert_eq!(run.get(&format!("{mode}.checked")), Some("1"), "{}", run.stdout);
     }
-    eprintln!(
-        "{}",
-        run.stdout
-            .lines()
-            .filter(|l| l.contains(REPORT))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    eprintln!("{}", run.reports("\n"));
 }
 
 fn mount_tmpfs(dir: &Path, size: &str) -> std::io::Result<()> {
@@ -158,14 +151,7 @@ fn file_too_large_efbig_is_reported_and_sigxfsz_kills_nothing() {
         let run = run_child(mode, Duration::from_secs(80));
         run.assert_ok(&format!("EFBIG past RLIMIT_FSIZE ({mode})"));
         assert_eq!(run.get("checked"), Some("1"), "{}", run.stdout);
-        eprintln!(
-            "{mode}: {}",
-            run.stdout
-                .lines()
-                .filter(|l| l.contains(REPORT))
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
+        eprintln!("{mode}: {}", run.reports("; "));
     }
 }
 

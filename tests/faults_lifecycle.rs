@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use gpuio::device::println;
 
-use common::child::{report, REPORT};
+use common::child::report;
 use common::dirs::process_dir;
 use common::faults::{builder, check_cut, create, total_bytes};
 use common::pipes::{slow_reader, small_pipe};
@@ -121,14 +121,7 @@ fn rings_created_and_destroyed_by_the_thousand_leak_nothing() {
     let run = run_child("rings", Duration::from_secs(580));
     run.assert_ok("rings created and destroyed");
     assert_eq!(run.get("checked"), Some("1"), "{}", run.stdout);
-    eprintln!(
-        "{}",
-        run.stdout
-            .lines()
-            .filter(|l| l.contains(REPORT))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    eprintln!("{}", run.reports("\n"));
 }
 
 /// What the process holds: open fds, threads, mappings, resident and pinned memory.

@@ -13,7 +13,7 @@ use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use common::child::{report, REPORT};
+use common::child::report;
 use common::faults::{builder, check_cut, print_error, total_bytes};
 use common::pipes::pipe;
 use common::{stress_kernel, watchdog};
@@ -30,14 +30,7 @@ fn a_closed_pipe_reports_epipe_and_sigpipe_kills_nothing() {
     let run = run_child("sigpipe", Duration::from_secs(150));
     run.assert_ok("printing into a pipe whose reader closed, with SIGPIPE at its default action");
     assert_eq!(run.get("checked"), Some("1"), "{}", run.stdout);
-    eprintln!(
-        "{}",
-        run.stdout
-            .lines()
-            .filter(|l| l.contains(REPORT))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    eprintln!("{}", run.reports("\n"));
 }
 
 /// The signal masks of this process's threads, by thread name: `(name, SigBlk, SigPnd)`.

@@ -31,6 +31,15 @@ impl ChildRun {
         self.report.get(key).map(String::as_str)
     }
 
+    /// The child's [`report`] lines, joined by `sep`: what a parent test prints for the log.
+    pub fn reports(&self, sep: &str) -> String {
+        self.stdout
+            .lines()
+            .filter(|l| l.contains(REPORT))
+            .collect::<Vec<_>>()
+            .join(sep)
+    }
+
     /// Fails the test unless the child exited 0 (it makes its own assertions).
     pub fn assert_ok(&self, what: &str) {
         if !self.status.success() {
