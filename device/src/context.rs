@@ -399,29 +399,35 @@ impl Context {
         any
     }
 
+    /// Where the print streams' writes go and how their completions come back: the print
+    /// ring, and its reaper ([`Context::reap_ring`] on it, which routes each completion to
+    /// the flight or request it finishes). A stream's flush, and a producer waiting for log
+    /// space, take the two as values ([`Stream::flush`], [`Stream::fill`],
+    /// [`Stream::write_part`]): the stream needs nothing else of the context.
+    ///
+    /// Every caller gets the same closure type, so the flusher (`Stream::flush_work`) and
+    /// `Stream::fill`, generic over it, have one copy each in a code object.
+    #[inline] // on the print path (see `Stream::write_part`)
+    pub fn print_out(&self) -> (&Ring, impl FnMut() + Copy + '_) {
+        let ring = self.print_ring();
+        (ring, move || {
+            self.reap_ring(ring);
+        })
+    }
+
     /// Flushes `stream`, or asks whoever is flushing it to go on ([`Stream::flush`], with
-    /// this context's ring and reaper).
+    /// [`Context::print_out`]).
     #[inline] // on the print path (see `Stream::write_part`)
     pub fn flush(&self, stream: &Stream) {
-        let ring = self.print_ring();
-        stream.flush(ring, || {
-            self.reap_ring(ring);
-        });
+        let (ring, reap) = self.print_out();
+        stream.flush(ring, reap);
     }
 
-    /// What a thread waiting for log space does: reap, then flush.
-    ///
-    /// Never called from inside a flush: a flush that waited on another flush's
-    /// submission could wait on itself (tickets are taken in order).
+    /// What a thread waiting for log space does: reap, then flush ([`Stream::help`], with
+    /// [`Context::print_out`]).
     pub fn help(&self, stream: &Stream) {
-        self.reap_ring(self.print_ring());
-        self.flush(stream);
-    }
-
-    /// [`Stream::fill`], helping with [`Context::help`] while it waits for log space.
-    #[inline]
-    pub fn fill(&self, stream: &Stream, pos: u64, bytes: &[u8]) {
-        stream.fill(pos, bytes, || self.help(stream));
+        let (ring, reap) = self.print_out();
+        stream.help(ring, reap);
     }
 
     /// What a thread waiting for a request's result does between rounds (`rounds` counts

@@ -16,6 +16,7 @@ use core::fmt::{self, Write};
 
 use crate::context::{Context, STDOUT};
 use crate::group::Group;
+use crate::ring::Ring;
 use crate::stream::Stream;
 
 /// Lines up to this many bytes (newline included) take the fast path.
@@ -80,6 +81,9 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     // (`total` is the same on every lane, so every lane takes the same branch and runs the
     // same collectives.)
     let as_record = total > 0 && total <= stream.cap - stream.chunk;
+    // Where the stream's writes go and how their completions are reaped, passed down to
+    // each step that may flush or wait for room.
+    let (ring, reap) = ctx.print_out();
     if as_record {
         let mut base = 0;
         if g.is_leader() {
@@ -102,9 +106,7 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
             (sums >> MEMBER_SHIFT) & COUNT_MASK,
         );
         let staged = lanes > 1 && !stream.stage.is_null();
-        stream.write_part(base + total, base + offset, mine, staged, g.is_leader(), || {
-            ctx.help(stream)
-        });
+        stream.write_part(base + total, base + offset, mine, staged, g.is_leader(), ring, reap);
         // The lanes' writes happen-before what the group's lanes do after `sync` (the
         // `Group::sync` contract): reading each other's staged lines, and the leader's
         // commit, whose release fence publishes the record to the flusher.
@@ -115,7 +117,7 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
         }
         if g.is_leader() {
             stream.commit(base, base + total);
-            ctx.flush(stream);
+            stream.flush(ring, reap);
         }
     }
     // The other lines go out one lane at a time, in lane order: each reserves its own range
@@ -137,7 +139,7 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     };
     for k in 0..turns {
         if long && turn == k {
-            emit_long(ctx, stream, newline, args);
+            emit_long(stream, ring, reap, newline, args);
         }
     }
     // The group's lanes leave together, once every line of theirs was flushed (invariant
@@ -153,8 +155,9 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     // reads across PCIe; doing it on every print costs more than the print.)
 }
 
-/// The slow path: measure, reserve, format in place.
-fn emit_long(ctx: &Context, stream: &Stream, newline: bool, args: fmt::Arguments) {
+/// The slow path: measure, reserve, format in place (waiting for room and flushing with
+/// `ring` and `reap`, as [`emit`] does).
+fn emit_long(stream: &Stream, ring: &Ring, reap: impl FnMut() + Copy, newline: bool, args: fmt::Arguments) {
     let mut count = Count(0);
     let _ = count.write_fmt(args);
     let len = count.0 + newline as u64;
@@ -163,8 +166,9 @@ fn emit_long(ctx: &Context, stream: &Stream, newline: bool, args: fmt::Arguments
     }
     let pos = stream.reserve(len);
     let mut w = InPlace {
-        ctx,
         stream,
+        ring,
+        reap,
         pos,
         end: pos + len - newline as u64,
         newline,
@@ -228,16 +232,18 @@ impl Write for Count {
 
 /// Formats straight into a reserved range, never past its end. Dropping it completes
 /// the range and flushes it.
-struct InPlace<'a> {
-    ctx: &'a Context,
+struct InPlace<'a, R: FnMut() + Copy> {
     stream: &'a Stream,
+    ring: &'a Ring,
+    /// The context's reaper of `ring` (`Context::print_out`).
+    reap: R,
     pos: u64,
     /// The end of the line's text (the newline, if any, comes after it).
     end: u64,
     newline: bool,
 }
 
-impl Drop for InPlace<'_> {
+impl<R: FnMut() + Copy> Drop for InPlace<'_, R> {
     /// Pads what the Display did not write (it printed less the second time, or it
     /// panicked: then this runs during unwinding), so the range is whole and committed.
     /// A reserved range left uncommitted would stop the stream for good: the flusher never
@@ -245,20 +251,20 @@ impl Drop for InPlace<'_> {
     fn drop(&mut self) {
         while self.pos < self.end {
             let n = (self.end - self.pos).min(64) as usize;
-            self.ctx.fill(self.stream, self.pos, &[b' '; 64][..n]);
+            self.stream.fill(self.pos, &[b' '; 64][..n], self.ring, self.reap);
             self.pos += n as u64;
         }
         if self.newline {
-            self.ctx.fill(self.stream, self.end, b"\n");
+            self.stream.fill(self.end, b"\n", self.ring, self.reap);
         }
-        self.ctx.flush(self.stream);
+        self.stream.flush(self.ring, self.reap);
     }
 }
 
-impl Write for InPlace<'_> {
+impl<R: FnMut() + Copy> Write for InPlace<'_, R> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         let n = (s.len() as u64).min(self.end - self.pos) as usize;
-        self.ctx.fill(self.stream, self.pos, &s.as_bytes()[..n]);
+        self.stream.fill(self.pos, &s.as_bytes()[..n], self.ring, self.reap);
         self.pos += n as u64;
         Ok(())
     }

@@ -87,6 +87,7 @@ mod flight;
 pub use flight::Flight;
 
 use crate::combine::Combiner;
+use crate::ring::Ring;
 use crate::sync::{
     copy_cells_together, copy_to_cells, fence, AtomicI32, AtomicU32, AtomicU64, Ordering, Padded, SharedCell,
 };
@@ -308,13 +309,13 @@ impl Stream {
 
     /// Writes `bytes` at reserved position `pos` and marks them written, waiting for space
     /// piece by piece. A record longer than the log goes out in log-sized pieces, still
-    /// contiguous in the output. While it waits it now and then calls `help`, which reaps
-    /// and flushes this stream (`Context::fill` passes `Context::help`).
+    /// contiguous in the output. While it waits it now and then helps: reaps with `reap`
+    /// and flushes this stream to `ring` ([`Stream::help`]; `Context::print_out` gives both).
     ///
     /// Each round writes and commits every piece there is room for (the lockstep rule,
     /// `arch/mod.rs`: what a lane waited for, it uses before its wavefront looks again).
     #[inline(never)] // one copy in a code object
-    pub fn fill(&self, pos: u64, bytes: &[u8], mut help: impl FnMut()) {
+    pub fn fill(&self, pos: u64, bytes: &[u8], ring: &Ring, reap: impl FnMut() + Copy) {
         let (mut pos, mut rest) = (pos, bytes);
         let mut helper = Helper::new(HELP_EVERY);
         until(
@@ -332,7 +333,7 @@ impl Stream {
                 }
                 rest.is_empty().then_some(())
             },
-            || helper.round(self, &mut help),
+            || helper.round(self, ring, reap),
         )
     }
 
@@ -346,10 +347,11 @@ impl Stream {
     ///
     /// Every lane waits for the same condition (room for the record's last byte), so the
     /// lanes of a group leave their waits together in effect, and each writes its part in
-    /// the round that found room (the lockstep rule, `arch/mod.rs`). While it waits it calls
-    /// `help` (reap, then flush this stream: `Context::help`); `leader` says whether often
-    /// (the group's leader) or rarely (the others: thousands of helping lanes would only
-    /// slow down the threads that free the space).
+    /// the round that found room (the lockstep rule, `arch/mod.rs`). While it waits it helps
+    /// ([`Stream::help`] with `ring` and `reap`); `leader` says whether often (the group's
+    /// leader) or rarely (the others: thousands of helping lanes would only slow down the
+    /// threads that free the space).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)] // the print path: calls out of it cost 10-20% on the H100 (BENCHMARKS.md)
     pub fn write_part(
         &self,
@@ -358,7 +360,8 @@ impl Stream {
         bytes: &[u8],
         staged: bool,
         leader: bool,
-        mut help: impl FnMut(),
+        ring: &Ring,
+        reap: impl FnMut() + Copy,
     ) {
         debug_assert!(pos + bytes.len() as u64 <= record_end);
         if bytes.is_empty() {
@@ -378,8 +381,20 @@ impl Stream {
                 }
                 Some(())
             },
-            || helper.round(self, &mut help),
+            || helper.round(self, ring, reap),
         )
+    }
+
+    /// What a producer waiting for log space does: reaps (`reap`: the context's reaper of
+    /// `ring`, which routes each completion to the flight or request it finishes), then
+    /// flushes this stream to `ring`.
+    ///
+    /// Never called from inside a flush: a flush that waited on another flush's
+    /// submission could wait on itself (tickets are taken in order).
+    #[inline]
+    pub fn help(&self, ring: &Ring, mut reap: impl FnMut() + Copy) {
+        reap();
+        self.flush(ring, reap);
     }
 
     /// How many bytes from position `pos` may be written now (0: none yet).
@@ -483,10 +498,10 @@ impl Helper {
         Helper { rounds: 0, every }
     }
 
-    fn round(&mut self, stream: &Stream, help: &mut impl FnMut()) {
+    fn round(&mut self, stream: &Stream, ring: &Ring, reap: impl FnMut() + Copy) {
         self.rounds = self.rounds.wrapping_add(1);
         if self.rounds % self.every == 1 % self.every && !stream.flusher.busy() {
-            help();
+            stream.help(ring, reap);
         }
     }
 }

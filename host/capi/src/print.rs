@@ -35,8 +35,9 @@ pub(crate) fn print(stderr: bool, bytes: &[u8]) -> Result<(), Failure> {
         Ok(text) => emit(&Warp::default(), ctx, stream, false, format_args!("{text}")),
         Err(_) => {
             let pos = stream.reserve(bytes.len() as u64);
-            ctx.fill(stream, pos, bytes);
-            ctx.flush(stream);
+            let (ring, reap) = ctx.print_out();
+            stream.fill(pos, bytes, ring, reap);
+            stream.flush(ring, reap);
         }
     }
     Ok(())
