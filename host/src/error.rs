@@ -644,15 +644,15 @@ fn write_stream(f: &mut fmt::Formatter<'_>, s: &StreamPositions) -> fmt::Result 
         "; fd {}: reserved {}, committed {}, flushed {}, released {}",
         s.fd, s.reserved, s.committed, s.flushed, s.released
     )?;
-    // Counters are read one at a time while kernels may run: a difference that
-    // came out negative is none.
+    // Counters are read one at a time while kernels may run: a difference that came out
+    // negative is none.
     let unconfirmed = s.reserved.saturating_sub(s.written);
     let unsubmitted = s.reserved.saturating_sub(s.flushed);
     if unconfirmed != 0 {
         write!(
             f,
             " ({unconfirmed} byte(s), {} whole line(s), not confirmed written; \
-                 {unsubmitted} byte(s) not yet handed to a write)",
+             {unsubmitted} byte(s) not yet handed to a write)",
             s.unconfirmed_lines
         )?;
     } else {

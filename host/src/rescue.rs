@@ -14,7 +14,7 @@
 //! kernel thread would (`Context::help`): reaping and flushing are open to any thread,
 //! and the host's drain runs the same code after the kernels. A rescue leaves a print in
 //! progress to its producer, and a flush in progress to its flusher (the combiner). The
-//! waker's closure owns the [`Rescue`] (what it last saw); `Shared::rescues` counts.
+//! waker's closure owns the [`Rescue`] (what it last saw).
 //!
 //! What it costs: five loads per stream on each look; a rescue only after the quiet time,
 //! at most one per stream per [`RESCUE_AFTER`]. `Stats::rescues` counts them.
@@ -91,9 +91,7 @@ impl Rescue {
         }
         due
     }
-}
 
-impl Rescue {
     /// CPU backend: sends what kernel threads left unsent in `shared`'s print streams (see
     /// the module docs). Called by the waker on each look while kernels run; does nothing
     /// on a GPU.

@@ -60,14 +60,15 @@ struct State {
     active: AtomicUsize,
     /// SQ_WAKEUP calls made.
     wakeups: AtomicU64,
-    /// Looks at the ring (calls of `wake_if_needed`).
+    /// Looks at the ring (calls of `look`).
     looks: AtomicU64,
 }
 
 impl Waker {
-    /// Starts the thread. `wake_if_needed` wakes the ring's consumer if it sleeps with
-    /// work waiting, and says what it saw (`Queue::wake_if_needed`).
-    pub(crate) fn start(mut wake_if_needed: impl FnMut() -> Look + Send + 'static) -> std::io::Result<Waker> {
+    /// Starts the thread. `look` is one look: it wakes the ring's consumer if it sleeps with
+    /// work waiting, and says what it saw (`Queue::wake_if_needed`); the builder's also
+    /// rescues print streams on the CPU backend (`rescue.rs`).
+    pub(crate) fn start(mut look: impl FnMut() -> Look + Send + 'static) -> std::io::Result<Waker> {
         let state = Arc::new(State {
             stop: AtomicBool::new(false),
             active: AtomicUsize::new(0),
@@ -77,7 +78,7 @@ impl Waker {
         let st = state.clone();
         let handle = thread::Builder::new()
             .name("gpuio-waker".into())
-            .spawn(move || run(&mut wake_if_needed, &st))?;
+            .spawn(move || run(&mut look, &st))?;
         Ok(Waker {
             state,
             handle: Some(handle),
@@ -128,14 +129,14 @@ fn next_pause(pause: Duration, io: bool) -> Duration {
     }
 }
 
-fn run(wake_if_needed: &mut dyn FnMut() -> Look, state: &State) {
+fn run(look_once: &mut dyn FnMut() -> Look, state: &State) {
     // Sleep precisely: the default 50 µs timer slack would double our shortest pause.
     // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64, 0u64, 0u64, 0u64) };
     let mut pause = POLL;
     let mut last_tail = None;
     while !state.stop.load(Ordering::SeqCst) {
-        let look = wake_if_needed();
+        let look = look_once();
         // Relaxed: statistics; nothing else is read through them.
         state.looks.fetch_add(1, Ordering::Relaxed);
         if look.woke {
