@@ -16,7 +16,8 @@
 //!
 //! The delays include the host's polling (a read of the file's new bytes and of the marks
 //! per round, and a 50 µs pause after a round that found no new bytes): they bound the
-//! real delay from above.
+//! real delay from above. The poller polls with a short scheduler slice (`poller_slice`):
+//! on the CPU backend its own wakeups among the kernel's threads would be late too.
 //!
 //! On the CPU backend the table ends with the OS's part, measured without gpuio: how long a
 //! thread spinning among as many threads as a shape computes with (at the nice value the
@@ -174,6 +175,10 @@ impl Bench<'_> {
                 .launch(self.grid, self.block, move || k::print_then_compute(shape, dev, max_ns))
                 .expect("launch"),
         }
+        // The poller with a short slice while it polls (its wakeups would otherwise wait for
+        // a tick among the kernel's threads), the default again before the next launch,
+        // whose threads would inherit it.
+        poller_slice(POLLER_SLICE_NS);
         let printers = threads - usize::from(shape == 4);
         let (mut returned_at, mut out_at) = (HashMap::new(), HashMap::new());
         let (mut text, mut buf) = (String::new(), vec![0u8; 1 << 16]);
@@ -208,6 +213,7 @@ impl Bench<'_> {
                 std::thread::sleep(POLL_PAUSE);
             }
         }
+        poller_slice(0);
         self.set(0, 1);
         self.rt.synchronize().expect("synchronize");
         let delays = returned_at
@@ -290,6 +296,29 @@ fn main() {
         }
     }
     println!("verdict: {}", if all_met { "MET" } else { "NOT MET" });
+}
+
+/// The poller's scheduler slice while it polls: the shortest Linux takes.
+const POLLER_SLICE_NS: u64 = 100_000;
+
+/// Sets this thread's scheduler slice (`sched_setattr(2)`'s `sched_runtime`; 0: the
+/// default), keeping its policy and nice value. On the CPU backend the poller shares the
+/// cores with the kernel's threads, and a thread with the default slice that wakes among
+/// them waits for a tick or more (gpuio-host's `consumer/slice.rs`), which would count as
+/// every pending line's delay. Kernels before 6.12 ignore it.
+fn poller_slice(ns: u64) {
+    // SAFETY: an all-zero sched_attr is a valid value of the plain C struct.
+    let mut attr: libc::sched_attr = unsafe { std::mem::zeroed() };
+    let size = size_of::<libc::sched_attr>() as u32;
+    // SAFETY: sched_getattr writes at most `size` bytes to `attr`; sched_setattr reads them.
+    unsafe {
+        if libc::syscall(libc::SYS_sched_getattr, 0, &raw mut attr, size, 0) == 0 {
+            attr.size = size;
+            attr.sched_flags = 0;
+            attr.sched_runtime = ns;
+            libc::syscall(libc::SYS_sched_setattr, 0, &raw const attr, 0);
+        }
+    }
 }
 
 /// Prints the OS's row for `n` spinning threads ([`os_turns`]).

@@ -13,7 +13,7 @@ use crate::consumer::affinity;
 use crate::consumer::submission::{self, Queue, Submission};
 use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES};
 use crate::consumer::waker::Waker;
-use crate::consumer::{landlock, restrictions};
+use crate::consumer::{landlock, restrictions, slice};
 use crate::error::{Error, Result};
 use crate::rescue::Rescue;
 use crate::resolve::{or_env, Resolved};
@@ -462,6 +462,13 @@ impl Builder {
             say_once(n);
         }
         let waker = start_waker(&shared)?;
+        if device.is_none() {
+            // The threads that move the CPU backend's I/O get a core promptly among the
+            // kernel's threads (consumer/slice.rs).
+            let solo = shared.solo.as_ref().map(|(q, _)| q);
+            let consumers = shared.queues.iter().chain(solo).filter_map(Queue::consumer_thread);
+            slice::shorten_all(consumers.chain(waker.thread_id));
+        }
         for n in backend_notice.iter().chain(&rings.notices) {
             say_once(n);
         }

@@ -126,7 +126,9 @@ fn unrank(r: u32, dim: Dim3) -> Dim3 {
 /// (`bench_liveness`). The cost: such a launch's threads get a smaller share of the CPU
 /// beside other work of the same session, where a GPU's threads would not compete at all.
 /// A launch with no more threads than cores keeps its priority: io_uring's threads find a
-/// core anyway.
+/// core anyway. Nice gives those threads a share, not a prompt turn; the host's I/O
+/// threads also get a short scheduler slice for that (`consumer/slice.rs`). Nice +19
+/// (about 1/7 of +10's weight) made lines no sooner there.
 const OVERSUBSCRIBED_NICE: i32 = 10;
 
 /// The nice value for the threads of a launch of `threads` threads: `None` (unchanged)

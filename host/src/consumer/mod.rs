@@ -2,12 +2,14 @@
 //! policy by `restrictions`, its paths confined by `landlock`) or, where io_uring cannot be
 //! used, a host thread that plays the kernel's part ([`fallback`]); [`submission`] picks
 //! one; the `waker` keeps the consumers awake while kernels run; `affinity` says which CPU
-//! each ring's SQPOLL thread runs on.
+//! each ring's SQPOLL thread runs on, and `slice` lets these threads in promptly on a CPU
+//! crowded with the CPU backend's kernel threads.
 
 pub(crate) mod affinity;
 pub mod fallback;
 pub(crate) mod landlock;
 pub(crate) mod restrictions;
+pub(crate) mod slice;
 pub mod submission;
 pub mod uring;
 pub(crate) mod waker;

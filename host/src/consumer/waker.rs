@@ -50,6 +50,8 @@ const MAX_PAUSE: Duration = Duration::from_millis(1);
 const PARKED: Duration = Duration::from_millis(100);
 
 pub(crate) struct Waker {
+    /// The thread's id (as it sent it), for its scheduler slice (`slice.rs`).
+    pub(crate) thread_id: Option<libc::pid_t>,
     state: Arc<State>,
     handle: Option<JoinHandle<()>>,
 }
@@ -76,10 +78,15 @@ impl Waker {
             looks: AtomicU64::new(0),
         });
         let st = state.clone();
-        let handle = thread::Builder::new()
-            .name("gpuio-waker".into())
-            .spawn(move || run(&mut look, &st))?;
+        let (id_tx, id_rx) = std::sync::mpsc::sync_channel(1);
+        let handle = thread::Builder::new().name("gpuio-waker".into()).spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            let _ = id_tx.send(unsafe { libc::gettid() });
+            run(&mut look, &st)
+        })?;
         Ok(Waker {
+            // The thread sends its id before anything else.
+            thread_id: id_rx.recv().ok(),
             state,
             handle: Some(handle),
         })
