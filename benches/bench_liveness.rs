@@ -23,7 +23,8 @@
 //! thread spinning among as many threads as a shape computes with (at the nice value the
 //! CPU backend gives kernel threads that outnumber the cores) waits for its core once
 //! preempted. A kernel thread preempted while it holds a stream's flush or a ring's
-//! reaping turn holds the lines behind it that long.
+//! reaping turn holds the lines behind it that long (the rarer stall: most late lines wait
+//! for SQPOLL's turn, docs/PROTOCOL.md, invariant 12).
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
@@ -312,9 +313,11 @@ fn poller_slice(ns: u64) {
     let size = size_of::<libc::sched_attr>() as u32;
     // SAFETY: sched_getattr writes at most `size` bytes to `attr`; sched_setattr reads them.
     unsafe {
-        if libc::syscall(libc::SYS_sched_getattr, 0, &raw mut attr, size, 0) == 0 {
+        let fair = [libc::SCHED_OTHER, libc::SCHED_BATCH].map(|p| p as u32);
+        if libc::syscall(libc::SYS_sched_getattr, 0, &raw mut attr, size, 0) == 0 && fair.contains(&attr.sched_policy) {
             attr.size = size;
-            attr.sched_flags = 0;
+            // Reset-on-fork (1) stays as it was: an unprivileged thread may not clear it.
+            attr.sched_flags &= 1;
             attr.sched_runtime = ns;
             libc::syscall(libc::SYS_sched_setattr, 0, &raw const attr, 0);
         }

@@ -462,12 +462,10 @@ impl Builder {
             say_once(n);
         }
         let waker = start_waker(&shared)?;
-        if device.is_none() {
-            // The threads that move the CPU backend's I/O get a core promptly among the
-            // kernel's threads (consumer/slice.rs).
-            let solo = shared.solo.as_ref().map(|(q, _)| q);
-            let consumers = shared.queues.iter().chain(solo).filter_map(Queue::consumer_thread);
-            slice::shorten_all(consumers.chain(waker.thread_id));
+        if let (None, Some(tid)) = (&device, waker.thread_id) {
+            // Best effort, as for the rings' consumers (consumer/slice.rs): where the kernel
+            // refuses, the waker only gets its turns later.
+            let _ = slice::shorten(tid);
         }
         for n in backend_notice.iter().chain(&rings.notices) {
             say_once(n);
@@ -625,8 +623,13 @@ impl Builder {
         let root = self.file_root.as_deref();
         let submission = settings.submission;
         let simulate = self.simulate_uring_errno;
+        // On the CPU backend the rings are made by a thread with a short scheduler slice,
+        // which their consumer threads inherit (consumer/slice.rs).
+        let short = device.is_none();
         let open = |cpus: &[Option<u32>]| {
-            landlock::on_a_thread_confined_to(root, || submission::open_rings(cfg, cpus, submission, simulate))
+            slice::on_a_thread_with_short_slice(short, || {
+                landlock::on_a_thread_confined_to(root, || submission::open_rings(cfg, cpus, submission, simulate))
+            })
         };
         let (queues, queue_notice) = match open(&sqpoll_cpus) {
             // A CPU chosen here that the kernel refuses: unbound instead (affinity.rs).
@@ -640,7 +643,11 @@ impl Builder {
         // The solo ring: asked for (or refused) by the builder or `GPUIO_SOLO`, else on where
         // it can be made. One that cannot be made by default is done without, saying why.
         let mut solo_notice = None;
-        let open_solo = || landlock::on_a_thread_confined_to(root, || submission::open_solo(&queues[0], cfg));
+        let open_solo = || {
+            slice::on_a_thread_with_short_slice(short, || {
+                landlock::on_a_thread_confined_to(root, || submission::open_solo(&queues[0], cfg))
+            })
+        };
         let solo = match settings.solo {
             Some(false) => None,
             Some(true) => Some(open_solo()?),

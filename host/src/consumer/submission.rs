@@ -79,15 +79,6 @@ impl Queue {
         }
     }
 
-    /// The thread that consumes the ring (its SQPOLL thread, or the fallback's), where the
-    /// kernel names it.
-    pub(crate) fn consumer_thread(&self) -> Option<libc::pid_t> {
-        match self {
-            Queue::Uring(u) => super::slice::sqpoll_thread(u.fd()),
-            Queue::Host(h) => h.thread_id,
-        }
-    }
-
     /// The SQE array.
     pub(crate) fn sqes(&self) -> &Mapping {
         match self {

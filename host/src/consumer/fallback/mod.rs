@@ -104,8 +104,6 @@ const PARKED: Duration = Duration::from_millis(100);
 pub struct HostRing {
     /// The fallback kernel; joined before the memory below is unmapped.
     thread: Option<JoinHandle<()>>,
-    /// That thread's id (as the thread sent it).
-    pub(crate) thread_id: Option<libc::pid_t>,
     state: Arc<State>,
     /// The geometry, in `io_uring_setup`'s terms (our offsets; `features` has `NODROP`).
     pub params: Params,
@@ -221,21 +219,13 @@ impl HostRing {
             enabled: AtomicBool::new(!cfg.start_disabled),
         });
         let st = state.clone();
-        let (id_tx, id_rx) = std::sync::mpsc::sync_channel(1);
         // The spawn happens-before the thread's first access to the words stored above.
         let thread = thread::Builder::new()
             .name("gpuio-fallback".into())
-            .spawn(move || {
-                // SAFETY: gettid has no preconditions.
-                let _ = id_tx.send(unsafe { libc::gettid() });
-                run(words, &st)
-            })
+            .spawn(move || run(words, &st))
             .map_err(os("starting the fallback thread"))?;
-        // The thread sends its id before anything else.
-        let thread_id = id_rx.recv().ok();
         Ok(HostRing {
             thread: Some(thread),
-            thread_id,
             state,
             params: p,
             sqes,
