@@ -123,6 +123,43 @@ fn start_waker(shared: &Arc<Shared>) -> Result<Waker> {
     })
 }
 
+/// Runs `make` (which creates rings) on a new thread where the rings' threads must inherit
+/// something from their maker, here otherwise: confined to `root` by Landlock (a thread's
+/// confinement is for good), and, if `short_slice` (the CPU backend), with the short
+/// scheduler slice, which SQPOLL, the io-wq workers it starts and the fallback's threads
+/// then have from their first instant (set afterwards by thread id, it would race SQPOLL's
+/// first run, before which the kernel names the ring's maker as its thread;
+/// consumer/slice.rs). Best effort for the slice: where the kernel refuses it, `make` runs
+/// all the same.
+fn on_the_ring_thread<T: Send>(
+    root: Option<&std::path::Path>,
+    short_slice: bool,
+    make: impl FnOnce() -> Result<T> + Send,
+) -> Result<T> {
+    if root.is_none() && !short_slice {
+        return make();
+    }
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("gpuio-rings".into())
+            .spawn_scoped(s, || {
+                if short_slice {
+                    let _ = slice::shorten(0);
+                }
+                if let Some(root) = root {
+                    landlock::confine_this_thread(root)?;
+                }
+                make()
+            })
+            .map_err(|e| Error::Os {
+                what: "starting the thread that creates the rings",
+                source: e,
+            })?
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
 impl Builder {
     /// Runs kernels on GPU `index` of the backend (numbered from 0 as its driver lists
     /// them; CUDA honours `CUDA_VISIBLE_DEVICES`), otherwise `GPUIO_GPU`, otherwise the
@@ -623,13 +660,9 @@ impl Builder {
         let root = self.file_root.as_deref();
         let submission = settings.submission;
         let simulate = self.simulate_uring_errno;
-        // On the CPU backend the rings are made by a thread with a short scheduler slice,
-        // which their consumer threads inherit (consumer/slice.rs).
         let short = device.is_none();
         let open = |cpus: &[Option<u32>]| {
-            slice::on_a_thread_with_short_slice(short, || {
-                landlock::on_a_thread_confined_to(root, || submission::open_rings(cfg, cpus, submission, simulate))
-            })
+            on_the_ring_thread(root, short, || submission::open_rings(cfg, cpus, submission, simulate))
         };
         let (queues, queue_notice) = match open(&sqpoll_cpus) {
             // A CPU chosen here that the kernel refuses: unbound instead (affinity.rs).
@@ -643,11 +676,7 @@ impl Builder {
         // The solo ring: asked for (or refused) by the builder or `GPUIO_SOLO`, else on where
         // it can be made. One that cannot be made by default is done without, saying why.
         let mut solo_notice = None;
-        let open_solo = || {
-            slice::on_a_thread_with_short_slice(short, || {
-                landlock::on_a_thread_confined_to(root, || submission::open_solo(&queues[0], cfg))
-            })
-        };
+        let open_solo = || on_the_ring_thread(root, short, || submission::open_solo(&queues[0], cfg));
         let solo = match settings.solo {
             Some(false) => None,
             Some(true) => Some(open_solo()?),

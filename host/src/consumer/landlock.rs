@@ -66,7 +66,7 @@ fn os(what: &'static str) -> Error {
 
 /// Restricts the calling thread (and threads it creates from now on) to file-system
 /// accesses beneath `root`. Call it only on a thread made for it.
-fn confine_this_thread(root: &Path) -> Result<()> {
+pub(crate) fn confine_this_thread(root: &Path) -> Result<()> {
     // SAFETY: with a null attribute and size 0, the call only returns the ABI version.
     let abi = unsafe {
         libc::syscall(
@@ -139,29 +139,4 @@ fn confine_this_thread(root: &Path) -> Result<()> {
         }
     }
     result
-}
-
-/// Runs `make` (which creates rings) on a new thread confined to `root`, or here where there
-/// is no root.
-pub(crate) fn on_a_thread_confined_to<T: Send>(
-    root: Option<&Path>,
-    make: impl FnOnce() -> Result<T> + Send,
-) -> Result<T> {
-    let Some(root) = root else {
-        return make();
-    };
-    std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .name("gpuio-confined".into())
-            .spawn_scoped(s, || {
-                confine_this_thread(root)?;
-                make()
-            })
-            .map_err(|e| Error::Os {
-                what: "starting the thread that creates the confined rings",
-                source: e,
-            })?
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))
-    })
 }

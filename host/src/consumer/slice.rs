@@ -40,8 +40,6 @@
 use std::io;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
-
 /// The slice: the shortest Linux accepts for `SCHED_OTHER` (0.1 ms).
 pub(crate) const SHORT_SLICE: Duration = Duration::from_micros(100);
 
@@ -88,32 +86,6 @@ pub(crate) fn shorten(tid: libc::pid_t) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// Runs `make` on a new thread with the [`SHORT_SLICE`] if `short`, here otherwise: the
-/// threads it starts inherit the slice. Rings made so have it in their SQPOLL thread (and
-/// the io-wq workers SQPOLL starts) or their fallback thread, from their first instant;
-/// setting it afterwards by thread id would race SQPOLL's first run, before which the
-/// kernel names the ring's maker as its thread. Best effort: where the kernel refuses the
-/// slice, `make` runs all the same.
-pub(crate) fn on_a_thread_with_short_slice<T: Send>(short: bool, make: impl FnOnce() -> Result<T> + Send) -> Result<T> {
-    if !short {
-        return make();
-    }
-    std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .name("gpuio-rings".into())
-            .spawn_scoped(s, || {
-                let _ = shorten(0);
-                make()
-            })
-            .map_err(|e| Error::Os {
-                what: "starting the thread that creates the rings",
-                source: e,
-            })?
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))
-    })
 }
 
 #[cfg(test)]
