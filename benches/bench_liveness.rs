@@ -274,10 +274,15 @@ fn main() {
         block,
     };
     println!(
-        "# bench_liveness: {} | backend {:?}{} | {grid} x {block} threads | {} reps | file {}",
+        "# bench_liveness: {} | backend {:?}{} | consumer {} | {grid} x {block} threads | {} reps | file {}",
         rt.device_name().unwrap_or("CPU"),
         rt.backend(),
         scheduling.map(|s| format!(", {s}")).unwrap_or_default(),
+        match (rt.submission(), rt.stats().sqpoll) {
+            (gpuio::Submission::HostThread, _) => "host thread",
+            (_, true) => "SQPOLL",
+            (_, false) => "io_uring entered by the waker",
+        },
         cli.reps,
         cli.out
     );

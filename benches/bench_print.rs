@@ -4,8 +4,9 @@
 //!
 //! For each thread count `T`, `--reps` times in turn: gpuio (a fresh CPU-backend runtime
 //! printing to a fresh file, one block of `T` threads running `gpuio_kernels::stress(L, 0)`,
-//! timed from launch until `synchronize` returns), the same with the host-thread fallback
-//! instead of io_uring's SQPOLL (`Submission::HostThread`; `--fallback 0` leaves it out),
+//! timed from launch until `synchronize` returns; io_uring as the CPU backend makes it, with
+//! SQPOLL where `GPUIO_SQPOLL=1`), the same with the host-thread fallback instead of
+//! io_uring (`Submission::HostThread`; `--fallback 0` leaves it out),
 //! and std (this binary re-run as a child
 //! whose stdout is a fresh file in the same directory, `T` std threads each doing
 //! `println!("t={t} i={i}")` `L` times, timed from the first spawn to the last join). Both
@@ -158,11 +159,19 @@ fn machine_info(cfg: &Config) {
     let setting = |v: Option<String>| v.unwrap_or_else(|| "default".into());
     println!(
         "gpuio runtime:  CPU backend, log_bytes {}, sq_entries {}, max_flights {}, sq_thread_idle_ms {}; \
-         gpuio = io_uring SQPOLL, fallback = the host-thread fallback{}",
+         gpuio = io_uring {}, fallback = the host-thread fallback{}",
         setting(cfg.log_bytes.map(|v| v.to_string())),
         setting(cfg.sq_entries.map(|v| v.to_string())),
         setting(cfg.max_flights.map(|v| v.to_string())),
         setting(cfg.sq_idle_ms.map(|v| v.to_string())),
+        match gpuio::Runtime::builder()
+            .backend(gpuio::Backend::Cpu)
+            .build()
+            .map(|rt| rt.stats().sqpoll)
+        {
+            Ok(true) => "with SQPOLL (GPUIO_SQPOLL)",
+            _ => "as the CPU backend makes it by default (no SQPOLL: the waker enters the ring)",
+        },
         if cfg.fallback { "" } else { " (not run: --fallback 0)" },
     );
     println!(

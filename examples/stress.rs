@@ -132,9 +132,10 @@ fn main() {
         total as f64 / secs / 1e6,
         stats.sqes,
         stats.wakeups,
-        match rt.submission() {
-            gpuio::Submission::HostThread => "fallback-thread",
-            _ => "SQPOLL",
+        match (rt.submission(), stats.sqpoll) {
+            (gpuio::Submission::HostThread, _) => "fallback-thread",
+            (_, true) => "SQPOLL",
+            (_, false) => "waker submission",
         },
         stats.waker_looks
     );

@@ -23,6 +23,7 @@ fn runtime(sub: Suite, arena: usize, block: usize) -> Runtime {
     Runtime::builder()
         .backend(Backend::Cpu)
         .submission(sub.submission)
+        .sqpoll(sub.sqpoll)
         .rings(sub.rings)
         .solo(sub.solo)
         .solo_waits_on_tail(sub.solo_on_tail)
@@ -628,6 +629,7 @@ fn print_only_sandbox_refuses_file_io_and_reports_it(sub: Suite) {
     let rt = Runtime::builder()
         .backend(Backend::Cpu)
         .submission(sub.submission)
+        .sqpoll(sub.sqpoll)
         .rings(sub.rings)
         .solo(sub.solo)
         .build()
@@ -799,6 +801,22 @@ fn bad_ring_counts_and_cpus_are_refused() {
         .expect("a CQ of 64 and no SQ size");
     assert_eq!(rt.stats().sq_entries, 64);
     drop(rt);
+    // CPUs for SQPOLL threads with SQPOLL off: refused, saying so. (Named alone, they turn
+    // SQPOLL on, which the CPU backend's rings otherwise go without.)
+    let r = Runtime::builder()
+        .backend(Backend::Cpu)
+        .submission(Submission::IoUring)
+        .sqpoll(false)
+        .sqpoll_cpus(&[0])
+        .build();
+    assert!(
+        matches!(&r, Err(Error::Config(m)) if m.contains("sqpoll is off")),
+        "{:?}",
+        r.err()
+    );
+    let rt = Runtime::builder().backend(Backend::Cpu).build().unwrap();
+    assert!(!rt.stats().sqpoll, "the CPU backend's default: no SQPOLL");
+    drop(rt);
     // A CPU the kernel does not have: refused, naming it.
     let r = Runtime::builder()
         .backend(Backend::Cpu)
@@ -928,6 +946,7 @@ fn std_habits_cursor_write_macros_and_a_buffered_writer(sub: Suite) {
     let rt = Runtime::builder()
         .backend(Backend::Cpu)
         .submission(sub.submission)
+        .sqpoll(sub.sqpoll)
         .rings(sub.rings)
         .sandbox(Sandbox::FileIo)
         .stderr_fd(err.as_raw_fd())

@@ -20,7 +20,7 @@ const PTX: &str = gpuio_kernels_gpu::TEST_PTX;
 /// A file-I/O runtime on `backend`, its ring consumed by `sub`, or `None` (reported as a skip of `test`) where that
 /// backend cannot run.
 fn runtime(test: &str, backend: Backend, sub: Suite) -> Option<Runtime> {
-    let b = Runtime::builder()
+    let mut b = Runtime::builder()
         .backend(backend)
         .submission(sub.submission)
         .rings(sub.rings)
@@ -29,6 +29,10 @@ fn runtime(test: &str, backend: Backend, sub: Suite) -> Option<Runtime> {
         // Small, so that the big file is larger than the arena and transfers split.
         .arena_bytes(256 << 10)
         .arena_block_bytes(64 << 10);
+    // A GPU's rings always have SQPOLL (it cannot enter them); the CPU backend's as given.
+    if backend == Backend::Cpu {
+        b = b.sqpoll(sub.sqpoll);
+    }
     match b.build() {
         Ok(rt) => Some(rt),
         Err(Error::BackendUnavailable { reason, .. }) => {

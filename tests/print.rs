@@ -660,7 +660,7 @@ fn a_tiny_log_with_lines_near_its_size_does_not_hang(sub: Suite) {
     let (warps, lanes) = (2usize, 4usize);
     let ctx = rt.context().expect("the CPU backend keeps its context in host memory");
     let stream = ctx.stream(false);
-    run_warps(warps, lanes, |w, g| {
+    run_warps(&rt, warps, lanes, |w, g| {
         let lane = g.lane;
         for i in 0..prints {
             gpuio::device::protocol::print::emit(g, ctx, stream, true, format_args!("{w}{lane}"));
@@ -727,7 +727,7 @@ fn a_warp_println_is_one_record_in_lane_order(sub: Suite) {
         .unwrap();
     let ctx = rt.context().expect("the CPU backend keeps its context in host memory");
     let stream = ctx.stream(false);
-    run_warps(warps, lanes, |w, g| {
+    run_warps(&rt, warps, lanes, |w, g| {
         let lane = g.lane;
         for i in 0..prints {
             // Lanes print lines of different lengths, as real lanes would.
@@ -886,4 +886,60 @@ fn a_thread_printing_alone_batches_its_lines(sub: Suite) {
         sqes <= lines / 4,
         "{sqes} writes for {lines} lines from one thread: it waited for its writes"
     );
+}
+
+/// On the CPU backend's rings without SQPOLL a publishing thread rings the waker's
+/// doorbell, and a flusher rings it only once it has released the stream: the waker it
+/// wakes can preempt it at once, and inside its flush it would hold every later line for
+/// its next turn among the computing threads. Here a thread's doorbell, wrapped, records
+/// whether the stream's flush role was held when it rang (one printing thread: if it is, the
+/// holder is the thread that rang).
+#[test]
+fn a_flusher_rings_the_doorbell_only_once_it_let_go_of_the_stream() {
+    let _wd = watchdog("a_flusher_rings_the_doorbell_only_once_it_let_go_of_the_stream", 60);
+    let (f, path) = temp_file("doorbell.txt");
+    let rt = Runtime::builder()
+        .backend(Backend::Cpu)
+        .sqpoll(false)
+        .stdout_fd(f.as_raw_fd())
+        .build()
+        .unwrap();
+    if rt.stats().sqpoll || rt.submission() != gpuio::Submission::IoUring {
+        skip(
+            "a_flusher_rings_the_doorbell_only_once_it_let_go_of_the_stream",
+            "no io_uring here",
+        );
+        return;
+    }
+    let ctx = rt.context().expect("CPU backend");
+    let (rings, inside) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let lines = 2_000u64;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // The runtime's doorbell (the waker looks as while kernels run), and over it one
+            // that counts; the waker's looks submit what it does not.
+            let _driving = rt.host_thread();
+            let (r, i) = (rings.clone(), inside.clone());
+            let stream_at = ctx.stream(false) as *const gpuio::device::protocol::stream::Stream as usize;
+            let _counting = gpuio::device::protocol::arch::host::install_doorbell(Some(Arc::new(move || {
+                // SAFETY: the stream lives in the runtime's context, which outlives this
+                // thread (the scope ends before `rt` drops).
+                let stream = unsafe { &*(stream_at as *const gpuio::device::protocol::stream::Stream) };
+                r.fetch_add(1, Ordering::Relaxed);
+                if stream.flusher.busy() {
+                    i.fetch_add(1, Ordering::Relaxed);
+                }
+            })));
+            let g = gpuio::device::protocol::group::SingleLane;
+            for n in 0..lines {
+                gpuio::device::protocol::print::emit(&g, ctx, ctx.stream(false), true, format_args!("t=0 i={n}"));
+            }
+        });
+    });
+    rt.synchronize().unwrap();
+    drop(rt);
+    let (rings, inside) = (rings.load(Ordering::Relaxed), inside.load(Ordering::Relaxed));
+    assert!(rings > 0, "no doorbell rang for {lines} lines");
+    assert_eq!(inside, 0, "{inside} of {rings} rings came from inside a flush");
+    check_lines(&std::fs::read(&path).unwrap(), 1, lines);
 }

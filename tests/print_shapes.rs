@@ -151,7 +151,7 @@ fn random_warp_shapes_against_small_logs() {
             append,
             "{what}: the stream's mode"
         );
-        run_warps(warps, lanes, |w, g| {
+        run_warps(&rt, warps, lanes, |w, g| {
             for (i, lens) in lens[w].iter().enumerate() {
                 let l = line(w, g.lane, i, lens[g.lane]);
                 gpuio::device::protocol::print::emit(g, ctx, stream, true, format_args!("{l}"));

@@ -40,8 +40,8 @@ fn c_path(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap()
 }
 
-/// Runs `f` while a kernel runs, so that the runtime's waker keeps SQPOLL awake for the
-/// requests `f` submits by hand.
+/// Runs `f` while a kernel runs, so that the runtime's waker keeps SQPOLL awake (or, on
+/// rings without it, submits) for the requests `f` submits by hand.
 fn while_a_kernel_runs<R>(rt: &Runtime, f: impl FnOnce(&Context) -> R) -> R {
     let done = Arc::new(AtomicBool::new(false));
     let d = done.clone();

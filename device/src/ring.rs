@@ -242,7 +242,22 @@ impl Ring {
     /// while the SQ slot is occupied or the CQ has no credit.
     ///
     /// Whatever the SQE points at must be fully written before the call.
+    ///
+    /// Then it rings the doorbell (`arch::ring_doorbell`: on the CPU backend's rings without
+    /// SQPOLL the host's waker submits; nothing on a GPU).
     pub fn submit(&self, sqe: &Sqe, help: &mut dyn FnMut()) -> u32 {
+        let t = self.submit_unrung(sqe, help);
+        crate::arch::ring_doorbell();
+        t
+    }
+
+    /// [`Ring::submit`] without the doorbell after it (it still rings while it waits for an
+    /// SQ slot), for a thread that holds a role others wait for (the stream's flusher): it
+    /// rings once it has let go (`Stream::flush`). A thread that wakes a thread with a
+    /// shorter slice (the CPU backend's waker) can be preempted by it at once, and one that
+    /// rang inside its flush then held the stream, and every later line, for its next turn
+    /// among the computing threads of its core. Meanwhile the waker's own looks see the SQE.
+    pub fn submit_unrung(&self, sqe: &Sqe, help: &mut dyn FnMut()) -> u32 {
         // An unused ring (`Ring::unused`) has no SQ: its pointers are null.
         assert!(self.sq_entries != 0, "submit to an unused ring");
         // 1. Ticket. Relaxed, system scope: uniqueness is all it provides.
@@ -255,6 +270,12 @@ impl Ring {
         until(
             || {
                 if !self.may_write(t) {
+                    // A full SQ may hold SQEs that only the waker submits (the CPU backend
+                    // without SQPOLL): tell it, each round. (Relaxed: a hint only; a CQ
+                    // without credit waits for reaping, which the doorbell cannot speed.)
+                    if t.wrapping_sub(self.sq_head_seen.load(Ordering::Relaxed)) >= self.sq_entries {
+                        crate::arch::ring_doorbell();
+                    }
                     return None;
                 }
                 // 3. Write. SAFETY: slot `t & mask` belongs to ticket `t` alone: its previous
@@ -266,7 +287,9 @@ impl Ring {
                 // happen-before the publisher's acquire of this flag.
                 self.ready(t).store(t.wrapping_add(1), Ordering::Release);
 
-                // 5. Publish.
+                // 5. Publish. (A submitter whose SQE another publisher moves the tail over
+                // rings the doorbell after its own publish, which comes after that one's
+                // or in the same combined round.)
                 self.publish();
                 Some(t)
             },

@@ -294,6 +294,7 @@ impl Solo {
         // 4. Publish. Release, system scope: the payload, the SQE and the mark happen-before
         // the kernel's acquire of the tail.
         sq_tail.store(n.wrapping_add(1), Ordering::Release);
+        crate::arch::ring_doorbell();
         // 5. Wait, and 6. read.
         let res = match result {
             // Acquire, system scope: what the kernel stored before its answer (a read's bytes)

@@ -136,6 +136,9 @@ pub const IORING_SETUP_SQPOLL: u32 = 1 << 1;
 pub const IORING_SETUP_SQ_AFF: u32 = 1 << 2;
 /// `IORING_SETUP_CQSIZE`: the CQ has `Params::cq_entries` entries.
 pub const IORING_SETUP_CQSIZE: u32 = 1 << 3;
+/// `IORING_SETUP_SUBMIT_ALL`: `io_uring_enter` goes on submitting past an SQE that fails
+/// (its error goes to its CQE) rather than stopping there (Linux 5.18).
+pub const IORING_SETUP_SUBMIT_ALL: u32 = 1 << 7;
 /// `IORING_SETUP_CLAMP`: too large SQ and CQ sizes are clamped to the maximum, not refused.
 pub const IORING_SETUP_CLAMP: u32 = 1 << 4;
 /// `IORING_SETUP_ATTACH_WQ`: share the async workers (and, with SQPOLL, the SQPOLL thread)

@@ -12,7 +12,7 @@ use crate::backend::{self, Backend, Device};
 use crate::consumer::affinity;
 use crate::consumer::submission::{self, Queue, Submission};
 use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES};
-use crate::consumer::waker::Waker;
+use crate::consumer::waker::{Waker, LINGER};
 use crate::consumer::{landlock, restrictions, slice};
 use crate::error::{Error, Result};
 use crate::rescue::Rescue;
@@ -23,6 +23,7 @@ use crate::scheduling::Scheduling;
 use crate::settings;
 use crate::shared::{Shared, SharedConfig};
 use crate::watchdog::HangPolicy;
+use gpuio_device::protocol::arch::host::Doorbell;
 
 /// The largest log per stream: 1 TiB.
 const MAX_LOG_BYTES: usize = 1 << 40;
@@ -70,6 +71,9 @@ pub struct Builder {
     gpu: Option<u32>,
     /// `None`: `GPUIO_SOLO`, else on.
     solo: Option<bool>,
+    /// `None`: `GPUIO_SQPOLL`, else on on a GPU, or where `sqpoll_cpus` names CPUs; off
+    /// on the CPU backend.
+    sqpoll: Option<bool>,
     /// Tests and benchmarks: the solo ring's holder waits on the CQ tail even where it could
     /// wait on the result.
     solo_on_tail: bool,
@@ -103,20 +107,33 @@ impl Default for Builder {
             sqpoll_cpus: None,
             gpu: None,
             solo: None,
+            sqpoll: None,
             solo_on_tail: false,
         }
     }
 }
 
-/// The waker: on each look it wakes a sleeping ring consumer with work waiting, and on
-/// the CPU backend rescues print streams (`rescue.rs`).
+/// The waker: on each look it rescues print streams on the CPU backend (`rescue.rs`), then
+/// wakes a sleeping ring consumer with work waiting, or, on rings without SQPOLL, submits
+/// what waits (so a rescue's SQEs go out in the same look). On those rings the waker is
+/// the only thread that enters them, and its own doorbell submits at once.
 fn start_waker(shared: &Arc<Shared>) -> Result<Waker> {
     let (consumer, mut rescue) = (shared.clone(), Rescue::default());
-    Waker::start(move || {
-        let look = consumer.wake_if_needed();
-        rescue.look(&consumer);
-        look
-    })
+    let entered = shared.queues.iter().any(Queue::entered);
+    let bell = entered.then(|| {
+        let shared = shared.clone();
+        Arc::new(move || {
+            shared.wake_if_needed();
+        }) as Doorbell
+    });
+    Waker::start(
+        move || {
+            rescue.look(&consumer);
+            consumer.wake_if_needed()
+        },
+        bell,
+        if entered { LINGER } else { Duration::ZERO },
+    )
     .map_err(|e| Error::Os {
         what: "starting the waker thread",
         source: e,
@@ -248,7 +265,8 @@ impl Builder {
         self.stderr_fd = fd;
         self
     }
-    /// Milliseconds SQPOLL spins without work before it sleeps (default 50).
+    /// Milliseconds SQPOLL spins without work before it sleeps (default 50; nothing where
+    /// the rings have no SQPOLL, [`Builder::sqpoll`]).
     pub fn sq_thread_idle_ms(mut self, ms: u32) -> Self {
         self.sq_thread_idle_ms = ms;
         self
@@ -257,7 +275,9 @@ impl Builder {
     /// How many io_uring rings the runtime spreads device requests over (1 to 8; otherwise
     /// `GPUIO_RINGS`; otherwise one per CPU of [`Builder::sqpoll_cpus`] where those are
     /// named; otherwise, on a GPU, one per four free physical cores near it, 1 to 4, and 1
-    /// on the CPU backend). Each ring has its own SQPOLL thread, which does the
+    /// on the CPU backend). Each ring has its own SQPOLL thread (on the CPU backend's rings
+    /// without SQPOLL, the waker submits to all of them, and a request that can be done at
+    /// once is done inside its submission, one at a time), which does the
     /// copies between the page cache and the buffers itself: with one ring, one kernel
     /// thread carries all file I/O, at about one host thread's rate. An extra ring's
     /// thread spins a core only while its ring has work and for
@@ -300,11 +320,39 @@ impl Builder {
         self
     }
 
+    /// Makes the io_uring rings with SQPOLL, a kernel thread polling each ring's SQ
+    /// (otherwise `GPUIO_SQPOLL`; default: on on a GPU, off on the CPU backend unless
+    /// [`sqpoll_cpus`](Builder::sqpoll_cpus) names CPUs for the SQPOLL threads).
+    ///
+    /// A GPU cannot make a syscall, so its rings need SQPOLL: off is an error there. On the
+    /// CPU backend the default is off: nothing polls, and the runtime's waker thread submits
+    /// what kernel threads publish (`io_uring_enter`), woken by each publishing thread. On
+    /// a CPU with more busy threads than cores that is the more prompt consumer: SQPOLL
+    /// polls for its whole fair share of a core and then waits for the scheduler's next
+    /// tick (milliseconds), while a thread that slept until there was work runs soon after
+    /// it is woken. On (here or by `GPUIO_SQPOLL=1`) runs the CPU backend as a GPU runs,
+    /// SQPOLL's sleeps and wake-ups included; the test suite runs both. It does not apply
+    /// to the host-thread fallback ([`Submission::HostThread`]); off with CPUs named for
+    /// SQPOLL is an error.
+    ///
+    /// ```
+    /// use gpuio_host::{Backend, Runtime};
+    /// let rt = Runtime::builder().backend(Backend::Cpu).sqpoll(true).build()?;
+    /// // (Where io_uring is unavailable, the host-thread fallback serves the rings.)
+    /// assert!(rt.stats().sqpoll || rt.submission() == gpuio_host::Submission::HostThread);
+    /// # Ok::<(), gpuio_host::Error>(())
+    /// ```
+    pub fn sqpoll(mut self, on: bool) -> Self {
+        self.sqpoll = Some(on);
+        self
+    }
+
     /// Binds ring `i`'s SQPOLL thread to CPU `cpus[i]` (`IORING_SETUP_SQ_AFF`); one CPU
     /// per ring (with no ring count given, the list sets it). Otherwise `GPUIO_SQPOLL_CPUS` (a list such as `2-5`), otherwise: one ring,
     /// and rings on the CPU backend, unbound; several on a GPU on CPUs near it, one per
     /// physical core, from the end of that list, when that leaves a core free (else
-    /// unbound). [`Runtime::sqpoll_cpus`] says what was chosen.
+    /// unbound). [`Runtime::sqpoll_cpus`] says what was chosen. On the CPU backend, whose
+    /// rings have no SQPOLL by default, naming CPUs turns it on ([`Builder::sqpoll`]).
     pub fn sqpoll_cpus(mut self, cpus: &[u32]) -> Self {
         self.sqpoll_cpus = Some(cpus.to_vec());
         self
@@ -498,11 +546,25 @@ impl Builder {
         for n in &sandbox.notices {
             say_once(n);
         }
-        let waker = start_waker(&shared)?;
-        if let (None, Some(tid)) = (&device, waker.thread_id) {
-            // Best effort, as for the rings' consumers (consumer/slice.rs): where the kernel
-            // refuses, the waker only gets its turns later.
-            let _ = slice::shorten(tid);
+        // On rings without SQPOLL (the CPU backend's) the waker submits, and its requests
+        // (and the io-wq workers it starts) run with its credentials: it is made where the
+        // rings were, with the short slice and confined to the file root, if any. Else it
+        // only wakes consumers; on the CPU backend (SQPOLL asked for) it gets the slice by
+        // its id.
+        let entered = shared.queues.iter().any(Queue::entered);
+        let waker = if entered {
+            on_the_ring_thread(self.file_root.as_deref(), true, || start_waker(&shared))?
+        } else {
+            start_waker(&shared)?
+        };
+        if device.is_none() && !entered {
+            if let Some(tid) = waker.thread_id {
+                // Best effort, as for the rings' consumers (consumer/slice.rs).
+                let _ = slice::shorten(tid);
+            }
+        }
+        if entered {
+            let _ = shared.doorbell.set(waker.doorbell().expect("the waker runs"));
         }
         for n in backend_notice.iter().chain(&rings.notices) {
             say_once(n);
@@ -591,6 +653,7 @@ impl Builder {
             submission: or_env(self.submission, Submission::from_env)?.unwrap_or_default(),
             rings: or_env(self.rings, || settings::number("GPUIO_RINGS"))?,
             solo: or_env(self.solo, || settings::switch("GPUIO_SOLO"))?,
+            sqpoll: or_env(self.sqpoll, || settings::switch("GPUIO_SQPOLL"))?,
             sqpoll_cpus: or_env(self.sqpoll_cpus.clone(), || {
                 settings::parsed("GPUIO_SQPOLL_CPUS", affinity::parse_cpu_list)
             })?,
@@ -650,12 +713,32 @@ impl Builder {
         let sq_entries = self
             .sq_entries
             .unwrap_or_else(|| self.cq_entries.map_or(default_sq, |cq| cq.min(default_sq)));
+        // SQPOLL: on a GPU; on the CPU backend where asked for, or where the program named
+        // CPUs for SQPOLL threads.
+        let sqpoll = settings.sqpoll.unwrap_or(device.is_some() || named);
+        if !sqpoll && named && settings.submission != Submission::HostThread {
+            return Err(Error::Config(
+                "sqpoll_cpus (or GPUIO_SQPOLL_CPUS) binds SQPOLL threads, but sqpoll is off \
+                 (Builder::sqpoll(false), else GPUIO_SQPOLL=0): turn it on, or name no CPUs"
+                    .into(),
+            ));
+        }
+        if device.is_some() && !sqpoll && settings.submission != Submission::HostThread {
+            return Err(Error::Config(
+                "sqpoll is off (Builder::sqpoll(false), else GPUIO_SQPOLL=0), but a GPU cannot \
+                 enter a ring (it makes no syscalls): its rings need SQPOLL; turn it on (or unset \
+                 GPUIO_SQPOLL), use the CPU backend, or serve the rings from a host thread \
+                 (GPUIO_URING=off)"
+                    .into(),
+            ));
+        }
         let cfg = UringConfig {
             sq_entries,
             cq_entries: self.cq_entries.unwrap_or(sq_entries.saturating_mul(2)),
             sq_thread_idle_ms: self.sq_thread_idle_ms,
             sq_thread_cpu: None,
             start_disabled: self.sandbox != Sandbox::Off,
+            sqpoll,
         };
         let root = self.file_root.as_deref();
         let submission = settings.submission;
@@ -688,8 +771,9 @@ impl Builder {
                 })
                 .ok(),
         };
-        if matches!(queues[0], Queue::Host(_)) {
-            // The fallback's threads are not bound (`HostRing` ignores `sq_thread_cpu`).
+        if matches!(queues[0], Queue::Host(_)) || !sqpoll {
+            // The fallback's threads are not bound (`HostRing` ignores `sq_thread_cpu`), and
+            // a ring without SQPOLL has no thread to bind.
             sqpoll_cpus = vec![None; rings];
             sqpoll_claim = Default::default();
         }

@@ -436,9 +436,9 @@ pub struct HangReport {
     /// Kernel threads still running, as the backend can tell (boxed: it keeps [`Error`]
     /// small).
     pub running: Box<RunningThreads>,
-    /// The errno of the last failed wake-up of a ring's consumer (`io_uring_enter` with
-    /// `IORING_ENTER_SQ_WAKEUP`), if one failed: SQPOLL that sleeps and cannot be woken
-    /// stops consuming.
+    /// The errno of the last failed `io_uring_enter` of the waker (`IORING_ENTER_SQ_WAKEUP`,
+    /// or a submission to a ring without SQPOLL), if one failed: SQPOLL that sleeps and
+    /// cannot be woken stops consuming, and so does a ring the waker cannot submit to.
     pub wake_error: Option<std::num::NonZeroI32>,
 }
 
@@ -577,9 +577,9 @@ impl fmt::Display for HangReport {
         if let Some(e) = self.wake_error {
             write!(
                 f,
-                "; waking the kernel's SQ thread failed ({}): it consumes nothing while it \
-                 sleeps (a seccomp filter on io_uring_enter? GPUIO_URING=off serves the ring \
-                 from a host thread)",
+                "; io_uring_enter failed ({}): waking the kernel's SQ thread, which consumes \
+                 nothing while it sleeps, or submitting to a ring without one (a seccomp filter \
+                 on io_uring_enter? GPUIO_URING=off serves the ring from a host thread)",
                 io::Error::from_raw_os_error(e.get())
             )?;
         }

@@ -1,5 +1,6 @@
-//! gpuio's host runtime: creates the io_uring (SQPOLL, rings in memory we own), fills the
-//! device context, runs kernels on a backend and drains their I/O.
+//! gpuio's host runtime: creates the io_uring (rings in memory we own, polled by SQPOLL on a
+//! GPU, entered by the runtime's waker on the CPU backend), fills the device context, runs
+//! kernels on a backend and drains their I/O.
 //!
 //! ```
 //! use gpuio_host::{Backend, Runtime};
@@ -63,7 +64,7 @@ pub use kernels::{KernelArgs, KernelParam, Kernels, RawArg, Staging};
 pub use launch::{Dim3, LaunchConfig};
 pub use output::Output;
 pub use runtime::module::GpuModule;
-pub use runtime::{Runtime, Stats};
+pub use runtime::{HostThread, Runtime, Stats};
 pub use sandbox::Sandbox;
 pub use scheduling::Scheduling;
 pub use submission::Submission;

@@ -24,6 +24,8 @@ pub(crate) struct Resolved {
     pub(crate) rings: Option<u32>,
     /// `None`: on where the kernel allows it.
     pub(crate) solo: Option<bool>,
+    /// `None`: on on a GPU, or where `sqpoll_cpus` names CPUs; off on the CPU backend.
+    pub(crate) sqpoll: Option<bool>,
     /// `None`: chosen (`affinity::choose`).
     pub(crate) sqpoll_cpus: Option<Vec<u32>>,
     /// `None`: never give up.

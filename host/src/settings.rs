@@ -69,6 +69,12 @@ pub(crate) const SETTINGS: &[Setting] = &[
         unset: "1 where the kernel allows it",
     },
     Setting {
+        name: "GPUIO_SQPOLL",
+        builder: "sqpoll",
+        values: "1 (a kernel thread polls each ring) or 0 (the waker enters it; CPU backend only)",
+        unset: "1 on a GPU, or where sqpoll_cpus names CPUs; else 0",
+    },
+    Setting {
         name: "GPUIO_SQPOLL_CPUS",
         builder: "sqpoll_cpus",
         values: "a CPU list, one CPU per ring (2-5, or 2,4,6)",

@@ -7,6 +7,7 @@ use std::os::fd::RawFd;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use gpuio_device::protocol::arch::host::Doorbell;
 use gpuio_device::protocol::arena::{Arena, MAX_REGIONS};
 use gpuio_device::protocol::context::{Context, Refusals};
 use gpuio_device::protocol::context::{CONTEXT_MAGIC, MAX_RINGS, STREAMS};
@@ -87,6 +88,10 @@ pub(crate) struct Shared {
     pub(crate) positional_fds: Vec<RawFd>,
     /// CPU backend: print streams the waker rescued (`rescue.rs`), for `Stats::rescues`.
     pub(crate) rescues: std::sync::atomic::AtomicU64,
+    /// Rings without SQPOLL (the CPU backend's default): what a thread that published SQEs
+    /// rings (`arch::ring_doorbell`), which unparks the waker; only the waker enters those
+    /// rings. Set once the waker runs; unset with SQPOLL or the fallback.
+    pub(crate) doorbell: std::sync::OnceLock<Doorbell>,
 }
 
 /// Where each part lives: offsets into the state region and into the logs.
@@ -215,6 +220,26 @@ fn same_file(a: RawFd, b: RawFd) -> bool {
 }
 
 impl Shared {
+    /// Makes sure waiting SQEs get consumed, from a thread other than the waker (the
+    /// host's drain): rings the doorbell where there is one (rings without SQPOLL are
+    /// entered by the waker alone: it runs confined where the sandbox confines requests,
+    /// `builder.rs`), else wakes sleeping consumers ([`Shared::wake_if_needed`]).
+    pub(crate) fn nudge(&self) {
+        match self.doorbell.get() {
+            Some(bell) => {
+                // Only when SQEs wait: an unpark each drain round would keep the waker
+                // looking without a pause.
+                let solo = self.solo.as_ref().map(|(q, _)| q);
+                if self.queues.iter().chain(solo).any(Queue::sq_waiting) {
+                    bell()
+                }
+            }
+            None => {
+                self.wake_if_needed();
+            }
+        }
+    }
+
     /// Wakes each ring's consumer that sleeps while SQEs wait ([`Queue::wake_if_needed`]),
     /// and says what the looks saw together: the sum of the SQ tails (it moves whenever
     /// one moves: tails only grow), SQEs waiting on any ring, any consumer woken.
@@ -308,6 +333,7 @@ impl Shared {
             staged: Mutex::new(Vec::new()),
             positional_fds: cfg.fds.iter().copied().filter(|&fd| output_mode(fd).0).collect(),
             rescues: Default::default(),
+            doorbell: Default::default(),
         };
         if let State::Device {
             device, dptr, image, ..

@@ -29,11 +29,14 @@ pub const SUBMISSIONS: [gpuio::Submission; 2] = [gpuio::Submission::IoUring, gpu
 pub const SUITE_RINGS: u32 = 3;
 
 /// One configuration of the suite ([`over_submissions!`]), passed to each case as a value:
-/// who consumes the rings, how many rings, whether there is a solo ring and how its holder
-/// waits.
+/// who consumes the rings (SQPOLL, the waker entering them, or the fallback's threads), how
+/// many rings, whether there is a solo ring and how its holder waits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Suite {
     pub submission: gpuio::Submission,
+    /// io_uring rings with SQPOLL ([`gpuio::Builder::sqpoll`]), as a GPU's; otherwise the
+    /// CPU backend's default, rings the waker enters.
+    pub sqpoll: bool,
     pub rings: u32,
     /// A solo ring ([`gpuio::Builder::solo`]).
     pub solo: bool,
@@ -43,19 +46,27 @@ pub struct Suite {
 }
 
 impl Suite {
-    /// `io_uring::*`: one io_uring ring with SQPOLL, and a solo ring.
+    /// `io_uring::*`: one io_uring ring as the CPU backend makes it by default (no SQPOLL:
+    /// the waker enters it), and a solo ring.
     pub const IO_URING: Suite = Suite {
         submission: gpuio::Submission::IoUring,
+        sqpoll: false,
         rings: 1,
         solo: true,
         solo_on_tail: false,
     };
-    /// `io_uring_rings::*`: [`SUITE_RINGS`] io_uring rings, no solo ring (so that a lone
-    /// thread's requests go through the shared rings).
+    /// `io_uring_sqpoll::*`: one io_uring ring with SQPOLL, as a GPU's, and a solo ring
+    /// (served by the ring's SQPOLL thread).
+    pub const IO_URING_SQPOLL: Suite = Suite {
+        sqpoll: true,
+        ..Suite::IO_URING
+    };
+    /// `io_uring_rings::*`: [`SUITE_RINGS`] io_uring rings, each with its SQPOLL thread, no
+    /// solo ring (so that a lone thread's requests go through the shared rings).
     pub const IO_URING_RINGS: Suite = Suite {
         rings: SUITE_RINGS,
         solo: false,
-        ..Suite::IO_URING
+        ..Suite::IO_URING_SQPOLL
     };
     /// `host_thread::*`: the host-thread fallback (`GPUIO_URING=off`), no solo ring.
     pub const HOST_THREAD: Suite = Suite {
@@ -70,6 +81,7 @@ impl Suite {
         match self.submission {
             gpuio::Submission::HostThread => "host_thread",
             _ if self.rings > 1 => "io_uring_rings",
+            _ if self.sqpoll => "io_uring_sqpoll",
             _ => "io_uring",
         }
     }
@@ -80,6 +92,7 @@ impl Suite {
         gpuio::Runtime::builder()
             .backend(gpuio::Backend::Cpu)
             .submission(self.submission)
+            .sqpoll(self.sqpoll)
             .rings(self.rings)
     }
 
@@ -109,22 +122,32 @@ pub fn suite_builder(suite: Suite) -> gpuio::Builder {
 }
 
 /// One suite over the submission paths: for each `case` (a `fn case(common::Suite)` of the
-/// test file), a test `io_uring::case` that runs it with io_uring (SQPOLL,
-/// [`Suite::IO_URING`]), a test `io_uring_rings::case` that runs it over [`SUITE_RINGS`]
-/// io_uring rings ([`Suite::IO_URING_RINGS`]), and a test `host_thread::case` that runs it
-/// on the host-thread fallback ([`Suite::HOST_THREAD`]); only the first has a solo ring.
-/// Each case builds its runtime from the configuration it is given
-/// ([`gpuio::Builder::submission`], which `GPUIO_URING` does not override), so one
-/// `cargo test` covers all three.
+/// test file), a test `io_uring::case` that runs it with io_uring as the CPU backend makes
+/// it (the waker enters the ring, [`Suite::IO_URING`]), a test `io_uring_sqpoll::case` with
+/// SQPOLL as on a GPU ([`Suite::IO_URING_SQPOLL`]), a test `io_uring_rings::case` over
+/// [`SUITE_RINGS`] SQPOLL rings ([`Suite::IO_URING_RINGS`]), and a test `host_thread::case`
+/// on the host-thread fallback ([`Suite::HOST_THREAD`]); only the first two have a solo
+/// ring. Each case builds its runtime from the configuration it is given
+/// ([`gpuio::Builder::submission`] and [`gpuio::Builder::sqpoll`], which `GPUIO_URING` and
+/// `GPUIO_SQPOLL` do not override), so one `cargo test` covers all four.
 #[macro_export]
 macro_rules! over_submissions {
     ($($case:ident),* $(,)?) => {
-        /// The cases on io_uring with SQPOLL.
+        /// The cases on an io_uring ring that the waker enters (the CPU backend's default).
         mod io_uring {
             $(
                 #[test]
                 fn $case() {
                     super::$case(super::common::Suite::IO_URING)
+                }
+            )*
+        }
+        /// The cases on an io_uring ring with SQPOLL, as a GPU's.
+        mod io_uring_sqpoll {
+            $(
+                #[test]
+                fn $case() {
+                    super::$case(super::common::Suite::IO_URING_SQPOLL)
                 }
             )*
         }

@@ -23,15 +23,19 @@ impl SimWarp {
     }
 }
 
-/// Runs `warps` simulated warps of `lanes` lanes each, a host thread per lane, until every
-/// lane returns: lane `lane` of warp `w` runs `body(w, &lane)`.
-pub fn run_warps(warps: usize, lanes: usize, body: impl Fn(usize, &Lane) + Sync) {
+/// Runs `warps` simulated warps of `lanes` lanes each, a host thread per lane driving `rt`'s
+/// context ([`gpuio::Runtime::host_thread`]), until every lane returns: lane `lane` of warp
+/// `w` runs `body(w, &lane)`.
+pub fn run_warps(rt: &gpuio::Runtime, warps: usize, lanes: usize, body: impl Fn(usize, &Lane) + Sync) {
     std::thread::scope(|s| {
         for w in 0..warps {
             let warp = std::sync::Arc::new(SimWarp::new(lanes));
             for lane in 0..lanes {
                 let (warp, body) = (warp.clone(), &body);
-                s.spawn(move || body(w, &Lane { warp: &warp, lane }));
+                s.spawn(move || {
+                    let _driving = rt.host_thread();
+                    body(w, &Lane { warp: &warp, lane })
+                });
             }
         }
     });

@@ -296,6 +296,11 @@ pub unsafe fn read_published<T: Copy>(p: *const T) -> T {
     unsafe { core::ptr::read_volatile(p) }
 }
 
+/// After a thread published SQEs: nothing on a GPU, whose rings SQPOLL consumes (a GPU
+/// cannot make the syscall that would do more).
+#[inline(always)]
+pub fn ring_doorbell() {}
+
 /// A longer wait.
 #[inline(always)]
 pub fn doze() {

@@ -60,6 +60,53 @@ pub const fn flusher_sees_flights_through() -> bool {
     cfg!(loom)
 }
 
+std::thread_local! {
+    static DOORBELL: core::cell::RefCell<Option<Doorbell>> = const { core::cell::RefCell::new(None) };
+}
+
+/// What a thread calls after it published SQEs to a ring that no SQPOLL thread polls (the
+/// CPU backend's default, `gpuio_host`'s `Builder::sqpoll`): the host's, which makes sure
+/// the ring is entered soon (a kernel thread's unparks the host's waker; the waker's own
+/// submits at once). Cheap when nothing sleeps: it runs after every submission.
+pub type Doorbell = std::sync::Arc<dyn Fn() + Send + Sync>;
+
+/// After a thread published SQEs, and while it waits for an SQ slot (which on a ring
+/// without SQPOLL only the waker frees): rings the doorbell installed on this thread
+/// ([`install_doorbell`]), if any.
+#[inline]
+pub fn ring_doorbell() {
+    // `try_with`: a thread-local being destroyed (a thread's exit) has no doorbell. Called
+    // in place, not cloned: every kernel thread's clone would bump one shared count.
+    let _ = DOORBELL.try_with(|d| {
+        if let Some(bell) = &*d.borrow() {
+            bell()
+        }
+    });
+}
+
+/// Installs `bell` as this thread's doorbell until the guard drops (then the previous one
+/// is back). `None` installs none.
+pub fn install_doorbell(bell: Option<Doorbell>) -> DoorbellGuard {
+    DoorbellGuard {
+        prev: DOORBELL.with(|d| d.replace(bell)),
+        _this_thread: core::marker::PhantomData,
+    }
+}
+
+/// Puts a thread's previous doorbell back when dropped ([`install_doorbell`]); it stays on
+/// the thread it was made on (it restores that thread's doorbell).
+pub struct DoorbellGuard {
+    prev: Option<Doorbell>,
+    _this_thread: core::marker::PhantomData<*const ()>,
+}
+
+impl Drop for DoorbellGuard {
+    fn drop(&mut self) {
+        let prev = self.prev.take();
+        let _ = DOORBELL.try_with(|d| d.replace(prev));
+    }
+}
+
 /// What a thread that has spun for a long time does (a slow pipe reader, say).
 #[inline]
 pub fn doze() {
@@ -421,5 +468,36 @@ mod tests {
         for w in waiters {
             w.join().expect("the members that stayed pass the barrier");
         }
+    }
+
+    #[test]
+    fn a_thread_rings_its_own_doorbell_until_its_guard_drops() {
+        use super::{install_doorbell, ring_doorbell};
+        use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+        use std::sync::Arc;
+        let rings = Arc::new(AtomicU32::new(0));
+        let bell = |n: u32| {
+            let count = rings.clone();
+            Some(Arc::new(move || {
+                count.fetch_add(n, Relaxed);
+            }) as super::Doorbell)
+        };
+        ring_doorbell();
+        let outer = install_doorbell(bell(1));
+        ring_doorbell();
+        assert_eq!(rings.load(Relaxed), 1);
+        {
+            let _inner = install_doorbell(bell(100));
+            ring_doorbell();
+            assert_eq!(rings.load(Relaxed), 101, "the inner one");
+            // Another thread has none of them.
+            std::thread::spawn(ring_doorbell).join().unwrap();
+            assert_eq!(rings.load(Relaxed), 101);
+        }
+        ring_doorbell();
+        assert_eq!(rings.load(Relaxed), 102, "the outer one again");
+        drop(outer);
+        ring_doorbell();
+        assert_eq!(rings.load(Relaxed), 102, "none");
     }
 }

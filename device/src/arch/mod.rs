@@ -9,6 +9,10 @@
 //!   does while another lane reaps for it; `by_one_lane(round)`: a waiter's round, run by
 //!   one of the lanes waiting together while the others wait for it (NVIDIA sm_70+), or by
 //!   every lane (lockstep targets, the CPU);
+//! - `ring_doorbell()`: what a thread does after it published SQEs, and while it waits for
+//!   an SQ slot: nothing on GPUs (SQPOLL consumes their rings); on the CPU backend, whose
+//!   rings may have no SQPOLL thread, it calls the doorbell the host installed on the
+//!   thread, if any (it tells the host's waker to submit);
 //! - `clock_ns()`: a nanosecond clock for measurements (GPU-wide on GPUs);
 //! - `flusher_sees_flights_through()`: whether a flush with every flight out and no print
 //!   in progress waits for a flight itself (GPUs), or leaves that to the host (the CPU);

@@ -79,7 +79,11 @@ impl Stream {
     /// submission could wait on itself (tickets are taken in order).
     #[inline] // on the print path (see `Stream::write_part`)
     pub fn flush(&self, ring: &Ring, mut reap: impl FnMut()) {
-        self.flusher.run(|| self.flush_work(ring, &mut reap));
+        // The flush submits unrung (`Ring::submit_unrung`); the flusher rings once it has
+        // released the stream. A flush left to the holder is rung by the holder.
+        if self.flusher.run(|| self.flush_work(ring, &mut reap)) {
+            crate::arch::ring_doorbell();
+        }
     }
 
     /// Submits writes for what is complete. Called only through `flusher.run`.
@@ -348,7 +352,7 @@ impl Stream {
         };
         // Help by reaping only: a flush must never start another submission from inside
         // this one (see `Stream::flush`).
-        ring.submit(&sqe, &mut || {
+        ring.submit_unrung(&sqe, &mut || {
             reap();
         });
     }

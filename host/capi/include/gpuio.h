@@ -113,7 +113,8 @@ const char *gpuio_last_error(void);
 /* ------------------------------------------------------------------------------------ */
 /* Runtime                                                                              */
 
-/** A runtime: its io_urings (each with its SQPOLL thread), the print logs, a backend. */
+/** A runtime: its io_urings (each with its SQPOLL thread; on the CPU backend, by default,
+ *  submitted by the runtime's waker thread), the print logs, a backend. */
 typedef struct gpuio_runtime gpuio_runtime;
 
 /** Where kernels run. */
@@ -185,7 +186,7 @@ typedef struct gpuio_runtime_options {
      *  for as long as it takes, and says so on stderr after 30 s without progress, then
      *  every 5 minutes (GPUIO_QUIET silences these warnings). */
     uint64_t hang_timeout_ms;
-    /** io_uring rings, each with its own SQPOLL thread, 1 to 8; 0: default (the
+    /** io_uring rings, each with its own SQPOLL thread (on a GPU; GPUIO_SQPOLL), 1 to 8; 0: default (the
      *  GPUIO_RINGS environment variable, else on a GPU one per four free cores near it,
      *  1 to 4, and 1 on the CPU backend). A block's device requests go to ring
      *  block_idx % rings; prints all go through ring 0. With several, the SQPOLL threads

@@ -6,7 +6,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use gpuio_device::protocol::arch::host::{Block, ThreadIds};
+use gpuio_device::protocol::arch::host::{install_doorbell, Block, Doorbell, ThreadIds};
 use gpuio_device::protocol::context::{enter, Context};
 
 use crate::error::{Error, Result};
@@ -83,6 +83,8 @@ impl Drop for LeaveBlock<'_> {
 pub(crate) struct KernelContext {
     context: *const Context,
     _holder: Arc<dyn std::any::Any + Send + Sync>,
+    /// What each kernel thread rings after it publishes SQEs (rings without SQPOLL).
+    doorbell: Option<Doorbell>,
 }
 
 // SAFETY: `context` points into memory `_holder` keeps alive; a `Context` is `Sync` (its
@@ -91,14 +93,20 @@ pub(crate) struct KernelContext {
 unsafe impl Send for KernelContext {}
 
 impl KernelContext {
-    /// The context at `context`, in memory that `holder` keeps alive.
+    /// The context at `context`, in memory that `holder` keeps alive; each kernel thread
+    /// gets `doorbell` (`arch::host::install_doorbell`).
     ///
     /// # Safety
     /// `context` points to an initialised [`Context`] that lives as long as `holder`.
-    pub(crate) unsafe fn new(context: *const Context, holder: Arc<dyn std::any::Any + Send + Sync>) -> KernelContext {
+    pub(crate) unsafe fn new(
+        context: *const Context,
+        holder: Arc<dyn std::any::Any + Send + Sync>,
+        doorbell: Option<Doorbell>,
+    ) -> KernelContext {
         KernelContext {
             context,
             _holder: holder,
+            doorbell,
         }
     }
 
@@ -180,6 +188,7 @@ fn kernel_thread(
     }
     // SAFETY: the context outlives this thread: `ctx` keeps what holds it.
     let _in_kernel = unsafe { enter(ctx.context(), ids) };
+    let _bell = install_doorbell(ctx.doorbell.clone());
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(kernel)).map_err(|p| {
         let msg = p
             .downcast_ref::<&str>()

@@ -4,8 +4,10 @@
 //!
 //! io_uring runs a ring's requests with the credentials of the thread that created it: its
 //! SQPOLL thread takes them at setup (`ctx->sq_creds`), and the workers it starts inherit
-//! them; the fallback's thread inherits its creator's as any thread does. A Landlock domain
-//! lives in those credentials. So each ring is created on a short-lived thread that first
+//! them; the fallback's thread inherits its creator's as any thread does. A ring without
+//! SQPOLL (the CPU backend's default) runs them with its submitter's, the waker's, which is
+//! started on the same thread. A Landlock domain lives in those credentials. So each ring
+//! (and that waker) is created on a short-lived thread that first
 //! restricts itself (`landlock_restrict_self`, which binds only the calling thread, after
 //! `PR_SET_NO_NEW_PRIVS`, also only that thread's) to the file-system accesses beneath the
 //! root: every device open, read, write, create or removal by path outside it fails with
@@ -13,7 +15,8 @@
 //! the file reached). Files already open (stdout, stderr, descriptors the host passes) are
 //! not paths, and stay usable. The program's own threads are not restricted.
 //!
-//! `tests/sandbox.rs` checks that SQPOLL's requests and the fallback's are confined.
+//! `tests/sandbox.rs` checks that SQPOLL's requests, the waker's and the fallback's are
+//! confined.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;

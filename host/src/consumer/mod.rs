@@ -1,7 +1,8 @@
-//! Who consumes the ring: the kernel's SQPOLL thread ([`uring`], held to the sandbox's
-//! policy by `restrictions`, its paths confined by `landlock`) or, where io_uring cannot be
-//! used, a host thread that plays the kernel's part ([`fallback`]); [`submission`] picks
-//! one; the `waker` keeps the consumers awake while kernels run; `affinity` says which CPU
+//! Who consumes the ring: the kernel's SQPOLL thread, or on the CPU backend by default the
+//! kernel inside the waker's `io_uring_enter` ([`uring`], held to the sandbox's policy by
+//! `restrictions`, its paths confined by `landlock`) or, where io_uring cannot be used, a
+//! host thread that plays the kernel's part ([`fallback`]); [`submission`] picks one; the
+//! `waker` keeps the consumers awake while kernels run (and submits where nothing polls); `affinity` says which CPU
 //! each ring's SQPOLL thread runs on, and `slice` lets these threads in promptly on a CPU
 //! crowded with the CPU backend's kernel threads.
 

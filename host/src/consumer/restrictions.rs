@@ -754,6 +754,7 @@ mod tests {
             sq_thread_idle_ms: 10,
             sq_thread_cpu: None,
             start_disabled,
+            sqpoll: true,
         })
         .unwrap()
     }

@@ -28,8 +28,9 @@
 //!
 //! How: the slice is per thread (`sched_setattr(2)`'s `sched_runtime` for `SCHED_OTHER`;
 //! any user may set it on its own threads) and a new thread inherits its creator's. So the
-//! CPU backend makes its rings on a thread with the slice (SQPOLL, the io-wq workers it
-//! starts and the fallback's threads inherit it) and gives it to the waker by its id.
+//! CPU backend makes its rings, and the waker that submits to those without SQPOLL, on a
+//! thread with the slice (SQPOLL, the io-wq workers it or the waker starts, the waker and
+//! the fallback's threads inherit it); a waker started elsewhere gets it by its id.
 //! What it costs: a thread with it that wakes preempts a computing kernel thread at once,
 //! where it waited for a tick before (the waker looks up to 20,000 times a second while
 //! I/O flows); when others wait for the core these threads run in turns of 100 µs instead
@@ -158,10 +159,16 @@ mod tests {
         if !slices_shown() {
             return;
         }
-        for sub in [Submission::IoUring, Submission::HostThread] {
+        // io_uring without SQPOLL (the default: the waker submits), with it, the fallback.
+        for (sub, sqpoll) in [
+            (Submission::IoUring, false),
+            (Submission::IoUring, true),
+            (Submission::HostThread, false),
+        ] {
             let rt = match crate::Runtime::builder()
                 .backend(Backend::Cpu)
                 .submission(sub)
+                .sqpoll(sqpoll)
                 .rings(2)
                 .build()
             {
@@ -179,9 +186,11 @@ mod tests {
             assert_eq!(
                 slice_of(rt.waker.thread_id.expect("the waker's id")),
                 SHORT,
-                "{sub:?}: the waker"
+                "{sub:?}, sqpoll {sqpoll}: the waker"
             );
             match &rt.shared.queues[0] {
+                // The waker is its consumer (checked above).
+                Queue::Uring(u) if !u.sqpoll() => {}
                 Queue::Uring(u) => {
                     let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", u.fd())).unwrap();
                     let tid: libc::pid_t = info

@@ -13,8 +13,9 @@ use crate::consumer::waker::Look;
 use crate::error::{Error, Result};
 use crate::memory::Mapping;
 
-/// Who consumes the submission queue: the kernel's SQPOLL thread, or the host-thread
-/// fallback where io_uring is unavailable.
+/// Who consumes the submission queue: io_uring (the kernel's SQPOLL thread, or on the CPU
+/// backend by default `io_uring_enter` from the runtime's waker: `Builder::sqpoll`), or
+/// the host-thread fallback where io_uring is unavailable.
 ///
 /// `GPUIO_URING=on|off|auto` (or [`crate::Builder::submission`]) chooses. `auto`, the
 /// default, tries io_uring and falls back to the host thread only when io_uring itself is
@@ -30,7 +31,8 @@ pub enum Submission {
     /// io_uring where it is available, else the host thread (`GPUIO_URING=auto`).
     #[default]
     Auto,
-    /// io_uring with SQPOLL, or an error (`GPUIO_URING=on`).
+    /// io_uring (with SQPOLL as [`crate::Builder::sqpoll`] says), or an error
+    /// (`GPUIO_URING=on`).
     IoUring,
     /// A host thread performs the requests with ordinary syscalls (`GPUIO_URING=off`).
     HostThread,
@@ -146,7 +148,7 @@ impl Queue {
     /// fd: it has none). Says what it saw and whether it woke it.
     pub(crate) fn wake_if_needed(&self) -> Look {
         match self {
-            Queue::Uring(u) => u.wake_sqpoll_if_needed(),
+            Queue::Uring(u) => u.wake_if_needed(),
             Queue::Host(h) => h.wake_if_needed(),
         }
     }
@@ -158,6 +160,23 @@ impl Queue {
             Queue::Uring(u) => u.wake_error(),
             Queue::Host(_) => None,
         }
+    }
+
+    /// Whether SQEs wait unconsumed on io_uring without SQPOLL (the waker's to submit).
+    pub(crate) fn sq_waiting(&self) -> bool {
+        matches!(self, Queue::Uring(u) if !u.sqpoll() && u.sq_waiting())
+    }
+
+    /// Whether it is io_uring without SQPOLL, which the waker enters (the CPU backend's
+    /// default).
+    pub(crate) fn entered(&self) -> bool {
+        matches!(self, Queue::Uring(u) if !u.sqpoll())
+    }
+
+    /// Whether a kernel thread polls the SQ (io_uring made with SQPOLL); if not, the waker
+    /// submits (io_uring without it) or unparks the fallback's thread.
+    pub(crate) fn sqpoll(&self) -> bool {
+        matches!(self, Queue::Uring(u) if u.sqpoll())
     }
 
     /// [`Submission::IoUring`] or [`Submission::HostThread`].
@@ -175,7 +194,8 @@ impl Queue {
 pub(crate) fn open(cfg: UringConfig, requested: Submission, simulate: Option<i32>) -> Result<(Queue, Option<String>)> {
     // The error, and the errno of a plain setup when ours failed (boxed: it keeps the
     // closure's result small).
-    let uring = || match simulate {
+    let uring = || {
+        match simulate {
         Some(errno) => Err(Box::new((
             simulated(diagnose_setup(io::Error::from_raw_os_error(errno), None)),
             Some(errno),
@@ -194,7 +214,7 @@ pub(crate) fn open(cfg: UringConfig, requested: Submission, simulate: Option<i32
                         "{call} is refused ({e}), as a seccomp filter that allows io_uring_setup \
                          but not {call} does; without it {}",
                         if call == "io_uring_enter" {
-                            "the kernel's SQ thread could not be woken once it sleeps"
+                            "nothing could be submitted (the CPU backend's rings), nor the kernel's SQ thread woken once it sleeps"
                         } else {
                             "the ring's files, logs and sandbox could not be set"
                         }
@@ -202,6 +222,7 @@ pub(crate) fn open(cfg: UringConfig, requested: Submission, simulate: Option<i32
                     e.raw_os_error(),
                 ))),
             }),
+    }
     };
     match requested {
         Submission::IoUring => uring().map(|u| (Queue::Uring(u), None)).map_err(|b| b.0),
@@ -254,8 +275,8 @@ pub(crate) fn open_rings(
 pub(crate) const SOLO_ENTRIES: u32 = 4;
 
 /// Creates the solo ring beside `first` (ring 0) and of its kind: io_uring served by
-/// `first`'s SQPOLL thread (`IORING_SETUP_ATTACH_WQ`: no thread of its own), or a fallback
-/// thread of its own. `cfg` is the rings' (its sizes are replaced).
+/// `first`'s SQPOLL thread (`IORING_SETUP_ATTACH_WQ`: no thread of its own) or, without
+/// SQPOLL, by the waker, or a fallback thread of its own. `cfg` is the rings' (its sizes are replaced).
 pub(crate) fn open_solo(first: &Queue, cfg: UringConfig) -> Result<Queue> {
     let cfg = UringConfig {
         sq_entries: SOLO_ENTRIES,
@@ -306,6 +327,7 @@ mod tests {
         sq_thread_idle_ms: 1,
         sq_thread_cpu: None,
         start_disabled: false,
+        sqpoll: true,
     };
 
     #[test]

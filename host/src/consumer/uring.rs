@@ -1,4 +1,6 @@
-//! Creating the io_uring: raw syscalls, `SQPOLL | NO_MMAP | NO_SQARRAY`, on memory we own.
+//! Creating the io_uring: raw syscalls, `SQPOLL | NO_MMAP | NO_SQARRAY`, on memory we own
+//! (on the CPU backend by default without `SQPOLL`: the waker enters the ring, see
+//! [`UringConfig::sqpoll`]).
 //!
 //! The `io-uring` crate cannot do `NO_MMAP`, hides the ring pointers and writes its cached
 //! SQ tail back on drop (it would clobber the device's tail), so we talk to the kernel
@@ -33,6 +35,8 @@ pub struct Uring {
     /// The errno of the last wake-up of SQPOLL that failed (0: none did). A hang report
     /// names it: output stops when SQPOLL sleeps and cannot be woken.
     wake_errno: std::sync::atomic::AtomicI32,
+    /// Made with SQPOLL; otherwise the waker submits with `io_uring_enter`.
+    sqpoll: bool,
 }
 
 /// Ring configuration.
@@ -50,6 +54,14 @@ pub struct UringConfig {
     /// registered before it runs anything. A kernel that refuses the flag (before 5.10)
     /// gets an enabled ring; [`Uring::disabled`] says which it is.
     pub start_disabled: bool,
+    /// Made with `IORING_SETUP_SQPOLL`, a kernel thread polling the SQ: what a GPU needs,
+    /// since it cannot make a syscall. Without it (`false`, the CPU backend's default)
+    /// nothing polls: the host's waker submits what kernel threads published
+    /// (`io_uring_enter` with `to_submit`), when their doorbell unparks it or at its next
+    /// look. On a busy CPU that is the more prompt consumer: SQPOLL polls for its whole
+    /// fair share of a core and then waits for the scheduler's tick, while a thread that
+    /// sleeps until there is work is run soon after it is woken.
+    pub sqpoll: bool,
 }
 
 /// The most SQ entries the kernel accepts (`IORING_MAX_ENTRIES`).
@@ -108,6 +120,7 @@ impl Uring {
             rings,
             disabled,
             wake_errno: std::sync::atomic::AtomicI32::new(0),
+            sqpoll: cfg.sqpoll,
         })
     }
 
@@ -228,17 +241,50 @@ impl Uring {
         }
     }
 
-    /// The errno of the last failed wake-up of SQPOLL, if one failed.
+    /// Submits up to `n` SQEs from the ring (one without SQPOLL): `io_uring_enter` with
+    /// `to_submit`, no wait. The kernel takes what lies between its head and the tail and
+    /// issues each request (at once where it can without blocking, else on its io-wq
+    /// workers). A failure is kept for the hang report ([`Uring::wake_error`]).
+    pub(crate) fn submit(&self, n: u32) {
+        // SAFETY: io_uring_enter with to_submit reads the SQEs below the tail, which the
+        // device published whole (invariant 1), and performs them: it reads and writes the
+        // buffers they name (payloads, read destinations) and posts CQEs into our CQ, all
+        // memory the protocol keeps valid, and owned by the request, until its completion is
+        // reaped; no argument pointer.
+        let r = unsafe { libc::syscall(libc::SYS_io_uring_enter, self.fd(), n, 0u32, 0u32, 0usize, 0usize) };
+        if r < 0 {
+            let errno = io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+            // Relaxed: a diagnostic, read by the hang report.
+            self.wake_errno.store(errno, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Whether SQEs wait unconsumed (the kernel's SQ head is behind the tail): two loads.
+    pub(crate) fn sq_waiting(&self) -> bool {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        // SAFETY: kernel-maintained u32 words at the kernel's offsets in our mapping.
+        // Relaxed: a hint for whether to wake the waker; nothing is read through it.
+        let word = |off: u32| unsafe { &*(self.ring_word(off) as *const AtomicU32) }.load(Ordering::Relaxed);
+        word(self.params.sq_off.tail) != word(self.params.sq_off.head)
+    }
+
+    /// Whether the ring was made with SQPOLL ([`UringConfig::sqpoll`]).
+    pub fn sqpoll(&self) -> bool {
+        self.sqpoll
+    }
+
+    /// The errno of the last failed wake-up of SQPOLL (or submission), if one failed.
     pub fn wake_error(&self) -> Option<std::num::NonZeroI32> {
         std::num::NonZeroI32::new(self.wake_errno.load(std::sync::atomic::Ordering::Relaxed))
     }
 }
 
 impl Uring {
-    /// Wakes SQPOLL if it sleeps while SQEs wait (invariant 9). Reads only the kernel's
-    /// head, tail and flags: it never touches data, and makes no syscall unless it wakes
-    /// SQPOLL. Says what it saw and whether it woke it.
-    pub fn wake_sqpoll_if_needed(&self) -> Look {
+    /// Wakes SQPOLL if it sleeps while SQEs wait (invariant 9), or, on a ring without
+    /// SQPOLL, submits the SQEs that wait. Reads only the kernel's head, tail and flags: it
+    /// never touches data, and makes no syscall unless SQEs wait for it. Says what it saw
+    /// and whether it woke SQPOLL (or submitted).
+    pub fn wake_if_needed(&self) -> Look {
         use std::sync::atomic::{AtomicU32, Ordering};
         let word = |off: u32| {
             // SAFETY: kernel-maintained u32 words at the kernel's offsets in our mapping.
@@ -248,7 +294,18 @@ impl Uring {
         };
         let p = &self.params;
         let tail = word(p.sq_off.tail);
-        let waiting = tail != word(p.sq_off.head);
+        let head = word(p.sq_off.head);
+        let waiting = tail != head;
+        if !self.sqpoll {
+            if waiting {
+                self.submit(tail.wrapping_sub(head));
+            }
+            return Look {
+                tail,
+                waiting,
+                woke: waiting,
+            };
+        }
         let woke = waiting && word(p.sq_off.flags) & IORING_SQ_NEED_WAKEUP != 0;
         if woke {
             self.wake_sqpoll();
@@ -320,19 +377,26 @@ fn setup(
     rings: &Mapping,
 ) -> (libc::c_long, Params, io::Error) {
     let mut p = Params {
-        flags: IORING_SETUP_SQPOLL | IORING_SETUP_NO_MMAP | IORING_SETUP_NO_SQARRAY | IORING_SETUP_CQSIZE,
+        flags: IORING_SETUP_NO_MMAP | IORING_SETUP_NO_SQARRAY | IORING_SETUP_CQSIZE,
         cq_entries: cfg.cq_entries,
-        sq_thread_idle: cfg.sq_thread_idle_ms,
         ..Params::default()
     };
+    if cfg.sqpoll {
+        p.flags |= IORING_SETUP_SQPOLL;
+        p.sq_thread_idle = cfg.sq_thread_idle_ms;
+    } else {
+        // One refused SQE (a sandbox refusal) must not hold the rest until the next look.
+        p.flags |= IORING_SETUP_SUBMIT_ALL;
+    }
     if disabled {
         p.flags |= IORING_SETUP_R_DISABLED;
     }
-    if let Some(fd) = attach {
+    // Without SQPOLL there is no thread to share (and io-wq is per submitting thread).
+    if let Some(fd) = attach.filter(|_| cfg.sqpoll) {
         p.flags |= IORING_SETUP_ATTACH_WQ;
         p.wq_fd = fd as u32;
     }
-    if let Some(cpu) = cfg.sq_thread_cpu {
+    if let Some(cpu) = cfg.sq_thread_cpu.filter(|_| cfg.sqpoll) {
         p.flags |= IORING_SETUP_SQ_AFF;
         p.sq_thread_cpu = cpu;
     }
@@ -348,7 +412,7 @@ fn setup(
 fn setup_failed(cfg: &UringConfig, attach: Option<RawFd>, err: io::Error) -> Error {
     if attach.is_some() {
         return Error::Os {
-            what: "io_uring_setup of the solo ring, attached to ring 0's SQPOLL thread (IORING_SETUP_ATTACH_WQ)",
+            what: "io_uring_setup of the solo ring (with SQPOLL, attached to ring 0's SQPOLL thread: IORING_SETUP_ATTACH_WQ)",
             source: err,
         };
     }
@@ -434,6 +498,7 @@ mod tests {
             sq_thread_idle_ms: 1,
             sq_thread_cpu: None,
             start_disabled: false,
+            sqpoll: true,
         });
         assert!(matches!(e, Err(Error::Config(_))));
         let e = Uring::new(UringConfig {
@@ -442,6 +507,7 @@ mod tests {
             sq_thread_idle_ms: 1,
             sq_thread_cpu: None,
             start_disabled: false,
+            sqpoll: true,
         });
         assert!(matches!(e, Err(Error::Config(_))));
         // Past the kernel's limits: refused at once, before mapping gigabytes (a 2^26-entry
@@ -458,6 +524,7 @@ mod tests {
                 sq_thread_idle_ms: 1,
                 sq_thread_cpu: None,
                 start_disabled: false,
+                sqpoll: true,
             });
             assert!(
                 matches!(&e, Err(Error::Config(m)) if m.contains("the kernel's limits")),

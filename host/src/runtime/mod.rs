@@ -14,13 +14,14 @@ use gpuio_device::protocol::sync::Ordering;
 use crate::backend::cpu::{Cpu, KernelContext};
 use crate::backend::gpu::LoadedModule;
 use crate::backend::{Backend, Device};
-use crate::consumer::submission::Submission;
+use crate::consumer::submission::{Queue, Submission};
 use crate::consumer::waker::Waker;
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
 use crate::sandbox::Sandbox;
 use crate::shared::Shared;
 use crate::watchdog::HangPolicy;
+use gpuio_device::protocol::arch::host::{install_doorbell, DoorbellGuard};
 
 #[cfg(feature = "cudarc")]
 mod from_cudarc;
@@ -32,14 +33,22 @@ pub mod synchronize;
 pub struct Stats {
     /// SQEs submitted so far, on every ring.
     pub sqes: u32,
-    /// io_uring rings (each with its own SQPOLL thread; see [`crate::Builder::rings`]).
+    /// io_uring rings (each with its own SQPOLL thread where they have one,
+    /// [`Stats::sqpoll`]; see [`crate::Builder::rings`]).
     pub rings: u32,
     /// SQ entries of each ring (see [`crate::Builder::sq_entries`]).
     pub sq_entries: u32,
-    /// Times the waker woke SQPOLL (or unparked the host-thread fallback).
+    /// Whether the io_uring rings are polled by SQPOLL threads ([`crate::Builder::sqpoll`]):
+    /// on a GPU, yes; on the CPU backend, by default no (the waker submits); with the
+    /// host-thread fallback, no.
+    pub sqpoll: bool,
+    /// Times the waker woke SQPOLL, submitted for a ring without it, or unparked the
+    /// host-thread fallback.
     pub wakeups: u64,
-    /// Times the waker looked at the ring: every 50 µs while I/O flows, backing off to
-    /// every 1 ms while kernels run without I/O, every 100 ms while none runs.
+    /// Times the waker looked at the ring: every 50 µs while I/O flows (and on rings
+    /// without SQPOLL when a thread's doorbell wakes it, and without a pause for 20 µs
+    /// after it submits), backing off to every 1 ms while kernels run without I/O, every
+    /// 100 ms while none runs.
     pub waker_looks: u64,
     /// CPU backend: times the waker sent a print stream's bytes that kernel threads left
     /// unsent for a millisecond (a flush there never waits for a write to land; the next
@@ -179,8 +188,9 @@ impl Runtime {
         self.backend
     }
 
-    /// Who consumes the rings: [`Submission::IoUring`] (SQPOLL) or
-    /// [`Submission::HostThread`] (the fallback).
+    /// Who consumes the rings: [`Submission::IoUring`] (SQPOLL, or on the CPU backend by
+    /// default the waker's submissions: [`Stats::sqpoll`]) or [`Submission::HostThread`]
+    /// (the fallback).
     pub fn submission(&self) -> Submission {
         self.shared.queues[0].submission()
     }
@@ -212,8 +222,38 @@ impl Runtime {
         }
     }
 
+    /// Makes the calling thread, until the guard drops, one that runs device code on the
+    /// context ([`Runtime::context`]) as a kernel thread does: the waker looks as while
+    /// kernels run, and on the CPU backend's rings without SQPOLL each submission of the
+    /// thread rings the waker's doorbell (`Builder::sqpoll`). Without it, such a thread's
+    /// requests there wait for the waker's look while no kernel runs (every 100 ms).
+    ///
+    /// ```
+    /// use gpuio_host::{Backend, Runtime};
+    /// let rt = Runtime::builder().backend(Backend::Cpu).build()?;
+    /// let ctx = rt.context().expect("the CPU backend's context is host memory");
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         let _driving = rt.host_thread();
+    ///         let stream = ctx.stream(false);
+    ///         let g = gpuio_device::protocol::group::SingleLane;
+    ///         gpuio_device::protocol::print::emit(&g, ctx, stream, true, format_args!("from a host thread"));
+    ///     });
+    /// });
+    /// rt.synchronize()?;
+    /// # Ok::<(), gpuio_host::Error>(())
+    /// ```
+    pub fn host_thread(&self) -> HostThread<'_> {
+        self.waker.activate();
+        HostThread {
+            rt: self,
+            _bell: install_doorbell(self.shared.doorbell.get().cloned()),
+        }
+    }
+
     /// The device context, on the CPU backend (for host code that drives the protocol
-    /// itself, like tests). `None` on GPU backends, where it lives in device memory.
+    /// itself, like tests, on threads marked by [`Runtime::host_thread`]). `None` on GPU
+    /// backends, where it lives in device memory.
     pub fn context(&self) -> Option<&Context> {
         self.shared.host_context()
     }
@@ -237,6 +277,7 @@ impl Runtime {
             sqes,
             rings: self.shared.queues.len() as u32,
             sq_entries: self.shared.queues[0].params().sq_entries,
+            sqpoll: self.shared.queues[0].sqpoll(),
             wakeups: self.waker.wakeups(),
             waker_looks: self.waker.looks(),
             rescues: self.shared.rescues.load(Ordering::Relaxed),
@@ -301,7 +342,7 @@ impl Runtime {
             .expect("the CPU backend's context is in host memory");
         let holder: Arc<dyn std::any::Any + Send + Sync> = self.shared.clone();
         // SAFETY: the context lives in `self.shared`'s memory, which the Arc keeps alive.
-        let ctx = unsafe { KernelContext::new(ctx, holder) };
+        let ctx = unsafe { KernelContext::new(ctx, holder, self.shared.doorbell.get().cloned()) };
         self.cpu.launch(
             &ctx,
             cfg,
@@ -393,6 +434,19 @@ fn words_of(q: &crate::consumer::submission::Queue) -> [u32; 5] {
     })
 }
 
+/// A host thread that runs device code on the runtime's context, until dropped
+/// ([`Runtime::host_thread`]).
+pub struct HostThread<'a> {
+    rt: &'a Runtime,
+    _bell: DoorbellGuard,
+}
+
+impl Drop for HostThread<'_> {
+    fn drop(&mut self) {
+        self.rt.waker.deactivate();
+    }
+}
+
 impl Drop for Runtime {
     fn drop(&mut self) {
         // A kernel fault was reported already; the refusal would only repeat it.
@@ -414,6 +468,12 @@ impl Drop for Runtime {
                 );
                 std::mem::forget(Arc::clone(&self.shared));
                 std::mem::forget(self.gpu.take());
+                // On rings without SQPOLL the waker is their only submitter: kernel threads
+                // still running would wait for it forever, and its exit would cancel the
+                // requests it submitted.
+                if self.shared.queues.iter().any(Queue::entered) {
+                    self.waker.leak();
+                }
             }
             Err(e) => {
                 if !reported {

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use gpuio_device::protocol::arch::host::install_doorbell;
 use gpuio_device::protocol::context::Context;
 use gpuio_device::protocol::running::{Running, BLOCK_SLOTS};
 use gpuio_device::protocol::stream::Stream;
@@ -145,6 +146,8 @@ impl Runtime {
     /// CPU backend: runs the protocol until every stream is written out and every request
     /// completed ([`Context::drain`], under the watchdog). Only while no kernel thread runs.
     fn drain_host(&self, ctx: &Context) -> Result<()> {
+        // Its flushes publish SQEs as a kernel thread's do, and ring as they do.
+        let _bell = install_doorbell(self.shared.doorbell.get().cloned());
         self.wait(
             DRAIN_PACING,
             || {
@@ -155,7 +158,7 @@ impl Runtime {
                 if ctx.idle() {
                     return Ok(true);
                 }
-                self.shared.wake_if_needed();
+                self.shared.nudge();
                 Ok(false)
             },
             std::thread::sleep,

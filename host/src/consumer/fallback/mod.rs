@@ -394,7 +394,9 @@ fn run(w: Words, st: &State) {
 
 /// Blocks every signal on this thread (they go to the program's own threads) and makes
 /// its sleeps precise: the default 50 µs timer slack would make every poll cost 70 µs.
-fn quiet_this_thread() {
+/// The waker's too: on rings without SQPOLL it issues writes itself, and a write to a pipe
+/// whose reader is gone raises `SIGPIPE` in the thread that issued it.
+pub(crate) fn quiet_this_thread() {
     // SAFETY: changes only this thread's signal mask and timer slack.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();

@@ -10,6 +10,7 @@ fn ring(sq: u32, cq: u32) -> HostRing {
         sq_thread_idle_ms: 1,
         sq_thread_cpu: None,
         start_disabled: false,
+        sqpoll: true,
     })
     .unwrap()
 }
@@ -246,6 +247,7 @@ fn rejects_sizes_io_uring_would() {
             sq_thread_idle_ms: 1,
             sq_thread_cpu: None,
             start_disabled: false,
+            sqpoll: true,
         });
         assert!(matches!(e, Err(Error::Config(_))), "sq {sq} cq {cq}");
     }
