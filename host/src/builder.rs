@@ -119,7 +119,7 @@ impl Default for Builder {
 /// the only thread that enters them, and its own doorbell submits at once.
 fn start_waker(shared: &Arc<Shared>) -> Result<Waker> {
     let (consumer, mut rescue) = (shared.clone(), Rescue::default());
-    let entered = shared.queues.iter().any(Queue::entered);
+    let entered = shared.entered();
     let bell = entered.then(|| {
         let shared = shared.clone();
         Arc::new(move || {
@@ -551,7 +551,7 @@ impl Builder {
         // rings were, with the short slice and confined to the file root, if any. Else it
         // only wakes consumers; on the CPU backend (SQPOLL asked for) it gets the slice by
         // its id.
-        let entered = shared.queues.iter().any(Queue::entered);
+        let entered = shared.entered();
         let waker = if entered {
             on_the_ring_thread(self.file_root.as_deref(), true, || start_waker(&shared))?
         } else {

@@ -220,6 +220,12 @@ fn same_file(a: RawFd, b: RawFd) -> bool {
 }
 
 impl Shared {
+    /// Whether its rings were made without SQPOLL: the waker submits to them
+    /// ([`Queue::entered`]).
+    pub(crate) fn entered(&self) -> bool {
+        self.queues.iter().any(Queue::entered)
+    }
+
     /// Makes sure waiting SQEs get consumed, from a thread other than the waker (the
     /// host's drain): rings the doorbell where there is one (rings without SQPOLL are
     /// entered by the waker alone: it runs confined where the sandbox confines requests,

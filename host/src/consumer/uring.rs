@@ -222,14 +222,38 @@ impl Uring {
     /// Wakes the SQPOLL thread (`IORING_ENTER_SQ_WAKEUP`). A failure is kept for the hang
     /// report ([`Uring::wake_error`]).
     pub fn wake_sqpoll(&self) {
-        // SAFETY: io_uring_enter with no submissions and no arguments touches no memory.
+        // SAFETY: no submissions: the call touches no memory of ours.
+        unsafe { self.enter(0, IORING_ENTER_SQ_WAKEUP) }
+    }
+
+    /// Submits up to `n` SQEs from the ring (one without SQPOLL): `io_uring_enter` with
+    /// `to_submit`, no wait. The kernel takes what lies between its head and the tail and
+    /// issues each request (at once where it can without blocking, else on its io-wq
+    /// workers). A failure is kept for the hang report ([`Uring::wake_error`]).
+    pub(crate) fn submit(&self, n: u32) {
+        // SAFETY: the SQEs below the tail were published whole by the device (invariant 1),
+        // and the memory they name (payloads, read destinations) stays valid, and owned by
+        // the request, until its completion is reaped: the protocol keeps it so.
+        unsafe { self.enter(n, 0) }
+    }
+
+    /// `io_uring_enter(fd, to_submit, 0, flags)` without an argument pointer; a failure's
+    /// errno is kept for the hang report ([`Uring::wake_error`]).
+    ///
+    /// # Safety
+    /// With `to_submit` > 0 the kernel performs the SQEs below the tail: reads and writes
+    /// the buffers they name and posts CQEs into our CQ. Those SQEs must be whole and their
+    /// buffers valid until their completions are reaped.
+    unsafe fn enter(&self, to_submit: u32, flags: u32) {
+        // SAFETY: the caller vouches for the SQEs; no wait and no argument pointer, so the
+        // call reads nothing else of ours.
         let r = unsafe {
             libc::syscall(
                 libc::SYS_io_uring_enter,
                 self.fd(),
+                to_submit,
                 0u32,
-                0u32,
-                IORING_ENTER_SQ_WAKEUP,
+                flags,
                 0usize,
                 0usize,
             )
@@ -241,31 +265,18 @@ impl Uring {
         }
     }
 
-    /// Submits up to `n` SQEs from the ring (one without SQPOLL): `io_uring_enter` with
-    /// `to_submit`, no wait. The kernel takes what lies between its head and the tail and
-    /// issues each request (at once where it can without blocking, else on its io-wq
-    /// workers). A failure is kept for the hang report ([`Uring::wake_error`]).
-    pub(crate) fn submit(&self, n: u32) {
-        // SAFETY: io_uring_enter with to_submit reads the SQEs below the tail, which the
-        // device published whole (invariant 1), and performs them: it reads and writes the
-        // buffers they name (payloads, read destinations) and posts CQEs into our CQ, all
-        // memory the protocol keeps valid, and owned by the request, until its completion is
-        // reaped; no argument pointer.
-        let r = unsafe { libc::syscall(libc::SYS_io_uring_enter, self.fd(), n, 0u32, 0u32, 0usize, 0usize) };
-        if r < 0 {
-            let errno = io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
-            // Relaxed: a diagnostic, read by the hang report.
-            self.wake_errno.store(errno, std::sync::atomic::Ordering::Relaxed);
-        }
+    /// The kernel-maintained u32 at `off` in the rings region (the SQ's head, tail, flags).
+    fn word(&self, off: u32, order: std::sync::atomic::Ordering) -> u32 {
+        // SAFETY: `off` is one of the kernel's offsets of an aligned u32 in our mapping,
+        // which lives as long as `self`; the kernel and the device change it only atomically.
+        unsafe { &*(self.ring_word(off) as *const std::sync::atomic::AtomicU32) }.load(order)
     }
 
     /// Whether SQEs wait unconsumed (the kernel's SQ head is behind the tail): two loads.
     pub(crate) fn sq_waiting(&self) -> bool {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        // SAFETY: kernel-maintained u32 words at the kernel's offsets in our mapping.
         // Relaxed: a hint for whether to wake the waker; nothing is read through it.
-        let word = |off: u32| unsafe { &*(self.ring_word(off) as *const AtomicU32) }.load(Ordering::Relaxed);
-        word(self.params.sq_off.tail) != word(self.params.sq_off.head)
+        let relaxed = std::sync::atomic::Ordering::Relaxed;
+        self.word(self.params.sq_off.tail, relaxed) != self.word(self.params.sq_off.head, relaxed)
     }
 
     /// Whether the ring was made with SQPOLL ([`UringConfig::sqpoll`]).
@@ -285,13 +296,9 @@ impl Uring {
     /// never touches data, and makes no syscall unless SQEs wait for it. Says what it saw
     /// and whether it woke SQPOLL (or submitted).
     pub fn wake_if_needed(&self) -> Look {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        let word = |off: u32| {
-            // SAFETY: kernel-maintained u32 words at the kernel's offsets in our mapping.
-            // Acquire: pairs with the Release stores of these words (the device's of the
-            // tail, the kernel's of the head and flags); only the words themselves are used.
-            unsafe { &*(self.ring_word(off) as *const AtomicU32) }.load(Ordering::Acquire)
-        };
+        // Acquire: pairs with the Release stores of these words (the device's of the tail,
+        // the kernel's of the head and flags); only the words themselves are used.
+        let word = |off: u32| self.word(off, std::sync::atomic::Ordering::Acquire);
         let p = &self.params;
         let tail = word(p.sq_off.tail);
         let head = word(p.sq_off.head);

@@ -14,7 +14,7 @@ use gpuio_device::protocol::sync::Ordering;
 use crate::backend::cpu::{Cpu, KernelContext};
 use crate::backend::gpu::LoadedModule;
 use crate::backend::{Backend, Device};
-use crate::consumer::submission::{Queue, Submission};
+use crate::consumer::submission::Submission;
 use crate::consumer::waker::Waker;
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
@@ -471,7 +471,7 @@ impl Drop for Runtime {
                 // On rings without SQPOLL the waker is their only submitter: kernel threads
                 // still running would wait for it forever, and its exit would cancel the
                 // requests it submitted.
-                if self.shared.queues.iter().any(Queue::entered) {
+                if self.shared.entered() {
                     self.waker.leak();
                 }
             }
