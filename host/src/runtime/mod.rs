@@ -42,8 +42,9 @@ pub struct Stats {
     /// on a GPU, yes; on the CPU backend, by default no (the waker submits); with the
     /// host-thread fallback, no.
     pub sqpoll: bool,
-    /// Times the waker woke SQPOLL, submitted for a ring without it, or unparked the
-    /// host-thread fallback.
+    /// Times a look of the waker woke SQPOLL, submitted for a ring without it, or unparked
+    /// the host-thread fallback. Not counted: what the waker submits for its own rescues
+    /// of CPU-backend print streams (their doorbell submits at once, inside the look).
     pub wakeups: u64,
     /// Times the waker looked at the ring: every 50 µs while I/O flows (and on rings
     /// without SQPOLL when a thread's doorbell wakes it, and without a pause for 20 µs
