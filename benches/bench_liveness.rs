@@ -296,6 +296,9 @@ fn main() {
     drop(words);
     let _ = std::fs::remove_file(&cli.out);
     if !gpu {
+        // Known only now: it starts with the first launch that crowds the cores.
+        let real_time = rt.stats().real_time_waker;
+        println!("# the waker at real-time priority (Stats::real_time_waker): {real_time}");
         // The shapes compute with all of the threads but a few, or half of them.
         for n in [grid * block, grid * block / 2] {
             os_row(n as usize);

@@ -12,7 +12,7 @@ use crate::backend::{self, Backend, Device};
 use crate::consumer::affinity;
 use crate::consumer::submission::{self, Queue, Submission};
 use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES};
-use crate::consumer::waker::{Waker, LINGER};
+use crate::consumer::waker::Waker;
 use crate::consumer::{landlock, restrictions, slice};
 use crate::error::{Error, Result};
 use crate::rescue::Rescue;
@@ -74,6 +74,8 @@ pub struct Builder {
     /// `None`: `GPUIO_SQPOLL`, else on on a GPU, or where `sqpoll_cpus` names CPUs; off
     /// on the CPU backend.
     sqpoll: Option<bool>,
+    /// `None`: `GPUIO_REAL_TIME_WAKER`, else on.
+    real_time_waker: Option<bool>,
     /// Tests and benchmarks: the solo ring's holder waits on the CQ tail even where it could
     /// wait on the result.
     solo_on_tail: bool,
@@ -108,6 +110,7 @@ impl Default for Builder {
             gpu: None,
             solo: None,
             sqpoll: None,
+            real_time_waker: None,
             solo_on_tail: false,
         }
     }
@@ -117,7 +120,7 @@ impl Default for Builder {
 /// wakes a sleeping ring consumer with work waiting, or, on rings without SQPOLL, submits
 /// what waits (so a rescue's SQEs go out in the same look). On those rings the waker is
 /// the only thread that enters them, and its own doorbell submits at once.
-fn start_waker(shared: &Arc<Shared>) -> Result<Waker> {
+fn start_waker(shared: &Arc<Shared>, real_time: bool) -> Result<Waker> {
     let (consumer, mut rescue) = (shared.clone(), Rescue::default());
     let entered = shared.entered();
     let bell = entered.then(|| {
@@ -132,7 +135,7 @@ fn start_waker(shared: &Arc<Shared>) -> Result<Waker> {
             consumer.wake_if_needed()
         },
         bell,
-        if entered { LINGER } else { Duration::ZERO },
+        real_time,
     )
     .map_err(|e| Error::Os {
         what: "starting the waker thread",
@@ -347,6 +350,36 @@ impl Builder {
         self
     }
 
+    /// Lets the waker of rings without SQPOLL (the CPU backend's default, where it submits)
+    /// run at real-time priority, `SCHED_FIFO` 1, from the first launch with more threads
+    /// than cores on, where the kernel allows it: with `CAP_SYS_NICE` (root) or an
+    /// `RLIMIT_RTPRIO` of 1 or more (otherwise `GPUIO_REAL_TIME_WAKER`; default on). The
+    /// io-wq workers that write its requests' bytes run so too.
+    /// [`Stats::real_time_waker`](crate::Stats::real_time_waker) says whether it took.
+    ///
+    /// Why: a printed line's write is a hand-off between these threads, and where the
+    /// kernel's threads outnumber the cores each hand-off waits for one. Under the fair
+    /// scheduler it may wait tens of milliseconds; a real-time thread gets the core as
+    /// soon as it wakes. On 2 cores with 62 to 64 of 64 kernel threads computing, a line
+    /// reached its file within 100 ms in every run with it, and not in most runs without
+    /// it (BENCHMARKS.md, output liveness; docs/PROTOCOL.md, invariant 12).
+    /// What it costs: print throughput on those crowded cores (these threads preempt the
+    /// printing threads at once; `bench_print`, BENCHMARKS.md, CPU backend), and a waker
+    /// that wakes up to 20,000 times a second while I/O flows preempts any other thread
+    /// of its core each time. Off keeps them under the fair scheduler with a short slice.
+    /// Nothing changes on a GPU, whose rings have SQPOLL.
+    ///
+    /// ```
+    /// use gpuio_host::{Backend, Runtime};
+    /// let rt = Runtime::builder().backend(Backend::Cpu).real_time_waker(false).build()?;
+    /// assert!(!rt.stats().real_time_waker);
+    /// # Ok::<(), gpuio_host::Error>(())
+    /// ```
+    pub fn real_time_waker(mut self, on: bool) -> Self {
+        self.real_time_waker = Some(on);
+        self
+    }
+
     /// Binds ring `i`'s SQPOLL thread to CPU `cpus[i]` (`IORING_SETUP_SQ_AFF`); one CPU
     /// per ring (with no ring count given, the list sets it). Otherwise `GPUIO_SQPOLL_CPUS` (a list such as `2-5`), otherwise: one ring,
     /// and rings on the CPU backend, unbound; several on a GPU on CPUs near it, one per
@@ -548,14 +581,17 @@ impl Builder {
         }
         // On rings without SQPOLL (the CPU backend's) the waker submits, and its requests
         // (and the io-wq workers it starts) run with its credentials: it is made where the
-        // rings were, with the short slice and confined to the file root, if any. Else it
+        // rings were, with the short slice and confined to the file root, if any, and asks
+        // for real-time priority, which those workers inherit (consumer/realtime.rs). Else it
         // only wakes consumers; on the CPU backend (SQPOLL asked for) it gets the slice by
         // its id.
         let entered = shared.entered();
         let waker = if entered {
-            on_the_ring_thread(self.file_root.as_deref(), true, || start_waker(&shared))?
+            on_the_ring_thread(self.file_root.as_deref(), true, || {
+                start_waker(&shared, settings.real_time_waker)
+            })?
         } else {
-            start_waker(&shared)?
+            start_waker(&shared, false)?
         };
         if device.is_none() && !entered {
             if let Some(tid) = waker.thread_id {
@@ -654,6 +690,8 @@ impl Builder {
             rings: or_env(self.rings, || settings::number("GPUIO_RINGS"))?,
             solo: or_env(self.solo, || settings::switch("GPUIO_SOLO"))?,
             sqpoll: or_env(self.sqpoll, || settings::switch("GPUIO_SQPOLL"))?,
+            real_time_waker: or_env(self.real_time_waker, || settings::switch("GPUIO_REAL_TIME_WAKER"))?
+                .unwrap_or(true),
             sqpoll_cpus: or_env(self.sqpoll_cpus.clone(), || {
                 settings::parsed("GPUIO_SQPOLL_CPUS", affinity::parse_cpu_list)
             })?,

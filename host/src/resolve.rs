@@ -26,6 +26,8 @@ pub(crate) struct Resolved {
     pub(crate) solo: Option<bool>,
     /// `None`: on on a GPU, or where `sqpoll_cpus` names CPUs; off on the CPU backend.
     pub(crate) sqpoll: Option<bool>,
+    /// On rings the waker enters, where the kernel allows it.
+    pub(crate) real_time_waker: bool,
     /// `None`: chosen (`affinity::choose`).
     pub(crate) sqpoll_cpus: Option<Vec<u32>>,
     /// `None`: never give up.

@@ -75,6 +75,12 @@ pub(crate) const SETTINGS: &[Setting] = &[
         unset: "1 on a GPU, or where sqpoll_cpus names CPUs; else 0",
     },
     Setting {
+        name: "GPUIO_REAL_TIME_WAKER",
+        builder: "real_time_waker",
+        values: "1 (SCHED_FIFO where the kernel allows it) or 0 (the fair scheduler)",
+        unset: "1 (it matters on the CPU backend's rings without SQPOLL alone)",
+    },
+    Setting {
         name: "GPUIO_SQPOLL_CPUS",
         builder: "sqpoll_cpus",
         values: "a CPU list, one CPU per ring (2-5, or 2,4,6)",

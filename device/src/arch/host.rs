@@ -30,10 +30,27 @@ pub type Warp = SingleLane;
 pub type WaitGroup = SingleLane;
 
 /// What a spinning thread does: give the core away. Many more "GPU threads" than cores
-/// run here, and the one we wait for may need this core.
+/// run here, and the one we wait for may need this core. A thread that
+/// [`relax_by_dozing`] dozes instead.
 #[inline]
 pub fn relax() {
-    std::thread::yield_now();
+    if DOZE_TO_RELAX.get() {
+        doze();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+std::thread_local! {
+    static DOZE_TO_RELAX: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Makes this thread's [`relax`] a [`doze`] for good: for a real-time thread (the host's
+/// waker, where the kernel lets it have `SCHED_FIFO`), whose `yield_now` gives the core
+/// only to other real-time threads, never to the thread of the fair scheduler it waits for
+/// (a kernel thread that holds an SQ ticket or the reaping turn).
+pub fn relax_by_dozing() {
+    DOZE_TO_RELAX.set(true);
 }
 
 /// Reads `*p`, memory another agent published to us (its last write happens-before this

@@ -139,11 +139,15 @@ fn unrank(r: u32, dim: Dim3) -> Dim3 {
 /// (about 1/7 of +10's weight) made lines no sooner there.
 const OVERSUBSCRIBED_NICE: i32 = 10;
 
+/// Whether a launch of `threads` threads has more of them than this process has cores.
+pub(crate) fn oversubscribes(threads: u64) -> bool {
+    threads > std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
+}
+
 /// The nice value for the threads of a launch of `threads` threads: `None` (unchanged)
 /// unless they outnumber the cores.
 fn oversubscribed_nice(threads: u64) -> Option<i32> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    if threads <= cores {
+    if !oversubscribes(threads) {
         return None;
     }
     // getpriority returns -1 both as a nice value and on error: errno tells them apart,

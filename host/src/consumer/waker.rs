@@ -20,12 +20,14 @@
 //! that submitted it looks again without a pause for [`LINGER`] (20 µs). A look reads at most three words of host memory and makes no syscall
 //! unless it wakes the consumer. `Stats::waker_looks` counts the looks.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use gpuio_device::protocol::arch::host::{install_doorbell, Doorbell};
+use gpuio_device::protocol::arch::host::{install_doorbell, relax_by_dozing, Doorbell};
+
+use crate::consumer::realtime;
 
 /// What one look at the SQ saw (`Uring::wake_if_needed`,
 /// `HostRing::wake_if_needed`): the host-memory words only, no syscall unless it woke the
@@ -60,11 +62,14 @@ const PARKED: Duration = Duration::from_millis(100);
 /// 2-vCPU VM put a 64-byte `pwrite` round trip through the shared rings at about 20 µs
 /// (p50) where SQPOLL, which polls, took 2.5. What it costs: at most this much of a core
 /// after each burst of requests, against SQPOLL's `sq_thread_idle` (50 ms).
-pub(crate) const LINGER: Duration = Duration::from_micros(20);
+const LINGER: Duration = Duration::from_micros(20);
 
 pub(crate) struct Waker {
     /// The thread's id (as it sent it), for its scheduler slice (`slice.rs`).
     pub(crate) thread_id: Option<libc::pid_t>,
+    /// Whether it may run at real-time priority (`realtime.rs`): asked for, on rings it
+    /// enters.
+    real_time_asked: bool,
     state: Arc<State>,
     handle: Option<JoinHandle<()>>,
 }
@@ -77,38 +82,55 @@ struct State {
     wakeups: AtomicU64,
     /// Looks at the ring (calls of `look`).
     looks: AtomicU64,
+    /// Where it stands with real-time priority: [`NOT_YET`], [`REAL_TIME`], [`REFUSED`] or
+    /// [`ASKING`].
+    real_time: AtomicU8,
 }
+
+/// Not real-time (yet): no launch has crowded the cores, or none was asked for.
+const NOT_YET: u8 = 0;
+/// Running at real-time priority.
+const REAL_TIME: u8 = 1;
+/// The kernel refused it: for good.
+const REFUSED: u8 = 2;
+/// A launch is asking for it now.
+const ASKING: u8 = 3;
 
 impl Waker {
     /// Starts the thread. `look` is one look: it wakes the ring's consumer if it sleeps with
     /// work waiting, and says what it saw (`Queue::wake_if_needed`); the builder's also
-    /// rescues print streams on the CPU backend (`rescue.rs`). `bell`, if given, is the
-    /// thread's own doorbell (`arch::host::install_doorbell`): what its rescues ring after
-    /// they publish, and while they wait for SQ slots, which on a ring without SQPOLL only
-    /// this thread frees. After a look that submitted or woke the consumer it goes on
-    /// looking for `linger` before it parks ([`LINGER`] for rings it enters, zero else).
+    /// rescues print streams on the CPU backend (`rescue.rs`). `enters` is `Some` where the
+    /// thread enters the rings (no SQPOLL): its own doorbell (`arch::host::install_doorbell`),
+    /// which its rescues ring after they publish, and while they wait for SQ slots, which
+    /// there only this thread frees. After a look that submitted such a waker goes on
+    /// looking for [`LINGER`] before it parks, and if `real_time` it runs at real-time
+    /// priority once a launch crowds the cores ([`Waker::crowded`]).
     pub(crate) fn start(
         mut look: impl FnMut() -> Look + Send + 'static,
-        bell: Option<Doorbell>,
-        linger: Duration,
+        enters: Option<Doorbell>,
+        real_time: bool,
     ) -> std::io::Result<Waker> {
         let state = Arc::new(State {
             stop: AtomicBool::new(false),
             active: AtomicUsize::new(0),
             wakeups: AtomicU64::new(0),
             looks: AtomicU64::new(0),
+            real_time: AtomicU8::new(NOT_YET),
         });
         let st = state.clone();
         let (id_tx, id_rx) = std::sync::mpsc::sync_channel(1);
+        let real_time_asked = real_time && enters.is_some();
         let handle = thread::Builder::new().name("gpuio-waker".into()).spawn(move || {
             // SAFETY: gettid has no preconditions.
             let _ = id_tx.send(unsafe { libc::gettid() });
-            let _bell = install_doorbell(bell);
+            let linger = if enters.is_some() { LINGER } else { Duration::ZERO };
+            let _bell = install_doorbell(enters);
             run(&mut look, &st, linger)
         })?;
         Ok(Waker {
             // The thread sends its id before anything else.
             thread_id: id_rx.recv().ok(),
+            real_time_asked,
             state,
             handle: Some(handle),
         })
@@ -120,6 +142,43 @@ impl Waker {
     pub(crate) fn doorbell(&self) -> Option<Doorbell> {
         let thread = self.handle.as_ref()?.thread().clone();
         Some(Arc::new(move || thread.unpark()))
+    }
+
+    /// A launch with more threads than cores is about to start: from now on the waker and
+    /// its io-wq workers run at real-time priority, if it was asked for and the kernel
+    /// allows it (`realtime.rs`). Called by the launching thread before the kernel's threads
+    /// start, so that the waker's first wakeup among them is already prompt.
+    pub(crate) fn crowded(&self) {
+        let (Some(tid), true) = (self.thread_id, self.real_time_asked) else {
+            return;
+        };
+        // Relaxed, as the store below: only this word is read through it. A launch that
+        // loses the race goes on while the winner asks.
+        if self
+            .state
+            .real_time
+            .compare_exchange(NOT_YET, ASKING, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        let now = match realtime::make_real_time(tid) {
+            Ok(()) => {
+                // Those io_uring made while it was not: best effort (one that exits between
+                // the listing and the call is gone anyway).
+                for w in realtime::io_workers_of(tid) {
+                    let _ = realtime::make_real_time(w);
+                }
+                REAL_TIME
+            }
+            Err(_) => REFUSED,
+        };
+        self.state.real_time.store(now, Ordering::Relaxed);
+    }
+
+    /// Whether the waker runs at real-time priority ([`Waker::crowded`]).
+    pub(crate) fn real_time(&self) -> bool {
+        self.state.real_time.load(Ordering::Relaxed) == REAL_TIME
     }
 
     /// Kernels are running: look often.
@@ -186,7 +245,13 @@ fn run(look_once: &mut dyn FnMut() -> Look, state: &State, linger: Duration) {
     let mut pause = POLL;
     let mut last_tail = None;
     let mut lingering_until = None;
+    let mut dozing = false;
     while !state.stop.load(Ordering::SeqCst) {
+        if !dozing && state.real_time.load(Ordering::Relaxed) == REAL_TIME {
+            // From its next wait inside the protocol on (realtime.rs).
+            relax_by_dozing();
+            dozing = true;
+        }
         let look = look_once();
         // Relaxed: statistics; nothing else is read through them.
         state.looks.fetch_add(1, Ordering::Relaxed);

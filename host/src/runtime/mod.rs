@@ -51,6 +51,14 @@ pub struct Stats {
     /// after it submits), backing off to every 1 ms while kernels run without I/O, every
     /// 100 ms while none runs.
     pub waker_looks: u64,
+    /// Whether the waker, and the io-wq workers io_uring made from it, run at real-time
+    /// priority (`SCHED_FIFO` 1, [`crate::Builder::real_time_waker`]): on the CPU backend's
+    /// rings without SQPOLL (the default), from the first launch with more threads than
+    /// cores on, where the kernel allows it (`CAP_SYS_NICE`, or an `RLIMIT_RTPRIO` of 1 or
+    /// more), so that a printed line's write waits for no computing kernel thread's turn.
+    /// Without it a line may wait tens of milliseconds for those threads' turns
+    /// (docs/PROTOCOL.md, invariant 12). Never on a GPU.
+    pub real_time_waker: bool,
     /// CPU backend: times the waker sent a print stream's bytes that kernel threads left
     /// unsent for a millisecond (a flush there never waits for a write to land; the next
     /// print's flush or the waker sends what it left); 0 on a GPU.
@@ -281,6 +289,7 @@ impl Runtime {
             sqpoll: self.shared.queues[0].sqpoll(),
             wakeups: self.waker.wakeups(),
             waker_looks: self.waker.looks(),
+            real_time_waker: self.waker.real_time(),
             rescues: self.shared.rescues.load(Ordering::Relaxed),
             stray_completions,
             refused_requests,
@@ -344,6 +353,10 @@ impl Runtime {
         let holder: Arc<dyn std::any::Any + Send + Sync> = self.shared.clone();
         // SAFETY: the context lives in `self.shared`'s memory, which the Arc keeps alive.
         let ctx = unsafe { KernelContext::new(ctx, holder, self.shared.doorbell.get().cloned()) };
+        if crate::backend::cpu::oversubscribes(n) {
+            // Before its threads run: the waker's first wakeup among them is already prompt.
+            self.waker.crowded();
+        }
         self.cpu.launch(
             &ctx,
             cfg,

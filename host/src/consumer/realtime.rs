@@ -1,0 +1,153 @@
+//! Real-time priority for the waker of the rings it enters (the CPU backend's default), and
+//! through it for the io-wq workers that write its requests' bytes.
+//!
+//! On those rings a line's write is a hand-off between host threads: the waker submits the
+//! SQE (`io_uring_enter`), an io-wq worker writes a regular file's bytes (ext4 and tmpfs
+//! take no buffered write inline), the waker reaps and sends the next. Beside many computing
+//! kernel threads each waits for a core, and the short slice (`slice.rs`) does not always
+//! get it in: Linux's fair scheduler (EEVDF) runs a waking thread only once it is
+//! *eligible*, and a waker that ran ahead of its share waits until the others catch up.
+//! Sampled during `bench_liveness` (2 x 32 threads computing at nice +10 on 2 vCPUs), the
+//! waker was runnable and not eligible in 35 of 124 samples, up to 4.95 ms of virtual time
+//! ahead (about 20 ms of real time at that load), and waited over 10 ms for its core 31
+//! times in one run (at most 91 ms), mostly while one launch's threads exited and the
+//! next's started; the io-wq worker 13 times (at most 31 ms). A `SCHED_FIFO` thread is not
+//! under the fair scheduler: a computing thread gives it the core as soon as it wakes.
+//!
+//! How: from the runtime's first launch with more threads than cores on (`Waker::crowded`,
+//! called before that launch's threads start), the waker runs under `SCHED_FIFO` at
+//! priority 1, the lowest, and so do its io-wq workers: those it has (found by name,
+//! `iou-wrk-<waker>`) and those io_uring makes from it later (a thread inherits its maker's
+//! policy). Where the kernel refuses (a process needs `CAP_SYS_NICE` or an `RLIMIT_RTPRIO`
+//! of 1 or more) the waker keeps the short slice, and the bound of invariant 12 is best
+//! effort there (`docs/PROTOCOL.md`). `Stats::real_time_waker` says which;
+//! `Builder::real_time_waker(false)` leaves it out.
+//!
+//! What it costs: the waker preempts any thread of the fair scheduler on its core each
+//! time it wakes (up to 20,000 looks a second while I/O flows, each a few µs), and for the
+//! 20 µs it goes on looking after each submission (`waker.rs`, `LINGER`) a thread of its
+//! core waits: with the waker real-time from the start, a thread printing alone on 2 cores
+//! printed about half as many lines a second, and a `pwrite` round trip through the solo
+//! ring took 39-47 µs at the median instead of 1.3-1.5, which is why a runtime whose
+//! launches fit the cores never asks. A real-time thread that spins waiting for a
+//! thread of the fair scheduler on its core would keep that thread off it, so the waker's
+//! waits inside the protocol (a rescue's flush waiting for an SQ slot or a CQ credit) sleep
+//! between rounds instead of yielding (`arch::host::relax_by_dozing`). The kernel's
+//! real-time throttle leaves others 5% of each second should it ever spin. Rings with
+//! SQPOLL, and the host-thread fallback, are left as they were: SQPOLL polls for
+//! `sq_thread_idle` after its last work, and at real-time priority would hold its core that
+//! long.
+
+use std::io;
+
+/// Gives thread `tid` of this process (0: the calling thread) `SCHED_FIFO` at priority 1,
+/// which the threads it makes inherit (no reset-on-fork). `Err` where the kernel refuses
+/// (no `CAP_SYS_NICE`, an `RLIMIT_RTPRIO` of 0): the thread is then as it was.
+pub(crate) fn make_real_time(tid: libc::pid_t) -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: sched_setscheduler reads one sched_param from `param`, a valid one; it changes
+    // only thread `tid`'s policy.
+    if unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The io-wq workers that io_uring made from thread `tid` of this process: the threads it
+/// names `iou-wrk-<tid>`.
+pub(crate) fn io_workers_of(tid: libc::pid_t) -> Vec<libc::pid_t> {
+    let name = format!("iou-wrk-{tid}");
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return vec![];
+    };
+    tasks
+        .flatten()
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+        .filter_map(|t| t.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where the kernel lets this process have real-time threads (as root, in CI), a thread
+    /// made real-time is `SCHED_FIFO`, and so is a thread it then makes; elsewhere it stays
+    /// as it was, and the test says that it skipped.
+    #[test]
+    fn a_real_time_thread_passes_its_policy_to_the_threads_it_makes() {
+        std::thread::spawn(|| {
+            // SAFETY: sched_getscheduler on this thread touches no memory.
+            let before = unsafe { libc::sched_getscheduler(0) };
+            match make_real_time(0) {
+                Err(e) => {
+                    assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
+                    // SAFETY: as above.
+                    assert_eq!(unsafe { libc::sched_getscheduler(0) }, before);
+                    println!("SKIPPED: this process may not make real-time threads ({e})");
+                }
+                Ok(()) => {
+                    // SAFETY: as above.
+                    assert_eq!(unsafe { libc::sched_getscheduler(0) }, libc::SCHED_FIFO);
+                    // SAFETY: as above, on the new thread.
+                    let child = std::thread::spawn(|| unsafe { libc::sched_getscheduler(0) });
+                    assert_eq!(child.join().unwrap(), libc::SCHED_FIFO);
+                }
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The policy of thread `tid` of this process.
+    fn policy_of(tid: libc::pid_t) -> libc::c_int {
+        // SAFETY: sched_getscheduler reads a thread's policy and touches no memory.
+        unsafe { libc::sched_getscheduler(tid) }
+    }
+
+    /// On the CPU backend's default rings (no SQPOLL) the waker, and the io-wq workers that
+    /// write its requests, run at real-time priority from the first launch with more
+    /// threads than cores on, wherever this process may have such threads, and `Stats` says
+    /// so; not before, and never with SQPOLL or `real_time_waker(false)`.
+    #[test]
+    fn the_waker_of_rings_it_enters_and_its_io_workers_run_at_real_time_priority_once_crowded() {
+        use std::os::fd::AsRawFd;
+        let allowed = std::thread::spawn(|| make_real_time(0).is_ok()).join().unwrap();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        let path = std::env::temp_dir().join(format!("gpuio-realtime-{}.txt", std::process::id()));
+        let file = std::fs::File::create(&path).unwrap();
+        for (sqpoll, asked) in [(false, true), (true, true), (false, false)] {
+            let rt = match crate::Runtime::builder()
+                .backend(crate::Backend::Cpu)
+                .sqpoll(sqpoll)
+                .real_time_waker(asked)
+                .stdout_fd(file.as_raw_fd())
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    println!("SKIPPED (sqpoll {sqpoll}): no io_uring here: {e}");
+                    continue;
+                }
+            };
+            let waker = rt.waker.thread_id.expect("the waker's id");
+            // Lines into a regular file: io_uring hands their writes to io-wq workers.
+            for (threads, crowded) in [(1, false), (cores + 1, true)] {
+                rt.launch(1, threads, || gpuio_device::println!("a line")).unwrap();
+                rt.synchronize().unwrap();
+                let real_time = crowded && !sqpoll && asked && allowed;
+                let case = format!("sqpoll {sqpoll}, asked {asked}, {threads} thread(s) on {cores} core(s)");
+                assert_eq!(rt.stats().real_time_waker, real_time, "{case}");
+                assert_eq!(policy_of(waker) == libc::SCHED_FIFO, real_time, "{case}: the waker");
+                let workers = io_workers_of(waker);
+                if real_time && workers.is_empty() {
+                    println!("SKIPPED the io-wq workers: this file system took the writes inline");
+                }
+                for w in workers {
+                    assert_eq!(policy_of(w) == libc::SCHED_FIFO, real_time, "{case}: io-wq worker {w}");
+                }
+            }
+        }
+        let _ = std::fs::remove_file(path);
+    }
+}
