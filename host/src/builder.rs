@@ -352,22 +352,23 @@ impl Builder {
 
     /// Lets the waker of rings without SQPOLL (the CPU backend's default, where it submits)
     /// run at real-time priority, `SCHED_FIFO` 1, from the first launch with more threads
-    /// than cores on, where the kernel allows it: with `CAP_SYS_NICE` (root) or an
-    /// `RLIMIT_RTPRIO` of 1 or more (otherwise `GPUIO_REAL_TIME_WAKER`; default on). The
-    /// io-wq workers that write its requests' bytes run so too.
+    /// than cores on, for the rest of the runtime's life, where the kernel allows it: with
+    /// `CAP_SYS_NICE` (root; not a container's root by default) or an `RLIMIT_RTPRIO` of 1
+    /// or more (otherwise `GPUIO_REAL_TIME_WAKER`; default on). The io-wq workers that
+    /// serve its rings' requests run so too.
     /// [`Stats::real_time_waker`](crate::Stats::real_time_waker) says whether it took.
     ///
     /// Why: a printed line's write is a hand-off between these threads, and where the
     /// kernel's threads outnumber the cores each hand-off waits for one. Under the fair
     /// scheduler it may wait tens of milliseconds; a real-time thread gets the core as
-    /// soon as it wakes. On 2 cores with 62 to 64 of 64 kernel threads computing, a line
-    /// reached its file within 100 ms in every run with it, and not in most runs without
-    /// it (BENCHMARKS.md, output liveness; docs/PROTOCOL.md, invariant 12).
+    /// soon as it wakes. On 2 cores with 62 to 64 of 64 kernel threads computing, every
+    /// line reached its file within 100 ms in each run with it, and not in 3 of 8 runs
+    /// without it (BENCHMARKS.md, output liveness; docs/PROTOCOL.md, invariant 12).
     /// What it costs: print throughput on those crowded cores (these threads preempt the
-    /// printing threads at once; `bench_print`, BENCHMARKS.md, CPU backend), and a waker
-    /// that wakes up to 20,000 times a second while I/O flows preempts any other thread
-    /// of its core each time. Off keeps them under the fair scheduler with a short slice.
-    /// Nothing changes on a GPU, whose rings have SQPOLL.
+    /// printing threads at once, and while I/O flows steadily the waker holds a core as
+    /// SQPOLL would; `bench_print`, BENCHMARKS.md, CPU backend); and a waker that wakes up to 20,000 times a second while I/O flows preempts any other
+    /// thread of its core each time. Off keeps them under the fair scheduler with a short
+    /// slice. Nothing changes on a GPU, whose rings have SQPOLL.
     ///
     /// ```
     /// use gpuio_host::{Backend, Runtime};
@@ -581,8 +582,9 @@ impl Builder {
         }
         // On rings without SQPOLL (the CPU backend's) the waker submits, and its requests
         // (and the io-wq workers it starts) run with its credentials: it is made where the
-        // rings were, with the short slice and confined to the file root, if any, and asks
-        // for real-time priority, which those workers inherit (consumer/realtime.rs). Else it
+        // rings were, with the short slice and confined to the file root, if any; the first
+        // launch that crowds the cores makes it and those workers real-time
+        // (consumer/realtime.rs). Else it
         // only wakes consumers; on the CPU backend (SQPOLL asked for) it gets the slice by
         // its id.
         let entered = shared.entered();

@@ -15,25 +15,33 @@
 //! under the fair scheduler: a computing thread gives it the core as soon as it wakes.
 //!
 //! How: from the runtime's first launch with more threads than cores on (`Waker::crowded`,
-//! called before that launch's threads start), the waker runs under `SCHED_FIFO` at
-//! priority 1, the lowest, and so do its io-wq workers: those it has (found by name,
-//! `iou-wrk-<waker>`) and those io_uring makes from it later (a thread inherits its maker's
-//! policy). Where the kernel refuses (a process needs `CAP_SYS_NICE` or an `RLIMIT_RTPRIO`
-//! of 1 or more) the waker keeps the short slice, and the bound of invariant 12 is best
+//! called before that launch's threads start) for the rest of the runtime's life, the
+//! waker runs under `SCHED_FIFO` at priority 1, the lowest, and so do its io-wq workers:
+//! those it has (found by name, `iou-wrk-<waker>`; not in a PID namespace, whose workers'
+//! names carry the host's id) and those io_uring makes from it later (a thread inherits its
+//! maker's policy). Where the kernel refuses (a process needs `CAP_SYS_NICE` or an
+//! `RLIMIT_RTPRIO` of 1 or more) the waker keeps the short slice, and the bound of invariant 12 is best
 //! effort there (`docs/PROTOCOL.md`). `Stats::real_time_waker` says which;
 //! `Builder::real_time_waker(false)` leaves it out.
 //!
 //! What it costs: the waker preempts any thread of the fair scheduler on its core each
-//! time it wakes (up to 20,000 looks a second while I/O flows, each a few µs), and for the
-//! 20 µs it goes on looking after each submission (`waker.rs`, `LINGER`) a thread of its
-//! core waits: with the waker real-time from the start, a thread printing alone on 2 cores
+//! time it wakes (up to 20,000 looks a second while I/O flows, each a few µs), and the
+//! io-wq workers, which serve every request of these rings (a device `pwrite`'s copy into
+//! the page cache included), preempt them while they work. The waker goes on looking for
+//! 20 µs after each submission (`waker.rs`, `LINGER`), so while kernel threads keep
+//! publishing it holds its core as SQPOLL would, up to the kernel's real-time throttle (95%
+//! of each second), and a thread of the fair scheduler on that core waits until the load
+//! balancer moves it: with the waker real-time from the start, a thread printing alone on 2 cores
 //! printed about half as many lines a second, and a `pwrite` round trip through the solo
 //! ring took 39-47 µs at the median instead of 1.3-1.5, which is why a runtime whose
-//! launches fit the cores never asks. A real-time thread that spins waiting for a
-//! thread of the fair scheduler on its core would keep that thread off it, so the waker's
-//! waits inside the protocol (a rescue's flush waiting for an SQ slot or a CQ credit) sleep
-//! between rounds instead of yielding (`arch::host::relax_by_dozing`). The kernel's
-//! real-time throttle leaves others 5% of each second should it ever spin. Rings with
+//! launches fit the cores never asks. Without the looking at real-time priority it was
+//! worse where the cores are crowded (a doorbell's wakeup preempts a printing thread each
+//! time): 1 of 6 `bench_liveness` runs late, and 4.5-4.9 M lines a second from 64 printing
+//! threads in `bench_print` where the looking gave 6.3-6.9 and the short slice 6.9-7.7.
+//! A real-time thread that spins waiting for a thread of the fair scheduler on its core
+//! would keep that thread off it, so the waker's waits inside the protocol (a rescue's
+//! flush waiting for an SQ slot or a CQ credit) sleep between rounds instead of yielding
+//! (`arch::host::relax_by_dozing`). Rings with
 //! SQPOLL, and the host-thread fallback, are left as they were: SQPOLL polls for
 //! `sq_thread_idle` after its last work, and at real-time priority would hold its core that
 //! long.
@@ -54,7 +62,10 @@ pub(crate) fn make_real_time(tid: libc::pid_t) -> io::Result<()> {
 }
 
 /// The io-wq workers that io_uring made from thread `tid` of this process: the threads it
-/// names `iou-wrk-<tid>`.
+/// names `iou-wrk-<tid>`. In a PID namespace (a container) the kernel names them with the
+/// id the host sees, which differs from `tid`: none is found there. (A worker that exits
+/// between this listing and a call on its id leaves an id that Linux could, in principle,
+/// give a new thread within microseconds; not guarded against.)
 pub(crate) fn io_workers_of(tid: libc::pid_t) -> Vec<libc::pid_t> {
     let name = format!("iou-wrk-{tid}");
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
@@ -121,6 +132,7 @@ mod tests {
                 .backend(crate::Backend::Cpu)
                 .sqpoll(sqpoll)
                 .real_time_waker(asked)
+                .submission(crate::Submission::IoUring)
                 .stdout_fd(file.as_raw_fd())
                 .build()
             {
@@ -141,7 +153,10 @@ mod tests {
                 assert_eq!(policy_of(waker) == libc::SCHED_FIFO, real_time, "{case}: the waker");
                 let workers = io_workers_of(waker);
                 if real_time && workers.is_empty() {
-                    println!("SKIPPED the io-wq workers: this file system took the writes inline");
+                    println!(
+                        "SKIPPED the io-wq workers: none named after the waker (the writes went \
+                         inline, or a PID namespace hides the id in their names)"
+                    );
                 }
                 for w in workers {
                     assert_eq!(policy_of(w) == libc::SCHED_FIFO, real_time, "{case}: io-wq worker {w}");

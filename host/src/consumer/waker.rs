@@ -123,6 +123,12 @@ impl Waker {
         let handle = thread::Builder::new().name("gpuio-waker".into()).spawn(move || {
             // SAFETY: gettid has no preconditions.
             let _ = id_tx.send(unsafe { libc::gettid() });
+            if real_time_asked {
+                // Before it may become real-time, which another thread makes it
+                // (`Waker::crowded`): its waits inside the protocol sleep (realtime.rs). They
+                // are rare (a rescue waiting for an SQ slot or a CQ credit).
+                relax_by_dozing();
+            }
             let linger = if enters.is_some() { LINGER } else { Duration::ZERO };
             let _bell = install_doorbell(enters);
             run(&mut look, &st, linger)
@@ -245,18 +251,15 @@ fn run(look_once: &mut dyn FnMut() -> Look, state: &State, linger: Duration) {
     let mut pause = POLL;
     let mut last_tail = None;
     let mut lingering_until = None;
-    let mut dozing = false;
     while !state.stop.load(Ordering::SeqCst) {
-        if !dozing && state.real_time.load(Ordering::Relaxed) == REAL_TIME {
-            // From its next wait inside the protocol on (realtime.rs).
-            relax_by_dozing();
-            dozing = true;
-        }
         let look = look_once();
         // Relaxed: statistics; nothing else is read through them.
         state.looks.fetch_add(1, Ordering::Relaxed);
         if look.woke {
             state.wakeups.fetch_add(1, Ordering::Relaxed);
+            // Also at real-time priority, where while kernel threads keep publishing this
+            // holds the core as SQPOLL would (realtime.rs says what that costs, and what
+            // going without it cost).
             if !linger.is_zero() {
                 lingering_until = Some(Instant::now() + linger);
             }
