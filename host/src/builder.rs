@@ -366,9 +366,10 @@ impl Builder {
     /// without it (BENCHMARKS.md, output liveness; docs/PROTOCOL.md, invariant 12).
     /// What it costs: print throughput on those crowded cores (these threads preempt the
     /// printing threads at once, and while I/O flows steadily the waker holds a core as
-    /// SQPOLL would; `bench_print`, BENCHMARKS.md, CPU backend); and a waker that wakes up to 20,000 times a second while I/O flows preempts any other
-    /// thread of its core each time. Off keeps them under the fair scheduler with a short
-    /// slice. Nothing changes on a GPU, whose rings have SQPOLL.
+    /// SQPOLL would; `bench_print`, BENCHMARKS.md, CPU backend); and a waker that wakes up
+    /// to 20,000 times a second while I/O flows preempts any other thread of its core each
+    /// time. Off keeps them under the fair scheduler with a short slice. Nothing changes on
+    /// a GPU, whose rings have SQPOLL.
     ///
     /// ```
     /// use gpuio_host::{Backend, Runtime};
@@ -584,9 +585,8 @@ impl Builder {
         // (and the io-wq workers it starts) run with its credentials: it is made where the
         // rings were, with the short slice and confined to the file root, if any; the first
         // launch that crowds the cores makes it and those workers real-time
-        // (consumer/realtime.rs). Else it
-        // only wakes consumers; on the CPU backend (SQPOLL asked for) it gets the slice by
-        // its id.
+        // (consumer/realtime.rs). Else it only wakes consumers; on the CPU backend (SQPOLL
+        // asked for) it gets the slice by its id.
         let entered = shared.entered();
         let waker = if entered {
             on_the_ring_thread(self.file_root.as_deref(), true, || {

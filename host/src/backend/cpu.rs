@@ -139,15 +139,11 @@ fn unrank(r: u32, dim: Dim3) -> Dim3 {
 /// (about 1/7 of +10's weight) made lines no sooner there.
 const OVERSUBSCRIBED_NICE: i32 = 10;
 
-/// Whether a launch of `threads` threads has more of them than this process has cores.
-pub(crate) fn oversubscribes(threads: u64) -> bool {
-    threads > std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
-}
-
 /// The nice value for the threads of a launch of `threads` threads: `None` (unchanged)
 /// unless they outnumber the cores.
 fn oversubscribed_nice(threads: u64) -> Option<i32> {
-    if !oversubscribes(threads) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    if threads <= cores {
         return None;
     }
     // getpriority returns -1 both as a nice value and on error: errno tells them apart,
@@ -288,7 +284,8 @@ impl Cpu {
     }
 
     /// Runs `kernel` on `grid * block` new threads, with the context `ctx`.
-    /// `start(first)` runs first, under the launch lock (`first`: no launch is pending);
+    /// `start(first, crowded)` runs first, under the launch lock (`first`: no launch is
+    /// pending; `crowded`: the threads outnumber the cores and run at nice +10);
     /// if a thread cannot be spawned, `on_spawn_failure` runs (without the lock) before the
     /// error returns.
     pub(crate) fn launch<F>(
@@ -296,7 +293,7 @@ impl Cpu {
         ctx: &KernelContext,
         cfg: LaunchConfig,
         kernel: F,
-        start: impl FnOnce(bool) -> Result<()>,
+        start: impl FnOnce(bool, bool) -> Result<()>,
         on_spawn_failure: impl FnOnce(),
     ) -> Result<()>
     where
@@ -307,11 +304,11 @@ impl Cpu {
         check_map_count(n)?;
         check_shared_mem(cfg.shared_mem_bytes)?;
         let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
-        start(kernels.launches == 0)?;
+        let nice = oversubscribed_nice(n);
+        start(kernels.launches == 0, nice.is_some())?;
         kernels.launches += 1;
         report_kernel_panics();
         let kernel = Arc::new(kernel);
-        let nice = oversubscribed_nice(n);
         // What the threads of the block being started share (shared memory, barrier).
         let mut block: Option<Arc<Block>> = None;
         for i in 0..n as u32 {

@@ -20,8 +20,8 @@
 //! those it has (found by name, `iou-wrk-<waker>`; not in a PID namespace, whose workers'
 //! names carry the host's id) and those io_uring makes from it later (a thread inherits its
 //! maker's policy). Where the kernel refuses (a process needs `CAP_SYS_NICE` or an
-//! `RLIMIT_RTPRIO` of 1 or more) the waker keeps the short slice, and the bound of invariant 12 is best
-//! effort there (`docs/PROTOCOL.md`). `Stats::real_time_waker` says which;
+//! `RLIMIT_RTPRIO` of 1 or more) the waker keeps the short slice, and the bound of
+//! invariant 12 is best effort there (`docs/PROTOCOL.md`). `Stats::real_time_waker` says which;
 //! `Builder::real_time_waker(false)` leaves it out.
 //!
 //! What it costs: the waker preempts any thread of the fair scheduler on its core each
@@ -31,8 +31,8 @@
 //! 20 µs after each submission (`waker.rs`, `LINGER`), so while kernel threads keep
 //! publishing it holds its core as SQPOLL would, up to the kernel's real-time throttle (95%
 //! of each second), and a thread of the fair scheduler on that core waits until the load
-//! balancer moves it: with the waker real-time from the start, a thread printing alone on 2 cores
-//! printed about half as many lines a second, and a `pwrite` round trip through the solo
+//! balancer moves it: with the waker real-time from the start, a thread printing alone on
+//! 2 cores printed about half as many lines a second, and a `pwrite` round trip through the solo
 //! ring took 39-47 µs at the median instead of 1.3-1.5, which is why a runtime whose
 //! launches fit the cores never asks. Without the looking at real-time priority it was
 //! worse where the cores are crowded (a doorbell's wakeup preempts a printing thread each
@@ -41,10 +41,9 @@
 //! A real-time thread that spins waiting for a thread of the fair scheduler on its core
 //! would keep that thread off it, so the waker's waits inside the protocol (a rescue's
 //! flush waiting for an SQ slot or a CQ credit) sleep between rounds instead of yielding
-//! (`arch::host::relax_by_dozing`). Rings with
-//! SQPOLL, and the host-thread fallback, are left as they were: SQPOLL polls for
-//! `sq_thread_idle` after its last work, and at real-time priority would hold its core that
-//! long.
+//! (`arch::host::relax_by_dozing`). Rings with SQPOLL, and the host-thread fallback, are
+//! left as they were: SQPOLL polls for `sq_thread_idle` after its last work, and at
+//! real-time priority would hold its core that long.
 
 use std::io;
 

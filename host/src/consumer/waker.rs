@@ -67,9 +67,6 @@ const LINGER: Duration = Duration::from_micros(20);
 pub(crate) struct Waker {
     /// The thread's id (as it sent it), for its scheduler slice (`slice.rs`).
     pub(crate) thread_id: Option<libc::pid_t>,
-    /// Whether it may run at real-time priority (`realtime.rs`): asked for, on rings it
-    /// enters.
-    real_time_asked: bool,
     state: Arc<State>,
     handle: Option<JoinHandle<()>>,
 }
@@ -82,17 +79,17 @@ struct State {
     wakeups: AtomicU64,
     /// Looks at the ring (calls of `look`).
     looks: AtomicU64,
-    /// Where it stands with real-time priority: [`NOT_YET`], [`REAL_TIME`], [`REFUSED`] or
+    /// Where it stands with real-time priority: [`NOT_YET`], [`REAL_TIME`], [`NEVER`] or
     /// [`ASKING`].
     real_time: AtomicU8,
 }
 
-/// Not real-time (yet): no launch has crowded the cores, or none was asked for.
+/// Not real-time yet: asked for (on rings it enters), and no launch has crowded the cores.
 const NOT_YET: u8 = 0;
 /// Running at real-time priority.
 const REAL_TIME: u8 = 1;
-/// The kernel refused it: for good.
-const REFUSED: u8 = 2;
+/// Not asked for, or refused by the kernel: for good.
+const NEVER: u8 = 2;
 /// A launch is asking for it now.
 const ASKING: u8 = 3;
 
@@ -110,16 +107,16 @@ impl Waker {
         enters: Option<Doorbell>,
         real_time: bool,
     ) -> std::io::Result<Waker> {
+        let real_time_asked = real_time && enters.is_some();
         let state = Arc::new(State {
             stop: AtomicBool::new(false),
             active: AtomicUsize::new(0),
             wakeups: AtomicU64::new(0),
             looks: AtomicU64::new(0),
-            real_time: AtomicU8::new(NOT_YET),
+            real_time: AtomicU8::new(if real_time_asked { NOT_YET } else { NEVER }),
         });
         let st = state.clone();
         let (id_tx, id_rx) = std::sync::mpsc::sync_channel(1);
-        let real_time_asked = real_time && enters.is_some();
         let handle = thread::Builder::new().name("gpuio-waker".into()).spawn(move || {
             // SAFETY: gettid has no preconditions.
             let _ = id_tx.send(unsafe { libc::gettid() });
@@ -136,7 +133,6 @@ impl Waker {
         Ok(Waker {
             // The thread sends its id before anything else.
             thread_id: id_rx.recv().ok(),
-            real_time_asked,
             state,
             handle: Some(handle),
         })
@@ -155,11 +151,11 @@ impl Waker {
     /// allows it (`realtime.rs`). Called by the launching thread before the kernel's threads
     /// start, so that the waker's first wakeup among them is already prompt.
     pub(crate) fn crowded(&self) {
-        let (Some(tid), true) = (self.thread_id, self.real_time_asked) else {
+        let Some(tid) = self.thread_id else {
             return;
         };
         // Relaxed, as the store below: only this word is read through it. A launch that
-        // loses the race goes on while the winner asks.
+        // finds it not `NOT_YET` (already asked, being asked, or never to be) goes on.
         if self
             .state
             .real_time
@@ -177,7 +173,7 @@ impl Waker {
                 }
                 REAL_TIME
             }
-            Err(_) => REFUSED,
+            Err(_) => NEVER,
         };
         self.state.real_time.store(now, Ordering::Relaxed);
     }

@@ -353,17 +353,17 @@ impl Runtime {
         let holder: Arc<dyn std::any::Any + Send + Sync> = self.shared.clone();
         // SAFETY: the context lives in `self.shared`'s memory, which the Arc keeps alive.
         let ctx = unsafe { KernelContext::new(ctx, holder, self.shared.doorbell.get().cloned()) };
-        if crate::backend::cpu::oversubscribes(n) {
-            // Before its threads run: the waker's first wakeup among them is already prompt.
-            self.waker.crowded();
-        }
         self.cpu.launch(
             &ctx,
             cfg,
             kernel,
-            |first| {
+            |first, crowded| {
                 if first {
                     self.rebase_positions()?;
+                }
+                if crowded {
+                    // Before its threads run: the waker's first wakeup among them is prompt.
+                    self.waker.crowded();
                 }
                 self.waker.activate();
                 Ok(())
