@@ -351,30 +351,30 @@ impl Builder {
     }
 
     /// Lets the waker of rings without SQPOLL (the CPU backend's default, where it submits)
-    /// run at real-time priority, `SCHED_FIFO` 1, from the first launch with more threads
-    /// than cores on, for the rest of the runtime's life, where the kernel allows it: with
-    /// `CAP_SYS_NICE` (root; not a container's root by default) or an `RLIMIT_RTPRIO` of 1
-    /// or more (otherwise `GPUIO_REAL_TIME_WAKER`; default on). The io-wq workers that
-    /// serve its rings' requests run so too.
-    /// [`Stats::real_time_waker`](crate::Stats::real_time_waker) says whether it took.
+    /// run at real-time priority, `SCHED_FIFO` 1, while launches have more threads than
+    /// cores (with those still running), where the kernel allows it: with `CAP_SYS_NICE`
+    /// (root; not a container's root by default) or an `RLIMIT_RTPRIO` of 1 or more.
+    /// Otherwise `GPUIO_REAL_TIME_WAKER`; **default off**: gpuio takes no real-time thread
+    /// it was not asked for. The io-wq workers that serve its rings' requests run so too.
+    /// A notice says so, once, when it first takes effect; a launch that fits the cores
+    /// puts them back under the fair scheduler.
+    /// [`Stats::real_time_waker`](crate::Stats::real_time_waker) says whether it is in force.
     ///
-    /// Why: a printed line's write is a hand-off between these threads, and where the
-    /// kernel's threads outnumber the cores each hand-off waits for one. Under the fair
-    /// scheduler it may wait tens of milliseconds; a real-time thread gets the core as
-    /// soon as it wakes. On 2 cores with 62 to 64 of 64 kernel threads computing, every
-    /// line reached its file within 100 ms in each run with it, and not in 3 of 8 runs
-    /// without it (BENCHMARKS.md, output liveness; docs/PROTOCOL.md, invariant 12).
-    /// What it costs: print throughput on those crowded cores (these threads preempt the
-    /// printing threads at once, and while I/O flows steadily the waker holds a core as
-    /// SQPOLL would; `bench_print`, BENCHMARKS.md, CPU backend); and a waker that wakes up
-    /// to 20,000 times a second while I/O flows preempts any other thread of its core each
-    /// time. Off keeps them under the fair scheduler with a short slice. Nothing changes on
-    /// a GPU, whose rings have SQPOLL.
+    /// Why one would: a printed line's write is a hand-off between these threads, and where
+    /// the kernel's threads outnumber the cores each hand-off waits for one. Under the fair
+    /// scheduler it may wait tens of milliseconds (docs/PROTOCOL.md, invariant 12); a
+    /// real-time thread gets the core as soon as it wakes.
+    /// What it costs everyone else: these threads preempt any thread of the fair scheduler,
+    /// of this process or another, on their core each time they wake, and the io-wq
+    /// workers hold it while they copy each request's bytes (docs/USAGE.md gives the
+    /// measured cost to a neighbouring process). The waker never polls at real-time
+    /// priority: it parks between its looks. Nothing changes on a GPU, whose rings have
+    /// SQPOLL.
     ///
     /// ```
     /// use gpuio_host::{Backend, Runtime};
-    /// let rt = Runtime::builder().backend(Backend::Cpu).real_time_waker(false).build()?;
-    /// assert!(!rt.stats().real_time_waker);
+    /// let rt = Runtime::builder().backend(Backend::Cpu).build()?;
+    /// assert!(!rt.stats().real_time_waker); // the default: never real-time
     /// # Ok::<(), gpuio_host::Error>(())
     /// ```
     pub fn real_time_waker(mut self, on: bool) -> Self {
@@ -693,7 +693,7 @@ impl Builder {
             solo: or_env(self.solo, || settings::switch("GPUIO_SOLO"))?,
             sqpoll: or_env(self.sqpoll, || settings::switch("GPUIO_SQPOLL"))?,
             real_time_waker: or_env(self.real_time_waker, || settings::switch("GPUIO_REAL_TIME_WAKER"))?
-                .unwrap_or(true),
+                .unwrap_or(false),
             sqpoll_cpus: or_env(self.sqpoll_cpus.clone(), || {
                 settings::parsed("GPUIO_SQPOLL_CPUS", affinity::parse_cpu_list)
             })?,

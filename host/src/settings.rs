@@ -77,8 +77,8 @@ pub(crate) const SETTINGS: &[Setting] = &[
     Setting {
         name: "GPUIO_REAL_TIME_WAKER",
         builder: "real_time_waker",
-        values: "1 (SCHED_FIFO where the kernel allows it) or 0 (the fair scheduler)",
-        unset: "1 (it matters on the CPU backend's rings without SQPOLL alone)",
+        values: "1 (SCHED_FIFO while launches crowd the cores, where the kernel allows it) or 0 (the fair scheduler)",
+        unset: "0 (it matters on the CPU backend's rings without SQPOLL alone)",
     },
     Setting {
         name: "GPUIO_SQPOLL_CPUS",

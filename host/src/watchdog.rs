@@ -107,6 +107,35 @@ pub(crate) fn parse_timeout(value: &str) -> Result<Option<Duration>> {
     }
 }
 
+/// Sleeps for `d`, by the monotonic clock, however often signals interrupt it: the pause of
+/// every host-side wait (`synchronize`'s, a fault's settling).
+///
+/// Not [`std::thread::sleep`]: it restarts an interrupted `nanosleep` with the time the
+/// kernel says is left, which is measured to the timer's *hard* expiry, its soft expiry
+/// plus the thread's timer slack (50 µs by default). So each restart asks for at least the
+/// slack again, and where signals come more often than that (100,000 a second into the
+/// process) a 50 µs sleep never ends. An absolute deadline (`TIMER_ABSTIME`) is the same
+/// instant at every restart.
+pub(crate) fn sleep(d: Duration) {
+    const NANOS: u128 = 1_000_000_000;
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec into `now`; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    let until = now.tv_nsec as u128 + d.as_nanos();
+    let until = libc::timespec {
+        tv_sec: now
+            .tv_sec
+            .saturating_add((until / NANOS).min(libc::time_t::MAX as u128) as libc::time_t),
+        tv_nsec: (until % NANOS) as libc::c_long,
+    };
+    // SAFETY: clock_nanosleep reads one timespec from `until`; with TIMER_ABSTIME it writes
+    // no remainder (null). It returns the error number itself: EINTR means a signal handler
+    // ran, and the same deadline is asked for again.
+    while unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &until, std::ptr::null_mut()) }
+        == libc::EINTR
+    {}
+}
+
 /// Waits until `done` says so, observing progress with `observe` (see the module docs).
 ///
 /// `pause(d)` waits at most `d` (it may return early: a condition variable that the awaited

@@ -142,8 +142,7 @@ const OVERSUBSCRIBED_NICE: i32 = 10;
 /// The nice value for the threads of a launch of `threads` threads: `None` (unchanged)
 /// unless they outnumber the cores.
 fn oversubscribed_nice(threads: u64) -> Option<i32> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    if threads <= cores {
+    if threads <= cores() {
         return None;
     }
     // getpriority returns -1 both as a nice value and on error: errno tells them apart,
@@ -151,6 +150,11 @@ fn oversubscribed_nice(threads: u64) -> Option<i32> {
     // SAFETY: getpriority reads this thread's nice value and touches no memory.
     let now = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
     Some((now + OVERSUBSCRIBED_NICE).min(19))
+}
+
+/// The cores this process may run on.
+fn cores() -> u64 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
 }
 
 /// Refuses more dynamic shared memory per block than the CPU backend gives.
@@ -285,7 +289,8 @@ impl Cpu {
 
     /// Runs `kernel` on `grid * block` new threads, with the context `ctx`.
     /// `start(first, crowded)` runs first, under the launch lock (`first`: no launch is
-    /// pending; `crowded`: the threads outnumber the cores and run at nice +10);
+    /// pending; `crowded`: the threads, with those of earlier launches still running,
+    /// outnumber the cores; the threads run at nice +10 where they alone do);
     /// if a thread cannot be spawned, `on_spawn_failure` runs (without the lock) before the
     /// error returns.
     pub(crate) fn launch<F>(
@@ -305,7 +310,8 @@ impl Cpu {
         check_shared_mem(cfg.shared_mem_bytes)?;
         let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
         let nice = oversubscribed_nice(n);
-        start(kernels.launches == 0, nice.is_some())?;
+        let crowded = n + self.exits.running() as u64 > cores();
+        start(kernels.launches == 0, crowded)?;
         kernels.launches += 1;
         report_kernel_panics();
         let kernel = Arc::new(kernel);

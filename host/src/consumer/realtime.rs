@@ -60,6 +60,26 @@ pub(crate) fn make_real_time(tid: libc::pid_t) -> io::Result<()> {
     Ok(())
 }
 
+/// Puts thread `tid` of this process (0: the calling thread) back under the fair scheduler
+/// (`SCHED_OTHER`, its nice value kept) with the short slice it had before
+/// [`make_real_time`] (`slice.rs`). Lowering a thread's policy needs no privilege.
+pub(crate) fn make_fair(tid: libc::pid_t) -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: as in `make_real_time`: one valid sched_param read, thread `tid` changed.
+    if unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &param) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Best effort, as where the slice was first given (kernels before 6.12 ignore it).
+    let _ = crate::consumer::slice::shorten(tid);
+    Ok(())
+}
+
+/// What a person is told, once per process, when a waker first becomes real-time.
+pub(crate) const NOTICE: &str = "gpuio: the CPU backend's waker and its io-wq workers now run at \
+    real-time priority (SCHED_FIFO 1), as Builder::real_time_waker or GPUIO_REAL_TIME_WAKER=1 \
+    asked, while launches have more threads than cores: they preempt every other process's \
+    threads on their core while the kernels do I/O (docs/USAGE.md says what that costs)";
+
 /// The io-wq workers that io_uring made from thread `tid` of this process: the threads it
 /// names `iou-wrk-<tid>`. In a PID namespace (a container) the kernel names them with the
 /// id the host sees, which differs from `tid`: none is found there. (A worker that exits
@@ -115,22 +135,33 @@ mod tests {
         unsafe { libc::sched_getscheduler(tid) }
     }
 
-    /// On the CPU backend's default rings (no SQPOLL) the waker, and the io-wq workers that
-    /// write its requests, run at real-time priority from the first launch with more
-    /// threads than cores on, wherever this process may have such threads, and `Stats` says
-    /// so; not before, and never with SQPOLL or `real_time_waker(false)`.
+    /// Where it is asked for, on the CPU backend's default rings (no SQPOLL), the waker and
+    /// the io-wq workers that write its requests run at real-time priority from a launch
+    /// with more threads than cores until one that fits them, wherever this process may
+    /// have such threads, and `Stats` says so; never by default, with SQPOLL or with
+    /// `real_time_waker(false)`. Back under the fair scheduler they have the short slice
+    /// again.
     #[test]
-    fn the_waker_of_rings_it_enters_and_its_io_workers_run_at_real_time_priority_once_crowded() {
+    fn the_waker_of_rings_it_enters_and_its_io_workers_run_at_real_time_priority_while_crowded() {
         use std::os::fd::AsRawFd;
         let allowed = std::thread::spawn(|| make_real_time(0).is_ok()).join().unwrap();
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
         let path = std::env::temp_dir().join(format!("gpuio-realtime-{}.txt", std::process::id()));
         let file = std::fs::File::create(&path).unwrap();
-        for (sqpoll, asked) in [(false, true), (true, true), (false, false)] {
-            let rt = match crate::Runtime::builder()
+        for (sqpoll, asked) in [
+            (false, Some(true)),
+            (true, Some(true)),
+            (false, Some(false)),
+            (false, None),
+        ] {
+            let mut builder = crate::Runtime::builder();
+            if let Some(asked) = asked {
+                builder = builder.real_time_waker(asked);
+            }
+            let asked = asked == Some(true);
+            let rt = match builder
                 .backend(crate::Backend::Cpu)
                 .sqpoll(sqpoll)
-                .real_time_waker(asked)
                 .submission(crate::Submission::IoUring)
                 .stdout_fd(file.as_raw_fd())
                 .build()
@@ -143,7 +174,7 @@ mod tests {
             };
             let waker = rt.waker.thread_id.expect("the waker's id");
             // Lines into a regular file: io_uring hands their writes to io-wq workers.
-            for (threads, crowded) in [(1, false), (cores + 1, true)] {
+            for (threads, crowded) in [(1, false), (cores + 1, true), (1, false), (cores + 1, true)] {
                 rt.launch(1, threads, || gpuio_device::println!("a line")).unwrap();
                 rt.synchronize().unwrap();
                 let real_time = crowded && !sqpoll && asked && allowed;
@@ -159,6 +190,16 @@ mod tests {
                 }
                 for w in workers {
                     assert_eq!(policy_of(w) == libc::SCHED_FIFO, real_time, "{case}: io-wq worker {w}");
+                }
+                if asked && !sqpoll && allowed && !crowded {
+                    // Given back: the fair scheduler, with the slice it had before.
+                    assert_eq!(policy_of(waker), libc::SCHED_OTHER, "{case}: the waker");
+                    // Where this kernel shows slices (Linux 6.12 on, with scheduler statistics).
+                    let sched = std::fs::read_to_string(format!("/proc/self/task/{waker}/sched")).unwrap();
+                    if let Some(line) = sched.lines().find(|l| l.starts_with("se.slice")) {
+                        let slice: u64 = line.rsplit(':').next().unwrap().trim().parse().unwrap();
+                        assert_eq!(slice, crate::consumer::slice::SHORT_SLICE.as_nanos() as u64, "{case}");
+                    }
                 }
             }
         }

@@ -171,9 +171,42 @@ impl Waker {
                 for w in realtime::io_workers_of(tid) {
                     let _ = realtime::make_real_time(w);
                 }
+                crate::notice::say_once(crate::notice::Level::Info, realtime::NOTICE);
                 REAL_TIME
             }
             Err(_) => NEVER,
+        };
+        self.state.real_time.store(now, Ordering::Relaxed);
+    }
+
+    /// A launch that fits the cores (with the kernel threads still running) is about to
+    /// start: a waker at real-time priority, and its io-wq workers, go back to the fair
+    /// scheduler with the short slice, as they were before the crowded launch; the next
+    /// crowded launch makes them real-time again.
+    pub(crate) fn fits(&self) {
+        let Some(tid) = self.thread_id else {
+            return;
+        };
+        // Relaxed: only this word is read through it (as in `crowded`). Only a real-time
+        // waker has anything to give back.
+        if self
+            .state
+            .real_time
+            .compare_exchange(REAL_TIME, ASKING, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        // Giving a privilege back needs none; an error leaves the thread real-time, and the
+        // state says so.
+        let now = match realtime::make_fair(tid) {
+            Ok(()) => {
+                for w in realtime::io_workers_of(tid) {
+                    let _ = realtime::make_fair(w);
+                }
+                NOT_YET
+            }
+            Err(_) => REAL_TIME,
         };
         self.state.real_time.store(now, Ordering::Relaxed);
     }
@@ -253,10 +286,12 @@ fn run(look_once: &mut dyn FnMut() -> Look, state: &State, linger: Duration) {
         state.looks.fetch_add(1, Ordering::Relaxed);
         if look.woke {
             state.wakeups.fetch_add(1, Ordering::Relaxed);
-            // Also at real-time priority, where while kernel threads keep publishing this
-            // holds the core as SQPOLL would (realtime.rs says what that costs, and what
-            // going without it cost).
-            if !linger.is_zero() {
+            // Only under the fair scheduler (not while real-time, nor while a launch
+            // changes that): at real-time priority, while kernel threads keep publishing,
+            // the looking would hold a core from every fair thread of the machine, up to
+            // the kernel's real-time throttle (realtime.rs). Relaxed: a hint, read again at
+            // the next submission.
+            if !linger.is_zero() && matches!(state.real_time.load(Ordering::Relaxed), NOT_YET | NEVER) {
                 lingering_until = Some(Instant::now() + linger);
             }
         }

@@ -52,12 +52,13 @@ pub struct Stats {
     /// 100 ms while none runs.
     pub waker_looks: u64,
     /// Whether the waker, and the io-wq workers io_uring made from it, run at real-time
-    /// priority (`SCHED_FIFO` 1, [`crate::Builder::real_time_waker`]): on the CPU backend's
-    /// rings without SQPOLL (the default), from the first launch with more threads than
-    /// cores on, where the kernel allows it (`CAP_SYS_NICE`, or an `RLIMIT_RTPRIO` of 1 or
-    /// more), so that a printed line's write waits for no computing kernel thread's turn.
-    /// Without it a line may wait tens of milliseconds for those threads' turns
-    /// (docs/PROTOCOL.md, invariant 12). Never on a GPU.
+    /// priority now (`SCHED_FIFO` 1): only where [`crate::Builder::real_time_waker`] asked
+    /// for it (default off), on the CPU backend's rings without SQPOLL (the default), since
+    /// the latest launch that crowded the cores and until one that fits them, where the
+    /// kernel allows it (`CAP_SYS_NICE`, or an `RLIMIT_RTPRIO` of 1 or more), so that a
+    /// printed line's write waits for no computing kernel thread's turn. Without it a line
+    /// may wait tens of milliseconds for those threads' turns (docs/PROTOCOL.md, invariant
+    /// 12). Never on a GPU.
     pub real_time_waker: bool,
     /// CPU backend: times the waker sent a print stream's bytes that kernel threads left
     /// unsent for a millisecond (a flush there never waits for a write to land; the next
@@ -361,9 +362,12 @@ impl Runtime {
                 if first {
                     self.rebase_positions()?;
                 }
+                // Before its threads run: the waker's first wakeup among them is prompt, or
+                // leaves the cores to others as soon as they fit.
                 if crowded {
-                    // Before its threads run: the waker's first wakeup among them is prompt.
                     self.waker.crowded();
+                } else {
+                    self.waker.fits();
                 }
                 self.waker.activate();
                 Ok(())

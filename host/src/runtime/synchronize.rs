@@ -161,7 +161,7 @@ impl Runtime {
                 self.shared.nudge();
                 Ok(false)
             },
-            std::thread::sleep,
+            watchdog::sleep,
             Waiting::Drain,
         )
     }
@@ -200,15 +200,13 @@ impl Runtime {
     }
 
     fn wait_gpu(&self, gpu: &Gpu, waiting: Waiting, only: Option<&[usize]>) -> Result<()> {
-        gpu.device.synchronize_with(
-            &mut |idle| self.wait(GPU_PACING, idle, std::thread::sleep, waiting),
-            only,
-        )?;
+        gpu.device
+            .synchronize_with(&mut |idle| self.wait(GPU_PACING, idle, watchdog::sleep, waiting), only)?;
         // The host's HIP launches run on HIP's queues, which the HSA backend's signal does
         // not count.
         #[cfg(feature = "hip")]
         if let Some(hip) = gpu.hip.get() {
-            hip.synchronize_with(|idle| self.wait(GPU_PACING, idle, std::thread::sleep, waiting))?;
+            hip.synchronize_with(|idle| self.wait(GPU_PACING, idle, watchdog::sleep, waiting))?;
         }
         Ok(())
     }
@@ -233,7 +231,7 @@ impl Runtime {
                 break;
             }
             self.shared.wake_if_needed();
-            std::thread::sleep(Duration::from_micros(50));
+            watchdog::sleep(Duration::from_micros(50));
         }
         // The kernels' positional writes ended at most at each file's end; the context that
         // knows exactly where is in device memory, out of reach now.

@@ -71,7 +71,7 @@ impl Peek {
                 if std::time::Instant::now() >= until {
                     return Ok(false);
                 }
-                std::thread::sleep(std::time::Duration::from_micros(50));
+                crate::watchdog::sleep(std::time::Duration::from_micros(50));
             }
             Ok(true)
         };
