@@ -208,6 +208,89 @@ mod tests {
     use std::cell::Cell;
     use std::sync::atomic::{AtomicU32, Ordering};
 
+    extern "C" fn ignore(_: libc::c_int) {}
+
+    /// A POSIX timer that interrupts thread `tid` with `SIGUSR1` every 10 µs until dropped
+    /// (100,000 signals a second, at the kernel's pace whatever the machine's load).
+    struct Flood(libc::timer_t);
+
+    impl Flood {
+        fn at(tid: libc::pid_t) -> Flood {
+            // SAFETY: a zeroed sigaction, sigevent and itimerspec are valid starts; the
+            // handler does nothing (async-signal-safe); timer_create writes the timer's id
+            // into `timer`, timer_settime reads `its`.
+            unsafe {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = ignore as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
+                let mut sev: libc::sigevent = std::mem::zeroed();
+                sev.sigev_signo = libc::SIGUSR1;
+                sev.sigev_notify = libc::SIGEV_THREAD_ID;
+                sev.sigev_notify_thread_id = tid;
+                let mut timer: libc::timer_t = std::ptr::null_mut();
+                assert_eq!(libc::timer_create(libc::CLOCK_MONOTONIC, &mut sev, &mut timer), 0);
+                let mut its: libc::itimerspec = std::mem::zeroed();
+                its.it_interval.tv_nsec = 10_000;
+                its.it_value = its.it_interval;
+                assert_eq!(libc::timer_settime(timer, 0, &its, std::ptr::null_mut()), 0);
+                Flood(timer)
+            }
+        }
+    }
+
+    impl Drop for Flood {
+        fn drop(&mut self) {
+            // SAFETY: a timer this value created, deleted once.
+            unsafe { libc::timer_delete(self.0) };
+        }
+    }
+
+    /// Under a signal every 10 µs our sleep ends on time, where `std::thread::sleep` (the
+    /// control) stays asleep for as long as the flood lasts.
+    #[test]
+    fn a_sleep_ends_by_the_clock_under_a_signal_flood() {
+        // 20 sleeps of 50 µs on a thread flooded for at most a second: how long they took,
+        // if they ended within it.
+        let flooded = |sleep: fn(Duration)| {
+            let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+            let (tx, rx) = std::sync::mpsc::channel();
+            let t = std::thread::spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                tid_tx.send(unsafe { libc::gettid() }).unwrap();
+                // A slack of 1 ms (power-saving programs set such): a restarting sleep asks
+                // for it again at each signal, and the signals come every 10 µs. (With the
+                // default 50 µs it ends where a gap between signals outlasts what it asked
+                // for: on a busy machine, at random.)
+                // SAFETY: PR_SET_TIMERSLACK changes only this thread's timer slack.
+                assert_eq!(
+                    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000_000u64, 0u64, 0u64, 0u64) },
+                    0
+                );
+                // Until the flood is on.
+                std::thread::park();
+                let start = Instant::now();
+                for _ in 0..20 {
+                    sleep(Duration::from_micros(50));
+                }
+                let _ = tx.send(start.elapsed());
+            });
+            let flood = Flood::at(tid_rx.recv().unwrap());
+            t.thread().unpark();
+            let took = rx.recv_timeout(Duration::from_secs(1)).ok();
+            // Without the flood any sleep ends: std's only once it slept the slack it asked
+            // for at every signal (tens of seconds), so the thread is not waited for.
+            drop(flood);
+            drop(t);
+            took
+        };
+        let ours = flooded(sleep).expect("our 20 sleeps of 50 µs within a second, under the flood");
+        assert!(ours < Duration::from_millis(500), "{ours:?}");
+        match flooded(std::thread::sleep) {
+            None => println!("the control, std::thread::sleep: still asleep after 1 s of the flood"),
+            Some(d) => println!("the control, std::thread::sleep: ended in {d:?} under the flood"),
+        }
+    }
+
     const MS: Pacing = Pacing {
         spins: 16,
         yields: 48,
