@@ -16,13 +16,14 @@ use std::time::{Duration, Instant};
 use gpuio::device::println;
 use gpuio::device::protocol::arena::buffer;
 use gpuio::device::protocol::context::Context;
+use gpuio::device::protocol::ring::Ring;
 use gpuio::device::protocol::uapi::*;
 use gpuio::{Error, Runtime, Sandbox};
 
 #[allow(dead_code)]
 mod common;
 use common::dirs::{create, TempDir};
-use common::Suite;
+use common::{skip, Suite};
 
 use common::suite_builder as builder;
 
@@ -34,6 +35,8 @@ over_submissions!(
     a_closed_stdout_is_reported_at_synchronize_with_or_without_fixed_files,
     fixed_files_keep_the_file_the_fd_named_at_build,
     file_io_with_a_root_opens_only_beneath_it,
+    no_device_request_opens_into_or_closes_the_print_files_slots,
+    a_file_root_confines_what_it_says_and_the_docs_say_the_rest,
 );
 
 fn c_path(p: &Path) -> CString {
@@ -56,15 +59,20 @@ fn while_a_kernel_runs<R>(rt: &Runtime, f: impl FnOnce(&Context) -> R) -> R {
     r
 }
 
-/// Submits `sqe` and returns its CQE's result (the caller's `user_data`; nothing else is
-/// in flight).
+/// Submits `sqe` to ring 0 and returns its CQE's result (the caller's `user_data`; nothing
+/// else is in flight).
 fn run(ctx: &Context, sqe: Sqe) -> i32 {
-    ctx.rings[0].submit(&sqe, &mut || {});
+    run_on(&ctx.rings[0], sqe)
+}
+
+/// [`run`] on `ring`.
+fn run_on(ring: &Ring, sqe: Sqe) -> i32 {
+    ring.submit(&sqe, &mut || {});
     let until = Instant::now() + Duration::from_secs(20);
     let mut res = None;
     while res.is_none() {
         assert!(Instant::now() < until, "no completion for {sqe:?}");
-        ctx.rings[0].reap(|cqes| {
+        ring.reap(|cqes| {
             for cqe in cqes {
                 assert_eq!(cqe.user_data, sqe.user_data, "a completion of another request");
                 res = Some(cqe.res);
@@ -365,7 +373,7 @@ fn file_io_allows_file_requests_and_transfers_of_its_own_memory_and_refuses_the_
         }
         other => panic!("expected FileIo's refusal to be reported, got {other:?}"),
     }
-    // Prints still work (through fixed files, allowed here).
+    // Prints still work (naming the raw fd: FileIo's rings hold no file).
     rt.launch(1, 1, || println!("file io")).unwrap();
     rt.synchronize().unwrap();
     drop(rt);
@@ -523,4 +531,264 @@ fn file_io_with_a_root_opens_only_beneath_it(sub: Suite) {
         .err()
         .expect("a root that does not exist");
     assert!(e.to_string().contains("must be an existing directory"), "{e}");
+}
+
+/// An `OPENAT` of `path` (created, write-only) into fixed-file slot `file_index - 1`
+/// instead of a descriptor (no `O_CLOEXEC`: the kernel refuses it with a slot).
+fn openat_into_slot(path: &CString, file_index: u32, user_data: u64) -> Sqe {
+    Sqe {
+        rw_flags: (libc::O_CREAT | libc::O_WRONLY) as u32,
+        splice_fd_in: file_index as i32,
+        ..openat_create(path, user_data)
+    }
+}
+
+/// A `CLOSE` of fixed-file slot `file_index - 1` (its `fd` must be 0).
+fn close_slot(file_index: u32, user_data: u64) -> Sqe {
+    Sqe {
+        opcode: IORING_OP_CLOSE,
+        splice_fd_in: file_index as i32,
+        user_data,
+        ..Sqe::default()
+    }
+}
+
+/// What the host's fds 0, 1 and 2 are: (device, inode) of each, `None` where closed.
+fn host_stdio() -> [Option<(u64, u64)>; 3] {
+    std::array::from_fn(|fd| {
+        // SAFETY: all-zero bytes are a valid `stat`, which fstat overwrites.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat writes one `stat` into `st`.
+        (unsafe { libc::fstat(fd as i32, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
+    })
+}
+
+/// A device `OPENAT` with `file_index` 1 (into slot 0, stdout's where gpuio registered the
+/// print files) and a `CLOSE` with `file_index` 2 (stderr's slot), on every ring and the
+/// solo ring: they cannot move or stop the prints, nor touch the host's fds 0, 1 and 2.
+/// `PrintOnly` refuses both opcodes; `FileIo`'s rings hold no file table, so the kernel
+/// answers `ENXIO` (the open has created its file by then, as the kernel's does); the
+/// fallback does exactly the same, never acting on a descriptor of the process. The
+/// control is `Off`, where gpuio registers the print files and restricts nothing: the same
+/// SQEs do what the kernel does with them there (stdout's lines go to the file opened into
+/// slot 0, stderr's fail with `EBADF`), on the fallback too.
+fn no_device_request_opens_into_or_closes_the_print_files_slots(sub: Suite) {
+    for policy in [Sandbox::PrintOnly, Sandbox::FileIo, Sandbox::Off] {
+        let dir = TempDir::new("file-slots");
+        let (out_path, err_path) = (dir.join("out.txt"), dir.join("err.txt"));
+        let (out, err) = (create(&out_path), create(&err_path));
+        let rt = sub
+            .builder_with_solo()
+            .stdout_fd(out.as_raw_fd())
+            .stderr_fd(err.as_raw_fd())
+            .sandbox(policy)
+            .build()
+            .unwrap();
+        let stats = rt.stats();
+        assert_eq!(
+            (stats.sandbox, stats.fixed_files, stats.solo),
+            (policy, policy != Sandbox::FileIo, sub.solo),
+            "FileIo registers no file on any ring"
+        );
+        let slot_file = |ring: &str| dir.join(&format!("slot-{ring}"));
+        let stdio = host_stdio();
+        // SAFETY: F_DUPFD_CLOEXEC only makes new descriptors, copies of fds 0, 1 and 2 to
+        // put back should the requests below close them (other tests of this binary run
+        // meanwhile and would take the number).
+        let copies: [i32; 3] = std::array::from_fn(|fd| unsafe { libc::fcntl(fd as i32, libc::F_DUPFD_CLOEXEC, 3) });
+        let results = while_a_kernel_runs(&rt, |ctx| {
+            let mut r = Vec::new();
+            for (i, ring) in ctx.rings[..ctx.ring_count as usize].iter().enumerate() {
+                let path = c_path(&slot_file(&format!("ring{i}")));
+                let open = run_on(ring, openat_into_slot(&path, 1, 1));
+                r.push((format!("ring {i}"), open, run_on(ring, close_slot(2, 2))));
+            }
+            let path = c_path(&slot_file("solo"));
+            let solo = |sqe: Sqe| ctx.solo.try_call(|_, _| sqe, |_, _| ());
+            if let Some(open) = solo(openat_into_slot(&path, 1, 0)) {
+                r.push(("the solo ring".to_string(), open, solo(close_slot(2, 0)).unwrap()));
+            }
+            r
+        });
+        let now = host_stdio();
+        for (fd, &copy) in copies.iter().enumerate().filter(|(_, &copy)| copy >= 0) {
+            if now != stdio {
+                // SAFETY: dup2 of our copy back onto the number it was copied from.
+                unsafe { libc::dup2(copy, fd as i32) };
+            }
+            // SAFETY: our own copy, closed once.
+            unsafe { libc::close(copy) };
+        }
+        assert_eq!(
+            now, stdio,
+            "{policy:?}: a device request changed the host's fds 0, 1 and 2"
+        );
+        assert_eq!(results.len(), stats.rings as usize + sub.solo as usize, "{results:?}");
+        let expected = match policy {
+            Sandbox::PrintOnly => (-libc::EACCES, -libc::EACCES),
+            Sandbox::FileIo => (-libc::ENXIO, -libc::ENXIO),
+            Sandbox::Off => (0, 0),
+        };
+        for (ring, open, close) in &results {
+            assert_eq!(
+                (*open, *close),
+                expected,
+                "{policy:?}, {ring}: OPENAT into slot 0, CLOSE of slot 1"
+            );
+        }
+        rt.launch(1, 1, || {
+            println!("out");
+            gpuio::device::eprintln!("err");
+        })
+        .unwrap();
+        let synced = rt.synchronize();
+        drop(rt);
+        let read = |p: &Path| std::fs::read_to_string(p).ok();
+        let ring0 = read(&slot_file("ring0"));
+        match policy {
+            Sandbox::Off => {
+                match synced {
+                    Err(Error::Print(p)) => {
+                        assert_eq!(p.outputs.len(), 1, "{p}");
+                        assert_eq!((p.outputs[0].fd, p.outputs[0].errno), (err.as_raw_fd(), libc::EBADF));
+                    }
+                    other => panic!("Off: stderr's slot closed, expected EBADF, got {other:?}"),
+                }
+                assert_eq!(
+                    ring0.as_deref(),
+                    Some("out\n"),
+                    "Off: stdout's slot holds the file opened into it"
+                );
+                assert_eq!(
+                    (read(&out_path), read(&err_path)),
+                    (Some(String::new()), Some(String::new()))
+                );
+            }
+            _ => {
+                synced.unwrap_or_else(|e| panic!("{policy:?}: {e}"));
+                assert_eq!(
+                    (read(&out_path).unwrap(), read(&err_path).unwrap()),
+                    ("out\n".to_string(), "err\n".to_string()),
+                    "{policy:?}: the prints stay where they were"
+                );
+                // FileIo: opened, then not installed (as the kernel does); PrintOnly: refused.
+                let made = (policy == Sandbox::FileIo).then(String::new);
+                assert_eq!(ring0, made, "{policy:?}: the file the OPENAT named");
+            }
+        }
+    }
+}
+
+/// What `Builder::file_root` confines beyond the paths Landlock checks, and what it does
+/// not (the docs say both): the fallback's thread refuses an `O_PATH` open (which would
+/// tell whether a path outside the root exists, and what it is) and creating a file with a
+/// set-id bit, with `EACCES`; io_uring, which has no executor of gpuio's, lets both through
+/// (Landlock checks neither). On both, a hard link that someone else placed inside the root
+/// reaches its inode outside it (a kernel cannot make one: no `LINKAT`).
+fn a_file_root_confines_what_it_says_and_the_docs_say_the_rest(sub: Suite) {
+    let dir = TempDir::new("root-leaks");
+    let root = dir.join("root");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::create_dir(dir.join("outside-dir")).unwrap();
+    std::fs::write(dir.join("outside.txt"), "outside\n").unwrap();
+    std::fs::write(dir.join("linked.txt"), "").unwrap();
+    std::fs::hard_link(dir.join("linked.txt"), root.join("link.txt")).unwrap();
+    let rt = match builder(sub).sandbox(Sandbox::FileIo).file_root(&root).build() {
+        Err(e) if e.to_string().contains("needs Landlock") => {
+            return skip(
+                &format!(
+                    "{}::a_file_root_confines_what_it_says_and_the_docs_say_the_rest",
+                    sub.name()
+                ),
+                &e.to_string(),
+            );
+        }
+        other => other.unwrap(),
+    };
+    let s = |p: &Path| p.display().to_string();
+    let o_path = libc::O_PATH | libc::O_CLOEXEC;
+    let attempts: Vec<(String, i32, u32)> = vec![
+        (s(&dir.join("outside.txt")), o_path, 0),
+        (s(&dir.join("missing")), o_path, 0),
+        (s(&dir.join("outside-dir")), o_path | libc::O_DIRECTORY, 0),
+        (s(&dir.join("outside.txt")), o_path | libc::O_DIRECTORY, 0),
+        (
+            s(&root.join("setuid")),
+            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+            0o4755,
+        ),
+        (
+            s(&root.join("setgid")),
+            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+            0o2755,
+        ),
+    ];
+    let link = s(&root.join("link.txt"));
+    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (g, a) = (got.clone(), attempts.clone());
+    rt.launch(1, 1, move || {
+        use gpuio::device::io;
+        let mut r: Vec<i32> = a
+            .iter()
+            .map(|(path, flags, mode)| match io::open(path, *flags, *mode) {
+                Ok(fd) => {
+                    let _ = io::close(fd);
+                    0
+                }
+                Err(e) => e.0,
+            })
+            .collect();
+        r.push(match io::open(&link, libc::O_WRONLY | libc::O_CLOEXEC, 0) {
+            Ok(fd) => {
+                let w = io::pwrite(fd, b"through the link\n", 0).map_or_else(|e| e.0, |_| 0);
+                let _ = io::close(fd);
+                w
+            }
+            Err(e) => e.0,
+        });
+        *g.lock().unwrap() = r;
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    drop(rt);
+    let got = got.lock().unwrap().clone();
+    let set_id = |name: &str, bit: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(root.join(name))
+            .map(|m| m.permissions().mode() & bit != 0)
+            .ok()
+    };
+    if sub.submission == gpuio::Submission::HostThread {
+        assert_eq!(
+            got,
+            [
+                libc::EACCES,
+                libc::EACCES,
+                libc::EACCES,
+                libc::EACCES,
+                libc::EACCES,
+                libc::EACCES,
+                0
+            ],
+            "the fallback refuses O_PATH and set-id creation; the hard link reaches outside"
+        );
+        assert_eq!(
+            (set_id("setuid", 0o4000), set_id("setgid", 0o2000)),
+            (None, None),
+            "created"
+        );
+    } else {
+        // The leaks the docs state: existence (ENOENT), type (ENOTDIR), set-id files.
+        assert_eq!(
+            got,
+            [0, libc::ENOENT, 0, libc::ENOTDIR, 0, 0, 0],
+            "io_uring: Landlock checks no O_PATH open and no mode; the hard link reaches outside"
+        );
+        assert_eq!(set_id("setuid", 0o4000), Some(true), "S_ISUID on the created file");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("linked.txt")).unwrap(),
+        "through the link\n",
+        "written through the hard link inside the root"
+    );
 }

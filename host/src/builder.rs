@@ -433,6 +433,20 @@ impl Builder {
     /// process's working directory. Only with `Sandbox::FileIo`; without Landlock, `build`
     /// fails saying so.
     ///
+    /// What Landlock does not check, and so the root does not confine on io_uring:
+    /// - an `O_PATH` open: it succeeds on any path, so a kernel learns whether any path
+    ///   exists (`ENOENT`) and what it is (`O_DIRECTORY`: `ENOTDIR`); the descriptor reads
+    ///   and writes nothing, and a path opened beneath it is checked as any other;
+    /// - a hard link: a link inside the root is a path beneath it, so a link that someone
+    ///   else placed there reaches its inode outside (a kernel cannot make one: `FileIo`
+    ///   has no `LINKAT`);
+    /// - mode bits: a kernel may create a file with `S_ISUID` or `S_ISGID`, so, in a
+    ///   process run as root, a set-user-ID-root file inside the root.
+    ///
+    /// The host-thread fallback's thread refuses the first and the third with `EACCES`
+    /// (a permission error that the caller gets, as Landlock's, not counted as a sandbox
+    /// refusal); hard links reach outside there too.
+    ///
     /// ```no_run
     /// use gpuio_host::{Backend, Runtime, Sandbox};
     /// let rt = Runtime::builder()
@@ -450,7 +464,9 @@ impl Builder {
     /// Registers stdout and stderr with the ring (`IORING_REGISTER_FILES`) and has print
     /// writes name them by index (`IOSQE_FIXED_FILE`); [`Sandbox::PrintOnly`] then refuses
     /// writes to any other file (default: on). Device prints go to the files the fds
-    /// referred to at `build`: a later `dup2` onto them does not redirect them.
+    /// referred to at `build`: a later `dup2` onto them does not redirect them. Not under
+    /// [`Sandbox::FileIo`], whose rings register no file, so that no device `OPENAT` or
+    /// `CLOSE` can replace or empty the slots (see there): its prints name the raw fds.
     pub fn fixed_files(mut self, on: bool) -> Self {
         self.fixed_files = on;
         self
@@ -811,6 +827,14 @@ impl Builder {
                 })
                 .ok(),
         };
+        if root.is_some() {
+            // The fallback's threads also refuse what Landlock does not check (landlock.rs).
+            for q in queues.iter().chain(&solo) {
+                if let Queue::Host(h) = q {
+                    h.confine_to_root();
+                }
+            }
+        }
         if matches!(queues[0], Queue::Host(_)) || !sqpoll {
             // The fallback's threads are not bound (`HostRing` ignores `sq_thread_cpu`), and
             // a ring without SQPOLL has no thread to bind.

@@ -7,9 +7,10 @@
 //!
 //! 1. the ring is created disabled (`IORING_SETUP_R_DISABLED`: SQPOLL's thread exists but
 //!    consumes nothing);
-//! 2. the print outputs (stdout, stderr) are registered as fixed files
-//!    (`IORING_REGISTER_FILES`, slots 0 and 1), and print writes name them by index with
-//!    `IOSQE_FIXED_FILE`;
+//! 2. `PrintOnly` (and `Off`): the print outputs (stdout, stderr) are registered as fixed
+//!    files (`IORING_REGISTER_FILES`, slots 0 and 1), and print writes name them by index
+//!    with `IOSQE_FIXED_FILE`. `FileIo` registers no file on any ring: its prints name the
+//!    raw fds (see "gpuio's own slots" below);
 //! 3. gpuio's memory is registered as the rings' buffers (`IORING_REGISTER_BUFFERS`, laid
 //!    out as `gpuio_device::protocol::arena::buffer` says), and prints and transfers are
 //!    `IORING_OP_WRITE_FIXED`/`READ_FIXED` naming it: the kernel fails one whose range
@@ -39,6 +40,20 @@
 //! runtime after redirecting, or turn fixed files off). A closed fd is left as an empty
 //! slot: prints to it fail with `EBADF` and `synchronize` reports them, as without fixed
 //! files.
+//!
+//! **gpuio's own slots.** No device SQE changes a fixed-file slot gpuio registered, and the
+//! kernel enforces it. The restrictions see an SQE's opcode and flags only, not the
+//! `file_index` with which an `OPENAT` opens a file into slot `file_index - 1` (replacing
+//! what is there) or a `CLOSE` empties one. `PrintOnly` allows neither opcode. `FileIo`
+//! allows both, so none of its rings (the solo ring included) holds a file table: such a
+//! request gets the kernel's `ENXIO` (`ENFILE` for `IORING_FILE_INDEX_ALLOC`), after its
+//! open, if any, has opened the file and let it go. Its prints then name the raw fds,
+//! which costs them what fixed files gave: a later `dup2` onto stdout's number redirects
+//! them, and a device `CLOSE` of it stops them. Neither was safe under `FileIo` anyway: a
+//! raw `CLOSE` of fd 1 (and an `OPENAT` that takes the number back) reaches the process's
+//! own stdout, which `FileIo` does not confine. Under `Off` a device request may replace or
+//! close the registered slots, as it may do anything else. The fallback performs a
+//! `file_index` as the kernel does, on its own table, never on a descriptor of the process.
 //!
 //! What the kernel does not take: files not registrable (prints name raw fds, with a
 //! notice); memory not registrable, as when the locked-memory limit is lower than the logs
@@ -74,9 +89,18 @@ pub enum Sandbox {
     #[default]
     PrintOnly,
     /// File I/O: `READ_FIXED`, `WRITE_FIXED`, `OPENAT`, `CLOSE`, `FSYNC`, `FTRUNCATE`,
-    /// `UNLINKAT`, `MKDIRAT`, `RENAMEAT`, on any file descriptor (`IOSQE_FIXED_FILE`
-    /// allowed, not required: `OPENAT` refuses it). For device code that opens, reads,
-    /// writes, removes and renames files; `Builder::file_root` confines the paths it names.
+    /// `UNLINKAT`, `MKDIRAT`, `RENAMEAT`, on any file descriptor. For device code that
+    /// opens, reads, writes, removes and renames files; `Builder::file_root` confines the
+    /// paths it names.
+    ///
+    /// No ring registers a file (whatever [`Builder::fixed_files`](crate::Builder::fixed_files)
+    /// says; [`crate::Stats::fixed_files`] is false): an `OPENAT` or `CLOSE` may name a
+    /// fixed-file slot by its `file_index`, which io_uring's restrictions cannot see, so
+    /// the rings hold no slot for it to replace or empty, and the kernel answers `ENXIO`
+    /// (the fallback alike). `IOSQE_FIXED_FILE` is allowed and names no file (`EBADF`).
+    /// Prints therefore name the raw fds: a later `dup2` onto them redirects device prints,
+    /// and a device `CLOSE` of them stops them (it already reached the process's own
+    /// stdout, which no sandbox of descriptors guards: see below).
     /// Not `STATX`, which writes to an address the device names. Every ring registers
     /// gpuio's memory (the logs, the arena, the solo ring's buffer, each host buffer while
     /// it lives) as its buffers, so the kernel refuses a transfer's buffer at any other host
@@ -85,7 +109,9 @@ pub enum Sandbox {
     /// in [`crate::Stats::fixed_transfers`]. `FTRUNCATE` needs Linux 6.9 (refused before).
     ///
     /// What it does not confine, so it is for kernels you trust with the process's memory:
-    /// the files a kernel opens (without a `file_root`, `/proc/self/mem`, whose file offset
+    /// the descriptors a kernel reads, writes or closes (any the process holds: its stdout
+    /// and stderr, a file it opened), the files a kernel opens (without a `file_root`,
+    /// `/proc/self/mem`, whose file offset
     /// reaches any host address through a transfer from or into gpuio's own buffers), and
     /// the paths of `OPENAT`, `UNLINKAT`, `MKDIRAT` and `RENAMEAT`, which the kernel reads
     /// from whatever address the request names (a created file's name can carry host

@@ -15,8 +15,16 @@
 //! the file reached). Files already open (stdout, stderr, descriptors the host passes) are
 //! not paths, and stay usable. The program's own threads are not restricted.
 //!
+//! What Landlock does not check: `O_PATH` opens (no file is opened for access: a kernel
+//! learns whether any path exists, and its type), the inode behind a path (a hard link
+//! inside the root, placed there by someone else, reaches a file outside), and the mode of
+//! a created file (set-id bits; as root, a set-user-ID-root file). The fallback's thread
+//! refuses the first and the last itself (`fallback::execute`, `HostRing::confine_to_root`);
+//! on io_uring, which runs requests with no code of gpuio's in between, they stay open and
+//! `Builder::file_root` says so.
+//!
 //! `tests/sandbox.rs` checks that SQPOLL's requests, the waker's and the fallback's are
-//! confined.
+//! confined, and what is not.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;

@@ -1,6 +1,23 @@
 //! The io_uring side of the sandbox: registering the print outputs as fixed files,
 //! restricting a ring created disabled to a [`Sandbox`] policy, and enabling it (the
 //! steps the [module documentation](super) lists).
+//!
+//! **No device SQE changes gpuio's own fixed files.** `IORING_REGISTER_RESTRICTIONS`
+//! filters requests by opcode and SQE flags only: it cannot look at an `OPENAT`'s or a
+//! `CLOSE`'s `file_index`, with which the request opens a file into, or closes, slot
+//! `file_index - 1` of the ring's fixed files (and Linux 6.18 has no other filter of
+//! io_uring requests). So the rule is kept by what the rings hold, which the kernel
+//! enforces: `PrintOnly` registers stdout and stderr (slots 0 and 1) and allows neither
+//! opcode; `FileIo`, which allows both, registers no file on any ring (the solo ring
+//! included), so such a request gets the kernel's own `ENXIO` (no table; `ENFILE` for
+//! `IORING_FILE_INDEX_ALLOC`) and touches nothing, and its prints name the raw fds. What
+//! that costs `FileIo`'s prints: a later `dup2` onto the fds redirects them (as with
+//! `Builder::fixed_files(false)`), and a device `CLOSE` of fd 1 stops them; but the same
+//! raw `CLOSE` (and an `OPENAT` that takes the freed number) already reaches the process's
+//! own stdout under `FileIo`, which confines no descriptor, so fixed files kept nothing
+//! safe there. `Off` registers them and restricts nothing: a device request may replace
+//! them. The fallback performs `file_index` as the kernel does, on its own table
+//! (`consumer::fallback`), never on a descriptor of the process.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -230,8 +247,16 @@ pub(crate) fn restrictions_up_to(
         ));
     }
     // The flags the device's SQEs use: IOSQE_FIXED_FILE and IOSQE_IO_DRAIN on print
-    // writes (drain: appending ones, `stream.rs`), nothing else.
-    let flags = IOSQE_IO_DRAIN | if fixed_files { IOSQE_FIXED_FILE } else { 0 };
+    // writes (drain: appending ones, `stream.rs`), nothing else. FileIo allows the first
+    // although its rings hold no file table (`configure_all`): it then names no file, and
+    // the request fails with EBADF, a plain error on io_uring and the fallback alike rather
+    // than a refusal that the device's count (`Context::call`, by opcode) would miss.
+    let flags = IOSQE_IO_DRAIN
+        | if fixed_files || policy == Sandbox::FileIo {
+            IOSQE_FIXED_FILE
+        } else {
+            0
+        };
     r.push(entry(IORING_RESTRICTION_SQE_FLAGS_ALLOWED, flags));
     if policy == Sandbox::PrintOnly && fixed_files {
         r.push(entry(IORING_RESTRICTION_SQE_FLAGS_REQUIRED, IOSQE_FIXED_FILE));
@@ -343,7 +368,8 @@ pub(crate) fn restrict_and_enable(
 /// [`register`], then [`restrict_and_enable`], for the rings of one runtime (ring 0, the
 /// printing one, first): each registers `memory.table(want, i)`; the policy's buffers are
 /// in force only where every ring that needed them took them (`PrintOnly`: ring 0's logs;
-/// `FileIo`: every ring's table), and every ring is restricted alike.
+/// `FileIo`: every ring's table), and every ring is restricted alike. Under `FileIo` no
+/// ring registers files, whatever `fixed_files` says (see the module docs).
 pub(crate) fn configure_all<R: Register>(
     rings: &mut [&mut R],
     want: Sandbox,
@@ -351,6 +377,10 @@ pub(crate) fn configure_all<R: Register>(
     fds: [RawFd; 2],
     memory: &Memory,
 ) -> Result<Setup> {
+    // FileIo's rings take device OPENATs and CLOSEs, which may name a fixed-file slot
+    // (`file_index`) that no restriction can forbid: with no table there, the kernel
+    // answers ENXIO and no slot of gpuio's can be replaced or emptied.
+    let fixed_files = fixed_files && want != Sandbox::FileIo;
     let mut regs = Vec::with_capacity(rings.len());
     // The opcodes every ring's kernel knows: a newer one (FTRUNCATE came with Linux 6.9) is
     // left out of the restrictions, so the kernel refuses it (EACCES) instead of refusing
@@ -676,6 +706,28 @@ mod tests {
         let s = configure(&mut k, Sandbox::FileIo, true, [1, 2], &big).unwrap();
         assert!(!s.fixed_transfers && k.buffers.is_empty(), "{s:?}");
         assert!(s.notices[0].contains("over the 1 GiB"), "{:?}", s.notices);
+    }
+
+    /// FileIo's rings take device OPENATs and CLOSEs, whose `file_index` no restriction
+    /// sees: none of them holds a file (so the kernel answers ENXIO), whatever
+    /// `fixed_files` says; PrintOnly, which allows neither opcode, keeps stdout and stderr
+    /// on every ring.
+    #[test]
+    fn file_io_registers_no_file_on_any_ring() {
+        let (mut k, mut other) = (Fake::disabled(), Fake::disabled());
+        let s = configure_all(&mut [&mut k, &mut other], Sandbox::FileIo, true, [1, 2], &LOGS).unwrap();
+        assert!(!s.fixed_files && s.notices.is_empty(), "{s:?}");
+        assert!(
+            k.files.is_empty() && other.files.is_empty(),
+            "{:?} {:?}",
+            k.files,
+            other.files
+        );
+        let (mut k, mut other) = (Fake::disabled(), Fake::disabled());
+        let s = configure_all(&mut [&mut k, &mut other], Sandbox::PrintOnly, true, [1, 2], &LOGS).unwrap();
+        assert!(s.fixed_files);
+        assert_eq!((&k.files[..], &other.files[..]), (&[1, 2][..], &[1, 2][..]));
+        assert!(!Sandbox::PrintOnly.allows(IORING_OP_OPENAT) && !Sandbox::PrintOnly.allows(IORING_OP_CLOSE));
     }
 
     /// A kernel older than an opcode FileIo allows (FTRUNCATE, Linux 6.9) refuses a

@@ -73,7 +73,8 @@ pub struct Stats {
     /// The sandbox in force: the one asked for (a sandbox that cannot be enforced is an
     /// error at build, never a silent `Off`), on io_uring and the host-thread fallback alike.
     pub sandbox: Sandbox,
-    /// Whether prints write to registered files (`IOSQE_FIXED_FILE`).
+    /// Whether prints write to registered files (`IOSQE_FIXED_FILE`): never under
+    /// [`Sandbox::FileIo`], whose rings hold no file (see there).
     pub fixed_files: bool,
     /// Whether prints write from the print logs registered as the ring's buffers
     /// (`IORING_OP_WRITE_FIXED`), so that under a sandbox the kernel refuses a device write

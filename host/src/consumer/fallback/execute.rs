@@ -28,8 +28,16 @@ fn retry(mut call: impl FnMut() -> isize) -> i32 {
 /// buffers, and the restrictions (see the module docs).
 #[derive(Debug, Default)]
 pub(super) struct Registered {
-    /// `IOSQE_FIXED_FILE` index -> fd.
+    /// `IOSQE_FIXED_FILE` index -> fd (-1: an empty slot); empty: no file table, as a ring
+    /// that registered none. The ring's owner sets it before the ring is enabled; then only
+    /// the thread changes it, between requests (an `OPENAT` into a slot, a `CLOSE` of one).
     pub(super) files: Vec<RawFd>,
+    /// Where the next `IORING_FILE_INDEX_ALLOC` open looks first, as the kernel's
+    /// `file_table.alloc_hint`.
+    pub(super) alloc_hint: usize,
+    /// The ring's requests run under a file root (`HostRing::confine_to_root`): the thread
+    /// refuses what Landlock does not check ([`beyond_landlock`]).
+    pub(super) file_root: bool,
     /// `buf_index` -> (address, length).
     pub(super) buffers: Vec<(u64, u64)>,
     /// The restrictions, where any were registered: the opcodes allowed, and the SQE flags
@@ -40,6 +48,65 @@ pub(super) struct Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         close_files(&self.files);
+    }
+}
+
+impl Registered {
+    /// Puts `fd` (the ring's own descriptor) in the slot an `OPENAT`'s `file_index` names,
+    /// as the kernel's `io_fixed_fd_install`: `IORING_FILE_INDEX_ALLOC` takes the first
+    /// free slot from the hint on (`-ENFILE` if none, or no table), any other index `i`
+    /// slot `i - 1` (`-ENXIO` without a table, `-EINVAL` past its end), closing the file
+    /// that was there. The CQE's result: the slot taken (`ALLOC`) or 0, or `-errno`, and
+    /// then `fd` is closed.
+    fn install(&mut self, fd: RawFd, file_index: u32) -> i32 {
+        let n = self.files.len();
+        let alloc = file_index == IORING_FILE_INDEX_ALLOC;
+        let slot = if alloc {
+            let free = (self.alloc_hint..n)
+                .chain(0..self.alloc_hint.min(n))
+                .find(|&i| self.files[i] < 0);
+            if free.is_none() {
+                self.alloc_hint = 0;
+            }
+            free.ok_or(libc::ENFILE)
+        } else if n == 0 {
+            Err(libc::ENXIO)
+        } else {
+            Some(file_index as usize - 1).filter(|&i| i < n).ok_or(libc::EINVAL)
+        };
+        match slot {
+            Ok(i) => {
+                close_files(&[std::mem::replace(&mut self.files[i], fd)]);
+                self.alloc_hint = i + 1;
+                if alloc {
+                    i as i32
+                } else {
+                    0
+                }
+            }
+            Err(errno) => {
+                close_files(&[fd]);
+                -errno
+            }
+        }
+    }
+
+    /// Empties slot `file_index - 1` and closes its file, as the kernel's
+    /// `io_fixed_fd_remove`: `-ENXIO` without a table, `-EINVAL` past its end, `-EBADF`
+    /// for an empty slot.
+    fn remove(&mut self, file_index: u32) -> i32 {
+        let i = file_index as usize - 1;
+        match self.files.get(i) {
+            _ if self.files.is_empty() => -libc::ENXIO,
+            None => -libc::EINVAL,
+            Some(&fd) if fd < 0 => -libc::EBADF,
+            Some(&fd) => {
+                close_files(&[fd]);
+                self.files[i] = -1;
+                self.alloc_hint = i;
+                0
+            }
+        }
     }
 }
 
@@ -99,9 +166,82 @@ impl Restricted {
 /// kernel's `io_import_fixed`).
 pub(super) fn execute(sqe: &Sqe, registered: &RwLock<Registered>) -> i32 {
     match admit(sqe, registered) {
+        Ok((sqe, _)) if file_index(&sqe) != 0 && sqe.flags & IOSQE_FIXED_FILE == 0 => direct(&sqe, registered),
         Ok((sqe, fd)) => perform(&sqe, fd),
         Err(errno) => -errno,
     }
+}
+
+/// `IORING_FILE_INDEX_ALLOC`: an `OPENAT` into whichever fixed-file slot is free.
+const IORING_FILE_INDEX_ALLOC: u32 = u32::MAX;
+
+/// The `file_index` of an `OPENAT` or a `CLOSE` (the SQE's `splice_fd_in`; 0 for any other
+/// opcode): non-zero, the request opens into or closes a slot of the ring's fixed files,
+/// not a descriptor of the process.
+fn file_index(sqe: &Sqe) -> u32 {
+    match sqe.opcode {
+        IORING_OP_OPENAT | IORING_OP_CLOSE => sqe.splice_fd_in as u32,
+        _ => 0,
+    }
+}
+
+/// An `OPENAT` into, or a `CLOSE` of, a fixed-file slot ([`file_index`]), as the kernel
+/// performs it (`io_openat2`, `io_close`): on the ring's own table, never on a descriptor
+/// of the process. A ring without a table (every ring under `Sandbox::FileIo`) answers
+/// `-ENXIO`; an `OPENAT` has opened (and, with `O_CREAT`, created) the file by then, as
+/// the kernel has, and closes it again.
+fn direct(sqe: &Sqe, registered: &RwLock<Registered>) -> i32 {
+    let index = file_index(sqe);
+    let table = || registered.write().unwrap_or_else(|e| e.into_inner());
+    match sqe.opcode {
+        IORING_OP_OPENAT => {
+            // `__io_openat_prep`: a slot has no close-on-exec flag.
+            if sqe.rw_flags as i32 & libc::O_CLOEXEC != 0 {
+                return -libc::EINVAL;
+            }
+            // Opened as the kernel opens it, close-on-exec while it is a descriptor of the
+            // process (the kernel's never is one).
+            let opened = at_path(
+                &Sqe {
+                    rw_flags: sqe.rw_flags | libc::O_CLOEXEC as u32,
+                    ..*sqe
+                },
+                sqe.fd,
+            );
+            if opened < 0 {
+                return opened;
+            }
+            // SAFETY: F_DUPFD_CLOEXEC only creates a new descriptor: the ring's own, clear of
+            // the low numbers programs `dup2` onto, as `HostRing::register_files` makes them.
+            let own = unsafe { libc::fcntl(opened, libc::F_DUPFD_CLOEXEC, 64) };
+            let failed = -std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EMFILE);
+            close_files(&[opened]);
+            if own < 0 {
+                return failed;
+            }
+            table().install(own, index)
+        }
+        // `io_close_prep`: nothing but the slot, or the descriptor, not both.
+        IORING_OP_CLOSE if sqe.off != 0 || sqe.addr != 0 || sqe.len != 0 || sqe.rw_flags != 0 || sqe.buf_index != 0 => {
+            -libc::EINVAL
+        }
+        IORING_OP_CLOSE if sqe.fd != 0 => -libc::EINVAL,
+        IORING_OP_CLOSE => table().remove(index),
+        _ => -libc::EINVAL,
+    }
+}
+
+/// What a file root refuses on the fallback that Landlock, which confines the paths the
+/// thread reaches, does not check: an `OPENAT` with `O_PATH` (Landlock checks no such open,
+/// which would tell whether any path exists, and what it is: a file, a directory, a
+/// link), and one that creates a file with a set-id bit (`S_ISUID`, `S_ISGID`: as root, a
+/// set-user-ID-root program inside the root). `MKDIRAT` needs no check: mkdir(2) drops
+/// both bits.
+fn beyond_landlock(sqe: &Sqe) -> bool {
+    let flags = sqe.rw_flags as i32;
+    let creates = flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE;
+    sqe.opcode == IORING_OP_OPENAT
+        && (flags & libc::O_PATH != 0 || creates && sqe.len & (libc::S_ISUID | libc::S_ISGID) != 0)
 }
 
 /// What the kernel checks before it performs `sqe`: the restrictions, the flags, a fixed
@@ -110,11 +250,15 @@ pub(super) fn execute(sqe: &Sqe, registered: &RwLock<Registered>) -> i32 {
 fn admit(sqe: &Sqe, registered: &RwLock<Registered>) -> Result<(Sqe, i32), i32> {
     // Not held past this check, nor across the syscall, which may block (a pipe nobody
     // writes): a host buffer made or dropped meanwhile updates the buffer table. What was
-    // checked stays valid: the fixed files change only before the ring is enabled, and a
-    // dropped host buffer's memory stays mapped while a kernel may use it (`HostBuffer`'s
-    // drop).
+    // checked stays valid: the fixed files change only before the ring is enabled or on
+    // this thread, between requests ([`direct`]), and a dropped host buffer's memory stays
+    // mapped while a kernel may use it (`HostBuffer`'s drop).
     let registered = registered.read().unwrap_or_else(|e| e.into_inner());
     if registered.restrictions.as_ref().is_some_and(|r| !r.permits(sqe)) {
+        return Err(libc::EACCES);
+    }
+    // Refused as Landlock refuses a path outside the root: `EACCES`, the caller's.
+    if registered.file_root && beyond_landlock(sqe) {
         return Err(libc::EACCES);
     }
     if sqe.flags & !(IOSQE_FIXED_FILE | IOSQE_IO_DRAIN | IOSQE_ASYNC) != 0 {
@@ -163,8 +307,8 @@ fn perform(sqe: &Sqe, fd: i32) -> i32 {
     match sqe.opcode {
         IORING_OP_NOP => 0,
         IORING_OP_WRITE | IORING_OP_READ => transfer(sqe, fd),
-        // Opening into, or closing, a fixed-file slot is not supported (-EBADF, as for
-        // a direct descriptor the kernel cannot find); the path operations take none.
+        // `IOSQE_FIXED_FILE` on these: `-EBADF`, as the kernel's preparation answers (an
+        // OPENAT or CLOSE names a slot by `file_index` instead: `direct`).
         IORING_OP_OPENAT | IORING_OP_CLOSE | IORING_OP_UNLINKAT | IORING_OP_MKDIRAT | IORING_OP_RENAMEAT if fixed => {
             -libc::EBADF
         }

@@ -32,8 +32,10 @@
 //! SQ order, so drain and async hold trivially), complete with `-EINVAL`.
 //!
 //! **Registration, as `io_uring_register(2)`.** `IOSQE_FIXED_FILE` looks the fd up in a
-//! table set with [`HostRing::register_files`] (`-EBADF` when it is not there); buffers
-//! come from [`HostRing::register_buffers`]. A ring created disabled consumes nothing until
+//! table set with [`HostRing::register_files`] (`-EBADF` when it is not there); an
+//! `OPENAT` or `CLOSE` with a `file_index` opens into or closes a slot of that table, as the
+//! kernel does (`-ENXIO` where none was registered, `-EINVAL` past its end), never a
+//! descriptor of the process; buffers come from [`HostRing::register_buffers`]. A ring created disabled consumes nothing until
 //! [`HostRing::enable`]; before that, [`HostRing::register_restrictions`] takes the same
 //! restriction array the kernel takes, and from then on a request whose opcode or flags
 //! it forbids completes with `-EACCES` without being performed, exactly as through
@@ -288,9 +290,21 @@ impl HostRing {
             }
             dups.push(dup);
         }
-        let old = std::mem::replace(&mut self.registered().files, dups);
+        let mut reg = self.registered();
+        let old = std::mem::replace(&mut reg.files, dups);
+        // As the kernel sets the allocation range over the new table.
+        reg.alloc_hint = 0;
+        drop(reg);
         execute::close_files(&old);
         Ok(())
+    }
+
+    /// Says that the ring's requests run under a file root (`Builder::file_root`: its
+    /// creator, and so this thread, is confined by Landlock): the thread then also refuses,
+    /// with `-EACCES`, the opens that Landlock does not check (`O_PATH`, and creating a
+    /// file with a set-id bit; `execute::beyond_landlock`). Before the ring is enabled.
+    pub fn confine_to_root(&self) {
+        self.registered().file_root = true;
     }
 
     fn registered(&self) -> std::sync::RwLockWriteGuard<'_, Registered> {

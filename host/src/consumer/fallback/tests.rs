@@ -155,6 +155,75 @@ fn performs_each_operation_like_the_kernel() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// An `OPENAT` or `CLOSE` with a `file_index` acts on the ring's own fixed-file table, as
+/// the kernel's `io_fixed_fd_install`/`io_fixed_fd_remove` do, never on a descriptor of the
+/// process: `ENXIO` without a table (`ENFILE` for `IORING_FILE_INDEX_ALLOC`), `EINVAL` past
+/// its end or with `O_CLOEXEC` or a descriptor beside the slot, `EBADF` for an empty slot.
+#[test]
+fn opens_into_and_closes_fixed_file_slots_like_the_kernel() {
+    let r = ring(4, 8);
+    let mut d = Driver {
+        r: &r,
+        tail: 0,
+        cq_head: 0,
+    };
+    let dir = std::env::temp_dir().join(format!("gpuio-fallback-slots-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let c = |name: &str| std::ffi::CString::new(dir.join(name).to_str().unwrap()).unwrap();
+    let (first, second, third) = (c("first"), c("second"), c("third"));
+    let open_into = |path: &std::ffi::CString, file_index: u32, user_data| Sqe {
+        rw_flags: (libc::O_WRONLY | libc::O_CREAT) as u32,
+        splice_fd_in: file_index as i32,
+        ..sqe(
+            IORING_OP_OPENAT,
+            libc::AT_FDCWD,
+            path.as_ptr().cast(),
+            0o600,
+            0,
+            user_data,
+        )
+    };
+    let close_slot = |file_index: u32, user_data| Sqe {
+        splice_fd_in: file_index as i32,
+        ..sqe(IORING_OP_CLOSE, 0, std::ptr::null(), 0, 0, user_data)
+    };
+    let write_slot = |slot: i32, bytes: &'static [u8], user_data| Sqe {
+        flags: IOSQE_FIXED_FILE,
+        ..sqe(IORING_OP_WRITE, slot, bytes.as_ptr(), bytes.len() as u32, 0, user_data)
+    };
+    // No table: the file is opened (created) and let go; nothing else happens.
+    assert_eq!(d.run(open_into(&first, 1, 1)), -libc::ENXIO);
+    assert!(dir.join("first").exists(), "the kernel opens before it installs");
+    assert_eq!(d.run(open_into(&first, u32::MAX, 2)), -libc::ENFILE);
+    assert_eq!(d.run(close_slot(1, 3)), -libc::ENXIO);
+    // A table of two slots, the second empty.
+    let held = std::fs::File::create(dir.join("held")).unwrap();
+    r.register_files(&[std::os::fd::AsRawFd::as_raw_fd(&held), -1]).unwrap();
+    assert_eq!(d.run(open_into(&first, 3, 4)), -libc::EINVAL, "past the table");
+    let mut cloexec = open_into(&first, 1, 5);
+    cloexec.rw_flags |= libc::O_CLOEXEC as u32;
+    assert_eq!(d.run(cloexec), -libc::EINVAL, "a slot has no O_CLOEXEC");
+    assert_eq!(d.run(open_into(&second, 1, 6)), 0, "replaces slot 0");
+    assert_eq!(d.run(write_slot(0, b"second\n", 7)), 7);
+    assert_eq!(d.run(open_into(&third, u32::MAX, 8)), 1, "the free slot");
+    assert_eq!(d.run(write_slot(1, b"third\n", 9)), 6);
+    assert_eq!(d.run(open_into(&third, u32::MAX, 10)), -libc::ENFILE, "none free");
+    let mut both = close_slot(2, 11);
+    both.fd = 5;
+    assert_eq!(d.run(both), -libc::EINVAL, "a slot and a descriptor");
+    assert_eq!(d.run(close_slot(2, 12)), 0);
+    assert_eq!(d.run(close_slot(2, 13)), -libc::EBADF, "an empty slot");
+    assert_eq!(d.run(write_slot(1, b"gone\n", 14)), -libc::EBADF);
+    assert_eq!(d.run(close_slot(3, 15)), -libc::EINVAL);
+    // The process's own descriptor of the first file it held is untouched.
+    // SAFETY: F_GETFD only queries the descriptor.
+    assert!(unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&held), libc::F_GETFD) } >= 0);
+    assert_eq!(std::fs::read_to_string(dir.join("second")).unwrap(), "second\n");
+    assert_eq!(std::fs::read_to_string(dir.join("third")).unwrap(), "third\n");
+    assert_eq!(std::fs::read_to_string(dir.join("held")).unwrap(), "");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn a_pipe_without_reader_is_epipe_not_sigpipe() {
     let r = ring(2, 4);
