@@ -112,13 +112,14 @@ fn a_kernel_that_panics_mid_print_is_reported_and_the_runtime_goes_on() {
 /// A Display that panics only when formatted for the third time: in println!'s long-line
 /// path, the first two passes (the stack buffer, then measuring) succeed, the space is
 /// reserved, and the third pass, writing in place, panics.
-struct PanicsOnThirdPass(AtomicU32);
+struct PanicsOnSecondPass(AtomicU32);
 
-impl std::fmt::Display for PanicsOnThirdPass {
+impl std::fmt::Display for PanicsOnSecondPass {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let pass = self.0.fetch_add(1, Ordering::SeqCst);
         f.write_str(&"x".repeat(150))?;
-        if pass == 2 {
+        // The first pass measures (nothing reserved); the second formats in place.
+        if pass == 1 {
             panic!("Display panicked after reserving its line");
         }
         f.write_str(&"y".repeat(150))
@@ -169,7 +170,7 @@ fn a_display_that_panics_after_its_line_was_reserved_hangs_nothing() {
     let rt = builder().stdout_fd(f.as_raw_fd()).build().unwrap();
     rt.launch(1, 1, || {
         println!("before");
-        println!("{}", PanicsOnThirdPass(AtomicU32::new(0)));
+        println!("{}", PanicsOnSecondPass(AtomicU32::new(0)));
         println!("not reached");
     })
     .unwrap();

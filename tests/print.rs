@@ -41,6 +41,8 @@ over_submissions!(
     a_tiny_log_with_lines_near_its_size_does_not_hang,
     a_quiet_kernel_costs_few_waker_looks_and_its_late_lines_all_get_out,
     a_thread_printing_alone_batches_its_lines,
+    a_print_inside_a_display_comes_out_once_before_its_line,
+    a_display_that_fails_ends_its_line_with_a_mark_and_is_reported,
 );
 
 fn sixty_four_threads_hundred_thousand_lines_into_a_file(sub: Suite) {
@@ -942,4 +944,165 @@ fn a_flusher_rings_the_doorbell_only_once_it_let_go_of_the_stream() {
     assert!(rings > 0, "no doorbell rang for {lines} lines");
     assert_eq!(inside, 0, "{inside} of {rings} rings came from inside a flush");
     check_lines(&std::fs::read(&path).unwrap(), 1, lines);
+}
+
+/// A `Display` whose `fmt` prints a line of its own (`inner t=T i=I`) and then writes `len`
+/// letters `o`.
+struct PrintsInside {
+    t: u32,
+    i: usize,
+    len: usize,
+}
+
+impl std::fmt::Display for PrintsInside {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        println!("inner t={} i={}", self.t, self.i);
+        f.write_str(&"o".repeat(self.len))
+    }
+}
+
+/// A print inside a `Display` comes out once, whole, before the line that formats it, for
+/// lines that fit the stack buffer and longer ones (formatted twice: measured, then in
+/// place). Before, the inner line of a long outer line came out three times (once per
+/// formatting pass), and with a 256-byte log the outer line never came out: the inner
+/// print of the in-place pass waited for room behind the outer line's own unwritten bytes
+/// (a hang). Four threads at once, so that several hold their in-place marks together.
+fn a_print_inside_a_display_comes_out_once_before_its_line(sub: Suite) {
+    let _wd = watchdog("a_print_inside_a_display_comes_out_once_before_its_line", 120);
+    const LENS: [usize; 5] = [10, 200, 300, 1000, 5000];
+    for log in [4096, 256] {
+        let (f, path) = temp_file("nested.txt");
+        let rt = builder(sub)
+            .stdout_fd(f.as_raw_fd())
+            .log_bytes(log)
+            .hang_timeout(Some(Duration::from_secs(10)))
+            .build()
+            .unwrap();
+        rt.launch(1, 4, || {
+            let t = gpuio::device::thread_idx();
+            for (i, &len) in LENS.iter().enumerate() {
+                println!("outer t={t} i={i} {} end", PrintsInside { t, i, len });
+            }
+        })
+        .unwrap();
+        if let Err(e) = rt.synchronize() {
+            panic!("log of {log} bytes: {e}");
+        }
+        drop(rt);
+        let out = std::fs::read_to_string(path).unwrap();
+        let mut per_thread: std::collections::HashMap<u32, Vec<&str>> = Default::default();
+        for line in out.lines() {
+            let t = line
+                .split_once("t=")
+                .and_then(|(_, r)| r.split(' ').next())
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_else(|| panic!("log of {log} bytes: a torn line {line:?}"));
+            per_thread.entry(t).or_default().push(line);
+        }
+        assert_eq!(per_thread.len(), 4, "log of {log} bytes: {out:?}");
+        for (t, lines) in per_thread {
+            let expected: Vec<String> = LENS
+                .iter()
+                .enumerate()
+                .flat_map(|(i, &len)| {
+                    [
+                        format!("inner t={t} i={i}"),
+                        format!("outer t={t} i={i} {} end", "o".repeat(len)),
+                    ]
+                })
+                .collect();
+            assert!(
+                lines.iter().eq(expected.iter()),
+                "log of {log} bytes, thread {t}: each inner line once, right before its outer line; got {:?}",
+                lines.iter().map(|l| &l[..l.len().min(40)]).collect::<Vec<_>>()
+            );
+        }
+    }
+}
+
+/// A `Display` that writes `part` and then returns `Err`.
+struct FailsAfter(&'static str);
+
+impl std::fmt::Display for FailsAfter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)?;
+        Err(std::fmt::Error)
+    }
+}
+
+/// A `Display` that returns `Err` ends its line there: the text written until then, the
+/// mark, the newline; nothing after it in the format string. Each such line is counted and
+/// `synchronize` reports it as a print error (before, the line came out cut, with no mark
+/// and no error). Short lines (the stack buffer), lines that fit it only without the mark,
+/// and long ones (formatted in place), with `println!` and `print!`, through a 256-byte
+/// log; the lines around them are untouched.
+fn a_display_that_fails_ends_its_line_with_a_mark_and_is_reported(sub: Suite) {
+    let _wd = watchdog("a_display_that_fails_ends_its_line_with_a_mark_and_is_reported", 120);
+    const MARK: &str = gpuio::device::protocol::print::FORMAT_ERROR;
+    static LONG: std::sync::LazyLock<&'static str> = std::sync::LazyLock::new(|| "p".repeat(300).leak());
+    let (f, path) = temp_file("fmt_error.txt");
+    let rt = builder(sub)
+        .stdout_fd(f.as_raw_fd())
+        .log_bytes(256)
+        .hang_timeout(Some(Duration::from_secs(10)))
+        .build()
+        .unwrap();
+    let (threads, failing) = (4u32, 4u32);
+    rt.launch(1, threads, || {
+        let t = gpuio::device::thread_idx();
+        println!("t={t} before");
+        println!("t={t} short {} not reached", FailsAfter("part"));
+        println!("t={t} long {} not reached", FailsAfter(&LONG));
+        // Exactly the stack buffer with the mark and the newline, and one byte more.
+        let fits = "f".repeat(256 - "t=0 ".len() - MARK.len() - 1);
+        println!("t={t} {}", FailsAfter(fits.leak()));
+        let over = "g".repeat(256 - "t=0 ".len() - MARK.len());
+        println!("t={t} {}", FailsAfter(over.leak()));
+        println!("t={t} after");
+    })
+    .unwrap();
+    match rt.synchronize() {
+        Err(Error::Print(p)) => {
+            assert_eq!(p.outputs.len(), 1, "{p}");
+            let o = &p.outputs[0];
+            assert_eq!(o.format_errors, threads * failing, "{p}");
+            assert_eq!((o.failed_writes, o.lost_bytes, o.lost_lines), (0, 0, 0), "{p}");
+            assert!(p.to_string().contains("Display returned an error"), "{p}");
+        }
+        other => panic!("expected a print error naming the Display's, got {other:?}"),
+    }
+    // Reported once; the runtime goes on. `print!`: the mark, and no newline.
+    rt.launch(1, 1, || {
+        print!("t=9 no newline {} not reached", FailsAfter("part"));
+        println!("|");
+    })
+    .unwrap();
+    match rt.synchronize() {
+        Err(Error::Print(p)) => assert_eq!(p.outputs[0].format_errors, 1, "{p}"),
+        other => panic!("expected a print error naming the Display's, got {other:?}"),
+    }
+    rt.synchronize().unwrap();
+    drop(rt);
+    let out = std::fs::read_to_string(path).unwrap();
+    let mut per_thread: std::collections::HashMap<&str, Vec<&str>> = Default::default();
+    for line in out.lines() {
+        per_thread
+            .entry(line.split(' ').next().unwrap())
+            .or_default()
+            .push(line);
+    }
+    for t in 0..threads {
+        let key = format!("t={t}");
+        let expected = [
+            format!("t={t} before"),
+            format!("t={t} short part{MARK}"),
+            format!("t={t} long {}{MARK}", *LONG),
+            format!("t={t} {}{MARK}", "f".repeat(256 - 4 - MARK.len() - 1)),
+            format!("t={t} {}{MARK}", "g".repeat(256 - 4 - MARK.len())),
+            format!("t={t} after"),
+        ];
+        let got = per_thread.get(key.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+        assert!(got.iter().eq(expected.iter()), "thread {t}: {got:?}");
+    }
+    assert_eq!(per_thread["t=9"], [format!("t=9 no newline part{MARK}|")]);
 }

@@ -5,6 +5,7 @@
 use crate::arena::Arena;
 use crate::errno::Errno;
 use crate::pool;
+use crate::print::InPlaceLines;
 use crate::request::{Prepared, Requests, Ticket};
 use crate::ring::{Ring, REAP_BATCH};
 use crate::running::Running;
@@ -121,6 +122,9 @@ pub struct Context {
     /// Threads of `kernel!` kernels started and not yet returned, by block: what a hang
     /// report names on a GPU.
     pub running: Running,
+    /// Threads formatting a long line in place now: a print their `Display` makes then is
+    /// skipped, having gone out in the line's first pass.
+    pub in_place: InPlaceLines,
 }
 
 /// The requests the kernel failed that the host reports ([`Context::refusals`]): one value,

@@ -140,7 +140,12 @@ pub extern "gpu-kernel" fn gpuio_drain() {
     }
 }
 
-/// Prints to the runtime's stdout, like std's `print!`.
+/// Prints to the runtime's stdout, like std's `print!`: the text at once, whole.
+///
+/// A print made by a `Display` of the arguments (a `println!` in its `fmt`) comes out once,
+/// whole, before this text. A `Display` that returns `Err` ends the text there, followed by
+/// [`FORMAT_ERROR`](protocol::print::FORMAT_ERROR); the host's `synchronize` reports it as a
+/// print error (std's `print!` panics). See [`println!`].
 #[macro_export]
 macro_rules! print {
     ($($arg:tt)*) => { $crate::protocol::print::print_to(false, false, format_args!($($arg)*)) };
@@ -148,19 +153,40 @@ macro_rules! print {
 
 /// Prints a line to the runtime's stdout, like std's `println!`. The line appears exactly
 /// once, whole; a thread's lines keep their order.
+///
+/// The arguments' `Display`s run once for a line of up to 256 bytes, and twice for a longer
+/// one (measured, then written in place). A print inside a `Display` comes out once, whole,
+/// before the line that formats it (from the first pass; the thread's prints during the
+/// in-place pass are skipped). A `Display` that returns `Err` ends the line where it failed:
+/// the text so far, [`FORMAT_ERROR`](protocol::print::FORMAT_ERROR), the newline; the line
+/// is counted and the host's `synchronize` reports it (`Error::Print`, `format_errors`),
+/// where std's `println!` panics.
+///
+/// ```
+/// struct Noisy;
+/// impl core::fmt::Display for Noisy {
+///     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+///         gpuio_device::println!("inner"); // in a kernel: out first, once
+///         f.write_str("value")
+///     }
+/// }
+/// gpuio_device::println!("outer {}", Noisy); // "inner", then "outer value"
+/// ```
 #[macro_export]
 macro_rules! println {
     () => { $crate::protocol::print::print_to(false, true, format_args!("")) };
     ($($arg:tt)*) => { $crate::protocol::print::print_to(false, true, format_args!($($arg)*)) };
 }
 
-/// Prints to the runtime's stderr, like std's `eprint!`.
+/// Prints to the runtime's stderr, like std's `eprint!` (nested prints and `Display` errors
+/// as for [`print!`]).
 #[macro_export]
 macro_rules! eprint {
     ($($arg:tt)*) => { $crate::protocol::print::print_to(true, false, format_args!($($arg)*)) };
 }
 
-/// Prints a line to the runtime's stderr, like std's `eprintln!`.
+/// Prints a line to the runtime's stderr, like std's `eprintln!` (nested prints and
+/// `Display` errors as for [`println!`]).
 #[macro_export]
 macro_rules! eprintln {
     () => { $crate::protocol::print::print_to(true, true, format_args!("")) };

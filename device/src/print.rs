@@ -11,6 +11,23 @@
 //!
 //! `print!` (no newline) writes its text at once, whole, like a line: it is not held back
 //! until the thread's line ends, so pieces of different threads sit side by side.
+//!
+//! # A print inside a `Display`, and a `Display` that fails
+//! The first formatting pass (into the stack buffer, counting what does not fit) calls the
+//! arguments' `Display`s once, while nothing is reserved: a print a `Display` makes then
+//! goes out as usual, whole and once, *before* the line that formats it (std's reentrant
+//! stdout lock gives the same order when the outer line has no text before the value).
+//! A line longer than the buffer needs a second pass, formatting in place into its reserved
+//! range. There a print from the `Display` would be its second copy, and it would reserve
+//! behind the outer line's unwritten bytes and wait for room that only they free: with a
+//! log shorter than the two lines, forever (it did, reported as a hang). So the thread
+//! marks itself for that pass ([`InPlaceLines`]), and its prints during it are skipped:
+//! they went out in the first.
+//!
+//! A `Display` that returns `Err` ends the line where it failed: the text written so far,
+//! then [`FORMAT_ERROR`], then the newline, if any. The stream counts it
+//! (`WriteErrors::format_errors`) and the host's `synchronize` reports it as a print error
+//! (std's `println!` panics there; a panic on a GPU ends the kernel).
 
 use core::fmt::{self, Write};
 
@@ -18,9 +35,13 @@ use crate::context::{Context, STDOUT};
 use crate::group::Group;
 use crate::ring::Ring;
 use crate::stream::Stream;
+use crate::sync::{fence, AtomicU32, AtomicU64, Ordering, Padded};
 
 /// Lines up to this many bytes (newline included) take the fast path.
 pub const LINE_BUF: usize = 256;
+
+/// What ends a line whose `Display` returned `Err`, after the text written until then.
+pub const FORMAT_ERROR: &str = "<gpuio: formatter error>";
 
 /// Prints `args` (and a newline if `newline`) to stdout or stderr. Used by the macros.
 #[doc(hidden)]
@@ -36,6 +57,15 @@ pub fn print_to(stderr: bool, newline: bool, args: fmt::Arguments) {
     let _in_print = crate::arch::host::InPrint::enter();
     // SAFETY: the host installs a context that outlives every kernel that can see it.
     let ctx = unsafe { &*ctx };
+    // A print made by a `Display` while its thread formats a long line in place is skipped:
+    // it went out in the line's first pass (the module docs say why). Relaxed: only this
+    // thread's own mark matters here, and its own add is sequenced before this load.
+    // (A GPU panic's report from there is skipped too: behind the unfinished line, which
+    // nothing completes before the trap, it could not get out. On the CPU backend a panic
+    // inside a print is std's to report.)
+    if ctx.in_place.count.load(Ordering::Relaxed) != 0 && ctx.in_place.is_mine() {
+        return;
+    }
     let index = ctx.stream_index(stderr);
     // The lanes executing this call together may have come from a `println!` and from an
     // `eprintln!` (this function is shared, and lanes meet at its entry): a record is
@@ -60,7 +90,13 @@ const COUNT_MASK: u64 = (1 << 10) - 1;
 /// Every lane of `g` must call this together (it is a collective operation).
 pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args: fmt::Arguments) {
     let mut line = LineBuf::new();
-    let fits = line.format(args, newline);
+    // The one pass that calls the `Display`s while nothing is reserved (the module docs).
+    let formatted = line.format(args, newline);
+    let fits = if formatted {
+        line.len <= LINE_BUF
+    } else {
+        line.failed(stream, newline)
+    };
     let my_len = if fits { line.len as u64 } else { 0 };
     // One sum gives the record's layout and, in the high bits, how many lanes have a line
     // that did not fit the stack buffer, how many print anything at all, and how many
@@ -139,7 +175,19 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     };
     for k in 0..turns {
         if long && turn == k {
-            emit_long(stream, ring, reap, newline, args);
+            // A line in the stack buffer is written from it: its Displays ran once.
+            let buffered = fits.then(|| line.bytes());
+            emit_long(
+                ctx,
+                stream,
+                ring,
+                reap,
+                newline,
+                args,
+                buffered,
+                line.len as u64,
+                !formatted,
+            );
         }
     }
     // The group's lanes leave together, once every line of theirs was flushed (invariant
@@ -155,27 +203,185 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     // reads across PCIe; doing it on every print costs more than the print.)
 }
 
-/// The slow path: measure, reserve, format in place (waiting for room and flushing with
-/// `ring` and `reap`, as [`emit`] does).
-fn emit_long(stream: &Stream, ring: &Ring, reap: impl FnMut() + Copy, newline: bool, args: fmt::Arguments) {
-    let mut count = Count(0);
-    let _ = count.write_fmt(args);
-    let len = count.0 + newline as u64;
+/// The slow path, for a line printed alone (waiting for room and flushing with `ring` and
+/// `reap`, as [`emit`] does): the `buffered` line whole (it fits the stack buffer but not
+/// the log as one record), or else the line the first pass measured (`measured` bytes:
+/// the text, and the newline unless `failed`), reserved and formatted in place, and ended
+/// with [`FORMAT_ERROR`] if `failed` (its `Display` returned `Err` in the first pass).
+/// Prints the `Display`s make in that second pass are skipped ([`InPlaceLines`]).
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+#[cold]
+fn emit_long(
+    ctx: &Context,
+    stream: &Stream,
+    ring: &Ring,
+    reap: impl FnMut() + Copy,
+    newline: bool,
+    args: fmt::Arguments,
+    buffered: Option<&[u8]>,
+    measured: u64,
+    failed: bool,
+) {
+    if let Some(line) = buffered {
+        let pos = stream.reserve(line.len() as u64);
+        stream.fill(pos, line, ring, reap);
+        stream.flush(ring, reap);
+        return;
+    }
+    // The first pass counted the newline only if the text ended well.
+    let text = measured - (newline && !failed) as u64;
+    let tail: &'static [u8] = if failed { FORMAT_ERROR.as_bytes() } else { &[] };
+    let len = text + tail.len() as u64 + newline as u64;
     if len == 0 {
         return;
     }
+    // Before the reservation: a thread waits for a mark only while it holds no log room.
+    // Dropped after `w` (declared first), so it covers the padding too.
+    let _mark = ctx.in_place.mark();
     let pos = stream.reserve(len);
     let mut w = InPlace {
         stream,
         ring,
         reap,
         pos,
-        end: pos + len - newline as u64,
+        end: pos + text,
+        tail,
         newline,
     };
     // If this unwinds (a Display that panics only on this second pass; CPU backend: on a
-    // GPU a panic traps), dropping `w` still completes the reserved range.
+    // GPU a panic traps), dropping `w` still completes the reserved range. A Display that
+    // fails here, or writes less, is padded; one that writes more is cut at the length the
+    // first pass measured.
     let _ = w.write_fmt(args);
+}
+
+/// The threads formatting a long line in place now (its second pass), each marked in one
+/// slot: a print such a thread's `Display` makes is skipped ([`print_to`]): it went out in
+/// the first pass, and here it would wait for room behind the line's own unwritten bytes.
+///
+/// GPUs have no thread-locals, so a thread finds its mark by its key
+/// (`arch::thread_key`: its launch and global index), in the slot the key hashes to. A
+/// thread waits for that slot while another holds it, before it reserves its line: a holder
+/// waits only for room, which earlier lines' bytes free, never for a thread without a mark
+/// (lockstep rule: the waiter holds no log room, and its group's record is committed).
+/// A slot is a seqlock: `gen` is odd while held; the key's words are read between two
+/// looks at `gen`, so a reader never pairs one holder's launch with another's index.
+#[repr(C)]
+pub struct InPlaceLines {
+    /// Marked threads: print's one look on its fast path, 0 almost always.
+    pub count: Padded<AtomicU32>,
+    slots: [Mark; IN_PLACE_SLOTS],
+}
+
+/// Slots of [`InPlaceLines`] (a power of two).
+const IN_PLACE_SLOTS: usize = if cfg!(loom) { 2 } else { 64 };
+
+#[repr(C)]
+struct Mark {
+    gen: AtomicU64,
+    key: [AtomicU64; 2],
+}
+
+impl InPlaceLines {
+    /// No thread marked.
+    pub fn new() -> InPlaceLines {
+        InPlaceLines {
+            count: Padded(AtomicU32::new(0)),
+            slots: core::array::from_fn(|_| Mark {
+                gen: AtomicU64::new(0),
+                key: [AtomicU64::new(0), AtomicU64::new(0)],
+            }),
+        }
+    }
+
+    fn slot(&self, key: (u64, u64)) -> &Mark {
+        let h = (key.0 ^ key.1.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        &self.slots[(h >> 58) as usize % IN_PLACE_SLOTS]
+    }
+
+    /// Whether the calling thread is marked (it is inside [`InPlaceLines::mark`]'s guard).
+    #[inline(never)]
+    #[cold]
+    pub fn is_mine(&self) -> bool {
+        let key = crate::arch::thread_key();
+        let m = self.slot(key);
+        // Acquire: pairs with the holder's release fence after its claim, and with the
+        // release store that freed the slot (through the claim's RMW): the key words read
+        // below are at least the ones written before that `gen`.
+        let g = m.gen.load(Ordering::Acquire);
+        if g & 1 == 0 {
+            return false;
+        }
+        let k = (m.key[0].load(Ordering::Relaxed), m.key[1].load(Ordering::Relaxed));
+        // Acquire fence: if either word came from a later holder, its claim (which moved
+        // `gen` past `g`) happens-before the look below, which then sees the change.
+        fence(Ordering::Acquire);
+        m.gen.load(Ordering::Relaxed) == g && k == key
+    }
+
+    /// Marks the calling thread until the guard drops (also while unwinding), waiting for
+    /// its slot while another thread holds it. A thread that holds its slot already (only
+    /// a direct call of [`emit`] from inside a long line's `Display` gets here so) is not
+    /// marked again: it would wait for itself.
+    pub fn mark(&self) -> Option<Marked<'_>> {
+        let key = crate::arch::thread_key();
+        let m = self.slot(key);
+        // Relaxed: the count only tells prints whether to look at the slots; the thread's
+        // own look follows this add in its program order.
+        self.count.fetch_add(1, Ordering::Relaxed);
+        if self.is_mine() {
+            self.count.fetch_add(u32::MAX, Ordering::Relaxed); // minus one: the targets' atomics have no `fetch_sub`
+            return None;
+        }
+        let g = crate::wait::until(
+            || {
+                let g = m.gen.load(Ordering::Relaxed);
+                // Acquire: the previous holder's clearing of the key (before its release
+                // store of `gen`) happens-before our writes of it.
+                (g & 1 == 0
+                    && m.gen
+                        .compare_exchange(g, g + 1, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok())
+                .then_some(g + 1)
+            },
+            crate::arch::relax,
+        );
+        // Release fence: the claim (`gen` odd) is ordered before the key's words, for a
+        // reader that sees them (`is_mine`'s acquire fence).
+        fence(Ordering::Release);
+        m.key[0].store(key.0, Ordering::Relaxed);
+        m.key[1].store(key.1, Ordering::Relaxed);
+        Some(Marked {
+            lines: self,
+            mark: m,
+            gen: g,
+        })
+    }
+}
+
+impl Default for InPlaceLines {
+    fn default() -> InPlaceLines {
+        InPlaceLines::new()
+    }
+}
+
+/// A thread's mark in [`InPlaceLines`]; dropping it frees the slot.
+pub struct Marked<'a> {
+    lines: &'a InPlaceLines,
+    mark: &'a Mark,
+    gen: u64,
+}
+
+impl Drop for Marked<'_> {
+    fn drop(&mut self) {
+        self.mark.key[0].store(0, Ordering::Relaxed);
+        self.mark.key[1].store(0, Ordering::Relaxed);
+        // Release: the cleared key happens-before the next holder's claim (its Acquire CAS)
+        // and a reader's acquire of this `gen`.
+        self.mark.gen.store(self.gen + 1, Ordering::Release);
+        self.lines.count.fetch_add(u32::MAX, Ordering::Relaxed); // minus one, wrapping
+    }
 }
 
 /// A line on the stack.
@@ -192,7 +398,9 @@ impl LineBuf {
         }
     }
 
-    /// Formats into the buffer; `false` if it did not fit (or a Display failed).
+    /// Formats into the buffer, and counts in `len` what did not fit (then the line is
+    /// longer than the buffer: `len > LINE_BUF`). `false` if a Display returned `Err`: `len`
+    /// then counts the text written before it, without the newline.
     fn format(&mut self, args: fmt::Arguments, newline: bool) -> bool {
         // A literal with no arguments needs no formatting machinery.
         let ok = match args.as_str() {
@@ -200,6 +408,24 @@ impl LineBuf {
             None => self.write_fmt(args).is_ok(),
         };
         ok && (!newline || self.write_str("\n").is_ok())
+    }
+
+    /// A Display returned `Err` in [`LineBuf::format`]: counts it on `stream` and ends the
+    /// line with [`FORMAT_ERROR`] (and the newline). `true` if the line still fits the
+    /// buffer; if not, `len` stays the text's length and the slow path ends the line.
+    #[inline(never)]
+    #[cold]
+    fn failed(&mut self, stream: &Stream, newline: bool) -> bool {
+        // Relaxed: a count the host reads after the drain, which orders it.
+        stream.errors.format_errors.fetch_add(1, Ordering::Relaxed);
+        if self.len + FORMAT_ERROR.len() + newline as usize > LINE_BUF {
+            return false;
+        }
+        let _ = self.write_str(FORMAT_ERROR);
+        if newline {
+            let _ = self.write_str("\n");
+        }
+        true
     }
 
     fn bytes(&self) -> &[u8] {
@@ -210,22 +436,14 @@ impl LineBuf {
 impl Write for LineBuf {
     #[inline]
     fn write_str(&mut self, s: &str) -> fmt::Result {
+        // Past the buffer it only counts: the line then takes the slow path, which needs
+        // its length, and the Displays run to their end once, here, while nothing is
+        // reserved (the module docs).
         let end = self.len + s.len();
-        if end > LINE_BUF {
-            return Err(fmt::Error);
+        if end <= LINE_BUF {
+            self.buf[self.len..end].copy_from_slice(s.as_bytes());
         }
-        self.buf[self.len..end].copy_from_slice(s.as_bytes());
         self.len = end;
-        Ok(())
-    }
-}
-
-/// Counts formatted bytes.
-struct Count(u64);
-
-impl Write for Count {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        self.0 += s.len() as u64;
         Ok(())
     }
 }
@@ -238,8 +456,10 @@ struct InPlace<'a, R: FnMut() + Copy> {
     /// The context's reaper of `ring` (`Context::print_out`).
     reap: R,
     pos: u64,
-    /// The end of the line's text (the newline, if any, comes after it).
+    /// The end of the line's text (`tail` and the newline, if any, come after it).
     end: u64,
+    /// [`FORMAT_ERROR`] when the first pass's Display failed, else empty.
+    tail: &'static [u8],
     newline: bool,
 }
 
@@ -254,8 +474,12 @@ impl<R: FnMut() + Copy> Drop for InPlace<'_, R> {
             self.stream.fill(self.pos, &[b' '; 64][..n], self.ring, self.reap);
             self.pos += n as u64;
         }
+        if !self.tail.is_empty() {
+            self.stream.fill(self.end, self.tail, self.ring, self.reap);
+        }
         if self.newline {
-            self.stream.fill(self.end, b"\n", self.ring, self.reap);
+            let at = self.end + self.tail.len() as u64;
+            self.stream.fill(at, b"\n", self.ring, self.reap);
         }
         self.stream.flush(self.ring, self.reap);
     }

@@ -123,7 +123,8 @@ const HELP_EVERY: u32 = if cfg!(loom) { 1 } else { 8 };
 /// helps for the group (but not never: every waiter keeps the stream live on its own).
 const LANE_HELP_EVERY: u32 = if cfg!(loom) { 1 } else { 256 };
 
-/// Failed writes of one stream, for the host's report. Written only by the reaper.
+/// Failed writes of one stream, and its lines whose `Display` failed, for the host's
+/// report. Written by the reaper, except `format_errors`.
 #[repr(C)]
 pub struct WriteErrors {
     /// Write requests that failed (a short write resubmitted is not a failure).
@@ -134,6 +135,10 @@ pub struct WriteErrors {
     pub lost_bytes: AtomicU64,
     /// Line ends (`\n`) among them.
     pub lost_lines: AtomicU64,
+    /// Lines whose `Display` returned `Err`: each went out cut where it failed and marked
+    /// (`print::FORMAT_ERROR`). Written by the printing threads (Relaxed adds), not the
+    /// reaper.
+    pub format_errors: AtomicU32,
 }
 
 impl WriteErrors {
@@ -143,6 +148,7 @@ impl WriteErrors {
             last_errno: AtomicI32::new(0),
             lost_bytes: AtomicU64::new(0),
             lost_lines: AtomicU64::new(0),
+            format_errors: AtomicU32::new(0),
         }
     }
 }

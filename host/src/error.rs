@@ -247,22 +247,36 @@ pub struct OutputErrors {
     pub lost_bytes: u64,
     /// Lines (newlines) among them.
     pub lost_lines: u64,
+    /// Lines whose `Display` returned an error: each went out cut where it failed and
+    /// marked with `gpuio_device::protocol::print::FORMAT_ERROR` (std's `println!` panics
+    /// there). They were written; they are not among the lost ones.
+    pub format_errors: u32,
 }
 
 impl fmt::Display for PrintErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "device prints failed:")?;
         for (i, o) in self.outputs.iter().enumerate() {
-            write!(
-                f,
-                "{} fd {}: {} write(s) failed, last error: {}; {} bytes / {} lines lost",
-                if i == 0 { "" } else { ";" },
-                o.fd,
-                o.failed_writes,
-                io::Error::from_raw_os_error(o.errno),
-                o.lost_bytes,
-                o.lost_lines
-            )?;
+            write!(f, "{} fd {}:", if i == 0 { "" } else { ";" }, o.fd)?;
+            if o.failed_writes > 0 {
+                write!(
+                    f,
+                    " {} write(s) failed, last error: {}; {} bytes / {} lines lost",
+                    o.failed_writes,
+                    io::Error::from_raw_os_error(o.errno),
+                    o.lost_bytes,
+                    o.lost_lines
+                )?;
+            }
+            if o.format_errors > 0 {
+                write!(
+                    f,
+                    "{} {} line(s) whose Display returned an error, cut there and marked {}",
+                    if o.failed_writes > 0 { "," } else { "" },
+                    o.format_errors,
+                    gpuio_device::protocol::print::FORMAT_ERROR
+                )?;
+            }
         }
         Ok(())
     }

@@ -337,6 +337,18 @@ impl Drop for InPrint {
 }
 
 std::thread_local! {
+    /// A byte whose address names the calling thread ([`thread_key`]).
+    static KEY: u8 = const { 0 };
+}
+
+/// Two words that no other thread running now has (the second never 0): here, the address
+/// of a thread-local byte, and 1. A print uses it to find its own mark among the threads
+/// formatting a long line in place (`print::InPlaceLines`).
+pub fn thread_key() -> (u64, u64) {
+    (KEY.with(|k| k as *const u8 as u64), 1)
+}
+
+std::thread_local! {
     static CURRENT: Cell<(*const (), ThreadIds)> =
         const { Cell::new((core::ptr::null(), ThreadIds::linear(0, 0, 1, 1))) };
 }

@@ -21,6 +21,8 @@
 //!   that this module depends on nothing above it;
 //! - ids: `thread_idx`, `block_idx`, `block_dim`, `grid_dim` (x dimension);
 //! - `is_thread_private(p)`: whether `p` is in the calling thread's own private memory;
+//! - `thread_key()`: two words that name the calling thread among every thread running
+//!   now, in any launch (GPUs have no thread-locals; `print` finds its own state by it);
 //! - `Warp`: the lanes executing a call together, as a [`crate::group::Group`]. Form it
 //!   right before the collectives that use it: a group formed before a wait in which its
 //!   lanes part (for an arena block, a completion slot) and used after it makes the lanes

@@ -725,6 +725,18 @@ pub fn is_thread_private(p: *const u8) -> bool {
     r != 0
 }
 
+/// Two words that no other thread running now has (the second never 0): the grid's launch
+/// number in this CUDA context (`%gridid`, which tells concurrent grids apart) and the
+/// thread's global index plus one. A print uses it to find its own mark among the threads
+/// formatting a long line in place (`print::InPlaceLines`).
+#[inline(always)]
+pub fn thread_key() -> (u64, u64) {
+    let grid: u64;
+    // SAFETY: reads a special register that stays the same for the whole launch.
+    unsafe { core::arch::asm!("mov.u64 {g}, %gridid;", g = out(reg64) grid, options(nostack, nomem, pure)) };
+    (grid, crate::global_thread_idx() + 1)
+}
+
 /// A nanosecond clock shared by the whole GPU (`%globaltimer`), for measurements.
 #[inline(always)]
 pub fn clock_ns() -> u64 {

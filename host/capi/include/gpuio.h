@@ -219,7 +219,8 @@ gpuio_status gpuio_runtime_create(const gpuio_runtime_options *options, gpuio_ru
 /** The backend the runtime's kernels run on (never GPUIO_BACKEND_AUTO). */
 gpuio_status gpuio_runtime_backend(gpuio_runtime *rt, gpuio_backend *out);
 
-/** Failed writes to one file descriptor, since the previous report. */
+/** Failed writes to one file descriptor, and lines whose Display failed, since the
+ *  previous report. */
 typedef struct gpuio_output_errors {
     /** The file descriptor. */
     int32_t fd;
@@ -227,6 +228,9 @@ typedef struct gpuio_output_errors {
     uint32_t failed_writes;
     /** The errno of the latest failure. */
     int32_t last_errno;
+    /** Lines whose Rust Display returned an error: cut there and marked
+     *  "<gpuio: formatter error>" (written, not lost). */
+    uint32_t format_errors;
     /** Bytes not written. */
     uint64_t lost_bytes;
     /** Lines (newlines) among them. */

@@ -64,6 +64,7 @@ fn rust_lines() -> BTreeSet<String> {
         fd,
         failed_writes,
         last_errno,
+        format_errors,
         lost_bytes,
         lost_lines
     });

@@ -195,6 +195,7 @@ pub unsafe extern "C" fn gpuio_synchronize(rt: *mut gpuio_runtime, report: *mut 
                         fd: o.fd,
                         failed_writes: o.failed_writes,
                         last_errno: o.errno,
+                        format_errors: o.format_errors,
                         lost_bytes: o.lost_bytes,
                         lost_lines: o.lost_lines,
                     };

@@ -130,6 +130,8 @@ pub struct gpuio_output_errors {
     pub failed_writes: u32,
     /// The errno of the latest failure.
     pub last_errno: i32,
+    /// Lines whose `Display` returned an error (cut there and marked; written, not lost).
+    pub format_errors: u32,
     /// Bytes not written.
     pub lost_bytes: u64,
     /// Lines among them.

@@ -510,7 +510,10 @@ impl Runtime {
     fn take_print_errors(&self) -> Result<PrintErrors> {
         let failed = self.shared.with_context(|ctx| {
             Shared::live_streams(ctx)
-                .filter(|s| s.errors.failed_writes.load(Ordering::Acquire) > 0)
+                .filter(|s| {
+                    s.errors.failed_writes.load(Ordering::Acquire) > 0
+                        || s.errors.format_errors.load(Ordering::Acquire) > 0
+                })
                 .map(|s| {
                     let e = &s.errors;
                     let o = OutputErrors {
@@ -519,6 +522,7 @@ impl Runtime {
                         errno: e.last_errno.load(Ordering::Acquire),
                         lost_bytes: e.lost_bytes.load(Ordering::Acquire),
                         lost_lines: e.lost_lines.load(Ordering::Acquire),
+                        format_errors: e.format_errors.load(Ordering::Acquire),
                     };
                     (s.index as usize, o)
                 })
@@ -528,6 +532,7 @@ impl Runtime {
             self.shared.store(|c| &c.streams[i].errors.failed_writes, 0)?;
             self.shared.store(|c| &c.streams[i].errors.lost_bytes, 0)?;
             self.shared.store(|c| &c.streams[i].errors.lost_lines, 0)?;
+            self.shared.store(|c| &c.streams[i].errors.format_errors, 0)?;
         }
         Ok(PrintErrors {
             outputs: failed.into_iter().map(|(_, o)| o).collect(),
