@@ -262,10 +262,8 @@ mod tests {
                 // default 50 µs it ends where a gap between signals outlasts what it asked
                 // for: on a busy machine, at random.)
                 // SAFETY: PR_SET_TIMERSLACK changes only this thread's timer slack.
-                assert_eq!(
-                    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000_000u64, 0u64, 0u64, 0u64) },
-                    0
-                );
+                let slack = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000_000u64, 0u64, 0u64, 0u64) };
+                assert_eq!(slack, 0);
                 // Until the flood is on.
                 std::thread::park();
                 let start = Instant::now();

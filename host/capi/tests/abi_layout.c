@@ -50,6 +50,7 @@ int main(void) {
     FIELD(gpuio_output_errors, fd);
     FIELD(gpuio_output_errors, failed_writes);
     FIELD(gpuio_output_errors, last_errno);
+    FIELD(gpuio_output_errors, format_errors);
     FIELD(gpuio_output_errors, lost_bytes);
     FIELD(gpuio_output_errors, lost_lines);
 

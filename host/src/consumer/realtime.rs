@@ -14,36 +14,33 @@
 //! next's started; the io-wq worker 13 times (at most 31 ms). A `SCHED_FIFO` thread is not
 //! under the fair scheduler: a computing thread gives it the core as soon as it wakes.
 //!
-//! How: from the runtime's first launch with more threads than cores on (`Waker::crowded`,
-//! called before that launch's threads start) for the rest of the runtime's life, the
+//! How, where the program asks for it (`Builder::real_time_waker`, `GPUIO_REAL_TIME_WAKER`;
+//! off by default: gpuio takes no real-time thread it was not asked for): from a launch
+//! with more threads than cores, counting those still running (`Waker::crowded`, called
+//! before that launch's threads start), until a launch that fits them (`Waker::fits`), the
 //! waker runs under `SCHED_FIFO` at priority 1, the lowest, and so do its io-wq workers:
 //! those it has (found by name, `iou-wrk-<waker>`; not in a PID namespace, whose workers'
-//! names carry the host's id) and those io_uring makes from it later (a thread inherits its
-//! maker's policy). Where the kernel refuses (a process needs `CAP_SYS_NICE` or an
-//! `RLIMIT_RTPRIO` of 1 or more) the waker keeps the short slice, and the bound of
-//! invariant 12 is best effort there (`docs/PROTOCOL.md`). `Stats::real_time_waker` says which;
-//! `Builder::real_time_waker(false)` leaves it out.
+//! names carry the host's id) and those io_uring makes from it meanwhile (a thread inherits
+//! its maker's policy). A notice says so the first time. Where the kernel refuses (a
+//! process needs `CAP_SYS_NICE` or an `RLIMIT_RTPRIO` of 1 or more) the waker keeps the
+//! short slice, and the bound of invariant 12 is best effort there (`docs/PROTOCOL.md`).
+//! `Stats::real_time_waker` says which.
 //!
-//! What it costs: the waker preempts any thread of the fair scheduler on its core each
-//! time it wakes (up to 20,000 looks a second while I/O flows, each a few µs), and the
-//! io-wq workers, which serve every request of these rings (a device `pwrite`'s copy into
-//! the page cache included), preempt them while they work. The waker goes on looking for
-//! 20 µs after each submission (`waker.rs`, `LINGER`), so while kernel threads keep
-//! publishing it holds its core as SQPOLL would, up to the kernel's real-time throttle (95%
-//! of each second), and a thread of the fair scheduler on that core waits until the load
-//! balancer moves it: with the waker real-time from the start, a thread printing alone on
-//! 2 cores printed about half as many lines a second, and a `pwrite` round trip through the solo
-//! ring took 39-47 µs at the median instead of 1.3-1.5, which is why a runtime whose
-//! launches fit the cores never asks. Without the looking at real-time priority it was
-//! worse where the cores are crowded (a doorbell's wakeup preempts a printing thread each
-//! time): 1 of 6 `bench_liveness` runs late, and 4.5-4.9 M lines a second from 64 printing
-//! threads in `bench_print` where the looking gave 6.3-6.9 and the short slice 6.9-7.7.
-//! A real-time thread that spins waiting for a thread of the fair scheduler on its core
-//! would keep that thread off it, so the waker's waits inside the protocol (a rescue's
-//! flush waiting for an SQ slot or a CQ credit) sleep between rounds instead of yielding
-//! (`arch::host::relax_by_dozing`). Rings with SQPOLL, and the host-thread fallback, are
-//! left as they were: SQPOLL polls for `sq_thread_idle` after its last work, and at
-//! real-time priority would hold its core that long.
+//! What it costs everyone else: the waker preempts any thread of the fair scheduler, of
+//! this process or another, on its core each time it wakes (up to 20,000 looks a second
+//! while I/O flows, each a few µs), and the io-wq workers, which serve every request of
+//! these rings (a device `pwrite`'s copy into the page cache included), preempt them while
+//! they work. Under the fair scheduler the waker goes on looking for 20 µs after each
+//! submission (`waker.rs`, `LINGER`); at real-time priority it does not, since while
+//! kernel threads keep publishing that looking would hold its core from every fair thread
+//! of the machine, up to the kernel's real-time throttle (95% of each second): it parks
+//! between looks. A real-time thread that spins waiting for a thread of the fair scheduler
+//! on its core would keep that thread off it, so the waker's waits inside the protocol (a
+//! rescue's flush waiting for an SQ slot or a CQ credit) sleep between rounds instead of
+//! yielding (`arch::host::relax_by_dozing`). Rings with SQPOLL, and the host-thread
+//! fallback, are left as they were: SQPOLL polls for `sq_thread_idle` after its last work,
+//! and at real-time priority would hold its core that long. `bench_neighbour` measures
+//! what the CPU backend costs other processes, with and without it.
 
 use std::io;
 

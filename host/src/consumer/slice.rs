@@ -18,9 +18,10 @@
 //!
 //! That serves a thread that sleeps between looks: the waker, the io-wq workers, and less
 //! the fallback's thread, which looks every 20 µs. It does not always get the core: EEVDF
-//! runs a waking thread only once it is eligible (`realtime.rs`), so once a launch has
-//! more threads than cores the waker of the rings it enters, and its io-wq workers, run at
-//! real-time priority where the kernel allows, and keep this slice where it does not. It
+//! runs a waking thread only once it is eligible (`realtime.rs`), so where the program asks
+//! for it, while launches have more threads than cores, the waker of the rings it enters and
+//! its io-wq workers run at real-time priority where the kernel allows, and keep this slice
+//! otherwise. It
 //! cannot serve SQPOLL while lines flow: SQPOLL polls without sleeping for `sq_thread_idle` after its last work, uses up its share
 //! of its core (about a fifth beside the 32 computing threads of its core) and then waits
 //! several ticks for its next turn, whatever its slice; most lines that are late there

@@ -17,7 +17,8 @@
 //! pause, up to 1 ms ([`MAX_PAUSE`]), so a kernel that computes for seconds without I/O
 //! costs about 1,000 looks a second, not 20,000; the first look that sees I/O again goes
 //! back to 50 µs. On rings it enters, a doorbell ends the pause at once, and after a look
-//! that submitted it looks again without a pause for [`LINGER`] (20 µs). A look reads at most three words of host memory and makes no syscall
+//! that submitted it looks again without a pause for [`LINGER`] (20 µs), except at
+//! real-time priority (`realtime.rs`). A look reads at most three words of host memory and makes no syscall
 //! unless it wakes the consumer. `Stats::waker_looks` counts the looks.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
