@@ -150,66 +150,53 @@ impl Waker {
     /// A launch with more threads than cores is about to start: from now on the waker and
     /// its io-wq workers run at real-time priority, if it was asked for and the kernel
     /// allows it (`realtime.rs`). Called by the launching thread before the kernel's threads
-    /// start, so that the waker's first wakeup among them is already prompt.
+    /// start, so that the waker's first wakeup among them is already prompt. A refusal is
+    /// for good (`NEVER`).
     pub(crate) fn crowded(&self) {
-        let Some(tid) = self.thread_id else {
-            return;
-        };
-        // Relaxed, as the store below: only this word is read through it. A launch that
-        // finds it not `NOT_YET` (already asked, being asked, or never to be) goes on.
-        if self
-            .state
-            .real_time
-            .compare_exchange(NOT_YET, ASKING, Ordering::Relaxed, Ordering::Relaxed)
-            .is_err()
-        {
-            return;
+        if self.change_policy(NOT_YET, realtime::make_real_time, (REAL_TIME, NEVER)) {
+            crate::notice::say_once(crate::notice::Level::Info, realtime::NOTICE);
         }
-        let now = match realtime::make_real_time(tid) {
-            Ok(()) => {
-                // Those io_uring made while it was not: best effort (one that exits between
-                // the listing and the call is gone anyway).
-                for w in realtime::io_workers_of(tid) {
-                    let _ = realtime::make_real_time(w);
-                }
-                crate::notice::say_once(crate::notice::Level::Info, realtime::NOTICE);
-                REAL_TIME
-            }
-            Err(_) => NEVER,
-        };
-        self.state.real_time.store(now, Ordering::Relaxed);
     }
 
     /// A launch that fits the cores (with the kernel threads still running) is about to
     /// start: a waker at real-time priority, and its io-wq workers, go back to the fair
     /// scheduler with the short slice, as they were before the crowded launch; the next
-    /// crowded launch makes them real-time again.
+    /// crowded launch makes them real-time again. (Giving a privilege back needs none; an
+    /// error leaves the thread real-time, and the state says so.)
     pub(crate) fn fits(&self) {
+        self.change_policy(REAL_TIME, realtime::make_fair, (NOT_YET, REAL_TIME));
+    }
+
+    /// Where the state is `from`, gives the waker, then its io-wq workers (best effort),
+    /// the scheduling policy `make` gives, and leaves the state at `then.0` where the
+    /// waker took it, at `then.1` where it did not. Whether the waker took it.
+    fn change_policy(&self, from: u8, make: fn(libc::pid_t) -> std::io::Result<()>, then: (u8, u8)) -> bool {
         let Some(tid) = self.thread_id else {
-            return;
+            return false;
         };
-        // Relaxed: only this word is read through it (as in `crowded`). Only a real-time
-        // waker has anything to give back.
+        // Relaxed, as the store below: only this word is read through it. A launch that
+        // finds another state (already changed, being changed by another launch, or never
+        // to be) goes on.
         if self
             .state
             .real_time
-            .compare_exchange(REAL_TIME, ASKING, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(from, ASKING, Ordering::Relaxed, Ordering::Relaxed)
             .is_err()
         {
-            return;
+            return false;
         }
-        // Giving a privilege back needs none; an error leaves the thread real-time, and the
-        // state says so.
-        let now = match realtime::make_fair(tid) {
-            Ok(()) => {
-                for w in realtime::io_workers_of(tid) {
-                    let _ = realtime::make_fair(w);
-                }
-                NOT_YET
+        let took = make(tid).is_ok();
+        if took {
+            // Those io_uring made meanwhile: best effort (one that exits between the
+            // listing and the call is gone anyway).
+            for w in realtime::io_workers_of(tid) {
+                let _ = make(w);
             }
-            Err(_) => REAL_TIME,
-        };
-        self.state.real_time.store(now, Ordering::Relaxed);
+        }
+        self.state
+            .real_time
+            .store(if took { then.0 } else { then.1 }, Ordering::Relaxed);
+        took
     }
 
     /// Whether the waker runs at real-time priority ([`Waker::crowded`]).
