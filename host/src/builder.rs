@@ -599,10 +599,10 @@ impl Builder {
         }
         // On rings without SQPOLL (the CPU backend's) the waker submits, and its requests
         // (and the io-wq workers it starts) run with its credentials: it is made where the
-        // rings were, with the short slice and confined to the file root, if any; where asked
-        // for, a launch that crowds the cores makes it and those workers real-time until one
-        // that fits them (consumer/realtime.rs). Else it only wakes consumers; on the CPU backend (SQPOLL
-        // asked for) it gets the slice by its id.
+        // rings were, with the short slice and confined to the file root, if any; where
+        // asked for, a launch that crowds the cores makes it and those workers real-time
+        // until one that fits them (consumer/realtime.rs). Else it only wakes consumers; on
+        // the CPU backend (SQPOLL asked for) it gets the slice by its id.
         let entered = shared.entered();
         let waker = if entered {
             on_the_ring_thread(self.file_root.as_deref(), true, || {

@@ -140,9 +140,9 @@ fn unrank(r: u32, dim: Dim3) -> Dim3 {
 const OVERSUBSCRIBED_NICE: i32 = 10;
 
 /// The nice value for the threads of a launch of `threads` threads: `None` (unchanged)
-/// unless they outnumber the cores.
-fn oversubscribed_nice(threads: u64) -> Option<i32> {
-    if threads <= cores() {
+/// unless they outnumber the `cores`.
+fn oversubscribed_nice(threads: u64, cores: u64) -> Option<i32> {
+    if threads <= cores {
         return None;
     }
     // getpriority returns -1 both as a nice value and on error: errno tells them apart,
@@ -309,8 +309,11 @@ impl Cpu {
         check_map_count(n)?;
         check_shared_mem(cfg.shared_mem_bytes)?;
         let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
-        let nice = oversubscribed_nice(n);
-        let crowded = n + self.exits.running() as u64 > cores();
+        // Read once a launch: `available_parallelism` reads the affinity mask and cgroup
+        // files.
+        let cores = cores();
+        let nice = oversubscribed_nice(n, cores);
+        let crowded = n + self.exits.running() as u64 > cores;
         start(kernels.launches == 0, crowded)?;
         kernels.launches += 1;
         report_kernel_panics();
