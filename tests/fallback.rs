@@ -1,8 +1,10 @@
 //! What is specific to the host-thread fallback (`Submission::HostThread`,
 //! `GPUIO_URING=off`): the automatic choice. With io_uring setup made to fail with ENOSYS or
 //! EPERM, or one of io_uring's three calls refused by a real seccomp filter (as container
-//! profiles do), the runtime says so in one line and works, with the default sandbox held
-//! by the fallback; with `on` it refuses; `off` and unset choose as documented. These cases depend on the environment and on stderr, so they run in
+//! profiles do), `auto` says so in one line and works, with the default sandbox held by the
+//! fallback; with `on` it refuses; `off`, `inline` and unset (inline on the CPU backend,
+//! which needs no io_uring: it works under such a filter without a word) choose as
+//! documented. These cases depend on the environment and on stderr, so they run in
 //! a child process (this test binary, re-run on `child`). The print and file-I/O suites run
 //! every other case over both paths (`over_submissions!` in tests/common).
 
@@ -143,7 +145,14 @@ fn a_seccomp_filter_on_any_io_uring_call_falls_back_with_the_sandbox_held() {
         (libc::SYS_io_uring_register, "io_uring_register"),
     ] {
         let nr = nr.to_string();
-        let (ok, lines, out) = run(call, &[("GPUIO_TEST_SECCOMP", &nr), ("GPUIO_TEST_ESCAPE", "1")]);
+        let (ok, lines, out) = run(
+            call,
+            &[
+                ("GPUIO_TEST_SECCOMP", &nr),
+                ("GPUIO_TEST_ESCAPE", "1"),
+                ("GPUIO_URING", "auto"),
+            ],
+        );
         assert!(ok, "{call}: {lines:?}");
         let notices: Vec<_> = lines.iter().filter(|l| l.starts_with("gpuio:")).collect();
         assert!(
@@ -168,6 +177,23 @@ fn a_seccomp_filter_on_any_io_uring_call_falls_back_with_the_sandbox_held() {
             )) && escape.contains("PrintOnly"),
             "{call}: the default sandbox refused the kernel's open and said so: {escape}"
         );
+        // Unset: the kernel threads perform the requests; io_uring is not needed, and
+        // nothing is said.
+        let (ok, lines, out) = run(
+            &format!("{call}-unset"),
+            &[("GPUIO_TEST_SECCOMP", &nr), ("GPUIO_TEST_ESCAPE", "1")],
+        );
+        assert!(ok, "{call}: {lines:?}");
+        assert_eq!(lines[0], "child: submission inline", "{call}: {lines:?}");
+        assert!(!lines.iter().any(|l| l.starts_with("gpuio:")), "{call}: {lines:?}");
+        check_lines(&out, 32, 500);
+        assert!(
+            lines.iter().any(|l| l.starts_with(&format!(
+                "child: escape errno {} exists false synchronize ",
+                libc::EACCES
+            )) && l.contains("PrintOnly")),
+            "{call}: the default sandbox held inline too: {lines:?}"
+        );
     }
 }
 
@@ -175,7 +201,10 @@ fn a_seccomp_filter_on_any_io_uring_call_falls_back_with_the_sandbox_held() {
 fn auto_falls_back_with_a_notice_when_io_uring_is_unavailable() {
     let _wd = watchdog("auto_falls_back_with_a_notice_when_io_uring_is_unavailable", 120);
     for (errno, cause) in [(libc::ENOSYS, "ENOSYS"), (libc::EPERM, "EPERM")] {
-        let (ok, lines, out) = run("auto", &[("GPUIO_FALLBACK_ERRNO", &errno.to_string())]);
+        let (ok, lines, out) = run(
+            "auto",
+            &[("GPUIO_FALLBACK_ERRNO", &errno.to_string()), ("GPUIO_URING", "auto")],
+        );
         assert!(ok, "{lines:?}");
         let notices: Vec<_> = lines.iter().filter(|l| l.starts_with("gpuio:")).collect();
         assert_eq!(notices.len(), 1, "one notice line: {lines:?}");
@@ -188,7 +217,11 @@ fn auto_falls_back_with_a_notice_when_io_uring_is_unavailable() {
         // GPUIO_QUIET silences the notice, not the fallback.
         let (ok, lines, out) = run(
             "quiet",
-            &[("GPUIO_FALLBACK_ERRNO", &errno.to_string()), ("GPUIO_QUIET", "1")],
+            &[
+                ("GPUIO_FALLBACK_ERRNO", &errno.to_string()),
+                ("GPUIO_QUIET", "1"),
+                ("GPUIO_URING", "auto"),
+            ],
         );
         assert!(ok && lines == ["child: submission off"], "{lines:?}");
         check_lines(&out, 32, 500);
@@ -212,10 +245,16 @@ fn gpuio_uring_forces_either_way() {
     let (ok, lines, out) = run("off", &[("GPUIO_URING", "off")]);
     assert!(ok && lines == ["child: submission off"], "{lines:?}");
     check_lines(&out, 32, 500);
-    // Unset (auto) on this machine, which has io_uring: io_uring.
-    let (ok, lines, out) = run("auto-real", &[]);
+    // `auto` on this machine, which has io_uring: io_uring.
+    let (ok, lines, out) = run("auto-real", &[("GPUIO_URING", "auto")]);
     assert!(ok && lines == ["child: submission on"], "{lines:?}");
     check_lines(&out, 32, 500);
+    // Unset on the CPU backend, or `inline`: the kernel threads perform the requests.
+    for (name, env) in [("unset", vec![]), ("inline", vec![("GPUIO_URING", "inline")])] {
+        let (ok, lines, out) = run(name, &env);
+        assert!(ok && lines == ["child: submission inline"], "{name}: {lines:?}");
+        check_lines(&out, 32, 500);
+    }
     // A value that means nothing is an error, not a guess.
     let (ok, lines, _) = run("bad", &[("GPUIO_URING", "maybe")]);
     assert!(

@@ -136,6 +136,7 @@ fn start_waker(shared: &Arc<Shared>, real_time: bool) -> Result<Waker> {
         },
         bell,
         real_time,
+        shared.inline(),
     )
     .map_err(|e| Error::Os {
         what: "starting the waker thread",
@@ -472,9 +473,11 @@ impl Builder {
         self
     }
 
-    /// Who consumes the ring (otherwise `GPUIO_URING`, otherwise [`Submission::Auto`]):
-    /// the kernel's SQPOLL thread, or a host thread with ordinary syscalls where io_uring
-    /// is unavailable (see [`Submission`](crate::Submission)).
+    /// Who consumes the ring (otherwise `GPUIO_URING`, otherwise on the CPU backend
+    /// [`Submission::Inline`] unless a file root or SQPOLL is asked for, and
+    /// [`Submission::Auto`] on a GPU): the kernel's SQPOLL thread, a host thread with
+    /// ordinary syscalls where io_uring is unavailable, or the CPU backend's kernel threads
+    /// themselves (see [`Submission`](crate::Submission)).
     pub fn submission(mut self, s: Submission) -> Self {
         self.submission = Some(s);
         self
@@ -704,7 +707,7 @@ impl Builder {
             backend: or_env(self.backend, Backend::from_env)?,
             gpu: or_env(self.gpu, || settings::number("GPUIO_GPU"))?,
             lockstep: or_env(self.lockstep, Scheduling::lockstep_from_env)?.unwrap_or(false),
-            submission: or_env(self.submission, Submission::from_env)?.unwrap_or_default(),
+            submission: or_env(self.submission, Submission::from_env)?,
             rings: or_env(self.rings, || settings::number("GPUIO_RINGS"))?,
             solo: or_env(self.solo, || settings::switch("GPUIO_SOLO"))?,
             sqpoll: or_env(self.sqpoll, || settings::switch("GPUIO_SQPOLL"))?,
@@ -772,14 +775,49 @@ impl Builder {
         // SQPOLL: on a GPU; on the CPU backend where asked for, or where the program named
         // CPUs for SQPOLL threads.
         let sqpoll = settings.sqpoll.unwrap_or(device.is_some() || named);
-        if !sqpoll && named && settings.submission != Submission::HostThread {
+        let root = self.file_root.as_deref();
+        // Unasked: inline on the CPU backend, where nothing asks for a thread that submits
+        // (one confined to a file root, or SQPOLL); else io_uring where available.
+        let submission = settings
+            .submission
+            .unwrap_or(if device.is_none() && root.is_none() && !sqpoll {
+                Submission::Inline
+            } else {
+                Submission::Auto
+            });
+        if submission == Submission::Inline {
+            if device.is_some() {
+                return Err(Error::Config(
+                    "Submission::Inline (GPUIO_URING=inline) needs the CPU backend: a GPU's threads \
+                     make no syscalls; use auto, on or off"
+                        .into(),
+                ));
+            }
+            if root.is_some() {
+                return Err(Error::Config(
+                    "Submission::Inline (GPUIO_URING=inline) cannot confine requests to a file root: \
+                     the kernel threads that perform them run your code too; use auto (io_uring, \
+                     submitted by a confined thread) or off"
+                        .into(),
+                ));
+            }
+            if settings.sqpoll == Some(true) || named {
+                return Err(Error::Config(
+                    "Submission::Inline (GPUIO_URING=inline) has no SQPOLL thread: turn sqpoll off \
+                     (and name no sqpoll_cpus), or use auto or on"
+                        .into(),
+                ));
+            }
+        }
+        let by_a_thread = matches!(submission, Submission::HostThread | Submission::Inline);
+        if !sqpoll && named && !by_a_thread {
             return Err(Error::Config(
                 "sqpoll_cpus (or GPUIO_SQPOLL_CPUS) binds SQPOLL threads, but sqpoll is off \
                  (Builder::sqpoll(false), else GPUIO_SQPOLL=0): turn it on, or name no CPUs"
                     .into(),
             ));
         }
-        if device.is_some() && !sqpoll && settings.submission != Submission::HostThread {
+        if device.is_some() && !sqpoll && !by_a_thread {
             return Err(Error::Config(
                 "sqpoll is off (Builder::sqpoll(false), else GPUIO_SQPOLL=0), but a GPU cannot \
                  enter a ring (it makes no syscalls): its rings need SQPOLL; turn it on (or unset \
@@ -796,8 +834,6 @@ impl Builder {
             start_disabled: self.sandbox != Sandbox::Off,
             sqpoll,
         };
-        let root = self.file_root.as_deref();
-        let submission = settings.submission;
         let simulate = self.simulate_uring_errno;
         let short = device.is_none();
         let open = |cpus: &[Option<u32>]| {

@@ -19,7 +19,8 @@ pub(crate) struct Resolved {
     /// `None`: the backend's first GPU.
     pub(crate) gpu: Option<u32>,
     pub(crate) lockstep: bool,
-    pub(crate) submission: Submission,
+    /// `None`: the backend's default (`Builder::open_rings`).
+    pub(crate) submission: Option<Submission>,
     /// `None`: chosen from the machine (`affinity::default_rings`).
     pub(crate) rings: Option<u32>,
     /// `None`: on where the kernel allows it.

@@ -53,8 +53,8 @@ pub(crate) const SETTINGS: &[Setting] = &[
     Setting {
         name: "GPUIO_URING",
         builder: "submission",
-        values: "on, off or auto",
-        unset: "auto: io_uring, or a host thread where io_uring is unavailable",
+        values: "on, off, auto or inline (CPU backend: the kernel threads perform the requests)",
+        unset: "inline on the CPU backend, unless a file root or SQPOLL is asked for; else auto: io_uring, or a host thread where io_uring is unavailable",
     },
     Setting {
         name: "GPUIO_RINGS",

@@ -226,6 +226,26 @@ impl Shared {
         self.queues.iter().any(Queue::entered)
     }
 
+    /// Whether its rings are performed inline ([`Submission::Inline`](crate::Submission)).
+    pub(crate) fn inline(&self) -> bool {
+        self.queues[0].inline()
+    }
+
+    /// What a CPU launch's kernel threads perform with (`arch::host::install_performer`)
+    /// where the rings are performed inline: every ring's waiting requests, the solo
+    /// ring's included. `None` on other rings.
+    pub(crate) fn performer(self: &std::sync::Arc<Self>) -> Option<Doorbell> {
+        let shared = self.clone();
+        self.inline().then(|| {
+            std::sync::Arc::new(move || {
+                let solo = shared.solo.as_ref().map(|(q, _)| q);
+                for q in shared.queues.iter().chain(solo) {
+                    q.perform();
+                }
+            }) as Doorbell
+        })
+    }
+
     /// Makes sure waiting SQEs get consumed, from a thread other than the waker (the
     /// host's drain): rings the doorbell where there is one (rings without SQPOLL are
     /// entered by the waker alone: it runs confined where the sandbox confines requests,

@@ -74,12 +74,19 @@ impl Suite {
         solo: false,
         ..Suite::IO_URING
     };
+    /// `inline::*`: the CPU backend's default, the kernel threads performing the requests
+    /// themselves (`GPUIO_URING=inline`), and a solo ring (performed inline too).
+    pub const INLINE: Suite = Suite {
+        submission: gpuio::Submission::Inline,
+        ..Suite::IO_URING
+    };
 
     /// The suite's module for this configuration: a test's name is `<this>::<case>` (for
     /// skip lines and watchdogs that name the test).
     pub fn name(self) -> &'static str {
         match self.submission {
             gpuio::Submission::HostThread => "host_thread",
+            gpuio::Submission::Inline => "inline",
             _ if self.rings > 1 => "io_uring_rings",
             _ if self.sqpoll => "io_uring_sqpoll",
             _ => "io_uring",
@@ -125,11 +132,13 @@ pub fn suite_builder(suite: Suite) -> gpuio::Builder {
 /// test file), a test `io_uring::case` that runs it with io_uring as the CPU backend makes
 /// it (the waker enters the ring, [`Suite::IO_URING`]), a test `io_uring_sqpoll::case` with
 /// SQPOLL as on a GPU ([`Suite::IO_URING_SQPOLL`]), a test `io_uring_rings::case` over
-/// [`SUITE_RINGS`] SQPOLL rings ([`Suite::IO_URING_RINGS`]), and a test `host_thread::case`
-/// on the host-thread fallback ([`Suite::HOST_THREAD`]); only the first two have a solo
-/// ring. Each case builds its runtime from the configuration it is given
-/// ([`gpuio::Builder::submission`] and [`gpuio::Builder::sqpoll`], which `GPUIO_URING` and
-/// `GPUIO_SQPOLL` do not override), so one `cargo test` covers all four.
+/// [`SUITE_RINGS`] SQPOLL rings ([`Suite::IO_URING_RINGS`]), a test `host_thread::case`
+/// on the host-thread fallback ([`Suite::HOST_THREAD`]), and a test `inline::case` with the
+/// kernel threads performing the requests, the CPU backend's default ([`Suite::INLINE`]);
+/// `io_uring`, `io_uring_sqpoll` and `inline` have a solo ring. Each case builds its runtime
+/// from the configuration it is given ([`gpuio::Builder::submission`] and
+/// [`gpuio::Builder::sqpoll`], which `GPUIO_URING` and `GPUIO_SQPOLL` do not override), so
+/// one `cargo test` covers all five.
 #[macro_export]
 macro_rules! over_submissions {
     ($($case:ident),* $(,)?) => {
@@ -167,6 +176,16 @@ macro_rules! over_submissions {
                 #[test]
                 fn $case() {
                     super::$case(super::common::Suite::HOST_THREAD)
+                }
+            )*
+        }
+        /// The cases with the kernel threads performing the requests (`GPUIO_URING=inline`,
+        /// the CPU backend's default).
+        mod inline {
+            $(
+                #[test]
+                fn $case() {
+                    super::$case(super::common::Suite::INLINE)
                 }
             )*
         }

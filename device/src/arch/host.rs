@@ -32,8 +32,12 @@ pub type WaitGroup = SingleLane;
 /// What a spinning thread does: give the core away. Many more "GPU threads" than cores
 /// run here, and the one we wait for may need this core. A thread that
 /// [`relax_by_dozing`] dozes instead.
+///
+/// A performer ([`install_performer`]) first performs what its rings hold: what it waits
+/// for may be a request no one else would perform.
 #[inline]
 pub fn relax() {
+    perform();
     if DOZE_TO_RELAX.get() {
         doze();
     } else {
@@ -79,6 +83,7 @@ pub const fn flusher_sees_flights_through() -> bool {
 
 std::thread_local! {
     static DOORBELL: core::cell::RefCell<Option<Doorbell>> = const { core::cell::RefCell::new(None) };
+    static PERFORMER: core::cell::RefCell<Option<Doorbell>> = const { core::cell::RefCell::new(None) };
 }
 
 /// What a thread calls after it published SQEs to a ring that no SQPOLL thread polls (the
@@ -90,15 +95,77 @@ pub type Doorbell = std::sync::Arc<dyn Fn() + Send + Sync>;
 /// After a thread published SQEs, and while it waits for an SQ slot (which on a ring
 /// without SQPOLL only the waker frees): rings the doorbell installed on this thread
 /// ([`install_doorbell`]), if any.
+///
+/// On a performer ([`install_performer`]) it performs them instead.
 #[inline]
 pub fn ring_doorbell() {
-    // `try_with`: a thread-local being destroyed (a thread's exit) has no doorbell. Called
-    // in place, not cloned: every kernel thread's clone would bump one shared count.
-    let _ = DOORBELL.try_with(|d| {
-        if let Some(bell) = &*d.borrow() {
-            bell()
+    if !perform() {
+        call(&DOORBELL);
+    }
+}
+
+/// After a flush published a print stream's write: [`ring_doorbell`], except on a
+/// performer, which leaves the write for its next wait, or for the host's waker's next
+/// look (`HostRing::consume`), whichever comes first. Lines printed in the meantime go
+/// out in the same write: a thread that prints alone and performed each flush at once
+/// made a system call per line (0.57 M lines/s against 5.3 M).
+#[inline]
+pub fn ring_doorbell_for_lines() {
+    if !is_performer() {
+        call(&DOORBELL);
+    }
+}
+
+/// Calls the hook in `slot` in place, if one is installed. `try_with`: a thread-local
+/// being destroyed (a thread's exit) has none. In place, not cloned: every kernel thread's
+/// clone would bump one shared count.
+#[inline]
+fn call(slot: &'static std::thread::LocalKey<core::cell::RefCell<Option<Doorbell>>>) -> bool {
+    slot.try_with(|d| match &*d.borrow() {
+        Some(hook) => {
+            hook();
+            true
         }
-    });
+        None => false,
+    })
+    .unwrap_or(false)
+}
+
+/// Performs what this thread's rings hold, if it is a performer; says whether it is.
+#[inline]
+fn perform() -> bool {
+    call(&PERFORMER)
+}
+
+/// Whether the host made this thread a performer ([`install_performer`]).
+#[inline]
+fn is_performer() -> bool {
+    PERFORMER.try_with(|p| p.borrow().is_some()).unwrap_or(false)
+}
+
+/// Makes this thread a *performer* until the guard drops: `perform` consumes the rings
+/// (on the CPU backend's default rings, which no thread of their own consumes: the host's
+/// `HostRing::consume`). A performer performs the requests it published at once
+/// ([`ring_doorbell`]), what waits whenever it waits ([`relax`]), and leaves print
+/// streams' writes for then ([`ring_doorbell_for_lines`]). `None` makes it none.
+pub fn install_performer(perform: Option<Doorbell>) -> PerformerGuard {
+    PerformerGuard {
+        prev: PERFORMER.with(|p| p.replace(perform)),
+        _this_thread: core::marker::PhantomData,
+    }
+}
+
+/// Puts a thread's previous performer back when dropped ([`install_performer`]).
+pub struct PerformerGuard {
+    prev: Option<Doorbell>,
+    _this_thread: core::marker::PhantomData<*const ()>,
+}
+
+impl Drop for PerformerGuard {
+    fn drop(&mut self) {
+        let prev = self.prev.take();
+        let _ = PERFORMER.try_with(|p| p.replace(prev));
+    }
 }
 
 /// Installs `bell` as this thread's doorbell until the guard drops (then the previous one

@@ -12,7 +12,11 @@
 //! - `ring_doorbell()`: what a thread does after it published SQEs, and while it waits for
 //!   an SQ slot: nothing on GPUs (SQPOLL consumes their rings); on the CPU backend, whose
 //!   rings may have no SQPOLL thread, it calls the doorbell the host installed on the
-//!   thread, if any (it tells the host's waker to submit);
+//!   thread, if any (it tells the host's waker to submit), or performs the requests itself
+//!   where the host made the thread a performer of its ring (`arch::host::install_performer`);
+//!   `ring_doorbell_for_lines()`: the same after a flush published a print stream's write,
+//!   except on a performer, which leaves those writes for its next wait (or the host's
+//!   waker's next look) so that lines printed meanwhile go out in the same write;
 //! - `clock_ns()`: a nanosecond clock for measurements (GPU-wide on GPUs);
 //! - `flusher_sees_flights_through()`: whether a flush with every flight out and no print
 //!   in progress waits for a flight itself (GPUs), or leaves that to the host (the CPU);

@@ -634,6 +634,10 @@ pub unsafe fn read_published<T: Copy>(p: *const T) -> T {
 #[inline(always)]
 pub fn ring_doorbell() {}
 
+/// After a flush published a print stream's write: as [`ring_doorbell`].
+#[inline(always)]
+pub fn ring_doorbell_for_lines() {}
+
 /// A longer wait.
 #[inline(always)]
 pub fn doze() {

@@ -82,7 +82,7 @@ impl Stream {
         // The flush submits unrung (`Ring::submit_unrung`); the flusher rings once it has
         // released the stream. A flush left to the holder is rung by the holder.
         if self.flusher.run(|| self.flush_work(ring, &mut reap)) {
-            crate::arch::ring_doorbell();
+            crate::arch::ring_doorbell_for_lines();
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use gpuio_device::protocol::arch::host::{install_doorbell, Block, Doorbell, ThreadIds};
+use gpuio_device::protocol::arch::host::{install_doorbell, install_performer, Block, Doorbell, ThreadIds};
 use gpuio_device::protocol::context::{enter, Context};
 
 use crate::error::{Error, Result};
@@ -85,6 +85,9 @@ pub(crate) struct KernelContext {
     _holder: Arc<dyn std::any::Any + Send + Sync>,
     /// What each kernel thread rings after it publishes SQEs (rings without SQPOLL).
     doorbell: Option<Doorbell>,
+    /// What each kernel thread performs with, where the rings are performed inline
+    /// (`arch::host::install_performer`).
+    performer: Option<Doorbell>,
 }
 
 // SAFETY: `context` points into memory `_holder` keeps alive; a `Context` is `Sync` (its
@@ -94,7 +97,8 @@ unsafe impl Send for KernelContext {}
 
 impl KernelContext {
     /// The context at `context`, in memory that `holder` keeps alive; each kernel thread
-    /// gets `doorbell` (`arch::host::install_doorbell`).
+    /// gets `doorbell` (`arch::host::install_doorbell`) and is made a performer with
+    /// `performer`, if any (`arch::host::install_performer`).
     ///
     /// # Safety
     /// `context` points to an initialised [`Context`] that lives as long as `holder`.
@@ -102,11 +106,13 @@ impl KernelContext {
         context: *const Context,
         holder: Arc<dyn std::any::Any + Send + Sync>,
         doorbell: Option<Doorbell>,
+        performer: Option<Doorbell>,
     ) -> KernelContext {
         KernelContext {
             context,
             _holder: holder,
             doorbell,
+            performer,
         }
     }
 
@@ -193,13 +199,42 @@ fn kernel_thread(
     // SAFETY: the context outlives this thread: `ctx` keeps what holds it.
     let _in_kernel = unsafe { enter(ctx.context(), ids) };
     let _bell = install_doorbell(ctx.doorbell.clone());
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(kernel)).map_err(|p| {
+    if ctx.performer.is_some() {
+        // A performer makes the program's I/O syscalls itself. Those that would raise a
+        // signal in the thread that made them then fail as through io_uring instead: a
+        // write to a pipe whose reader is gone returns EPIPE (not SIGPIPE, which kills a
+        // program that did not ignore it), a write past RLIMIT_FSIZE EFBIG (not SIGXFSZ,
+        // which kills it), a background job's terminal I/O EIO (not SIGTTIN/SIGTTOU, which
+        // stop it). Only those: faults in the kernel's own code still signal as usual.
+        // Only this thread's mask, and the thread is ours: it ends with the launch.
+        // SAFETY: changes only this thread's signal mask.
+        unsafe {
+            let mut io: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut io);
+            for sig in [libc::SIGPIPE, libc::SIGXFSZ, libc::SIGTTIN, libc::SIGTTOU] {
+                libc::sigaddset(&mut io, sig);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &io, std::ptr::null_mut());
+        }
+    }
+    let _performer = install_performer(ctx.performer.clone());
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(kernel)).map_err(|p| {
         let msg = p
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| p.downcast_ref::<String>().cloned());
         format!("thread {i} panicked: {}", msg.unwrap_or_else(|| "(no message)".into()))
-    })
+    });
+    // A performer leaves its last lines' write for its next wait, and it will not wait
+    // again: the waker performs it now (its doorbell), rather than at its next look, up to
+    // 10 ms later. Not this thread: a write to a pipe nobody reads would keep it from
+    // ending, and a kernel that returned from ending (its launch then reported running).
+    if ctx.performer.is_some() {
+        if let Some(bell) = &ctx.doorbell {
+            bell();
+        }
+    }
+    ran
 }
 
 /// Counts a kernel thread as running until it drops (also when the thread unwinds, or is

@@ -14,11 +14,13 @@ use crate::error::{Error, Result};
 use crate::memory::Mapping;
 
 /// Who consumes the submission queue: io_uring (the kernel's SQPOLL thread, or on the CPU
-/// backend by default `io_uring_enter` from the runtime's waker: `Builder::sqpoll`), or
-/// the host-thread fallback where io_uring is unavailable.
+/// backend `io_uring_enter` from the runtime's waker: `Builder::sqpoll`), the host-thread
+/// fallback where io_uring is unavailable, or, the CPU backend's default, the kernel
+/// threads themselves ([`Submission::Inline`]).
 ///
-/// `GPUIO_URING=on|off|auto` (or [`crate::Builder::submission`]) chooses. `auto`, the
-/// default, tries io_uring and falls back to the host thread only when io_uring itself is
+/// `GPUIO_URING=on|off|auto|inline` (or [`crate::Builder::submission`]) chooses. Unset, the
+/// CPU backend performs inline, unless a file root or SQPOLL is asked for (then `auto`);
+/// a GPU takes `auto`. `auto` tries io_uring and falls back to the host thread only when io_uring itself is
 /// unavailable to this process: `io_uring_setup` fails with `ENOSYS` (no io_uring in the
 /// kernel) or `EPERM` (`kernel.io_uring_disabled`, or a seccomp filter such as Docker's
 /// default profile). It then prints a one-line notice on stderr (unless `GPUIO_QUIET` is
@@ -36,6 +38,15 @@ pub enum Submission {
     IoUring,
     /// A host thread performs the requests with ordinary syscalls (`GPUIO_URING=off`).
     HostThread,
+    /// CPU backend only: the kernel threads perform the requests themselves, with the same
+    /// ordinary syscalls, in SQ order, each when it publishes a request or waits
+    /// (`GPUIO_URING=inline`). No thread hands a request to another: a request costs its
+    /// syscall and no wakeup, and other processes are treated as beside a plain program's
+    /// threads (`bench_neighbour`). The runtime's waker looks every 10 ms and performs
+    /// what computing threads left (their last lines). The CPU backend's default where no
+    /// file root is given (performing threads are not confined to one: use `auto`, which
+    /// confines the thread that submits) and SQPOLL is not asked for.
+    Inline,
 }
 
 impl Submission {
@@ -45,15 +56,18 @@ impl Submission {
             Submission::Auto => "auto",
             Submission::IoUring => "on",
             Submission::HostThread => "off",
+            Submission::Inline => "inline",
         }
     }
 
-    /// Parses a `GPUIO_URING` value (`on`, `off`, `auto`; the empty string is `auto`).
+    /// Parses a `GPUIO_URING` value (`on`, `off`, `auto`, `inline`; the empty string is
+    /// `auto`).
     pub fn parse(s: &str) -> Result<Submission> {
         match s.trim().to_ascii_lowercase().as_str() {
             "" | "auto" => Ok(Submission::Auto),
             "on" | "io_uring" => Ok(Submission::IoUring),
             "off" | "host" => Ok(Submission::HostThread),
+            "inline" => Ok(Submission::Inline),
             other => Err(crate::settings::invalid("GPUIO_URING", other)),
         }
     }
@@ -162,15 +176,35 @@ impl Queue {
         }
     }
 
-    /// Whether SQEs wait unconsumed on io_uring without SQPOLL (the waker's to submit).
+    /// Whether SQEs wait unconsumed on a ring the waker consumes ([`Queue::entered`]).
     pub(crate) fn sq_waiting(&self) -> bool {
-        matches!(self, Queue::Uring(u) if !u.sqpoll() && u.sq_waiting())
+        match self {
+            Queue::Uring(u) => !u.sqpoll() && u.sq_waiting(),
+            Queue::Host(h) => h.is_inline() && h.sq_waiting(),
+        }
     }
 
-    /// Whether it is io_uring without SQPOLL, which the waker enters (the CPU backend's
-    /// default).
+    /// Whether no consumer thread of its own polls it, so that the waker (or a kernel
+    /// thread) must: io_uring without SQPOLL, which the waker enters, or a ring performed
+    /// inline ([`Submission::Inline`]).
     pub(crate) fn entered(&self) -> bool {
-        matches!(self, Queue::Uring(u) if !u.sqpoll())
+        match self {
+            Queue::Uring(u) => !u.sqpoll(),
+            Queue::Host(h) => h.is_inline(),
+        }
+    }
+
+    /// Whether it is performed inline ([`Submission::Inline`]).
+    pub(crate) fn inline(&self) -> bool {
+        matches!(self, Queue::Host(h) if h.is_inline())
+    }
+
+    /// Inline: performs what waits on the calling thread ([`HostRing::consume`]); else
+    /// nothing.
+    pub(crate) fn perform(&self) {
+        if let Queue::Host(h) = self {
+            h.consume();
+        }
     }
 
     /// Whether a kernel thread polls the SQ (io_uring made with SQPOLL); if not, the waker
@@ -179,10 +213,11 @@ impl Queue {
         matches!(self, Queue::Uring(u) if u.sqpoll())
     }
 
-    /// [`Submission::IoUring`] or [`Submission::HostThread`].
+    /// [`Submission::IoUring`], [`Submission::HostThread`] or [`Submission::Inline`].
     pub(crate) fn submission(&self) -> Submission {
         match self {
             Queue::Uring(_) => Submission::IoUring,
+            Queue::Host(h) if h.is_inline() => Submission::Inline,
             Queue::Host(_) => Submission::HostThread,
         }
     }
@@ -227,6 +262,7 @@ pub(crate) fn open(cfg: UringConfig, requested: Submission, simulate: Option<i32
     match requested {
         Submission::IoUring => uring().map(|u| (Queue::Uring(u), None)).map_err(|b| b.0),
         Submission::HostThread => Ok((Queue::Host(HostRing::new(cfg)?), None)),
+        Submission::Inline => Ok((Queue::Host(HostRing::new_inline(cfg)?), None)),
         Submission::Auto => match uring().map_err(|b| *b) {
             Ok(u) => Ok((Queue::Uring(u), None)),
             Err((e, Some(errno))) if unavailable(errno) => {
@@ -262,8 +298,9 @@ pub(crate) fn open_rings(
     let (first, notice) = open(on(cpus[0]), requested, simulate)?;
     let mut queues = vec![first];
     for &cpu in &cpus[1..] {
-        queues.push(match queues[0] {
+        queues.push(match &queues[0] {
             Queue::Uring(_) => Queue::Uring(Uring::new(on(cpu))?),
+            Queue::Host(h) if h.is_inline() => Queue::Host(HostRing::new_inline(on(cpu))?),
             Queue::Host(_) => Queue::Host(HostRing::new(on(cpu))?),
         });
     }
@@ -286,6 +323,7 @@ pub(crate) fn open_solo(first: &Queue, cfg: UringConfig) -> Result<Queue> {
     };
     Ok(match first {
         Queue::Uring(u) => Queue::Uring(Uring::attached(cfg, u)?),
+        Queue::Host(h) if h.is_inline() => Queue::Host(HostRing::new_inline(cfg)?),
         Queue::Host(_) => Queue::Host(HostRing::new(cfg)?),
     })
 }

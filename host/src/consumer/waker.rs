@@ -8,7 +8,11 @@
 //! it unparks that thread instead, the same way. On rings made without SQPOLL (the CPU
 //! backend's default, `Builder::sqpoll`) it is the consumer itself: it submits what waits
 //! (`io_uring_enter`), and a kernel thread that published SQEs unparks it (the doorbell,
-//! [`Waker::doorbell`]), so it submits at once rather than at its next look. While no
+//! [`Waker::doorbell`]), so it submits at once rather than at its next look. On rings
+//! performed inline (the CPU backend's default, `Submission::Inline`) the kernel threads
+//! perform their own requests; the waker's looks perform what computing threads left, and
+//! what host threads (a drain, `Runtime::host_thread`) publish and ring for, so that no
+//! thread of the program's makes a syscall that could raise `SIGPIPE` in it. While no
 //! kernel runs it stays parked. On the CPU backend each look also rescues print streams
 //! (`rescue.rs`: the builder's closure runs both).
 //!
@@ -18,8 +22,10 @@
 //! costs about 1,000 looks a second, not 20,000; the first look that sees I/O again goes
 //! back to 50 µs. On rings it enters, a doorbell ends the pause at once, and after a look
 //! that submitted it looks again without a pause for [`LINGER`] (20 µs), except at
-//! real-time priority (`realtime.rs`). A look reads at most three words of host memory and makes no syscall
-//! unless it wakes the consumer. `Stats::waker_looks` counts the looks.
+//! real-time priority (`realtime.rs`). On rings performed inline it looks every
+//! [`INLINE_PAUSE`] (10 ms) while kernels run, and never lingers. A look reads at most three
+//! words of host memory and makes no syscall unless it wakes the consumer (or performs).
+//! `Stats::waker_looks` counts the looks.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -64,6 +70,14 @@ const PARKED: Duration = Duration::from_millis(100);
 /// (p50) where SQPOLL, which polls, took 2.5. What it costs: at most this much of a core
 /// after each burst of requests, against SQPOLL's `sq_thread_idle` (50 ms).
 const LINGER: Duration = Duration::from_micros(20);
+/// On rings performed inline (`Submission::Inline`): the pause between looks while kernels
+/// run. The kernel threads perform their requests themselves; a look only rescues lines
+/// and performs what computing threads left, so this bounds how long a line waits then.
+/// It is kept long because a thread woken at a high rate beside kernel threads that yield
+/// while they wait stalled other sessions' processes: every 1 ms, `date` beside 64
+/// threads doing `pwrite`s once took 1.55 s in 3 runs of 5 s; every 10 ms, at most 20 ms
+/// in 7, against 8-10 ms beside a plain program.
+const INLINE_PAUSE: Duration = Duration::from_millis(10);
 
 pub(crate) struct Waker {
     /// The thread's id (as it sent it), for its scheduler slice (`slice.rs`).
@@ -102,13 +116,16 @@ impl Waker {
     /// which its rescues ring after they publish, and while they wait for SQ slots, which
     /// there only this thread frees. After a look that submitted such a waker goes on
     /// looking for [`LINGER`] before it parks, and if `real_time` it runs at real-time
-    /// priority once a launch crowds the cores ([`Waker::crowded`]).
+    /// priority once a launch crowds the cores ([`Waker::crowded`]). `inline`: the rings are
+    /// performed inline (its looks perform too): it looks every [`INLINE_PAUSE`] while
+    /// kernels run, never lingers, never becomes real-time.
     pub(crate) fn start(
         mut look: impl FnMut() -> Look + Send + 'static,
         enters: Option<Doorbell>,
         real_time: bool,
+        inline: bool,
     ) -> std::io::Result<Waker> {
-        let real_time_asked = real_time && enters.is_some();
+        let real_time_asked = real_time && enters.is_some() && !inline;
         let state = Arc::new(State {
             stop: AtomicBool::new(false),
             active: AtomicUsize::new(0),
@@ -127,9 +144,13 @@ impl Waker {
                 // are rare (a rescue waiting for an SQ slot or a CQ credit).
                 relax_by_dozing();
             }
-            let linger = if enters.is_some() { LINGER } else { Duration::ZERO };
+            let linger = if enters.is_some() && !inline {
+                LINGER
+            } else {
+                Duration::ZERO
+            };
             let _bell = install_doorbell(enters);
-            run(&mut look, &st, linger)
+            run(&mut look, &st, linger, inline)
         })?;
         Ok(Waker {
             // The thread sends its id before anything else.
@@ -259,7 +280,7 @@ fn next_pause(pause: Duration, io: bool) -> Duration {
     }
 }
 
-fn run(look_once: &mut dyn FnMut() -> Look, state: &State, linger: Duration) {
+fn run(look_once: &mut dyn FnMut() -> Look, state: &State, linger: Duration, inline: bool) {
     // Sleep precisely: the default 50 µs timer slack would double our shortest pause. And
     // block every signal: on a ring without SQPOLL a write this thread submits runs in it,
     // and a pipe whose reader is gone raises SIGPIPE in its writer (io_uring's task_work
@@ -289,7 +310,7 @@ fn run(look_once: &mut dyn FnMut() -> Look, state: &State, linger: Duration) {
         }
         let io = look.waiting || look.woke || last_tail != Some(look.tail);
         last_tail = Some(look.tail);
-        pause = next_pause(pause, io);
+        pause = if inline { INLINE_PAUSE } else { next_pause(pause, io) };
         if state.active.load(Ordering::SeqCst) > 0 {
             // Parked, not asleep: a doorbell (`Waker::doorbell`) ends the pause early.
             thread::park_timeout(pause);

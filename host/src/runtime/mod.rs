@@ -354,7 +354,14 @@ impl Runtime {
             .expect("the CPU backend's context is in host memory");
         let holder: Arc<dyn std::any::Any + Send + Sync> = self.shared.clone();
         // SAFETY: the context lives in `self.shared`'s memory, which the Arc keeps alive.
-        let ctx = unsafe { KernelContext::new(ctx, holder, self.shared.doorbell.get().cloned()) };
+        let ctx = unsafe {
+            KernelContext::new(
+                ctx,
+                holder,
+                self.shared.doorbell.get().cloned(),
+                self.shared.performer(),
+            )
+        };
         self.cpu.launch(
             &ctx,
             cfg,

@@ -52,6 +52,20 @@
 //! ([`HostRing::wake_if_needed`]): the analogue of `IORING_ENTER_SQ_WAKEUP`, without a
 //! syscall on a ring fd (there is none). `IORING_SQ_NEED_WAKEUP` is never set.
 //!
+//! **Inline** ([`HostRing::new_inline`], the CPU backend's default): no thread. Whoever
+//! calls [`HostRing::consume`] performs what the SQ holds, one caller at a time (a
+//! try-lock: a caller that finds another at it returns, and that one reads the tail again
+//! after it lets go, so nothing published before a call is left behind). The CPU backend's
+//! kernel threads call it after they publish a request and while they wait
+//! (`arch::host::install_performer`), and the waker at each look. No thread of gpuio's
+//! hands a request to another, and none sleeps and wakes per request: the kernel threads
+//! make the syscalls themselves, as a plain program's threads do. That is the point. A
+//! consumer thread (or io_uring's workers) woken tens of thousands of times a second beside
+//! kernel threads that yield while they wait stalled other sessions' processes for up to
+//! seconds (`bench_neighbour`), and every request paid two thread hand-offs. Kernel threads
+//! block `SIGPIPE` (`backend/cpu.rs`), so a write to a pipe whose reader is gone returns
+//! `EPIPE` there too.
+//!
 //! **Signals and shutdown.** The thread blocks every signal, so a write to a pipe whose
 //! reader is gone returns `EPIPE` (as through io_uring) instead of raising `SIGPIPE` in a
 //! host program that did not ignore it, and process signals go to the program's own
@@ -64,7 +78,7 @@
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock, TryLockError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -104,8 +118,10 @@ const PARKED: Duration = Duration::from_millis(100);
 
 /// A ring in host memory, consumed by a host thread (see the module docs).
 pub struct HostRing {
-    /// The fallback kernel; joined before the memory below is unmapped.
+    /// The fallback kernel; joined before the memory below is unmapped. None inline.
     thread: Option<JoinHandle<()>>,
+    /// Inline: the consuming side, for whoever calls [`HostRing::consume`].
+    inline: Option<Mutex<Consumer>>,
     state: Arc<State>,
     /// The geometry, in `io_uring_setup`'s terms (our offsets; `features` has `NODROP`).
     pub params: Params,
@@ -156,6 +172,16 @@ impl HostRing {
     /// Maps the rings and starts the fallback kernel. Sizes as for io_uring: powers of two,
     /// `cq_entries >= sq_entries`, at most 32768 SQ and 65536 CQ entries.
     pub fn new(cfg: UringConfig) -> Result<HostRing> {
+        HostRing::make(cfg, false)
+    }
+
+    /// Maps the rings, with no thread: the callers of [`HostRing::consume`] perform the
+    /// requests (see the module docs). Sizes as for [`HostRing::new`].
+    pub fn new_inline(cfg: UringConfig) -> Result<HostRing> {
+        HostRing::make(cfg, true)
+    }
+
+    fn make(cfg: UringConfig, inline: bool) -> Result<HostRing> {
         let (sq, cq) = (cfg.sq_entries, cfg.cq_entries);
         if !sq.is_power_of_two() || !cq.is_power_of_two() || cq < sq || sq > MAX_SQ_ENTRIES || cq > MAX_CQ_ENTRIES {
             return Err(Error::Config(format!(
@@ -220,6 +246,22 @@ impl HostRing {
             registered: RwLock::new(Registered::default()),
             enabled: AtomicBool::new(!cfg.start_disabled),
         });
+        if inline {
+            return Ok(HostRing {
+                thread: None,
+                // The lock's first taker acquires the words stored above through the
+                // `Arc` that publishes this ring to it.
+                inline: Some(Mutex::new(Consumer {
+                    w: words,
+                    head: 0,
+                    cq_tail: 0,
+                })),
+                state,
+                params: p,
+                sqes,
+                rings,
+            });
+        }
         let st = state.clone();
         // The spawn happens-before the thread's first access to the words stored above.
         let thread = thread::Builder::new()
@@ -228,6 +270,7 @@ impl HostRing {
             .map_err(os("starting the fallback thread"))?;
         Ok(HostRing {
             thread: Some(thread),
+            inline: None,
             state,
             params: p,
             sqes,
@@ -250,10 +293,22 @@ impl HostRing {
     /// Unparks the thread if it sleeps while SQEs wait. Reads only the SQ head and tail
     /// (and the thread's `sleeping` flag): it never touches data. Says what it saw and
     /// whether it woke it.
+    ///
+    /// Inline, it performs what waits itself ([`HostRing::consume`]); `woke` is then false.
     pub fn wake_if_needed(&self) -> Look {
         // Acquire: pairs with the releases of the tail (device) and head (this thread).
         let tail = self.word(SQ_TAIL).load(Ordering::Acquire);
         let waiting = tail != self.word(SQ_HEAD).load(Ordering::Acquire);
+        if self.inline.is_some() {
+            if waiting {
+                self.consume();
+            }
+            return Look {
+                tail,
+                waiting,
+                woke: false,
+            };
+        }
         // SeqCst: pairs with the thread's SeqCst store of `sleeping` and re-check of the
         // tail before it parks; a wakeup missed here is caught at the next look (the waker
         // looks again within 50 µs while SQEs wait) or by the park's timeout.
@@ -264,6 +319,51 @@ impl HostRing {
             }
         }
         Look { tail, waiting, woke }
+    }
+
+    /// Whether SQEs wait unconsumed (a hint: Relaxed, nothing is read through it).
+    pub fn sq_waiting(&self) -> bool {
+        self.word(SQ_TAIL).load(Ordering::Relaxed) != self.word(SQ_HEAD).load(Ordering::Relaxed)
+    }
+
+    /// Whether the ring is consumed inline ([`HostRing::new_inline`]).
+    pub fn is_inline(&self) -> bool {
+        self.inline.is_some()
+    }
+
+    /// Inline: performs every request published so far, in SQ order, on the calling thread,
+    /// unless another thread is at it; then returns at once, and that one reads the tail
+    /// again after it lets go. Does nothing on a ring with a thread of its own, or one not
+    /// enabled yet.
+    pub fn consume(&self) {
+        let Some(consumer) = &self.inline else { return };
+        loop {
+            // SeqCst fence, here and after the unlock below: our caller published its SQEs
+            // (a Release store of the tail) before this try; a holder that we fail against
+            // unlocks, fences, then reads the tail. With the two fences at least one of us
+            // sees the other's store: it sees our tail, or we take the lock.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            let mut c = match consumer.try_lock() {
+                Ok(c) => c,
+                Err(TryLockError::WouldBlock) => return,
+                // A panic while performing (none is expected): the consumer's head and CQ
+                // tail are still its own, each stored with its word.
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            };
+            // Acquire: pairs with `enable`'s release; a disabled ring consumes nothing.
+            if !self.state.enabled.load(Ordering::Acquire) {
+                return;
+            }
+            let drained = c.drain(&self.state);
+            let head = c.head;
+            drop(c);
+            std::sync::atomic::fence(Ordering::SeqCst);
+            // A pass that stopped at a full CQ leaves the rest to the next caller (a waiter,
+            // after it reaped): looping here would hold this thread from reaping.
+            if matches!(drained, Drained::Nothing { .. }) || self.word(SQ_TAIL).load(Ordering::Acquire) == head {
+                return;
+            }
+        }
     }
 
     /// Sets the files that SQEs with `IOSQE_FIXED_FILE` name by index, like
