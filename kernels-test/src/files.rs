@@ -443,6 +443,9 @@ kernel! {
             // Release, system scope: the SQE and the staged bytes happen-before the kernel's
             // smp_load_acquire of the tail.
             sq_tail.store(tail, Ordering::Release);
+            // What every publisher does next: nothing on a GPU; on the CPU backend it
+            // performs the SQE (rings performed inline) or wakes the waker that submits.
+            gpuio_device::protocol::arch::ring_doorbell();
             let t2 = clock_ns();
             // Acquire, system scope: pairs with the kernel's smp_store_release of the CQ tail;
             // the CQE happens-before our load of it.
