@@ -99,6 +99,12 @@ pub(crate) const SETTINGS: &[Setting] = &[
         unset: "separate (CUDA: how the driver compiles PTX)",
     },
     Setting {
+        name: "GPUIO_MAX_REGISTERS",
+        builder: "-",
+        values: "16 to 255",
+        unset: "no cap (CUDA: the registers per thread of every kernel gpuio loads; a print's formatting otherwise raises a kernel's to 160-255)",
+    },
+    Setting {
         name: "GPUIO_QUIET",
         builder: "-",
         values: "any value",
