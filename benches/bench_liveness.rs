@@ -279,6 +279,7 @@ fn main() {
         rt.backend(),
         scheduling.map(|s| format!(", {s}")).unwrap_or_default(),
         match (rt.submission(), rt.stats().sqpoll) {
+            (gpuio::Submission::Inline, _) => "inline (kernel threads perform)",
             (gpuio::Submission::HostThread, _) => "host thread",
             (_, true) => "SQPOLL",
             (_, false) => "io_uring entered by the waker",

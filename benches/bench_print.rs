@@ -251,7 +251,8 @@ fn machine_info(cfg: &Config) {
             if probe(Mode::IoUring).stats().sqpoll {
                 "io_uring with SQPOLL (GPUIO_SQPOLL)".to_string()
             } else {
-                "io_uring as the CPU backend makes it by default (no SQPOLL: the waker enters the ring)".to_string()
+                "io_uring as the CPU backend makes it unless SQPOLL is asked for (no SQPOLL: the waker enters the ring)"
+                    .to_string()
             }
         },
         str::to_string,

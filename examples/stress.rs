@@ -133,6 +133,7 @@ fn main() {
         stats.sqes,
         stats.wakeups,
         match (rt.submission(), stats.sqpoll) {
+            (gpuio::Submission::Inline, _) => "inline (kernel threads perform)",
             (gpuio::Submission::HostThread, _) => "fallback-thread",
             (_, true) => "SQPOLL",
             (_, false) => "waker submission",

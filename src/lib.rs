@@ -3,8 +3,9 @@
 //! writes io_uring submission queue entries straight into host memory the GPU can address;
 //! the Linux kernel's SQPOLL thread consumes them. No RPC mailbox and no host thread on the
 //! data path. The same kernel source runs on NVIDIA GPUs (CUDA), AMD GPUs (HSA) and, for
-//! development and CI, on host threads (the CPU backend, whose rings the runtime's waker
-//! thread submits, woken by the kernel's threads: a CPU can make the syscall a GPU cannot).
+//! development and CI, on host threads (the CPU backend, whose kernel threads by default
+//! perform the ring's requests themselves with ordinary syscalls: a CPU can make the
+//! syscall a GPU cannot).
 //!
 //! ```
 //! use gpuio::device::println;

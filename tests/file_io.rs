@@ -815,7 +815,10 @@ fn bad_ring_counts_and_cpus_are_refused() {
         r.err()
     );
     let rt = Runtime::builder().backend(Backend::Cpu).build().unwrap();
-    assert!(!rt.stats().sqpoll, "the CPU backend's default: no SQPOLL");
+    assert!(
+        !rt.stats().sqpoll,
+        "the CPU backend's default (inline, or io_uring unasked): no SQPOLL"
+    );
     drop(rt);
     // A CPU the kernel does not have: refused, naming it.
     let r = Runtime::builder()

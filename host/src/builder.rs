@@ -329,15 +329,19 @@ impl Builder {
     /// [`sqpoll_cpus`](Builder::sqpoll_cpus) names CPUs for the SQPOLL threads).
     ///
     /// A GPU cannot make a syscall, so its rings need SQPOLL: off is an error there. On the
-    /// CPU backend the default is off: nothing polls, and the runtime's waker thread submits
-    /// what kernel threads publish (`io_uring_enter`), woken by each publishing thread. On
-    /// a CPU with more busy threads than cores that is the more prompt consumer: SQPOLL
-    /// polls for its whole fair share of a core and then waits for the scheduler's next
-    /// tick (milliseconds), while a thread that slept until there was work runs soon after
-    /// it is woken. On (here or by `GPUIO_SQPOLL=1`) runs the CPU backend as a GPU runs,
-    /// SQPOLL's sleeps and wake-ups included; the test suite runs both. It does not apply
-    /// to the host-thread fallback ([`Submission::HostThread`]); off with CPUs named for
-    /// SQPOLL is an error.
+    /// CPU backend, unasked, the kernel threads perform the requests themselves
+    /// ([`Submission::Inline`]), which has no SQPOLL thread: on (here or by
+    /// `GPUIO_SQPOLL=1`) makes its rings io_uring's instead (as [`Submission::Auto`]), and
+    /// on with [`Submission::Inline`] asked for is an error. On the CPU backend's io_uring
+    /// rings (with a file root, or `GPUIO_URING=auto` or `on`) the default is off: nothing
+    /// polls, and the runtime's waker thread submits what kernel threads publish
+    /// (`io_uring_enter`), woken by each publishing thread. On a CPU with more busy threads
+    /// than cores that is the more prompt consumer: SQPOLL polls for its whole fair share
+    /// of a core and then waits for the scheduler's next tick (milliseconds), while a
+    /// thread that slept until there was work runs soon after it is woken. On runs the CPU
+    /// backend as a GPU runs, SQPOLL's sleeps and wake-ups included; the test suite runs
+    /// both. It does not apply to the host-thread fallback ([`Submission::HostThread`]);
+    /// off with CPUs named for SQPOLL is an error.
     ///
     /// ```
     /// use gpuio_host::{Backend, Runtime};
@@ -351,15 +355,19 @@ impl Builder {
         self
     }
 
-    /// Lets the waker of rings without SQPOLL (the CPU backend's default, where it submits)
-    /// run at real-time priority, `SCHED_FIFO` 1, while launches have more threads than
-    /// cores (with those still running), where the kernel allows it: with `CAP_SYS_NICE`
-    /// (root; not a container's root by default) or an `RLIMIT_RTPRIO` of 1 or more.
-    /// Otherwise `GPUIO_REAL_TIME_WAKER`; **default off**: gpuio takes no real-time thread
-    /// it was not asked for. The io-wq workers that serve its rings' requests run so too.
+    /// Lets the waker of io_uring rings without SQPOLL (the CPU backend's io_uring rings,
+    /// where it submits: with a file root, or `GPUIO_URING=auto` or `on`) run at real-time
+    /// priority, `SCHED_FIFO` 1, while launches have more threads than cores (with those
+    /// still running), where the kernel allows it: with `CAP_SYS_NICE` (root; not a
+    /// container's root by default) or an `RLIMIT_RTPRIO` of 1 or more. Otherwise
+    /// `GPUIO_REAL_TIME_WAKER`; **default off**: gpuio takes no real-time thread it was not
+    /// asked for. The io-wq workers that serve its rings' requests run so too.
     /// A notice says so, once, when it first takes effect; a launch that fits the cores
     /// puts them back under the fair scheduler.
     /// [`Stats::real_time_waker`](crate::Stats::real_time_waker) says whether it is in force.
+    /// On rings performed inline ([`Submission::Inline`], the CPU backend's default) it has
+    /// no effect: the kernel threads perform their own requests, and the waker is off the
+    /// data path.
     ///
     /// Why one would: a printed line's write is a hand-off between these threads, and where
     /// the kernel's threads outnumber the cores each hand-off waits for one. Under the fair
@@ -474,7 +482,7 @@ impl Builder {
     }
 
     /// Who consumes the ring (otherwise `GPUIO_URING`, otherwise on the CPU backend
-    /// [`Submission::Inline`] unless a file root or SQPOLL is asked for, and
+    /// [`Submission::Inline`] unless a file root or SQPOLL (or CPUs for it) is asked for, and
     /// [`Submission::Auto`] on a GPU): the kernel's SQPOLL thread, a host thread with
     /// ordinary syscalls where io_uring is unavailable, or the CPU backend's kernel threads
     /// themselves (see [`Submission`](crate::Submission)).
@@ -777,10 +785,11 @@ impl Builder {
         let sqpoll = settings.sqpoll.unwrap_or(device.is_some() || named);
         let root = self.file_root.as_deref();
         // Unasked: inline on the CPU backend, where nothing asks for a thread that submits
-        // (one confined to a file root, or SQPOLL); else io_uring where available.
+        // (one confined to a file root, or SQPOLL, or CPUs named for SQPOLL threads); else
+        // io_uring where available.
         let submission = settings
             .submission
-            .unwrap_or(if device.is_none() && root.is_none() && !sqpoll {
+            .unwrap_or(if device.is_none() && root.is_none() && !sqpoll && !named {
                 Submission::Inline
             } else {
                 Submission::Auto

@@ -1,6 +1,7 @@
-//! gpuio's host runtime: creates the io_uring (rings in memory we own, polled by SQPOLL on a
-//! GPU, entered by the runtime's waker on the CPU backend), fills the device context, runs
-//! kernels on a backend and drains their I/O.
+//! gpuio's host runtime: creates the rings (io_uring in memory we own, polled by SQPOLL on a
+//! GPU; on the CPU backend by default performed by the kernel threads themselves, else
+//! io_uring entered by the runtime's waker), fills the device context, runs kernels on a
+//! backend and drains their I/O.
 //!
 //! ```
 //! use gpuio_host::{Backend, Runtime};

@@ -8,7 +8,8 @@
 //! line for a scheduler round among its peers, while a thread printing alone waited for
 //! each of its writes, one line per write. The next print's flush sends what was left; and
 //! where none comes, the waker does ([`Rescue::look`]). On each look while kernels
-//! run (every 50 µs while I/O flows, backing off to 1 ms) it reads each print stream's
+//! run (every 50 µs while I/O flows, backing off to 1 ms; every 10 ms on rings performed
+//! inline, where the look also performs what waits) it reads each print stream's
 //! positions, and if bytes wait (committed and not in a write, or a write out) while the
 //! positions have not moved for [`RESCUE_AFTER`], it reaps and flushes the stream as a
 //! kernel thread would (`Context::help`): reaping and flushing are open to any thread,
@@ -29,8 +30,8 @@ use gpuio_device::protocol::sync::Ordering;
 use crate::shared::Shared;
 
 /// How long a stream's bytes wait unmoved before the waker sends them: what a line whose
-/// print returned may wait, beyond its write and the waker's pause (at most 1 ms), when no
-/// kernel thread flushes after it. Short against the 100 ms a line may take (invariant
+/// print returned may wait, beyond its write and the waker's pause (at most 1 ms; 10 ms on
+/// rings performed inline), when no kernel thread flushes after it. Short against the 100 ms a line may take (invariant
 /// 12); long against a write's round trip (microseconds), so that while kernel threads
 /// flush the waker leaves them to it.
 pub(crate) const RESCUE_AFTER: Duration = Duration::from_millis(1);

@@ -54,7 +54,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         name: "GPUIO_URING",
         builder: "submission",
         values: "on, off, auto or inline (CPU backend: the kernel threads perform the requests)",
-        unset: "inline on the CPU backend, unless a file root or SQPOLL is asked for; else auto: io_uring, or a host thread where io_uring is unavailable",
+        unset: "inline on the CPU backend, unless a file root or SQPOLL (or CPUs for it) is asked for; else auto: io_uring, or a host thread where io_uring is unavailable",
     },
     Setting {
         name: "GPUIO_RINGS",
@@ -71,14 +71,14 @@ pub(crate) const SETTINGS: &[Setting] = &[
     Setting {
         name: "GPUIO_SQPOLL",
         builder: "sqpoll",
-        values: "1 (a kernel thread polls each ring) or 0 (the waker enters it; CPU backend only)",
+        values: "1 (a kernel thread polls each ring; on the CPU backend, io_uring rather than inline) or 0 (CPU backend only: inline by default, else the waker enters the io_uring rings)",
         unset: "1 on a GPU, or where sqpoll_cpus names CPUs; else 0",
     },
     Setting {
         name: "GPUIO_REAL_TIME_WAKER",
         builder: "real_time_waker",
         values: "1 (SCHED_FIFO while launches crowd the cores, where the kernel allows it) or 0 (the fair scheduler)",
-        unset: "0 (it matters on the CPU backend's rings without SQPOLL alone)",
+        unset: "0 (it matters on the CPU backend's io_uring rings without SQPOLL alone: inline, the waker is off the data path)",
     },
     Setting {
         name: "GPUIO_SQPOLL_CPUS",

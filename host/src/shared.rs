@@ -88,9 +88,14 @@ pub(crate) struct Shared {
     pub(crate) positional_fds: Vec<RawFd>,
     /// CPU backend: print streams the waker rescued (`rescue.rs`), for `Stats::rescues`.
     pub(crate) rescues: std::sync::atomic::AtomicU64,
-    /// Rings without SQPOLL (the CPU backend's default): what a thread that published SQEs
-    /// rings (`arch::ring_doorbell`), which unparks the waker; only the waker enters those
-    /// rings. Set once the waker runs; unset with SQPOLL or the fallback.
+    /// Rings that no thread of their own consumes (the CPU backend's: io_uring without
+    /// SQPOLL, or performed inline, its default): what a thread that published SQEs rings
+    /// (`arch::ring_doorbell`), which unparks the waker. On io_uring only the waker enters
+    /// those rings. Inline, kernel threads perform their own requests instead of ringing
+    /// (they are performers), so the doorbell is what the program's threads (a drain,
+    /// `Runtime::host_thread`), which never perform, ring, and a kernel thread as it ends:
+    /// the waker then performs for them. Set once the waker runs; unset with SQPOLL or the
+    /// fallback.
     pub(crate) doorbell: std::sync::OnceLock<Doorbell>,
 }
 

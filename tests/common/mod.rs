@@ -29,13 +29,14 @@ pub const SUBMISSIONS: [gpuio::Submission; 2] = [gpuio::Submission::IoUring, gpu
 pub const SUITE_RINGS: u32 = 3;
 
 /// One configuration of the suite ([`over_submissions!`]), passed to each case as a value:
-/// who consumes the rings (SQPOLL, the waker entering them, or the fallback's threads), how
-/// many rings, whether there is a solo ring and how its holder waits.
+/// who consumes the rings (SQPOLL, the waker entering them, the fallback's threads, or the
+/// kernel threads performing inline), how many rings, whether there is a solo ring and how
+/// its holder waits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Suite {
     pub submission: gpuio::Submission,
-    /// io_uring rings with SQPOLL ([`gpuio::Builder::sqpoll`]), as a GPU's; otherwise the
-    /// CPU backend's default, rings the waker enters.
+    /// io_uring rings with SQPOLL ([`gpuio::Builder::sqpoll`]), as a GPU's; otherwise, on
+    /// io_uring, rings the waker enters, as the CPU backend makes them with a file root.
     pub sqpoll: bool,
     pub rings: u32,
     /// A solo ring ([`gpuio::Builder::solo`]).
@@ -46,8 +47,8 @@ pub struct Suite {
 }
 
 impl Suite {
-    /// `io_uring::*`: one io_uring ring as the CPU backend makes it by default (no SQPOLL:
-    /// the waker enters it), and a solo ring.
+    /// `io_uring::*`: one io_uring ring as the CPU backend makes it where it takes io_uring
+    /// (no SQPOLL: the waker enters it), and a solo ring.
     pub const IO_URING: Suite = Suite {
         submission: gpuio::Submission::IoUring,
         sqpoll: false,
@@ -142,7 +143,8 @@ pub fn suite_builder(suite: Suite) -> gpuio::Builder {
 #[macro_export]
 macro_rules! over_submissions {
     ($($case:ident),* $(,)?) => {
-        /// The cases on an io_uring ring that the waker enters (the CPU backend's default).
+        /// The cases on an io_uring ring that the waker enters (the CPU backend's io_uring
+        /// without SQPOLL).
         mod io_uring {
             $(
                 #[test]

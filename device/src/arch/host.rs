@@ -86,14 +86,18 @@ std::thread_local! {
     static PERFORMER: core::cell::RefCell<Option<Doorbell>> = const { core::cell::RefCell::new(None) };
 }
 
-/// What a thread calls after it published SQEs to a ring that no SQPOLL thread polls (the
-/// CPU backend's default, `gpuio_host`'s `Builder::sqpoll`): the host's, which makes sure
-/// the ring is entered soon (a kernel thread's unparks the host's waker; the waker's own
-/// submits at once). Cheap when nothing sleeps: it runs after every submission.
+/// What a thread calls after it published SQEs to a ring that no thread of its own consumes
+/// (the CPU backend's: io_uring without SQPOLL, `gpuio_host`'s `Builder::sqpoll`, or
+/// performed inline, its default): the host's, which makes sure the ring is consumed soon
+/// (a thread's unparks the host's waker; the waker's own submits, or performs, at once).
+/// Inline, kernel threads are performers ([`install_performer`]) and perform instead of
+/// ringing; the program's threads, which never perform, ring. Cheap when nothing sleeps:
+/// it runs after every submission.
 pub type Doorbell = std::sync::Arc<dyn Fn() + Send + Sync>;
 
-/// After a thread published SQEs, and while it waits for an SQ slot (which on a ring
-/// without SQPOLL only the waker frees): rings the doorbell installed on this thread
+/// After a thread published SQEs, and while it waits for an SQ slot (which on an io_uring
+/// ring without SQPOLL only the waker frees; on a ring performed inline, a performing
+/// kernel thread or the waker): rings the doorbell installed on this thread
 /// ([`install_doorbell`]), if any.
 ///
 /// On a performer ([`install_performer`]) it performs them instead.
@@ -200,8 +204,11 @@ impl Drop for DoorbellGuard {
 /// variable's wait has an absolute deadline, which ends however often it is interrupted;
 /// unlike `park_timeout` it takes no unpark meant for the kernel's own code. A spurious
 /// early return is harmless: the caller looks again.
+///
+/// A performer ([`install_performer`]) first performs what its rings hold, as in [`relax`].
 #[inline]
 pub fn doze() {
+    perform();
     std::thread_local! {
         static DOZING: (std::sync::Mutex<()>, std::sync::Condvar) =
             const { (std::sync::Mutex::new(()), std::sync::Condvar::new()) };

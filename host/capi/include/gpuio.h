@@ -113,8 +113,8 @@ const char *gpuio_last_error(void);
 /* ------------------------------------------------------------------------------------ */
 /* Runtime                                                                              */
 
-/** A runtime: its io_urings (each with its SQPOLL thread; on the CPU backend, by default,
- *  submitted by the runtime's waker thread), the print logs, a backend. */
+/** A runtime: its rings (io_urings, each with its SQPOLL thread; on the CPU backend, by
+ *  default, performed by the kernel threads themselves), the print logs, a backend. */
 typedef struct gpuio_runtime gpuio_runtime;
 
 /** Where kernels run. */

@@ -201,11 +201,13 @@ fn kernel_thread(
     let _bell = install_doorbell(ctx.doorbell.clone());
     if ctx.performer.is_some() {
         // A performer makes the program's I/O syscalls itself. Those that would raise a
-        // signal in the thread that made them then fail as through io_uring instead: a
+        // signal in the thread that made them then end as through io_uring instead: a
         // write to a pipe whose reader is gone returns EPIPE (not SIGPIPE, which kills a
         // program that did not ignore it), a write past RLIMIT_FSIZE EFBIG (not SIGXFSZ,
-        // which kills it), a background job's terminal I/O EIO (not SIGTTIN/SIGTTOU, which
-        // stop it). Only those: faults in the kernel's own code still signal as usual.
+        // which kills it); a background job's terminal I/O does not stop it: with SIGTTOU
+        // blocked its write to a TOSTOP terminal succeeds, as through io-wq, and only a
+        // read, SIGTTIN's, fails with EIO. Only those: faults in the kernel's own code still
+        // signal as usual.
         // Only this thread's mask, and the thread is ours: it ends with the launch.
         // SAFETY: changes only this thread's signal mask.
         unsafe {

@@ -4,9 +4,11 @@
 //!
 //! io_uring runs a ring's requests with the credentials of the thread that created it: its
 //! SQPOLL thread takes them at setup (`ctx->sq_creds`), and the workers it starts inherit
-//! them; the fallback's thread inherits its creator's as any thread does. A ring without
-//! SQPOLL (the CPU backend's default) runs them with its submitter's, the waker's, which is
-//! started on the same thread. A Landlock domain lives in those credentials. So each ring
+//! them; the fallback's thread inherits its creator's as any thread does. An io_uring ring
+//! without SQPOLL (the CPU backend's, which a file root asks for) runs them with its
+//! submitter's, the waker's, which is started on the same thread. Rings performed inline
+//! (the CPU backend's default) take no file root: their performers are the kernel threads,
+//! which run the program's code too. A Landlock domain lives in those credentials. So each ring
 //! (and that waker) is created on a short-lived thread that first
 //! restricts itself (`landlock_restrict_self`, which binds only the calling thread, after
 //! `PR_SET_NO_NEW_PRIVS`, also only that thread's) to the file-system accesses beneath the

@@ -1,5 +1,6 @@
-//! Who consumes the ring: the kernel's SQPOLL thread, or on the CPU backend by default the
-//! kernel inside the waker's `io_uring_enter` ([`uring`], held to the sandbox's policy by
+//! Who consumes the ring: the kernel's SQPOLL thread, on the CPU backend by default the
+//! kernel threads themselves (`fallback`'s executor, inline), or the kernel inside the
+//! waker's `io_uring_enter` ([`uring`], held to the sandbox's policy by
 //! `restrictions`, its paths confined by `landlock`) or, where io_uring cannot be used, a
 //! host thread that plays the kernel's part ([`fallback`]); [`submission`] picks one; the
 //! `waker` keeps the consumers awake while kernels run (and submits where nothing polls); `affinity` says which CPU

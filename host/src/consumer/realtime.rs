@@ -1,5 +1,7 @@
-//! Real-time priority for the waker of the rings it enters (the CPU backend's default), and
-//! through it for the io-wq workers that write its requests' bytes.
+//! Real-time priority for the waker of the rings it enters (the CPU backend's io_uring rings
+//! without SQPOLL), and through it for the io-wq workers that write its requests' bytes. On
+//! rings performed inline (the CPU backend's default) it is never asked: the kernel threads
+//! perform their own requests, and the waker is off the data path.
 //!
 //! On those rings a line's write is a hand-off between host threads: the waker submits the
 //! SQE (`io_uring_enter`), an io-wq worker writes a regular file's bytes (ext4 and tmpfs
@@ -132,7 +134,7 @@ mod tests {
         unsafe { libc::sched_getscheduler(tid) }
     }
 
-    /// Where it is asked for, on the CPU backend's default rings (no SQPOLL), the waker and
+    /// Where it is asked for, on the CPU backend's io_uring rings without SQPOLL, the waker and
     /// the io-wq workers that write its requests run at real-time priority from a launch
     /// with more threads than cores until one that fits them, wherever this process may
     /// have such threads, and `Stats` says so; never by default, with SQPOLL or with

@@ -19,7 +19,8 @@ use crate::memory::Mapping;
 /// threads themselves ([`Submission::Inline`]).
 ///
 /// `GPUIO_URING=on|off|auto|inline` (or [`crate::Builder::submission`]) chooses. Unset, the
-/// CPU backend performs inline, unless a file root or SQPOLL is asked for (then `auto`);
+/// CPU backend performs inline, unless a file root or SQPOLL (or CPUs for SQPOLL threads) is
+/// asked for (then `auto`);
 /// a GPU takes `auto`. `auto` tries io_uring and falls back to the host thread only when io_uring itself is
 /// unavailable to this process: `io_uring_setup` fails with `ENOSYS` (no io_uring in the
 /// kernel) or `EPERM` (`kernel.io_uring_disabled`, or a seccomp filter such as Docker's
@@ -31,6 +32,9 @@ use crate::memory::Mapping;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Submission {
     /// io_uring where it is available, else the host thread (`GPUIO_URING=auto`).
+    /// `Submission::default()`: so on the CPU backend asking for it means io_uring (the
+    /// waker entering the rings), unlike leaving [`crate::Builder::submission`] unasked,
+    /// which performs inline there.
     #[default]
     Auto,
     /// io_uring (with SQPOLL as [`crate::Builder::sqpoll`] says), or an error
@@ -60,8 +64,9 @@ impl Submission {
         }
     }
 
-    /// Parses a `GPUIO_URING` value (`on`, `off`, `auto`, `inline`; the empty string is
-    /// `auto`).
+    /// Parses a `GPUIO_URING` value (`on`, `off`, `auto`, `inline`; the empty string parses
+    /// as `auto`, but an empty `GPUIO_URING` counts as unset: [`Submission::from_env`] says
+    /// `None`, and the builder's default applies).
     pub fn parse(s: &str) -> Result<Submission> {
         match s.trim().to_ascii_lowercase().as_str() {
             "" | "auto" => Ok(Submission::Auto),
@@ -72,7 +77,7 @@ impl Submission {
         }
     }
 
-    /// What `GPUIO_URING` asks for, if it is set.
+    /// What `GPUIO_URING` asks for, if it is set (an empty or blank value counts as unset).
     pub fn from_env() -> Result<Option<Submission>> {
         crate::settings::var("GPUIO_URING")?
             .map(|v| Submission::parse(&v))

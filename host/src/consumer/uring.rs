@@ -1,6 +1,7 @@
 //! Creating the io_uring: raw syscalls, `SQPOLL | NO_MMAP | NO_SQARRAY`, on memory we own
-//! (on the CPU backend by default without `SQPOLL`: the waker enters the ring, see
-//! [`UringConfig::sqpoll`]).
+//! (on the CPU backend, where it takes io_uring at all, by default without `SQPOLL`: the
+//! waker enters the ring, see [`UringConfig::sqpoll`]; its default is no io_uring, the
+//! kernel threads performing the requests inline).
 //!
 //! The `io-uring` crate cannot do `NO_MMAP`, hides the ring pointers and writes its cached
 //! SQ tail back on drop (it would clobber the device's tail), so we talk to the kernel
@@ -55,8 +56,8 @@ pub struct UringConfig {
     /// gets an enabled ring; [`Uring::disabled`] says which it is.
     pub start_disabled: bool,
     /// Made with `IORING_SETUP_SQPOLL`, a kernel thread polling the SQ: what a GPU needs,
-    /// since it cannot make a syscall. Without it (`false`, the CPU backend's default)
-    /// nothing polls: the host's waker submits what kernel threads published
+    /// since it cannot make a syscall. Without it (`false`, the default of the CPU backend's
+    /// io_uring rings) nothing polls: the host's waker submits what kernel threads published
     /// (`io_uring_enter` with `to_submit`), when their doorbell unparks it or at its next
     /// look. On a busy CPU that is the more prompt consumer: SQPOLL polls for its whole
     /// fair share of a core and then waits for the scheduler's tick, while a thread that

@@ -39,21 +39,27 @@ pub struct Stats {
     /// SQ entries of each ring (see [`crate::Builder::sq_entries`]).
     pub sq_entries: u32,
     /// Whether the io_uring rings are polled by SQPOLL threads ([`crate::Builder::sqpoll`]):
-    /// on a GPU, yes; on the CPU backend, by default no (the waker submits); with the
-    /// host-thread fallback, no.
+    /// on a GPU, yes; on the CPU backend, only where asked for (by default its kernel
+    /// threads perform the requests, [`Submission::Inline`]; on its io_uring rings without
+    /// SQPOLL the waker submits); with the host-thread fallback, no.
     pub sqpoll: bool,
     /// Times a look of the waker woke SQPOLL, submitted for a ring without it, or unparked
     /// the host-thread fallback. Not counted: what the waker submits for its own rescues
     /// of CPU-backend print streams (their doorbell submits at once, inside the look).
+    /// Always 0 on rings performed inline ([`Submission::Inline`]): there is no consumer to
+    /// wake, and what a look performs is not counted.
     pub wakeups: u64,
     /// Times the waker looked at the ring: every 50 µs while I/O flows (and on rings
     /// without SQPOLL when a thread's doorbell wakes it, and without a pause for 20 µs
     /// after it submits), backing off to every 1 ms while kernels run without I/O, every
-    /// 100 ms while none runs.
+    /// 100 ms while none runs. On rings performed inline ([`Submission::Inline`]) every
+    /// 10 ms while kernels run, and when a doorbell (a kernel thread's end, a program
+    /// thread's request) wakes it.
     pub waker_looks: u64,
     /// Whether the waker, and the io-wq workers io_uring made from it, run at real-time
     /// priority now (`SCHED_FIFO` 1): only where [`crate::Builder::real_time_waker`] asked
-    /// for it (default off), on the CPU backend's rings without SQPOLL (the default), since
+    /// for it (default off), on the CPU backend's io_uring rings without SQPOLL (never on
+    /// rings performed inline, its default, where the waker is off the data path), since
     /// the latest launch that crowded the cores and until one that fits them, where the
     /// kernel allows it (`CAP_SYS_NICE`, or an `RLIMIT_RTPRIO` of 1 or more), so that a
     /// printed line's write waits for no computing kernel thread's turn. Without it a line
@@ -71,7 +77,8 @@ pub struct Stats {
     /// [`Runtime::synchronize`] (see [`Error::Refused`]).
     pub refused_requests: u32,
     /// The sandbox in force: the one asked for (a sandbox that cannot be enforced is an
-    /// error at build, never a silent `Off`), on io_uring and the host-thread fallback alike.
+    /// error at build, never a silent `Off`), on io_uring, the host-thread fallback and
+    /// rings performed inline alike.
     pub sandbox: Sandbox,
     /// Whether prints write to registered files (`IOSQE_FIXED_FILE`): never under
     /// [`Sandbox::FileIo`], whose rings hold no file (see there).
@@ -199,9 +206,10 @@ impl Runtime {
         self.backend
     }
 
-    /// Who consumes the rings: [`Submission::IoUring`] (SQPOLL, or on the CPU backend by
-    /// default the waker's submissions: [`Stats::sqpoll`]) or [`Submission::HostThread`]
-    /// (the fallback).
+    /// Who consumes the rings: [`Submission::IoUring`] (SQPOLL, or on the CPU backend
+    /// without it the waker's submissions: [`Stats::sqpoll`]), [`Submission::HostThread`]
+    /// (the fallback) or [`Submission::Inline`] (the CPU backend's kernel threads
+    /// themselves, its default).
     pub fn submission(&self) -> Submission {
         self.shared.queues[0].submission()
     }
@@ -235,9 +243,11 @@ impl Runtime {
 
     /// Makes the calling thread, until the guard drops, one that runs device code on the
     /// context ([`Runtime::context`]) as a kernel thread does: the waker looks as while
-    /// kernels run, and on the CPU backend's rings without SQPOLL each submission of the
-    /// thread rings the waker's doorbell (`Builder::sqpoll`). Without it, such a thread's
-    /// requests there wait for the waker's look while no kernel runs (every 100 ms).
+    /// kernels run, and on the CPU backend's rings without SQPOLL (inline, the default, or
+    /// io_uring entered by the waker) each submission of the thread rings the waker's
+    /// doorbell, and the waker performs or submits it: this thread, one of the program's,
+    /// never performs a request itself. Without it, such a thread's requests there wait for
+    /// the waker's look while no kernel runs (every 100 ms).
     ///
     /// ```
     /// use gpuio_host::{Backend, Runtime};

@@ -9,8 +9,10 @@ use gpuio_device::protocol::uapi::*;
 /// private copy in `io.rs`).
 pub(super) const IORING_FSYNC_DATASYNC: u32 = 1 << 0;
 
-/// The result of a syscall that returned `r`: itself, or `-errno`. Retries `EINTR` (no
-/// signal reaches this thread, but a debugger's may).
+/// The result of a syscall that returned `r`: itself, or `-errno`. Retries `EINTR`: no
+/// signal reaches the fallback's thread (but a debugger's may), while a kernel thread that
+/// performs inline blocks only SIGPIPE, SIGXFSZ, SIGTTIN and SIGTTOU, so the program's
+/// other signals interrupt its syscalls.
 fn retry(mut call: impl FnMut() -> isize) -> i32 {
     loop {
         let r = call();

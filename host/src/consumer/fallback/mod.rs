@@ -111,6 +111,9 @@ const CQ_FLAGS: u32 = 280;
 const CQ_OVERFLOW: u32 = 284;
 const CQES: u32 = 320;
 
+/// The most passes over the SQ one [`HostRing::consume`] call makes.
+const PASSES: u32 = 4;
+
 /// Sleep between polls once spinning and yielding found nothing.
 const POLL: Duration = Duration::from_micros(20);
 /// How long a parked thread waits before it looks anyway (the waker normally unparks it).
@@ -337,7 +340,17 @@ impl HostRing {
     /// enabled yet.
     pub fn consume(&self) {
         let Some(consumer) = &self.inline else { return };
-        loop {
+        // Cheap when there is nothing to do (a waiting thread calls this every round):
+        // Relaxed, a hint. A caller that published reads its own tail store; one whose SQE
+        // another thread is publishing returns here, and that publisher performs (or, for a
+        // print stream's write, the next thread to wait, or the waker).
+        if !self.sq_waiting() {
+            return;
+        }
+        // At most a few passes a call: while other threads keep publishing, one caller must
+        // not become their consumer for good (it may hold a protocol role). What it leaves
+        // goes to the next caller, or to the waker's next look.
+        for _ in 0..PASSES {
             // SeqCst fence, here and after the unlock below: our caller published its SQEs
             // (a Release store of the tail) before this try; a holder that we fail against
             // unlocks, fences, then reads the tail. With the two fences at least one of us
@@ -360,7 +373,9 @@ impl HostRing {
             std::sync::atomic::fence(Ordering::SeqCst);
             // A pass that stopped at a full CQ leaves the rest to the next caller (a waiter,
             // after it reaped): looping here would hold this thread from reaping.
-            if matches!(drained, Drained::Nothing { .. }) || self.word(SQ_TAIL).load(Ordering::Acquire) == head {
+            if matches!(drained, Drained::Nothing { cq_full: true })
+                || self.word(SQ_TAIL).load(Ordering::Acquire) == head
+            {
                 return;
             }
         }
