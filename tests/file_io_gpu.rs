@@ -32,6 +32,21 @@ fn runtime(test: &str, backend: Backend, sub: Suite) -> Option<Runtime> {
     // A GPU's rings always have SQPOLL (it cannot enter them); the CPU backend's as given.
     if backend == Backend::Cpu {
         b = b.sqpoll(sub.sqpoll);
+    } else if sub.submission == gpuio::Submission::Inline {
+        // Inline is the CPU backend's alone (a GPU's threads make no syscalls): the build
+        // must say so, naming the way out.
+        match b.build() {
+            Err(Error::Config(why)) if why.contains("needs the CPU backend") && why.contains("use auto") => skip(
+                test,
+                "inline is the CPU backend's alone (the build refuses it on a GPU, as it should)",
+            ),
+            Err(Error::BackendUnavailable { reason, .. }) => {
+                skip(test, &format!("no {} backend here ({reason})", backend.name()))
+            }
+            Err(e) => panic!("Inline on {backend:?}: {e}"),
+            Ok(_) => panic!("Inline on {backend:?} was not refused"),
+        }
+        return None;
     }
     match b.build() {
         Ok(rt) => Some(rt),
