@@ -124,7 +124,7 @@ pub fn ring_doorbell_for_lines() {
 /// being destroyed (a thread's exit) has none. In place, not cloned: every kernel thread's
 /// clone would bump one shared count.
 #[inline]
-fn call(slot: &'static std::thread::LocalKey<core::cell::RefCell<Option<Doorbell>>>) -> bool {
+fn call(slot: &'static HookSlot) -> bool {
     slot.try_with(|d| match &*d.borrow() {
         Some(hook) => {
             hook();
@@ -152,46 +152,43 @@ fn is_performer() -> bool {
 /// `HostRing::consume`). A performer performs the requests it published at once
 /// ([`ring_doorbell`]), what waits whenever it waits ([`relax`]), and leaves print
 /// streams' writes for then ([`ring_doorbell_for_lines`]). `None` makes it none.
-pub fn install_performer(perform: Option<Doorbell>) -> PerformerGuard {
-    PerformerGuard {
-        prev: PERFORMER.with(|p| p.replace(perform)),
-        _this_thread: core::marker::PhantomData,
-    }
-}
-
-/// Puts a thread's previous performer back when dropped ([`install_performer`]).
-pub struct PerformerGuard {
-    prev: Option<Doorbell>,
-    _this_thread: core::marker::PhantomData<*const ()>,
-}
-
-impl Drop for PerformerGuard {
-    fn drop(&mut self) {
-        let prev = self.prev.take();
-        let _ = PERFORMER.try_with(|p| p.replace(prev));
-    }
+pub fn install_performer(perform: Option<Doorbell>) -> HookGuard {
+    HookGuard::install(&PERFORMER, perform)
 }
 
 /// Installs `bell` as this thread's doorbell until the guard drops (then the previous one
 /// is back). `None` installs none.
-pub fn install_doorbell(bell: Option<Doorbell>) -> DoorbellGuard {
-    DoorbellGuard {
-        prev: DOORBELL.with(|d| d.replace(bell)),
-        _this_thread: core::marker::PhantomData,
-    }
+pub fn install_doorbell(bell: Option<Doorbell>) -> HookGuard {
+    HookGuard::install(&DOORBELL, bell)
 }
 
-/// Puts a thread's previous doorbell back when dropped ([`install_doorbell`]); it stays on
-/// the thread it was made on (it restores that thread's doorbell).
-pub struct DoorbellGuard {
+/// One of a thread's hook slots (its doorbell, its performer).
+type HookSlot = std::thread::LocalKey<core::cell::RefCell<Option<Doorbell>>>;
+
+/// Puts a thread's previous hook back in its slot when dropped ([`install_doorbell`],
+/// [`install_performer`]); it stays on the thread it was made on (it restores that
+/// thread's hook).
+pub struct HookGuard {
+    slot: &'static HookSlot,
     prev: Option<Doorbell>,
     _this_thread: core::marker::PhantomData<*const ()>,
 }
 
-impl Drop for DoorbellGuard {
+impl HookGuard {
+    fn install(slot: &'static HookSlot, hook: Option<Doorbell>) -> HookGuard {
+        HookGuard {
+            slot,
+            prev: slot.with(|h| h.replace(hook)),
+            _this_thread: core::marker::PhantomData,
+        }
+    }
+}
+
+impl Drop for HookGuard {
     fn drop(&mut self) {
         let prev = self.prev.take();
-        let _ = DOORBELL.try_with(|d| d.replace(prev));
+        // `try_with`: at a thread's exit the slot may be gone already.
+        let _ = self.slot.try_with(|h| h.replace(prev));
     }
 }
 

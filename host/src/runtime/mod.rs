@@ -21,7 +21,7 @@ use crate::launch::LaunchConfig;
 use crate::sandbox::Sandbox;
 use crate::shared::Shared;
 use crate::watchdog::HangPolicy;
-use gpuio_device::protocol::arch::host::{install_doorbell, DoorbellGuard};
+use gpuio_device::protocol::arch::host::{install_doorbell, HookGuard};
 
 #[cfg(feature = "cudarc")]
 mod from_cudarc;
@@ -474,7 +474,7 @@ fn words_of(q: &crate::consumer::submission::Queue) -> [u32; 5] {
 /// ([`Runtime::host_thread`]).
 pub struct HostThread<'a> {
     rt: &'a Runtime,
-    _bell: DoorbellGuard,
+    _bell: HookGuard,
 }
 
 impl Drop for HostThread<'_> {
