@@ -125,3 +125,22 @@ mod tests {
         );
     }
 }
+
+/// What one thread of a kernel holds on the GPU, as the driver compiled it
+/// ([`GpuModule::resources`](crate::GpuModule::resources)): what sets how many of its warps
+/// an SM runs at once.
+///
+/// A kernel's registers are the most that any function it may call uses: with gpuio's
+/// default, its device functions (the print path, `core::fmt`) are compiled apart with a cap
+/// of 32 (`GPUIO_PRINT_REGISTERS`), so a kernel with a `println!` uses the larger of its own
+/// code's count and 32 (docs/PROTOCOL.md, "What a print costs the kernel around it").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelResources {
+    /// Registers per thread.
+    pub registers: u32,
+    /// Local memory per thread, in bytes: its stack frames and what it spills.
+    pub local_bytes: u32,
+    /// Static shared memory per block, in bytes (dynamic shared memory comes on top, per
+    /// launch).
+    pub shared_bytes: u32,
+}

@@ -62,7 +62,7 @@ pub use error::{
 pub use gpuio_device::Kernel;
 pub use host_buffer::HostBuffer;
 pub use kernels::{KernelArgs, KernelParam, Kernels, RawArg, Staging};
-pub use launch::{Dim3, LaunchConfig};
+pub use launch::{Dim3, KernelResources, LaunchConfig};
 pub use output::Output;
 pub use runtime::module::GpuModule;
 pub use runtime::{HostThread, Runtime, Stats};

@@ -102,7 +102,13 @@ pub(crate) const SETTINGS: &[Setting] = &[
         name: "GPUIO_MAX_REGISTERS",
         builder: "-",
         values: "16 to 255",
-        unset: "no cap (CUDA: the registers per thread of every kernel gpuio loads; a print's formatting otherwise raises a kernel's to 160-255)",
+        unset: "no cap (CUDA: the registers per thread of every kernel gpuio loads, the kernels' own code included)",
+    },
+    Setting {
+        name: "GPUIO_PRINT_REGISTERS",
+        builder: "-",
+        values: "16 to 255, or off",
+        unset: "32 (CUDA, compiled separately: the registers per thread of gpuio's and core's device functions, so a kernel with a print gets the larger of its own count and this)",
     },
     Setting {
         name: "GPUIO_QUIET",

@@ -569,3 +569,56 @@ pub(crate) fn warp_records_near_the_log_size(config: Config, scratch: &Scratch) 
         grid * block
     ))
 }
+
+/// Why the register case cannot run in `config`, if it cannot: registers are a GPU's, and
+/// the lockstep build (and `GPUIO_PRINT_REGISTERS=off`) compiles a module whole, without
+/// the cap of gpuio's functions.
+pub(crate) fn print_registers_unavailable(config: Config) -> Option<String> {
+    match config {
+        Config::Cpu => Some("registers are a GPU's; the cpu configuration has none".into()),
+        Config::Lockstep => Some(
+            "the lockstep build is compiled whole, where gpuio's functions get no register cap of their own".into(),
+        ),
+        Config::Cuda if print_cap().is_none() => Some("GPUIO_PRINT_REGISTERS=off: no cap to check".into()),
+        Config::Cuda => None,
+    }
+}
+
+/// The cap `GPUIO_PRINT_REGISTERS` sets (32 unset), `None` for `off`.
+fn print_cap() -> Option<u32> {
+    match std::env::var("GPUIO_PRINT_REGISTERS") {
+        Ok(v) if v.trim().eq_ignore_ascii_case("off") => None,
+        Ok(v) if !v.trim().is_empty() => v.trim().parse().ok(),
+        _ => Some(32),
+    }
+}
+
+/// A print leaves a kernel its occupancy: kernels that print integers and floats (core's
+/// float formatting alone uses 253 registers compiled with them) hold no more registers than
+/// the larger of their own code's count and gpuio's cap, read from the driver.
+pub(crate) fn a_print_leaves_a_kernel_its_registers(config: Config, _: &Scratch) -> Outcome {
+    let cap = print_cap().ok_or("GPUIO_PRINT_REGISTERS=off")?;
+    let rt = config.builder().build().map_err(|e| format!("runtime: {e}"))?;
+    let kernels = Kernels::load(&rt)?;
+    let module = kernels.module().ok_or("no module: not a GPU")?;
+    let mut seen = Vec::new();
+    // `stress` prints integers; `every_param_type` an f32 and an f64 too. Their own code
+    // needs fewer than 32 (ptxas, compiled alone: 28 for `stress`).
+    for name in ["stress", "every_param_type"] {
+        let r = module
+            .resources(name)
+            .map_err(|e| format!("{name}: {e}"))?
+            .ok_or_else(|| format!("{name}: the CUDA backend did not tell its resources"))?;
+        if r.registers > cap {
+            return Err(format!(
+                "{name} holds {} registers, more than the cap of {cap} on gpuio's functions ({} bytes of local memory)",
+                r.registers, r.local_bytes
+            ));
+        }
+        seen.push(format!(
+            "{name}: {} registers, {} bytes local",
+            r.registers, r.local_bytes
+        ));
+    }
+    Ok(format!("at most {cap}: {}", seen.join("; ")))
+}

@@ -46,11 +46,11 @@ use cases_liveness::{
     returned_lines_out_while_others_compute,
 };
 use cases_print::{
-    a_block_shares_dynamic_shared_memory, a_locked_stdouts_pieces_make_whole_lines, blocks_of_33_and_37_threads,
-    divergent_call_sites, every_line_once_in_order, lines_of_every_shape, one_print_call_two_streams,
-    one_warp_mixing_streams_and_pieces, results_come_back_through_outputs, strings_and_slices_as_parameters,
-    three_dimensional_launches, tiny_ring_and_log_thousands_of_threads, typed_launch_passes_every_parameter_type,
-    warp_records_near_the_log_size,
+    a_block_shares_dynamic_shared_memory, a_locked_stdouts_pieces_make_whole_lines,
+    a_print_leaves_a_kernel_its_registers, blocks_of_33_and_37_threads, divergent_call_sites, every_line_once_in_order,
+    lines_of_every_shape, one_print_call_two_streams, one_warp_mixing_streams_and_pieces, print_registers_unavailable,
+    results_come_back_through_outputs, strings_and_slices_as_parameters, three_dimensional_launches,
+    tiny_ring_and_log_thousands_of_threads, typed_launch_passes_every_parameter_type, warp_records_near_the_log_size,
 };
 use cases_runtime::{
     a_hang_is_reported_then_waited_out, another_layout_is_refused, hundred_runtime_create_drop_cycles,
@@ -79,13 +79,22 @@ struct Optional {
     unavailable: Unavailable,
 }
 
-const OPTIONAL: &[Optional] = &[Optional {
-    case: Case {
-        name: "cudarc_launches_print_and_a_hang_on_its_stream_is_reported",
-        run: cudarc_launches_print_and_a_hang_on_its_stream_is_reported,
+const OPTIONAL: &[Optional] = &[
+    Optional {
+        case: Case {
+            name: "cudarc_launches_print_and_a_hang_on_its_stream_is_reported",
+            run: cudarc_launches_print_and_a_hang_on_its_stream_is_reported,
+        },
+        unavailable: cudarc_unavailable,
     },
-    unavailable: cudarc_unavailable,
-}];
+    Optional {
+        case: Case {
+            name: "a_print_leaves_a_kernel_its_registers",
+            run: a_print_leaves_a_kernel_its_registers,
+        },
+        unavailable: print_registers_unavailable,
+    },
+];
 
 const CASES: &[Case] = &[
     Case {

@@ -73,6 +73,12 @@ pub(crate) trait LoadedModule: Send + Sync {
         None
     }
 
+    /// What a thread of kernel `name` holds (registers, local and shared memory), where the
+    /// backend tells.
+    fn resources(&self, name: &str) -> Result<Option<crate::launch::KernelResources>> {
+        self.check_kernel(name).map(|()| None)
+    }
+
     /// Copies from a global of the module, through `gpu` unless the module's memory
     /// belongs to another runtime (HIP's).
     fn copy_from_global(&self, gpu: &dyn GpuBackend, dst: &mut [u8], src: u64) -> Result<()> {

@@ -75,6 +75,25 @@ impl<'rt> GpuModule<'rt> {
         self.module.jit_ms()
     }
 
+    /// What a thread of kernel `name` holds on the GPU: its registers, local memory (stack
+    /// and spills) and static shared memory, as the driver compiled it; `None` where the
+    /// backend does not tell (HSA). An error where the module has no such kernel.
+    ///
+    /// ```no_run
+    /// # fn main() -> gpuio_host::Result<()> {
+    /// # let ptx = "";
+    /// let rt = gpuio_host::Runtime::builder().build()?;
+    /// let module = rt.load_module(ptx)?;
+    /// if let Some(r) = module.resources("my_kernel")? {
+    ///     println!("{} registers, {} bytes of local memory a thread", r.registers, r.local_bytes);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn resources(&self, name: &str) -> Result<Option<crate::launch::KernelResources>> {
+        self.module.resources(name)
+    }
+
     /// The device address and size of a global variable of the module.
     pub fn global(&self, name: &str) -> Result<(u64, usize)> {
         self.module.global(name)

@@ -24,6 +24,8 @@ pub(super) const CU_LIMIT_STACK_SIZE: i32 = 0;
 pub(super) const CU_LIMIT_PRINTF_FIFO_SIZE: i32 = 1;
 // CUfunction_attribute and CUdevice_attribute values (cuda.h).
 pub(super) const CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: i32 = 1;
+pub(super) const CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: i32 = 3;
+pub(super) const CU_FUNC_ATTRIBUTE_NUM_REGS: i32 = 4;
 pub(super) const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: i32 = 8;
 pub(super) const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: i32 = 97;
 /// The dynamic shared memory a launch gets without opting in (48 KiB on every GPU since

@@ -5,6 +5,7 @@
 
 mod driver;
 mod ffi;
+mod library;
 mod module;
 mod peek;
 mod split;

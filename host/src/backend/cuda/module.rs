@@ -89,7 +89,9 @@ unsafe impl Sync for Module {}
 /// example module (`bench_start`). Compiled separately (relocatable code, which the
 /// driver's linker then links), each function is compiled once: 1.2-1.7 s for the example
 /// module. Calls between functions then follow the standard ABI: printing 32-byte lines
-/// ran 3.6-5.0% slower on the H100 (`bench_gpu`; BENCHMARKS.md has the runs).
+/// ran 3.6-5.0% slower on the H100 (`bench_gpu`; BENCHMARKS.md has the runs). The module
+/// goes in as two inputs, the library's functions apart with a register cap of their own
+/// (`GPUIO_PRINT_REGISTERS`, `library.rs`).
 ///
 /// PTX for a target before sm_70 (the lockstep build) is always compiled whole: compiled
 /// separately, it ran with independent thread scheduling on the H100.
@@ -124,22 +126,43 @@ impl Jit {
 /// compiles for gpuio (`CU_JIT_MAX_REGISTERS`, as nvcc's `-maxrregcount`), 16 to 255; unset,
 /// none.
 ///
-/// Why it exists: a kernel's register count is the most that any function it may call uses,
-/// and a print's formatting calls through function pointers (`core::fmt`), which may reach
-/// every formatting function of the module: core's float formatting uses 253 registers,
-/// gpuio's print path up to 152. So a kernel with a `println!` that never runs, or with any
-/// panic path (an index check), gets 160-255 registers and, at 256 threads a block, 8 warps
-/// an SM instead of 64: an FMA chain ran 1.86x as long on an H200 (3.39 ms against 1.83).
-/// Capped at 32, the same kernels ran at 1.80 ms, a print never taken costing nothing: the
-/// print path spills to local memory instead. What the cap costs: a kernel whose own code
-/// needs more registers than the cap spills too, in its hot loop, and a print that runs
-/// spills: at 32, 32-byte lines went out at 252 M lines/s against 505 M (H200).
+/// Where it serves: the lockstep build, compiled whole, where gpuio's functions get no cap of
+/// their own ([`library_registers`]): a kernel with a `println!` that never runs, or with any
+/// panic path (an index check), gets 160-255 registers there and, at 256 threads a block, 8
+/// warps an SM instead of 64 (an FMA chain ran 1.86x as long on an H200; capped at 32, as
+/// fast as without). What it costs: a kernel whose own code needs more registers than the
+/// cap spills in its hot loop, and a print that runs spills (at 32, 32-byte lines went out
+/// at 252 M lines/s against 505 M on an H200).
 fn max_registers() -> Result<Option<u32>> {
     match crate::settings::var("GPUIO_MAX_REGISTERS")? {
         None => Ok(None),
         Some(v) => match v.trim().parse::<u32>() {
             Ok(n) if (16..=255).contains(&n) => Ok(Some(n)),
             _ => Err(crate::settings::invalid("GPUIO_MAX_REGISTERS", &v)),
+        },
+    }
+}
+
+/// The register cap of the library's functions when compiled separately (`library.rs`)
+/// where `GPUIO_PRINT_REGISTERS` asks for none: what a kernel whose own code needs at most
+/// this many gets with a print, as CUDA C's with a `printf` (24 on an H200).
+pub(crate) const LIBRARY_REGISTERS: u32 = 32;
+
+/// `GPUIO_PRINT_REGISTERS`: the register cap of gpuio's and core's device functions (the
+/// print path, file I/O, the panic report) in a module compiled separately: 16 to 255, or
+/// `off` (none: compiled with the kernels, as one input); unset, [`LIBRARY_REGISTERS`].
+///
+/// What the cap costs: those functions spill to local memory where they would use more, so a
+/// print that runs is slower; what it saves: a kernel's register count is the larger of its
+/// own code's and the cap, where uncapped a print raises it to 160-255 (see
+/// [`max_registers`]). The lockstep build is compiled whole, without the cut.
+pub(crate) fn library_registers() -> Result<Option<u32>> {
+    match crate::settings::var("GPUIO_PRINT_REGISTERS")? {
+        None => Ok(Some(LIBRARY_REGISTERS)),
+        Some(v) if v.eq_ignore_ascii_case("off") => Ok(None),
+        Some(v) => match v.trim().parse::<u32>() {
+            Ok(n) if (16..=255).contains(&n) => Ok(Some(n)),
+            _ => Err(crate::settings::invalid("GPUIO_PRINT_REGISTERS", &v)),
         },
     }
 }
@@ -192,12 +215,46 @@ impl Module {
 
     /// Compiles and loads one PTX program as `jit` says; its handle and the driver's
     /// compile time in milliseconds. The calling thread has the context bound.
+    ///
+    /// Compiled separately, the library's functions go in an input of their own with the
+    /// register cap [`library_registers`] names (`library.rs`); where the driver refuses
+    /// that cut, the module is compiled again as one input, with a notice.
     fn compile_one(cuda: &Arc<Cuda>, ptx: &str, jit: Jit) -> Result<(CuModule, f32)> {
-        let text = CString::new(ptx).map_err(|_| Error::Config("PTX text contains a NUL byte".into()))?;
+        let text = |ptx: &str| CString::new(ptx).map_err(|_| Error::Config("PTX text contains a NUL byte".into()));
         let mut options = JitOptions::new()?;
         let handle = match jit {
-            Jit::Whole => load_whole(cuda, &text, &mut options)?,
-            Jit::Separate => link_and_load(cuda, &text, &mut options)?,
+            Jit::Whole => load_whole(cuda, &text(ptx)?, &mut options)?,
+            Jit::Separate => {
+                let cut = match library_registers()? {
+                    Some(cap) => super::library::cut(ptx).map(|cut| (cut, cap)),
+                    None => None,
+                };
+                let first = match cut {
+                    Some(((user, library), cap)) => {
+                        let cap = options.cap().map_or(cap, |all| all.min(cap));
+                        let inputs = [(text(&user)?, None), (text(&library)?, Some(cap))];
+                        Some(link_and_load(cuda, &inputs, &mut options))
+                    }
+                    None => None,
+                };
+                match first {
+                    Some(Ok(handle)) => handle,
+                    Some(Err(e)) => {
+                        crate::notice::say_once(
+                            crate::notice::Level::Warn,
+                            &format!(
+                                "gpuio: the driver refused this module compiled in two parts (the \
+                                 kernels apart from gpuio's and core's functions, which get a \
+                                 register cap): {e}; compiled as one, its kernels with a print get \
+                                 up to 255 registers (GPUIO_PRINT_REGISTERS=off skips the attempt)"
+                            ),
+                        );
+                        options = JitOptions::new()?;
+                        link_and_load(cuda, &[(text(ptx)?, None)], &mut options)?
+                    }
+                    None => link_and_load(cuda, &[(text(ptx)?, None)], &mut options)?,
+                }
+            }
         };
         Ok((handle, options.wall_ms()))
     }
@@ -295,6 +352,24 @@ impl Module {
             (true, Err(e)) => Err(e),
             _ => Ok(copies),
         }
+    }
+
+    /// What a thread of kernel `name` holds, as the driver compiled it
+    /// (`cuFuncGetAttribute`: `NUM_REGS`, `LOCAL_SIZE_BYTES`, `SHARED_SIZE_BYTES`).
+    pub fn resources(&self, name: &str) -> Result<crate::launch::KernelResources> {
+        let f = self.function(name)?;
+        let attribute = |which: i32, what: &str| -> Result<u32> {
+            let mut v = 0i32;
+            // SAFETY: an attribute query of a function of a loaded module, writing one int.
+            let rc = unsafe { (self.cuda.api.cuFuncGetAttribute)(&mut v, which, f) };
+            self.cuda.check(rc, &format!("cuFuncGetAttribute({what}) of {name}"))?;
+            Ok(v.max(0) as u32)
+        };
+        Ok(crate::launch::KernelResources {
+            registers: attribute(CU_FUNC_ATTRIBUTE_NUM_REGS, "NUM_REGS")?,
+            local_bytes: attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, "LOCAL_SIZE_BYTES")?,
+            shared_bytes: attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, "SHARED_SIZE_BYTES")?,
+        })
     }
 
     pub(crate) fn function(&self, name: &str) -> Result<CuFunction> {
@@ -404,6 +479,10 @@ impl LoadedModule for Module {
     fn jit_ms(&self) -> Option<f32> {
         Module::jit_ms(self)
     }
+
+    fn resources(&self, name: &str) -> Result<Option<crate::launch::KernelResources>> {
+        Module::resources(self, name).map(Some)
+    }
 }
 
 /// The driver's JIT options for one compile, passed by pointer to `cuModuleLoadDataEx` or
@@ -441,6 +520,12 @@ impl JitOptions {
             values.push(cap as usize as *mut c_void);
         }
         Ok(JitOptions { log, options, values })
+    }
+
+    /// The register cap every input gets (`GPUIO_MAX_REGISTERS`), if any.
+    fn cap(&self) -> Option<u32> {
+        let at = self.options.iter().position(|&o| o == CU_JIT_MAX_REGISTERS)?;
+        Some(self.values[at] as usize as u32)
     }
 
     /// The driver's error `rc` from `what`, with the JIT's log where it wrote one.
@@ -483,9 +568,9 @@ fn load_whole(cuda: &Cuda, text: &CString, jit: &mut JitOptions) -> Result<CuMod
     Ok(handle)
 }
 
-/// Compiles `text` function by function (`cuLink*`: each function once) and loads the
-/// linked image.
-fn link_and_load(cuda: &Cuda, text: &CString, jit: &mut JitOptions) -> Result<CuModule> {
+/// Compiles `inputs` function by function (`cuLink*`: each function once), each input
+/// with its own register cap where it has one, links them and loads the linked image.
+fn link_and_load(cuda: &Cuda, inputs: &[(CString, Option<u32>)], jit: &mut JitOptions) -> Result<CuModule> {
     let mut state = std::ptr::null_mut();
     // SAFETY: one value per option, as in `load_whole`; the log buffer and `values` outlive
     // the link state (destroyed below, on every path).
@@ -501,22 +586,29 @@ fn link_and_load(cuda: &Cuda, text: &CString, jit: &mut JitOptions) -> Result<Cu
         return Err(jit.error(cuda, rc, "cuLinkCreate"));
     }
     let linked = (|| {
-        // SAFETY: `state` is a live link state; the PTX image is `size` bytes including
-        // its NUL, and the name is a NUL-terminated string; no per-input options.
-        let rc = unsafe {
-            (cuda.api.cuLinkAddData_v2)(
-                state,
-                CU_JIT_INPUT_PTX,
-                text.as_ptr() as *mut c_void,
-                text.as_bytes_with_nul().len(),
-                c"gpuio kernels".as_ptr(),
-                0,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
-        };
-        if rc != 0 {
-            return Err(jit.error(cuda, rc, "cuLinkAddData"));
+        for (i, (text, cap)) in inputs.iter().enumerate() {
+            let mut option = [CU_JIT_MAX_REGISTERS];
+            let mut value = [cap.unwrap_or(0) as usize as *mut c_void];
+            let n = u32::from(cap.is_some());
+            let name = if i == 0 { c"gpuio kernels" } else { c"gpuio library" };
+            // SAFETY: `state` is a live link state; the PTX image is its bytes including
+            // the NUL, the name a NUL-terminated string; `n` options (0 or the register
+            // cap), each with its value, alive for the call.
+            let rc = unsafe {
+                (cuda.api.cuLinkAddData_v2)(
+                    state,
+                    CU_JIT_INPUT_PTX,
+                    text.as_ptr() as *mut c_void,
+                    text.as_bytes_with_nul().len(),
+                    name.as_ptr(),
+                    n,
+                    option.as_mut_ptr(),
+                    value.as_mut_ptr(),
+                )
+            };
+            if rc != 0 {
+                return Err(jit.error(cuda, rc, "cuLinkAddData"));
+            }
         }
         let (mut cubin, mut size) = (std::ptr::null_mut(), 0usize);
         // SAFETY: valid out-pointers; the cubin belongs to `state` and is loaded before

@@ -28,7 +28,7 @@ const HEADER: [&str; 3] = [".version", ".target", ".address_size"];
 
 /// What a top-level item of PTX text is.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Kind {
+pub(super) enum Kind {
     /// `.version`, `.target`, `.address_size`, comments.
     Header,
     /// `.extern ...;`
@@ -43,10 +43,10 @@ enum Kind {
     Variable(bool),
 }
 
-struct Item<'a> {
-    text: &'a str,
-    kind: Kind,
-    name: &'a str,
+pub(super) struct Item<'a> {
+    pub(super) text: &'a str,
+    pub(super) kind: Kind,
+    pub(super) name: &'a str,
 }
 
 /// One PTX text per kernel (`(name, text)`, in the module's order), or `None` where the
@@ -126,12 +126,12 @@ pub(crate) fn per_kernel(ptx: &str) -> Option<Vec<(String, String)>> {
 }
 
 /// `line` without its comment.
-fn code(line: &str) -> &str {
+pub(super) fn code(line: &str) -> &str {
     line.split_once("//").map_or(line, |(code, _)| code)
 }
 
 /// The words of `text` that can name a symbol, comments left out.
-fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+pub(super) fn identifiers(text: &str) -> impl Iterator<Item = &str> {
     text.lines().map(code).flat_map(|l| {
         l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == '%'))
             .filter(|w| !w.is_empty() && !w.starts_with('%') && !w.as_bytes()[0].is_ascii_digit())
@@ -139,7 +139,7 @@ fn identifiers(text: &str) -> impl Iterator<Item = &str> {
 }
 
 /// The module's top-level items, in order; `None` where the text is not as LLVM writes it.
-fn items(ptx: &str) -> Option<Vec<Item<'_>>> {
+pub(super) fn items(ptx: &str) -> Option<Vec<Item<'_>>> {
     let mut items = Vec::new();
     let mut start: Option<usize> = None;
     let mut depth = 0i64;
