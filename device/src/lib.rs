@@ -169,12 +169,13 @@ macro_rules! print {
 /// (`GPUIO_PRINT_REGISTERS`): a kernel with a print holds the larger of its own code's count
 /// and 32, where printf's holds 24. Measured on an H200 (1,024 x 256 threads, an FMA chain of
 /// 200,000 steps, 15 registers alone): with a `println!` that never runs, 32 registers and
-/// the same time (uncapped: 255 registers, 2.0x the time); with every thread printing a line
-/// once, 0.98x the plain kernel's time. What the cap costs a kernel that does nothing but
-/// print: 252-261 M lines/s of 32 bytes against 502-514 M uncapped. The lockstep (sm_60) build is
-/// compiled whole and keeps the uncapped count (`GPUIO_MAX_REGISTERS` caps everything
-/// there). docs/PROTOCOL.md, "What a print costs the kernel around it", says how that was
-/// measured.
+/// the same time (uncapped: 253 registers, 2.0x the time); with every thread printing a line
+/// once, 0.96-0.99x the plain kernel's time. What the cap costs a kernel that does nothing
+/// but print: 252-261 M lines/s of 32 bytes against 502-514 M uncapped. A module that does
+/// file I/O from device code is not capped unless asked (its bulk copies need the
+/// registers). The lockstep (sm_60) build is compiled whole and keeps the uncapped count
+/// (`GPUIO_MAX_REGISTERS` caps everything there). docs/PROTOCOL.md, "What a print costs the
+/// kernel around it", says how that was measured.
 ///
 /// ```
 /// struct Noisy;

@@ -108,7 +108,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         name: "GPUIO_PRINT_REGISTERS",
         builder: "-",
         values: "16 to 255, or off",
-        unset: "32 (CUDA, compiled separately: the registers per thread of gpuio's and core's device functions, so a kernel with a print gets the larger of its own count and this)",
+        unset: "32 where the module does no file I/O from device code, else none (CUDA, compiled separately: the registers per thread of gpuio's and core's device functions, so a kernel with a print gets the larger of its own count and this)",
     },
     Setting {
         name: "GPUIO_QUIET",

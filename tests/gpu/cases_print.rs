@@ -570,41 +570,57 @@ pub(crate) fn warp_records_near_the_log_size(config: Config, scratch: &Scratch) 
     ))
 }
 
-/// Why the register case cannot run in `config`, if it cannot: registers are a GPU's, and
-/// the lockstep build (and `GPUIO_PRINT_REGISTERS=off`) compiles a module whole, without
-/// the cap of gpuio's functions.
+/// Why the register case cannot run in `config`, if it cannot: registers are a GPU's; the
+/// lockstep build, `GPUIO_JIT=whole` and `GPUIO_PRINT_REGISTERS=off` compile a module
+/// whole, without the cap of gpuio's functions; `GPUIO_MAX_REGISTERS` caps every kernel,
+/// so a count under it would prove nothing.
 pub(crate) fn print_registers_unavailable(config: Config) -> Option<String> {
+    let set = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|v| v.trim().to_ascii_lowercase())
+            .filter(|v| !v.is_empty())
+    };
     match config {
         Config::Cpu => Some("registers are a GPU's; the cpu configuration has none".into()),
         Config::Lockstep => Some(
             "the lockstep build is compiled whole, where gpuio's functions get no register cap of their own".into(),
         ),
-        Config::Cuda if print_cap().is_none() => Some("GPUIO_PRINT_REGISTERS=off: no cap to check".into()),
+        Config::Cuda if set("GPUIO_PRINT_REGISTERS").as_deref() == Some("off") => {
+            Some("GPUIO_PRINT_REGISTERS=off: no cap to check".into())
+        }
+        Config::Cuda if set("GPUIO_JIT").as_deref() == Some("whole") => {
+            Some("GPUIO_JIT=whole: compiled whole, no cap to check".into())
+        }
+        Config::Cuda if set("GPUIO_MAX_REGISTERS").is_some() => {
+            Some("GPUIO_MAX_REGISTERS caps every kernel: the count would prove nothing".into())
+        }
         Config::Cuda => None,
     }
 }
 
-/// The cap `GPUIO_PRINT_REGISTERS` sets (32 unset), `None` for `off`.
-fn print_cap() -> Option<u32> {
-    match std::env::var("GPUIO_PRINT_REGISTERS") {
-        Ok(v) if v.trim().eq_ignore_ascii_case("off") => None,
-        Ok(v) if !v.trim().is_empty() => v.trim().parse().ok(),
-        _ => Some(32),
-    }
+/// The cap `GPUIO_PRINT_REGISTERS` sets: 32 unset (the example kernels do no file I/O).
+fn print_cap() -> u32 {
+    std::env::var("GPUIO_PRINT_REGISTERS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(32)
 }
 
-/// A print leaves a kernel its occupancy: kernels that print integers and floats (core's
-/// float formatting alone uses 253 registers compiled with them) hold no more registers than
-/// the larger of their own code's count and gpuio's cap, read from the driver.
+/// A print leaves a kernel its occupancy: the example kernels, which print (core's float
+/// formatting alone uses 253 registers compiled with them) and do no file I/O, hold no more
+/// registers than the larger of their own code's count and gpuio's cap, read from the
+/// driver.
 pub(crate) fn a_print_leaves_a_kernel_its_registers(config: Config, _: &Scratch) -> Outcome {
-    let cap = print_cap().ok_or("GPUIO_PRINT_REGISTERS=off")?;
+    let cap = print_cap();
     let rt = config.builder().build().map_err(|e| format!("runtime: {e}"))?;
-    let kernels = Kernels::load(&rt)?;
+    let kernels = rt
+        .kernels(gpuio_kernels_gpu::NVPTX)
+        .map_err(|e| format!("loading the example kernels: {e}"))?;
     let module = kernels.module().ok_or("no module: not a GPU")?;
     let mut seen = Vec::new();
-    // `stress` prints integers; `every_param_type` an f32 and an f64 too. Their own code
-    // needs fewer than 32 (ptxas, compiled alone: 28 for `stress`).
-    for name in ["stress", "every_param_type"] {
+    // Their own code needs fewer than 32 (ptxas, compiled alone: 28 for `stress`).
+    for name in ["hello", "stress", "literal"] {
         let r = module
             .resources(name)
             .map_err(|e| format!("{name}: {e}"))?

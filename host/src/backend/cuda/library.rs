@@ -10,14 +10,17 @@
 //! warps an SM instead of 64 (docs/PROTOCOL.md, "What a print costs the kernel around
 //! it"). Compiled apart with a cap, the library's functions spill to local memory instead,
 //! and a kernel's count is the larger of its own code's and the cap. The kernels
-//! themselves, and the user's functions, keep every register they want.
+//! themselves, and the user's functions they call, keep every register they want; user code
+//! inside a generic function of `core` or `gpuio_device` (a closure given to `sort_by`) is
+//! the library's, as is what only a pointer calls.
 //!
 //! Which functions are the library's: those whose mangled name (Rust's `v0` scheme, `_R...`,
 //! or the legacy one, `_ZN...`) says their path starts in the crate `gpuio_device`, `core`
 //! or `compiler_builtins`, and every other function that no kernel calls but through them or
 //! through a table (a `Display` of the user's crate, which `core::fmt` calls by pointer).
 //! What a kernel calls directly, or through other functions of the user's, stays with the
-//! kernels, uncapped, as does any function whose name is not read (a C function).
+//! kernels, uncapped, as does a function whose name is not read (a C function) that a kernel
+//! calls.
 //!
 //! The cut: every variable and every other function stays in the user's part; the library
 //! part declares what it uses of them `.extern`, and the user's part the library functions
@@ -130,6 +133,13 @@ pub(crate) fn cut(ptx: &str) -> Option<(String, String)> {
     }
     let [user, lib] = parts;
     Some((user, lib))
+}
+
+/// Whether a module does file I/O from device code: it has gpuio's bulk copy
+/// (`gpuio_device::protocol::copy`), which every `pread`, `pwrite` and `fs` call reaches and
+/// which keeps 32 16-byte loads in flight a lane: capped, it spills them.
+pub(crate) fn does_file_io(ptx: &str) -> bool {
+    ptx.contains("12gpuio_device8protocol4copy")
 }
 
 /// The functions `text` calls directly: the name after each `call` (or `call.uni`) and its

@@ -144,24 +144,53 @@ fn max_registers() -> Result<Option<u32>> {
 }
 
 /// The register cap of the library's functions when compiled separately (`library.rs`)
-/// where `GPUIO_PRINT_REGISTERS` asks for none: what a kernel whose own code needs at most
+/// where `GPUIO_PRINT_REGISTERS` names none: what a kernel whose own code needs at most
 /// this many gets with a print, as CUDA C's with a `printf` (24 on an H200).
 pub(crate) const LIBRARY_REGISTERS: u32 = 32;
 
+/// What `GPUIO_PRINT_REGISTERS` asks of a module compiled separately.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LibraryCap {
+    /// Unset: [`LIBRARY_REGISTERS`], unless the module does file I/O from device code
+    /// (then none).
+    Auto,
+    /// A number, 16 to 255: this cap, whatever the module does.
+    Cap(u32),
+    /// `off`: none; the module goes in as one input.
+    Off,
+}
+
+impl LibraryCap {
+    /// The cap for a module of this PTX text, if any.
+    fn for_module(self, ptx: &str) -> Option<u32> {
+        match self {
+            LibraryCap::Auto if super::library::does_file_io(ptx) => None,
+            LibraryCap::Auto => Some(LIBRARY_REGISTERS),
+            LibraryCap::Cap(n) => Some(n),
+            LibraryCap::Off => None,
+        }
+    }
+}
+
 /// `GPUIO_PRINT_REGISTERS`: the register cap of gpuio's and core's device functions (the
-/// print path, file I/O, the panic report) in a module compiled separately: 16 to 255, or
-/// `off` (none: compiled with the kernels, as one input); unset, [`LIBRARY_REGISTERS`].
+/// print path, the panic report, `core::fmt`) in a module compiled separately: 16 to 255, or
+/// `off` (none: compiled with the kernels, as one input); unset, [`LIBRARY_REGISTERS`] where
+/// the module does no file I/O from device code, none where it does.
 ///
 /// What the cap costs: those functions spill to local memory where they would use more, so a
-/// print that runs is slower; what it saves: a kernel's register count is the larger of its
-/// own code's and the cap, where uncapped a print raises it to 160-255 (see
-/// [`max_registers`]). The lockstep build is compiled whole, without the cut.
-pub(crate) fn library_registers() -> Result<Option<u32>> {
+/// print that runs is slower (a kernel that does nothing but print: about half the rate), and
+/// file I/O more so (its bulk copy keeps 32 16-byte loads in flight a lane: at 32 registers
+/// staged `pread` into device memory ran 2.99 GB/s against 13.71 on an H200, which is why a
+/// module that does file I/O is left uncapped unless asked); what it saves: a kernel's
+/// register count is the larger of its own code's and the cap, where uncapped a print raises
+/// it to 160-255 (see [`max_registers`]). The lockstep build is compiled whole, without the
+/// cut.
+pub(crate) fn library_registers() -> Result<LibraryCap> {
     match crate::settings::var("GPUIO_PRINT_REGISTERS")? {
-        None => Ok(Some(LIBRARY_REGISTERS)),
-        Some(v) if v.eq_ignore_ascii_case("off") => Ok(None),
-        Some(v) => match v.trim().parse::<u32>() {
-            Ok(n) if (16..=255).contains(&n) => Ok(Some(n)),
+        None => Ok(LibraryCap::Auto),
+        Some(v) if v.eq_ignore_ascii_case("off") => Ok(LibraryCap::Off),
+        Some(v) => match v.parse::<u32>() {
+            Ok(n) if (16..=255).contains(&n) => Ok(LibraryCap::Cap(n)),
             _ => Err(crate::settings::invalid("GPUIO_PRINT_REGISTERS", &v)),
         },
     }
@@ -218,14 +247,15 @@ impl Module {
     ///
     /// Compiled separately, the library's functions go in an input of their own with the
     /// register cap [`library_registers`] names (`library.rs`); where the driver refuses
-    /// that cut, the module is compiled again as one input, with a notice.
+    /// that cut, the module is compiled again as one input, and where that succeeds a
+    /// notice says what the cut met (else the one input's error is returned).
     fn compile_one(cuda: &Arc<Cuda>, ptx: &str, jit: Jit) -> Result<(CuModule, f32)> {
         let text = |ptx: &str| CString::new(ptx).map_err(|_| Error::Config("PTX text contains a NUL byte".into()));
         let mut options = JitOptions::new()?;
         let handle = match jit {
             Jit::Whole => load_whole(cuda, &text(ptx)?, &mut options)?,
             Jit::Separate => {
-                let cut = match library_registers()? {
+                let cut = match library_registers()?.for_module(ptx) {
                     Some(cap) => super::library::cut(ptx).map(|cut| (cut, cap)),
                     None => None,
                 };
@@ -239,18 +269,24 @@ impl Module {
                 };
                 match first {
                     Some(Ok(handle)) => handle,
-                    Some(Err(e)) => {
+                    Some(Err(refused)) => {
+                        let spent = options.wall_ms();
+                        options = JitOptions::new()?;
+                        let handle = link_and_load(cuda, &[(text(ptx)?, None)], &mut options)?;
+                        options.add_wall_ms(spent);
                         crate::notice::say_once(
                             crate::notice::Level::Warn,
                             &format!(
                                 "gpuio: the driver refused this module compiled in two parts (the \
                                  kernels apart from gpuio's and core's functions, which get a \
-                                 register cap): {e}; compiled as one, its kernels with a print get \
-                                 up to 255 registers (GPUIO_PRINT_REGISTERS=off skips the attempt)"
+                                 register cap), and took it as one: its kernels with a print may \
+                                 hold up to 255 registers. GPUIO_MAX_REGISTERS=32 caps them all \
+                                 (the kernels' own code too); GPUIO_PRINT_REGISTERS=off skips the \
+                                 attempt. This is gpuio's bug: please report it with this log: \
+                                 {refused}"
                             ),
                         );
-                        options = JitOptions::new()?;
-                        link_and_load(cuda, &[(text(ptx)?, None)], &mut options)?
+                        handle
                     }
                     None => link_and_load(cuda, &[(text(ptx)?, None)], &mut options)?,
                 }
@@ -544,6 +580,11 @@ impl JitOptions {
     /// slot.
     fn wall_ms(&self) -> f32 {
         f32::from_bits(self.values[2] as usize as u32)
+    }
+
+    /// Counts `ms` of an earlier attempt in the compile time.
+    fn add_wall_ms(&mut self, ms: f32) {
+        self.values[2] = (self.wall_ms() + ms).to_bits() as usize as *mut c_void;
     }
 }
 
