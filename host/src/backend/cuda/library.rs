@@ -66,17 +66,19 @@ pub(crate) fn cut(ptx: &str) -> Option<(String, String)> {
         }
     }
     let library: HashSet<&str> = functions.keys().copied().filter(|f| !called.contains(f)).collect();
-    // Which part defines each name: variables, entries and the user's functions the user's.
-    let in_library = |i: &split::Item| i.kind == Kind::Function && library.contains(i.name);
-    let defined: HashSet<&str> = items
-        .iter()
-        .filter(|i| matches!(i.kind, Kind::Function | Kind::Variable(_) | Kind::Entry))
-        .map(|i| i.name)
-        .collect();
+    // Which part defines each item: `Some(true)` the library (its functions), `Some(false)`
+    // the user's (variables, entries, the user's functions); `None`, both (the header and
+    // the `.extern`s) or neither (prototypes, which each part writes anew).
+    let owner = |i: &split::Item| match i.kind {
+        Kind::Function => Some(library.contains(i.name)),
+        Kind::Variable(_) | Kind::Entry => Some(false),
+        _ => None,
+    };
+    let defined: HashSet<&str> = items.iter().filter(|i| owner(i).is_some()).map(|i| i.name).collect();
     let uses = |lib: bool| -> HashSet<&str> {
         items
             .iter()
-            .filter(|i| matches!(i.kind, Kind::Function | Kind::Variable(_) | Kind::Entry) && in_library(i) == lib)
+            .filter(|i| owner(i) == Some(lib))
             .flat_map(|i| split::identifiers(i.text))
             .filter(|w| defined.contains(w))
             .collect()
@@ -99,36 +101,25 @@ pub(crate) fn cut(ptx: &str) -> Option<(String, String)> {
         }
         // What this part uses of the other, declared `.extern`, in the module's order.
         let mine_uses = if lib { &library_uses } else { &user_uses };
-        for i in &items {
-            let theirs = match i.kind {
-                Kind::Function => in_library(i) != lib,
-                Kind::Variable(_) => lib,
-                _ => false,
-            };
-            if theirs && mine_uses.contains(i.name) {
-                out.push_str(&extern_declaration(i)?);
-                out.push('\n');
-            }
+        for i in items
+            .iter()
+            .filter(|i| owner(i) == Some(!lib) && mine_uses.contains(i.name))
+        {
+            out.push_str(&extern_declaration(i)?);
+            out.push('\n');
         }
         // This part's functions declared first (PTX names nothing before its declaration; a
         // table may hold a function defined after it), then its definitions in order.
         for i in items
             .iter()
-            .filter(|i| i.kind == Kind::Function && in_library(i) == lib)
+            .filter(|i| i.kind == Kind::Function && owner(i) == Some(lib))
         {
             out.push_str(&linked(&header(i.text), across.contains(i.name)));
             out.push_str(";\n");
         }
-        for i in &items {
-            let mine = match i.kind {
-                Kind::Function => in_library(i) == lib,
-                Kind::Variable(_) | Kind::Entry => !lib,
-                _ => false,
-            };
-            if mine {
-                out.push_str(&linked(i.text, across.contains(i.name)));
-                out.push('\n');
-            }
+        for i in items.iter().filter(|i| owner(i) == Some(lib)) {
+            out.push_str(&linked(i.text, across.contains(i.name)));
+            out.push('\n');
         }
     }
     let [user, lib] = parts;

@@ -255,40 +255,38 @@ impl Module {
         let handle = match jit {
             Jit::Whole => load_whole(cuda, &text(ptx)?, &mut options)?,
             Jit::Separate => {
-                let cut = match library_registers()?.for_module(ptx) {
-                    Some(cap) => super::library::cut(ptx).map(|cut| (cut, cap)),
-                    None => None,
-                };
-                let first = match cut {
+                let one_input = |options: &mut JitOptions| link_and_load(cuda, &[(text(ptx)?, None)], options);
+                let cut = library_registers()?
+                    .for_module(ptx)
+                    .and_then(|cap| Some((super::library::cut(ptx)?, cap)));
+                match cut {
+                    None => one_input(&mut options)?,
                     Some(((user, library), cap)) => {
                         let cap = options.cap().map_or(cap, |all| all.min(cap));
                         let inputs = [(text(&user)?, None), (text(&library)?, Some(cap))];
-                        Some(link_and_load(cuda, &inputs, &mut options))
+                        match link_and_load(cuda, &inputs, &mut options) {
+                            Ok(handle) => handle,
+                            Err(refused) => {
+                                let spent = options.wall_ms();
+                                options = JitOptions::new()?;
+                                let handle = one_input(&mut options)?;
+                                options.add_wall_ms(spent);
+                                crate::notice::say_once(
+                                    crate::notice::Level::Warn,
+                                    &format!(
+                                        "gpuio: the driver refused this module compiled in two parts (the \
+                                         kernels apart from gpuio's and core's functions, which get a \
+                                         register cap), and took it as one: its kernels with a print may \
+                                         hold up to 255 registers. GPUIO_MAX_REGISTERS=32 caps them all \
+                                         (the kernels' own code too); GPUIO_PRINT_REGISTERS=off skips the \
+                                         attempt. This is gpuio's bug: please report it with this log: \
+                                         {refused}"
+                                    ),
+                                );
+                                handle
+                            }
+                        }
                     }
-                    None => None,
-                };
-                match first {
-                    Some(Ok(handle)) => handle,
-                    Some(Err(refused)) => {
-                        let spent = options.wall_ms();
-                        options = JitOptions::new()?;
-                        let handle = link_and_load(cuda, &[(text(ptx)?, None)], &mut options)?;
-                        options.add_wall_ms(spent);
-                        crate::notice::say_once(
-                            crate::notice::Level::Warn,
-                            &format!(
-                                "gpuio: the driver refused this module compiled in two parts (the \
-                                 kernels apart from gpuio's and core's functions, which get a \
-                                 register cap), and took it as one: its kernels with a print may \
-                                 hold up to 255 registers. GPUIO_MAX_REGISTERS=32 caps them all \
-                                 (the kernels' own code too); GPUIO_PRINT_REGISTERS=off skips the \
-                                 attempt. This is gpuio's bug: please report it with this log: \
-                                 {refused}"
-                            ),
-                        );
-                        handle
-                    }
-                    None => link_and_load(cuda, &[(text(ptx)?, None)], &mut options)?,
                 }
             }
         };
