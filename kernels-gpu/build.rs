@@ -3,6 +3,8 @@
 //! - `kernels/` (`gpuio-kernels`), the example kernels, and
 //! - `kernels-test/` (`gpuio-test-kernels`), the test and benchmark kernels with the example
 //!   kernels,
+//! - `kernels-observer/` (`gpuio-observer-kernels`), bench_observer's compute kernels, for
+//!   the NVIDIA targets only,
 //!
 //! each for `nvptx64-nvidia-cuda` `sm_90` and `sm_60` (the lockstep build: PTX before sm_70
 //! runs without independent thread scheduling, as AMD wavefronts do; `gpuio_device::protocol::arch`
@@ -57,6 +59,12 @@ fn main() {
             .unwrap_or_else(|e| fail(&e));
         export(&out_dir, prefix, &built);
     }
+    // bench_observer's kernels: NVIDIA only (the benchmark runs on CUDA, beside CUDA C).
+    Kernels::new("../kernels-observer")
+        .nvptx(NVPTX_TARGETS.iter().copied())
+        .tables("observer_kernels.rs")
+        .build()
+        .unwrap_or_else(|e| fail(&e));
 }
 
 /// Sets `PREFIX_*` (see the crate docs) for what `built` holds, or for empty files where

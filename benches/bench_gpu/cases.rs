@@ -179,10 +179,13 @@ pub(crate) fn run_gpuio(cfg: &Config, case: &Case, bytes: u64) -> GpuioResult {
     for r in &run.reports {
         match r.kind.as_str() {
             "setup" => eprintln!(
-                "  gpuio: runtime build {:.1} ms, module load {:.1} ms, warm-up {:.1} ms",
+                "  gpuio: runtime build {:.1} ms, module load {:.1} ms, warm-up {:.1} ms; the kernel: {} registers, \
+                 {} bytes of local memory per thread",
                 r.u64("build_ns").unwrap_or(0) as f64 / 1e6,
                 r.u64("load_ns").unwrap_or(0) as f64 / 1e6,
-                r.u64("warm_ns").unwrap_or(0) as f64 / 1e6
+                r.u64("warm_ns").unwrap_or(0) as f64 / 1e6,
+                r.fields.get("regs").map_or("?", String::as_str),
+                r.fields.get("local").map_or("?", String::as_str),
             ),
             "rep" => {
                 let t = Duration::from_nanos(r.u64("ns").unwrap_or(0));

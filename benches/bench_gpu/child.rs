@@ -261,9 +261,16 @@ pub(crate) fn gpuio_child(kv: &HashMap<String, String>) -> ! {
     }
     let warm = t2.elapsed();
     reset(&mut file);
+    let res = module.resources(&kernel).ok().flatten();
     report(
         "setup",
-        &[("build_ns", ns(build)), ("load_ns", ns(load)), ("warm_ns", ns(warm))],
+        &[
+            ("build_ns", ns(build)),
+            ("load_ns", ns(load)),
+            ("warm_ns", ns(warm)),
+            ("regs", res.map_or("?".into(), |r| r.registers.to_string())),
+            ("local", res.map_or("?".into(), |r| r.local_bytes.to_string())),
+        ],
     );
     for rep in 0..reps {
         let sq0 = rt.stats().sqes;

@@ -148,7 +148,7 @@ pub extern "gpu-kernel" fn gpuio_drain() {
 /// print error (std's `print!` panics). See [`println!`].
 #[macro_export]
 macro_rules! print {
-    ($($arg:tt)*) => { $crate::protocol::print::print_to(false, false, format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::__print!(false, false, $($arg)*) };
 }
 
 /// Prints a line to the runtime's stdout, like std's `println!`. The line appears exactly
@@ -167,15 +167,17 @@ macro_rules! print {
 /// module's formatting functions through function pointers (core's float formatting uses
 /// 253 registers). So the host compiles gpuio's and core's functions apart with a cap of 32
 /// (`GPUIO_PRINT_REGISTERS`): a kernel with a print holds the larger of its own code's count
-/// and 32, where printf's holds 24. Measured on an H200 (1,024 x 256 threads, an FMA chain of
-/// 200,000 steps, 15 registers alone): with a `println!` that never runs, 32 registers and
-/// the same time (uncapped: 253 registers, 2.0x the time); with every thread printing a line
-/// once, 0.96-0.99x the plain kernel's time. What the cap costs a kernel that does nothing
-/// but print: 252-261 M lines/s of 32 bytes against 502-514 M uncapped. A module that does
-/// file I/O from device code is not capped unless asked (its bulk copies need the
-/// registers). The lockstep (sm_60) build is compiled whole and keeps the uncapped count
-/// (`GPUIO_MAX_REGISTERS` caps everything there). docs/PROTOCOL.md, "What a print costs the
-/// kernel around it", says how that was measured.
+/// and 32, where printf's holds 24. Each `Copy` argument is passed by value (a copy made where
+/// the print runs), so a check in a hot loop leaves the loop's variables in registers; one
+/// the format string names itself (`"{v}"`) is borrowed and lives on the stack. Measured on
+/// an H200 by `bench_observer` (four kernel shapes beside CUDA C's `printf`): a `println!`
+/// never taken, 1.00-1.08x the plain kernel's time; one line a thread, 0.94x a kernel of 2 ms
+/// and 2.4-5.0x one of 0.2 ms, 115-394x faster than `printf`. A kernel that does nothing but
+/// print runs at half the uncapped rate (252-261 M lines/s of 32 bytes against 502-514 M):
+/// at 32 registers 64 warps an SM print at once. A module that does file I/O from device
+/// code is not capped unless asked. The lockstep (sm_60) build is compiled whole and keeps
+/// the uncapped count (`GPUIO_MAX_REGISTERS` caps everything there). docs/PROTOCOL.md, "What
+/// a print costs the kernel around it", says why.
 ///
 /// ```
 /// struct Noisy;
@@ -190,14 +192,14 @@ macro_rules! print {
 #[macro_export]
 macro_rules! println {
     () => { $crate::protocol::print::print_to(false, true, format_args!("")) };
-    ($($arg:tt)*) => { $crate::protocol::print::print_to(false, true, format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::__print!(false, true, $($arg)*) };
 }
 
 /// Prints to the runtime's stderr, like std's `eprint!` (nested prints and `Display` errors
 /// as for [`print!`]).
 #[macro_export]
 macro_rules! eprint {
-    ($($arg:tt)*) => { $crate::protocol::print::print_to(true, false, format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::__print!(true, false, $($arg)*) };
 }
 
 /// Prints a line to the runtime's stderr, like std's `eprintln!` (nested prints and
@@ -205,7 +207,45 @@ macro_rules! eprint {
 #[macro_export]
 macro_rules! eprintln {
     () => { $crate::protocol::print::print_to(true, true, format_args!("")) };
-    ($($arg:tt)*) => { $crate::protocol::print::print_to(true, true, format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::__print!(true, true, $($arg)*) };
+}
+
+/// The print macros' expansion: `print_to(stderr, newline, format_args!(..))`, with each
+/// argument after the format string passed by value where its type is `Copy` (a copy made
+/// where the print runs), by reference otherwise ([`protocol::print::Arg`]).
+///
+/// Why: `format_args!` takes each argument's address, and a variable whose address a call
+/// may keep lives in memory: a loop that checks each value with a print that never runs
+/// (`if v < 0.0 { println!("{} {}", i, v) }`) then stored its index and value to the thread's stack
+/// on every round, where the same loop without the print kept them in registers (SAXPY on
+/// an H200: 1.48x the time). A copy taken inside the print's branch leaves the variable
+/// itself in registers. Arguments the format string names itself (`"{v}"`) are taken by
+/// reference, as `format_args!` takes them; so are all of them where the format string is
+/// not a literal (`concat!(..)`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __print {
+    // Every argument rewritten.
+    (@args $e:expr, $n:expr, $fmt:literal, [$($done:tt)*] $(,)?) => {{
+        #[allow(unused_imports)]
+        use $crate::protocol::print::{ByCopy as _, ByRef as _};
+        $crate::protocol::print::print_to($e, $n, ::core::format_args!($fmt $($done)*))
+    }};
+    // A named argument (`name = value`).
+    (@args $e:expr, $n:expr, $fmt:literal, [$($done:tt)*] , $name:ident = $v:expr $(, $($rest:tt)*)?) => {
+        $crate::__print!(@args $e, $n, $fmt, [$($done)* , $name = (&$crate::protocol::print::Arg(&$v)).by_value()] $(, $($rest)*)?)
+    };
+    // A positional argument.
+    (@args $e:expr, $n:expr, $fmt:literal, [$($done:tt)*] , $v:expr $(, $($rest:tt)*)?) => {
+        $crate::__print!(@args $e, $n, $fmt, [$($done)* , (&$crate::protocol::print::Arg(&$v)).by_value()] $(, $($rest)*)?)
+    };
+    ($e:expr, $n:expr, $fmt:literal $($rest:tt)*) => {
+        $crate::__print!(@args $e, $n, $fmt, [] $($rest)*)
+    };
+    // A format string that is not a literal: `format_args!` as it is.
+    ($e:expr, $n:expr, $($arg:tt)*) => {
+        $crate::protocol::print::print_to($e, $n, ::core::format_args!($($arg)*))
+    };
 }
 
 /// Prints an expression and its value to the runtime's stderr and returns the value, like

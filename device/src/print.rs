@@ -37,6 +37,41 @@ use crate::ring::Ring;
 use crate::stream::Stream;
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering, Padded};
 
+/// A print macro's argument, for [`ByCopy`] and [`ByRef`] (the macros' expansion,
+/// `__print!`, says why): `(&Arg(&value)).by_value()` is a copy of `value` where its type is
+/// `Copy`, and `&value` where it is not (method lookup tries `ByCopy`'s receiver, `&Arg`,
+/// before `ByRef`'s, `&&Arg`).
+#[doc(hidden)]
+pub struct Arg<'a, T: ?Sized>(pub &'a T);
+
+/// [`Arg`] of a `Copy` value: the value.
+#[doc(hidden)]
+pub trait ByCopy<T> {
+    /// A copy of the argument.
+    fn by_value(&self) -> T;
+}
+
+impl<T: Copy> ByCopy<T> for Arg<'_, T> {
+    #[inline(always)]
+    fn by_value(&self) -> T {
+        *self.0
+    }
+}
+
+/// [`Arg`] of any other value: the reference.
+#[doc(hidden)]
+pub trait ByRef<'a, T: ?Sized> {
+    /// The argument's reference.
+    fn by_value(&self) -> &'a T;
+}
+
+impl<'a, T: ?Sized> ByRef<'a, T> for &Arg<'a, T> {
+    #[inline(always)]
+    fn by_value(&self) -> &'a T {
+        self.0
+    }
+}
+
 /// Lines up to this many bytes (newline included) take the fast path.
 pub const LINE_BUF: usize = 256;
 
@@ -491,5 +526,32 @@ impl<R: FnMut() + Copy> Write for InPlace<'_, R> {
         self.stream.fill(self.pos, &s.as_bytes()[..n], self.ring, self.reap);
         self.pos += n as u64;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A value that is not `Copy`: the print macros pass it by reference.
+    struct NotCopy(u32);
+    impl core::fmt::Display for NotCopy {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            write!(f, "nc{}", self.0)
+        }
+    }
+
+    /// Every form of argument std's macros take compiles through the by-value rewriting
+    /// (`__print!`) and runs (with no context the lines go to the test's stdout).
+    #[test]
+    fn the_print_macros_take_every_argument_form() {
+        let (i, v, s, w) = (7u64, 1.5f32, "str", 6usize);
+        let (nc, arr) = (NotCopy(3), [1u8, 2, 3]);
+        crate::println!("{} {} {} {} {}", i, v, s, nc, 1);
+        crate::println!("{x} {i} {v}", x = 2.5);
+        crate::println!("{:?} {:>w$}|{:>2$}|", arr, i, w,);
+        crate::println!(concat!("{}", " {}"), i, nc);
+        crate::print!("{0} {0}\n", nc);
+        crate::eprintln!("{:p} {} {:?}", &nc, { NotCopy(9) }, &arr[..]);
+        crate::println!();
+        assert_eq!(crate::dbg!(i + 1), 8);
     }
 }

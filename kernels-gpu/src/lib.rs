@@ -3,7 +3,8 @@
 //!
 //! - the example kernels (`kernels/`): [`OBJECTS`], [`NVPTX`], [`AMDGCN`], [`PTX`], ...;
 //! - the test and benchmark kernels (`kernels-test/`, with the example kernels):
-//!   [`TEST_OBJECTS`], [`TEST_NVPTX`], [`TEST_AMDGCN`], [`TEST_PTX`], ...
+//!   [`TEST_OBJECTS`], [`TEST_NVPTX`], [`TEST_AMDGCN`], [`TEST_PTX`], ...;
+//! - bench_observer's kernels (`kernels-observer/`): [`OBSERVER_NVPTX`].
 //!
 //! With `GPUIO_SKIP_GPU_BUILD=1` at build time the tables are empty and the files empty:
 //! loading them fails at run time, clearly.
@@ -15,6 +16,10 @@ mod example {
 /// The tables it wrote for the test kernels.
 mod test {
     include!(concat!(env!("OUT_DIR"), "/test_kernels.rs"));
+}
+/// The tables it wrote for bench_observer's kernels.
+mod observer {
+    include!(concat!(env!("OUT_DIR"), "/observer_kernels.rs"));
 }
 
 /// Every code object of the example kernels, for `Runtime::kernels` and
@@ -49,3 +54,6 @@ pub const TEST_HSACO_PATHS: &[(&str, &str)] = &[
     ("gfx942", env!("GPUIO_TEST_KERNELS_HSACO_GFX942")),
     ("gfx1100", env!("GPUIO_TEST_KERNELS_HSACO_GFX1100")),
 ];
+
+/// bench_observer's kernels (`kernels-observer/`) as PTX for `sm_90` and `sm_60`.
+pub const OBSERVER_NVPTX: &[(&str, &[u8])] = observer::NVPTX;
