@@ -9,8 +9,9 @@
 //! each for `nvptx64-nvidia-cuda` `sm_90` and `sm_60` (the lockstep build: PTX before sm_70
 //! runs without independent thread scheduling, as AMD wavefronts do; `gpuio_device::protocol::arch`
 //! says why it matters) and for `amdgcn-amd-amdhsa` (code object v5) gfx90a, gfx942 and
-//! gfx1100. `src/lib.rs` turns what it built into constants: the tables the linker writes
-//! (`OUT_DIR/kernels.rs`, `OUT_DIR/test_kernels.rs`: `OBJECTS`, `NVPTX`, `AMDGCN`), and
+//! gfx1100 (`kernels-observer/` for the two NVIDIA targets alone). `src/lib.rs` turns what
+//! it built into constants: the tables the linker writes (`OUT_DIR/kernels.rs`,
+//! `OUT_DIR/test_kernels.rs`, `OUT_DIR/observer_kernels.rs`: `OBJECTS`, `NVPTX`, `AMDGCN`), and
 //! PTX text and paths from these compile-time variables:
 //!
 //! - `GPUIO_KERNELS_PTX`, `GPUIO_KERNELS_PTX_SM60`, `GPUIO_TEST_KERNELS_PTX`,
@@ -23,8 +24,8 @@
 //!
 //! The five targets build in parallel, each in its own target directory (each builds
 //! `core` for its processor, 15-25 s of one core), first for the example kernels, then for
-//! the test kernels, which reuse that `core`. Rebuilds after a change to the kernels or the
-//! device crate recompile only those, a few seconds per GPU.
+//! the test kernels and the observer kernels, which reuse that `core`. Rebuilds after a
+//! change to the kernels or the device crate recompile only those, a few seconds per GPU.
 //!
 //! Which of them build is `GPUIO_GPU_TARGETS`' choice (`gpuio_linker::Kernels`): by
 //! default those this machine's GPUs run, none on a machine without a GPU (one build warning

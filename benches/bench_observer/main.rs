@@ -4,7 +4,8 @@
 //!
 //! Needs an NVIDIA GPU; elsewhere it prints `bench_observer: skipped: ...` and exits 0. The
 //! CUDA C side needs `nvcc` (`--nvcc PATH`, else `$NVCC`, `/usr/local/cuda/bin/nvcc`, or the
-//! one on `PATH`); without one its columns say `n/a` and its verdicts are not given.
+//! one on `PATH`); without one, or where it fails, its columns say `n/a` (the header says
+//! why) and its verdicts are not given.
 //!
 //! Four kernel shapes that people instrument (`kernels-observer/`: the Rust kernels through
 //! gpuio; `observer.cu` beside this file: the same in CUDA C, built by nvcc in the same run),
@@ -106,7 +107,7 @@ impl Figures {
     }
     fn range(&self) -> String {
         let lo = self.ms.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = self.ms.iter().copied().fold(0.0, f64::max);
+        let hi = self.ms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         format!("{lo:.3}-{hi:.3}")
     }
 }
@@ -142,7 +143,10 @@ fn parse_config(args: &[String]) -> Config {
         None => find_nvcc(),
     };
     Config {
-        reps: o.opt(args, "--reps").unwrap_or(5),
+        reps: match o.opt(args, "--reps").unwrap_or(5) {
+            0 => fail("--reps: at least 1"),
+            n => n,
+        },
         fma_steps,
         shapes: list("--shapes", &SHAPES, &SHAPES),
         variants: list("--variants", &VARIANTS, &VARIANTS),
@@ -354,29 +358,16 @@ fn run_gpuio(cfg: &Config, ptx: &str, rows: &[(String, String, u32)]) -> BTreeMa
 /// Builds observer.cu with nvcc and runs it; its figures by row name.
 fn run_cuda_c(cfg: &Config, nvcc: &std::path::Path) -> BTreeMap<String, Figures> {
     let dir = std::env::temp_dir().join(format!("bench_observer-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
-    let cu = dir.join("observer.cu");
-    std::fs::write(&cu, OBSERVER_CU).unwrap_or_else(|e| fail(&format!("{}: {e}", cu.display())));
-    let nv = |args: &[&str]| {
-        let t = Instant::now();
-        let o = Command::new(nvcc)
-            .args(["-O3", "-arch=sm_90"])
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| fail(&format!("{}: {e}", nvcc.display())));
-        if !o.status.success() {
-            fail(&format!("nvcc failed: {}", String::from_utf8_lossy(&o.stderr)));
-        }
-        t.elapsed().as_secs_f64()
-    };
     let (exe, ptx_path) = (dir.join("observer"), dir.join("observer.ptx"));
-    let secs = nv(&["-o", exe.to_str().unwrap_or_default(), cu.to_str().unwrap_or_default()]);
-    nv(&[
-        "-ptx",
-        "-o",
-        ptx_path.to_str().unwrap_or_default(),
-        cu.to_str().unwrap_or_default(),
-    ]);
+    let built = build_cuda_c(nvcc, &dir, &exe, &ptx_path);
+    let secs = match built {
+        Ok(secs) => secs,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            println!("CUDA C:         n/a ({e})");
+            return BTreeMap::new();
+        }
+    };
     let ptx = std::fs::read_to_string(&ptx_path).unwrap_or_default();
     println!(
         "CUDA C:         {} -O3 -arch=sm_90 ({:.1} s; PTX {} bytes), printf into /dev/null",
@@ -394,9 +385,15 @@ fn run_cuda_c(cfg: &Config, nvcc: &std::path::Path) -> BTreeMap<String, Figures>
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| fail(&format!("{}: {e}", exe.display())));
+        .output();
     let _ = std::fs::remove_dir_all(&dir);
+    let o = match o {
+        Ok(o) => o,
+        Err(e) => {
+            println!("CUDA C:         n/a (running {}: {e})", exe.display());
+            return BTreeMap::new();
+        }
+    };
     let mut res = BTreeMap::new();
     for line in String::from_utf8_lossy(&o.stderr).lines() {
         let Some(rest) = line.strip_prefix("R ") else {
@@ -432,6 +429,35 @@ fn run_cuda_c(cfg: &Config, nvcc: &std::path::Path) -> BTreeMap<String, Figures>
         None => println!("CUDA C empty:   not measured (nothing subtracted)"),
     }
     res
+}
+
+/// Writes observer.cu into `dir` and builds it with `nvcc`: the program `exe` and its PTX
+/// `ptx`. Returns the build's seconds, or what went wrong.
+fn build_cuda_c(
+    nvcc: &std::path::Path,
+    dir: &std::path::Path,
+    exe: &std::path::Path,
+    ptx: &std::path::Path,
+) -> Result<f64, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let cu = dir.join("observer.cu");
+    std::fs::write(&cu, OBSERVER_CU).map_err(|e| format!("{}: {e}", cu.display()))?;
+    let t = Instant::now();
+    for out in [["-o", exe.to_str().unwrap_or_default()], ["-ptx", "-o"]] {
+        let mut cmd = Command::new(nvcc);
+        cmd.args(["-O3", "-arch=sm_90"]).args(out);
+        if out[0] == "-ptx" {
+            cmd.arg(ptx);
+        }
+        let o = cmd
+            .arg(&cu)
+            .output()
+            .map_err(|e| format!("{}: {e} (--nvcc PATH names another)", nvcc.display()))?;
+        if !o.status.success() {
+            return Err(format!("nvcc failed: {}", String::from_utf8_lossy(&o.stderr).trim()));
+        }
+    }
+    Ok(t.elapsed().as_secs_f64())
 }
 
 /// The bytes of `kernel`'s own PTX (its `.entry` through the closing brace; the functions it
@@ -482,7 +508,10 @@ fn report(
                 opt(ratio(m, row).map(|r| format!("{r:.2}x"))),
                 opt(f.regs.map(|r| r.to_string())),
                 opt(f.local.map(|r| r.to_string())),
-                opt(f.ptx_bytes.map(|b| format!("{:.1} K", b as f64 / 1e3))),
+                opt(f
+                    .ptx_bytes
+                    .filter(|&b| b > 0)
+                    .map(|b| format!("{:.1} K", b as f64 / 1e3))),
             ]
         };
         let mut line = vec![row.clone()];
@@ -513,6 +542,9 @@ fn report(
     );
     println!();
     // Verdicts.
+    if !cfg.variants.iter().any(|v| v == "plain") {
+        println!("(no ratio verdicts: --variants lacks plain, the kernels they compare with)");
+    }
     let verdict = |met: bool, what: String| println!("{} {what}", if met { "MET    " } else { "NOT MET" });
     let shapes: Vec<String> = rows
         .iter()
@@ -576,6 +608,5 @@ fn report(
         failed.is_empty(),
         format!("nothing lost, no gpuio kernel failed (failed: {})", failed.len()),
     );
-    let _ = cfg;
     failed.is_empty()
 }

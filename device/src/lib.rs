@@ -166,15 +166,17 @@ macro_rules! print {
 /// function it may call uses, even one it never calls, and the formatting reaches the
 /// module's formatting functions through function pointers (core's float formatting uses
 /// 253 registers). So the host compiles gpuio's and core's functions apart with a cap of 32
-/// (`GPUIO_PRINT_REGISTERS`): a kernel with a print holds the larger of its own code's count
-/// and 32, where printf's holds 24. Each `Copy` argument is passed by value (a copy made where
-/// the print runs), so a check in a hot loop leaves the loop's variables in registers; one
-/// the format string names itself (`"{v}"`) is borrowed and lives on the stack. Measured on
-/// an H200 by `bench_observer` (four kernel shapes beside CUDA C's `printf`): a `println!`
-/// never taken, 1.00-1.08x the plain kernel's time; one line a thread, 0.94x a kernel of 2 ms
-/// and 2.4-5.0x one of 0.2 ms, 115-394x faster than `printf`. A kernel that does nothing but
-/// print runs at half the uncapped rate (252-261 M lines/s of 32 bytes against 502-514 M):
-/// at 32 registers 64 warps an SM print at once. A module that does file I/O from device
+/// (`GPUIO_PRINT_REGISTERS`): a kernel with a print holds the larger of 32 and its own
+/// code's count, which includes what stays live across the print's call (a kernel of 54
+/// registers held 64 with a print), where printf's holds 24 (40 for that kernel). A number,
+/// `bool`, `char`, reference or pointer argument is passed by value (a copy made where the
+/// print runs), so a check in a hot loop leaves the loop's variables in registers; one the
+/// format string names itself (`"{v}"`) is borrowed and lives on the stack. Measured on an
+/// H200 by `bench_observer` (four kernel shapes beside CUDA C's `printf`): a `println!` never
+/// taken, 1.00-1.08x the plain kernel's time (`printf`: 1.00-1.24x); one line a thread,
+/// 0.94x a kernel of 2 ms and 2.4-5.0x one of 0.2 ms, 115-394x faster than `printf`. A kernel
+/// that does nothing but print runs at half the uncapped rate (252-261 M lines/s of 32 bytes
+/// against 502-514 M): at 32 registers 64 warps an SM print at once. A module that does file I/O from device
 /// code is not capped unless asked. The lockstep (sm_60) build is compiled whole and keeps
 /// the uncapped count (`GPUIO_MAX_REGISTERS` caps everything there). docs/PROTOCOL.md, "What
 /// a print costs the kernel around it", says why.
@@ -211,8 +213,9 @@ macro_rules! eprintln {
 }
 
 /// The print macros' expansion: `print_to(stderr, newline, format_args!(..))`, with each
-/// argument after the format string passed by value where its type is `Copy` (a copy made
-/// where the print runs), by reference otherwise ([`protocol::print::Arg`]).
+/// argument after the format string passed by value where it is a number, `bool`, `char`,
+/// reference or pointer (a copy made where the print runs), by reference otherwise
+/// ([`protocol::print::Arg`] says why those).
 ///
 /// Why: `format_args!` takes each argument's address, and a variable whose address a call
 /// may keep lives in memory: a loop that checks each value with a print that never runs

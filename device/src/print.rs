@@ -39,21 +39,56 @@ use crate::sync::{fence, AtomicU32, AtomicU64, Ordering, Padded};
 
 /// A print macro's argument, for [`ByCopy`] and [`ByRef`] (the macros' expansion,
 /// `__print!`, says why): `(&Arg(&value)).by_value()` is a copy of `value` where its type is
-/// `Copy`, and `&value` where it is not (method lookup tries `ByCopy`'s receiver, `&Arg`,
-/// before `ByRef`'s, `&&Arg`).
+/// a number, `bool`, `char`, a reference or a raw pointer, and `&value` otherwise (method
+/// lookup tries `ByCopy`'s receiver, `&Arg`, before `ByRef`'s, `&&Arg`).
+///
+/// Why those types and not every `Copy` one: they are what a hot loop's check prints, each
+/// a register or two; a large `Copy` array would be copied to the stack for nothing. And a
+/// blanket `impl<T: Copy>` also claims a value whose type is inferred only after the print
+/// (`let mut last = None; println!("{:?}", last); last = Some(text);`): lookup cannot yet
+/// tell whether it is `Copy`, takes the copy, and the build then fails where std's
+/// `println!` compiles. A generic type (`Option<_>`) matches none of these impls, so it is
+/// borrowed.
 #[doc(hidden)]
 pub struct Arg<'a, T: ?Sized>(pub &'a T);
 
-/// [`Arg`] of a `Copy` value: the value.
+/// [`Arg`] of a value that is copied: the value.
 #[doc(hidden)]
 pub trait ByCopy<T> {
     /// A copy of the argument.
     fn by_value(&self) -> T;
 }
 
-impl<T: Copy> ByCopy<T> for Arg<'_, T> {
+/// `ByCopy` for each of these types.
+macro_rules! by_copy {
+    ($($t:ty),*) => {$(
+        impl ByCopy<$t> for Arg<'_, $t> {
+            #[inline(always)]
+            fn by_value(&self) -> $t {
+                *self.0
+            }
+        }
+    )*};
+}
+by_copy!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64, bool, char);
+
+impl<'b, T: ?Sized> ByCopy<&'b T> for Arg<'_, &'b T> {
     #[inline(always)]
-    fn by_value(&self) -> T {
+    fn by_value(&self) -> &'b T {
+        self.0
+    }
+}
+
+impl<T: ?Sized> ByCopy<*const T> for Arg<'_, *const T> {
+    #[inline(always)]
+    fn by_value(&self) -> *const T {
+        *self.0
+    }
+}
+
+impl<T: ?Sized> ByCopy<*mut T> for Arg<'_, *mut T> {
+    #[inline(always)]
+    fn by_value(&self) -> *mut T {
         *self.0
     }
 }
@@ -532,6 +567,7 @@ impl<R: FnMut() + Copy> Write for InPlace<'_, R> {
 #[cfg(test)]
 mod tests {
     /// A value that is not `Copy`: the print macros pass it by reference.
+    #[derive(Debug)]
     struct NotCopy(u32);
     impl core::fmt::Display for NotCopy {
         fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -553,5 +589,18 @@ mod tests {
         crate::eprintln!("{:p} {} {:?}", &nc, { NotCopy(9) }, &arr[..]);
         crate::println!();
         assert_eq!(crate::dbg!(i + 1), 8);
+        // Precision and width from arguments, named and positional.
+        crate::println!("{:.*}|{:w$.p$}|", 2, v, v, w = 8, p = 3);
+        // A type inferred only after the print (std's `println!` takes it).
+        let mut last = None;
+        crate::println!("{:?}", last);
+        last = Some(NotCopy(4));
+        crate::println!("{}", last.map_or(0, |n| n.0));
+        // A generic argument.
+        fn show<T: core::fmt::Display + Copy>(t: T) {
+            crate::println!("{} {t}", t);
+        }
+        show(1.25f64);
+        show('c');
     }
 }
