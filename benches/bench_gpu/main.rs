@@ -61,8 +61,7 @@
 //! default, never skips).
 use std::time::Instant;
 
-use gpuio::cuda::Cuda;
-use gpuio::{Backend, Scheduling};
+use gpuio::Scheduling;
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -115,37 +114,22 @@ fn main() {
     let started = Instant::now();
 
     // Is there a CUDA GPU? (The children force the CUDA backend.)
-    let forced = Backend::from_env().unwrap_or_else(|e| fail(&e.to_string()));
-    if let Some(b) = forced.filter(|b| *b != Backend::Cuda) {
-        println!(
-            "bench_gpu: skipped: no CUDA GPU (GPUIO_BACKEND={} selects another backend)",
-            b.name()
-        );
+    let Some(common::CudaTarget {
+        gpu_name,
+        scheduling,
+        arch,
+        ptx,
+    }) = common::cuda_target("bench_gpu", NVPTX).unwrap_or_else(|e| fail(&e))
+    else {
         return;
-    }
-    let gpu_name = match Cuda::open() {
-        Ok(cuda) => cuda.device_name().to_string(),
-        Err(reason) => {
-            println!("bench_gpu: skipped: no CUDA GPU ({reason})");
-            return;
-        }
     };
-    let lockstep = Scheduling::lockstep_from_env()
-        .unwrap_or_else(|e| fail(&e.to_string()))
-        .unwrap_or(false);
-    let want = if lockstep {
-        Scheduling::Lockstep
-    } else {
-        Scheduling::Independent
-    };
-    let Some((arch, ptx)) = NVPTX.iter().find(|(arch, _)| Scheduling::of_sm(arch) == Some(want)) else {
-        fail("no PTX for this scheduling: rebuild without GPUIO_SKIP_GPU_BUILD=1");
-    };
-    let ptx = String::from_utf8_lossy(ptx);
     if !ptx.contains(".entry printf_stress(") || !ptx.contains(".entry stress(") {
         fail("the kernels' PTX lacks `stress` or `printf_stress`: rebuild without GPUIO_SKIP_GPU_BUILD=1");
     }
-    println!("scheduling:     {want} ({arch} PTX; GPUIO_LOCKSTEP={})", lockstep as u8);
+    println!(
+        "scheduling:     {scheduling} ({arch} PTX; GPUIO_LOCKSTEP={})",
+        (scheduling == Scheduling::Lockstep) as u8
+    );
 
     machine_info(&cfg, &gpu_name);
     let cold = cold_start(&cfg);

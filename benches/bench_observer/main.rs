@@ -54,7 +54,6 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use gpuio::cuda::Cuda;
 use gpuio::{Arg, Backend, LaunchConfig, Runtime, Scheduling};
 
 #[path = "../common/mod.rs"]
@@ -194,42 +193,21 @@ fn main() {
     let started = Instant::now();
     let args = common::args();
     let cfg = parse_config(&args);
-    match Backend::from_env() {
-        Ok(Some(Backend::Cuda)) | Ok(None) => {}
-        Ok(Some(b)) => {
-            println!(
-                "bench_observer: skipped: no CUDA GPU (GPUIO_BACKEND={} selects another backend)",
-                b.name()
-            );
-            return;
-        }
-        Err(e) => fail(&e.to_string()),
-    }
-    let gpu_name = match Cuda::open() {
-        Ok(cuda) => cuda.device_name().to_string(),
-        Err(reason) => {
-            println!("bench_observer: skipped: no CUDA GPU ({reason})");
-            return;
-        }
+    let Some(common::CudaTarget {
+        gpu_name,
+        scheduling,
+        arch,
+        ptx,
+    }) = common::cuda_target("bench_observer", NVPTX).unwrap_or_else(|e| fail(&e))
+    else {
+        return;
     };
-    let lockstep = Scheduling::lockstep_from_env()
-        .unwrap_or_else(|e| fail(&e.to_string()))
-        .unwrap_or(false);
-    let want = if lockstep {
-        Scheduling::Lockstep
-    } else {
-        Scheduling::Independent
-    };
-    let Some((arch, ptx)) = NVPTX.iter().find(|(arch, _)| Scheduling::of_sm(arch) == Some(want)) else {
-        fail("no observer PTX for this scheduling: rebuild with GPUIO_GPU_TARGETS naming sm_90 and sm_60");
-    };
-    let ptx = String::from_utf8_lossy(ptx).into_owned();
     println!("date (UTC):     {}", common::utc_date());
     println!("gpu:            {gpu_name}");
     println!(
-        "gpuio:          {want} ({arch} PTX, {} bytes; GPUIO_LOCKSTEP={}), into /dev/null",
+        "gpuio:          {scheduling} ({arch} PTX, {} bytes; GPUIO_LOCKSTEP={}), into /dev/null",
         ptx.len(),
-        lockstep as u8
+        (scheduling == Scheduling::Lockstep) as u8
     );
     let print_regs = std::env::var("GPUIO_PRINT_REGISTERS").unwrap_or_else(|_| "unset".into());
     println!(

@@ -1,10 +1,70 @@
-//! Shared by the benchmarks `bench_gpu`, `bench_gpus`, `bench_file` and `bench_print` (not a
-//! benchmark itself; tests/bench_checker.rs tests its checker): option helpers, machine
-//! information, statistics, and the checker for `t=<t> i=<i>` lines padded with `.` (the
+//! Shared by the benchmarks (not a benchmark itself; tests/bench_checker.rs tests its
+//! checker): option helpers, the CUDA GPU a benchmark runs on, machine information, statistics, and the checker for `t=<t> i=<i>` lines padded with `.` (the
 //! output of the `stress` kernel and of the std and printf comparisons).
 // Each includer uses a different part of it.
 #![allow(dead_code)]
 use std::path::Path;
+
+// ---------------------------------------------------------------------------------------
+// The CUDA GPU a benchmark runs on
+
+/// What a CUDA benchmark runs: the GPU's name, the scheduling `GPUIO_LOCKSTEP` asks for, and
+/// the PTX built for it.
+pub struct CudaTarget {
+    /// The GPU's name, as the driver gives it.
+    pub gpu_name: String,
+    /// Independent, or lockstep where `GPUIO_LOCKSTEP=1`.
+    pub scheduling: gpuio::Scheduling,
+    /// The PTX's architecture (`sm_90`, `sm_60`).
+    pub arch: &'static str,
+    /// The PTX text.
+    pub ptx: String,
+}
+
+/// The CUDA GPU and the PTX of `nvptx` (a kernel crate's `(arch, PTX)` pairs) for the
+/// scheduling asked for. `None` where there is no CUDA GPU, or `GPUIO_BACKEND` forces
+/// another backend: the line saying that `bench` skipped is printed. `Err` (for the caller's
+/// usage message): a setting it cannot read, or a build without that scheduling's PTX.
+pub fn cuda_target(bench: &str, nvptx: &'static [(&'static str, &'static [u8])]) -> Result<Option<CudaTarget>, String> {
+    use gpuio::{Backend, Scheduling};
+    match Backend::from_env().map_err(|e| e.to_string())? {
+        Some(Backend::Cuda) | None => {}
+        Some(b) => {
+            println!(
+                "{bench}: skipped: no CUDA GPU (GPUIO_BACKEND={} selects another backend)",
+                b.name()
+            );
+            return Ok(None);
+        }
+    }
+    let gpu_name = match gpuio::cuda::Cuda::open() {
+        Ok(cuda) => cuda.device_name().to_string(),
+        Err(reason) => {
+            println!("{bench}: skipped: no CUDA GPU ({reason})");
+            return Ok(None);
+        }
+    };
+    let scheduling = match Scheduling::lockstep_from_env().map_err(|e| e.to_string())? {
+        Some(true) => Scheduling::Lockstep,
+        Some(false) | None => Scheduling::Independent,
+    };
+    let Some(&(arch, ptx)) = nvptx
+        .iter()
+        .find(|(arch, _)| Scheduling::of_sm(arch) == Some(scheduling))
+    else {
+        return Err(format!(
+            "this build has no PTX for {scheduling}: rebuild with GPUIO_GPU_TARGETS naming sm_90 and \
+             sm_60, and without GPUIO_SKIP_GPU_BUILD=1"
+        ));
+    };
+    let ptx = String::from_utf8_lossy(ptx).into_owned();
+    Ok(Some(CudaTarget {
+        gpu_name,
+        scheduling,
+        arch,
+        ptx,
+    }))
+}
 
 // ---------------------------------------------------------------------------------------
 // Options

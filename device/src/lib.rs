@@ -173,10 +173,11 @@ macro_rules! print {
 /// print runs), so a check in a hot loop leaves the loop's variables in registers; one the
 /// format string names itself (`"{v}"`) is borrowed and lives on the stack. Measured on an
 /// H200 by `bench_observer` (four kernel shapes beside CUDA C's `printf`): a `println!` never
-/// taken, 1.00-1.08x the plain kernel's time (`printf`: 1.00-1.24x); one line a thread,
-/// 0.94x a kernel of 2 ms and 2.4-5.0x one of 0.2 ms, 115-394x faster than `printf`. A kernel
-/// that does nothing but print runs at half the uncapped rate (252-261 M lines/s of 32 bytes
-/// against 502-514 M): at 32 registers 64 warps an SM print at once. A module that does file I/O from device
+/// taken, 0.98-1.08x the plain kernel's time, a register tile 1.21-1.41x (`printf`:
+/// 1.00-1.25x); one line a thread, 1.00x a kernel of 2 ms and 2.8-6.0x one of 0.1-0.3 ms,
+/// 84-421x faster than `printf`. A kernel that does nothing but print runs at 0.7x the
+/// uncapped rate (345-360 M lines/s of 32 bytes against 499-517 M): at 32 registers 64 warps
+/// an SM print at once. A module that does file I/O from device
 /// code is not capped unless asked. The lockstep (sm_60) build is compiled whole and keeps
 /// the uncapped count (`GPUIO_MAX_REGISTERS` caps everything there). docs/PROTOCOL.md, "What
 /// a print costs the kernel around it", says why.

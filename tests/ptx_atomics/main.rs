@@ -430,15 +430,25 @@ fn the_lockstep_build_orders_the_protocol_steps() {
     // Ring::submit (inlined wherever it is used): the SQE is written with plain stores (step
     // 3), then the ready flag is stored with release (step 4): an atomic (volatile) store that
     // follows a run of plain stores must have a `membar.sys` after them, or the kernel could
-    // see the flag (and then the tail) before the SQE (invariant 1).
+    // see the flag (and then the tail) before the SQE (invariant 1). "Follows" within
+    // straight-line code: the count starts again at a branch target, since the stores before
+    // it in the text need not run before it (a reap's relaxed store of an errno, placed
+    // after a loop that copies a line into the log, is no publication of that line).
     let mut released = 0;
+    // Release stores whose membar.sys follows at least 4 plain stores of the same block: the
+    // SQE publication this check is for, seen where it looks.
+    let mut guarded = 0;
     for f in insts.iter().map(|i| i.func.as_str()).collect::<BTreeSet<_>>() {
-        let body = memory(&insts.iter().filter(|i| i.func == f).collect::<Vec<_>>());
-        let mut plain = 0;
-        for op in &body {
-            let parts: Vec<&str> = op.split('.').collect();
+        let body: Vec<&Inst> = insts.iter().filter(|i| i.func == f && is_memory(i)).collect();
+        let (mut plain, mut fenced, mut block) = (0, 0, None);
+        for inst in &body {
+            if block != Some(inst.block) {
+                (plain, fenced, block) = (0, 0, Some(inst.block));
+            }
+            let op = inst.op.as_str();
+            let parts = inst.parts();
             if op == "membar.sys" {
-                plain = 0;
+                (plain, fenced) = (0, fenced + plain);
             } else if parts[0] == "st" && !parts.iter().any(|p| ["volatile", "local", "param"].contains(p)) {
                 plain += 1;
             } else if op == "st.volatile.b32" {
@@ -446,10 +456,14 @@ fn the_lockstep_build_orders_the_protocol_steps() {
                     plain < 4,
                     "{f}: an atomic store (st.volatile.b32) right after {plain} plain stores with no \
                      membar.sys between them: a ready flag published before its SQE? Its memory \
-                     instructions: {body:?}"
+                     instructions: {:?}",
+                    body.iter().map(|i| i.op.as_str()).collect::<Vec<_>>()
                 );
                 if plain == 0 {
                     released += 1;
+                    if fenced >= 4 {
+                        guarded += 1;
+                    }
                 }
             }
         }
@@ -457,6 +471,12 @@ fn the_lockstep_build_orders_the_protocol_steps() {
     assert!(
         released >= 2,
         "no release stores (membar.sys; st.volatile.b32) at all in the sm_60 build"
+    );
+    assert!(
+        guarded >= 1,
+        "no release store after a membar.sys that follows plain stores in the same block: the \
+         SQE's publication is not where this check looks (Ring::submit's stores and its ready \
+         flag split across blocks?)"
     );
 
     // Acquires: the combiner's lock (a CAS) and the loads of the kernel's words and of

@@ -12,6 +12,10 @@ pub(crate) struct Inst {
     pub(crate) op: String,
     /// The operands, e.g. `["%r1", "[%rd2]", "%r3"]`.
     pub(crate) args: Vec<String>,
+    /// How many branch targets (`$L__...:` labels) come before it in the module: two
+    /// instructions with the same count follow each other in every run that reaches the
+    /// second (no jump lands between them).
+    pub(crate) block: usize,
 }
 
 impl Inst {
@@ -54,11 +58,17 @@ pub(crate) fn read_ptx(var: &str, path: &str) -> String {
 /// The instructions of the module, each with its function.
 pub(crate) fn instructions(ptx: &str) -> Vec<Inst> {
     let mut func = String::from("<module>");
+    let mut block = 0;
     let mut out = Vec::new();
     for line in ptx.lines() {
         let line = line.split("//").next().unwrap_or("").trim();
         if let Some(name) = function_name(line) {
             func = name;
+            block += 1;
+            continue;
+        }
+        if line.starts_with('$') && line.ends_with(':') {
+            block += 1;
             continue;
         }
         // Directives, declarations, braces and labels are not instructions.
@@ -82,6 +92,7 @@ pub(crate) fn instructions(ptx: &str) -> Vec<Inst> {
             func: func.clone(),
             op: op.to_string(),
             args,
+            block,
         });
     }
     assert!(

@@ -178,7 +178,7 @@ impl LibraryCap {
 /// the module does no file I/O from device code, none where it does.
 ///
 /// What the cap costs: those functions spill to local memory where they would use more, so a
-/// print that runs is slower (a kernel that does nothing but print: about half the rate), and
+/// print that runs is slower (a kernel that does nothing but print: about 0.7x the rate), and
 /// file I/O more so (its bulk copy keeps 32 16-byte loads in flight a lane: at 32 registers
 /// staged `pread` into device memory ran 2.99 GB/s against 13.71 on an H200, which is why a
 /// module that does file I/O is left uncapped unless asked); what it saves: a kernel's
