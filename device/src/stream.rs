@@ -406,12 +406,12 @@ impl Stream {
     /// How many bytes from position `pos` may be written now (0: none yet).
     ///
     /// A producer waiting for room asks every round, so the look that finds none is a
-    /// relaxed load: on NVIDIA GPUs an acquire load at system scope is followed by an
-    /// invalidation of the SM's whole L1 cache (`CCTL.IVALL` in the SASS), which every
-    /// other warp of the SM then pays for in misses. With the print path capped at 32
-    /// registers a kernel that only prints runs 64 warps an SM, most of them waiting here,
-    /// and polling with acquires held it to 244-262 M lines/s on an H200 against 348-356 M
-    /// with this relaxed look (same run; uncapped, 8 warps an SM, 500 M either way).
+    /// relaxed load: for sm_90 ptxas follows an acquire load at system scope with an
+    /// invalidation of the SM's whole L1 cache (`CCTL.IVALL`), which throws away what the
+    /// SM's other warps hold there. With the print path capped at 32 registers a kernel
+    /// that only prints runs 64 warps an SM, most of them waiting here: polling with
+    /// acquires it ran 248-262 M lines/s on an H200, with this relaxed look 345-360 M (reps
+    /// of one call; uncapped, 8 warps an SM, 499-517 M).
     fn room(&self, pos: u64) -> u64 {
         // Relaxed, system scope: only decides whether to look again; nothing is read or
         // written on the strength of it.

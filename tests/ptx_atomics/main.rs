@@ -24,6 +24,7 @@
 //! | `fence.acq_rel.sys` then `st.relaxed.sys.b32` | the CQ head after the dispatch's fence; the reaper's unlock after a reap that took CQEs, and a waiter's own slot given back after that reap |
 //! | `atom.relaxed.sys.and.b32` | the reaper's unlock after a reap that took nothing (`Combiner::try_run`) |
 //! | `ld.acquire.sys.b32` / `.b64` | kernel's SQ head / CQ tail, ready flags, `released` |
+//! | `ld.relaxed.sys.b64` then `ld.acquire.sys.b64` | a producer's look at `released` while it waits for room (`Stream::room`: the acquire only once there is) |
 //! | `activemask.b32`, `shfl.sync.*`, `bar.warp.sync` | one record per warp (`arch::Warp`) |
 //!
 //! One exception, in the sm_90 build: the solo ring's lock (`Solo::try_call`), a word only
@@ -434,13 +435,14 @@ fn the_lockstep_build_orders_the_protocol_steps() {
     // straight-line code: the count starts again at a branch target, since the stores before
     // it in the text need not run before it (a reap's relaxed store of an errno, placed
     // after a loop that copies a line into the log, is no publication of that line).
+    // Release stores: a st.volatile.b32 right after a membar.sys.
     let mut released = 0;
-    // Release stores whose membar.sys follows at least 4 plain stores of the same block: the
-    // SQE publication this check is for, seen where it looks.
-    let mut guarded = 0;
+    // The functions with a release store whose membar.sys follows at least 4 plain stores
+    // of the same block: the SQE publications this check is for, seen where it looks.
+    let mut guarded = BTreeSet::new();
     for f in insts.iter().map(|i| i.func.as_str()).collect::<BTreeSet<_>>() {
         let body: Vec<&Inst> = insts.iter().filter(|i| i.func == f && is_memory(i)).collect();
-        let (mut plain, mut fenced, mut block) = (0, 0, None);
+        let (mut plain, mut fenced, mut block, mut previous) = (0, 0, None, "");
         for inst in &body {
             if block != Some(inst.block) {
                 (plain, fenced, block) = (0, 0, Some(inst.block));
@@ -459,25 +461,34 @@ fn the_lockstep_build_orders_the_protocol_steps() {
                      instructions: {:?}",
                     body.iter().map(|i| i.op.as_str()).collect::<Vec<_>>()
                 );
-                if plain == 0 {
+                if previous == "membar.sys" {
                     released += 1;
                     if fenced >= 4 {
-                        guarded += 1;
+                        guarded.insert(f);
                     }
                 }
             }
+            previous = op;
         }
     }
     assert!(
         released >= 2,
         "no release stores (membar.sys; st.volatile.b32) at all in the sm_60 build"
     );
-    assert!(
-        guarded >= 1,
-        "no release store after a membar.sys that follows plain stores in the same block: the \
-         SQE's publication is not where this check looks (Ring::submit's stores and its ready \
-         flag split across blocks?)"
-    );
+    // Requests (Context::submit) and print flights (Stream::flush_work or its
+    // submit_flight) each publish an SQE this check sees whole in one block.
+    for (what, names) in [
+        ("Context::submit", &["7Context6submit"][..]),
+        ("a print flight's submission", &["13submit_flight", "10flush_work"][..]),
+    ] {
+        assert!(
+            guarded.iter().any(|f| names.iter().any(|n| f.contains(n))),
+            "no release store after a membar.sys that follows the SQE's plain stores in one \
+             block in {what}: the SQE publication is not where this check looks (its stores \
+             and its ready flag split across blocks, or the function inlined elsewhere?). \
+             Functions where it was seen: {guarded:?}"
+        );
+    }
 
     // Acquires: the combiner's lock (a CAS) and the loads of the kernel's words and of
     // `released` are followed by a barrier.

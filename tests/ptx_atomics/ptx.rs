@@ -12,7 +12,7 @@ pub(crate) struct Inst {
     pub(crate) op: String,
     /// The operands, e.g. `["%r1", "[%rd2]", "%r3"]`.
     pub(crate) args: Vec<String>,
-    /// How many branch targets (`$L__...:` labels) come before it in the module: two
+    /// How many branch targets (`$L__BB...:` labels) come before it in the module: two
     /// instructions with the same count follow each other in every run that reaches the
     /// second (no jump lands between them).
     pub(crate) block: usize,
@@ -67,7 +67,9 @@ pub(crate) fn instructions(ptx: &str) -> Vec<Inst> {
             block += 1;
             continue;
         }
-        if line.starts_with('$') && line.ends_with(':') {
+        // A basic block's label (LLVM names them `$L__BB<function>_<n>`); not the labels
+        // that debug info places at inlining boundaries (`$L__tmp<n>`), which no jump targets.
+        if line.starts_with("$L__BB") && line.ends_with(':') {
             block += 1;
             continue;
         }

@@ -177,9 +177,10 @@ impl LibraryCap {
 /// `off` (none: compiled with the kernels, as one input); unset, [`LIBRARY_REGISTERS`] where
 /// the module does no file I/O from device code, none where it does.
 ///
-/// What the cap costs: those functions spill to local memory where they would use more, so a
-/// print that runs is slower (a kernel that does nothing but print: about 0.7x the rate), and
-/// file I/O more so (its bulk copy keeps 32 16-byte loads in flight a lane: at 32 registers
+/// What the cap costs: those functions spill to local memory where they would use more, and
+/// a kernel that does nothing but print runs 64 warps an SM instead of 8, at about 0.7x the
+/// uncapped rate (docs/PROTOCOL.md says where the rest goes, as far as it was found); file
+/// I/O more so (its bulk copy keeps 32 16-byte loads in flight a lane: at 32 registers
 /// staged `pread` into device memory ran 2.99 GB/s against 13.71 on an H200, which is why a
 /// module that does file I/O is left uncapped unless asked); what it saves: a kernel's
 /// register count is the larger of its own code's and the cap, where uncapped a print raises
