@@ -1,6 +1,7 @@
 //! Shared by the benchmarks (not a benchmark itself; tests/bench_checker.rs tests its
-//! checker): option helpers, the CUDA GPU a benchmark runs on, machine information, statistics, and the checker for `t=<t> i=<i>` lines padded with `.` (the
-//! output of the `stress` kernel and of the std and printf comparisons).
+//! checker): option helpers, the CUDA GPU a benchmark runs on, machine information,
+//! statistics, and the checker for `t=<t> i=<i>` lines padded with `.` (the output of the
+//! `stress` kernel and of the std and printf comparisons).
 // Each includer uses a different part of it.
 #![allow(dead_code)]
 use std::path::Path;
