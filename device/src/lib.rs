@@ -173,11 +173,11 @@ macro_rules! print {
 /// print runs), so a check in a hot loop leaves the loop's variables in registers; one the
 /// format string names itself (`"{v}"`) is borrowed and lives on the stack. Measured on an
 /// H200 by `bench_observer` (four kernel shapes beside CUDA C's `printf`): a `println!` never
-/// taken, 0.98-1.08x the plain kernel's time, a register tile 1.21-1.41x (`printf`:
-/// 1.00-1.25x); one line a thread, 1.00x a kernel of 2 ms and 2.8-6.0x one of 0.1-0.3 ms,
-/// 84-421x faster than `printf`. A kernel that does nothing but print runs at 0.7x the
-/// uncapped rate (345-360 M lines/s of 32 bytes against 499-517 M): at 32 registers 64 warps
-/// an SM print at once. A module that does file I/O from device
+/// taken, 0.98-1.00x the plain kernel's time, a register tile 1.29x (`printf`: 0.95-1.24x);
+/// one line a thread, 0.96x a kernel of 2 ms and 2.85-5.52x one of 0.15-0.3 ms, 94-322x faster
+/// than `printf`. A kernel that does nothing but print runs at 0.81-0.85x the uncapped rate
+/// (412-429 M lines/s of 32 bytes against 500-511 M): at 32 registers an SM holds 64 of its
+/// warps, and lets 8 at a time write their records. A module that does file I/O from device
 /// code is not capped unless asked. The lockstep (sm_60) build is compiled whole and keeps
 /// the uncapped count (`GPUIO_MAX_REGISTERS` caps everything there). docs/PROTOCOL.md, "What
 /// a print costs the kernel around it", says why.

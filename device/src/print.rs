@@ -168,6 +168,9 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
         line.failed(stream, newline)
     };
     let my_len = if fits { line.len as u64 } else { 0 };
+    // The record's part takes a turn on the SM; the formatting above did not need one
+    // (`arch::turns` says why NVIDIA's SMs let a few warps in at a time).
+    let record_turn = crate::arch::turns::PrintTurn::take(g);
     // One sum gives the record's layout and, in the high bits, how many lanes have a line
     // that did not fit the stack buffer, how many print anything at all, and how many
     // lanes the group has (and this lane's rank in it).
@@ -268,6 +271,7 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     // stopped. After this sync the group's lines are in a submitted write, or in the hands of
     // a flusher whose own group waits for it the same way.
     g.sync();
+    record_turn.end();
     // No reaping here: completions are reaped by a flush that finds its flights full, by
     // threads waiting for log space, and by the drain. (On a GPU, looking at the CQ means
     // reads across PCIe; doing it on every print costs more than the print.)

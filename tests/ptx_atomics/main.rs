@@ -27,10 +27,13 @@
 //! | `ld.relaxed.sys.b64` then `ld.acquire.sys.b64` | a producer's look at `released` while it waits for room (`Stream::room`: the acquire only once there is) |
 //! | `activemask.b32`, `shfl.sync.*`, `bar.warp.sync` | one record per warp (`arch::Warp`) |
 //!
-//! One exception, in the sm_90 build: the solo ring's lock (`Solo::try_call`), a word only
-//! the GPU's own threads hand to one another, is GPU scope (`ld.relaxed.gpu.b64`,
-//! `atom.acquire.gpu.cas.b64`, `fence.acq_rel.gpu`, `st.relaxed.gpu.b64`), checked by (f).
-//! Every other atomic instruction in the module names `.sys` and an order.
+//! Two exceptions, in the sm_90 build, words only the GPU's own threads touch: the solo
+//! ring's lock (`Solo::try_call`), which they hand to one another, is GPU scope
+//! (`ld.relaxed.gpu.b64`, `atom.acquire.gpu.cas.b64`, `fence.acq_rel.gpu`,
+//! `st.relaxed.gpu.b64`), checked by (f); and the print turns' per-SM counts
+//! (`PrintTurn::take`/`end`: `ld.relaxed.gpu.b64`, `atom.relaxed.gpu.add.u64`), which order
+//! nothing, checked by (g). Every other atomic instruction in the module names `.sys` and
+//! an order.
 
 mod ptx;
 mod warp;
@@ -63,6 +66,20 @@ fn solo_lock(i: &Inst) -> bool {
     in_solo(i) && SOLO_LOCK.contains(&i.op.as_str())
 }
 
+/// The print turns' instructions (sm_90): a relaxed GPU-scope count per SM.
+const PRINT_TURN: [&str; 2] = ["ld.relaxed.gpu.b64", "atom.relaxed.gpu.add.u64"];
+
+/// Whether `i` is in `PrintTurn::take` or `PrintTurn::end`.
+fn in_print_turn(i: &Inst) -> bool {
+    i.func.contains("9PrintTurn4take") || i.func.contains("9PrintTurn3end")
+}
+
+/// Whether `i` is one of the GPU-scope instructions allowed where the GPU's threads alone
+/// use a word: the solo ring's lock, the print turns' counts.
+fn device_scope(i: &Inst) -> bool {
+    solo_lock(i) || (in_print_turn(i) && PRINT_TURN.contains(&i.op.as_str()))
+}
+
 /// Whether `i` is narrower than the system: GPU, CTA or cluster scope.
 fn narrow(i: &Inst) -> bool {
     let memory = ["ld", "st", "atom", "red", "fence", "membar"].contains(&i.parts()[0]);
@@ -89,7 +106,7 @@ fn every_atomic_rmw_names_system_scope_and_an_order() {
     );
     let bad: BTreeSet<&str> = rmws
         .iter()
-        .filter(|i| !solo_lock(i) && (!i.has("sys") || i.order().is_none()))
+        .filter(|i| !device_scope(i) && (!i.has("sys") || i.order().is_none()))
         .map(|i| i.op.as_str())
         .collect();
     assert!(
@@ -110,7 +127,7 @@ fn fences_and_ordered_loads_and_stores_are_system_scope() {
         return;
     }
     let insts = instructions(&ptx());
-    let narrow = ops(&insts, |i| narrow(i) && !solo_lock(i));
+    let narrow = ops(&insts, |i| narrow(i) && !device_scope(i));
     assert!(
         narrow.is_empty(),
         "memory operations at a scope narrower than the system: {narrow:?}. The SQ/CQ words, \
@@ -118,7 +135,7 @@ fn fences_and_ordered_loads_and_stores_are_system_scope() {
     );
     let unscoped = ops(&insts, |i| {
         let ordered = i.order().is_some() && !i.is_rmw();
-        (i.op.starts_with("fence") || i.op.starts_with("membar") || ordered) && !i.has("sys") && !solo_lock(i)
+        (i.op.starts_with("fence") || i.op.starts_with("membar") || ordered) && !i.has("sys") && !device_scope(i)
     });
     assert!(
         unscoped.is_empty(),
@@ -611,4 +628,50 @@ fn the_solo_ring_orders_its_round_trip() {
             );
         }
     }
+}
+
+/// (g) The print turns (`arch/nvptx/turns.rs`): in the sm_90 build `PrintTurn::take` and
+/// `PrintTurn::end` are out-of-line functions whose only memory operations are the per-SM
+/// count's relaxed GPU-scope look and adds (a count that orders nothing: each record's own
+/// system-scope atomics order its bytes), and the take naps between looks; the lockstep
+/// build takes no turns at all.
+#[test]
+fn print_turns_are_a_gpu_scope_count_in_the_sm90_build_only() {
+    if !common::gpu_code_built(
+        "print_turns_are_a_gpu_scope_count_in_the_sm90_build_only",
+        &[gpuio_kernels_gpu::TEST_PTX_PATH, gpuio_kernels_gpu::TEST_PTX_SM60_PATH],
+    ) {
+        return;
+    }
+    let insts = instructions(&ptx());
+    for name in ["9PrintTurn4take", "9PrintTurn3end"] {
+        let ops: Vec<&Inst> = insts.iter().filter(|i| i.func.contains(name) && is_memory(i)).collect();
+        let names: Vec<&str> = ops.iter().map(|i| i.op.as_str()).collect();
+        assert!(
+            names.contains(&"atom.relaxed.gpu.add.u64"),
+            "sm_90: no `{name}` with a relaxed GPU-scope add in the PTX: {names:?}"
+        );
+        let stray: Vec<&str> = ops
+            .iter()
+            .filter(|i| !i.has("param") && !i.has("local") && !PRINT_TURN.contains(&i.op.as_str()))
+            .map(|i| i.op.as_str())
+            .collect();
+        assert!(stray.is_empty(), "sm_90: `{name}` touches memory otherwise: {stray:?}");
+    }
+    assert!(
+        insts
+            .iter()
+            .any(|i| i.func.contains("9PrintTurn4take") && i.op.starts_with("nanosleep")),
+        "sm_90: `PrintTurn::take` does not nap between looks"
+    );
+    let lockstep = instructions(&ptx_sm60());
+    let turns: BTreeSet<&str> = lockstep
+        .iter()
+        .filter(|i| i.func.contains("PrintTurn"))
+        .map(|i| i.func.as_str())
+        .collect();
+    assert!(
+        turns.is_empty(),
+        "sm_60: the lockstep build takes print turns: {turns:?}"
+    );
 }

@@ -36,6 +36,8 @@
 //!   all in the same round of the same wait, and the round it runs waits for nothing they
 //!   hold (see there);
 //! - `WaitGroup`: the lanes whose waits must end together (see below).
+//! - `turns::PrintTurn`: a group's turn to write a print record; NVIDIA sm_70+ lets a few
+//!   warps of an SM in at a time (`nvptx/turns.rs` says why), every other target all.
 //!
 //! # The lockstep rule
 //! On AMD GPUs the lanes of a wavefront run in lockstep, and so do the lanes of an NVIDIA
@@ -82,3 +84,26 @@ pub mod host;
 pub use host::*;
 #[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
 mod std_errors;
+
+/// Print turns where none are taken: every group goes in at once (the CPU, AMD GPUs, and
+/// NVIDIA's lockstep build; `nvptx/turns.rs` says why NVIDIA sm_70+ takes them).
+#[cfg(not(all(target_arch = "nvptx64", target_feature = "sm_70")))]
+pub mod turns {
+    use crate::group::Group;
+
+    /// No turn: nothing to give back.
+    #[must_use = "a turn is given back with `end`"]
+    pub struct PrintTurn;
+
+    impl PrintTurn {
+        /// Goes in at once.
+        #[inline(always)]
+        pub fn take<G: Group>(_g: &G) -> Self {
+            PrintTurn
+        }
+
+        /// Nothing to give back.
+        #[inline(always)]
+        pub fn end(self) {}
+    }
+}

@@ -7,6 +7,9 @@
 
 use crate::group::Group;
 
+#[cfg(target_feature = "sm_70")]
+pub mod turns;
+
 /// System-scope atomics for PTX, in two variants chosen by the PTX target.
 ///
 /// **sm_70 and newer** (the PTX memory model, independent thread scheduling): Rust 1.95's
@@ -298,6 +301,29 @@ pub mod atomic {
             if o == Ordering::SeqCst {
                 device_fence(o);
             }
+        }
+
+        /// `atom.{sem}.gpu.add.u64` (`SeqCst`: `fence.sc.gpu` first, as PTX maps C++'s).
+        #[inline(always)]
+        pub fn fetch_add(&self, v: u64, o: Ordering) -> u64 {
+            let p = self.0.as_ptr();
+            let r: u64;
+            // SAFETY: one atomic add to a live, aligned 64-bit atomic.
+            unsafe {
+                match o {
+                    Ordering::Relaxed => asm!("atom.relaxed.gpu.add.u64 {r}, [{p}], {v};", r = out(reg64) r,
+                        p = in(reg64) p, v = in(reg64) v, options(nostack)),
+                    Ordering::Acquire => asm!("atom.acquire.gpu.add.u64 {r}, [{p}], {v};", r = out(reg64) r,
+                        p = in(reg64) p, v = in(reg64) v, options(nostack)),
+                    Ordering::Release => asm!("atom.release.gpu.add.u64 {r}, [{p}], {v};", r = out(reg64) r,
+                        p = in(reg64) p, v = in(reg64) v, options(nostack)),
+                    Ordering::AcqRel => asm!("atom.acq_rel.gpu.add.u64 {r}, [{p}], {v};", r = out(reg64) r,
+                        p = in(reg64) p, v = in(reg64) v, options(nostack)),
+                    _ => asm!("fence.sc.gpu;\n\tatom.acq_rel.gpu.add.u64 {r}, [{p}], {v};", r = out(reg64) r,
+                        p = in(reg64) p, v = in(reg64) v, options(nostack)),
+                }
+            };
+            r
         }
 
         /// `atom.{sem}.gpu.cas.b64`, the semantics the stronger of the two orderings needs.

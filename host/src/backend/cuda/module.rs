@@ -178,8 +178,9 @@ impl LibraryCap {
 /// the module does no file I/O from device code, none where it does.
 ///
 /// What the cap costs: those functions spill to local memory where they would use more, and
-/// a kernel that does nothing but print runs 64 warps an SM instead of 8, at about 0.7x the
-/// uncapped rate (docs/PROTOCOL.md says where the rest goes, as far as it was found); file
+/// a kernel that does nothing but print runs 64 warps an SM instead of 8, at 0.81-0.85x the
+/// uncapped rate with 8 of them at a time writing records (docs/PROTOCOL.md says where the
+/// rest goes, as far as it was found); file
 /// I/O more so (its bulk copy keeps 32 16-byte loads in flight a lane: at 32 registers
 /// staged `pread` into device memory ran 2.99 GB/s against 13.71 on an H200, which is why a
 /// module that does file I/O is left uncapped unless asked); what it saves: a kernel's

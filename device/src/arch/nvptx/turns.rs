@@ -1,0 +1,98 @@
+//! Print turns (sm_70+): at most [`TURNS`] warps of one SM write print records at once.
+//!
+//! Why: a kernel that prints gets gpuio's print path at 32 registers
+//! (`GPUIO_PRINT_REGISTERS`), which keeps a kernel that only might print at full occupancy:
+//! 64 warps an SM. When most of them print at once, they all take part in writing records
+//! (reserving log space, waiting for room, copying lines out, committing, flushing), in code
+//! that spills at 32 registers, and the SM gets less done than with a few warps in that
+//! part. On an H200, 32-byte lines into /dev/null ran at 0.69-0.70x the uncapped rate (206
+//! registers: one block of 8 warps an SM) with every warp let in, and at 0.81-0.85x with 8
+//! warps an SM let in at a time. 4 or 16 were slower than 8, a fair (ticket) order was
+//! slower than this free-for-all, shorter naps between looks were slower, and letting the
+//! formatting in too (`Display`s run before the turn) changed nothing. docs/PROTOCOL.md
+//! ("What the cap costs a kernel that only prints") has the figures and what is left.
+//!
+//! A turn is held while the record waits for log room, so under backpressure a warp may
+//! wait for a turn about as long as it would have waited for room. A warp that waited
+//! [`GIVE_UP_NS`] goes in without a turn (taken only while records wait that long for room,
+//! when letting one more warp in costs little): a safety net, since no way out of a record
+//! leaves a turn unreturned (a trap ends the context, and this count with it), so that a
+//! turn is never what holds a kernel. Turns are counted per SM in a
+//! device global of the module; SM ids past [`SMS`] share counters (a stricter limit for
+//! them, nothing worse).
+//!
+//! The lockstep build (before sm_70) takes no turns: it has no `nanosleep`, and it is
+//! compiled whole at up to 255 registers, so an SM holds few warps of a printing kernel.
+
+use core::sync::atomic::Ordering;
+
+use crate::arch::atomic::DeviceAtomicU64;
+use crate::group::Group;
+
+/// Warps of one SM let into a record's write at once.
+pub const TURNS: u64 = 8;
+/// Counters; `%smid` modulo this picks one (an H200 has 132 SMs).
+const SMS: usize = 512;
+/// How long a warp waits for a turn before it goes in without one (at least: a nap may
+/// last up to twice what it asks).
+const GIVE_UP_NS: u32 = 100_000_000;
+/// One look's nap while waiting: 0.2 and 0.8 us let fewer lines out than 2 us, the looks
+/// costing the SM more than they gained.
+const NAP_NS: u32 = 2_000;
+
+/// Warps of each SM now holding a turn. Relaxed, GPU scope: a count that orders nothing
+/// (each record's own system-scope atomics order its bytes), which only the GPU's threads
+/// touch; a GPU-scope atomic lets more lines out than a system-scope one.
+static HOLDERS: [DeviceAtomicU64; SMS] = [const { DeviceAtomicU64::new(0) }; SMS];
+
+/// A group's turn to write a record on its SM, or none (it went in without one, or this
+/// lane is not the group's leader, which alone holds the group's turn).
+#[must_use = "a turn is given back with `end`"]
+pub struct PrintTurn(Option<&'static DeviceAtomicU64>);
+
+impl PrintTurn {
+    /// Waits (the group's leader; the other lanes wait for it at their next collective)
+    /// until fewer than [`TURNS`] warps of this SM hold a turn, and takes one; or goes in
+    /// without one after [`GIVE_UP_NS`].
+    #[inline(never)] // tests/ptx_atomics/ finds its GPU-scope atomics by name
+    pub fn take<G: Group>(g: &G) -> Self {
+        if !g.is_leader() {
+            return PrintTurn(None);
+        }
+        let holders = &HOLDERS[sm_id() as usize % SMS];
+        let mut waited = 0;
+        while waited < GIVE_UP_NS {
+            // Relaxed look first: while the SM is full, no read-modify-write.
+            if holders.load(Ordering::Relaxed) < TURNS {
+                if holders.fetch_add(1, Ordering::Relaxed) < TURNS {
+                    return PrintTurn(Some(holders));
+                }
+                holders.fetch_add(u64::MAX, Ordering::Relaxed); // minus one: not ours
+            }
+            // SAFETY: `nanosleep` only suspends the thread for a while; it has no memory
+            // effects.
+            unsafe { core::arch::asm!("nanosleep.u32 {};", in(reg32) NAP_NS, options(nostack, nomem)) };
+            waited += NAP_NS;
+        }
+        PrintTurn(None)
+    }
+
+    /// Gives the turn back: call once every lane of the group is done with its record
+    /// (after the group's last `sync`).
+    #[inline(never)] // tests/ptx_atomics/ finds its GPU-scope atomic by name
+    pub fn end(self) {
+        if let Some(holders) = self.0 {
+            holders.fetch_add(u64::MAX, Ordering::Relaxed); // minus one
+        }
+    }
+}
+
+/// `%smid`: the SM the calling thread runs on now. (A warp may move if it is preempted; a
+/// turn keeps the counter it took, so it is given back where it was taken.)
+#[inline(always)]
+fn sm_id() -> u32 {
+    let id: u32;
+    // SAFETY: reads a special register; no memory effects.
+    unsafe { core::arch::asm!("mov.u32 {}, %smid;", out(reg32) id, options(nostack, nomem)) };
+    id
+}
