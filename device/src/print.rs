@@ -168,15 +168,17 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
         line.failed(stream, newline)
     };
     let my_len = if fits { line.len as u64 } else { 0 };
-    // The record's part takes a turn on the SM; the formatting above did not need one
-    // (`arch::turns` says why NVIDIA's SMs let a few warps in at a time).
-    let record_turn = crate::arch::turns::PrintTurn::take(g);
     // One sum gives the record's layout and, in the high bits, how many lanes have a line
     // that did not fit the stack buffer, how many print anything at all, and how many
     // lanes the group has (and this lane's rank in it).
     let printing = my_len > 0 || !fits;
     let v = my_len | ((!fits as u64) << UNFIT_SHIFT) | ((printing as u64) << PRINTING_SHIFT) | (1 << MEMBER_SHIFT);
     let (before, sums) = g.exclusive_sum(v);
+    // The record's part takes a turn on the SM, given back when `_turn` drops at the end,
+    // after the group's last sync: every lane has formatted its line by now (the sum is
+    // the group's first collective), so a print made by a `Display` above never waits for
+    // its own group's turn (`arch::turns` says why NVIDIA's SMs let a few groups in at a time).
+    let _turn = crate::arch::turns::PrintTurn::take(g);
     let low = (1u64 << UNFIT_SHIFT) - 1;
     let (offset, total) = (before & low, sums & low);
     // The record must fit the log less one chunk, or its lanes could wait for room that
@@ -271,7 +273,6 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     // stopped. After this sync the group's lines are in a submitted write, or in the hands of
     // a flusher whose own group waits for it the same way.
     g.sync();
-    record_turn.end();
     // No reaping here: completions are reaped by a flush that finds its flights full, by
     // threads waiting for log space, and by the drain. (On a GPU, looking at the CQ means
     // reads across PCIe; doing it on every print costs more than the print.)

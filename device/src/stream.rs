@@ -410,7 +410,7 @@ impl Stream {
     /// invalidation of the SM's whole L1 cache (`CCTL.IVALL`), which throws away what the
     /// SM's other warps hold there. With the print path capped at 32 registers a kernel
     /// that only prints runs 64 warps an SM, most of them waiting here: polling with
-    /// acquires it ran 248-262 M lines/s on an H200, with this relaxed look 345-360 M (reps
+    /// acquires it ran 248-262 M lines/s on an H200, with this relaxed look 345-360 M (before print turns; reps
     /// of one call; uncapped, 8 warps an SM, 499-517 M).
     fn room(&self, pos: u64) -> u64 {
         // Relaxed, system scope: only decides whether to look again; nothing is read or

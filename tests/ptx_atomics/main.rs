@@ -31,7 +31,7 @@
 //! ring's lock (`Solo::try_call`), which they hand to one another, is GPU scope
 //! (`ld.relaxed.gpu.b64`, `atom.acquire.gpu.cas.b64`, `fence.acq_rel.gpu`,
 //! `st.relaxed.gpu.b64`), checked by (f); and the print turns' per-SM counts
-//! (`PrintTurn::take`/`end`: `ld.relaxed.gpu.b64`, `atom.relaxed.gpu.add.u64`), which order
+//! (`PrintTurn::take` and its `drop`: `ld.relaxed.gpu.b64`, `atom.relaxed.gpu.add.u64`), which order
 //! nothing, checked by (g). Every other atomic instruction in the module names `.sys` and
 //! an order.
 
@@ -52,7 +52,7 @@ fn in_solo(i: &Inst) -> bool {
     i.func.contains("4Solo8try_call")
 }
 
-/// The solo ring lock's instructions (sm_90): GPU scope, the one exception.
+/// The solo ring lock's instructions (sm_90): GPU scope, one of the two exceptions.
 const SOLO_LOCK: [&str; 4] = [
     "ld.relaxed.gpu.b64",
     "atom.acquire.gpu.cas.b64",
@@ -69,9 +69,9 @@ fn solo_lock(i: &Inst) -> bool {
 /// The print turns' instructions (sm_90): a relaxed GPU-scope count per SM.
 const PRINT_TURN: [&str; 2] = ["ld.relaxed.gpu.b64", "atom.relaxed.gpu.add.u64"];
 
-/// Whether `i` is in `PrintTurn::take` or `PrintTurn::end`.
+/// Whether `i` is in `PrintTurn::take` or in `PrintTurn`'s `drop`, which gives it back.
 fn in_print_turn(i: &Inst) -> bool {
-    i.func.contains("9PrintTurn4take") || i.func.contains("9PrintTurn3end")
+    i.func.contains("9PrintTurn4take") || (i.func.contains("9PrintTurn") && i.func.contains("4Drop4drop"))
 }
 
 /// Whether `i` is one of the GPU-scope instructions allowed where the GPU's threads alone
@@ -631,10 +631,10 @@ fn the_solo_ring_orders_its_round_trip() {
 }
 
 /// (g) The print turns (`arch/nvptx/turns.rs`): in the sm_90 build `PrintTurn::take` and
-/// `PrintTurn::end` are out-of-line functions whose only memory operations are the per-SM
+/// `PrintTurn`'s `drop` are out-of-line functions whose only memory operations are the per-SM
 /// count's relaxed GPU-scope look and adds (a count that orders nothing: each record's own
-/// system-scope atomics order its bytes), and the take naps between looks; the lockstep
-/// build takes no turns at all.
+/// system-scope atomics order its bytes), the take naps between looks and comes after the
+/// group's exclusive sum; the lockstep build takes no turns at all.
 #[test]
 fn print_turns_are_a_gpu_scope_count_in_the_sm90_build_only() {
     if !common::gpu_code_built(
@@ -644,19 +644,23 @@ fn print_turns_are_a_gpu_scope_count_in_the_sm90_build_only() {
         return;
     }
     let insts = instructions(&ptx());
-    for name in ["9PrintTurn4take", "9PrintTurn3end"] {
-        let ops: Vec<&Inst> = insts.iter().filter(|i| i.func.contains(name) && is_memory(i)).collect();
+    for (name, part) in [("take", "9PrintTurn4take"), ("drop", "4Drop4drop")] {
+        let here = |i: &Inst| i.func.contains("9PrintTurn") && i.func.contains(part);
+        let ops: Vec<&Inst> = insts.iter().filter(|i| here(i) && is_memory(i)).collect();
         let names: Vec<&str> = ops.iter().map(|i| i.op.as_str()).collect();
         assert!(
             names.contains(&"atom.relaxed.gpu.add.u64"),
-            "sm_90: no `{name}` with a relaxed GPU-scope add in the PTX: {names:?}"
+            "sm_90: no `PrintTurn` {name} with a relaxed GPU-scope add in the PTX: {names:?}"
         );
         let stray: Vec<&str> = ops
             .iter()
             .filter(|i| !i.has("param") && !i.has("local") && !PRINT_TURN.contains(&i.op.as_str()))
             .map(|i| i.op.as_str())
             .collect();
-        assert!(stray.is_empty(), "sm_90: `{name}` touches memory otherwise: {stray:?}");
+        assert!(
+            stray.is_empty(),
+            "sm_90: `PrintTurn` {name} touches memory otherwise: {stray:?}"
+        );
     }
     assert!(
         insts
@@ -664,6 +668,22 @@ fn print_turns_are_a_gpu_scope_count_in_the_sm90_build_only() {
             .any(|i| i.func.contains("9PrintTurn4take") && i.op.starts_with("nanosleep")),
         "sm_90: `PrintTurn::take` does not nap between looks"
     );
+    // The turn is taken after the group's exclusive sum (`shfl.sync.up`), which every lane
+    // reaches only once it formatted its line: a print a `Display` makes must not wait for
+    // a turn its own group holds.
+    let takes: Vec<usize> = (0..insts.len())
+        .filter(|&k| insts[k].op.starts_with("call") && insts[k].args.iter().any(|a| a.contains("9PrintTurn4take")))
+        .collect();
+    assert!(!takes.is_empty(), "sm_90: nothing calls `PrintTurn::take`");
+    for k in takes {
+        let f = &insts[k].func;
+        assert!(
+            insts[..k]
+                .iter()
+                .any(|i| &i.func == f && i.op.starts_with("shfl.sync.up")),
+            "sm_90: {f} takes a print turn before the group's exclusive sum"
+        );
+    }
     let lockstep = instructions(&ptx_sm60());
     let turns: BTreeSet<&str> = lockstep
         .iter()

@@ -92,7 +92,6 @@ pub mod turns {
     use crate::group::Group;
 
     /// No turn: nothing to give back.
-    #[must_use = "a turn is given back with `end`"]
     pub struct PrintTurn;
 
     impl PrintTurn {
@@ -101,9 +100,5 @@ pub mod turns {
         pub fn take<G: Group>(_g: &G) -> Self {
             PrintTurn
         }
-
-        /// Nothing to give back.
-        #[inline(always)]
-        pub fn end(self) {}
     }
 }

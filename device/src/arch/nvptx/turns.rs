@@ -9,15 +9,22 @@
 //! registers: one block of 8 warps an SM) with every warp let in, and at 0.81-0.85x with 8
 //! warps an SM let in at a time. 4 or 16 were slower than 8, a fair (ticket) order was
 //! slower than this free-for-all, shorter naps between looks were slower, and letting the
-//! formatting in too (`Display`s run before the turn) changed nothing. docs/PROTOCOL.md
-//! ("What the cap costs a kernel that only prints") has the figures and what is left.
+//! formatting in too changed nothing. docs/PROTOCOL.md ("What the cap costs a kernel that
+//! only prints") has the figures and what is left.
+//!
+//! The turn is taken once every lane of the group has formatted its line (after the
+//! group's first collective, which all of them reach only then), so a print that a
+//! `Display` makes while its line is formatted never waits for a turn its own group holds.
+//! (A long line, formatted again in place inside the turn, runs its `Display`s there; the
+//! prints they make then are skipped, see `print`.) Turns count groups, not warps: a warp
+//! whose lanes print to stdout and stderr at once holds two.
 //!
 //! A turn is held while the record waits for log room, so under backpressure a warp may
 //! wait for a turn about as long as it would have waited for room. A warp that waited
 //! [`GIVE_UP_NS`] goes in without a turn (taken only while records wait that long for room,
-//! when letting one more warp in costs little): a safety net, since no way out of a record
-//! leaves a turn unreturned (a trap ends the context, and this count with it), so that a
-//! turn is never what holds a kernel. Turns are counted per SM in a
+//! when letting one more warp in costs little): a safety net, so that a turn is never what
+//! holds a kernel. A turn is given back when it is dropped, on every way out of a record (a
+//! trap ends the context, and this count with it). Turns are counted per SM in a
 //! device global of the module; SM ids past [`SMS`] share counters (a stricter limit for
 //! them, nothing worse).
 //!
@@ -33,9 +40,8 @@ use crate::group::Group;
 pub const TURNS: u64 = 8;
 /// Counters; `%smid` modulo this picks one (an H200 has 132 SMs).
 const SMS: usize = 512;
-/// How long a warp waits for a turn before it goes in without one (at least: a nap may
-/// last up to twice what it asks).
-const GIVE_UP_NS: u32 = 100_000_000;
+/// How long a warp waits for a turn before it goes in without one (by the GPU's clock).
+const GIVE_UP_NS: u64 = 100_000_000;
 /// One look's nap while waiting: 0.2 and 0.8 us let fewer lines out than 2 us, the looks
 /// costing the SM more than they gained.
 const NAP_NS: u32 = 2_000;
@@ -45,23 +51,22 @@ const NAP_NS: u32 = 2_000;
 /// touch; a GPU-scope atomic lets more lines out than a system-scope one.
 static HOLDERS: [DeviceAtomicU64; SMS] = [const { DeviceAtomicU64::new(0) }; SMS];
 
-/// A group's turn to write a record on its SM, or none (it went in without one, or this
-/// lane is not the group's leader, which alone holds the group's turn).
-#[must_use = "a turn is given back with `end`"]
+/// A group's turn to write a record on its SM, given back when dropped; or none (it went in
+/// without one, or this lane is not the group's leader, which alone holds the group's turn).
 pub struct PrintTurn(Option<&'static DeviceAtomicU64>);
 
 impl PrintTurn {
     /// Waits (the group's leader; the other lanes wait for it at their next collective)
-    /// until fewer than [`TURNS`] warps of this SM hold a turn, and takes one; or goes in
-    /// without one after [`GIVE_UP_NS`].
+    /// until fewer than [`TURNS`] groups of this SM hold a turn, and takes one; or goes in
+    /// without one after [`GIVE_UP_NS`]. Call it once every lane of `g` has formatted.
     #[inline(never)] // tests/ptx_atomics/ finds its GPU-scope atomics by name
     pub fn take<G: Group>(g: &G) -> Self {
         if !g.is_leader() {
             return PrintTurn(None);
         }
         let holders = &HOLDERS[sm_id() as usize % SMS];
-        let mut waited = 0;
-        while waited < GIVE_UP_NS {
+        let give_up = super::clock_ns() + GIVE_UP_NS;
+        loop {
             // Relaxed look first: while the SM is full, no read-modify-write.
             if holders.load(Ordering::Relaxed) < TURNS {
                 if holders.fetch_add(1, Ordering::Relaxed) < TURNS {
@@ -72,15 +77,18 @@ impl PrintTurn {
             // SAFETY: `nanosleep` only suspends the thread for a while; it has no memory
             // effects.
             unsafe { core::arch::asm!("nanosleep.u32 {};", in(reg32) NAP_NS, options(nostack, nomem)) };
-            waited += NAP_NS;
+            if super::clock_ns() >= give_up {
+                return PrintTurn(None);
+            }
         }
-        PrintTurn(None)
     }
+}
 
-    /// Gives the turn back: call once every lane of the group is done with its record
+impl Drop for PrintTurn {
+    /// Gives the turn back. Drop it once every lane of the group is done with its record
     /// (after the group's last `sync`).
     #[inline(never)] // tests/ptx_atomics/ finds its GPU-scope atomic by name
-    pub fn end(self) {
+    fn drop(&mut self) {
         if let Some(holders) = self.0 {
             holders.fetch_add(u64::MAX, Ordering::Relaxed); // minus one
         }
