@@ -27,7 +27,7 @@ use core::fmt;
 use core::panic::Location;
 use core::sync::atomic::Ordering;
 
-use crate::context::STREAMS;
+use crate::protocol::context::STREAMS;
 
 /// Declares kernels: on GPU targets each becomes an exported (`#[no_mangle]`)
 /// `extern "gpu-kernel"` entry point; on the host, a constant of the same name, a
@@ -282,7 +282,7 @@ pub fn report_panic(location: Option<&Location<'_>>, message: &dyn fmt::Display)
             message
         }
     );
-    let ctx = crate::context::current();
+    let ctx = crate::protocol::context::current();
     if ctx.is_null() {
         return;
     }
@@ -323,6 +323,6 @@ pub fn report_panic(location: Option<&Location<'_>>, message: &dyn fmt::Display)
         // Lets sibling lanes that diverged from this one run (with independent thread
         // scheduling a branch that spins without a pause may hold the warp: the flusher
         // above may be one of them).
-        crate::arch::doze();
+        crate::protocol::arch::doze();
     }
 }

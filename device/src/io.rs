@@ -1,6 +1,6 @@
 //! File I/O from device code: `pwrite`, `pread`, `open`, `close`, `fsync`, each one
 //! io_uring request (or several, for large transfers) whose result comes back to the
-//! calling thread ([`crate::request`]).
+//! calling thread ([`crate::protocol::request`]).
 //!
 //! ```
 //! use gpuio_device::io;
@@ -18,13 +18,13 @@
 //! # Buffers
 //! A buffer inside a host-visible region the host registered (`Runtime::host_buffer`) is
 //! read or written by the kernel directly. Any other buffer (device memory on a GPU) is
-//! staged through the arena ([`crate::arena`]), one block per piece, with a copy on the GPU
-//! that the lanes making it together share ([`crate::copy`]); a buffer on the thread's
+//! staged through the arena ([`crate::protocol::arena`]), one block per piece, with a copy on the GPU
+//! that the lanes making it together share ([`crate::protocol::copy`]); a buffer on the thread's
 //! stack (private to the thread) is copied by its own thread.
 //!
 //! # A lone request
 //! [`pwrite`], [`pread`], [`open`], [`close`], [`fsync`] and [`fdatasync`] first try the
-//! solo ring ([`crate::solo`]): a request that one SQE carries (a staged buffer of at most
+//! solo ring ([`crate::protocol::solo`]): a request that one SQE carries (a staged buffer of at most
 //! [`SOLO_STAGE`] bytes, copied by the calling thread alone, or a direct one of at most
 //! [`MAX_PIECE`]) goes there if no other thread holds it (and, where lanes run in lockstep,
 //! if the lane calls alone), with none of the steps below. The `*_async` transfers never
@@ -42,20 +42,20 @@
 
 use core::marker::PhantomData;
 
-use crate::arena::buffer;
-use crate::context::{installed, Context};
 pub use crate::errno::Errno;
-use crate::request::Ticket;
-use crate::solo::SOLO_STAGE;
-pub use crate::stdio::{stderr, stdout, Stdout, StdoutLock};
+use crate::protocol::arena::buffer;
+use crate::protocol::context::{installed, Context};
+use crate::protocol::request::Ticket;
+use crate::protocol::solo::SOLO_STAGE;
 #[cfg(loom)]
-use crate::sync::copy_from_cells;
-use crate::sync::{copy_to_cells, SharedCell};
-use crate::uapi::{
+use crate::protocol::sync::copy_from_cells;
+use crate::protocol::sync::{copy_to_cells, SharedCell};
+use crate::protocol::uapi::{
     Sqe, IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_FTRUNCATE, IORING_OP_MKDIRAT, IORING_OP_OPENAT, IORING_OP_READ,
     IORING_OP_READ_FIXED, IORING_OP_RENAMEAT, IORING_OP_UNLINKAT, IORING_OP_WRITE, IORING_OP_WRITE_FIXED,
 };
-use crate::wait::until;
+use crate::protocol::wait::until;
+pub use crate::stdio::{stderr, stdout, Stdout, StdoutLock};
 
 /// Pieces of one transfer in flight at once.
 pub const PIECES: usize = 4;
@@ -83,7 +83,7 @@ enum Op {
 
 impl Op {
     /// The io_uring opcode of a piece of it: `*_FIXED` where the rings hold the buffer table
-    /// ([`crate::arena::Arena::fixed`]).
+    /// ([`crate::protocol::arena::Arena::fixed`]).
     fn opcode(self, fixed: bool) -> u8 {
         match (self, fixed) {
             (Op::Read, false) => IORING_OP_READ,
@@ -397,9 +397,9 @@ unsafe fn stage_in(cells: *const SharedCell<u8>, src: *const u8, len: usize, alo
     // SAFETY: the caller's contract; a SharedCell<u8> is a transparent byte.
     unsafe {
         if alone {
-            crate::copy::copy_alone(cells as *mut u8, src, len)
+            crate::protocol::copy::copy_alone(cells as *mut u8, src, len)
         } else {
-            crate::copy::group_copy(&crate::arch::Warp::default(), cells as *mut u8, src, len)
+            crate::protocol::copy::group_copy(&crate::protocol::arch::Warp::default(), cells as *mut u8, src, len)
         }
     };
     #[cfg(loom)]
@@ -421,9 +421,9 @@ unsafe fn stage_out(cells: *const SharedCell<u8>, dst: *mut u8, len: usize, alon
     // SAFETY: the caller's contract; a SharedCell<u8> is a transparent byte.
     unsafe {
         if alone {
-            crate::copy::copy_alone(dst, cells as *const u8, len)
+            crate::protocol::copy::copy_alone(dst, cells as *const u8, len)
         } else {
-            crate::copy::group_copy(&crate::arch::Warp::default(), dst, cells as *const u8, len)
+            crate::protocol::copy::group_copy(&crate::protocol::arch::Warp::default(), dst, cells as *const u8, len)
         }
     };
     #[cfg(loom)]
@@ -459,17 +459,17 @@ fn transfer(op: Op, fd: i32, buf: *mut u8, len: usize, offset: u64) -> Result<us
 }
 
 /// The kernel's address of `buf[..len]` if it lies in a host-visible region
-/// ([`crate::arena::Arena::direct`]), for a transfer without staging. A buffer on the
+/// ([`crate::protocol::arena::Arena::direct`]), for a transfer without staging. A buffer on the
 /// thread's stack is in none: no need to look.
 fn direct(ctx: &Context, buf: *mut u8, len: usize) -> Option<(u64, u16)> {
-    if crate::arch::is_thread_private(buf) {
+    if crate::protocol::arch::is_thread_private(buf) {
         None
     } else {
         ctx.arena.direct(buf, len)
     }
 }
 
-/// A transfer that one request can do, on the solo ring ([`crate::solo`]) if no other thread
+/// A transfer that one request can do, on the solo ring ([`crate::protocol::solo`]) if no other thread
 /// holds it: a direct buffer of at most [`MAX_PIECE`] bytes, or a staged one of at most
 /// [`SOLO_STAGE`]. `None` (having done nothing) when it cannot: the caller goes through the
 /// shared rings ([`Pending`]). Only the waiting calls take it: it waits for the kernel, which
@@ -666,7 +666,7 @@ fn with_paths(first: &str, second: Option<&str>, sqe: impl Fn([u64; 2]) -> Sqe) 
     if a.len() + 1 + second > PATH_MAX.min(ctx.arena.block as usize) {
         return Err(Errno::ENAMETOOLONG);
     }
-    let stage = |cells: *const crate::sync::SharedCell<u8>| {
+    let stage = |cells: *const crate::protocol::sync::SharedCell<u8>| {
         // SAFETY: both callers pass a buffer of ours (the solo ring's, held, of at least
         // `PATH_MAX` bytes, or a taken arena block), room for both paths and their NULs
         // (checked above).

@@ -47,17 +47,10 @@ pub mod protocol;
 mod stdio;
 mod user_data;
 
-// The protocol's modules, by their short paths inside this crate (`crate::ring`, ...);
-// some targets (loom, a GPU) use fewer of them.
-#[allow(unused_imports)]
-use protocol::{
-    arch, arena, combine, context, copy, group, pool, print, request, ring, running, solo, stream, sync, uapi, wait,
-};
-
-pub use arch::{block_dim, block_idx, clock_ns, grid_dim, thread_idx};
-pub use arch::{block_dim_3d, block_idx_3d, grid_dim_3d, thread_idx_3d};
 pub use dim::Dim3;
 pub use entry::Kernel;
+pub use protocol::arch::{block_dim, block_idx, clock_ns, grid_dim, thread_idx};
+pub use protocol::arch::{block_dim_3d, block_idx_3d, grid_dim_3d, thread_idx_3d};
 
 /// The global index of the calling thread, one linear index over all three dimensions:
 /// `block_rank * threads_per_block + thread_rank`, where x varies fastest (for a 1-D
@@ -81,7 +74,7 @@ pub fn global_thread_idx() -> u64 {
 /// ```
 #[inline(always)]
 pub fn sync_threads() {
-    arch::sync_threads()
+    protocol::arch::sync_threads()
 }
 
 /// The launch's dynamic shared memory: the bytes asked for with the host's
@@ -116,7 +109,7 @@ pub fn sync_threads() {
 /// ```
 #[inline(always)]
 pub fn dynamic_shared_memory() -> *mut [u8] {
-    arch::dynamic_shared_memory()
+    protocol::arch::dynamic_shared_memory()
 }
 
 /// The linear index of the calling thread's block in the grid (x varies fastest; for a
@@ -133,7 +126,7 @@ pub fn block_rank() -> u64 {
 #[cfg(any(target_arch = "amdgpu", target_arch = "nvptx64"))]
 #[no_mangle]
 pub extern "gpu-kernel" fn gpuio_drain() {
-    let ctx = context::current();
+    let ctx = protocol::context::current();
     if !ctx.is_null() {
         // SAFETY: the host installed a context that outlives every kernel of this module.
         unsafe { &*ctx }.drain(|| {});

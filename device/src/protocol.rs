@@ -1,7 +1,14 @@
-//! The host runtime's side of the shared memory: the ring protocol that the kernel-facing
-//! API (the print macros, [`crate::io`], [`crate::fs`]) is built on, and that the host
+//! The ring protocol: the host runtime's side of the shared memory, which the kernel-facing
+//! API (the print macros, [`crate::io`], [`crate::fs`]) is built on and which the host
 //! runtime (`gpuio-host`) sets up, drains and inspects. Not for kernels: a kernel uses the
 //! crate root.
+//!
+//! Every file under `device/src/protocol/` is bound by the twelve invariants of
+//! docs/PROTOCOL.md (section 4), which also lists who writes and reads each shared word and
+//! with which scope and ordering (section 6). Two checks hold the code to them: the loom
+//! model (`device/tests/loom/`: every interleaving of the lock-free parts) and
+//! `tests/ptx_atomics` (the scope and ordering of every atomic in the PTX that both NVIDIA
+//! builds make). A change here states which invariant it relies on.
 //!
 //! In the order data flows: [`print`] formats, [`stream`] appends to a log and flushes;
 //! file I/O goes through the [`arena`] when the buffer is in device memory ([`copy`] moves
@@ -10,38 +17,21 @@
 //! [`uapi`] is the kernel's ABI, [`context`] the shared state the host fills, [`pool`],
 //! [`sync`] and [`group`] are the slots, atomics and lanes, [`running`] counts the threads
 //! still running, and [`wait`] is how every wait is written (the lockstep rule, in
-//! [`arch`], which holds everything target-specific). The files stay beside the crate root
-//! (`device/src/ring.rs`, `device/src/arch/`, ...), where docs/PROTOCOL.md names them.
+//! [`arch`], which holds everything target-specific).
 
-#[path = "arch/mod.rs"]
 pub mod arch;
-#[path = "arena.rs"]
 pub mod arena;
-#[path = "combine.rs"]
 pub mod combine;
-#[path = "context.rs"]
 pub mod context;
-#[path = "copy.rs"]
 pub mod copy;
-#[path = "group.rs"]
 pub mod group;
-#[path = "pool.rs"]
 pub mod pool;
-#[path = "print.rs"]
 pub mod print;
-#[path = "request.rs"]
 pub mod request;
-#[path = "ring.rs"]
 pub mod ring;
-#[path = "running.rs"]
 pub mod running;
-#[path = "solo.rs"]
 pub mod solo;
-#[path = "stream.rs"]
 pub mod stream;
-#[path = "sync.rs"]
 pub mod sync;
-#[path = "uapi.rs"]
 pub mod uapi;
-#[path = "wait.rs"]
 pub mod wait;

@@ -8,7 +8,7 @@
 //! as one record at each newline, on [`StdoutLock::flush`] and when dropped, as std's
 //! line-buffered stdout does: a line built from several `write!` calls comes out whole,
 //! with nothing of another thread inside it. A line longer than the buffer
-//! ([`crate::print::LINE_BUF`] bytes) goes out in pieces of that size.
+//! ([`crate::protocol::print::LINE_BUF`] bytes) goes out in pieces of that size.
 //!
 //! ```
 //! use gpuio_device::io;
@@ -23,7 +23,7 @@
 
 use core::fmt;
 
-use crate::print::{print_to, LINE_BUF};
+use crate::protocol::print::{print_to, LINE_BUF};
 
 /// The runtime's stdout, as std's `io::stdout()`: `write!` on it prints at once, as
 /// `print!` does.

@@ -10,10 +10,10 @@
 /// Where the kind sits in `user_data`.
 const KIND_SHIFT: u32 = 56;
 
-/// `user_data` kind of print flights ([`crate::stream`]).
+/// `user_data` kind of print flights ([`crate::protocol::stream`]).
 pub(crate) const KIND_STREAM: u64 = 1;
 
-/// `user_data` kind of device requests ([`crate::request`]).
+/// `user_data` kind of device requests ([`crate::protocol::request`]).
 pub(crate) const KIND_REQUEST: u64 = 2;
 
 /// `user_data` for flight `seq` of stream `index`.

@@ -6,7 +6,7 @@
 //! Why read the PTX: Rust 1.95's LLVM lowers `fetch_add`/`swap`/`fetch_or` with *any*
 //! ordering to a plain `atom.*`, which PTX defines as relaxed at GPU scope: the ordering and
 //! the system scope (the host and the kernel's SQPOLL thread read these words) are silently
-//! dropped. `device/src/arch/nvptx.rs` writes those read-modify-writes in `asm!`; these tests
+//! dropped. `device/src/protocol/arch/nvptx.rs` writes those read-modify-writes in `asm!`; these tests
 //! fail if any atomic in the module escapes that path (a new `core::sync::atomic` use, a
 //! compiler change), or if an ordering the protocol relies on is missing.
 //!

@@ -2,17 +2,17 @@
 //! host fills before launch. Kernels find it through a global (GPUs) or a thread-local
 //! (the CPU backend), so they need no extra argument to print.
 
-use crate::arena::Arena;
 use crate::errno::Errno;
-use crate::pool;
-use crate::print::InPlaceLines;
-use crate::request::{Prepared, Requests, Ticket};
-use crate::ring::{Ring, REAP_BATCH};
-use crate::running::Running;
-use crate::solo::Solo;
-use crate::stream::Stream;
-use crate::sync::{fence, AtomicI32, AtomicU32, AtomicU64, Ordering};
-use crate::uapi::{Cqe, Sqe};
+use crate::protocol::arena::Arena;
+use crate::protocol::pool;
+use crate::protocol::print::InPlaceLines;
+use crate::protocol::request::{Prepared, Requests, Ticket};
+use crate::protocol::ring::{Ring, REAP_BATCH};
+use crate::protocol::running::Running;
+use crate::protocol::solo::Solo;
+use crate::protocol::stream::Stream;
+use crate::protocol::sync::{fence, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use crate::protocol::uapi::{Cqe, Sqe};
 use crate::user_data::{self, KIND_REQUEST, KIND_STREAM};
 
 /// `"gpuio\0\0"` plus the layout version; the host writes it, the device checks it.
@@ -34,7 +34,7 @@ pub static gpuio_layout: u64 = CONTEXT_LAYOUT;
 /// a thread-local on the CPU backend), or null outside a kernel.
 #[inline(always)]
 pub fn current() -> *const Context {
-    crate::arch::installed_context().cast()
+    crate::protocol::arch::installed_context().cast()
 }
 
 /// [`current`], as a reference: `None` outside a kernel.
@@ -50,7 +50,7 @@ pub fn installed() -> Option<&'static Context> {
 /// until the guard drops: what a `kernel!` entry point does, for hang reports. Outside a
 /// context (a kernel launched without a gpuio runtime) it counts nothing.
 #[inline(always)]
-pub fn count_running() -> Option<crate::running::Entered<'static>> {
+pub fn count_running() -> Option<crate::protocol::running::Entered<'static>> {
     installed().map(|ctx| ctx.running.enter())
 }
 
@@ -61,9 +61,12 @@ pub fn count_running() -> Option<crate::running::Entered<'static>> {
 /// `ctx` must point to an initialised [`Context`] that outlives the guard, and `ids.block`
 /// be null or point to a `Block` that outlives it.
 #[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
-pub unsafe fn enter(ctx: *const Context, ids: crate::arch::host::ThreadIds) -> crate::arch::host::EnterGuard {
+pub unsafe fn enter(
+    ctx: *const Context,
+    ids: crate::protocol::arch::host::ThreadIds,
+) -> crate::protocol::arch::host::EnterGuard {
     // SAFETY: the caller upholds `arch::host::enter`'s contract, which is this function's.
-    unsafe { crate::arch::host::enter(ctx.cast(), ids) }
+    unsafe { crate::protocol::arch::host::enter(ctx.cast(), ids) }
 }
 
 /// The most io_uring rings a context holds (see [`Context::rings`]). Two under loom: its
@@ -196,7 +199,7 @@ impl DispatchTimes {
     #[inline(always)]
     fn lap(times: &mut Option<&mut DispatchTimes>, since: &mut u64, step: fn(&mut DispatchTimes) -> &mut u64) {
         if let Some(t) = times.as_deref_mut() {
-            let now = crate::arch::clock_ns();
+            let now = crate::protocol::arch::clock_ns();
             *step(t) += now.wrapping_sub(*since);
             *since = now;
         }
@@ -329,7 +332,11 @@ impl Context {
         mut times: Option<&mut DispatchTimes>,
     ) -> bool {
         debug_assert!(cqes.len() <= REAP_BATCH);
-        let mut since = if times.is_some() { crate::arch::clock_ns() } else { 0 };
+        let mut since = if times.is_some() {
+            crate::protocol::arch::clock_ns()
+        } else {
+            0
+        };
         // The requests' slot states and tags, all loaded before any is checked, so that
         // the loads can be in flight together (a GPU thread waits for a load only where it
         // uses the value). Past the batch, and for stream CQEs, nothing is loaded.
@@ -464,7 +471,7 @@ impl Context {
     /// already given back.
     #[inline(always)]
     pub(crate) fn waiting(&self, rounds: &mut u32, mine: Option<Ticket>) -> Option<i32> {
-        crate::arch::by_one_lane(|| self.waiting_round(rounds, mine))
+        crate::protocol::arch::by_one_lane(|| self.waiting_round(rounds, mine))
     }
 
     /// A round of [`Context::waiting`], on the lane that goes round for the lanes waiting
@@ -486,7 +493,7 @@ impl Context {
         } else {
             // Nothing to do until that reap ends; polling would slow it where the reaper
             // shares this thread's warp (`arch::yield_to_siblings`).
-            crate::arch::yield_to_siblings();
+            crate::protocol::arch::yield_to_siblings();
         }
         None
     }
@@ -567,8 +574,8 @@ impl Context {
     #[inline]
     pub fn solo_call(
         &self,
-        prepare: impl FnOnce(*const crate::sync::SharedCell<u8>, u64) -> Sqe,
-        finish: impl FnOnce(*const crate::sync::SharedCell<u8>, i32),
+        prepare: impl FnOnce(*const crate::protocol::sync::SharedCell<u8>, u64) -> Sqe,
+        finish: impl FnOnce(*const crate::protocol::sync::SharedCell<u8>, i32),
     ) -> Option<i32> {
         let res = self.solo.try_call(prepare, finish)?;
         if res == SANDBOX_REFUSAL {
@@ -599,7 +606,7 @@ impl Context {
     /// Only while no kernel prints into this context: the host's drain on the CPU
     /// backend, the `gpuio_drain` kernel on GPUs.
     pub fn drain(&self, mut waiting: impl FnMut()) {
-        let mut backoff = crate::sync::Backoff::new();
+        let mut backoff = crate::protocol::sync::Backoff::new();
         loop {
             self.progress();
             for s in &self.streams {

@@ -1,7 +1,7 @@
 //! A fixed set of numbered slots that threads take and give back, lock-free.
 //!
-//! Used for the completion slots of device requests ([`crate::request`]) and for the
-//! arena's staging blocks ([`crate::arena`]). A slot is free when its state word is
+//! Used for the completion slots of device requests ([`crate::protocol::request`]) and for the
+//! arena's staging blocks ([`crate::protocol::arena`]). A slot is free when its state word is
 //! [`FREE`]; taking it is one compare-and-swap from `FREE`. A rotating hint spreads takers
 //! over the slots, so that thousands of GPU threads do not all fight over slot 0.
 //!
@@ -10,8 +10,8 @@
 //! kernel finishes whatever other threads do. That rules out hold-and-wait deadlocks between
 //! threads, and, with the lockstep rule (`arch/mod.rs`), between the lanes of a wavefront.
 
-use crate::sync::{AtomicU32, Ordering, Padded};
-use crate::wait::until;
+use crate::protocol::sync::{AtomicU32, Ordering, Padded};
+use crate::protocol::wait::until;
 
 /// A slot's state word when nobody holds it.
 pub const FREE: u32 = 0;

@@ -1,6 +1,6 @@
 //! The way out of a print log: the flusher turns the complete bytes of a [`Stream`] into
 //! *flights* (one write SQE each), and the reaper completes them and releases their bytes
-//! to the producers, in flight order (the module docs of [`crate::stream`] give the whole
+//! to the producers, in flight order (the module docs of [`crate::protocol::stream`] give the whole
 //! protocol; the invariants it cites are listed in `docs/PROTOCOL.md`).
 
 use super::{Stream, APPEND_WHOLE_LINES, MAX_WRITE};
@@ -9,13 +9,13 @@ use super::{Stream, APPEND_WHOLE_LINES, MAX_WRITE};
 /// appending by whole lines: a bounded cost per flush (on a GPU, reads of host memory).
 const NEWLINE_SCAN: u64 = 4096;
 use crate::errno::Errno;
-use crate::ring::Ring;
-use crate::sync::{fence, read_cells, AtomicU32, AtomicU64, Ordering};
-use crate::uapi::{
+use crate::protocol::ring::Ring;
+use crate::protocol::sync::{fence, read_cells, AtomicU32, AtomicU64, Ordering};
+use crate::protocol::uapi::{
     Sqe, IORING_OP_WRITE, IORING_OP_WRITE_FIXED, IOSQE_FIXED_FILE, IOSQE_IO_DRAIN, OFF_CURRENT_POSITION, RWF_APPEND,
 };
+use crate::protocol::wait::until;
 use crate::user_data;
-use crate::wait::until;
 
 /// Flight states.
 const FREE: u32 = 0;
@@ -82,7 +82,7 @@ impl Stream {
         // The flush submits unrung (`Ring::submit_unrung`); the flusher rings once it has
         // released the stream. A flush left to the holder is rung by the holder.
         if self.flusher.run(|| self.flush_work(ring, &mut reap)) {
-            crate::arch::ring_doorbell_for_lines();
+            crate::protocol::arch::ring_doorbell_for_lines();
         }
     }
 
@@ -129,7 +129,7 @@ impl Stream {
                 // stream with one flight finds it out at most flushes.)
                 reap();
                 if head.wrapping_sub(self.flight_tail.load(Ordering::Acquire)) >= max_flights {
-                    if self.printing() || !crate::arch::flusher_sees_flights_through() {
+                    if self.printing() || !crate::protocol::arch::flusher_sees_flights_through() {
                         return;
                     }
                     self.wait_for_flight(ring, reap, head);

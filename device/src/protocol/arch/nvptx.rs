@@ -5,7 +5,7 @@
 //! lockstep as an AMD wavefront runs. The memory-model operations differ between the two
 //! ([`atomic`]); the warp collectives and ids are the same.
 
-use crate::group::Group;
+use crate::protocol::group::Group;
 
 #[cfg(target_feature = "sm_70")]
 pub mod turns;
@@ -530,7 +530,7 @@ impl Group for Warp {
 /// With independent thread scheduling (sm_70+) each lane leaves a wait on its own; in
 /// lockstep (before sm_70) the warp's waits end together (see `arch/mod.rs`).
 #[cfg(target_feature = "sm_70")]
-pub type WaitGroup = crate::group::SingleLane;
+pub type WaitGroup = crate::protocol::group::SingleLane;
 /// With independent thread scheduling (sm_70+) each lane leaves a wait on its own; in
 /// lockstep (before sm_70) the warp's waits end together (see `arch/mod.rs`).
 #[cfg(not(target_feature = "sm_70"))]
@@ -781,7 +781,7 @@ pub fn clock_ns() -> u64 {
 #[allow(non_upper_case_globals)]
 pub static mut gpuio_context: *const () = core::ptr::null();
 
-/// The context the host installed (a `*const Context`: [`crate::context::current`] gives it
+/// The context the host installed (a `*const Context`: [`crate::protocol::context::current`] gives it
 /// its type), or null.
 #[inline(always)]
 pub fn installed_context() -> *const () {

@@ -18,7 +18,7 @@
 //! | `ready[]`, `tickets`, `published` | submitters / publisher | submitters / publisher |
 //! | `reaped` (our copy of `cq_head`) | the reaper, `Release` | reaper; submitters: credits |
 //!
-//! Every atomic here is a `crate::sync` atomic: **system scope** on every target. The
+//! Every atomic here is a `crate::protocol::sync` atomic: **system scope** on every target. The
 //! invariants cited here are listed, numbered, in `docs/PROTOCOL.md`.
 //!
 //! # Submitting one SQE ([`Ring::submit`])
@@ -64,10 +64,10 @@
 //! the lock behind one more release fence, which also releases what the caller stores after
 //! the reap. A reap that finds no CQE stores neither.
 
-use crate::combine::{Combiner, Left};
-use crate::sync::{fence, AtomicU32, Ordering, Padded, SharedCell};
-use crate::uapi::{Cqe, Sqe};
-use crate::wait::until;
+use crate::protocol::combine::{Combiner, Left};
+use crate::protocol::sync::{fence, AtomicU32, Ordering, Padded, SharedCell};
+use crate::protocol::uapi::{Cqe, Sqe};
+use crate::protocol::wait::until;
 
 /// The most CQEs [`Ring::reap`] hands to its dispatch at once.
 pub const REAP_BATCH: usize = 16;
@@ -247,7 +247,7 @@ impl Ring {
     /// SQPOLL the host's waker submits; nothing on a GPU).
     pub fn submit(&self, sqe: &Sqe, help: &mut dyn FnMut()) -> u32 {
         let t = self.submit_unrung(sqe, help);
-        crate::arch::ring_doorbell();
+        crate::protocol::arch::ring_doorbell();
         t
     }
 
@@ -274,7 +274,7 @@ impl Ring {
                     // without SQPOLL): tell it, each round. (Relaxed: a hint only; a CQ
                     // without credit waits for reaping, which the doorbell cannot speed.)
                     if t.wrapping_sub(self.sq_head_seen.load(Ordering::Relaxed)) >= self.sq_entries {
-                        crate::arch::ring_doorbell();
+                        crate::protocol::arch::ring_doorbell();
                     }
                     return None;
                 }
@@ -462,7 +462,7 @@ pub unsafe fn load_cqe(cell: *const SharedCell<Cqe>) -> Cqe {
     {
         // SAFETY: the caller's contract; 16 bytes, aligned; `SharedCell` is
         // `repr(transparent)` over the CQE.
-        let Bits([user_data, rest]) = unsafe { crate::arch::read_published(cell as *const Bits) };
+        let Bits([user_data, rest]) = unsafe { crate::protocol::arch::read_published(cell as *const Bits) };
         Cqe {
             user_data,
             res: rest as u32 as i32,

@@ -7,8 +7,8 @@
 //! in the round that got it, and the lanes that entered the wait together leave it
 //! together.
 
-use crate::group::Group;
-use crate::sync::Backoff;
+use crate::protocol::group::Group;
+use crate::protocol::sync::Backoff;
 
 /// Calls `attempt` once per round until it returns `Some`, and returns that value. After
 /// each round in which it returned `None`, calls `idle` (help the protocol along: reap,
@@ -23,7 +23,7 @@ use crate::sync::Backoff;
 /// lanes that call it together: `arch::by_one_lane`).
 #[inline(always)]
 pub fn until<R>(mut attempt: impl FnMut() -> Option<R>, mut idle: impl FnMut()) -> R {
-    let group = crate::arch::WaitGroup::default();
+    let group = crate::protocol::arch::WaitGroup::default();
     let mut backoff = Backoff::new();
     let mut out = None;
     loop {

@@ -2,7 +2,7 @@
 
 use core::arch::amdgpu;
 
-use crate::group::Group;
+use crate::protocol::group::Group;
 
 /// System-scope atomics for AMD GPUs.
 ///
@@ -370,7 +370,7 @@ pub fn is_thread_private(p: *const u8) -> bool {
 #[allow(non_upper_case_globals)]
 pub static mut gpuio_context: *const () = core::ptr::null();
 
-/// The context the host installed (a `*const Context`: [`crate::context::current`] gives it
+/// The context the host installed (a `*const Context`: [`crate::protocol::context::current`] gives it
 /// its type), or null.
 #[inline(always)]
 pub fn installed_context() -> *const () {

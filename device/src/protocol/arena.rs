@@ -16,8 +16,8 @@
 //!
 //! The invariants cited here are listed, numbered, in `docs/PROTOCOL.md`.
 
-use crate::pool::Pool;
-use crate::sync::{AtomicU64, Ordering, SharedCell};
+use crate::protocol::pool::Pool;
+use crate::protocol::sync::{AtomicU64, Ordering, SharedCell};
 
 /// How many host-visible regions can be registered at once.
 pub const MAX_REGIONS: usize = 8;
@@ -33,7 +33,7 @@ pub mod buffer {
     pub const LOG: u16 = 0;
     /// The arena's blocks, whole.
     pub const ARENA: u16 = 2;
-    /// The solo ring's staging buffer ([`crate::solo`]).
+    /// The solo ring's staging buffer ([`crate::protocol::solo`]).
     pub const SOLO_STAGE: u16 = 3;
     /// Host-visible region `i` is buffer `REGION + i`, while it is registered.
     pub const REGION: u16 = 4;

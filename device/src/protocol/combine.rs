@@ -20,11 +20,11 @@
 //! sequence: the holder's `pending.swap(0, AcqRel)` synchronises with *every* requester
 //! before it, making each requester's input visible to the run.
 //!
-//! Scope: system (all atomics here are `crate::sync` atomics). Several lanes of one warp
+//! Scope: system (all atomics here are `crate::protocol::sync` atomics). Several lanes of one warp
 //! may call it at once (each waiting lane helps); that is safe because nobody ever waits
 //! for the lock, so lanes of one warp cannot deadlock on it.
 
-use crate::sync::{fence, AtomicU32, Ordering};
+use crate::protocol::sync::{fence, AtomicU32, Ordering};
 
 /// The lock word and the request word.
 #[repr(C)]

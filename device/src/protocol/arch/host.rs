@@ -9,7 +9,7 @@ extern crate std;
 
 use core::cell::Cell;
 
-use crate::group::SingleLane;
+use crate::protocol::group::SingleLane;
 
 /// Host atomics.
 ///
@@ -424,7 +424,7 @@ std::thread_local! {
         const { Cell::new((core::ptr::null(), ThreadIds::linear(0, 0, 1, 1))) };
 }
 
-/// The context of the kernel this thread runs (a `*const Context`: [`crate::context::current`]
+/// The context of the kernel this thread runs (a `*const Context`: [`crate::protocol::context::current`]
 /// gives it its type), or null outside a kernel.
 #[inline]
 pub fn installed_context() -> *const () {
@@ -497,7 +497,7 @@ pub fn sync_threads() {
 /// `ctx` must point to an initialised [`Context`](crate::protocol::context::Context) that
 /// outlives the guard, and `ids.block` be null or point to a [`Block`] that outlives it
 /// (`sync_threads` and `dynamic_shared_memory` use it).
-/// [`crate::context::enter`] is the typed form.
+/// [`crate::protocol::context::enter`] is the typed form.
 pub unsafe fn enter(ctx: *const (), ids: ThreadIds) -> EnterGuard {
     let prev = CURRENT.with(|c| c.replace((ctx, ids)));
     EnterGuard { prev }

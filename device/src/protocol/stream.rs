@@ -80,18 +80,16 @@
 //! log out in flights, are in `stream/flight.rs`. The invariants cited here are listed,
 //! numbered, in `docs/PROTOCOL.md`.
 
-// A path of its own: this file is a module of `protocol` declared by path (see there).
-#[path = "stream/flight.rs"]
 mod flight;
 
 pub use flight::Flight;
 
-use crate::combine::Combiner;
-use crate::ring::Ring;
-use crate::sync::{
+use crate::protocol::combine::Combiner;
+use crate::protocol::ring::Ring;
+use crate::protocol::sync::{
     copy_cells_together, copy_to_cells, fence, AtomicI32, AtomicU32, AtomicU64, Ordering, Padded, SharedCell,
 };
-use crate::wait::until;
+use crate::protocol::wait::until;
 
 /// Largest single write: Linux caps one write at `0x7ffff000` bytes.
 pub const MAX_WRITE: u64 = 1 << 30;

@@ -55,13 +55,13 @@
 //! A CQE whose slot is not `PENDING` with its tag matches nothing; the dispatch counts it
 //! (`Context::stray_completions`) instead of corrupting another request's result.
 
-use crate::pool::{Pool, FREE};
-use crate::sync::{AtomicI32, AtomicU32, Ordering};
+use crate::protocol::pool::{Pool, FREE};
+use crate::protocol::sync::{AtomicI32, AtomicU32, Ordering};
+use crate::protocol::wait::until;
 use crate::user_data;
-use crate::wait::until;
 
 /// A slot's state: taken, its request submitted or about to be.
-const PENDING: u32 = crate::pool::TAKEN;
+const PENDING: u32 = crate::protocol::pool::TAKEN;
 /// A slot's state: the result is in.
 const DONE: u32 = 2;
 

@@ -33,8 +33,8 @@
 
 use core::sync::atomic::Ordering;
 
-use crate::arch::atomic::DeviceAtomicU64;
-use crate::group::Group;
+use crate::protocol::arch::atomic::DeviceAtomicU64;
+use crate::protocol::group::Group;
 
 /// Warps of one SM let into a record's write at once.
 pub const TURNS: u64 = 8;

@@ -8,8 +8,8 @@
 //! lane, on a word of the context in device memory; no collective (the lanes' count is the
 //! warp's active mask's).
 
-use crate::group::Group;
-use crate::sync::{AtomicU32, Ordering};
+use crate::protocol::group::Group;
+use crate::protocol::sync::{AtomicU32, Ordering};
 
 /// How many block counters a context holds: block `b` counts in counter `b % BLOCK_SLOTS`,
 /// so that a report names blocks modulo this where a grid has more blocks (the context
@@ -44,7 +44,7 @@ impl Running {
     /// `context::count_running`, and keeps the guard until it returns.
     #[inline(always)]
     pub fn enter(&self) -> Entered<'_> {
-        let rank = crate::arch::block_idx_3d().rank_in(crate::arch::grid_dim_3d());
+        let rank = crate::protocol::arch::block_idx_3d().rank_in(crate::protocol::arch::grid_dim_3d());
         if rank >= BLOCK_SLOTS as u64 {
             self.wrapped.store(1, Ordering::Relaxed);
         }
@@ -57,7 +57,7 @@ impl Running {
     /// together (every lane of a warp calls it with the same `slot`: one block's).
     #[inline(always)]
     fn add(&self, slot: usize, n: u32) {
-        let group = crate::arch::Warp::default();
+        let group = crate::protocol::arch::Warp::default();
         if group.is_leader() {
             // Relaxed: a count that orders nothing (see the type's docs).
             self.threads[slot].fetch_add(group.lanes().wrapping_mul(n), Ordering::Relaxed);

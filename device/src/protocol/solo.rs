@@ -1,7 +1,7 @@
 //! The solo ring: a small io_uring of its own that one thread at a time takes whole for a
 //! request's round trip, with none of the shared rings' steps.
 //!
-//! A request through the shared rings ([`crate::ring`], [`crate::request`]) takes a
+//! A request through the shared rings ([`crate::protocol::ring`], [`crate::protocol::request`]) takes a
 //! completion slot and an arena block, a ticket, a ready flag, the publisher's lock, the
 //! reaper's lock, a dispatch and the slot's and block's returns: about twenty dependent
 //! system-scope operations, each a fence or an atomic or a load across PCIe on a GPU. On the
@@ -79,11 +79,11 @@
 //! compare-and-swap and one fence at GPU scope. The CQ cannot overflow: one CQE at a time,
 //! and the kernel's view of the head lags ours by at most that one.
 
-use crate::group::Group;
-use crate::ring::load_cqe;
-use crate::sync::{device_fence, AtomicI32, AtomicU32, DeviceAtomicU64, Ordering, Padded, SharedCell};
-use crate::uapi::{Cqe, Sqe};
-use crate::wait::until;
+use crate::protocol::group::Group;
+use crate::protocol::ring::load_cqe;
+use crate::protocol::sync::{device_fence, AtomicI32, AtomicU32, DeviceAtomicU64, Ordering, Padded, SharedCell};
+use crate::protocol::uapi::{Cqe, Sqe};
+use crate::protocol::wait::until;
 
 /// Bytes of the solo ring's staging buffer: the most a staged `pread` or `pwrite` may move
 /// to take it (a page: a 4 KiB random read, a path for `open`, a line).
@@ -255,7 +255,7 @@ impl Solo {
         // its write end), and a sibling masked off while this lane waits for its CQE could
         // not submit. Through the shared rings, every lane submits before any waits. (With
         // independent scheduling the group is the lane alone, and this compiles away.)
-        if crate::arch::WaitGroup::default().exclusive_sum(1).1 != 1 {
+        if crate::protocol::arch::WaitGroup::default().exclusive_sum(1).1 != 1 {
             return None;
         }
         // 1. Take. A relaxed look first: a thread that finds the ring held leaves without a
@@ -294,7 +294,7 @@ impl Solo {
         // 4. Publish. Release, system scope: the payload, the SQE and the mark happen-before
         // the kernel's acquire of the tail.
         sq_tail.store(n.wrapping_add(1), Ordering::Release);
-        crate::arch::ring_doorbell();
+        crate::protocol::arch::ring_doorbell();
         // 5. Wait, and 6. read.
         let res = match result {
             // Acquire, system scope: what the kernel stored before its answer (a read's bytes)

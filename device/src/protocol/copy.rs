@@ -13,7 +13,7 @@
 //! The lanes only move bytes here: no lane waits for anything but the group's own
 //! collectives, and which collectives run depends only on the group (see `arch::Warp`).
 
-use crate::group::Group;
+use crate::protocol::group::Group;
 
 /// Copies `len` bytes from `src` to `dst` for each lane of `g` (each its own ranges),
 /// the lanes sharing the work. Returns when this lane's `dst` holds its bytes, and every
@@ -32,7 +32,7 @@ use crate::group::Group;
 /// site, not inside this shared function, where lanes from different call sites can meet.
 #[inline(never)] // one copy loop in the code object; tests/ptx_atomics/ finds it by name
 pub unsafe fn group_copy(g: &impl Group, dst: *mut u8, src: *const u8, len: usize) {
-    let private = crate::arch::is_thread_private(dst) || crate::arch::is_thread_private(src);
+    let private = crate::protocol::arch::is_thread_private(dst) || crate::protocol::arch::is_thread_private(src);
     let g = g.split(private);
     let (rank, count) = if private { (0, 1) } else { g.exclusive_sum(1) };
     if count == 1 {
@@ -57,7 +57,7 @@ pub unsafe fn group_copy(g: &impl Group, dst: *mut u8, src: *const u8, len: usiz
 
 /// Copies `len` bytes from `src` to `dst` on the calling lane alone, as a lane of a group of
 /// one does in [`group_copy`]: for a thread that copies while no sibling is with it (the
-/// holder of the solo ring, `crate::solo`, whose siblings went through the shared rings).
+/// holder of the solo ring, `crate::protocol::solo`, whose siblings went through the shared rings).
 ///
 /// # Safety
 /// `src .. src + len` is valid for reads and `dst .. dst + len` for writes, not overlapping,

@@ -31,11 +31,11 @@
 
 use core::fmt::{self, Write};
 
-use crate::context::{Context, STDOUT};
-use crate::group::Group;
-use crate::ring::Ring;
-use crate::stream::Stream;
-use crate::sync::{fence, AtomicU32, AtomicU64, Ordering, Padded};
+use crate::protocol::context::{Context, STDOUT};
+use crate::protocol::group::Group;
+use crate::protocol::ring::Ring;
+use crate::protocol::stream::Stream;
+use crate::protocol::sync::{fence, AtomicU32, AtomicU64, Ordering, Padded};
 
 /// A print macro's argument, for [`ByCopy`] and [`ByRef`] (the macros' expansion,
 /// `__print!`, says why): `(&Arg(&value)).by_value()` is a copy of `value` where its type is
@@ -117,14 +117,14 @@ pub const FORMAT_ERROR: &str = "<gpuio: formatter error>";
 #[doc(hidden)]
 #[inline(never)]
 pub fn print_to(stderr: bool, newline: bool, args: fmt::Arguments) {
-    let ctx = crate::context::current();
+    let ctx = crate::protocol::context::current();
     if ctx.is_null() {
         #[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
-        crate::arch::host::print_without_context(stderr, newline, args);
+        crate::protocol::arch::host::print_without_context(stderr, newline, args);
         return;
     }
     #[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
-    let _in_print = crate::arch::host::InPrint::enter();
+    let _in_print = crate::protocol::arch::host::InPrint::enter();
     // SAFETY: the host installs a context that outlives every kernel that can see it.
     let ctx = unsafe { &*ctx };
     // A print made by a `Display` while its thread formats a long line in place is skipped:
@@ -140,7 +140,7 @@ pub fn print_to(stderr: bool, newline: bool, args: fmt::Arguments) {
     // The lanes executing this call together may have come from a `println!` and from an
     // `eprintln!` (this function is shared, and lanes meet at its entry): a record is
     // reserved in one stream, so each stream's lanes form a group of their own.
-    let group = crate::arch::Warp::default().split(index != STDOUT);
+    let group = crate::protocol::arch::Warp::default().split(index != STDOUT);
     emit(&group, ctx, &ctx.streams[index], newline, args);
 }
 
@@ -178,7 +178,7 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     // after the group's last sync: every lane has formatted its line by now (the sum is
     // the group's first collective), so a print made by a `Display` above never waits for
     // its own group's turn (`arch::turns` says why NVIDIA's SMs let a few groups in at a time).
-    let _turn = crate::arch::turns::PrintTurn::take(g);
+    let _turn = crate::protocol::arch::turns::PrintTurn::take(g);
     let low = (1u64 << UNFIT_SHIFT) - 1;
     let (offset, total) = (before & low, sums & low);
     // The record must fit the log less one chunk, or its lanes could wait for room that
@@ -379,7 +379,7 @@ impl InPlaceLines {
     #[inline(never)]
     #[cold]
     pub fn is_mine(&self) -> bool {
-        let key = crate::arch::thread_key();
+        let key = crate::protocol::arch::thread_key();
         let m = self.slot(key);
         // Acquire: pairs with the holder's release fence after its claim, and with the
         // release store that freed the slot (through the claim's RMW): the key words read
@@ -400,7 +400,7 @@ impl InPlaceLines {
     /// a direct call of [`emit`] from inside a long line's `Display` gets here so) is not
     /// marked again: it would wait for itself.
     pub fn mark(&self) -> Option<Marked<'_>> {
-        let key = crate::arch::thread_key();
+        let key = crate::protocol::arch::thread_key();
         let m = self.slot(key);
         // Relaxed: the count only tells prints whether to look at the slots; the thread's
         // own look follows this add in its program order.
@@ -409,7 +409,7 @@ impl InPlaceLines {
             self.count.fetch_add(u32::MAX, Ordering::Relaxed); // minus one: the targets' atomics have no `fetch_sub`
             return None;
         }
-        let g = crate::wait::until(
+        let g = crate::protocol::wait::until(
             || {
                 let g = m.gen.load(Ordering::Relaxed);
                 // Acquire: the previous holder's clearing of the key (before its release
@@ -420,7 +420,7 @@ impl InPlaceLines {
                         .is_ok())
                 .then_some(g + 1)
             },
-            crate::arch::relax,
+            crate::protocol::arch::relax,
         );
         // Release fence: the claim (`gen` odd) is ordered before the key's words, for a
         // reader that sees them (`is_mine`'s acquire fence).

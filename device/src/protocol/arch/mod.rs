@@ -21,13 +21,13 @@
 //! - `flusher_sees_flights_through()`: whether a flush with every flight out and no print
 //!   in progress waits for a flight itself (GPUs), or leaves that to the host (the CPU);
 //! - `installed_context()`: the runtime context the host installed (a device global on GPUs,
-//!   a thread-local on the CPU backend), untyped: [`crate::context::current`] types it, so
+//!   a thread-local on the CPU backend), untyped: [`crate::protocol::context::current`] types it, so
 //!   that this module depends on nothing above it;
 //! - ids: `thread_idx`, `block_idx`, `block_dim`, `grid_dim` (x dimension);
 //! - `is_thread_private(p)`: whether `p` is in the calling thread's own private memory;
 //! - `thread_key()`: two words that name the calling thread among every thread running
 //!   now, in any launch (GPUs have no thread-locals; `print` finds its own state by it);
-//! - `Warp`: the lanes executing a call together, as a [`crate::group::Group`]. Form it
+//! - `Warp`: the lanes executing a call together, as a [`crate::protocol::group::Group`]. Form it
 //!   right before the collectives that use it: a group formed before a wait in which its
 //!   lanes part (for an arena block, a completion slot) and used after it makes the lanes
 //!   that leave the wait first wait in the collective for the others (on sm_70+ a `.sync`
@@ -50,7 +50,7 @@
 //! the loop holding it while a sibling spins for more of it, or for something only its
 //! next step would free: the sibling would spin forever.
 //!
-//! Every device wait is therefore written one way, [`crate::wait::until`] (the drain, run by
+//! Every device wait is therefore written one way, [`crate::protocol::wait::until`] (the drain, run by
 //! one thread, has its own loop): each round, every
 //! lane still waiting *attempts* its step without blocking, and a lane whose attempt
 //! succeeds does all of the dependent work (writes and publishes its SQE, writes and
@@ -89,7 +89,7 @@ mod std_errors;
 /// NVIDIA's lockstep build; `nvptx/turns.rs` says why NVIDIA sm_70+ takes them).
 #[cfg(not(all(target_arch = "nvptx64", target_feature = "sm_70")))]
 pub mod turns {
-    use crate::group::Group;
+    use crate::protocol::group::Group;
 
     /// No turn: nothing to give back.
     pub struct PrintTurn;

@@ -1,6 +1,6 @@
 //! The atomics and shared cells the protocol is written with.
 //!
-//! Protocol code names `crate::sync::{AtomicU32, AtomicU64, fence, Ordering}` and never
+//! Protocol code names `crate::protocol::sync::{AtomicU32, AtomicU64, fence, Ordering}` and never
 //! `core::sync::atomic` directly, so that:
 //! - on every target the atomics are **system scope** (visible to the host CPU, the GPU and
 //!   the kernel's SQPOLL thread): see `arch::atomic` for how each target guarantees that;
@@ -13,7 +13,7 @@
 //! `UnsafeCell`, which reports any access not ordered by a happens-before edge.
 
 #[cfg(not(loom))]
-pub use crate::arch::atomic::{device_fence, fence, AtomicI32, AtomicU32, AtomicU64, DeviceAtomicU64};
+pub use crate::protocol::arch::atomic::{device_fence, fence, AtomicI32, AtomicU32, AtomicU64, DeviceAtomicU64};
 pub use core::sync::atomic::Ordering;
 #[cfg(loom)]
 pub use loom::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64};
@@ -225,7 +225,7 @@ pub fn relax() {
     #[cfg(loom)]
     loom::thread::yield_now();
     #[cfg(not(loom))]
-    crate::arch::relax();
+    crate::protocol::arch::relax();
 }
 
 /// A value alone on its cache line(s), so that hot counters do not share lines.
@@ -260,9 +260,9 @@ impl Backoff {
         if self.0 < 8 {
             core::hint::spin_loop();
         } else if self.0 < 4096 {
-            crate::arch::relax();
+            crate::protocol::arch::relax();
         } else {
-            crate::arch::doze();
+            crate::protocol::arch::doze();
         }
     }
 }
