@@ -322,7 +322,9 @@ pub fn report_panic(location: Option<&Location<'_>>, message: &dyn fmt::Display)
         }
         // Lets sibling lanes that diverged from this one run (with independent thread
         // scheduling a branch that spins without a pause may hold the warp: the flusher
-        // above may be one of them).
-        crate::protocol::arch::doze();
+        // above may be one of them). A nap, not a doze: a CPU kernel thread that performs
+        // its rings' requests would take on the writes waited for here, and one to a pipe
+        // nobody reads would hold it past the bound (the host's waker performs them).
+        crate::protocol::arch::nap();
     }
 }

@@ -192,8 +192,17 @@ impl Drop for HookGuard {
     }
 }
 
-/// What a thread that has spun for a long time does (a slow pipe reader, say): waits
-/// 50 µs on a condition variable nobody signals.
+/// What a thread that has spun for a long time does (a slow pipe reader, say): [`nap`].
+/// A performer ([`install_performer`]) first performs what its rings hold, as in [`relax`].
+#[inline]
+pub fn doze() {
+    perform();
+    nap();
+}
+
+/// A wait of 50 µs on a condition variable nobody signals, performing nothing: for a
+/// thread whose wait is bounded (`entry::report_panic`), where a performer's write to a
+/// pipe nobody reads would block it past the bound. The host's waker performs instead.
 ///
 /// Not `std::thread::sleep`, which restarts an interrupted sleep with the time the kernel
 /// says is left, counting the timer slack (50 µs by default) as left too: under signals
@@ -201,11 +210,8 @@ impl Drop for HookGuard {
 /// variable's wait has an absolute deadline, which ends however often it is interrupted;
 /// unlike `park_timeout` it takes no unpark meant for the kernel's own code. A spurious
 /// early return is harmless: the caller looks again.
-///
-/// A performer ([`install_performer`]) first performs what its rings hold, as in [`relax`].
 #[inline]
-pub fn doze() {
-    perform();
+pub fn nap() {
     std::thread_local! {
         static DOZING: (std::sync::Mutex<()>, std::sync::Condvar) =
             const { (std::sync::Mutex::new(()), std::sync::Condvar::new()) };
