@@ -8,14 +8,21 @@
 //! - `lockstep`: CUDA, the `sm_60` PTX, which the GPU runs with the lanes of each warp in
 //!   lockstep, as AMD GPUs run wavefronts (`gpuio_device::protocol::arch` on why that matters).
 //!
-//! Its own harness (`harness = false`): one module load per configuration, one line per
-//! case, and a summary that counts skipped cases and says why. A case that hangs fails:
-//! its runtime has a hang timeout, and a watchdog aborts the run naming the case.
+//! On libtest-mimic (`harness = false`): each case in each configuration is a test named
+//! `CONFIG::CASE`, and libtest's options work as in any Rust suite (`--list`, `--exact`,
+//! `--ignored`, `--skip`, a filter). Cases run one at a time unless `--test-threads` says
+//! otherwise. A configuration's module is loaded once, before its first case, and only
+//! where one of its cases runs. A case that cannot run here (no GPU, say) is ignored,
+//! with a line saying why; `--ignored` runs it, and it fails with that reason. A case
+//! that hangs fails: its runtime has a hang timeout, and a watchdog aborts the run naming
+//! the case.
 //!
 //! ```text
 //! cargo test --release --test gpu                       # every configuration there is
 //! cargo test --release --test gpu -- --config lockstep --repeat 3
 //! cargo test --release --test gpu -- --case stack --case ring  # cases whose name contains either
+//! cargo test --release --test gpu -- cpu::              # a libtest filter: the cpu configuration
+//! cargo test --release --test gpu -- --list
 //! ```
 
 mod cases_cudarc;
@@ -32,7 +39,10 @@ mod harness;
 mod kernels;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+use libtest_mimic::{Failed, Trial};
 
 use gpuio::{Backend, Error, Runtime};
 
@@ -219,98 +229,143 @@ const CASES: &[Case] = &[
     },
 ];
 
-fn main() {
-    let mut configs: Vec<Config> = Vec::new();
-    let (mut repeat, mut filters) = (1u32, Vec::<String>::new());
-    let mut args = std::env::args().skip(1);
+/// The suite's own options (`--config`, `--repeat`, `--case`), apart from libtest's.
+struct Own {
+    configs: Vec<Config>,
+    repeat: u32,
+    cases: Vec<String>,
+}
+
+/// Takes the suite's own options out of `args`; the rest are libtest's (`--list`, `--exact`,
+/// `--test-threads`, `--ignored`, a filter, ...), which `libtest_mimic` reads.
+fn own_options(mut args: impl Iterator<Item = String>) -> (Own, Vec<String>) {
+    let mut own = Own {
+        configs: Vec::new(),
+        repeat: 1,
+        cases: Vec::new(),
+    };
+    let mut rest = Vec::new();
     while let Some(a) = args.next() {
-        match a.as_str() {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (a.clone(), None),
+        };
+        let mut value = |what: &str| inline.clone().or_else(|| args.next()).unwrap_or_else(|| usage(what));
+        match flag.as_str() {
             "--config" => {
-                let v = args.next().unwrap_or_default();
+                let v = value("--config cpu|cuda|lockstep");
                 let c = Config::ALL.into_iter().find(|c| c.name() == v);
-                configs.push(c.unwrap_or_else(|| usage(&format!("unknown config {v:?}"))));
+                own.configs
+                    .push(c.unwrap_or_else(|| usage(&format!("unknown config {v:?}"))));
             }
-            "--repeat" => {
-                repeat = args
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or_else(|| usage("--repeat N"))
+            "--repeat" => own.repeat = value("--repeat N").parse().unwrap_or_else(|_| usage("--repeat N")),
+            "--case" => own.cases.push(value("--case NAME")),
+            "--help" | "-h" => {
+                println!("{SUITE_USAGE}\n\nand libtest's options:");
+                rest.push(a);
             }
-            "--case" => filters.push(args.next().unwrap_or_else(|| usage("--case NAME"))),
-            // What cargo's test runner passes; this harness has no use for them.
-            "--nocapture" | "--quiet" | "-q" | "--test-threads" | "--color" | "--format" => {}
-            other if other.starts_with("--") => {}
-            // A positional filter, as `cargo test NAME` passes.
-            other => filters.push(other.to_string()),
+            _ => rest.push(a),
         }
     }
-    if configs.is_empty() {
-        configs = Config::ALL.to_vec();
+    if own.configs.is_empty() {
+        own.configs = Config::ALL.to_vec();
     }
-    let wanted = |c: &Case| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str()));
+    (own, rest)
+}
+
+const SUITE_USAGE: &str =
+    "usage: gpu [--config cpu|cuda|lockstep]... [--repeat N] [--case NAME]... [libtest's options] [FILTER]
+  each case is a test named CONFIG::CASE (CONFIG::CASE#ROUND past the first round);
+  --config runs only these configurations, --case only cases whose name contains NAME";
+
+/// Whether libtest's filter and `--skip`s select `name` (as `libtest_mimic` decides, for
+/// the trials it runs; here, to load a configuration's module only where a case of it runs).
+fn selected(args: &libtest_mimic::Arguments, name: &str) -> bool {
+    let matches = |f: &str| if args.exact { name == f } else { name.contains(f) };
+    args.filter.as_deref().is_none_or(matches) && !args.skip.iter().any(|s| matches(s))
+}
+
+fn main() -> std::process::ExitCode {
+    let (own, rest) = own_options(std::env::args());
+    let mut args = libtest_mimic::Arguments::from_iter(rest);
+    // One case at a time unless asked: the cases share the GPU, and the liveness and hang
+    // cases time what they check.
+    args.test_threads.get_or_insert(1);
     let cases: Vec<(&Case, Option<Unavailable>)> = CASES
         .iter()
         .map(|c| (c, None))
         .chain(OPTIONAL.iter().map(|o| (&o.case, Some(o.unavailable))))
-        .filter(|(c, _)| wanted(c))
+        .filter(|(c, _)| own.cases.is_empty() || own.cases.iter().any(|f| c.name.contains(f.as_str())))
         .collect();
-
     let scratch_root = if Path::new("/dev/shm").is_dir() {
         PathBuf::from("/dev/shm")
     } else {
         std::env::temp_dir()
     };
-    let scratch = Scratch(scratch_root.join(format!("gpuio-gpu-suite-{}", std::process::id())));
-    let (mut passed, mut failed, mut skipped) = (0u32, Vec::new(), Vec::new());
-    let mut skipped_cases = Vec::new();
-    let started = Instant::now();
-    for &config in &configs {
-        if let Some(why) = unavailable(config) {
-            println!("gpu suite: {}: skipped, {why}", config.name());
-            skipped.push(format!("{} ({} cases): {why}", config.name(), cases.len()));
-            continue;
+    let found = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (mut trials, mut skipped) = (Vec::new(), Vec::new());
+    for &config in &own.configs {
+        let names: Vec<(String, &Case, Option<Unavailable>)> = (1..=own.repeat)
+            .flat_map(|round| {
+                cases.iter().map(move |&(case, unavailable)| {
+                    let name = match round {
+                        1 => format!("{}::{}", config.name(), case.name),
+                        r => format!("{}::{}#{r}", config.name(), case.name),
+                    };
+                    (name, case, unavailable)
+                })
+            })
+            .collect();
+        // Listing needs no GPU; a configuration none of whose cases runs needs no module.
+        let runs = !args.list && names.iter().any(|(n, ..)| selected(&args, n));
+        let missing = if runs { unavailable(config) } else { None };
+        if runs {
+            match &missing {
+                Some(why) => {
+                    println!("gpu suite: {}: skipped, {why}", config.name());
+                    skipped.push(format!("{} ({} cases): {why}", config.name(), cases.len()));
+                }
+                None => println!("gpu suite: {}: {}", config.name(), describe(config)),
+            }
         }
-        println!("gpu suite: {}: {}", config.name(), describe(config));
-        for round in 1..=repeat {
-            if repeat > 1 {
-                println!("  round {round} of {repeat}");
-            }
-            for &(case, unavailable) in &cases {
-                if let Some(why) = unavailable.and_then(|u| u(config)) {
-                    println!("  {} ... SKIPPED: {why}", case.name);
-                    skipped_cases.push(format!("{} ({}): {why}", case.name, config.name()));
-                    continue;
+        for (name, case, unavailable) in names {
+            // A case that cannot run here is ignored, saying why; `--ignored` runs it, and
+            // it fails with that reason.
+            let why = missing.clone().or_else(|| {
+                let why = unavailable.filter(|_| runs).and_then(|u| u(config))?;
+                if selected(&args, &name) {
+                    println!("gpu suite: {name}: skipped, {why}");
+                    skipped.push(format!("{} ({}): {why}", case.name, config.name()));
                 }
-                let _ = std::fs::remove_dir_all(&scratch.0);
-                std::fs::create_dir_all(&scratch.0).expect("scratch directory");
-                let t0 = Instant::now();
-                let dog = watchdog(format!("{} ({})", case.name, config.name()), 150);
-                let outcome =
-                    std::panic::catch_unwind(|| (case.run)(config, &scratch)).unwrap_or_else(|p| Err(panic_text(&*p)));
-                drop(dog);
-                let secs = t0.elapsed().as_secs_f64();
-                match outcome {
-                    Ok(detail) => {
-                        passed += 1;
-                        println!("  {} ... ok ({secs:.2} s): {detail}", case.name);
-                    }
-                    Err(why) => {
-                        println!("  {} ... FAILED ({secs:.2} s): {why}", case.name);
-                        failed.push(format!("{} ({}): {why}", case.name, config.name()));
-                    }
+                Some(why)
+            });
+            let trial = match why {
+                Some(why) => Trial::test(name, move || Err(why.into())).with_ignored_flag(true),
+                None => {
+                    let scratch = scratch_root.join(format!("gpuio-gpu-suite-{}-{}", std::process::id(), trials.len()));
+                    let (run, found) = (case.run, found.clone());
+                    Trial::test(name.clone(), move || {
+                        run_case(&name, run, config, Scratch(scratch), &found)
+                    })
                 }
-            }
+            };
+            trials.push(trial);
         }
     }
-    let _ = std::fs::remove_dir_all(&scratch.0);
-    println!(
-        "gpu suite: {passed} passed, {} failed, {} configuration(s) skipped, {} case(s) skipped, in {:.1} s",
-        failed.len(),
-        skipped.len(),
-        skipped_cases.len(),
-        started.elapsed().as_secs_f64()
-    );
-    skipped.append(&mut skipped_cases);
+    if args.filter.is_some() && !trials.iter().any(|t| selected(&args, t.name())) {
+        eprintln!(
+            "gpu suite: no case's name matches {:?} (`--list` lists them: CONFIG::CASE)",
+            args.filter.as_deref().unwrap_or_default()
+        );
+    }
+    let conclusion = libtest_mimic::run(&args, trials);
+    let found = found.lock().unwrap_or_else(|e| e.into_inner());
+    if !found.is_empty() {
+        println!("gpu suite: what the cases found:");
+        for f in found.iter() {
+            println!("  {f}");
+        }
+    }
     if let Ok(log) = std::env::var("GPUIO_SKIP_LOG") {
         use std::io::Write;
         if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
@@ -322,16 +377,40 @@ fn main() {
     for s in &skipped {
         println!("  SKIPPED {s}");
     }
-    for f in &failed {
-        println!("  FAILED {f}");
-    }
-    if !failed.is_empty() {
-        std::process::exit(1);
+    conclusion.exit_code()
+}
+
+/// Runs one case in `scratch` (made empty first, removed after) under a watchdog; what it
+/// found goes into `found`.
+fn run_case(
+    name: &str,
+    run: fn(Config, &Scratch) -> Outcome,
+    config: Config,
+    scratch: Scratch,
+    found: &Mutex<Vec<String>>,
+) -> Result<(), Failed> {
+    let _ = std::fs::remove_dir_all(&scratch.0);
+    std::fs::create_dir_all(&scratch.0).expect("scratch directory");
+    let t0 = Instant::now();
+    let dog = watchdog(name.to_string(), 150);
+    let outcome = std::panic::catch_unwind(|| run(config, &scratch)).unwrap_or_else(|p| Err(panic_text(&*p)));
+    drop(dog);
+    let _ = std::fs::remove_dir_all(&scratch.0);
+    let secs = t0.elapsed().as_secs_f64();
+    match outcome {
+        Ok(detail) => {
+            found
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(format!("{name} ({secs:.2} s): {detail}"));
+            Ok(())
+        }
+        Err(why) => Err(format!("after {secs:.2} s: {why}").into()),
     }
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("gpu suite: {why}\nusage: gpu [--config cpu|cuda|lockstep]... [--repeat N] [--case NAME]...");
+    eprintln!("gpu suite: {why}\n{SUITE_USAGE}");
     std::process::exit(2);
 }
 
