@@ -164,13 +164,14 @@ macro_rules! print {
 /// registers held 64 with a print), where printf's holds 24 (40 for that kernel). A number,
 /// `bool`, `char`, reference or pointer argument is passed by value (a copy made where the
 /// print runs), so a check in a hot loop leaves the loop's variables in registers; one the
-/// format string names itself (`"{v}"`) is borrowed and lives on the stack. Measured on an
-/// H200 by `bench_observer` (four kernel shapes beside CUDA C's `printf`): a `println!` never
-/// taken, 0.98-1.00x the plain kernel's time, a register tile 1.29x (`printf`: 0.95-1.24x);
-/// one line a thread, 0.96x a kernel of 2 ms and 2.85-5.52x one of 0.15-0.3 ms, 94-322x faster
-/// than `printf`. A kernel that does nothing but print runs at 0.81-0.85x the uncapped rate
-/// (412-429 M lines/s of 32 bytes against 500-511 M): at 32 registers an SM holds 64 of its
-/// warps, and lets 8 at a time write their records. A module that does file I/O from device
+/// format string names itself (`"{v}"`) is borrowed and lives on the stack. So a `println!`
+/// that never runs leaves a kernel's time as it was, within a few percent, except where the
+/// kernel's own registers are many (a register tile pays for the spills of what stays live
+/// across the call); one that runs costs in proportion to what it writes, and writes its
+/// lines a hundred times or more as fast as `printf`. A kernel that does nothing but print
+/// runs a little slower than uncapped: at 32 registers an SM holds 64 of its warps, and
+/// lets 8 at a time write their records. BENCHMARKS.md (`bench_observer`, four kernel
+/// shapes beside CUDA C's `printf`) has the figures. A module that does file I/O from device
 /// code is not capped unless asked. The lockstep (sm_60) build is compiled whole and keeps
 /// the uncapped count (`GPUIO_MAX_REGISTERS` caps everything there). docs/PROTOCOL.md, "What
 /// a print costs the kernel around it", says why.
@@ -214,8 +215,8 @@ macro_rules! eprintln {
 /// Why: `format_args!` takes each argument's address, and a variable whose address a call
 /// may keep lives in memory: a loop that checks each value with a print that never runs
 /// (`if v < 0.0 { println!("{} {}", i, v) }`) then stored its index and value to the thread's stack
-/// on every round, where the same loop without the print kept them in registers (SAXPY on
-/// an H200: 1.48x the time). A copy taken inside the print's branch leaves the variable
+/// on every round, where the same loop without the print kept them in registers (a memory
+/// bound loop then took half as long again). A copy taken inside the print's branch leaves the variable
 /// itself in registers. Arguments the format string names itself (`"{v}"`) are taken by
 /// reference, as `format_args!` takes them; so are all of them where the format string is
 /// not a literal (`concat!(..)`).

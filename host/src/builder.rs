@@ -210,9 +210,9 @@ impl Builder {
     }
     /// SQ entries of each ring (a power of two up to 32768, the kernel's limit; default
     /// 1,024 on a GPU, 256 on the CPU backend). A ring's requests in flight, and so a GPU's
-    /// random reads in flight, are bounded by its CQ (twice the SQ): on an H200, 4,096
-    /// threads reading random 4 KiB pages over four rings of 256 spent most of their time
-    /// waiting for a completion slot. What an entry costs: 64 bytes of SQE and 32 of CQEs.
+    /// random reads in flight, are bounded by its CQ (twice the SQ): thousands of threads
+    /// making small reads over small rings spend most of their time waiting for a
+    /// completion slot. What an entry costs: 64 bytes of SQE and 32 of CQEs.
     pub fn sq_entries(mut self, n: u32) -> Self {
         self.sq_entries = Some(n);
         self
@@ -224,13 +224,12 @@ impl Builder {
     }
     /// Bytes of log per print stream, stdout's and stderr's (a power of two from 64 to 2^40).
     /// By default 4 MiB each on the CPU backend; on GPUs, where far more threads print at
-    /// once, 32 MiB for stdout and 8 MiB for stderr (see [`Builder::stderr_log_bytes`]).
-    /// On an H100, 32 MiB carried 128-byte lines into /dev/null at 14-17 GB/s, as fast as
-    /// 64 MiB within the runs' spread, and halved the runtime's setup (BENCHMARKS.md).
-    /// Lines of any length fit: longer ones go out in pieces, still whole and in order. A
-    /// larger log lets more lines be in flight at once; its pages are allocated, zeroed and
-    /// registered with the GPU driver when the runtime is built (about 0.2 ms per MiB on an
-    /// H100 host).
+    /// once, 32 MiB for stdout and 8 MiB for stderr (see [`Builder::stderr_log_bytes`]):
+    /// enough for a GPU printing at full speed (a larger log was no faster), at half the
+    /// setup of 64 MiB. Lines of any length fit: longer ones go out in pieces, still whole
+    /// and in order. A larger log lets more lines be in flight at once; what it costs is
+    /// memory and setup: its pages are allocated, zeroed and registered with the GPU driver
+    /// when the runtime is built (a fraction of a millisecond per MiB).
     pub fn log_bytes(mut self, n: usize) -> Self {
         self.log_bytes = Some(n);
         self
@@ -306,9 +305,9 @@ impl Builder {
     /// takes whole for one request's round trip when no other thread holds it
     /// (`gpuio_device::protocol::solo`). A lone thread's `pwrite` and `pread` (staged ones of up to
     /// 4 KiB, direct ones of up to 1 GiB), `open`, `close`, `fsync` and `fdatasync` then skip
-    /// the shared rings' steps: on the H100 a 64-byte `pwrite` into `/dev/null` took 6.2-6.5
-    /// us with it, 25 without (BENCHMARKS.md; on x86-64 hosts the thread waits on the CQE's
-    /// result itself, elsewhere on the CQ tail, about 1.3 us more). Threads that find it
+    /// the shared rings' steps, so its round trip is about a quarter of theirs (on x86-64
+    /// hosts the thread waits on the CQE's result itself, elsewhere on the CQ tail, a PCIe
+    /// round trip more; BENCHMARKS.md has the figures). Threads that find it
     /// held go through the shared rings as before. By default a solo ring that cannot be
     /// made (the kernel refuses it) is done without, with a notice on stderr; asked for here
     /// or by `GPUIO_SOLO=1`, that is an error.
@@ -375,8 +374,8 @@ impl Builder {
     /// real-time thread gets the core as soon as it wakes.
     /// What it costs everyone else: these threads preempt any thread of the fair scheduler,
     /// of this process or another, on their core each time they wake, and the io-wq
-    /// workers hold it while they copy each request's bytes (docs/USAGE.md gives the
-    /// measured cost to a neighbouring process). The waker never polls at real-time
+    /// workers hold it while they copy each request's bytes (docs/USAGE.md says what that
+    /// costs a neighbouring process). The waker never polls at real-time
     /// priority: it parks between its looks. Nothing changes on a GPU, whose rings have
     /// SQPOLL.
     ///

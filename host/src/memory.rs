@@ -46,12 +46,10 @@ impl Mapping {
     /// driver (the print logs and the arena on GPU backends).
     ///
     /// Those are tens of MiB that are populated (the kernel zeroes every page) and then
-    /// registered page by page: with huge pages a CUDA runtime's build took 24.4-32.8 ms
-    /// instead of 59.0-62.5 ms on the H100 machine (two 64 MiB logs; BENCHMARKS.md). Not
-    /// for the CPU backend: there, on the 2-vCPU VM, asking for them made the first runtime
-    /// build of a process take 65-80 ms in 3 of 7 processes (9-17 ms without), for little
-    /// gain on its smaller logs. Where THP is off or absent the advice fails and base pages
-    /// serve.
+    /// registered page by page: huge pages halve a GPU runtime's build. Not for the CPU
+    /// backend: there asking for them can make the first runtime build of a process several
+    /// times as long (the kernel compacts memory to find them), for little gain on its
+    /// smaller logs. Where THP is off or absent the advice fails and base pages serve.
     pub fn huge(len: usize) -> io::Result<Mapping> {
         let m = Self::map(len, 0)?;
         let (p, n) = (m.ptr.as_ptr() as *mut libc::c_void, m.len);

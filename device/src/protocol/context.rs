@@ -319,7 +319,7 @@ impl Context {
     /// Requests complete in two steps around one release fence for the whole batch
     /// (`Requests::prepare`, then `Requests::finish`): on a GPU a system-scope fence costs
     /// about a PCIe round trip. With a fence and two dependent loads per CQE, a reaper
-    /// under 4,096 waiting threads spent 7-8 us per CQE on the H100, and every waiter of
+    /// under thousands of waiting threads spent microseconds per CQE, and every waiter of
     /// its ring waited behind it.
     ///
     /// `times` is [`Context::dispatch_timed`]'s; `None` (every other caller) compiles the
@@ -422,8 +422,8 @@ impl Context {
     /// The reap is inlined into each of them, and it is most of their PTX (the flusher's
     /// copies alone are a third of the example kernels' module, which the driver compiles at
     /// the first launch). Called out of line instead (an `#[inline(never)]` reaper), the
-    /// example module's PTX went from 1.08 MB to 0.63 MB and its separate JIT on an H200 from
-    /// 3.2 s to 1.1-1.7 s, but the same sm_90 PTX compiled as one whole program (what
+    /// example module's PTX shrank by about 40% and its separate JIT to about half, but the
+    /// same sm_90 PTX compiled as one whole program (what
     /// `cuModuleLoadData` does for a cudarc user) faulted in `print_to` (an out-of-bounds
     /// read of a generic address, compute-sanitizer said) in the GPU suite's cudarc case, and
     /// why was not found: so it stays inlined.
@@ -459,13 +459,13 @@ impl Context {
     ///
     /// Of the lanes of a warp that wait together, one goes round for all of them
     /// (`arch::by_one_lane`; its reap completes their requests too), and the others wait
-    /// for it without issuing: on the H100 their polling slowed a sibling's reap. The price: a lane whose request completed
+    /// for it without issuing: their polling would take issue slots from a sibling's reap. The price: a lane whose request completed
     /// waits out the round in progress (a reap of up to a few hundred CQEs, or every 64th
     /// round a reap of every ring and a flush) before it looks again.
     ///
     /// Always inlined: a waiter calls it every round, mostly to find the reaper busy. Left
-    /// to LLVM it went out of line once it also held the waiter's own reap; on the H100
-    /// that build's random 4 KiB reads were no faster and in most runs a little slower.
+    /// to LLVM it went out of line once it also held the waiter's own reap, which made
+    /// random small reads no faster, and mostly a little slower.
     ///
     /// Crate-private: a caller that dropped a returned result would lose it with the slot
     /// already given back.
@@ -592,8 +592,8 @@ impl Context {
             // A relaxed load first, and the AcqRel swap (pairing with the reaper's release of
             // the kick) only when there is a kick to take. The swap is a system-scope RMW on
             // host memory, and every waiter comes here every PROGRESS_EVERY rounds: swapping
-            // unconditionally cost staged random 4 KiB reads about a third of their
-            // throughput on the H100.
+            // unconditionally cost staged random small reads about a third of their
+            // throughput.
             if s.kick.load(Ordering::Relaxed) != 0 && s.kick.swap(0, Ordering::AcqRel) != 0 {
                 self.flush(s);
             }

@@ -268,9 +268,9 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     // The group's lanes leave together, once every line of theirs was flushed (invariant
     // 12). With independent thread scheduling a lane that left first and then spun (a
     // compute loop with no pause) could keep its sibling, the leader still flushing, from
-    // running at all: on an H200 the lines of every warp whose lanes but the leader went on
-    // to compute stayed unwritten (and the leader's print never returned) until those lanes
-    // stopped. After this sync the group's lines are in a submitted write, or in the hands of
+    // running at all: the lines of a warp whose lanes but the leader went on to compute
+    // could stay unwritten (and the leader's print not return) until those lanes stopped,
+    // as the hardware may stay on the spinning branch. After this sync the group's lines are in a submitted write, or in the hands of
     // a flusher whose own group waits for it the same way.
     g.sync();
     // No reaping here: completions are reaped by a flush that finds its flights full, by

@@ -197,9 +197,8 @@ impl Requests {
         }
         // Acquire, system scope: reads DONE again (only this waiter moves the slot on from
         // DONE) and synchronises with the reaper's release fence before its store of DONE.
-        // (A load, not an acquire fence: on the H100 the fence, which also waits for this
-        // thread's earlier stores, made the reap-to-result step of a lone thread's round
-        // trip 0.1-0.8 us slower.)
+        // (A load, not an acquire fence: the fence also waits for this thread's earlier
+        // stores, across PCIe, which a lone thread's round trip would pay each time.)
         state.load(Ordering::Acquire) == DONE
     }
 

@@ -226,9 +226,9 @@ impl Ring {
 
     /// Reads CQE slot `h & mask` with one 16-byte load (`arch::read_published`: plain from
     /// sm_70 on NVIDIA GPUs). On a GPU each load of host memory crosses PCIe; a volatile
-    /// read of the struct is split by field (three loads). Measured on the H100 under 4,096
-    /// waiting threads: a batch of 16 CQEs reached the reaper 38-44 us after its try-lock
-    /// that way, 5.9-6.4 us this way.
+    /// read of the struct is split by field (three loads, each a PCIe round trip, and under
+    /// thousands of waiting threads each waits behind their traffic: a batch of CQEs then
+    /// took several times as long to reach the reaper).
     ///
     /// # Safety
     /// The kernel published the slot (the caller acquired the CQ tail past it) and the

@@ -4,9 +4,9 @@
 //! A request through the shared rings ([`crate::protocol::ring`], [`crate::protocol::request`]) takes a
 //! completion slot and an arena block, a ticket, a ready flag, the publisher's lock, the
 //! reaper's lock, a dispatch and the slot's and block's returns: about twenty dependent
-//! system-scope operations, each a fence or an atomic or a load across PCIe on a GPU. On the
-//! H100 a lone thread's 64-byte `pwrite` into `/dev/null` took 24 us that way, where one
-//! thread alone on a ring with none of those steps took 5.7 (BENCHMARKS.md). Most requests
+//! system-scope operations, each a fence or an atomic or a load across PCIe on a GPU: a
+//! lone thread's small `pwrite` took about four times as long that way as on a ring of its
+//! own with none of those steps (BENCHMARKS.md). Most requests
 //! that a lone thread makes, and a thread of a kernel whose threads rarely do I/O at once,
 //! are that case; so each context has one more ring, served by ring 0's SQPOLL thread (the
 //! host attaches it there), that a thread takes when no other thread holds it.
@@ -17,8 +17,8 @@
 //!    (Relaxed) moves it to `2n + 1` (a compare-and-swap, Acquire, GPU scope on NVIDIA
 //!    sm_70+, system scope elsewhere: only the GPU's threads hand the ring to one another,
 //!    so the lock need not be seen beyond the GPU); one that finds it held, or loses the race, goes through the shared rings:
-//!    nobody ever waits for the solo ring. (A `fetch_or(1)` alone would save the look, about
-//!    0.2 us on the H200, within the noise; loom cannot check a spin beside a failed
+//!    nobody ever waits for the solo ring. (A `fetch_or(1)` alone would save the look, one
+//!    load of a round trip of twenty; loom cannot check a spin beside a failed
 //!    read-modify-write, so the look stays.) Where lanes run in lockstep (the lockstep rule, `arch/mod.rs`), only a
 //!    lane alone at its call tries: lanes that call together go through the shared rings,
 //!    where each submits before any waits, since one's request may need a sibling's.

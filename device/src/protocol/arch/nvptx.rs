@@ -251,8 +251,8 @@ pub mod atomic {
     }
 
     /// A 64-bit atomic that only the threads of one GPU use while a kernel runs: GPU scope
-    /// (`ld`/`st`/`atom.<sem>.gpu`). A GPU-scope fence costs half a system-scope one on the
-    /// H100 (0.35 against 0.64-0.70 us, BENCHMARKS.md). The host may look at it (a relaxed
+    /// (`ld`/`st`/`atom.<sem>.gpu`). A GPU-scope fence need not wait for PCIe, and costs
+    /// about half a system-scope one (BENCHMARKS.md). The host may look at it (a relaxed
     /// read of device memory, for reports) but never synchronizes through it. (Before
     /// sm_70, in the lockstep build, it is [`AtomicU64`]: `membar.gl` is not documented as
     /// cumulative, and that build's speed does not matter.)
@@ -398,7 +398,7 @@ pub mod atomic {
 /// collective on two paths would run them at different instructions, which PTX does not
 /// allow there. Nothing in the asm forbids such a copy (Rust cannot mark asm `convergent`);
 /// what keeps it from happening is that LLVM keeps PTX control flow structured, and what
-/// checks it is the lockstep suite on the H100 (`tests/gpu/`).
+/// checks it is the GPU suite's lockstep configuration (`tests/gpu/`).
 #[derive(Clone, Copy, Debug)]
 pub struct Warp {
     /// The lanes of the group (this lane included): bit `i` is lane `i`.
@@ -693,8 +693,8 @@ pub const fn flusher_sees_flights_through() -> bool {
 /// What a lane does while another lane reaps for it (`Context::waiting`): with independent
 /// thread scheduling (sm_70+) the divergent paths of a warp take turns, so waiting lanes that
 /// poll slow down a sibling that is reaping; asleep, they leave it the warp. 8 us (`nanosleep`
-/// sleeps up to twice that): shorter sleeps left random reads slower on the H100, longer
-/// ones were no faster. Lockstep lanes (before
+/// sleeps up to twice that): about a reap of a batch of CQEs; shorter sleeps take issue
+/// slots back from the reaper, longer ones leave completed requests waiting. Lockstep lanes (before
 /// sm_70) take no turns (a reaping lane's siblings wait, masked off, until it is done), so
 /// there it returns at once.
 #[inline(always)]
@@ -710,8 +710,8 @@ pub fn yield_to_siblings() {
 /// for it at a warp barrier and get `None`. A waiter's round goes through here
 /// (`Context::waiting`). With independent thread scheduling (sm_70+) the lanes of a warp
 /// that wait apart from the one that reaps are divergent paths, which the warp runs by
-/// turns with the reaper's. Parked at the barrier they issue nothing. On the H100, staged
-/// random 4 KiB reads over 4 rings then completed 18-41% more a second.
+/// turns with the reaper's. Parked at the barrier they issue nothing, and the reaper has
+/// the warp's issue slots to itself (random small reads complete markedly faster so).
 ///
 /// `round` must not wait for the parked lanes: a waiter's round reaps, sleeps or flushes,
 /// and waits only for the kernel and for reaping, as the lockstep rule (`arch/mod.rs`) has

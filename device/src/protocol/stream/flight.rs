@@ -96,7 +96,7 @@ impl Stream {
     /// resubmitted if it came back short): a line whose print returned needs nothing from
     /// any thread that is not printing to reach its fd (invariant 12). While prints keep
     /// coming, flushes return at once as they always did (a flusher that waited whenever
-    /// its flights were out cost a quarter of the print throughput on an H200). Before, a
+    /// its flights were out cost about a quarter of the print throughput). Before, a
     /// flush that found every flight out always left the bytes to whoever reaped the
     /// landing flight and took its kick (a producer waiting for room, a request's waiter,
     /// or the drain after the last kernel): while every other thread computed, nobody did.

@@ -84,22 +84,22 @@ unsafe impl Sync for Module {}
 ///
 /// As one whole program (`ptxas` without `-c`), every kernel is compiled with its own copy
 /// of every function it calls (the print path, the ring, `core::fmt`, the panic report), so
-/// a module's JIT time grows as kernels x shared code: on the H100, about 0.9-1.5 s per
-/// kernel (`ptxas -v`), 60-65 s for a module of 19 kernels and 6-9 s for the 6 of gpuio's
-/// example module (`bench_start`). Compiled separately (relocatable code, which the
-/// driver's linker then links), each function is compiled once: 1.2-1.7 s for the example
-/// module. Calls between functions then follow the standard ABI: printing 32-byte lines
-/// ran 3.6-5.0% slower on the H100 (`bench_gpu`; BENCHMARKS.md has the runs). The module
+/// a module's JIT time grows as kernels x shared code: about a second a kernel, a minute
+/// for a module of twenty. Compiled separately (relocatable code, which the driver's
+/// linker then links), each function is compiled once, and a module takes about as long
+/// as one kernel compiled whole. Calls between functions then follow the standard ABI,
+/// which costs a print a few percent of its throughput (BENCHMARKS.md has both). The module
 /// goes in as two inputs, the library's functions apart with a register cap of their own
 /// (`GPUIO_PRINT_REGISTERS`, `library.rs`).
 ///
-/// PTX for a target before sm_70 (the lockstep build) is always compiled whole: compiled
-/// separately, it ran with independent thread scheduling on the H100.
+/// PTX for a target before sm_70 (the lockstep build) is always compiled whole: linked by
+/// the driver, it runs with independent thread scheduling on Volta and later, which would
+/// make the lockstep build test nothing.
 ///
 /// A module compiled whole is cut into one program per kernel (each with the functions and
-/// data it reaches), since a whole program's compile time grows faster than its kernels:
-/// gpuio's test module of 35 kernels, sm_60 PTX, took over 480 s to load as one program
-/// on an H100 (stopped there), 300 s as 35 (driver 580), and the driver's JIT cache then
+/// data it reaches), since a whole program's compile time grows faster than its kernels
+/// (a module of tens of kernels takes minutes cut so, and over half as long again as one
+/// program), and the driver's JIT cache then
 /// keeps each kernel's program apart, so an edit that leaves a kernel's program text
 /// unchanged does not compile it again. A module whose kernels share a `static` with no
 /// initial value (state they would each get a copy of) is compiled as one program.
@@ -129,10 +129,10 @@ impl Jit {
 /// Where it serves: the lockstep build, compiled whole, where gpuio's functions get no cap of
 /// their own ([`library_registers`]): a kernel with a `println!` that never runs, or with any
 /// panic path (an index check), gets 160-255 registers there and, at 256 threads a block, 8
-/// warps an SM instead of 64 (an FMA chain ran 1.86x as long on an H200; capped at 32, as
-/// fast as without). What it costs: a kernel whose own code needs more registers than the
-/// cap spills in its hot loop, and a print that runs spills (at 32, 32-byte lines went out
-/// at 252 M lines/s against 505 M on an H200).
+/// warps an SM instead of 64 (a compute-bound kernel then runs up to about twice as long;
+/// capped at 32, as fast as without). What it costs: a kernel whose own code needs more
+/// registers than the cap spills in its hot loop, and a print that runs spills (at 32 a
+/// kernel that only prints runs at about half the rate).
 fn max_registers() -> Result<Option<u32>> {
     match crate::settings::var("GPUIO_MAX_REGISTERS")? {
         None => Ok(None),
@@ -145,7 +145,7 @@ fn max_registers() -> Result<Option<u32>> {
 
 /// The register cap of the library's functions when compiled separately (`library.rs`)
 /// where `GPUIO_PRINT_REGISTERS` names none: what a kernel whose own code needs at most
-/// this many gets with a print, as CUDA C's with a `printf` (24 on an H200).
+/// this many gets with a print, as CUDA C's gets with a `printf` (which needs fewer still).
 pub(crate) const LIBRARY_REGISTERS: u32 = 32;
 
 /// What `GPUIO_PRINT_REGISTERS` asks of a module compiled separately.
@@ -182,8 +182,8 @@ impl LibraryCap {
 /// uncapped rate with 8 of them at a time writing records (docs/PROTOCOL.md says where the
 /// rest goes, as far as it was found); file
 /// I/O more so (its bulk copy keeps 32 16-byte loads in flight a lane: at 32 registers
-/// staged `pread` into device memory ran 2.99 GB/s against 13.71 on an H200, which is why a
-/// module that does file I/O is left uncapped unless asked); what it saves: a kernel's
+/// staged `pread` into device memory ran at under a quarter of its uncapped rate, which is
+/// why a module that does file I/O is left uncapped unless asked); what it saves: a kernel's
 /// register count is the larger of its own code's and the cap, where uncapped a print raises
 /// it to 160-255 (see [`max_registers`]). The lockstep build is compiled whole, without the
 /// cut.
@@ -296,8 +296,8 @@ impl Module {
     }
 
     /// Compiles and loads each `(kernel, PTX)` program as a whole program, one after
-    /// another (the driver compiles one at a time: loaded from several threads, 35 programs
-    /// took 300 s of compiling in 300.7 s on an H100 with driver 580); their handles in
+    /// another (the driver compiles one at a time: loaded from several threads, the
+    /// programs' compile times add up to the wall time all the same); their handles in
     /// order and the summed compile time. On an error those loaded are unloaded and the
     /// error, naming its kernel, returned.
     fn compile_each(cuda: &Arc<Cuda>, parts: &[(String, String)]) -> Result<(Vec<CuModule>, f32)> {
@@ -699,8 +699,8 @@ pub(crate) fn load_ptx_image(
         )));
     }
     // PTX for a target before sm_70 is compiled as one whole program, always: compiled
-    // separately and linked by the driver, the sm_60 build ran with independent thread
-    // scheduling on the H100 (the suite's lockstep probe: 256 of 256 lanes took a lock that
+    // separately and linked by the driver, the sm_60 build runs with independent thread
+    // scheduling (the GPU suite's lockstep probe finds every lane taking a lock that
     // lockstep lanes cannot), which would make the lockstep build test nothing.
     let jit = match scheduling {
         Some(Scheduling::Lockstep) => Jit::Whole,

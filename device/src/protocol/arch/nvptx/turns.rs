@@ -5,12 +5,11 @@
 //! 64 warps an SM. When most of them print at once, they all take part in writing records
 //! (reserving log space, waiting for room, copying lines out, committing, flushing), in code
 //! that spills at 32 registers, and the SM gets less done than with a few warps in that
-//! part. On an H200, 32-byte lines into /dev/null ran at 0.69-0.70x the uncapped rate (206
-//! registers: one block of 8 warps an SM) with every warp let in, and at 0.81-0.85x with 8
-//! warps an SM let in at a time. 4 or 16 were slower than 8, a fair (ticket) order was
-//! slower than this free-for-all, shorter naps between looks were slower, and letting the
-//! formatting in too changed nothing. docs/PROTOCOL.md ("What the cap costs a kernel that
-//! only prints") has the figures and what is left.
+//! part: with every warp let in, a kernel that only prints ran well below the uncapped
+//! rate (8 warps an SM), and 8 warps an SM at a time closed about half of that gap. 4 or 16
+//! did less than 8, a fair (ticket) order less than this free-for-all, shorter naps between
+//! looks less, and letting the formatting in too nothing. docs/PROTOCOL.md ("What the cap
+//! costs a kernel that only prints") and BENCHMARKS.md have the figures.
 //!
 //! The turn is taken once every lane of the group has formatted its line (after the
 //! group's first collective, which all of them reach only then), so a print that a
@@ -38,7 +37,7 @@ use crate::protocol::group::Group;
 
 /// Warps of one SM let into a record's write at once.
 pub const TURNS: u64 = 8;
-/// Counters; `%smid` modulo this picks one (an H200 has 132 SMs).
+/// Counters; `%smid` modulo this picks one (today's largest GPUs have fewer than 200 SMs).
 const SMS: usize = 512;
 /// How long a warp waits for a turn before it goes in without one (by the GPU's clock).
 const GIVE_UP_NS: u64 = 100_000_000;
