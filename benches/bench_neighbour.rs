@@ -5,6 +5,7 @@
 //! cargo bench --bench bench_neighbour -- --secs 5 --reps 3 --loads idle,plain,fair
 //! cargo bench --bench bench_neighbour -- --setsid 0            # probes in this session
 //! cargo bench --bench bench_neighbour -- --loads plain,yield,wake,yield+wake
+//! cargo bench --bench bench_neighbour -- --reps 3 --loads idle,plain,spin,fair
 //! ```
 //!
 //! For each load, `--reps` times in turn (the loads alternate within a rep), the load runs
@@ -25,8 +26,10 @@
 //! (the CPU backend, `Sandbox::FileIo`, default settings: one launch of 64 threads, each
 //! doing 4 KiB device `pwrite`s at its own offset until a flag in host memory says stop);
 //! `rt` (the same with `Builder::real_time_waker(true)`); `print` (64 CPU-backend threads
-//! `println!` into a file in `--dir` until told to stop). Not run unless named, three
-//! loads without gpuio or I/O that mimic the CPU backend's threads under I/O: `yield` (64
+//! `println!` into a file in `--dir` until told to stop). Not run unless named, loads
+//! without gpuio or I/O: `spin` (64 nice-0 threads that compute and never sleep: a program
+//! whose threads are always runnable, as a CPU-backend kernel's are, where `plain`'s sleep on
+//! the file's lock), and three that mimic the CPU backend's threads under I/O: `yield` (64
 //! threads at nice +10 calling `sched_yield`, as kernel threads waiting for a completion
 //! do), `wake` (two nice-0 threads waking each other tens of thousands of times a second,
 //! as the waker and io_uring's worker do), and `yield+wake` (both).
@@ -36,10 +39,12 @@
 //! io_uring's workers `iou-wrk-*`, found by name in /proc/self/task; a worker that exited
 //! during the window is missed) against the rest of the process but its main thread (the
 //! kernel's threads). Then the verdicts: `date`'s worst under gpuio's pwrites (fair, and
-//! with the real-time waker) within 2x its worst under the plain program.
+//! with the real-time waker) within 2x its worst under the plain program, and, where `spin`
+//! ran, the fair load's beside the spinning program's (information: the same count of
+//! always-runnable threads without gpuio).
 //!
 //! Options: `--secs S` (default 5), `--reps R` (default 1), `--threads T` (default 64),
-//! `--loads idle,plain,fair,rt,print` (the default; also `yield`, `wake`, `yield+wake`),
+//! `--loads idle,plain,fair,rt,print` (the default; also `spin`, `yield`, `wake`, `yield+wake`),
 //! `--dir /dev/shm`, `--setsid 0|1` (default 1).
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
@@ -55,7 +60,7 @@ use gpuio::{Backend, Runtime, Sandbox};
 mod common;
 
 const USAGE: &str = "usage: bench_neighbour [--secs S] [--reps R] [--threads T] \
-                     [--loads idle,plain,fair,rt,print,yield,wake,yield+wake] [--dir /dev/shm] [--setsid 0|1]";
+                     [--loads idle,plain,fair,rt,print,spin,yield,wake,yield+wake] [--dir /dev/shm] [--setsid 0|1]";
 
 const CLI: common::Cli = common::Cli {
     name: "bench_neighbour",
@@ -81,6 +86,8 @@ enum Load {
     Fair,
     RealTime,
     Print,
+    /// No gpuio, no I/O: nice-0 threads that compute and never sleep.
+    Spin,
     /// No gpuio, no I/O: threads at the kernel threads' nice value calling `sched_yield`.
     Yield,
     /// No gpuio, no I/O: two nice-0 threads waking each other, as the waker and io_uring's
@@ -98,6 +105,7 @@ impl Load {
             "fair" => Load::Fair,
             "rt" => Load::RealTime,
             "print" => Load::Print,
+            "spin" => Load::Spin,
             "yield" => Load::Yield,
             "wake" => Load::Wake,
             "yield+wake" => Load::YieldWake,
@@ -112,6 +120,7 @@ impl Load {
             Load::Fair => format!("gpuio fair: {threads} threads, 4 KiB device pwrite"),
             Load::RealTime => format!("gpuio real-time waker: {threads} threads, 4 KiB pwrite"),
             Load::Print => format!("gpuio print: {threads} threads, println!"),
+            Load::Spin => format!("no gpuio: {threads} threads computing, never sleeping"),
             Load::Yield => format!("no gpuio: {threads} threads sched_yield at nice +{YIELD_NICE}"),
             Load::Wake => "no gpuio: 2 threads waking each other".into(),
             Load::YieldWake => format!("no gpuio: {threads} sched_yield at nice +{YIELD_NICE} + 2 waking"),
@@ -124,6 +133,7 @@ impl Load {
             Load::Print => "lines/s",
             Load::Yield | Load::YieldWake => "yields/s",
             Load::Wake => "wakeups/s",
+            Load::Spin => "M loops/s",
             _ => "pwrites/s",
         }
     }
@@ -272,6 +282,15 @@ fn main() {
             _ => println!("verdict: date worst under {what} <= 2x plain: not measured (run both loads)"),
         }
     }
+    if let (Some(g), Some(s)) = (worst(Load::Fair), worst(Load::Spin)) {
+        println!(
+            "information: date worst under gpuio fair against {} always-runnable threads without gpuio (spin): {:.2}x ({:.1} ms against {:.1} ms)",
+            cfg.threads,
+            g.as_secs_f64() / s.as_secs_f64().max(1e-9),
+            ms(g),
+            ms(s)
+        );
+    }
     println!("# load at the end: {}", loadavg());
 }
 
@@ -325,6 +344,22 @@ fn run_load(cfg: &Config, load: Load) -> Sample {
                     let off = u64::from(t) * BLOCK as u64;
                     while !stop.load(Ordering::Relaxed) {
                         file.write_all_at(&data, off).expect("pwrite");
+                        count.fetch_add(1, Ordering::Relaxed);
+                    }
+                }));
+            }
+        }
+        Load::Spin => {
+            for _ in 0..threads {
+                let (stop, count) = (stop.clone(), count.clone());
+                plain.push(std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        // A million loops of arithmetic the compiler cannot drop, counted.
+                        let mut x = 1u64;
+                        for i in 0..1_000_000u64 {
+                            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+                        }
+                        std::hint::black_box(x);
                         count.fetch_add(1, Ordering::Relaxed);
                     }
                 }));
