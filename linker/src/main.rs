@@ -15,6 +15,24 @@ use gpuio_linker::{build_kernel_crate, ensure_components, GpuTarget, DEFAULT_AMD
 const USAGE: &str = "usage: gpuio-linker --target nvptx|amdgcn --arch ARCH [--code-object-version N] \
                      --manifest-path PATH/Cargo.toml --out DIR";
 
+/// What `--help` prints.
+fn help() -> String {
+    format!(
+        "gpuio-linker: builds a kernel crate into a GPU code object and prints its path
+
+usage: gpuio-linker --target nvptx|amdgcn --arch ARCH [--code-object-version N] \
+--manifest-path PATH/Cargo.toml --out DIR
+
+  --target nvptx|amdgcn       NVIDIA PTX (.ptx) or an AMD code object (.hsaco)
+  --arch ARCH                 sm_60, sm_70, sm_90, ... or gfx90a, gfx942, gfx1100, ...
+  --code-object-version N     AMD code object version (default {DEFAULT_AMDHSA_CODE_OBJECT_VERSION})
+  --manifest-path PATH        the kernel crate's Cargo.toml
+  --out DIR                   where the code object goes (made if missing)
+  -h, --help                  this text
+  -V, --version               the version"
+    )
+}
+
 fn main() -> ExitCode {
     match run() {
         Ok(path) => {
@@ -29,27 +47,26 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<PathBuf, String> {
+    use lexopt::prelude::*;
     let (mut kind, mut arch, mut cov, mut manifest, mut out) = (None, None, None, None, None);
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        if flag == "-h" || flag == "--help" {
-            println!("{USAGE}");
-            std::process::exit(0);
-        }
-        let value = args.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
-        match flag.as_str() {
-            "--target" => kind = Some(value),
-            "--arch" => arch = Some(value),
-            "--code-object-version" => {
-                cov = Some(
-                    value
-                        .parse::<u32>()
-                        .map_err(|e| format!("--code-object-version {value}: {e}"))?,
-                )
+    let mut parser = lexopt::Parser::from_env();
+    let bad = |e: lexopt::Error| format!("{e}\n{USAGE}");
+    while let Some(arg) = parser.next().map_err(bad)? {
+        match arg {
+            Short('h') | Long("help") => {
+                println!("{}", help());
+                std::process::exit(0);
             }
-            "--manifest-path" => manifest = Some(PathBuf::from(value)),
-            "--out" => out = Some(PathBuf::from(value)),
-            _ => return Err(format!("unknown argument {flag}\n{USAGE}")),
+            Short('V') | Long("version") => {
+                println!("gpuio-linker {}", env!("CARGO_PKG_VERSION"));
+                std::process::exit(0);
+            }
+            Long("target") => kind = Some(parser.value().and_then(|v| v.string()).map_err(bad)?),
+            Long("arch") => arch = Some(parser.value().and_then(|v| v.string()).map_err(bad)?),
+            Long("code-object-version") => cov = Some(parser.value().and_then(|v| v.parse::<u32>()).map_err(bad)?),
+            Long("manifest-path") => manifest = Some(PathBuf::from(parser.value().map_err(bad)?)),
+            Long("out") => out = Some(PathBuf::from(parser.value().map_err(bad)?)),
+            other => return Err(bad(other.unexpected())),
         }
     }
     let missing = |what: &str| format!("missing {what}\n{USAGE}");
