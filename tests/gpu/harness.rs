@@ -17,8 +17,6 @@ pub(crate) enum Config {
 }
 
 impl Config {
-    pub(crate) const ALL: [Config; 3] = [Config::Cpu, Config::Cuda, Config::Lockstep];
-
     pub(crate) fn name(self) -> &'static str {
         match self {
             Config::Cpu => "cpu",

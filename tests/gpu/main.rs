@@ -8,22 +8,26 @@
 //! - `lockstep`: CUDA, the `sm_60` PTX, which the GPU runs with the lanes of each warp in
 //!   lockstep, as AMD GPUs run wavefronts (`gpuio_device::protocol::arch` on why that matters).
 //!
-//! On libtest-mimic (`harness = false`): each case in each configuration is a test named
-//! `CONFIG::CASE`, and libtest's options work as in any Rust suite (`--list`, `--exact`,
-//! `--ignored`, `--skip`, a filter). Cases run one at a time unless `--test-threads` says
-//! otherwise. A configuration's module is loaded once, before its first case, and only
-//! where one of its cases runs. A case that cannot run here (no GPU, say) is ignored,
-//! with a line saying why; `--ignored` runs it, and it fails with that reason. A case
-//! that hangs fails: its runtime has a hang timeout, and a watchdog aborts the run naming
-//! the case.
+//! On libtest itself: each case in each configuration is a `#[test]` named `CONFIG::CASE`
+//! (`cpu::every_line_once_in_order`), so `--list`, `--exact`, `--skip`, `--test-threads`,
+//! `--show-output` and filters work as in any Rust suite. The cases run one at a time
+//! whatever `--test-threads` says (they share the GPU, and the liveness and hang cases time
+//! what they check). A configuration's module is loaded before its first case, with a line
+//! on stderr saying what runs it. A case that cannot run here (no GPU, no cudarc feature)
+//! passes as skipped, as the repository's other GPU tests do: one `SKIPPED` line per
+//! configuration or case on stderr and in `GPUIO_SKIP_LOG`. A case that hangs fails: its
+//! runtime has a hang timeout, and a watchdog aborts the run naming the case.
 //!
 //! ```text
 //! cargo test --release --test gpu                       # every configuration there is
-//! cargo test --release --test gpu -- --config lockstep --repeat 3
-//! cargo test --release --test gpu -- --case stack --case ring  # cases whose name contains either
-//! cargo test --release --test gpu -- cpu::              # a libtest filter: the cpu configuration
+//! cargo test --release --test gpu -- lockstep::         # one configuration
+//! GPUIO_GPU_SUITE_REPEAT=3 cargo test --release --test gpu -- lockstep::
+//! cargo test --release --test gpu -- stack ring         # cases whose name contains either
 //! cargo test --release --test gpu -- --list
 //! ```
+//!
+//! Not libtest-mimic: it builds clap, and a root crate's dev-dependencies are built for
+//! every example, the README's first command included (it took that from 24 s to 42-45 s).
 
 mod cases_cudarc;
 mod cases_file_io;
@@ -38,11 +42,10 @@ mod common;
 mod harness;
 mod kernels;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
-
-use libtest_mimic::{Failed, Trial};
 
 use gpuio::{Backend, Error, Runtime};
 
@@ -74,352 +77,163 @@ use kernels::Kernels;
 /// What a case found.
 type Outcome = Result<String, String>;
 
-/// A case: its name and its body.
-struct Case {
-    name: &'static str,
-    run: fn(Config, &Scratch) -> Outcome,
-}
+/// A case's body.
+type Run = fn(Config, &Scratch) -> Outcome;
 
 /// What a case needs that a configuration may lack: why it cannot run there, if it cannot.
 type Unavailable = fn(Config) -> Option<String>;
 
-/// A case that runs only where `unavailable` finds nothing missing (it says what is).
-struct Optional {
-    case: Case,
-    unavailable: Unavailable,
-}
-
-const OPTIONAL: &[Optional] = &[
-    Optional {
-        case: Case {
-            name: "cudarc_launches_print_and_a_hang_on_its_stream_is_reported",
-            run: cudarc_launches_print_and_a_hang_on_its_stream_is_reported,
-        },
-        unavailable: cudarc_unavailable,
-    },
-    Optional {
-        case: Case {
-            name: "a_print_leaves_a_kernel_its_registers",
-            run: a_print_leaves_a_kernel_its_registers,
-        },
-        unavailable: print_registers_unavailable,
-    },
-];
-
-const CASES: &[Case] = &[
-    Case {
-        name: "scheduling_is_the_one_asked_for",
-        run: scheduling_is_the_one_asked_for,
-    },
-    Case {
-        name: "blocks_of_33_and_37_threads",
-        run: blocks_of_33_and_37_threads,
-    },
-    Case {
-        name: "every_line_once_in_order",
-        run: every_line_once_in_order,
-    },
-    Case {
-        name: "divergent_call_sites",
-        run: divergent_call_sites,
-    },
-    Case {
-        name: "one_warp_mixing_streams_and_pieces",
-        run: one_warp_mixing_streams_and_pieces,
-    },
-    Case {
-        name: "one_print_call_two_streams",
-        run: one_print_call_two_streams,
-    },
-    Case {
-        name: "a_locked_stdouts_pieces_make_whole_lines",
-        run: a_locked_stdouts_pieces_make_whole_lines,
-    },
-    Case {
-        name: "three_dimensional_launches",
-        run: three_dimensional_launches,
-    },
-    Case {
-        name: "a_block_shares_dynamic_shared_memory",
-        run: a_block_shares_dynamic_shared_memory,
-    },
-    Case {
-        name: "results_come_back_through_outputs",
-        run: results_come_back_through_outputs,
-    },
-    Case {
-        name: "typed_launch_passes_every_parameter_type",
-        run: typed_launch_passes_every_parameter_type,
-    },
-    Case {
-        name: "strings_and_slices_as_parameters",
-        run: strings_and_slices_as_parameters,
-    },
-    Case {
-        name: "lines_of_every_shape",
-        run: lines_of_every_shape,
-    },
-    Case {
-        name: "tiny_ring_and_log_thousands_of_threads",
-        run: tiny_ring_and_log_thousands_of_threads,
-    },
-    Case {
-        name: "warp_records_near_the_log_size",
-        run: warp_records_near_the_log_size,
-    },
-    Case {
-        name: "returned_lines_out_while_others_compute",
-        run: returned_lines_out_while_others_compute,
-    },
-    Case {
-        name: "lines_reach_a_full_pipe_while_the_printers_compute",
-        run: lines_reach_a_full_pipe_while_the_printers_compute,
-    },
-    Case {
-        name: "a_kernel_cannot_leave_the_print_only_sandbox",
-        run: a_kernel_cannot_leave_the_print_only_sandbox,
-    },
-    Case {
-        name: "a_kernel_cannot_move_host_memory_under_file_io",
-        run: a_kernel_cannot_move_host_memory_under_file_io,
-    },
-    Case {
-        name: "stack_buffers_pwrite_pread",
-        run: stack_buffers_pwrite_pread,
-    },
-    Case {
-        name: "file_io_4_arena_blocks_2048_threads",
-        run: file_io_4_arena_blocks_2048_threads,
-    },
-    Case {
-        name: "std_habits_on_a_device_file",
-        run: std_habits_on_a_device_file,
-    },
-    Case {
-        name: "print_while_others_wait_for_io",
-        run: print_while_others_wait_for_io,
-    },
-    Case {
-        name: "idle_longer_than_sq_thread_idle",
-        run: idle_longer_than_sq_thread_idle,
-    },
-    Case {
-        name: "print_to_a_closed_fd_is_reported",
-        run: print_to_a_closed_fd_is_reported,
-    },
-    Case {
-        name: "a_hang_is_reported_then_waited_out",
-        run: a_hang_is_reported_then_waited_out,
-    },
-    Case {
-        name: "a_hang_report_names_the_blocks_still_running",
-        run: a_hang_report_names_the_blocks_still_running,
-    },
-    Case {
-        name: "two_runtimes_in_one_process",
-        run: two_runtimes_in_one_process,
-    },
-    Case {
-        name: "hundred_runtime_create_drop_cycles",
-        run: hundred_runtime_create_drop_cycles,
-    },
-    Case {
-        name: "another_layout_is_refused",
-        run: another_layout_is_refused,
-    },
-];
-
-/// The suite's own options (`--config`, `--repeat`, `--case`), apart from libtest's.
-struct Own {
-    configs: Vec<Config>,
-    repeat: u32,
-    cases: Vec<String>,
-}
-
-/// Takes the suite's own options out of `args`; the rest are libtest's (`--list`, `--exact`,
-/// `--test-threads`, `--ignored`, a filter, ...), which `libtest_mimic` reads.
-fn own_options(mut args: impl Iterator<Item = String>) -> (Own, Vec<String>) {
-    let mut own = Own {
-        configs: Vec::new(),
-        repeat: 1,
-        cases: Vec::new(),
-    };
-    let mut rest = Vec::new();
-    while let Some(a) = args.next() {
-        let (flag, inline) = match a.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (a.clone(), None),
-        };
-        let mut value = |what: &str| inline.clone().or_else(|| args.next()).unwrap_or_else(|| usage(what));
-        match flag.as_str() {
-            "--config" => {
-                let v = value("--config cpu|cuda|lockstep");
-                let c = Config::ALL.into_iter().find(|c| c.name() == v);
-                own.configs
-                    .push(c.unwrap_or_else(|| usage(&format!("unknown config {v:?}"))));
-            }
-            "--repeat" => own.repeat = value("--repeat N").parse().unwrap_or_else(|_| usage("--repeat N")),
-            "--case" => own.cases.push(value("--case NAME")),
-            "--help" | "-h" => {
-                println!("{SUITE_USAGE}\n\nand libtest's options:");
-                rest.push(a);
-            }
-            _ => rest.push(a),
+/// The `#[test]` of each case in one configuration: `$config::$case`.
+macro_rules! configuration {
+    ($config:ident, $value:expr, [$($case:ident),*], [$($opt:ident if $available:ident),*]) => {
+        mod $config {
+            $(
+                #[test]
+                fn $case() {
+                    crate::run_case($value, stringify!($case), crate::$case, None);
+                }
+            )*
+            $(
+                #[test]
+                fn $opt() {
+                    crate::run_case($value, stringify!($opt), crate::$opt, Some(crate::$available));
+                }
+            )*
         }
-    }
-    if own.configs.is_empty() {
-        own.configs = Config::ALL.to_vec();
-    }
-    (own, rest)
+    };
 }
 
-const SUITE_USAGE: &str =
-    "usage: gpu [--config cpu|cuda|lockstep]... [--repeat N] [--case NAME]... [libtest's options] [FILTER]
-  each case is a test named CONFIG::CASE (CONFIG::CASE#ROUND past the first round);
-  --config runs only these configurations, --case only cases whose name contains NAME";
-
-/// Whether libtest's filter and `--skip`s select `name` (as `libtest_mimic` decides, for
-/// the trials it runs; here, to load a configuration's module only where a case of it runs).
-fn selected(args: &libtest_mimic::Arguments, name: &str) -> bool {
-    let matches = |f: &str| if args.exact { name == f } else { name.contains(f) };
-    args.filter.as_deref().is_none_or(matches) && !args.skip.iter().any(|s| matches(s))
+/// The suite: every case in every configuration; an optional case runs only where its
+/// `if` function finds nothing missing.
+macro_rules! suite {
+    (cases: [$($case:ident),* $(,)?], optional: [$($opt:ident if $available:ident),* $(,)?] $(,)?) => {
+        /// How many cases a configuration has.
+        const CASES: usize = [$(stringify!($case)),*, $(stringify!($opt)),*].len();
+        configuration!(cpu, crate::Config::Cpu, [$($case),*], [$($opt if $available),*]);
+        configuration!(cuda, crate::Config::Cuda, [$($case),*], [$($opt if $available),*]);
+        configuration!(lockstep, crate::Config::Lockstep, [$($case),*], [$($opt if $available),*]);
+    };
 }
 
-fn main() -> std::process::ExitCode {
-    let (own, rest) = own_options(std::env::args());
-    let mut args = libtest_mimic::Arguments::from_iter(rest);
-    // One case at a time unless asked: the cases share the GPU, and the liveness and hang
-    // cases time what they check.
-    args.test_threads.get_or_insert(1);
-    let cases: Vec<(&Case, Option<Unavailable>)> = CASES
-        .iter()
-        .map(|c| (c, None))
-        .chain(OPTIONAL.iter().map(|o| (&o.case, Some(o.unavailable))))
-        .filter(|(c, _)| own.cases.is_empty() || own.cases.iter().any(|f| c.name.contains(f.as_str())))
-        .collect();
+suite! {
+    cases: [
+        scheduling_is_the_one_asked_for,
+        blocks_of_33_and_37_threads,
+        every_line_once_in_order,
+        divergent_call_sites,
+        one_warp_mixing_streams_and_pieces,
+        one_print_call_two_streams,
+        a_locked_stdouts_pieces_make_whole_lines,
+        three_dimensional_launches,
+        a_block_shares_dynamic_shared_memory,
+        results_come_back_through_outputs,
+        typed_launch_passes_every_parameter_type,
+        strings_and_slices_as_parameters,
+        lines_of_every_shape,
+        tiny_ring_and_log_thousands_of_threads,
+        warp_records_near_the_log_size,
+        returned_lines_out_while_others_compute,
+        lines_reach_a_full_pipe_while_the_printers_compute,
+        a_kernel_cannot_leave_the_print_only_sandbox,
+        a_kernel_cannot_move_host_memory_under_file_io,
+        stack_buffers_pwrite_pread,
+        file_io_4_arena_blocks_2048_threads,
+        std_habits_on_a_device_file,
+        print_while_others_wait_for_io,
+        idle_longer_than_sq_thread_idle,
+        print_to_a_closed_fd_is_reported,
+        a_hang_is_reported_then_waited_out,
+        a_hang_report_names_the_blocks_still_running,
+        two_runtimes_in_one_process,
+        hundred_runtime_create_drop_cycles,
+        another_layout_is_refused,
+    ],
+    optional: [
+        cudarc_launches_print_and_a_hang_on_its_stream_is_reported if cudarc_unavailable,
+        a_print_leaves_a_kernel_its_registers if print_registers_unavailable,
+    ],
+}
+
+/// One case at a time, whatever `--test-threads` says.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Runs case `name` in `config`, `GPUIO_GPU_SUITE_REPEAT` times (default once), each round
+/// in a scratch directory of its own under a watchdog; panics with what failed. Where the
+/// configuration or the case cannot run here it says so once and returns.
+fn run_case(config: Config, name: &str, run: Run, unavailable: Option<Unavailable>) {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = missing(config) {
+        // One line for the configuration, at its first case.
+        static SAID: [OnceLock<()>; 3] = [const { OnceLock::new() }; 3];
+        SAID[config as usize].get_or_init(|| skip(&format!("{}::* ({CASES} cases)", config.name()), &why));
+        return;
+    }
+    if let Some(why) = unavailable.and_then(|u| u(config)) {
+        return skip(&format!("{}::{name}", config.name()), &why);
+    }
+    announce(config);
+    let repeat: u32 = match std::env::var("GPUIO_GPU_SUITE_REPEAT") {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("GPUIO_GPU_SUITE_REPEAT={v}: a number of rounds, 1 or more")),
+        Err(_) => 1,
+    };
     let scratch_root = if Path::new("/dev/shm").is_dir() {
         PathBuf::from("/dev/shm")
     } else {
         std::env::temp_dir()
     };
-    let found = Arc::new(Mutex::new(Vec::<String>::new()));
-    let (mut trials, mut skipped) = (Vec::new(), Vec::new());
-    for &config in &own.configs {
-        let names: Vec<(String, &Case, Option<Unavailable>)> = (1..=own.repeat)
-            .flat_map(|round| {
-                cases.iter().map(move |&(case, unavailable)| {
-                    let name = match round {
-                        1 => format!("{}::{}", config.name(), case.name),
-                        r => format!("{}::{}#{r}", config.name(), case.name),
-                    };
-                    (name, case, unavailable)
-                })
-            })
-            .collect();
-        // Listing needs no GPU; a configuration none of whose cases runs needs no module.
-        let runs = !args.list && names.iter().any(|(n, ..)| selected(&args, n));
-        let missing = if runs { unavailable(config) } else { None };
-        if runs {
-            match &missing {
-                Some(why) => {
-                    println!("gpu suite: {}: skipped, {why}", config.name());
-                    skipped.push(format!("{} ({} cases): {why}", config.name(), cases.len()));
-                }
-                None => println!("gpu suite: {}: {}", config.name(), describe(config)),
+    for round in 1..=repeat.max(1) {
+        let what = format!(
+            "{}::{name}{}",
+            config.name(),
+            if repeat > 1 {
+                format!(" (round {round})")
+            } else {
+                String::new()
             }
-        }
-        for (name, case, unavailable) in names {
-            // A case that cannot run here is ignored, saying why; `--ignored` runs it, and
-            // it fails with that reason.
-            let why = missing.clone().or_else(|| {
-                let why = unavailable.filter(|_| runs).and_then(|u| u(config))?;
-                if selected(&args, &name) {
-                    println!("gpu suite: {name}: skipped, {why}");
-                    skipped.push(format!("{} ({}): {why}", case.name, config.name()));
-                }
-                Some(why)
-            });
-            let trial = match why {
-                Some(why) => Trial::test(name, move || Err(why.into())).with_ignored_flag(true),
-                None => {
-                    let scratch = scratch_root.join(format!("gpuio-gpu-suite-{}-{}", std::process::id(), trials.len()));
-                    let (run, found) = (case.run, found.clone());
-                    Trial::test(name.clone(), move || {
-                        run_case(&name, run, config, Scratch(scratch), &found)
-                    })
-                }
-            };
-            trials.push(trial);
-        }
-    }
-    if args.filter.is_some() && !trials.iter().any(|t| selected(&args, t.name())) {
-        eprintln!(
-            "gpu suite: no case's name matches {:?} (`--list` lists them: CONFIG::CASE)",
-            args.filter.as_deref().unwrap_or_default()
         );
-    }
-    let conclusion = libtest_mimic::run(&args, trials);
-    let found = found.lock().unwrap_or_else(|e| e.into_inner());
-    if !found.is_empty() {
-        println!("gpu suite: what the cases found:");
-        for f in found.iter() {
-            println!("  {f}");
+        let scratch = Scratch(scratch_root.join(format!("gpuio-gpu-suite-{}", std::process::id())));
+        let _ = std::fs::remove_dir_all(&scratch.0);
+        std::fs::create_dir_all(&scratch.0).expect("scratch directory");
+        let t0 = Instant::now();
+        let dog = watchdog(what.clone(), 150);
+        let outcome = run(config, &scratch);
+        drop(dog);
+        let _ = std::fs::remove_dir_all(&scratch.0);
+        let secs = t0.elapsed().as_secs_f64();
+        match outcome {
+            // Shown with `--show-output` (or `--nocapture`), as any test's output.
+            Ok(detail) => println!("{what} ({secs:.2} s): {detail}"),
+            Err(why) => panic!("{what} failed after {secs:.2} s: {why}"),
         }
     }
+}
+
+/// Says on stderr, and in `GPUIO_SKIP_LOG`, that `what` was skipped and why.
+fn skip(what: &str, why: &str) {
+    // Past libtest's capture, which takes only the print macros' output: a skip is seen.
+    let _ = std::io::stderr().write_all(format!("SKIPPED gpu::{what}: {why}\n").as_bytes());
     if let Ok(log) = std::env::var("GPUIO_SKIP_LOG") {
-        use std::io::Write;
         if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
-            for s in &skipped {
-                let _ = writeln!(f, "gpu suite, {s}");
-            }
+            let _ = f.write_all(format!("gpu::{what}: {why}\n").as_bytes());
         }
     }
-    for s in &skipped {
-        println!("  SKIPPED {s}");
-    }
-    conclusion.exit_code()
 }
 
-/// Runs one case in `scratch` (made empty first, removed after) under a watchdog; what it
-/// found goes into `found`.
-fn run_case(
-    name: &str,
-    run: fn(Config, &Scratch) -> Outcome,
-    config: Config,
-    scratch: Scratch,
-    found: &Mutex<Vec<String>>,
-) -> Result<(), Failed> {
-    let _ = std::fs::remove_dir_all(&scratch.0);
-    std::fs::create_dir_all(&scratch.0).expect("scratch directory");
-    let t0 = Instant::now();
-    let dog = watchdog(name.to_string(), 150);
-    let outcome = std::panic::catch_unwind(|| run(config, &scratch)).unwrap_or_else(|p| Err(panic_text(&*p)));
-    drop(dog);
-    let _ = std::fs::remove_dir_all(&scratch.0);
-    let secs = t0.elapsed().as_secs_f64();
-    match outcome {
-        Ok(detail) => {
-            found
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(format!("{name} ({secs:.2} s): {detail}"));
-            Ok(())
-        }
-        Err(why) => Err(format!("after {secs:.2} s: {why}").into()),
-    }
+/// Why `config` cannot run here, if it cannot (asked once).
+fn missing(config: Config) -> Option<String> {
+    static MISSING: [OnceLock<Option<String>>; 3] = [const { OnceLock::new() }; 3];
+    MISSING[config as usize].get_or_init(|| unavailable(config)).clone()
 }
 
-fn usage(why: &str) -> ! {
-    eprintln!("gpu suite: {why}\n{SUITE_USAGE}");
-    std::process::exit(2);
-}
-
-fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    let msg = p
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned());
-    format!("panicked: {}", msg.unwrap_or_else(|| "(no message)".into()))
+/// Loads `config`'s module once, before its first case, saying on stderr what runs it.
+fn announce(config: Config) {
+    static ANNOUNCED: [OnceLock<()>; 3] = [const { OnceLock::new() }; 3];
+    ANNOUNCED[config as usize].get_or_init(|| {
+        let line = format!("gpu suite: {}: {}\n", config.name(), describe(config));
+        let _ = std::io::stderr().write_all(line.as_bytes());
+    });
 }
 
 /// Why `config` cannot run here, if it cannot.
