@@ -264,9 +264,19 @@ pub fn crate_relative(file: &str) -> &str {
 /// that follows ends every thread of the kernel, a flusher among them. The GPU panic
 /// handler calls it, and the CPU backend calls it from its panic hook, so that both report
 /// a panic the same way.
+///
+/// Its wait is bounded on every path: on the CPU backend the thread stops performing its
+/// rings' requests while it reports (`arch::without_performing`), so that neither its
+/// flushes nor its naps take on a write that a pipe nobody reads would block; the host's
+/// waker performs them.
 #[cold]
 #[inline(never)]
 pub fn report_panic(location: Option<&Location<'_>>, message: &dyn fmt::Display) {
+    crate::protocol::arch::without_performing(|| report_and_wait(location, message))
+}
+
+/// [`report_panic`]'s report and bounded wait.
+fn report_and_wait(location: Option<&Location<'_>>, message: &dyn fmt::Display) {
     let (t, b, i) = (
         crate::global_thread_idx(),
         crate::block_rank(),
@@ -322,9 +332,8 @@ pub fn report_panic(location: Option<&Location<'_>>, message: &dyn fmt::Display)
         }
         // Lets sibling lanes that diverged from this one run (with independent thread
         // scheduling a branch that spins without a pause may hold the warp: the flusher
-        // above may be one of them). A nap, not a doze: a CPU kernel thread that performs
-        // its rings' requests would take on the writes waited for here, and one to a pipe
-        // nobody reads would hold it past the bound (the host's waker performs them).
+        // above may be one of them). A nap: it performs nothing (nor would a doze here,
+        // where this thread is no performer).
         crate::protocol::arch::nap();
     }
 }

@@ -311,6 +311,12 @@ pub fn doze() {
     core::arch::amdgpu::s_sleep::<127>();
 }
 
+/// Runs `f`: a GPU thread never performs its rings' requests (see the host's version).
+#[inline(always)]
+pub fn without_performing<T>(f: impl FnOnce() -> T) -> T {
+    f()
+}
+
 /// A wait that performs nothing: [`doze`] (a GPU thread never performs I/O itself).
 #[inline(always)]
 pub fn nap() {

@@ -147,6 +147,15 @@ fn is_performer() -> bool {
     PERFORMER.try_with(|p| p.borrow().is_some()).unwrap_or(false)
 }
 
+/// Runs `f` with this thread no performer (the one it was is back after): a wait inside
+/// it leaves its rings' requests to the host's waker, which its doorbell wakes. For a wait
+/// that must stay bounded (`entry::report_panic`): a performer's write to a pipe nobody
+/// reads would block it.
+pub fn without_performing<T>(f: impl FnOnce() -> T) -> T {
+    let _was = install_performer(None);
+    f()
+}
+
 /// Makes this thread a *performer* until the guard drops: `perform` consumes the rings
 /// (on the CPU backend's default rings, which no thread of their own consumes: the host's
 /// `HostRing::consume`). A performer performs the requests it published at once

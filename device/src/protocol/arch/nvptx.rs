@@ -676,6 +676,12 @@ pub fn doze() {
     spin_cycles(4000);
 }
 
+/// Runs `f`: a GPU thread never performs its rings' requests (see the host's version).
+#[inline(always)]
+pub fn without_performing<T>(f: impl FnOnce() -> T) -> T {
+    f()
+}
+
 /// A wait that performs nothing: [`doze`] (a GPU thread never performs I/O itself).
 #[inline(always)]
 pub fn nap() {
