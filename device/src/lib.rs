@@ -168,7 +168,7 @@ macro_rules! print {
 /// that never runs leaves a kernel's time as it was, within a few percent, except where the
 /// kernel's own registers are many (a register tile pays for the spills of what stays live
 /// across the call); one that runs costs in proportion to what it writes, and writes its
-/// lines a hundred times or more as fast as `printf`. A kernel that does nothing but print
+/// lines about 100-300 times as fast as `printf`. A kernel that does nothing but print
 /// runs a little slower than uncapped: at 32 registers an SM holds 64 of its warps, and
 /// lets 8 at a time write their records. BENCHMARKS.md (`bench_observer`, four kernel
 /// shapes beside CUDA C's `printf`) has the figures. A module that does file I/O from device

@@ -51,6 +51,8 @@ fn run() -> Result<PathBuf, String> {
     let (mut kind, mut arch, mut cov, mut manifest, mut out) = (None, None, None, None, None);
     let mut parser = lexopt::Parser::from_env();
     let bad = |e: lexopt::Error| format!("{e}\n{USAGE}");
+    // A value that does not parse, or is not UTF-8, is named with its option.
+    let named = |option: &str, e: lexopt::Error| format!("{option}: {e}\n{USAGE}");
     while let Some(arg) = parser.next().map_err(bad)? {
         match arg {
             Short('h') | Long("help") => {
@@ -61,9 +63,25 @@ fn run() -> Result<PathBuf, String> {
                 println!("gpuio-linker {}", env!("CARGO_PKG_VERSION"));
                 std::process::exit(0);
             }
-            Long("target") => kind = Some(parser.value().and_then(|v| v.string()).map_err(bad)?),
-            Long("arch") => arch = Some(parser.value().and_then(|v| v.string()).map_err(bad)?),
-            Long("code-object-version") => cov = Some(parser.value().and_then(|v| v.parse::<u32>()).map_err(bad)?),
+            Long("target") => {
+                kind = Some(
+                    parser
+                        .value()
+                        .map_err(bad)?
+                        .string()
+                        .map_err(|e| named("--target", e))?,
+                )
+            }
+            Long("arch") => arch = Some(parser.value().map_err(bad)?.string().map_err(|e| named("--arch", e))?),
+            Long("code-object-version") => {
+                cov = Some(
+                    parser
+                        .value()
+                        .map_err(bad)?
+                        .parse::<u32>()
+                        .map_err(|e| named("--code-object-version", e))?,
+                )
+            }
             Long("manifest-path") => manifest = Some(PathBuf::from(parser.value().map_err(bad)?)),
             Long("out") => out = Some(PathBuf::from(parser.value().map_err(bad)?)),
             other => return Err(bad(other.unexpected())),

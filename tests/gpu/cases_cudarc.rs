@@ -2,7 +2,7 @@
 //! their module, kernels launched by cudarc on a non-blocking stream of its own; their
 //! lines come out through gpuio, and a kernel that hangs on that stream is reported by the
 //! watchdog, then waited out once released. Built with the `cudarc` feature
-//! (`cargo test --release --features cudarc,cudarc/cuda-12080 --test gpu -- --case cudarc`); without it, or
+//! (`cargo test --release --features cudarc,cudarc/cuda-12080 --test gpu -- cudarc`); without it, or
 //! on the CPU configuration, the suite says SKIPPED and why ([`cudarc_unavailable`]).
 
 use crate::harness::{Config, Scratch};

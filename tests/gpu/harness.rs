@@ -71,7 +71,8 @@ impl Scratch {
 pub(crate) fn watchdog(what: String, secs: u64) -> Watchdog {
     watchdog_saying(secs, move || {
         let words = format!("gpu suite: {what} did not finish in {secs} s");
-        println!("{words}: aborting");
+        // Past libtest's capture of the print macros, which the abort would lose.
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{words}: aborting\n").as_bytes());
         words
     })
 }

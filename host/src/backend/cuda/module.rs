@@ -93,13 +93,13 @@ unsafe impl Sync for Module {}
 /// (`GPUIO_PRINT_REGISTERS`, `library.rs`).
 ///
 /// PTX for a target before sm_70 (the lockstep build) is always compiled whole: linked by
-/// the driver, it runs with independent thread scheduling on Volta and later, which would
+/// the driver, it ran with independent thread scheduling on Hopper, which would
 /// make the lockstep build test nothing.
 ///
 /// A module compiled whole is cut into one program per kernel (each with the functions and
 /// data it reaches), since a whole program's compile time grows faster than its kernels
-/// (a module of tens of kernels takes minutes cut so, and over half as long again as one
-/// program), and the driver's JIT cache then
+/// (a module of tens of kernels takes minutes cut so; as one program, over half as long
+/// again), and the driver's JIT cache then
 /// keeps each kernel's program apart, so an edit that leaves a kernel's program text
 /// unchanged does not compile it again. A module whose kernels share a `static` with no
 /// initial value (state they would each get a copy of) is compiled as one program.
