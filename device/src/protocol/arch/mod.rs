@@ -85,6 +85,20 @@ pub use host::*;
 #[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
 mod std_errors;
 
+/// Runs `f`: a GPU thread never performs its rings' requests (see the host's version).
+#[cfg(any(target_arch = "amdgpu", target_arch = "nvptx64"))]
+#[inline(always)]
+pub fn without_performing<T>(f: impl FnOnce() -> T) -> T {
+    f()
+}
+
+/// A wait that performs nothing: [`doze`] (a GPU thread never performs I/O itself).
+#[cfg(any(target_arch = "amdgpu", target_arch = "nvptx64"))]
+#[inline(always)]
+pub fn nap() {
+    doze()
+}
+
 /// Print turns where none are taken: every group goes in at once (the CPU, AMD GPUs, and
 /// NVIDIA's lockstep build; `nvptx/turns.rs` says why NVIDIA sm_70+ takes them).
 #[cfg(not(all(target_arch = "nvptx64", target_feature = "sm_70")))]

@@ -676,18 +676,6 @@ pub fn doze() {
     spin_cycles(4000);
 }
 
-/// Runs `f`: a GPU thread never performs its rings' requests (see the host's version).
-#[inline(always)]
-pub fn without_performing<T>(f: impl FnOnce() -> T) -> T {
-    f()
-}
-
-/// A wait that performs nothing: [`doze`] (a GPU thread never performs I/O itself).
-#[inline(always)]
-pub fn nap() {
-    doze()
-}
-
 /// Whether a flush that finds every flight out, with no print in progress, waits for one
 /// to land and sends what is left itself (`Stream::flush_work`): yes. No host thread is on
 /// the data path (invariant 9), so nobody else would.
