@@ -53,6 +53,14 @@ use crate::protocol::context::STREAMS;
 /// The crate using it needs no unstable feature of its own: the `gpu-kernel` ABI is allowed
 /// inside this macro.
 ///
+/// A kernel returns nothing or `Result<(), E>` with `E:` [`Display`](fmt::Display), so that
+/// its body can use `?` on the device calls, which return `Result`s. A thread whose body
+/// returns `Err` is reported as a panic is, on the runtime's stderr, `kernel thread T (block
+/// B, thread I) of KERNEL returned Err: ERROR`, and then ends as a panicking thread does: on
+/// a GPU it traps (ending the kernel), on the CPU backend it unwinds; the host's
+/// `synchronize` returns the kernel failure. Called as a function on the host outside a
+/// launch, the report goes to std's stderr and the thread unwinds with it.
+///
 /// Attributes before a kernel (doc comments, `#[allow]`, `#[cfg]`) go on the entry point on
 /// GPU targets and on the constant on the host, so an attribute only functions take
 /// (`#[inline]`) is refused on host builds.
@@ -82,6 +90,16 @@ use crate::protocol::context::STREAMS;
 ///     }
 /// }
 /// countdown(3, 0.0);
+///
+/// gpuio_device::kernel! {
+///     /// Writes one line to `fd` at offset 0; an error ends the thread, reported.
+///     pub fn write_line(fd: i32) -> Result<(), gpuio_device::io::Errno> {
+///         gpuio_device::io::pwrite(fd, b"written\n", 0)?;
+///         Ok(())
+///     }
+/// }
+/// // Outside a launch the host build writes with std; fd -1 fails and the thread unwinds.
+/// assert!(std::panic::catch_unwind(|| write_line(-1)).is_err());
 /// ```
 #[macro_export]
 #[cfg_attr(
@@ -89,32 +107,33 @@ use crate::protocol::context::STREAMS;
     allow_internal_unstable(abi_gpu_kernel)
 )]
 macro_rules! kernel {
-    ($($(#[$attr:meta])* pub fn $name:ident($($params:tt)*) $body:block)*) => {
+    ($($(#[$attr:meta])* pub fn $name:ident($($params:tt)*) $(-> $ret:ty)? $body:block)*) => {
         $(
-            $crate::kernel!(@params [$(#[$attr])*] $name [] ($($params)*) $body);
+            $crate::kernel!(@params [$(#[$attr])*] $name [] ($($params)*) {$(-> $ret)?} $body);
         )*
     };
     // The parameters, one at a time: each gets a name of its own for the entry point
     // (`raw`, distinct in each step of this recursion, macro hygiene), and keeps its pattern
     // (`n`, `mut n`, `_`) for the body's function.
-    (@params $attrs:tt $name:ident [$($done:tt)*] (mut $arg:ident : $ty:ty $(, $($rest:tt)*)?) $body:block) => {
-        $crate::kernel!(@params $attrs $name [$($done)* (raw, mut $arg, $ty)] ($($($rest)*)?) $body);
+    (@params $attrs:tt $name:ident [$($done:tt)*] (mut $arg:ident : $ty:ty $(, $($rest:tt)*)?) $ret:tt $body:block) => {
+        $crate::kernel!(@params $attrs $name [$($done)* (raw, mut $arg, $ty)] ($($($rest)*)?) $ret $body);
     };
-    (@params $attrs:tt $name:ident [$($done:tt)*] ($arg:tt : $ty:ty $(, $($rest:tt)*)?) $body:block) => {
-        $crate::kernel!(@params $attrs $name [$($done)* (raw, $arg, $ty)] ($($($rest)*)?) $body);
+    (@params $attrs:tt $name:ident [$($done:tt)*] ($arg:tt : $ty:ty $(, $($rest:tt)*)?) $ret:tt $body:block) => {
+        $crate::kernel!(@params $attrs $name [$($done)* (raw, $arg, $ty)] ($($($rest)*)?) $ret $body);
     };
-    (@params [$($attr:tt)*] $name:ident [$(($raw:ident, $arg:pat_param, $ty:ty))*] () $body:block) => {
+    (@params [$($attr:tt)*] $name:ident [$(($raw:ident, $arg:pat_param, $ty:ty))*] () {$($ret:tt)*} $body:block) => {
         $($attr)*
         #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
         #[no_mangle]
         pub extern "gpu-kernel" fn $name($($raw: <$ty as $crate::param::Param>::Raw),*) {
             // The body in a function of its own: the lifetimes of its `&str` and `&[T]`
             // parameters are then the call's, not any the body might ask for.
-            fn $name($($arg: $ty),*) $body
+            fn $name($($arg: $ty),*) $($ret)* $body
             // Counted as running until the body returns, for hang reports.
             let _running = $crate::protocol::context::count_running();
             // SAFETY: the host's launch passed each parameter as `Param` says.
-            $name($(unsafe { <$ty as $crate::param::Param>::from_raw($raw) }),*)
+            let returned = $name($(unsafe { <$ty as $crate::param::Param>::from_raw($raw) }),*);
+            $crate::entry::Return::end(returned, ::core::stringify!($name))
         }
 
         $($attr)*
@@ -125,9 +144,10 @@ macro_rules! kernel {
             // the kernel's name. It takes the parameters as they travel, as the GPU entry
             // point does, and runs the body as that does.
             fn $name($($raw: <$ty as $crate::param::Param>::Raw),*) {
-                fn $name($($arg: $ty),*) $body
+                fn $name($($arg: $ty),*) $($ret)* $body
                 // SAFETY: as on the GPU: the typed launch staged each parameter.
-                $name($(unsafe { <$ty as $crate::param::Param>::from_raw($raw) }),*)
+                let returned = $name($(unsafe { <$ty as $crate::param::Param>::from_raw($raw) }),*);
+                $crate::entry::Return::end(returned, ::core::stringify!($name))
             }
             $crate::Kernel::new(::core::stringify!($name), $name)
         };
@@ -204,27 +224,86 @@ macro_rules! panic_handler {
 /// itself be panicking, or may be holding a print it never finishes.
 const REPORT_WAIT_NS: u64 = 100_000_000;
 
-/// `kernel thread T (block B, thread I) panicked at FILE:LINE:COL: MESSAGE`.
+/// What a kernel's body returned, as [`kernel!`](crate::kernel) lets it: nothing, or
+/// `Result<(), E>` with `E: Display`, whose `Err` ends the thread reported
+/// ([`failed`]). The entry point calls [`Return::end`] on it.
+pub trait Return {
+    /// Ends the kernel thread after its body returned `self`: nothing to do for `()` and
+    /// `Ok`; an `Err` is reported and the thread ends as a panicking one does.
+    fn end(self, kernel: &'static str);
+}
+
+impl Return for () {
+    #[inline(always)]
+    fn end(self, _: &'static str) {}
+}
+
+impl<E: fmt::Display> Return for Result<(), E> {
+    #[inline(always)]
+    fn end(self, kernel: &'static str) {
+        if let Err(error) = self {
+            failed(kernel, &error)
+        }
+    }
+}
+
+/// Reports `kernel thread T (block B, thread I) of KERNEL returned Err: ERROR` as a panic
+/// is reported (on the runtime's stderr, waiting boundedly for it and every earlier line to
+/// be written), then ends the thread as a panic does: a trap on a GPU, an unwind on the
+/// host (the CPU backend counts the thread as failed with the report's text).
+#[cold]
+#[inline(never)]
+pub fn failed(kernel: &'static str, error: &dyn fmt::Display) -> ! {
+    crate::protocol::arch::without_performing(|| report_and_wait(How::Returned(kernel), error));
+    crate::protocol::arch::end_failed_thread(&Report::of_this_thread(How::Returned(kernel), error))
+}
+
+/// How a kernel thread failed.
+#[derive(Clone, Copy)]
+enum How<'a> {
+    /// It panicked, here if the panic says where.
+    Panicked(Option<&'a Location<'a>>),
+    /// Its body returned `Err` from this kernel.
+    Returned(&'static str),
+}
+
+/// `kernel thread T (block B, thread I) panicked at FILE:LINE:COL: MESSAGE`, or `... of
+/// KERNEL returned Err: MESSAGE`.
 struct Report<'a> {
     t: u64,
     b: u64,
     i: u64,
-    location: Option<&'a Location<'a>>,
+    how: How<'a>,
     message: &'a dyn fmt::Display,
+}
+
+impl<'a> Report<'a> {
+    /// The report of the calling thread.
+    fn of_this_thread(how: How<'a>, message: &'a dyn fmt::Display) -> Report<'a> {
+        Report {
+            t: crate::global_thread_idx(),
+            b: crate::block_rank(),
+            i: crate::thread_idx_3d().rank_in(crate::block_dim_3d()),
+            how,
+            message,
+        }
+    }
 }
 
 impl fmt::Display for Report<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Report {
-            t,
-            b,
-            i,
-            location,
-            message,
-        } = self;
-        write!(f, "kernel thread {t} (block {b}, thread {i}) panicked")?;
-        if let Some(at) = location {
-            write!(f, " at {}:{}:{}", crate_relative(at.file()), at.line(), at.column())?;
+        let Report { t, b, i, how, message } = self;
+        write!(f, "kernel thread {t} (block {b}, thread {i}) ")?;
+        match how {
+            How::Panicked(None) => f.write_str("panicked")?,
+            How::Panicked(Some(at)) => write!(
+                f,
+                "panicked at {}:{}:{}",
+                crate_relative(at.file()),
+                at.line(),
+                at.column()
+            )?,
+            How::Returned(kernel) => write!(f, "of {kernel} returned Err")?,
         }
         write!(f, ": {message}")
     }
@@ -272,26 +351,12 @@ pub fn crate_relative(file: &str) -> &str {
 #[cold]
 #[inline(never)]
 pub fn report_panic(location: Option<&Location<'_>>, message: &dyn fmt::Display) {
-    crate::protocol::arch::without_performing(|| report_and_wait(location, message))
+    crate::protocol::arch::without_performing(|| report_and_wait(How::Panicked(location), message))
 }
 
-/// [`report_panic`]'s report and bounded wait.
-fn report_and_wait(location: Option<&Location<'_>>, message: &dyn fmt::Display) {
-    let (t, b, i) = (
-        crate::global_thread_idx(),
-        crate::block_rank(),
-        crate::thread_idx_3d().rank_in(crate::block_dim_3d()),
-    );
-    crate::eprintln!(
-        "{}",
-        Report {
-            t,
-            b,
-            i,
-            location,
-            message
-        }
-    );
+/// [`report_panic`]'s and [`failed`]'s report and bounded wait.
+fn report_and_wait(how: How<'_>, message: &dyn fmt::Display) {
+    crate::eprintln!("{}", Report::of_this_thread(how, message));
     let ctx = crate::protocol::context::current();
     if ctx.is_null() {
         return;
@@ -332,8 +397,8 @@ fn report_and_wait(location: Option<&Location<'_>>, message: &dyn fmt::Display) 
         }
         // Lets sibling lanes that diverged from this one run (with independent thread
         // scheduling a branch that spins without a pause may hold the warp: the flusher
-        // above may be one of them). A nap: it performs nothing (nor would a doze here,
-        // where this thread is no performer).
-        crate::protocol::arch::nap();
+        // above may be one of them). On the CPU backend this thread is no performer here
+        // (`without_performing`), so its doze performs nothing: the waker does.
+        crate::protocol::arch::doze();
     }
 }

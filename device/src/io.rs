@@ -55,7 +55,7 @@ use crate::protocol::uapi::{
     IORING_OP_READ_FIXED, IORING_OP_RENAMEAT, IORING_OP_UNLINKAT, IORING_OP_WRITE, IORING_OP_WRITE_FIXED,
 };
 use crate::protocol::wait::until;
-pub use crate::stdio::{stderr, stdout, Stdout, StdoutLock};
+pub use crate::stdio::{stderr, stdout, Stderr, StderrLock, Stdout, StdoutLock};
 
 /// Pieces of one transfer in flight at once.
 pub const PIECES: usize = 4;

@@ -273,12 +273,14 @@ impl<T: Plain> Out<'_, T> {
         self.ptr
     }
 
-    /// Writes `v` to element `i` (a panic if `i` is past the end).
+    /// Writes `v` to element `i` (a panic if `i` is past the end, reported at the caller's
+    /// line).
     ///
     /// # Safety
     /// While the kernel runs no other thread writes element `i`, or reads it, unless
     /// something orders the two accesses (see the type's docs).
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn write(&self, i: usize, v: T) {
         assert!(i < self.len, "Out::write: index {i} past its {} elements", self.len);
         // SAFETY: in bounds (checked); the host's `Output` holds `len` aligned elements
@@ -286,12 +288,14 @@ impl<T: Plain> Out<'_, T> {
         unsafe { self.ptr.add(i).write(v) }
     }
 
-    /// Reads element `i` (a panic if `i` is past the end): what the host's `Output` held
-    /// (zero for an element nothing wrote), or what a thread wrote.
+    /// Reads element `i` (a panic if `i` is past the end, reported at the caller's line):
+    /// what the host's `Output` held (zero for an element nothing wrote), or what a thread
+    /// wrote.
     ///
     /// # Safety
     /// No other thread writes element `i` while this reads it, unless ordered before it.
     #[inline(always)]
+    #[track_caller]
     pub unsafe fn read(&self, i: usize) -> T {
         assert!(i < self.len, "Out::read: index {i} past its {} elements", self.len);
         // SAFETY: as in `write`; `T: Plain` makes any bytes there a value.

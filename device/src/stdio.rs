@@ -19,6 +19,8 @@
 //!     write!(out, " {}", i * i).unwrap();
 //! }
 //! writeln!(out).unwrap(); // `t=3 sums: 0 1 4 9`, one line
+//! let mut err: io::StderrLock = io::stderr().lock(); // the same on stderr
+//! writeln!(err, "t={} done", 3).unwrap();
 //! ```
 
 use core::fmt;
@@ -28,60 +30,119 @@ use crate::protocol::print::{print_to, LINE_BUF};
 /// The runtime's stdout, as std's `io::stdout()`: `write!` on it prints at once, as
 /// `print!` does.
 pub fn stdout() -> Stdout {
-    Stdout { stderr: false }
+    Stdout(())
 }
 
 /// The runtime's stderr, as std's `io::stderr()`: `write!` on it prints at once, as
 /// `eprint!` does.
-pub fn stderr() -> Stdout {
-    Stdout { stderr: true }
+pub fn stderr() -> Stderr {
+    Stderr(())
 }
 
-/// A handle on the runtime's stdout or stderr (from [`stdout`] or [`stderr`]).
-#[derive(Clone, Copy, Debug)]
-pub struct Stdout {
-    stderr: bool,
-}
+/// The two handles, std's `Stdout` and `Stderr`: the same methods, each on its stream.
+macro_rules! handle {
+    ($(#[$doc:meta])* $name:ident, $lock:ident, $stderr:literal, $print:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug)]
+        pub struct $name(());
 
-impl Stdout {
-    /// A line-buffered handle for this thread: its pieces become one line at each newline
-    /// (see [`StdoutLock`]). Costs [`LINE_BUF`] bytes of the thread's stack.
-    pub fn lock(self) -> StdoutLock {
-        StdoutLock {
-            stderr: self.stderr,
-            len: 0,
-            buf: [0; LINE_BUF],
+        impl $name {
+            /// A line-buffered handle for this thread: its pieces become one line at each
+            /// newline (see [`StdoutLock`]). Costs [`LINE_BUF`] bytes of the thread's stack.
+            pub fn lock(self) -> $lock {
+                $lock(LineBuffer::new($stderr))
+            }
+
+            #[doc = concat!("Prints `args` at once, as `", $print, "` does, so that `write!` works.")]
+            pub fn write_fmt(&mut self, args: fmt::Arguments<'_>) -> fmt::Result {
+                print_to($stderr, false, args);
+                Ok(())
+            }
+
+            /// Prints `s` at once.
+            pub fn write_str(&mut self, s: &str) -> fmt::Result {
+                self.write_fmt(format_args!("{s}"))
+            }
+
+            /// Nothing to do: this handle holds no buffer. For std's habits.
+            pub fn flush(&mut self) -> fmt::Result {
+                Ok(())
+            }
         }
-    }
 
-    /// Prints `args` at once, as `print!` (or `eprint!`) does, so that `write!` works.
-    pub fn write_fmt(&mut self, args: fmt::Arguments<'_>) -> fmt::Result {
-        print_to(self.stderr, false, args);
-        Ok(())
-    }
-
-    /// Prints `s` at once.
-    pub fn write_str(&mut self, s: &str) -> fmt::Result {
-        self.write_fmt(format_args!("{s}"))
-    }
-
-    /// Nothing to do: this handle holds no buffer. For std's habits.
-    pub fn flush(&mut self) -> fmt::Result {
-        Ok(())
-    }
+        impl fmt::Write for $name {
+            fn write_str(&mut self, s: &str) -> fmt::Result {
+                $name::write_str(self, s)
+            }
+        }
+    };
 }
 
-impl fmt::Write for Stdout {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        Stdout::write_str(self, s)
-    }
+handle!(
+    /// A handle on the runtime's stdout (from [`stdout`]).
+    Stdout,
+    StdoutLock,
+    false,
+    "print!"
+);
+handle!(
+    /// A handle on the runtime's stderr (from [`stderr`]).
+    Stderr,
+    StderrLock,
+    true,
+    "eprint!"
+);
+
+/// The two line-buffered handles, std's `StdoutLock` and `StderrLock`.
+macro_rules! lock {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name(LineBuffer);
+
+        impl $name {
+            /// Formats `args` into the line; each newline prints the line so far, so that
+            /// `write!` and `writeln!` work.
+            pub fn write_fmt(&mut self, args: fmt::Arguments<'_>) -> fmt::Result {
+                fmt::Write::write_fmt(&mut self.0, args)
+            }
+
+            /// Adds `s` to the line; each newline prints the line so far.
+            pub fn write_str(&mut self, s: &str) -> fmt::Result {
+                self.0.write_str(s)
+            }
+
+            /// Prints what the line holds so far (one record), as std's `flush`.
+            pub fn flush(&mut self) -> fmt::Result {
+                self.0.print_buffered();
+                Ok(())
+            }
+        }
+
+        impl fmt::Write for $name {
+            fn write_str(&mut self, s: &str) -> fmt::Result {
+                self.0.write_str(s)
+            }
+        }
+    };
 }
 
-/// This thread's line-buffered handle on stdout or stderr ([`Stdout::lock`]): its `write!`
-/// pieces become one record at each newline, on [`StdoutLock::flush`] and at drop, with
-/// nothing of another thread inside; a line longer than [`LINE_BUF`] bytes goes out in
-/// pieces of that size.
-pub struct StdoutLock {
+lock!(
+    /// This thread's line-buffered handle on stdout ([`Stdout::lock`]): its `write!`
+    /// pieces become one record at each newline, on [`StdoutLock::flush`] and at drop, with
+    /// nothing of another thread inside; a line longer than [`LINE_BUF`] bytes goes out in
+    /// pieces of that size.
+    StdoutLock
+);
+lock!(
+    /// This thread's line-buffered handle on stderr ([`Stderr::lock`]), as [`StdoutLock`] is
+    /// on stdout.
+    StderrLock
+);
+
+/// A thread's line on its stack: whole `str` pieces until a newline, a flush or the drop
+/// prints them as one record.
+struct LineBuffer {
     stderr: bool,
     /// Bytes in `buf`: whole `str` pieces, or parts of one cut at a char boundary, so
     /// `buf[..len]` is always UTF-8.
@@ -89,15 +150,17 @@ pub struct StdoutLock {
     buf: [u8; LINE_BUF],
 }
 
-impl StdoutLock {
-    /// Formats `args` into the line; each newline prints the line so far, so that `write!`
-    /// and `writeln!` work.
-    pub fn write_fmt(&mut self, args: fmt::Arguments<'_>) -> fmt::Result {
-        fmt::Write::write_fmt(self, args)
+impl LineBuffer {
+    fn new(stderr: bool) -> LineBuffer {
+        LineBuffer {
+            stderr,
+            len: 0,
+            buf: [0; LINE_BUF],
+        }
     }
 
     /// Adds `s` to the line; each newline prints the line so far.
-    pub fn write_str(&mut self, mut s: &str) -> fmt::Result {
+    fn write_str(&mut self, mut s: &str) -> fmt::Result {
         while !s.is_empty() {
             // Up to and including the first newline, if any.
             // A byte loop: `str::find` may call `memchr`/`memcmp`, which amdgcn code objects
@@ -133,12 +196,7 @@ impl StdoutLock {
         Ok(())
     }
 
-    /// Prints what the line holds so far (one record), as std's `flush`.
-    pub fn flush(&mut self) -> fmt::Result {
-        self.print_buffered();
-        Ok(())
-    }
-
+    /// Prints what the line holds so far, as one record.
     fn print_buffered(&mut self) {
         if self.len == 0 {
             return;
@@ -156,22 +214,22 @@ impl StdoutLock {
     }
 }
 
-impl fmt::Write for StdoutLock {
+impl fmt::Write for LineBuffer {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        StdoutLock::write_str(self, s)
+        LineBuffer::write_str(self, s)
     }
 }
 
-impl Drop for StdoutLock {
+impl Drop for LineBuffer {
     /// Prints the unfinished line, as std's stdout does at exit.
     fn drop(&mut self) {
         self.print_buffered();
     }
 }
 
-impl fmt::Debug for StdoutLock {
+impl fmt::Debug for LineBuffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StdoutLock")
+        f.debug_struct("LineBuffer")
             .field("stderr", &self.stderr)
             .field("buffered", &self.len)
             .finish()

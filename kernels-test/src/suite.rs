@@ -552,3 +552,41 @@ kernel! {
         println!("allowed");
     }
 }
+
+/// A thread past the limit `returns_an_error` was given: `thread T is past the limit L`.
+pub struct PastTheLimit {
+    /// The thread.
+    pub t: u64,
+    /// The limit.
+    pub limit: u32,
+}
+
+impl fmt::Display for PastTheLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "thread {} is past the limit {}", self.t, self.limit)
+    }
+}
+
+/// `Ok(t)` for a thread below `limit`, else the error.
+fn below(t: u64, limit: u32) -> Result<u64, PastTheLimit> {
+    if t < limit as u64 {
+        Ok(t)
+    } else {
+        Err(PastTheLimit { t, limit })
+    }
+}
+
+kernel! {
+    /// Each thread prints `t=<t> before`; one at or past `limit` then returns
+    /// [`PastTheLimit`] through `?`, which `kernel!` reports as `kernel thread T (block B,
+    /// thread I) of returns_an_error returned Err: thread T is past the limit L` (on a GPU
+    /// the thread then traps, ending the kernel); the others print `t=<t> after`.
+    /// (tests/kernel_errors.rs)
+    pub fn returns_an_error(limit: u32) -> Result<(), PastTheLimit> {
+        let t = global_thread_idx();
+        println!("t={t} before");
+        below(t, limit)?;
+        println!("t={t} after");
+        Ok(())
+    }
+}

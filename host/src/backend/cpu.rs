@@ -221,6 +221,10 @@ fn kernel_thread(
     }
     let _performer = install_performer(ctx.performer.clone());
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(kernel)).map_err(|p| {
+        // A body that returned `Err` (`kernel!`): its report names the thread and the error.
+        if let Some(failed) = p.downcast_ref::<gpuio_device::protocol::arch::host::KernelFailed>() {
+            return failed.0.clone();
+        }
         let msg = p
             .downcast_ref::<&str>()
             .map(|s| s.to_string())

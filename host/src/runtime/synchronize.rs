@@ -22,6 +22,9 @@ use crate::sandbox;
 use crate::shared::{Shared, State};
 use crate::watchdog::{self, Pacing};
 
+/// How many failed threads a kernel failure names; it counts the rest ("and N more").
+const SHOWN_FAILURES: usize = 4;
+
 /// The host's drain: as the device's own backoff (`gpuio_device::protocol::sync::Backoff`), which
 /// `Context::drain` uses: completions usually arrive within microseconds, so it yields for
 /// a long while, then dozes 50 µs at a time.
@@ -129,8 +132,15 @@ impl Runtime {
         self.settle_positions()?;
         if !failures.is_empty() {
             let n = failures.len();
-            failures.truncate(4);
-            return Err(Error::Kernel(format!("{n} thread(s) failed: {}", failures.join("; "))));
+            failures.truncate(SHOWN_FAILURES);
+            let more = match n.saturating_sub(SHOWN_FAILURES) {
+                0 => String::new(),
+                more => format!("; and {more} more"),
+            };
+            return Err(Error::Kernel(format!(
+                "{n} thread(s) failed: {}{more}",
+                failures.join("; ")
+            )));
         }
         if let Some(refused) = self.take_refused()? {
             return Err(Error::Refused(refused));

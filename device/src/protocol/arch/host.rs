@@ -209,9 +209,7 @@ pub fn doze() {
     nap();
 }
 
-/// A wait of 50 µs on a condition variable nobody signals, performing nothing: for a
-/// thread whose wait is bounded (`entry::report_panic`), where a performer's write to a
-/// pipe nobody reads would block it past the bound. The host's waker performs instead.
+/// A wait of 50 µs on a condition variable nobody signals, performing nothing ([`doze`]'s).
 ///
 /// Not `std::thread::sleep`, which restarts an interrupted sleep with the time the kernel
 /// says is left, counting the timer slack (50 µs by default) as left too: under signals
@@ -220,7 +218,7 @@ pub fn doze() {
 /// unlike `park_timeout` it takes no unpark meant for the kernel's own code. A spurious
 /// early return is harmless: the caller looks again.
 #[inline]
-pub fn nap() {
+fn nap() {
     std::thread_local! {
         static DOZING: (std::sync::Mutex<()>, std::sync::Condvar) =
             const { (std::sync::Mutex::new(()), std::sync::Condvar::new()) };
@@ -539,6 +537,21 @@ pub fn print_without_context(stderr: bool, newline: bool, args: core::fmt::Argum
         std::print!("{args}{nl}");
     }
 }
+
+/// Ends a kernel thread whose body returned `Err`, once `report` is out: it unwinds as a
+/// panic does, but past std's panic hook (the report is printed already), carrying a
+/// [`KernelFailed`] with the report's text, by which the CPU backend counts it failed. A GPU
+/// thread traps instead.
+pub fn end_failed_thread(report: &dyn core::fmt::Display) -> ! {
+    std::panic::resume_unwind(std::boxed::Box::new(KernelFailed(std::string::ToString::to_string(
+        report,
+    ))))
+}
+
+/// What a kernel thread whose body returned `Err` unwinds with (host builds): its report,
+/// `kernel thread T (block B, thread I) of KERNEL returned Err: ERROR`.
+#[derive(Debug)]
+pub struct KernelFailed(pub std::string::String);
 
 /// Ends the process (GPU targets end the kernel; the host has no kernel to end alone, and
 /// the CPU backend's panics unwind instead: only a panic handler calls this).

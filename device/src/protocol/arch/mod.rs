@@ -85,18 +85,19 @@ pub use host::*;
 #[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
 mod std_errors;
 
+/// Ends a kernel thread whose body returned `Err`, once `report` is out: the trap a panic
+/// ends in ([`abort`]), which ends the kernel (see the host's version).
+#[cfg(any(target_arch = "amdgpu", target_arch = "nvptx64"))]
+#[inline(always)]
+pub fn end_failed_thread(_report: &dyn core::fmt::Display) -> ! {
+    abort()
+}
+
 /// Runs `f`: a GPU thread never performs its rings' requests (see the host's version).
 #[cfg(any(target_arch = "amdgpu", target_arch = "nvptx64"))]
 #[inline(always)]
 pub fn without_performing<T>(f: impl FnOnce() -> T) -> T {
     f()
-}
-
-/// A wait that performs nothing: [`doze`] (a GPU thread never performs I/O itself).
-#[cfg(any(target_arch = "amdgpu", target_arch = "nvptx64"))]
-#[inline(always)]
-pub fn nap() {
-    doze()
 }
 
 /// Print turns where none are taken: every group goes in at once (the CPU, AMD GPUs, and

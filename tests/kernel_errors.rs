@@ -1,0 +1,139 @@
+//! A kernel whose body returns `Err` (`kernel! { pub fn k(..) -> Result<(), E> { .. } }`,
+//! `?` on the way): each failing thread is reported on the runtime's stderr as a panic is,
+//! naming the kernel and the error's Display, and `synchronize` returns the kernel failure.
+//! On the CPU backend, and on a CUDA GPU (skipped without one; `GPUIO_LOCKSTEP=1` runs the
+//! sm_60 build), where the failing thread traps and takes the process's CUDA context with it:
+//! one such test per process, this file's.
+
+#[allow(dead_code)]
+mod common;
+
+use std::os::fd::AsRawFd;
+use std::time::Instant;
+
+use gpuio::{Backend, Error, Runtime};
+
+use common::dirs::process_dir;
+use common::faults::{builder, create};
+use common::{skip, watchdog};
+
+/// The GPU suite's kernels (`sm_90` and `sm_60`, build.rs).
+const TEST_NVPTX: &[(&str, &[u8])] = gpuio_kernels_gpu::TEST_NVPTX;
+
+/// `kernel thread T (block B, thread I) of returns_an_error returned Err: thread T is past
+/// the limit L`, for the thread `t` of a one-block launch.
+fn report(t: u64, limit: u32) -> String {
+    format!("kernel thread {t} (block 0, thread {t}) of returns_an_error returned Err: thread {t} is past the limit {limit}")
+}
+
+#[test]
+fn an_err_from_a_kernel_body_is_reported_and_fails_the_launch() {
+    let _wd = watchdog("an_err_from_a_kernel_body_is_reported_and_fails_the_launch", 60);
+    let (out_path, err_path) = (process_dir().join("err-out.txt"), process_dir().join("err-err.txt"));
+    let (out, err) = (create(&out_path, false), create(&err_path, false));
+    let rt = builder()
+        .stdout_fd(out.as_raw_fd())
+        .stderr_fd(err.as_raw_fd())
+        .build()
+        .unwrap();
+    // Threads 5 to 10 of 11 fail: more than the summary names.
+    let (threads, limit) = (11u32, 5u32);
+    rt.launch(1, threads, move || gpuio_test_kernels::returns_an_error(limit))
+        .unwrap();
+    match rt.synchronize() {
+        Err(Error::Kernel(why)) => {
+            assert!(why.starts_with("6 thread(s) failed: "), "{why}");
+            assert!(
+                why.ends_with("; and 2 more"),
+                "the summary counts those it does not name: {why}"
+            );
+            assert!(why.contains("of returns_an_error returned Err: thread "), "{why}");
+            assert!(!why.contains("panicked"), "{why}");
+        }
+        other => panic!("expected a kernel error, got {other:?}"),
+    }
+    // The runtime goes on.
+    rt.launch(1, 2, || gpuio_test_kernels::returns_an_error(2)).unwrap();
+    rt.synchronize().unwrap();
+    drop(rt);
+    let reports = std::fs::read_to_string(&err_path).unwrap();
+    for t in limit..threads {
+        assert!(
+            reports.contains(&format!("{}\n", report(t.into(), limit))),
+            "thread {t}'s report is on the runtime's stderr: {reports:?}"
+        );
+    }
+    assert_eq!(reports.lines().count(), (threads - limit) as usize, "{reports:?}");
+    let mut lines: Vec<String> = std::fs::read_to_string(&out_path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    let mut expected: Vec<String> = (0..threads)
+        .map(|t| format!("t={t} before"))
+        .chain((0..limit).map(|t| format!("t={t} after")))
+        .chain((0..2).flat_map(|t| [format!("t={t} before"), format!("t={t} after")]))
+        .collect();
+    expected.sort();
+    assert_eq!(lines, expected);
+}
+
+/// Called as a function on the host, outside a launch: the report goes to std's stderr and
+/// the thread unwinds with it.
+#[test]
+fn an_err_outside_a_launch_unwinds_with_its_report() {
+    let caught = std::panic::catch_unwind(|| gpuio_test_kernels::returns_an_error(0)).unwrap_err();
+    let failed = caught
+        .downcast_ref::<gpuio::device::protocol::arch::host::KernelFailed>()
+        .expect("a KernelFailed payload");
+    assert_eq!(failed.0, report(0, 0));
+    gpuio_test_kernels::returns_an_error(1);
+}
+
+/// On a CUDA GPU: the last thread of a block fails; the launch fails with the CUDA error of
+/// its trap, and its report is on the runtime's stderr before it. Skips without CUDA.
+///
+/// Run on a GPU machine: `cargo test --release --test kernel_errors -- --nocapture cuda_`.
+#[test]
+fn cuda_an_err_from_a_kernel_body_is_reported_and_fails_the_launch() {
+    const NAME: &str = "cuda_an_err_from_a_kernel_body_is_reported_and_fails_the_launch";
+    let _wd = watchdog(NAME, 300);
+    let (out_path, err_path) = (process_dir().join("cuda-out.txt"), process_dir().join("cuda-err.txt"));
+    let (out, err) = (create(&out_path, false), create(&err_path, false));
+    let rt = match Runtime::builder()
+        .backend(Backend::Cuda)
+        .stdout_fd(out.as_raw_fd())
+        .stderr_fd(err.as_raw_fd())
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(Error::BackendUnavailable { reason, .. }) => {
+            skip(NAME, &format!("no CUDA GPU ({reason})"));
+            return;
+        }
+        Err(e) => panic!("CUDA runtime failed: {e}"),
+    };
+    let m = rt.load_matching(TEST_NVPTX).unwrap();
+    let (block, limit) = (32u32, 31u32);
+    m.launch("returns_an_error", 1, block, &[limit.into()]).unwrap();
+    let started = Instant::now();
+    let fault = match rt.synchronize() {
+        Err(Error::Kernel(why)) => why,
+        other => panic!("expected a kernel error from a kernel that returned Err, got {other:?}"),
+    };
+    eprintln!(
+        "synchronize ({:?}, {}): kernel failed: {fault}",
+        started.elapsed(),
+        m.scheduling().map_or("unknown scheduling".into(), |s| s.to_string())
+    );
+    drop(m);
+    drop(rt);
+    let reports = std::fs::read_to_string(&err_path).unwrap();
+    assert_eq!(
+        reports,
+        format!("{}\n", report(limit.into(), limit)),
+        "the failing thread's report, whole, on the runtime's stderr"
+    );
+    eprintln!("its report: {}", reports.trim_end());
+}
