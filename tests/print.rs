@@ -184,7 +184,8 @@ fn formatting_matches_std(sub: Suite) {
 /// `io::stdout().lock()` as std's: 32 threads each build lines from many `write!` pieces
 /// at once; every line comes out whole (no other thread's piece inside it), in each
 /// thread's order; a line longer than the buffer comes out in pieces of its size, in
-/// order; the unfinished line comes out at the drop; `io::stderr()` writes at once.
+/// order; the unfinished line comes out at the drop; `io::stderr()` writes at once; code
+/// generic over the io traits writes through a lock.
 fn a_locked_stdouts_pieces_make_whole_lines(sub: Suite) {
     let _wd = watchdog("a_locked_stdouts_pieces_make_whole_lines", 120);
     let (f, path) = temp_file("locked.txt");
@@ -214,6 +215,14 @@ fn a_locked_stdouts_pieces_make_whole_lines(sub: Suite) {
         drop(out);
         let mut err = io::stderr();
         writeln!(err, "err t={t}").unwrap();
+        // Code generic over the io traits takes stderr's lock; bytes that are not UTF-8
+        // print as U+FFFD.
+        fn through_the_traits<W: io::Write>(w: &mut W, t: u32) {
+            w.write_all(b"trait ").unwrap();
+            write!(w, "t={t}").unwrap();
+            w.write_all(&[b' ', 0xff, b'\n']).unwrap();
+        }
+        through_the_traits(&mut io::stderr().lock(), t);
     })
     .unwrap();
     rt.synchronize().unwrap();
@@ -260,7 +269,9 @@ fn a_locked_stdouts_pieces_make_whole_lines(sub: Suite) {
     let err = std::fs::read_to_string(err_path).unwrap();
     let mut errs: Vec<&str> = err.lines().collect();
     errs.sort_unstable();
-    let mut want: Vec<String> = (0..32).map(|t| format!("err t={t}")).collect();
+    let mut want: Vec<String> = (0..32)
+        .flat_map(|t| [format!("err t={t}"), format!("trait t={t} \u{FFFD}")])
+        .collect();
     want.sort_unstable();
     assert_eq!(errs, want);
 }

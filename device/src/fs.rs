@@ -217,17 +217,10 @@ pub struct File {
     pos: u64,
 }
 
-/// Where [`File::seek`] moves the cursor to, as std's `SeekFrom`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SeekFrom {
-    /// That many bytes from the start.
-    Start(u64),
-    /// That many bytes from the cursor (negative: back).
-    Current(i64),
-    /// That many bytes from the end. Not supported yet: device code cannot ask a file's
-    /// size (`EOPNOTSUPP`).
-    End(i64),
-}
+/// Where [`File::seek`] moves the cursor to, as std's `SeekFrom`: `embedded-io`'s, which
+/// the [`Seek`](crate::io::Seek) trait takes too. `SeekFrom::End` is not supported yet:
+/// device code cannot ask a file's size (`EOPNOTSUPP`).
+pub use embedded_io::SeekFrom;
 
 /// Bytes [`File::write_fmt`] formats before it writes them: a `write!` of a longer text
 /// takes one request per this many bytes.

@@ -56,6 +56,9 @@ use crate::protocol::uapi::{
 };
 use crate::protocol::wait::until;
 pub use crate::stdio::{stderr, stdout, Stderr, StderrLock, Stdout, StdoutLock};
+/// The no_std ecosystem's io traits (`embedded-io`), which device files, stdout, stderr and
+/// their locks implement: code generic over `W: io::Write` takes any of them.
+pub use embedded_io::{ErrorKind, ErrorType, Read, Seek, SeekFrom, Write};
 
 /// Pieces of one transfer in flight at once.
 pub const PIECES: usize = 4;

@@ -18,7 +18,8 @@
 //! [`eprintln!`], [`eprint!`], [`dbg!`] and [`io::stdout`]`().lock()` for whole lines from
 //! pieces; [`fs::File`], [`fs::OpenOptions`], [`fs::BufWriter`] and the [`fs`] functions
 //! (`remove_file`, `create_dir`, `rename`, ...); [`io`]'s `pwrite`, `pread` and friends,
-//! with [`io::Errno`]; and the ids [`thread_idx`], [`block_idx`], [`block_dim`],
+//! with [`io::Errno`], and the io traits [`io::Read`], [`io::Write`], [`io::Seek`] (the no_std
+//! ecosystem's, `embedded-io`'s) on files and stdout; and the ids [`thread_idx`], [`block_idx`], [`block_dim`],
 //! [`grid_dim`] (x), their [`Dim3`] forms [`thread_idx_3d`], [`block_idx_3d`],
 //! [`block_dim_3d`], [`grid_dim_3d`], and [`global_thread_idx`] (linear over all three);
 //! [`sync_threads`] and [`dynamic_shared_memory`] for a block's threads working together.
@@ -42,6 +43,7 @@ pub mod entry;
 mod errno;
 pub mod fs;
 pub mod io;
+mod io_traits;
 pub mod param;
 pub mod protocol;
 mod stdio;

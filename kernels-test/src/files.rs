@@ -730,9 +730,10 @@ fn wait_timing_reaps(
 kernel! {
     /// std's habits on a device `File`, by every thread: it creates `<dir>/h<t>`, writes
     /// `t=<t> sq=<t*t>` with `writeln!`, then 20 lines `<t> <i>` through a 256-byte
-    /// `BufWriter`, seeks back to the start and `read_exact`s its first line. Thread 0 also
-    /// `dbg!`s its id (on the runtime's stderr). `results[t]` (i64): 0, or `1000 * step +
-    /// errno` (step 1 create, 2 write!, 3 BufWriter, 4 seek, 5 read back; errno 999: wrong
+    /// `BufWriter`, seeks back to the start and `read_exact`s its first line, then rewrites
+    /// and reads it back through code generic over the io traits. Thread 0 also `dbg!`s its
+    /// id (on the runtime's stderr). `results[t]` (i64): 0, or `1000 * step + errno` (step 1
+    /// create, 2 write!, 3 BufWriter, 4 seek, 5 read back, 6 the io traits; errno 999: wrong
     /// bytes).
     pub fn std_habits(dir: u64, dir_len: u32, results: u64) {
         use gpuio_device::fs::{BufWriter, SeekFrom};
@@ -777,9 +778,31 @@ kernel! {
             if !same(&back[..n], &want.bytes[..n]) {
                 return 5999;
             }
+            // Code generic over the io traits takes the file: the first line again, from
+            // the start, read back.
+            match through_the_traits(&mut f, &want.bytes[..n], &mut back[..n]) {
+                Ok(true) => {}
+                Ok(false) => return 6999,
+                Err(e) => return 6000 + e.0 as i64,
+            }
             0
         })();
         // SAFETY: the host allocated one i64 per thread at `results`.
         unsafe { *(results as *mut i64).add(t as usize) = code };
     }
+}
+
+/// Rewrites `line` at the start of `f` through the io traits alone and reads it back into
+/// `back`: whether it read what it wrote.
+fn through_the_traits<F: io::Read + io::Write + io::Seek>(
+    f: &mut F,
+    line: &[u8],
+    back: &mut [u8],
+) -> Result<bool, F::Error> {
+    f.rewind()?;
+    f.write_all(line)?;
+    f.flush()?;
+    f.seek(io::SeekFrom::Current(-(line.len() as i64)))?;
+    let n = f.read(back)?;
+    Ok(n == line.len() && same(back, line))
 }

@@ -201,7 +201,7 @@ impl Drop for HookGuard {
     }
 }
 
-/// What a thread that has spun for a long time does (a slow pipe reader, say): [`nap`].
+/// What a thread that has spun for a long time does (a slow pipe reader, say): a wait of 50 µs.
 /// A performer ([`install_performer`]) first performs what its rings hold, as in [`relax`].
 #[inline]
 pub fn doze() {
