@@ -135,7 +135,10 @@ impl std::fmt::Display for PanicsOnSecondPass {
 #[test]
 fn a_thread_that_leaves_before_its_blocks_barrier_hangs_nothing() {
     let _wd = watchdog("a_thread_that_leaves_before_its_blocks_barrier_hangs_nothing", 60);
-    let rt = builder().build().unwrap();
+    // The panic reports go to the runtime's stderr: a file here, checked below.
+    let err_path = process_dir().join("barrier-stderr.txt");
+    let e = create(&err_path, false);
+    let rt = builder().stderr_fd(e.as_raw_fd()).build().unwrap();
     let passed = std::sync::Arc::new(AtomicU32::new(0));
     for panics in [false, true] {
         passed.store(0, Ordering::Relaxed);
@@ -159,6 +162,16 @@ fn a_thread_that_leaves_before_its_blocks_barrier_hangs_nothing() {
             (other, _) => panic!("panics {panics}: {other:?}"),
         }
         assert_eq!(passed.load(Ordering::Relaxed), 14, "panics {panics}");
+    }
+    drop(rt);
+    let reports = std::fs::read_to_string(&err_path).unwrap();
+    for (t, b) in [(0, 0), (8, 1)] {
+        assert!(
+            reports.contains(&format!(
+                "kernel thread {t} (block {b}, thread 0) panicked at tests/faults_kernel.rs:"
+            )),
+            "block {b}'s panic is reported: {reports:?}"
+        );
     }
 }
 
