@@ -281,15 +281,49 @@ const MAPS_PER_THREAD: u64 = 5;
 /// own memory) beyond a launch's threads.
 const MAPS_SPARE: u64 = 2048;
 
+/// The process's memory mappings: `vm.max_map_count`, and how many it has now.
+struct Mappings {
+    max: u64,
+    used: u64,
+}
+
+impl Mappings {
+    /// `None` where the limits cannot be read.
+    fn now() -> Option<Mappings> {
+        let read = |path| std::fs::read_to_string(path).ok();
+        Some(Mappings {
+            max: read("/proc/sys/vm/max_map_count").and_then(|s| s.trim().parse::<u64>().ok())?,
+            used: read("/proc/self/maps").map(|s| s.lines().count() as u64)?,
+        })
+    }
+}
+
+/// The most threads a CPU launch runs: [`MAX_THREADS`], or fewer where the process's memory
+/// mappings left fit fewer (`vm.max_map_count`), with what bounds it, for an error's text.
+pub(crate) fn thread_limit() -> (u64, &'static str) {
+    match Mappings::now() {
+        Some(Mappings { max, used }) => {
+            let fits = max.saturating_sub(used + MAPS_SPARE) / MAPS_PER_THREAD;
+            if fits < MAX_THREADS {
+                return (
+                    fits,
+                    "the memory mappings left under vm.max_map_count, which sysctl raises",
+                );
+            }
+            (MAX_THREADS, "an OS thread per GPU thread")
+        }
+        None => (MAX_THREADS, "an OS thread per GPU thread"),
+    }
+}
+
+/// The most threads a CPU launch runs, whatever the machine allows.
+pub(crate) const MAX_THREADS: u64 = 1 << 16;
+
 /// Refuses a launch of `n` more threads that would run the process out of memory
 /// mappings: past `vm.max_map_count`, std cannot set up a new thread's signal stack and
 /// aborts the whole process. Where the limits cannot be read, lets the launch try.
 fn check_map_count(n: u64) -> Result<()> {
-    let read = |path| std::fs::read_to_string(path).ok();
-    let Some(max) = read("/proc/sys/vm/max_map_count").and_then(|s| s.trim().parse::<u64>().ok()) else {
-        return Ok(());
-    };
-    let Some(used) = read("/proc/self/maps").map(|s| s.lines().count() as u64) else {
+    let Some(Mappings { max, used }) = Mappings::now() else {
         return Ok(());
     };
     let need = n * MAPS_PER_THREAD + MAPS_SPARE;

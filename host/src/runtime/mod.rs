@@ -353,9 +353,11 @@ impl Runtime {
         outside_kernels("Runtime::launch")?;
         cfg.check()?;
         let n = cfg.threads();
-        if n > 1 << 16 {
+        if n > crate::backend::cpu::MAX_THREADS {
+            let (limit, why) = crate::backend::cpu::thread_limit();
             return Err(Error::Config(format!(
-                "the CPU backend runs 1..=65536 threads, not {n} ({cfg:?})"
+                "the CPU backend runs at most {limit} threads in a launch here ({why}), not {n} \
+                 ({cfg:?}): launch fewer threads and loop inside each (a grid-stride loop)"
             )));
         }
         let ctx = self
