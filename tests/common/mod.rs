@@ -209,18 +209,19 @@ pub fn gpu_code_built(test: &str, paths: &[&str]) -> bool {
 }
 
 /// Reports that `test` cannot run here, and why; the caller returns right after. libtest
-/// would count the test as passed and hide what it prints, so the line goes to stderr as
-/// `SKIPPED <binary>::<test>: <reason>` and, if `GPUIO_SKIP_LOG` names a file, is appended
-/// to it without the `SKIPPED ` (`.ci/run` counts and lists them at the end).
+/// counts the test as passed and hides what the print macros print, so the line goes
+/// straight to fd 2, past that capture, as `SKIPPED <binary>::<test>: <reason>`: a skip is
+/// seen in any run. If `GPUIO_SKIP_LOG` names a file, the line is appended to it without
+/// the `SKIPPED ` (`.ci/run` counts and lists them at the end).
 pub fn skip(test: &str, reason: &str) {
+    use std::io::Write;
     let line = format!(
         "{}::{test}: {}",
         env!("CARGO_CRATE_NAME"),
         reason.split_whitespace().collect::<Vec<_>>().join(" ")
     );
-    eprintln!("SKIPPED {line}");
+    let _ = std::io::stderr().write_all(format!("SKIPPED {line}\n").as_bytes());
     if let Some(log) = std::env::var_os("GPUIO_SKIP_LOG") {
-        use std::io::Write;
         // One write of one line to an O_APPEND file: lines from parallel tests and test
         // binaries do not interleave.
         std::fs::OpenOptions::new()

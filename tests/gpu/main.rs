@@ -71,6 +71,7 @@ use cases_runtime::{
 };
 use cases_sandbox::{a_kernel_cannot_leave_the_print_only_sandbox, a_kernel_cannot_move_host_memory_under_file_io};
 use cases_scheduling::scheduling_is_the_one_asked_for;
+use common::skip;
 use harness::{watchdog, Config, Scratch};
 use kernels::Kernels;
 
@@ -215,17 +216,6 @@ fn run_case(config: Config, name: &str, run: Run, unavailable: Option<Unavailabl
             // Shown with `--show-output` (or `--nocapture`), as any test's output.
             Ok(detail) => println!("{what} ({secs:.2} s): {detail}"),
             Err(why) => panic!("{what} failed after {secs:.2} s: {why}"),
-        }
-    }
-}
-
-/// Says on stderr, and in `GPUIO_SKIP_LOG`, that `what` was skipped and why.
-fn skip(what: &str, why: &str) {
-    // Past libtest's capture, which takes only the print macros' output: a skip is seen.
-    let _ = std::io::stderr().write_all(format!("SKIPPED gpu::{what}: {why}\n").as_bytes());
-    if let Ok(log) = std::env::var("GPUIO_SKIP_LOG") {
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
-            let _ = f.write_all(format!("gpu::{what}: {why}\n").as_bytes());
         }
     }
 }
