@@ -138,3 +138,34 @@ fn cuda_an_err_from_a_kernel_body_is_reported_and_fails_the_launch() {
     );
     eprintln!("its report: {}", reports.trim_end());
 }
+
+gpuio::device::kernel! {
+    /// Creates a file: the default sandbox (prints only) refuses it, and `?` returns the
+    /// error.
+    pub fn creates_a_file() -> Result<(), gpuio::device::io::Errno> {
+        gpuio::device::fs::File::create("gpuio-kernel-errors-never-created")?;
+        Ok(())
+    }
+}
+
+/// An `Err` that the sandbox caused: the kernel failure says what the sandbox refused and
+/// which sandbox allows it, in the same error.
+#[test]
+fn a_kernel_failure_says_what_the_sandbox_refused() {
+    let _wd = watchdog("a_kernel_failure_says_what_the_sandbox_refused", 60);
+    let err = create(&process_dir().join("refused-err.txt"), false);
+    let rt = builder().stderr_fd(err.as_raw_fd()).build().unwrap();
+    rt.launch(1, 1, || creates_a_file()).unwrap();
+    match rt.synchronize() {
+        Err(Error::Kernel(why)) => {
+            assert!(
+                why.contains("of creates_a_file returned Err: Permission denied"),
+                "{why}"
+            );
+            assert!(why.contains("the sandbox refused 1 device request(s)"), "{why}");
+            assert!(why.contains(".sandbox(Sandbox::FileIo)"), "{why}");
+        }
+        other => panic!("expected a kernel error, got {other:?}"),
+    }
+    rt.synchronize().unwrap();
+}

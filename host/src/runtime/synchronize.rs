@@ -137,8 +137,14 @@ impl Runtime {
                 0 => String::new(),
                 more => format!("; and {more} more"),
             };
+            // What the sandbox refused meanwhile is often why a thread failed (an open that
+            // got EACCES): said here, with the sandbox that allows it, not left for later.
+            let refused = match self.take_refused()? {
+                Some(r) => format!(". Also: {r}"),
+                None => String::new(),
+            };
             return Err(Error::Kernel(format!(
-                "{n} thread(s) failed: {}{more}",
+                "{n} thread(s) failed: {}{more}{refused}",
                 failures.join("; ")
             )));
         }
