@@ -155,7 +155,7 @@ fn a_kernel_failure_says_what_the_sandbox_refused() {
     let _wd = watchdog("a_kernel_failure_says_what_the_sandbox_refused", 60);
     let err = create(&process_dir().join("refused-err.txt"), false);
     let rt = builder().stderr_fd(err.as_raw_fd()).build().unwrap();
-    rt.launch(1, 1, || creates_a_file()).unwrap();
+    rt.launch(1, 1, *creates_a_file).unwrap();
     match rt.synchronize() {
         Err(Error::Kernel(why)) => {
             assert!(
