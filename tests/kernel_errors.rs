@@ -85,7 +85,7 @@ fn an_err_from_a_kernel_body_is_reported_and_fails_the_launch() {
 fn an_err_outside_a_launch_unwinds_with_its_report() {
     let caught = std::panic::catch_unwind(|| gpuio_test_kernels::returns_an_error(0)).unwrap_err();
     let failed = caught
-        .downcast_ref::<gpuio::device::protocol::arch::host::KernelFailed>()
+        .downcast_ref::<gpuio::device::entry::KernelFailed>()
         .expect("a KernelFailed payload");
     assert_eq!(failed.0, report(0, 0));
     gpuio_test_kernels::returns_an_error(1);

@@ -29,6 +29,11 @@ use core::sync::atomic::Ordering;
 
 use crate::protocol::context::STREAMS;
 
+/// What a kernel thread whose body returned `Err` unwinds with on host builds (see
+/// [`kernel!`](crate::kernel)): its report's text.
+#[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
+pub use crate::protocol::arch::host::KernelFailed;
+
 /// Declares kernels: on GPU targets each becomes an exported (`#[no_mangle]`)
 /// `extern "gpu-kernel"` entry point; on the host, a constant of the same name, a
 /// [`Kernel`], which the host's typed launch takes (`gpuio_host::Kernels::launch`: the
@@ -58,8 +63,11 @@ use crate::protocol::context::STREAMS;
 /// returns `Err` is reported as a panic is, on the runtime's stderr, `kernel thread T (block
 /// B, thread I) of KERNEL returned Err: ERROR`, and then ends as a panicking thread does: on
 /// a GPU it traps (ending the kernel), on the CPU backend it unwinds; the host's
-/// `synchronize` returns the kernel failure. Called as a function on the host outside a
-/// launch, the report goes to std's stderr and the thread unwinds with it.
+/// `synchronize` returns the kernel failure. As with a panic, on a GPU that trap leaves the
+/// GPU context unusable: the runtime refuses any later work, so return `Err` for what ends
+/// the program, and handle in the kernel what it can recover from. Called as a function on
+/// the host outside a launch, the report goes to std's stderr and the thread unwinds with
+/// a [`KernelFailed`](crate::entry::KernelFailed).
 ///
 /// Attributes before a kernel (doc comments, `#[allow]`, `#[cfg]`) go on the entry point on
 /// GPU targets and on the constant on the host, so an attribute only functions take
@@ -92,14 +100,17 @@ use crate::protocol::context::STREAMS;
 /// countdown(3, 0.0);
 ///
 /// gpuio_device::kernel! {
-///     /// Writes one line to `fd` at offset 0; an error ends the thread, reported.
-///     pub fn write_line(fd: i32) -> Result<(), gpuio_device::io::Errno> {
-///         gpuio_device::io::pwrite(fd, b"written\n", 0)?;
+///     /// Parses `n` as a digit; a thread whose `n` is not one ends, reported.
+///     pub fn digit(n: u32) -> Result<(), core::char::CharTryFromError> {
+///         let c = char::try_from(n)?;
+///         gpuio_device::println!("{}", c.is_ascii_digit());
 ///         Ok(())
 ///     }
 /// }
-/// // Outside a launch the host build writes with std; fd -1 fails and the thread unwinds.
-/// assert!(std::panic::catch_unwind(|| write_line(-1)).is_err());
+/// digit(0x37); // prints `true`
+/// // Outside a launch the report goes to std's stderr and the thread unwinds with it.
+/// let caught = std::panic::catch_unwind(|| digit(0xD800)).unwrap_err();
+/// assert!(caught.is::<gpuio_device::entry::KernelFailed>());
 /// ```
 #[macro_export]
 #[cfg_attr(
@@ -227,6 +238,10 @@ const REPORT_WAIT_NS: u64 = 100_000_000;
 /// What a kernel's body returned, as [`kernel!`](crate::kernel) lets it: nothing, or
 /// `Result<(), E>` with `E: Display`, whose `Err` ends the thread reported
 /// ([`failed`]). The entry point calls [`Return::end`] on it.
+#[diagnostic::on_unimplemented(
+    message = "a kernel returns nothing or `Result<(), E>` with `E: Display`, not `{Self}`",
+    label = "this kernel's return type"
+)]
 pub trait Return {
     /// Ends the kernel thread after its body returned `self`: nothing to do for `()` and
     /// `Ok`; an `Err` is reported and the thread ends as a panicking one does.
@@ -346,7 +361,7 @@ pub fn crate_relative(file: &str) -> &str {
 ///
 /// Its wait is bounded on every path: on the CPU backend the thread stops performing its
 /// rings' requests while it reports (`arch::without_performing`), so that neither its
-/// flushes nor its naps take on a write that a pipe nobody reads would block; the host's
+/// flushes nor its dozes take on a write that a pipe nobody reads would block; the host's
 /// waker performs them.
 #[cold]
 #[inline(never)]

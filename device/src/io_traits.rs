@@ -35,14 +35,14 @@
 use core::convert::Infallible;
 use core::fmt;
 
-use embedded_io::{ErrorKind, ErrorType, Read, Seek, Write};
+use embedded_io::{ErrorKind, ErrorType, Read, ReadExactError, Seek, Write, WriteFmtError};
 
 use crate::errno::Errno;
 use crate::fs::{self, File};
 use crate::stdio::{Stderr, StderrLock, Stdout, StdoutLock};
 
 impl embedded_io::Error for Errno {
-    /// The kind std's `io::Error` gives the same errno.
+    /// The kind std's `io::Error` gives the same errno (and `Unsupported` for `EOPNOTSUPP`).
     fn kind(&self) -> ErrorKind {
         match self.0 {
             1 | 13 => ErrorKind::PermissionDenied, // EPERM, EACCES
@@ -65,34 +65,55 @@ impl embedded_io::Error for Errno {
     }
 }
 
-/// A file's errors are its requests' errnos.
+/// A file's errors are [`fs::Error`]'s: an errno, or how a whole transfer fell short, with
+/// the bytes done.
 impl ErrorType for File {
-    type Error = Errno;
+    type Error = fs::Error;
 }
 
-/// Reads at the cursor ([`File::read`]).
+/// Reads at the cursor ([`File::read`]); `read_exact` is the file's own, which retries
+/// short reads.
 impl Read for File {
-    fn read(&mut self, buf: &mut [u8]) -> Result<usize, Errno> {
-        File::read(self, buf)
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize, fs::Error> {
+        Ok(File::read(self, buf)?)
+    }
+
+    fn read_exact(&mut self, buf: &mut [u8]) -> Result<(), ReadExactError<fs::Error>> {
+        File::read_exact(self, buf).map_err(|e| match e {
+            fs::Error::UnexpectedEof { .. } => ReadExactError::UnexpectedEof,
+            e => ReadExactError::Other(e),
+        })
     }
 }
 
-/// Writes at the cursor ([`File::write`]); `flush` has nothing to do (a `File` holds no
-/// buffer).
+/// Writes at the cursor ([`File::write`]); `write_all` and `write_fmt` are the file's own
+/// (retrying short and interrupted writes; a `write!` one request per 256 bytes, not one
+/// per piece); `flush` has nothing to do (a `File` holds no buffer).
 impl Write for File {
-    fn write(&mut self, buf: &[u8]) -> Result<usize, Errno> {
-        File::write(self, buf)
+    fn write(&mut self, buf: &[u8]) -> Result<usize, fs::Error> {
+        Ok(File::write(self, buf)?)
     }
 
-    fn flush(&mut self) -> Result<(), Errno> {
+    fn flush(&mut self) -> Result<(), fs::Error> {
         Ok(())
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> Result<(), fs::Error> {
+        File::write_all(self, buf)
+    }
+
+    fn write_fmt(&mut self, args: fmt::Arguments<'_>) -> Result<(), WriteFmtError<fs::Error>> {
+        File::write_fmt(self, args).map_err(|e| match e {
+            fs::Error::Format => WriteFmtError::FmtError,
+            e => WriteFmtError::Other(e),
+        })
     }
 }
 
 /// Moves the cursor ([`File::seek`]: `SeekFrom::End` is `EOPNOTSUPP`).
 impl Seek for File {
-    fn seek(&mut self, pos: fs::SeekFrom) -> Result<u64, Errno> {
-        File::seek(self, pos)
+    fn seek(&mut self, pos: fs::SeekFrom) -> Result<u64, fs::Error> {
+        Ok(File::seek(self, pos)?)
     }
 }
 
@@ -115,7 +136,9 @@ impl fmt::Display for Lossy<'_> {
 /// The io traits on the runtime's stdout and stderr handles and their locks: a print does
 /// not fail (what the host could not write, `synchronize` reports), so their error type is
 /// `Infallible`. `write` prints all of `buf` as text (bytes that are not UTF-8 as U+FFFD):
-/// at once on a handle, one record; on a lock, into its line.
+/// at once on a handle, one record; on a lock, into its line. Each `write` is text on its
+/// own: a character whose bytes two `write`s split prints as U+FFFD twice, so write whole
+/// text (`write_all` of a whole buffer, `write!`).
 macro_rules! text_writer {
     ($($ty:ty),*) => {
         $(
@@ -134,6 +157,12 @@ macro_rules! text_writer {
                 fn flush(&mut self) -> Result<(), Infallible> {
                     let _ = <$ty>::flush(self);
                     Ok(())
+                }
+
+                /// The handle's own `write_fmt`: the whole text one print (a line stays
+                /// whole), not one per piece.
+                fn write_fmt(&mut self, args: fmt::Arguments<'_>) -> Result<(), WriteFmtError<Infallible>> {
+                    <$ty>::write_fmt(self, args).map_err(|_| WriteFmtError::FmtError)
                 }
             }
         )*

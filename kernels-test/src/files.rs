@@ -783,7 +783,7 @@ kernel! {
             match through_the_traits(&mut f, &want.bytes[..n], &mut back[..n]) {
                 Ok(true) => {}
                 Ok(false) => return 6999,
-                Err(e) => return 6000 + e.0 as i64,
+                Err(e) => return code(6, e),
             }
             0
         })();

@@ -307,7 +307,7 @@ pub(crate) fn thread_limit() -> (u64, &'static str) {
             if fits < MAX_THREADS {
                 return (
                     fits,
-                    "the memory mappings left under vm.max_map_count, which sysctl raises",
+                    "the memory mappings left under vm.max_map_count; raising it lifts this up to 65536",
                 );
             }
             (MAX_THREADS, "an OS thread per GPU thread")
