@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
 use gpuio::device::println;
-use gpuio::{Backend, Error, Runtime, Sandbox};
+use gpuio::{Error, Runtime, Sandbox};
 
 use common::dirs::process_dir;
-use common::faults::{builder, create};
+use common::faults::{builder, create, cuda_or_skip};
 use common::{skip, watchdog};
 
 /// The example kernels' PTX, built by build.rs (empty with `GPUIO_SKIP_GPU_BUILD=1`).
@@ -269,18 +269,9 @@ fn cuda_a_kernel_that_traps_is_reported_the_runtime_refuses_and_earlier_lines_ar
     let _wd = watchdog(NAME, 300);
     let path = process_dir().join("trap.txt");
     let f = create(&path, false);
-    let rt = match Runtime::builder()
-        .backend(Backend::Cuda)
-        .sandbox(Sandbox::FileIo)
-        .stdout_fd(f.as_raw_fd())
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(Error::BackendUnavailable { reason, .. }) => {
-            skip(NAME, &format!("no CUDA GPU ({reason})"));
-            return;
-        }
-        Err(e) => panic!("CUDA runtime failed: {e}"),
+    let builder = Runtime::builder().sandbox(Sandbox::FileIo).stdout_fd(f.as_raw_fd());
+    let Some(rt) = cuda_or_skip(NAME, builder) else {
+        return;
     };
     let m = rt.load_matching(TEST_NVPTX).unwrap();
     let (grid, block, lines) = (4u32, 64u32, 3u32);

@@ -11,11 +11,11 @@ mod common;
 use std::os::fd::AsRawFd;
 use std::time::Instant;
 
-use gpuio::{Backend, Error, Runtime};
+use gpuio::{Error, Runtime};
 
 use common::dirs::process_dir;
-use common::faults::{builder, create};
-use common::{skip, watchdog};
+use common::faults::{builder, create, cuda_or_skip};
+use common::watchdog;
 
 /// The GPU suite's kernels (`sm_90` and `sm_60`, build.rs).
 const TEST_NVPTX: &[(&str, &[u8])] = gpuio_kernels_gpu::TEST_NVPTX;
@@ -102,18 +102,9 @@ fn cuda_an_err_from_a_kernel_body_is_reported_and_fails_the_launch() {
     let _wd = watchdog(NAME, 560);
     let (out_path, err_path) = (process_dir().join("cuda-out.txt"), process_dir().join("cuda-err.txt"));
     let (out, err) = (create(&out_path, false), create(&err_path, false));
-    let rt = match Runtime::builder()
-        .backend(Backend::Cuda)
-        .stdout_fd(out.as_raw_fd())
-        .stderr_fd(err.as_raw_fd())
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(Error::BackendUnavailable { reason, .. }) => {
-            skip(NAME, &format!("no CUDA GPU ({reason})"));
-            return;
-        }
-        Err(e) => panic!("CUDA runtime failed: {e}"),
+    let builder = Runtime::builder().stdout_fd(out.as_raw_fd()).stderr_fd(err.as_raw_fd());
+    let Some(rt) = cuda_or_skip(NAME, builder) else {
+        return;
     };
     let m = rt.load_matching(TEST_NVPTX).unwrap();
     let (block, limit) = (32u32, 31u32);

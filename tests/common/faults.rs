@@ -9,6 +9,19 @@ pub fn builder() -> gpuio::Builder {
     Runtime::builder().backend(Backend::Cpu)
 }
 
+/// `builder` on the CUDA backend built, or `None` where this machine has no CUDA GPU, after
+/// test `name`'s skip line says so (the caller returns).
+pub fn cuda_or_skip(name: &str, builder: gpuio::Builder) -> Option<Runtime> {
+    match builder.backend(Backend::Cuda).build() {
+        Ok(rt) => Some(rt),
+        Err(Error::BackendUnavailable { reason, .. }) => {
+            super::skip(name, &format!("no CUDA GPU ({reason})"));
+            None
+        }
+        Err(e) => panic!("CUDA runtime failed: {e}"),
+    }
+}
+
 /// A new file at `path`, open for reading and writing, appending if `append`.
 pub fn create(path: &Path, append: bool) -> std::fs::File {
     std::fs::OpenOptions::new()
