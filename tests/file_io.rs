@@ -48,6 +48,7 @@ over_submissions!(
     small_requests_of_many_threads_share_the_solo_ring_and_the_others,
     std_habits_cursor_write_macros_and_a_buffered_writer,
     directories_renames_removals_and_lengths_as_std_has_them,
+    a_files_length_its_end_and_nested_directories,
 );
 
 /// Deterministic pseudo-random bytes, different for each seed: the generator the kernels
@@ -1009,7 +1010,7 @@ fn std_habits_cursor_write_macros_and_a_buffered_writer(sub: Suite) {
             "read \"42\" pos 6".to_string(),
             "back Ok(0)".to_string(),
             "read Ok(13)".to_string(),
-            format!("end Err({:?})", Errno::EOPNOTSUPP),
+            format!("end Ok({})", text.len()),
             format!("before 0 Err({:?})", Errno::EINVAL),
             "flush Ok(())".to_string(),
             "missing: No such file or directory (os error 2): \"/nonexistent/gpuio-habits\"".to_string(),
@@ -1108,4 +1109,92 @@ fn directories_renames_removals_and_lengths_as_std_has_them(sub: Suite) {
     rt.synchronize().unwrap();
     assert_eq!(*seen.lock().unwrap(), ["Ok(())", "Ok(())"]);
     assert!(!at("sub").exists());
+}
+
+/// `File::len` (found by reads, no `STATX`), `SeekFrom::End`, and `fs::create_dir_all`, as
+/// std's: lengths around the 64-byte read the search makes, a write-only file refused with
+/// `EBADF`; directories nested, made again, under a file, and by 16 threads at once.
+fn a_files_length_its_end_and_nested_directories(sub: Suite) {
+    let _w = watchdog("a_files_length_its_end_and_nested_directories", 60);
+    use gpuio::device::fs::{self, SeekFrom};
+    let dir = TempDir::new("lengths");
+    let rt = runtime(sub, 16 << 10, 4096);
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (d, s) = (dir.path().to_str().unwrap().to_string(), seen.clone());
+    let lengths = [0usize, 1, 10, 63, 64, 65, 128, 1000, 4097, (1 << 20) + 3];
+    rt.launch(1, 1, move || {
+        let mut out = s.lock().unwrap();
+        let p = |name: &str| format!("{d}/{name}");
+        for len in lengths {
+            std::fs::write(p(&format!("len{len}")), vec![7u8; len]).unwrap();
+            let f = File::open(&p(&format!("len{len}"))).unwrap();
+            out.push(format!("{len}: {:?} {:?}", f.len(), f.is_empty()));
+        }
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .open(&p("end"))
+            .unwrap();
+        f.write_all(b"0123456789").unwrap();
+        out.push(format!("end {:?}", f.seek(SeekFrom::End(0))));
+        out.push(format!("end-3 {:?}", f.seek(SeekFrom::End(-3))));
+        let mut three = [0u8; 3];
+        f.read_exact(&mut three).unwrap();
+        out.push(format!("read {:?}", std::str::from_utf8(&three).unwrap()));
+        out.push(format!("end+5 {:?}", f.seek(SeekFrom::End(5))));
+        f.write_all(b"!").unwrap();
+        out.push(format!("grown {:?}", f.len()));
+        out.push(format!("end-17 {:?}", f.seek(SeekFrom::End(-17))));
+        let w = File::create(&p("write-only")).unwrap();
+        out.push(format!("write-only {:?}", w.len()));
+        out.push(format!("nested {:?}", fs::create_dir_all(&p("a/b//c/"))));
+        out.push(format!("again {:?}", fs::create_dir_all(&p("a/b/c"))));
+        out.push(format!("a parent {:?}", fs::create_dir_all(&p("a"))));
+        out.push(format!(
+            "a file {:?}",
+            fs::create_dir_all(&p("end")).map_err(|e| e.errno)
+        ));
+        out.push(format!(
+            "under a file {:?}",
+            fs::create_dir_all(&p("end/x")).map_err(|e| e.errno)
+        ));
+        out.push(format!("empty {:?}", fs::create_dir_all("")));
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    let mut want: Vec<String> = lengths
+        .iter()
+        .map(|l| format!("{l}: Ok({l}) Ok({})", *l == 0))
+        .collect();
+    want.extend([
+        "end Ok(10)".to_string(),
+        "end-3 Ok(7)".to_string(),
+        "read \"789\"".to_string(),
+        "end+5 Ok(15)".to_string(),
+        "grown Ok(16)".to_string(),
+        format!("end-17 Err({:?})", Errno::EINVAL),
+        format!("write-only Err({:?})", Errno::EBADF),
+        "nested Ok(())".to_string(),
+        "again Ok(())".to_string(),
+        "a parent Ok(())".to_string(),
+        format!("a file Err({:?})", Errno::EEXIST),
+        format!("under a file Err({:?})", Errno(libc::ENOTDIR)),
+        "empty Ok(())".to_string(),
+    ]);
+    assert_eq!(*seen.lock().unwrap(), want);
+    assert!(dir.join("a/b/c").is_dir());
+    let mut grown = std::fs::read(dir.join("end")).unwrap();
+    assert_eq!(grown.split_off(10), b"\0\0\0\0\0!");
+    // Sixteen threads make the same directories at once: each finds the others' or makes its own.
+    let (d, s) = (dir.path().to_str().unwrap().to_string(), seen.clone());
+    s.lock().unwrap().clear();
+    rt.launch(4, 4, move || {
+        let r = fs::create_dir_all(&format!("{d}/race/x/y/z")).map_err(|e| e.to_string());
+        s.lock().unwrap().push(format!("{r:?}"));
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec!["Ok(())"; 16]);
+    assert!(dir.join("race/x/y/z").is_dir());
 }

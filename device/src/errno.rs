@@ -39,6 +39,8 @@ impl Errno {
     pub const EFAULT: Errno = Errno(14);
     /// File exists.
     pub const EEXIST: Errno = Errno(17);
+    /// Not a directory.
+    pub const ENOTDIR: Errno = Errno(20);
     /// Is a directory.
     pub const EISDIR: Errno = Errno(21);
     /// Invalid argument.
@@ -71,6 +73,7 @@ impl Errno {
             Errno::EACCES => "Permission denied",
             Errno::EFAULT => "Bad address",
             Errno::EEXIST => "File exists",
+            Errno::ENOTDIR => "Not a directory",
             Errno::EISDIR => "Is a directory",
             Errno::EINVAL => "Invalid argument",
             Errno::EFBIG => "File too large",
@@ -96,6 +99,7 @@ impl Errno {
             Errno::EACCES => "EACCES",
             Errno::EFAULT => "EFAULT",
             Errno::EEXIST => "EEXIST",
+            Errno::ENOTDIR => "ENOTDIR",
             Errno::EISDIR => "EISDIR",
             Errno::EINVAL => "EINVAL",
             Errno::EFBIG => "EFBIG",

@@ -101,7 +101,8 @@ impl core::fmt::Display for Error {
 impl core::error::Error for Error {}
 
 /// Why a call that names a path failed ([`File::open`], [`File::create`],
-/// [`OpenOptions::open`], [`remove_file`], [`remove_dir`], [`create_dir`], [`rename`]):
+/// [`OpenOptions::open`], [`remove_file`], [`remove_dir`], [`create_dir`], [`create_dir_all`],
+/// [`rename`]):
 /// the kernel's answer and the path asked for. Displayed (and debug-printed, as by `unwrap`) as std's
 /// error with the path: `No such file or directory (os error 2): "data/in.bin"` (a path
 /// over [`PathError::SHOWN`] bytes is cut, with `...`). `?` turns it into an [`Errno`] or an
@@ -188,6 +189,97 @@ pub fn create_dir(path: &str) -> Result<(), PathError<'_>> {
     io::create_dir(path, 0o777).map_err(|errno| PathError { errno, path })
 }
 
+/// Creates the directory `path` and every missing parent (mode 0o777 less the host's
+/// umask), as std's `fs::create_dir_all`: `Ok` where `path` is already a directory, also
+/// where other threads create the same directories at the same time.
+///
+/// It asks for `path` first and walks back one parent per `ENOENT`, then forward: a
+/// directory whose parent exists costs one request; each missing parent two more. Where
+/// `path` exists it asks whether it is a directory by opening it for reading (three more
+/// requests; a directory you may not read answers `EACCES`); a file there is `EEXIST`.
+///
+/// ```no_run
+/// use gpuio_device::fs;
+/// fs::create_dir_all("out/run-1/parts")?;
+/// fs::File::create("out/run-1/parts/0")?.write_all(b"done")?;
+/// # Ok::<(), gpuio_device::fs::PathError>(())
+/// ```
+pub fn create_dir_all(path: &str) -> Result<(), PathError<'_>> {
+    let fail = |errno| PathError { errno, path };
+    // Trailing slashes name the same directory; "" and "/" are there already.
+    let whole = path.trim_end_matches('/');
+    if whole.is_empty() {
+        return Ok(());
+    }
+    // Back: the deepest prefix that mkdir makes or finds (ENOENT: its parent is missing).
+    let mut made = whole.len();
+    loop {
+        match io::create_dir(&whole[..made], 0o777) {
+            Ok(()) => break,
+            // Found: a directory (or, if not, the next mkdir says ENOTDIR).
+            Err(Errno::EEXIST) if made < whole.len() => break,
+            Err(Errno::EEXIST) => {
+                return if is_dir(whole)? {
+                    Ok(())
+                } else {
+                    Err(fail(Errno::EEXIST))
+                }
+            }
+            Err(Errno::ENOENT) => match parent_end(&whole[..made]) {
+                Some(end) => made = end,
+                None => return Err(fail(Errno::ENOENT)),
+            },
+            Err(errno) => return Err(fail(errno)),
+        }
+    }
+    // Forward: each component after it, in turn.
+    while made < whole.len() {
+        let rest = &whole[made..];
+        let start = made + (rest.len() - rest.trim_start_matches('/').len());
+        let next = whole[start..].find('/').map_or(whole.len(), |i| start + i);
+        match io::create_dir(&whole[..next], 0o777) {
+            Ok(()) => {}
+            // Another thread made it meanwhile.
+            Err(Errno::EEXIST) if next < whole.len() => {}
+            Err(Errno::EEXIST) => {
+                return if is_dir(whole)? {
+                    Ok(())
+                } else {
+                    Err(fail(Errno::EEXIST))
+                }
+            }
+            Err(errno) => return Err(fail(errno)),
+        }
+        made = next;
+    }
+    Ok(())
+}
+
+/// Where the parent of `path` (no trailing slash) ends, without the slashes before the last
+/// component; `None` where it has none to make (a single component, or one under `/`).
+fn parent_end(path: &str) -> Option<usize> {
+    let end = path.rfind('/')?;
+    let end = path[..end].trim_end_matches('/').len();
+    (end > 0).then_some(end)
+}
+
+/// Whether `path`, which exists, is a directory: it opens for reading, and `.` opens in it
+/// (`ENOTDIR` for anything else). No `O_DIRECTORY`: its value differs between the hosts'
+/// architectures (x86-64, arm64), which device code does not know.
+fn is_dir(path: &str) -> Result<bool, PathError<'_>> {
+    let fd = io::open(path, O_RDONLY | O_CLOEXEC, 0).map_err(|errno| PathError { errno, path })?;
+    let inner = io::open_at(fd, ".", O_RDONLY | O_CLOEXEC, 0);
+    let _ = io::close(fd);
+    match inner {
+        Ok(dot) => {
+            let _ = io::close(dot);
+            Ok(true)
+        }
+        Err(Errno::ENOTDIR) => Ok(false),
+        Err(errno) => Err(PathError { errno, path }),
+    }
+}
+
 /// Renames `from` to `to`, replacing `to` if it is a file, as std's `fs::rename`. The error
 /// names `from`.
 pub fn rename<'p>(from: &'p str, to: &str) -> Result<(), PathError<'p>> {
@@ -218,8 +310,8 @@ pub struct File {
 }
 
 /// Where [`File::seek`] moves the cursor to, as std's `SeekFrom`: `embedded-io`'s, which
-/// the [`Seek`](crate::io::Seek) trait takes too. `SeekFrom::End` is not supported yet:
-/// device code cannot ask a file's size (`EOPNOTSUPP`).
+/// the [`Seek`](crate::io::Seek) trait takes too. `SeekFrom::End` asks the file's length
+/// ([`File::len`]).
 pub use embedded_io::SeekFrom;
 
 /// Bytes [`File::write_fmt`] formats before it writes them: a `write!` of a longer text
@@ -353,21 +445,92 @@ impl File {
         }
     }
 
-    /// Moves the cursor; returns its new position. `SeekFrom::End` is not supported yet
-    /// (`EOPNOTSUPP`); a position before the start or past `i64::MAX` is `EINVAL`, as with
-    /// `lseek(2)` (an offset of `u64::MAX` would otherwise mean "the fd's own offset" to
-    /// io_uring).
+    /// Moves the cursor; returns its new position. `SeekFrom::End` asks the file's length
+    /// first ([`File::len`]: the file must be open for reading); a position before the
+    /// start or past `i64::MAX` is `EINVAL`, as with `lseek(2)` (an offset of `u64::MAX`
+    /// would otherwise mean "the fd's own offset" to io_uring).
     pub fn seek(&mut self, to: SeekFrom) -> Result<u64, Errno> {
         let pos = match to {
             SeekFrom::Start(p) => p,
             SeekFrom::Current(d) => self.pos.checked_add_signed(d).ok_or(Errno::EINVAL)?,
-            SeekFrom::End(_) => return Err(Errno::EOPNOTSUPP),
+            SeekFrom::End(d) => self.len()?.checked_add_signed(d).ok_or(Errno::EINVAL)?,
         };
         if pos > i64::MAX as u64 {
             return Err(Errno::EINVAL);
         }
         self.pos = pos;
         Ok(pos)
+    }
+
+    /// The file's length in bytes, as std's `File::metadata()?.len()`, found by reading:
+    /// the file must be open for reading (`EBADF` otherwise; [`File::create`] opens
+    /// write-only, `OpenOptions::new().read(true).write(true)` both).
+    ///
+    /// Why by reading: io_uring's `STATX`, which would say it in one request, writes its
+    /// answer to any host address the request names, so no sandbox allows it; reads go only
+    /// to gpuio's own buffers. What it costs: reads of 64 bytes at offsets that double and
+    /// then halve towards the end, where a short read stops them: 2 requests for a file
+    /// under 64 bytes, about 2 log2(len / 64) for a longer one (a 1 GiB file: about 50).
+    /// Like any length, it may be stale by the time it returns while other threads or
+    /// processes write the file.
+    ///
+    /// ```no_run
+    /// use gpuio_device::fs::{OpenOptions, SeekFrom};
+    /// let mut log = OpenOptions::new().read(true).write(true).create(true).open("log.txt")?;
+    /// let end = log.seek(SeekFrom::End(0))?; // the same as log.len()?
+    /// log.write_all(b"one more line\n")?;
+    /// assert_eq!(log.len()?, end + 14);
+    /// # Ok::<(), gpuio_device::fs::Error>(())
+    /// ```
+    pub fn len(&self) -> Result<u64, Errno> {
+        let mut probe = [0u8; 64];
+        let mut read_at = |at: u64| loop {
+            match io::pread(self.fd, &mut probe, at) {
+                Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
+                r => return r,
+            }
+        };
+        // The length lies in `at_least..=at_most`; each read narrows it.
+        let (mut at_least, mut at_most) = (0u64, None::<u64>);
+        let (mut at, mut step) = (0u64, 64u64);
+        // The highest offset a read may start at and still end within `i64::MAX`.
+        let last = i64::MAX as u64 - 64;
+        loop {
+            let n = read_at(at)? as u64;
+            if n == 0 {
+                at_most = Some(at);
+            } else {
+                at_least = at_least.max(at + n);
+            }
+            if let Some(most) = at_most.filter(|&m| m <= at_least) {
+                return Ok(most);
+            }
+            if at_least > last {
+                // No file on Linux is this long (its offsets are i64s).
+                return Err(Errno::EFBIG);
+            }
+            at = if n != 0 && n < 64 {
+                // A short read: the end is most likely right after it.
+                at_least
+            } else if let Some(most) = at_most {
+                at_least + (most - at_least) / 2
+            } else {
+                step = step.saturating_mul(2);
+                at_least.saturating_add(step).min(last)
+            };
+        }
+    }
+
+    /// Whether the file holds no bytes: one read of a byte at its start (the file must be
+    /// open for reading, as for [`File::len`]).
+    pub fn is_empty(&self) -> Result<bool, Errno> {
+        let mut byte = [0u8; 1];
+        loop {
+            match io::pread(self.fd, &mut byte, 0) {
+                Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
+                r => return r.map(|n| n == 0),
+            }
+        }
     }
 
     /// The cursor's position.

@@ -570,9 +570,15 @@ fn call(sqe: Sqe) -> Result<i32, Errno> {
 /// `ENAMETOOLONG`; anything else is the kernel's.
 #[inline(never)] // one copy in a code object
 pub fn open(path: &str, flags: i32, mode: u32) -> Result<i32, Errno> {
+    open_at(AT_FDCWD, path, flags, mode)
+}
+
+/// As [`open`], with a relative `path` taken from the directory `dir` (an open descriptor)
+/// rather than the host process's current directory (`openat(2)`).
+pub fn open_at(dir: i32, path: &str, flags: i32, mode: u32) -> Result<i32, Errno> {
     with_paths(path, None, |[at, _]| Sqe {
         opcode: IORING_OP_OPENAT,
-        fd: AT_FDCWD,
+        fd: dir,
         addr: at,
         len: mode,
         rw_flags: flags as u32,

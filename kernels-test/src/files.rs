@@ -731,10 +731,12 @@ kernel! {
     /// std's habits on a device `File`, by every thread: it creates `<dir>/h<t>`, writes
     /// `t=<t> sq=<t*t>` with `writeln!`, then 20 lines `<t> <i>` through a 256-byte
     /// `BufWriter`, seeks back to the start and `read_exact`s its first line, then rewrites
-    /// and reads it back through code generic over the io traits. Thread 0 also `dbg!`s its
-    /// id (on the runtime's stderr). `results[t]` (i64): 0, or `1000 * step + errno` (step 1
-    /// create, 2 write!, 3 BufWriter, 4 seek, 5 read back, 6 the io traits; errno 999: wrong
-    /// bytes).
+    /// and reads it back through code generic over the io traits, seeks to its end (which
+    /// must be where the `BufWriter` left the cursor), and makes `<dir>/deep/<t % 4>/a/b`
+    /// with `create_dir_all` (four threads each, at once). Thread 0 also `dbg!`s its id (on
+    /// the runtime's stderr). `results[t]` (i64): 0, or `1000 * step + errno` (step 1
+    /// create, 2 write!, 3 BufWriter, 4 seek, 5 read back, 6 the io traits, 7 the end, 8
+    /// create_dir_all; errno 999: wrong bytes or position).
     pub fn std_habits(dir: u64, dir_len: u32, results: u64) {
         use gpuio_device::fs::{BufWriter, SeekFrom};
         let t = global_thread_idx();
@@ -762,6 +764,7 @@ kernel! {
                     return code(3, e);
                 }
             }
+            let written = f.stream_position();
             if let Err(e) = f.seek(SeekFrom::Start(0)) {
                 return 4000 + e.0 as i64;
             }
@@ -784,6 +787,15 @@ kernel! {
                 Ok(true) => {}
                 Ok(false) => return 6999,
                 Err(e) => return code(6, e),
+            }
+            match f.seek(SeekFrom::End(0)) {
+                Ok(end) if end == written => {}
+                Ok(_) => return 7999,
+                Err(e) => return 7000 + e.0 as i64,
+            }
+            let deep = PathBuf::new(dir, dir_len, format_args!("deep/{}/a/b", t % 4));
+            if let Err(e) = gpuio_device::fs::create_dir_all(deep.as_str()) {
+                return 8000 + e.errno.0 as i64;
             }
             0
         })();

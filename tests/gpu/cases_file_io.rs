@@ -159,11 +159,19 @@ pub(crate) fn std_habits_on_a_device_file(config: Config, scratch: &Scratch) -> 
             return Err(format!("thread {t}'s file holds {text:?}, not {want:?}"));
         }
     }
+    for d in 0..threads.min(4) {
+        if !dir.join(format!("deep/{d}/a/b")).is_dir() {
+            return Err(format!(
+                "create_dir_all made no {}",
+                dir.join(format!("deep/{d}/a/b")).display()
+            ));
+        }
+    }
     let said = std::fs::read_to_string(&err_path).map_err(|e| e.to_string())?;
     if !(said.starts_with("[") && said.contains("src/files.rs:") && said.ends_with("] t = 0\n")) {
         return Err(format!("dbg! printed {said:?}"));
     }
     Ok(format!(
-        "{threads} threads: writeln! on a File, 20 lines through a BufWriter, seek and read_exact back, byte-exact; dbg! as std's"
+        "{threads} threads: writeln! on a File, 20 lines through a BufWriter, seek and read_exact back, byte-exact, SeekFrom::End, create_dir_all four ways at once; dbg! as std's"
     ))
 }
