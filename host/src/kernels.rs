@@ -187,17 +187,32 @@ pub struct Staging {
     device: u64,
     used: usize,
     len: usize,
+    /// What arguments do once the launch is enqueued (a cudarc slice records that the
+    /// kernel uses it, so that cudarc's later work on it waits for the kernel).
+    pub(crate) after_launch: Vec<Box<dyn FnOnce()>>,
+    /// The cudarc stream the launch goes on, where the caller named one
+    /// ([`Kernels::launch_on`]); else the null stream.
+    #[cfg(feature = "cudarc")]
+    pub(crate) stream: Option<std::sync::Arc<cudarc::driver::CudaStream>>,
 }
 
 impl Staging {
+    /// `len` bytes at `host`, which kernels address as `device`.
+    fn new(host: *mut u8, device: u64, len: usize) -> Staging {
+        Staging {
+            host,
+            device,
+            used: 0,
+            len,
+            after_launch: Vec::new(),
+            #[cfg(feature = "cudarc")]
+            stream: None,
+        }
+    }
+
     /// No memory: for arguments that need none.
     fn empty() -> Staging {
-        Staging {
-            host: std::ptr::null_mut(),
-            device: 0,
-            used: 0,
-            len: 0,
-        }
+        Staging::new(std::ptr::null_mut(), 0, 0)
     }
 
     /// Bytes `items` takes, with its alignment padding.
@@ -350,7 +365,26 @@ impl<'rt> Kernels<'rt> {
     /// [`Runtime::synchronize`] waits). On a GPU, as [`GpuModule::launch_with`] by the
     /// kernel's name; on the CPU backend, as [`Runtime::launch_with`], every thread calling
     /// the kernel's host function.
-    pub fn launch<F, A>(&self, kernel: Kernel<F>, cfg: LaunchConfig, args: A) -> Result<()>
+    ///
+    /// `cfg` is a [`LaunchConfig`], or with the `cudarc` feature cudarc's.
+    pub fn launch<F, A>(&self, kernel: Kernel<F>, cfg: impl Into<LaunchConfig>, args: A) -> Result<()>
+    where
+        F: Copy + Send + Sync + 'static,
+        A: KernelArgs<F>,
+    {
+        self.launch_on_stream(kernel, cfg.into(), args, 0, |_| {})
+    }
+
+    /// Launches on `stream` (a `CUstream` as an address; 0: the null stream), after
+    /// `name_stream` told the staging which cudarc stream that is.
+    pub(crate) fn launch_on_stream<F, A>(
+        &self,
+        kernel: Kernel<F>,
+        cfg: LaunchConfig,
+        args: A,
+        stream: usize,
+        name_stream: impl FnOnce(&mut Staging),
+    ) -> Result<()>
     where
         F: Copy + Send + Sync + 'static,
         A: KernelArgs<F>,
@@ -359,18 +393,31 @@ impl<'rt> Kernels<'rt> {
         let len = args.staged_len();
         let mut staged = if len == 0 { None } else { Some(self.rt.staging(len)?) };
         let mut nothing = Staging::empty();
-        let raw = args.stage(staged.as_mut().map_or(&mut nothing, |(_, s)| s));
+        let staging = staged.as_mut().map_or(&mut nothing, |(_, s)| s);
+        name_stream(staging);
+        let raw = args.stage(staging);
+        let after_launch = std::mem::take(&mut staging.after_launch);
         let launch = || match &self.module {
-            Some(module) => module.launch_with(kernel.name(), cfg, &A::args(&raw)),
+            Some(module) => module.launch_on_stream(kernel.name(), cfg, &A::args(&raw), stream),
             None => {
                 let (f, call): (F, fn(&A::Raw, &F)) = (*kernel.function(), A::call);
                 self.rt.launch_with(cfg, move || call(&raw, &f))
             }
         };
-        match staged {
+        let launched = match staged {
             None => launch(),
             Some((memory, _)) => self.rt.launch_staged(memory, launch),
+        };
+        for after in after_launch {
+            after();
         }
+        launched
+    }
+
+    /// The runtime the kernels run in.
+    #[cfg(feature = "cudarc")]
+    pub(crate) fn runtime(&self) -> &'rt Runtime {
+        self.rt
     }
 
     /// The GPU code object the kernels run from; `None` on the CPU backend.
@@ -405,12 +452,7 @@ impl Runtime {
             // launch was tried (`launch_staged`), until no kernel runs.
             Some(d) => unsafe { d.map_host(map.as_ptr(), len)? },
         } as u64;
-        let staging = Staging {
-            host: map.as_ptr(),
-            device,
-            used: 0,
-            len,
-        };
+        let staging = Staging::new(map.as_ptr(), device, len);
         Ok(((map, self.device().is_some()), staging))
     }
 
@@ -487,12 +529,7 @@ mod tests {
         assert_eq!(len, 8 + 16);
         let mut memory = vec![0u64; len / 8];
         let base = memory.as_mut_ptr() as u64;
-        let mut staging = Staging {
-            host: memory.as_mut_ptr() as *mut u8,
-            device: base,
-            used: 0,
-            len,
-        };
+        let mut staging = Staging::new(memory.as_mut_ptr() as *mut u8, base, len);
         type Args<'a> = (&'a str, u32, Vec<f64>, &'a [u8]);
         let (s, n, v, e) = KernelArgs::<F>::stage(args, &mut staging);
         assert_eq!((s.addr(), s.len(), n), (base, 6, 3));

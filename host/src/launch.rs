@@ -57,6 +57,19 @@ impl LaunchConfig {
     /// (each block's is a host allocation while its threads run).
     pub const CPU_SHARED_MEM_MAX: u32 = 227 << 10;
 
+    /// A launch for `n` elements, as cudarc's `LaunchConfig::for_num_elems`: blocks of 1,024
+    /// threads, as many as `n` needs (one block for `n == 0`, which no backend takes as a
+    /// grid of 0), so the last block may have threads past `n`: the kernel checks its index.
+    ///
+    /// ```
+    /// use gpuio_host::LaunchConfig;
+    /// assert_eq!(LaunchConfig::for_num_elems(5000), LaunchConfig::linear(5, 1024));
+    /// ```
+    pub const fn for_num_elems(n: u32) -> LaunchConfig {
+        let blocks = n.div_ceil(1024);
+        LaunchConfig::linear(if blocks == 0 { 1 } else { blocks }, 1024)
+    }
+
     /// A one-dimensional launch: `grid` blocks of `block` threads.
     pub const fn linear(grid: u32, block: u32) -> LaunchConfig {
         LaunchConfig {
@@ -105,9 +118,46 @@ impl LaunchConfig {
     }
 }
 
+#[cfg(feature = "cudarc")]
+impl From<cudarc::driver::LaunchConfig> for LaunchConfig {
+    /// cudarc's launch shape as gpuio's: `grid_dim`, `block_dim` and `shared_mem_bytes`.
+    fn from(c: cudarc::driver::LaunchConfig) -> LaunchConfig {
+        LaunchConfig::new(c.grid_dim, c.block_dim).with_shared_mem(c.shared_mem_bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_launch_for_n_elements_covers_them_in_blocks_of_1024() {
+        for (n, blocks) in [(0, 1), (1, 1), (1024, 1), (1025, 2), (u32::MAX, 4_194_304)] {
+            let cfg = LaunchConfig::for_num_elems(n);
+            assert_eq!(
+                (cfg.grid, cfg.block),
+                (Dim3::new(blocks, 1, 1), Dim3::new(1024, 1, 1)),
+                "{n}"
+            );
+            assert!(cfg.threads() >= u64::from(n));
+        }
+    }
+
+    #[cfg(feature = "cudarc")]
+    #[test]
+    fn cudarcs_launch_config_converts_field_by_field() {
+        let c = cudarc::driver::LaunchConfig {
+            grid_dim: (3, 2, 1),
+            block_dim: (32, 4, 2),
+            shared_mem_bytes: 512,
+        };
+        assert_eq!(
+            LaunchConfig::from(c),
+            LaunchConfig::new((3, 2, 1), (32, 4, 2)).with_shared_mem(512)
+        );
+        let n = cudarc::driver::LaunchConfig::for_num_elems(5000);
+        assert_eq!(LaunchConfig::from(n), LaunchConfig::for_num_elems(5000));
+    }
 
     #[test]
     fn dynamic_shared_memory_is_refused_on_amd_only_when_asked_for() {

@@ -24,6 +24,72 @@ pub(crate) fn cudarc_launches_print_and_a_hang_on_its_stream_is_reported(_: Conf
     Err("unreachable: the harness skips this case without the cudarc feature".into())
 }
 
+#[cfg(not(feature = "cudarc"))]
+pub(crate) fn cudarc_slices_and_streams_in_typed_launches(_: Config, _: &Scratch) -> Outcome {
+    Err("unreachable: the harness skips this case without the cudarc feature".into())
+}
+
+/// cudarc's habits in gpuio's typed launches: `&CudaSlice<u64>` for a `&[u64]` parameter and
+/// `&mut CudaSlice<T>` for `Out<T>` ones (no copies), cudarc's `LaunchConfig`, and a launch
+/// on cudarc's non-blocking stream. The input is written by cudarc on that stream and the
+/// results read back by cudarc on it, with no synchronize between: cudarc's events alone
+/// order them with gpuio's kernels, on the null stream and on the named one.
+#[cfg(feature = "cudarc")]
+pub(crate) fn cudarc_slices_and_streams_in_typed_launches(config: Config, _: &Scratch) -> Outcome {
+    use cudarc::driver::CudaContext;
+    use gpuio_test_kernels as k;
+
+    use crate::kernels::{build, Kernels};
+
+    let rt = build(config.builder().gpu(0))?;
+    let kernels = Kernels::load(&rt)?;
+    let kernels = kernels.gpuio();
+    let ctx = CudaContext::new(0).map_err(|e| format!("cudarc's context: {e:?}"))?;
+    let stream = ctx.new_stream().map_err(|e| format!("a non-blocking stream: {e:?}"))?;
+    let n = 5000usize;
+    let mut rounds = Vec::new();
+    for (round, on_stream) in [(1u64, false), (2, true)] {
+        let x: Vec<u64> = (0..n as u64).map(|i| i * 7 + round).collect();
+        let x_dev = stream.clone_htod(&x).map_err(|e| format!("x to the GPU: {e:?}"))?;
+        let mut squares = stream.alloc_zeros::<u64>(n).map_err(|e| format!("squares: {e:?}"))?;
+        let mut halves = stream.alloc_zeros::<f32>(n + 3).map_err(|e| format!("halves: {e:?}"))?;
+        let args = (&x_dev, &mut squares, &mut halves);
+        let launched = if on_stream {
+            let cfg = cudarc::driver::LaunchConfig::for_num_elems(n as u32);
+            kernels.launch_on(&stream, k::squares_into, cfg, args)
+        } else {
+            kernels.launch(k::squares_into, gpuio::LaunchConfig::for_num_elems(n as u32), args)
+        };
+        launched.map_err(|e| format!("launch (round {round}): {e}"))?;
+        let sq: Vec<u64> = stream
+            .clone_dtoh(&squares)
+            .map_err(|e| format!("squares back: {e:?}"))?;
+        let hv: Vec<f32> = stream.clone_dtoh(&halves).map_err(|e| format!("halves back: {e:?}"))?;
+        rt.synchronize_streams(&[&stream])
+            .map_err(|e| format!("synchronize (round {round}): {e}"))?;
+        for i in 0..n {
+            if sq[i] != x[i] * x[i] + i as u64 || hv[i] != x[i] as f32 / 2.0 {
+                return Err(format!(
+                    "round {round}, element {i}: {} and {}, from x = {} (read by cudarc right after the launch)",
+                    sq[i], hv[i], x[i]
+                ));
+            }
+        }
+        if hv[n..] != [0.0; 3] {
+            return Err(format!("round {round}: elements nothing wrote are {:?}", &hv[n..]));
+        }
+        rounds.push(if on_stream {
+            "on cudarc's stream"
+        } else {
+            "on the null stream"
+        });
+    }
+    Ok(format!(
+        "{n} elements from CudaSlices, results into CudaSlices, read back by cudarc with no synchronize between, {}",
+        rounds.join(" and ")
+    ))
+}
+
 #[cfg(feature = "cudarc")]
 pub(crate) fn cudarc_launches_print_and_a_hang_on_its_stream_is_reported(config: Config, scratch: &Scratch) -> Outcome {
     use std::os::fd::AsRawFd;

@@ -41,6 +41,12 @@ impl<'rt> Kernels<'rt> {
         }
     }
 
+    /// gpuio's own, for what the cases' wrappers do not cover.
+    #[cfg(feature = "cudarc")]
+    pub(crate) fn gpuio(&self) -> &gpuio::Kernels<'rt> {
+        &self.kernels
+    }
+
     pub(crate) fn cuda(&self) -> Option<&Arc<Cuda>> {
         self.module().and_then(|m| m.cuda())
     }

@@ -49,7 +49,10 @@ use std::time::Instant;
 
 use gpuio::{Backend, Error, Runtime};
 
-use cases_cudarc::{cudarc_launches_print_and_a_hang_on_its_stream_is_reported, cudarc_unavailable};
+use cases_cudarc::{
+    cudarc_launches_print_and_a_hang_on_its_stream_is_reported, cudarc_slices_and_streams_in_typed_launches,
+    cudarc_unavailable,
+};
 use cases_file_io::{
     file_io_4_arena_blocks_2048_threads, print_while_others_wait_for_io, stack_buffers_pwrite_pread,
     std_habits_on_a_device_file,
@@ -151,6 +154,7 @@ suite! {
     ],
     optional: [
         cudarc_launches_print_and_a_hang_on_its_stream_is_reported if cudarc_unavailable,
+        cudarc_slices_and_streams_in_typed_launches if cudarc_unavailable,
         a_print_leaves_a_kernel_its_registers if print_registers_unavailable,
     ],
 }

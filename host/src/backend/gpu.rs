@@ -62,6 +62,17 @@ pub(crate) trait LoadedModule: Send + Sync {
     /// Launches kernel `name` on the blocks and threads of `cfg` (asynchronous).
     fn launch(&self, name: &str, cfg: crate::launch::LaunchConfig, args: &[Arg]) -> Result<()>;
 
+    /// As [`LoadedModule::launch`], on `stream` (a `CUstream` of the runtime's context, as an
+    /// address; 0: the null stream, where `launch` goes). Only CUDA modules have streams.
+    fn launch_on(&self, name: &str, cfg: crate::launch::LaunchConfig, args: &[Arg], stream: usize) -> Result<()> {
+        if stream == 0 {
+            return self.launch(name, cfg, args);
+        }
+        Err(crate::error::Error::Config(format!(
+            "kernel {name}: a launch on a named stream is CUDA's; this module has no streams"
+        )))
+    }
+
     /// The device address and size of a global variable.
     fn global(&self, name: &str) -> Result<(u64, usize)>;
 

@@ -40,6 +40,14 @@ impl<'rt> GpuModule<'rt> {
     /// dimensions (asynchronous; [`Runtime::synchronize`] waits), on every backend (HSA's
     /// dispatch packet and hidden arguments carry all three).
     pub fn launch_with(&self, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<()> {
+        self.launch_on_stream(name, cfg, args, 0)
+    }
+
+    /// As [`GpuModule::launch_with`], on `stream` (a `CUstream` of the runtime's context as
+    /// an address; 0: the null stream, where gpuio's launches go). A launch on another
+    /// stream is waited for as a host program's own ([`Runtime::prepare_external_launch`]):
+    /// the next synchronize waits for every stream of the context.
+    pub(crate) fn launch_on_stream(&self, name: &str, cfg: LaunchConfig, args: &[Arg], stream: usize) -> Result<()> {
         cfg.check()?;
         let gpu = self.rt.gpu.as_ref().expect("a GpuModule exists only on a GPU runtime");
         gpu.usable()?;
@@ -47,7 +55,12 @@ impl<'rt> GpuModule<'rt> {
         if first {
             self.rt.rebase_positions()?;
         }
-        if let Err(e) = self.module.launch(name, cfg, args) {
+        if stream != 0 {
+            // Before the launch, as `prepare_external_launch` does: a synchronize that
+            // claims it waits for the context's streams.
+            gpu.external.store(true, Ordering::Release);
+        }
+        if let Err(e) = self.module.launch_on(name, cfg, args, stream) {
             if first && !gpu.launched.load(Ordering::Acquire) {
                 // Nothing runs: the files this launch would have printed to are free again.
                 self.rt.print_files.end();
@@ -176,7 +189,7 @@ impl Runtime {
     /// The GPU and its CUDA driver, for attaching modules the host loaded itself; on another
     /// backend, `BackendUnavailable` whose reason is `why` followed by the backend this
     /// runtime runs on.
-    pub(super) fn cuda_gpu(&self, why: &str) -> Result<(&Gpu, &Arc<Cuda>)> {
+    pub(crate) fn cuda_gpu(&self, why: &str) -> Result<(&Gpu, &Arc<Cuda>)> {
         match self.gpu.as_ref() {
             Some(
                 gpu @ Gpu {

@@ -433,6 +433,18 @@ impl Module {
 
     /// As [`Module::launch`], on the blocks and threads of `cfg` (up to three dimensions).
     pub fn launch_with(&self, name: &str, cfg: crate::launch::LaunchConfig, args: &[Arg]) -> Result<()> {
+        self.launch_on_stream(name, cfg, args, 0)
+    }
+
+    /// As [`Module::launch_with`], on `stream` (a `CUstream` of this context as an address;
+    /// 0: the null stream).
+    pub(crate) fn launch_on_stream(
+        &self,
+        name: &str,
+        cfg: crate::launch::LaunchConfig,
+        args: &[Arg],
+        stream: usize,
+    ) -> Result<()> {
         let f = self.function(name)?;
         let (g, b) = (cfg.grid, cfg.block);
         if let Some(params) = &self.params {
@@ -460,7 +472,8 @@ impl Module {
         // SAFETY: `ptrs` holds one pointer per kernel parameter, each to a buffer at least
         // as large as the parameter (checked above against the PTX; for a borrowed module,
         // `borrow_raw`'s caller vouches), alive until the call returns (the driver copies
-        // them).
+        // them); `stream` is the null stream or one of this context that the caller holds
+        // alive (`Kernels::launch_on`'s `Arc<CudaStream>`).
         self.cuda.check(
             unsafe {
                 (self.cuda.api.cuLaunchKernel)(
@@ -472,7 +485,7 @@ impl Module {
                     b.y,
                     b.z,
                     cfg.shared_mem_bytes,
-                    std::ptr::null_mut(),
+                    stream as *mut c_void,
                     ptrs.as_mut_ptr(),
                     std::ptr::null_mut(),
                 )
@@ -498,6 +511,10 @@ impl Drop for Module {
 impl LoadedModule for Module {
     fn launch(&self, name: &str, cfg: crate::launch::LaunchConfig, args: &[Arg]) -> Result<()> {
         Module::launch_with(self, name, cfg, args)
+    }
+
+    fn launch_on(&self, name: &str, cfg: crate::launch::LaunchConfig, args: &[Arg], stream: usize) -> Result<()> {
+        Module::launch_on_stream(self, name, cfg, args, stream)
     }
 
     fn global(&self, name: &str) -> Result<(u64, usize)> {
