@@ -110,7 +110,7 @@ impl Write for File {
     }
 }
 
-/// Moves the cursor ([`File::seek`]: `SeekFrom::End` is `EOPNOTSUPP`).
+/// Moves the cursor ([`File::seek`]; `SeekFrom::End` asks [`File::len`]).
 impl Seek for File {
     fn seek(&mut self, pos: fs::SeekFrom) -> Result<u64, fs::Error> {
         Ok(File::seek(self, pos)?)

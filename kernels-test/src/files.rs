@@ -731,12 +731,10 @@ kernel! {
     /// std's habits on a device `File`, by every thread: it creates `<dir>/h<t>`, writes
     /// `t=<t> sq=<t*t>` with `writeln!`, then 20 lines `<t> <i>` through a 256-byte
     /// `BufWriter`, seeks back to the start and `read_exact`s its first line, then rewrites
-    /// and reads it back through code generic over the io traits, seeks to its end (which
-    /// must be where the `BufWriter` left the cursor), and makes `<dir>/deep/<t % 4>/a/b`
-    /// with `create_dir_all` (four threads each, at once). Thread 0 also `dbg!`s its id (on
-    /// the runtime's stderr). `results[t]` (i64): 0, or `1000 * step + errno` (step 1
-    /// create, 2 write!, 3 BufWriter, 4 seek, 5 read back, 6 the io traits, 7 the end, 8
-    /// create_dir_all; errno 999: wrong bytes or position).
+    /// and reads it back through code generic over the io traits. Thread 0 also `dbg!`s its
+    /// id (on the runtime's stderr). `results[t]` (i64): 0, or `1000 * step + errno` (step 1
+    /// create, 2 write!, 3 BufWriter, 4 seek, 5 read back, 6 the io traits; errno 999: wrong
+    /// bytes).
     pub fn std_habits(dir: u64, dir_len: u32, results: u64) {
         use gpuio_device::fs::{BufWriter, SeekFrom};
         let t = global_thread_idx();
@@ -764,7 +762,6 @@ kernel! {
                     return code(3, e);
                 }
             }
-            let written = f.stream_position();
             if let Err(e) = f.seek(SeekFrom::Start(0)) {
                 return 4000 + e.0 as i64;
             }
@@ -788,14 +785,67 @@ kernel! {
                 Ok(false) => return 6999,
                 Err(e) => return code(6, e),
             }
-            match f.seek(SeekFrom::End(0)) {
-                Ok(end) if end == written => {}
-                Ok(_) => return 7999,
-                Err(e) => return 7000 + e.0 as i64,
+            0
+        })();
+        // SAFETY: the host allocated one i64 per thread at `results`.
+        unsafe { *(results as *mut i64).add(t as usize) = code };
+    }
+}
+
+kernel! {
+    /// A file's length and end, and nested directories, by every thread: it creates
+    /// `<dir>/e<t>` (read and write), writes `t % 200 + 1` lines `<t> <i>`, asks its length
+    /// (`len`, found by reads), seeks 4 bytes before its end and reads them back (the last
+    /// line's tail), then makes `<dir>/deep/<t % 4>/a/b` with `create_dir_all` (a quarter of
+    /// the threads each, at once). `results[t]` (i64): 0, or `1000 * step + errno` (step 1
+    /// create, 2 write, 3 len, 4 seek from the end, 5 read back, 6 create_dir_all; errno
+    /// 999: a wrong length, position or bytes).
+    pub fn file_ends_and_directories(dir: u64, dir_len: u32, results: u64) {
+        use gpuio_device::fs::{BufWriter, SeekFrom};
+        let t = global_thread_idx();
+        let code = (|| {
+            let path = PathBuf::new(dir, dir_len, format_args!("e{t}"));
+            let mut f = match OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path.as_str()) {
+                Ok(f) => f,
+                Err(e) => return 1000 + e.errno.0 as i64,
+            };
+            {
+                let mut w = BufWriter::<256>::new(&mut f);
+                for i in 0..t % 200 + 1 {
+                    if writeln!(w, "{t} {i}").is_err() {
+                        return 2999;
+                    }
+                }
+                if let Err(e) = w.flush() {
+                    return 2000 + e.errno().map_or(999, |e| e.0 as i64);
+                }
+            }
+            let written = f.stream_position();
+            match f.len() {
+                Ok(len) if len == written => {}
+                Ok(_) => return 3999,
+                Err(e) => return 3000 + e.0 as i64,
+            }
+            match f.seek(SeekFrom::End(-4)) {
+                Ok(at) if at == written - 4 => {}
+                Ok(_) => return 4999,
+                Err(e) => return 4000 + e.0 as i64,
+            }
+            let mut tail = [0u8; 4];
+            if let Err(e) = f.read_exact(&mut tail) {
+                return 5000 + e.errno().map_or(999, |e| e.0 as i64);
+            }
+            let mut last = PathBuf {
+                bytes: [0; 512],
+                len: 0,
+            };
+            let _ = writeln!(last, "{t} {}", t % 200);
+            if last.len < 4 || !same(&tail, &last.bytes[last.len - 4..last.len]) {
+                return 5999;
             }
             let deep = PathBuf::new(dir, dir_len, format_args!("deep/{}/a/b", t % 4));
             if let Err(e) = gpuio_device::fs::create_dir_all(deep.as_str()) {
-                return 8000 + e.errno.0 as i64;
+                return 6000 + e.errno.0 as i64;
             }
             0
         })();

@@ -159,19 +159,54 @@ pub(crate) fn std_habits_on_a_device_file(config: Config, scratch: &Scratch) -> 
             return Err(format!("thread {t}'s file holds {text:?}, not {want:?}"));
         }
     }
-    for d in 0..threads.min(4) {
-        if !dir.join(format!("deep/{d}/a/b")).is_dir() {
-            return Err(format!(
-                "create_dir_all made no {}",
-                dir.join(format!("deep/{d}/a/b")).display()
-            ));
-        }
-    }
     let said = std::fs::read_to_string(&err_path).map_err(|e| e.to_string())?;
     if !(said.starts_with("[") && said.contains("src/files.rs:") && said.ends_with("] t = 0\n")) {
         return Err(format!("dbg! printed {said:?}"));
     }
     Ok(format!(
-        "{threads} threads: writeln! on a File, 20 lines through a BufWriter, seek and read_exact back, byte-exact, SeekFrom::End, create_dir_all four ways at once; dbg! as std's"
+        "{threads} threads: writeln! on a File, 20 lines through a BufWriter, seek and read_exact back, byte-exact; dbg! as std's"
+    ))
+}
+
+/// A device file's length (`File::len`, found by reads), `SeekFrom::End`, and
+/// `fs::create_dir_all` by a quarter of the threads each on one path at once.
+pub(crate) fn a_files_end_and_nested_directories(config: Config, scratch: &Scratch) -> Outcome {
+    let (grid, block) = (config.pick(4, 2), config.pick(64, 16));
+    let threads = (grid * block) as usize;
+    let rt = build(config.builder().sandbox(Sandbox::FileIo))?;
+    let k = Kernels::load(&rt)?;
+    let dir = scratch.0.join("ends");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let dir_text = dir.to_str().unwrap().as_bytes().to_vec();
+    let mut dir_mem = Mem::from_bytes(&k, &dir_text)?;
+    let mut results = Mem::zeroed(&k, threads * 8);
+    let (d, dl, r) = (dir_mem.addr(), dir_text.len() as u32, results.addr());
+    k.launch(k::file_ends_and_directories, grid, block, (d, dl, r))?;
+    sync(&rt)?;
+    all_threads_ok(&results.read_i64s(), "thread, step * 1000 + errno")?;
+    drop(results);
+    drop(dir_mem);
+    drop(k);
+    drop(rt);
+    for t in 0..threads {
+        let len = std::fs::metadata(dir.join(format!("e{t}")))
+            .map_err(|e| e.to_string())?
+            .len();
+        let want: usize = (0..t % 200 + 1).map(|i| format!("{t} {i}\n").len()).sum();
+        if len != want as u64 {
+            return Err(format!("thread {t}'s file is {len} bytes, not {want}"));
+        }
+    }
+    for q in 0..threads.min(4) {
+        if !dir.join(format!("deep/{q}/a/b")).is_dir() {
+            return Err(format!(
+                "create_dir_all made no {}",
+                dir.join(format!("deep/{q}/a/b")).display()
+            ));
+        }
+    }
+    Ok(format!(
+        "{threads} threads: len() of files of 1 to 200 lines, the last 4 bytes read from SeekFrom::End(-4), create_dir_all by {} threads a path at once",
+        threads / 4
     ))
 }

@@ -54,8 +54,8 @@ use cases_cudarc::{
     cudarc_unavailable,
 };
 use cases_file_io::{
-    file_io_4_arena_blocks_2048_threads, print_while_others_wait_for_io, stack_buffers_pwrite_pread,
-    std_habits_on_a_device_file,
+    a_files_end_and_nested_directories, file_io_4_arena_blocks_2048_threads, print_while_others_wait_for_io,
+    stack_buffers_pwrite_pread, std_habits_on_a_device_file,
 };
 use cases_liveness::{
     a_hang_report_names_the_blocks_still_running, lines_reach_a_full_pipe_while_the_printers_compute,
@@ -143,6 +143,7 @@ suite! {
         stack_buffers_pwrite_pread,
         file_io_4_arena_blocks_2048_threads,
         std_habits_on_a_device_file,
+        a_files_end_and_nested_directories,
         print_while_others_wait_for_io,
         idle_longer_than_sq_thread_idle,
         print_to_a_closed_fd_is_reported,
