@@ -297,13 +297,13 @@ fn cpp_host_cpu_backend_through_the_shared_library() {
 
 #[test]
 fn c_hello_example_builds_with_the_readme_command() {
-    // README: cc host/capi/examples/hello.c $(pkg-config --cflags --libs gpuio) -o hello
+    // README: cc host/capi/examples/hello.c $(pkg-config --cflags --libs gpuio) -o target/hello
     hello_example("c_hello_example_builds_with_the_readme_command", "hello.c", &[]);
 }
 
 #[test]
 fn cpp_hello_example_builds_with_the_usage_command_and_runs() {
-    // USAGE.md: c++ -std=c++17 host/capi/examples/hello.cpp $(pkg-config ...) -o hello_cpp;
+    // USAGE.md: c++ -std=c++17 host/capi/examples/hello.cpp $(pkg-config ...) -o target/hello_cpp;
     // given the kernels' PTX where a CUDA GPU can run it, else with no argument (the CPU
     // backend; an AMD GPU would want a .hsaco, not this PTX).
     let ptx_runs_here = std::fs::metadata(PTX_PATH).is_ok_and(|m| m.len() > 0)
