@@ -160,3 +160,45 @@ fn a_kernel_failure_says_what_the_sandbox_refused() {
     }
     rt.synchronize().unwrap();
 }
+
+/// An error whose `Display` counts its calls.
+struct Counted;
+
+static DISPLAYED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+impl std::fmt::Display for Counted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        DISPLAYED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f.write_str("counted")
+    }
+}
+
+gpuio_device::kernel! {
+    /// Every thread returns `Err(Counted)`.
+    pub fn fails_counted() -> Result<(), Counted> {
+        Err(Counted)
+    }
+}
+
+/// The error's `Display` runs once per failing thread on the CPU backend, as on a GPU: the
+/// report printed is the text the failure carries, not a second formatting.
+#[test]
+fn an_errs_display_runs_once_per_failing_thread() {
+    let _wd = watchdog("an_errs_display_runs_once_per_failing_thread", 60);
+    let err_path = process_dir().join("counted-err.txt");
+    let err = create(&err_path, false);
+    let rt = builder().stderr_fd(err.as_raw_fd()).build().unwrap();
+    rt.launch(1, 3, || fails_counted()).unwrap();
+    match rt.synchronize() {
+        Err(Error::Kernel(why)) => assert!(why.contains("of fails_counted returned Err: counted"), "{why}"),
+        other => panic!("expected a kernel error, got {other:?}"),
+    }
+    drop(rt);
+    assert_eq!(DISPLAYED.load(std::sync::atomic::Ordering::Relaxed), 3);
+    let reports = std::fs::read_to_string(&err_path).unwrap();
+    assert_eq!(
+        reports.matches("of fails_counted returned Err: counted\n").count(),
+        3,
+        "{reports}"
+    );
+}

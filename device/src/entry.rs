@@ -269,8 +269,11 @@ impl<E: fmt::Display> Return for Result<(), E> {
 #[cold]
 #[inline(never)]
 pub fn failed(kernel: &'static str, error: &dyn fmt::Display) -> ! {
-    crate::protocol::arch::without_performing(|| report_and_wait(How::Returned(kernel), error));
-    crate::protocol::arch::end_failed_thread(&Report::of_this_thread(How::Returned(kernel), error))
+    // The error's Display runs once (the host formats the report once, prints that text and
+    // carries it): a Display with side effects behaves alike on every backend.
+    crate::protocol::arch::end_failed_thread(&Report::of_this_thread(How::Returned(kernel), error), |line| {
+        crate::protocol::arch::without_performing(|| report_and_wait(line))
+    })
 }
 
 /// How a kernel thread failed.
@@ -366,12 +369,13 @@ pub fn crate_relative(file: &str) -> &str {
 #[cold]
 #[inline(never)]
 pub fn report_panic(location: Option<&Location<'_>>, message: &dyn fmt::Display) {
-    crate::protocol::arch::without_performing(|| report_and_wait(How::Panicked(location), message))
+    let report = Report::of_this_thread(How::Panicked(location), message);
+    crate::protocol::arch::without_performing(|| report_and_wait(&report))
 }
 
 /// [`report_panic`]'s and [`failed`]'s report and bounded wait.
-fn report_and_wait(how: How<'_>, message: &dyn fmt::Display) {
-    crate::eprintln!("{}", Report::of_this_thread(how, message));
+fn report_and_wait(line: &dyn fmt::Display) {
+    crate::eprintln!("{line}");
     let ctx = crate::protocol::context::current();
     if ctx.is_null() {
         return;

@@ -538,14 +538,15 @@ pub fn print_without_context(stderr: bool, newline: bool, args: core::fmt::Argum
     }
 }
 
-/// Ends a kernel thread whose body returned `Err`, once `report` is out: it unwinds as a
-/// panic does, but past std's panic hook (the report is printed already), carrying a
-/// [`KernelFailed`] with the report's text, by which the CPU backend counts it failed. A GPU
-/// thread traps instead.
-pub fn end_failed_thread(report: &dyn core::fmt::Display) -> ! {
-    std::panic::resume_unwind(std::boxed::Box::new(KernelFailed(std::string::ToString::to_string(
-        report,
-    ))))
+/// Ends a kernel thread whose body returned `Err`: `print` puts `report` out, then the
+/// thread unwinds as a panic does, but past std's panic hook (the report is printed
+/// already), carrying a [`KernelFailed`] with the report's text, by which the CPU backend
+/// counts it failed. A GPU thread traps instead.
+pub fn end_failed_thread(report: &dyn core::fmt::Display, print: impl FnOnce(&dyn core::fmt::Display)) -> ! {
+    // Formatted once: the text printed is the text carried.
+    let text = std::string::ToString::to_string(report);
+    print(&text);
+    std::panic::resume_unwind(std::boxed::Box::new(KernelFailed(text)))
 }
 
 /// What a kernel thread whose body returned `Err` unwinds with (host builds): its report,

@@ -85,11 +85,12 @@ pub use host::*;
 #[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
 mod std_errors;
 
-/// Ends a kernel thread whose body returned `Err`, once `report` is out: the trap a panic
-/// ends in ([`abort`]), which ends the kernel (see the host's version).
+/// Ends a kernel thread whose body returned `Err`: `print` puts `report` out, then the trap
+/// a panic ends in ([`abort`]), which ends the kernel (see the host's version).
 #[cfg(any(target_arch = "amdgpu", target_arch = "nvptx64"))]
 #[inline(always)]
-pub fn end_failed_thread(_report: &dyn core::fmt::Display) -> ! {
+pub fn end_failed_thread(report: &dyn core::fmt::Display, print: impl FnOnce(&dyn core::fmt::Display)) -> ! {
+    print(report);
     abort()
 }
 
