@@ -188,7 +188,7 @@ fn an_errs_display_runs_once_per_failing_thread() {
     let err_path = process_dir().join("counted-err.txt");
     let err = create(&err_path, false);
     let rt = builder().stderr_fd(err.as_raw_fd()).build().unwrap();
-    rt.launch(1, 3, || fails_counted()).unwrap();
+    rt.launch(1, 3, *fails_counted).unwrap();
     match rt.synchronize() {
         Err(Error::Kernel(why)) => assert!(why.contains("of fails_counted returned Err: counted"), "{why}"),
         other => panic!("expected a kernel error, got {other:?}"),

@@ -296,23 +296,22 @@ impl Mappings {
             used: read("/proc/self/maps").map(|s| s.lines().count() as u64)?,
         })
     }
+
+    /// About how many more threads fit under the limit, the spare left to the rest.
+    fn threads_that_fit(&self) -> u64 {
+        self.max.saturating_sub(self.used + MAPS_SPARE) / MAPS_PER_THREAD
+    }
 }
 
 /// The most threads a CPU launch runs: [`MAX_THREADS`], or fewer where the process's memory
 /// mappings left fit fewer (`vm.max_map_count`), with what bounds it, for an error's text.
-pub(crate) fn thread_limit() -> (u64, &'static str) {
-    match Mappings::now() {
-        Some(Mappings { max, used }) => {
-            let fits = max.saturating_sub(used + MAPS_SPARE) / MAPS_PER_THREAD;
-            if fits < MAX_THREADS {
-                return (
-                    fits,
-                    "the memory mappings left under vm.max_map_count; raising it lifts this up to 65536",
-                );
-            }
-            (MAX_THREADS, "an OS thread per GPU thread")
-        }
-        None => (MAX_THREADS, "an OS thread per GPU thread"),
+pub(crate) fn thread_limit() -> (u64, String) {
+    match Mappings::now().map(|m| m.threads_that_fit()) {
+        Some(fits) if fits < MAX_THREADS => (
+            fits,
+            format!("the memory mappings left under vm.max_map_count; raising it lifts this up to {MAX_THREADS}"),
+        ),
+        _ => (MAX_THREADS, "an OS thread per GPU thread".into()),
     }
 }
 
@@ -323,14 +322,15 @@ pub(crate) const MAX_THREADS: u64 = 1 << 16;
 /// mappings: past `vm.max_map_count`, std cannot set up a new thread's signal stack and
 /// aborts the whole process. Where the limits cannot be read, lets the launch try.
 fn check_map_count(n: u64) -> Result<()> {
-    let Some(Mappings { max, used }) = Mappings::now() else {
+    let Some(maps) = Mappings::now() else {
         return Ok(());
     };
+    let (max, used) = (maps.max, maps.used);
     let need = n * MAPS_PER_THREAD + MAPS_SPARE;
     if used + need <= max {
         return Ok(());
     }
-    let fits = max.saturating_sub(used + MAPS_SPARE) / MAPS_PER_THREAD;
+    let fits = maps.threads_that_fit();
     Err(Error::Config(format!(
         "a CPU launch of {n} threads needs about {need} memory mappings (an OS thread per GPU \
          thread: its stack and signal stack, each with a guard page), and this process has \
