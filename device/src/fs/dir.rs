@@ -1,0 +1,128 @@
+//! Calls on paths: removing, creating (with every parent) and renaming files and
+//! directories, as std's `fs` functions.
+
+use super::{PathError, O_CLOEXEC, O_RDONLY};
+use crate::io::{self, Errno};
+
+/// Removes the file `path`, as std's `fs::remove_file` (a directory: `EISDIR`).
+///
+/// ```no_run
+/// use gpuio_device::fs;
+/// fs::create_dir("out")?;
+/// fs::File::create("out/part.tmp")?.write_all(b"done")?;
+/// fs::rename("out/part.tmp", "out/part")?;
+/// fs::remove_file("out/part")?;
+/// fs::remove_dir("out")?;
+/// # Ok::<(), gpuio_device::fs::Error>(())
+/// ```
+pub fn remove_file(path: &str) -> Result<(), PathError<'_>> {
+    io::remove_file(path).map_err(|errno| PathError { errno, path })
+}
+
+/// Removes the empty directory `path`, as std's `fs::remove_dir`.
+pub fn remove_dir(path: &str) -> Result<(), PathError<'_>> {
+    io::remove_dir(path).map_err(|errno| PathError { errno, path })
+}
+
+/// Creates the directory `path` (mode 0o777 less the host's umask), as std's
+/// `fs::create_dir`; its parent must exist.
+pub fn create_dir(path: &str) -> Result<(), PathError<'_>> {
+    io::create_dir(path, 0o777).map_err(|errno| PathError { errno, path })
+}
+
+/// Creates the directory `path` and every missing parent (mode 0o777 less the host's
+/// umask), as std's `fs::create_dir_all`: `Ok` where `path` is already a directory, also
+/// where other threads create the same directories at the same time.
+///
+/// It asks for `path` first and walks back one parent per `ENOENT`, then forward: a
+/// directory whose parent exists costs one request; each missing parent two more. Where
+/// `path` exists it asks whether it is a directory by opening it for reading (three more
+/// requests; a directory you may not read answers `EACCES`); a file there is `EEXIST`.
+///
+/// ```no_run
+/// use gpuio_device::fs;
+/// fs::create_dir_all("out/run-1/parts")?;
+/// fs::File::create("out/run-1/parts/0")?.write_all(b"done")?;
+/// # Ok::<(), gpuio_device::fs::Error>(())
+/// ```
+pub fn create_dir_all(path: &str) -> Result<(), PathError<'_>> {
+    let fail = |errno| PathError { errno, path };
+    // Trailing slashes name the same directory; "" and "/" are there already.
+    let whole = path.trim_end_matches('/');
+    if whole.is_empty() {
+        return Ok(());
+    }
+    // Back: the deepest prefix that mkdir makes or finds (ENOENT: its parent is missing).
+    let mut made = whole.len();
+    loop {
+        match io::create_dir(&whole[..made], 0o777) {
+            Ok(()) => break,
+            // Found: a directory (or, if not, the next mkdir says ENOTDIR).
+            Err(Errno::EEXIST) if made < whole.len() => break,
+            Err(Errno::EEXIST) => {
+                return if is_dir(whole)? {
+                    Ok(())
+                } else {
+                    Err(fail(Errno::EEXIST))
+                }
+            }
+            Err(Errno::ENOENT) => match parent_end(&whole[..made]) {
+                Some(end) => made = end,
+                None => return Err(fail(Errno::ENOENT)),
+            },
+            Err(errno) => return Err(fail(errno)),
+        }
+    }
+    // Forward: each component after it, in turn.
+    while made < whole.len() {
+        let rest = &whole[made..];
+        let start = made + (rest.len() - rest.trim_start_matches('/').len());
+        let next = whole[start..].find('/').map_or(whole.len(), |i| start + i);
+        match io::create_dir(&whole[..next], 0o777) {
+            Ok(()) => {}
+            // Another thread made it meanwhile.
+            Err(Errno::EEXIST) if next < whole.len() => {}
+            Err(Errno::EEXIST) => {
+                return if is_dir(whole)? {
+                    Ok(())
+                } else {
+                    Err(fail(Errno::EEXIST))
+                }
+            }
+            Err(errno) => return Err(fail(errno)),
+        }
+        made = next;
+    }
+    Ok(())
+}
+
+/// Where the parent of `path` (no trailing slash) ends, without the slashes before the last
+/// component; `None` where it has none to make (a single component, or one under `/`).
+fn parent_end(path: &str) -> Option<usize> {
+    let end = path.rfind('/')?;
+    let end = path[..end].trim_end_matches('/').len();
+    (end > 0).then_some(end)
+}
+
+/// Whether `path`, which exists, is a directory: it opens for reading, and `.` opens in it
+/// (`ENOTDIR` for anything else). No `O_DIRECTORY`: its value differs between the hosts'
+/// architectures (x86-64, arm64), which device code does not know.
+fn is_dir(path: &str) -> Result<bool, PathError<'_>> {
+    let fd = io::open(path, O_RDONLY | O_CLOEXEC, 0).map_err(|errno| PathError { errno, path })?;
+    let inner = io::open_at(fd, ".", O_RDONLY | O_CLOEXEC, 0);
+    let _ = io::close(fd);
+    match inner {
+        Ok(dot) => {
+            let _ = io::close(dot);
+            Ok(true)
+        }
+        Err(Errno::ENOTDIR) => Ok(false),
+        Err(errno) => Err(PathError { errno, path }),
+    }
+}
+
+/// Renames `from` to `to`, replacing `to` if it is a file, as std's `fs::rename`. The error
+/// names `from`.
+pub fn rename<'p>(from: &'p str, to: &str) -> Result<(), PathError<'p>> {
+    io::rename(from, to).map_err(|errno| PathError { errno, path: from })
+}
