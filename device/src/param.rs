@@ -222,11 +222,14 @@ unsafe impl<'a, T: Plain> Param for &'a [T] {
 /// A slice the threads of a kernel write their results into: the host passes an `Output`
 /// it allocated (`gpuio_host::Runtime::output`) and reads it once the kernel is done.
 ///
-/// Not a `&mut [T]`: every thread of the launch receives the same slice, so its elements
-/// are written and read through `unsafe` methods whose contract is CUDA's: while the kernel
-/// runs, no two threads write one element, and no thread reads an element another writes,
-/// unless something orders them (a `sync_threads`, an atomic). Indices are checked (a panic
-/// past the end).
+/// Not a `&mut [T]`: every thread of the launch receives the same slice. Each thread writes
+/// its own element, the one at its [`global_thread_idx`](crate::global_thread_idx), safely
+/// with [`Out::write_own`]: no other thread of the launch has that index, and the host
+/// passes an `Output` to no launch that may run beside another launch given it. Other
+/// elements are written and read through `unsafe` methods whose contract is CUDA's: while
+/// the kernel runs, no two threads write one element, and no thread reads an element another
+/// writes, unless something orders them (a `sync_threads`, an atomic). Indices are checked
+/// (a panic past the end).
 ///
 /// ```
 /// use core::cell::Cell;
@@ -273,6 +276,35 @@ impl<T: Plain> Out<'_, T> {
         self.ptr
     }
 
+    /// Writes `v` to this thread's own element, the one at its
+    /// [`global_thread_idx`](crate::global_thread_idx); returns whether there is one (a
+    /// thread past the end writes nothing), for launches with more threads than elements.
+    ///
+    /// ```
+    /// use core::cell::Cell;
+    /// use gpuio_device::param::{Out, Param, RawSlice};
+    /// let mut results = [0u64; 2];
+    /// // SAFETY: the array outlives `out`, and nothing else writes it meanwhile.
+    /// let out: Out<u64> = unsafe { Out::from_raw(RawSlice::<[Cell<u64>]>::new(results.as_mut_ptr() as u64, 2)) };
+    /// // Outside a launch the calling thread is thread 0.
+    /// assert!(out.write_own(7));
+    /// assert_eq!(results, [7, 0]);
+    /// ```
+    #[inline(always)]
+    pub fn write_own(&self, v: T) -> bool {
+        let i = crate::global_thread_idx();
+        if i >= self.len as u64 {
+            return false;
+        }
+        // SAFETY: in bounds (checked); the host's `Output` holds `len` aligned elements while
+        // the kernel runs. No other thread writes element `i` meanwhile: no other thread of
+        // this launch has index `i`, the host passes the `Output` to no launch that may run
+        // beside another given it (`from_raw`'s contract), and a thread that writes `i`
+        // through `write` breaks that method's own contract.
+        unsafe { self.ptr.add(i as usize).write(v) };
+        true
+    }
+
     /// Writes `v` to element `i` (a panic if `i` is past the end, reported at the caller's
     /// line).
     ///
@@ -310,8 +342,10 @@ impl<T> fmt::Debug for Out<'_, T> {
 }
 
 // SAFETY: `from_raw`'s caller passes `len` elements at `addr`, aligned for `T` and
-// writable, alive while the kernel runs (the host's `Output`); `T: Plain` makes any bytes
-// there values. An empty one is never dereferenced (its accessors check the index).
+// writable, alive while the kernel runs (the host's `Output`), which no launch that may run
+// at the same time writes (the host refuses an `Output` to a launch beside another given
+// it: `write_own` counts on it); `T: Plain` makes any bytes there values. An empty one is
+// never dereferenced (its accessors check the index).
 unsafe impl<'a, T: Plain> Param for Out<'a, T> {
     type Raw = RawSlice<[core::cell::Cell<T>]>;
 

@@ -79,10 +79,11 @@ pub trait KernelParam<R>: Sized {
         0
     }
 
-    /// An error if it cannot be passed to a launch on `rt` (an [`Output`](crate::Output)
-    /// of another runtime); nothing for values that are copied.
-    fn check(&self, rt: &Runtime) -> Result<()> {
-        let _ = rt;
+    /// An error if it cannot be passed to `launch` (an [`Output`](crate::Output) of another
+    /// runtime, or one an earlier launch may still write beside this one); nothing for
+    /// values that are copied.
+    fn check(&self, launch: &Launch<'_>) -> Result<()> {
+        let _ = launch;
         Ok(())
     }
 
@@ -176,6 +177,26 @@ impl<T: Plain> KernelParam<RawSlice<[T]>> for &Vec<T> {
     }
 }
 
+/// A launch as its arguments' checks see it ([`KernelParam::check`]).
+pub struct Launch<'a> {
+    rt: &'a Runtime,
+    serial: bool,
+}
+
+impl<'a> Launch<'a> {
+    /// The runtime it goes to.
+    pub fn runtime(&self) -> &'a Runtime {
+        self.rt
+    }
+
+    /// Whether it runs only after every earlier launch of the runtime has ended: one on
+    /// CUDA's null stream, where `Kernels::launch` goes. Not so on the CPU backend, whose
+    /// launches run at once, each on threads of its own, nor on a stream the caller named.
+    pub fn is_serial(&self) -> bool {
+        self.serial
+    }
+}
+
 /// A launch's staging memory: host memory the kernel can address (mapped for the GPU on a
 /// GPU backend), into which the launch copies its string and slice arguments, each aligned
 /// to 8 bytes. The runtime keeps it until a synchronize finds no kernel running: one
@@ -190,6 +211,8 @@ pub struct Staging {
     /// What arguments do once the launch is enqueued (a cudarc slice records that the
     /// kernel uses it, so that cudarc's later work on it waits for the kernel).
     pub(crate) after_launch: Vec<Box<dyn FnOnce()>>,
+    /// Whether the launch is ordered after every earlier launch ([`Launch::is_serial`]).
+    pub(crate) serial: bool,
     /// The cudarc stream the launch goes on, where the caller named one
     /// ([`Kernels::launch_on`]); else the null stream.
     #[cfg(feature = "cudarc")]
@@ -205,6 +228,7 @@ impl Staging {
             used: 0,
             len,
             after_launch: Vec::new(),
+            serial: false,
             #[cfg(feature = "cudarc")]
             stream: None,
         }
@@ -254,8 +278,8 @@ pub trait KernelArgs<F>: Sized {
     /// Bytes the arguments need in the launch's staging memory.
     fn staged_len(&self) -> usize;
 
-    /// An error if one of them cannot be passed to a launch on `rt` ([`KernelParam::check`]).
-    fn check(&self, rt: &Runtime) -> Result<()>;
+    /// An error if one of them cannot be passed to `launch` ([`KernelParam::check`]).
+    fn check(&self, launch: &Launch<'_>) -> Result<()>;
 
     /// The raw parameters, strings and slices copied into `staging`.
     fn stage(self, staging: &mut Staging) -> Self::Raw;
@@ -279,9 +303,9 @@ macro_rules! kernel_args {
             }
 
             #[allow(unused_variables)]
-            fn check(&self, rt: &Runtime) -> Result<()> {
+            fn check(&self, launch: &Launch<'_>) -> Result<()> {
                 let ($($a,)*) = self;
-                $($a.check(rt)?;)*
+                $($a.check(launch)?;)*
                 Ok(())
             }
 
@@ -389,11 +413,18 @@ impl<'rt> Kernels<'rt> {
         F: Copy + Send + Sync + 'static,
         A: KernelArgs<F>,
     {
-        args.check(self.rt)?;
+        // Ordered after every earlier launch of the runtime: a launch on CUDA's null stream,
+        // where gpuio's own go (not the CPU backend's threads, nor a named stream).
+        let launch = Launch {
+            rt: self.rt,
+            serial: self.module.is_some() && stream == 0,
+        };
+        args.check(&launch)?;
         let len = args.staged_len();
         let mut staged = if len == 0 { None } else { Some(self.rt.staging(len)?) };
         let mut nothing = Staging::empty();
         let staging = staged.as_mut().map_or(&mut nothing, |(_, s)| s);
+        staging.serial = launch.serial;
         name_stream(staging);
         let raw = args.stage(staging);
         let after_launch = std::mem::take(&mut staging.after_launch);

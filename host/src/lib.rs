@@ -61,7 +61,7 @@ pub use error::{
 };
 pub use gpuio_device::Kernel;
 pub use host_buffer::HostBuffer;
-pub use kernels::{KernelArgs, KernelParam, Kernels, RawArg, Staging};
+pub use kernels::{KernelArgs, KernelParam, Kernels, Launch, RawArg, Staging};
 pub use launch::{Dim3, KernelResources, LaunchConfig};
 pub use output::Output;
 pub use runtime::module::GpuModule;

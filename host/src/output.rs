@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 use gpuio_device::param::{Plain, RawSlice};
 
 use crate::error::{Error, Result};
-use crate::kernels::{KernelParam, Staging};
+use crate::kernels::{KernelParam, Launch, Staging};
 use crate::memory::Mapping;
 use crate::runtime::Runtime;
 
@@ -61,6 +61,9 @@ pub struct Output<'rt, T: Plain> {
     len: usize,
     /// Whether the GPU's driver mapped it (`map_host`).
     mapped: bool,
+    /// Passed to a launch, which was serial ([`Launch::is_serial`]) or not: `None` before
+    /// its first launch.
+    launched: Option<bool>,
     of: PhantomData<T>,
 }
 
@@ -86,6 +89,7 @@ impl Runtime {
             map: Some(map),
             device,
             len,
+            launched: None,
             of: PhantomData,
         })
     }
@@ -149,20 +153,33 @@ impl<T: Plain> Drop for Output<'_, T> {
 
 impl<T: Plain> KernelParam<RawSlice<[Cell<T>]>> for &mut Output<'_, T> {
     /// Refused for a launch on another runtime: its reads and drops wait for this
-    /// runtime's kernels only, and on a GPU the memory is mapped for this runtime's.
-    fn check(&self, rt: &Runtime) -> Result<()> {
-        if std::ptr::eq(self.rt, rt) {
-            Ok(())
-        } else {
-            Err(Error::Config(
+    /// runtime's kernels only, and on a GPU the memory is mapped for this runtime's. Refused
+    /// too while an earlier launch that was given it may still run beside this one (on the
+    /// CPU backend, or where either launch is on a named stream; two on CUDA's null stream
+    /// run one after the other): each thread's `Out::write_own` is safe because no two
+    /// threads that may run at once write one element.
+    fn check(&self, launch: &Launch<'_>) -> Result<()> {
+        if !std::ptr::eq(self.rt, launch.runtime()) {
+            return Err(Error::Config(
                 "an Output passed to a launch on another runtime than the one that made it: make \
                  it with the launching runtime's Runtime::output"
                     .into(),
-            ))
+            ));
         }
+        let one_after_the_other = launch.is_serial() && self.launched == Some(true);
+        if self.launched.is_some() && !one_after_the_other && self.rt.kernels_pending() {
+            return Err(Error::Config(
+                "an Output passed to a launch while an earlier launch given it may still run beside \
+                 it (the CPU backend runs launches at once; so do named streams): call \
+                 Runtime::synchronize between the two, or give each launch its own Output"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
-    fn stage(self, _: &mut Staging) -> RawSlice<[Cell<T>]> {
+    fn stage(self, staging: &mut Staging) -> RawSlice<[Cell<T>]> {
+        self.launched = Some(staging.serial);
         // SAFETY: `len` writable elements at `device` where the kernel runs (mapped for the
         // GPU, or plain memory on the CPU backend), which live until a synchronize finds no
         // kernel running (the drop hands them to the runtime's launch memory).

@@ -321,6 +321,15 @@ kernel! {
 }
 
 kernel! {
+    /// Each thread writes `3 * t + 1` to its own element of `out` (`Out::write_own`, no
+    /// `unsafe`); threads past its end write nothing.
+    pub fn own_elements(out: gpuio_device::param::Out<u64>) {
+        let t = global_thread_idx();
+        out.write_own(3 * t + 1);
+    }
+}
+
+kernel! {
     /// A block's threads working together through dynamic shared memory: in each of
     /// `rounds` rounds thread `t` of block `b` writes `b * 1,000,000 + round * 1,000 + t` to
     /// word `t`, waits for the block (`sync_threads`), reads its neighbour's word `(t + 1) %

@@ -638,3 +638,34 @@ pub(crate) fn a_print_leaves_a_kernel_its_registers(config: Config, _: &Scratch)
     }
     Ok(format!("at most {cap}: {}", seen.join("; ")))
 }
+
+/// Each thread writes its own element of an `Output` with no `unsafe` (`Out::write_own`),
+/// threads past its end nothing; the same `Output` given to a second launch before a
+/// synchronize is refused where the two may run at once (the CPU backend) and taken where
+/// they run one after the other (CUDA's null stream).
+pub(crate) fn each_thread_writes_its_own_element(config: Config, _: &Scratch) -> Outcome {
+    let (grid, block) = (config.pick(8, 2), config.pick(128, 16));
+    let n = (grid * block) as usize - 5;
+    let rt = build(config.builder())?;
+    let k = Kernels::load(&rt)?;
+    let mut out = rt.output::<u64>(n).map_err(|e| format!("output: {e}"))?;
+    k.launch(k::own_elements, grid, block, (&mut out,))?;
+    let again = k.launch(k::own_elements, grid, block, (&mut out,));
+    let second = match (config.gpu(), again) {
+        (true, Ok(())) => "taken on the null stream".to_string(),
+        (false, Err(e)) if e.contains("may still run beside it") => "refused on the CPU backend".to_string(),
+        (gpu, other) => return Err(format!("a second launch with the Output (gpu: {gpu}): {other:?}")),
+    };
+    sync(&rt)?;
+    let got = out.read().map_err(|e| e.to_string())?;
+    if let Some(i) = (0..n).find(|&i| got[i] != 3 * i as u64 + 1) {
+        return Err(format!("element {i} is {}, not {}", got[i], 3 * i + 1));
+    }
+    // After the synchronize the Output goes to a launch again.
+    k.launch(k::own_elements, grid, block, (&mut out,))?;
+    sync(&rt)?;
+    Ok(format!(
+        "{n} elements from {} threads, each its own, none past the end; a second launch before a synchronize {second}",
+        grid * block
+    ))
+}

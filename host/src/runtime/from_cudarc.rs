@@ -18,7 +18,7 @@ use super::Runtime;
 use crate::backend::cuda;
 use crate::backend::gpu::{Arg, LoadedModule};
 use crate::error::{Error, Result};
-use crate::kernels::{KernelArgs, KernelParam, Kernels, Staging};
+use crate::kernels::{KernelArgs, KernelParam, Kernels, Launch, Staging};
 use crate::launch::LaunchConfig;
 
 /// A module cudarc loaded, borrowed: the function handle keeps cudarc's module loaded for
@@ -198,8 +198,8 @@ fn launch_stream(staging: &Staging, ctx: &Arc<CudaContext>) -> Arc<CudaStream> {
 /// for the kernel (cudarc's events, as its own launches use them). A slice of another
 /// context, or a runtime not on CUDA, is refused.
 impl<T: Plain> KernelParam<RawSlice<[T]>> for &CudaSlice<T> {
-    fn check(&self, rt: &Runtime) -> Result<()> {
-        same_context(rt, self.context(), "a CudaSlice")
+    fn check(&self, launch: &Launch<'_>) -> Result<()> {
+        same_context(launch.runtime(), self.context(), "a CudaSlice")
     }
 
     fn stage(self, staging: &mut Staging) -> RawSlice<[T]> {
@@ -223,10 +223,12 @@ impl<T: Plain> KernelParam<RawSlice<[T]>> for &CudaSlice<T> {
 
 /// cudarc's device memory for an `Out<T>` parameter: the kernel writes it in place. The
 /// launch's stream waits for cudarc's reads and writes of it, and cudarc's next use waits
-/// for the kernel. Refused as for `&CudaSlice<T>`.
+/// for the kernel; so two launches given one slice run one after the other, on any streams,
+/// which `Out::write_own` counts on (with cudarc's event tracking disabled, its `unsafe`
+/// `disable_event_tracking`, that is yours to ensure). Refused as for `&CudaSlice<T>`.
 impl<T: Plain> KernelParam<RawSlice<[Cell<T>]>> for &mut CudaSlice<T> {
-    fn check(&self, rt: &Runtime) -> Result<()> {
-        same_context(rt, self.context(), "a CudaSlice")
+    fn check(&self, launch: &Launch<'_>) -> Result<()> {
+        same_context(launch.runtime(), self.context(), "a CudaSlice")
     }
 
     fn stage(self, staging: &mut Staging) -> RawSlice<[Cell<T>]> {
