@@ -1121,7 +1121,7 @@ fn a_files_length_its_end_and_nested_directories(sub: Suite) {
     let rt = runtime(sub, 16 << 10, 4096);
     let seen = Arc::new(Mutex::new(Vec::<String>::new()));
     let (d, s) = (dir.path().to_str().unwrap().to_string(), seen.clone());
-    let lengths = [0usize, 1, 10, 63, 64, 65, 128, 1000, 4097, (1 << 20) + 3];
+    let lengths = [0usize, 1, 10, 63, 64, 65, 128, 192, 256, 512, 1000, 4097, (1 << 20) + 3];
     rt.launch(1, 1, move || {
         let mut out = s.lock().unwrap();
         let p = |name: &str| format!("{d}/{name}");

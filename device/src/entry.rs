@@ -269,11 +269,10 @@ impl<E: fmt::Display> Return for Result<(), E> {
 #[cold]
 #[inline(never)]
 pub fn failed(kernel: &'static str, error: &dyn fmt::Display) -> ! {
-    // The error's Display runs once (the host formats the report once, prints that text and
-    // carries it): a Display with side effects behaves alike on every backend.
-    crate::protocol::arch::end_failed_thread(&Report::of_this_thread(How::Returned(kernel), error), |line| {
-        crate::protocol::arch::without_performing(|| report_and_wait(line))
-    })
+    // On the host the report is formatted once, printed and carried: the error's Display
+    // runs once, as on a GPU for a report of up to 256 bytes (a longer line is formatted
+    // twice there, measured and then written, as every print is).
+    crate::protocol::arch::end_failed_thread(&Report::of_this_thread(How::Returned(kernel), error), report_and_wait)
 }
 
 /// How a kernel thread failed.
@@ -373,7 +372,8 @@ pub fn report_panic(location: Option<&Location<'_>>, message: &dyn fmt::Display)
     crate::protocol::arch::without_performing(|| report_and_wait(&report))
 }
 
-/// [`report_panic`]'s and [`failed`]'s report and bounded wait.
+/// [`report_panic`]'s and [`failed`]'s report and bounded wait; they call it with the
+/// thread no performer (`arch::without_performing`).
 fn report_and_wait(line: &dyn fmt::Display) {
     crate::eprintln!("{line}");
     let ctx = crate::protocol::context::current();

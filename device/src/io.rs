@@ -575,6 +575,7 @@ pub fn open(path: &str, flags: i32, mode: u32) -> Result<i32, Errno> {
 
 /// As [`open`], with a relative `path` taken from the directory `dir` (an open descriptor)
 /// rather than the host process's current directory (`openat(2)`).
+#[inline(never)] // one copy in a code object
 pub fn open_at(dir: i32, path: &str, flags: i32, mode: u32) -> Result<i32, Errno> {
     with_paths(path, None, |[at, _]| Sqe {
         opcode: IORING_OP_OPENAT,
@@ -626,6 +627,28 @@ pub fn create_dir(path: &str, mode: u32) -> Result<(), Errno> {
     .map(drop)
 }
 
+/// Whether `path`, which exists, is a directory, in one request that opens nothing:
+/// `mkdirat(2)` of `path/.` answers `EEXIST` for a directory and `ENOTDIR` for anything
+/// else (also a dangling symbolic link's `ENOENT`: not a directory either); other errors
+/// are the kernel's (`EACCES` where a parent may not be searched).
+#[inline(never)]
+pub(crate) fn is_dir(path: &str) -> Result<bool, Errno> {
+    let made = with_path_parts([path, "/."], None, |[at, _]| Sqe {
+        opcode: IORING_OP_MKDIRAT,
+        fd: AT_FDCWD,
+        addr: at,
+        len: 0o777,
+        ..Sqe::default()
+    });
+    match made {
+        Err(Errno::EEXIST) => Ok(true),
+        Err(Errno::ENOTDIR) | Err(Errno::ENOENT) => Ok(false),
+        Err(errno) => Err(errno),
+        // `path/.` cannot be made: there is always an entry named `.`.
+        Ok(_) => Ok(true),
+    }
+}
+
 /// Renames `from` to `to`, replacing `to` if it exists (`renameat2(2)` with no flags).
 /// Errors as [`open`]'s; both paths together, each with its NUL, must fit one staging
 /// buffer (`PATH_MAX` bytes; `ENAMETOOLONG` otherwise).
@@ -665,14 +688,24 @@ pub fn set_len(fd: i32, len: u64) -> Result<(), Errno> {
 /// Errors: a path containing NUL is `EINVAL`; paths longer together than the buffer (at
 /// most `PATH_MAX` bytes with their NULs) are `ENAMETOOLONG`.
 fn with_paths(first: &str, second: Option<&str>, sqe: impl Fn([u64; 2]) -> Sqe) -> Result<i32, Errno> {
+    with_path_parts([first, ""], second, sqe)
+}
+
+/// As [`with_paths`], the first path being `first[0]` followed by `first[1]`.
+fn with_path_parts(first: [&str; 2], second: Option<&str>, sqe: impl Fn([u64; 2]) -> Sqe) -> Result<i32, Errno> {
     let ctx = installed().ok_or(Errno::ENOSYS)?;
-    let (a, b) = (first.as_bytes(), second.unwrap_or("").as_bytes());
-    if a.contains(&0) || b.contains(&0) {
+    let (a0, a1, b) = (
+        first[0].as_bytes(),
+        first[1].as_bytes(),
+        second.unwrap_or("").as_bytes(),
+    );
+    if a0.contains(&0) || a1.contains(&0) || b.contains(&0) {
         return Err(Errno::EINVAL);
     }
+    let a_len = a0.len() + a1.len();
     // An empty second path is staged too (its NUL alone): the kernel answers it (ENOENT).
     let second = if second.is_some() { b.len() + 1 } else { 0 };
-    if a.len() + 1 + second > PATH_MAX.min(ctx.arena.block as usize) {
+    if a_len + 1 + second > PATH_MAX.min(ctx.arena.block as usize) {
         return Err(Errno::ENAMETOOLONG);
     }
     let stage = |cells: *const crate::protocol::sync::SharedCell<u8>| {
@@ -680,15 +713,16 @@ fn with_paths(first: &str, second: Option<&str>, sqe: impl Fn([u64; 2]) -> Sqe) 
         // `PATH_MAX` bytes, or a taken arena block), room for both paths and their NULs
         // (checked above).
         unsafe {
-            copy_to_cells(cells, a);
-            copy_to_cells(cells.add(a.len()), &[0]);
+            copy_to_cells(cells, a0);
+            copy_to_cells(cells.add(a0.len()), a1);
+            copy_to_cells(cells.add(a_len), &[0]);
             if second != 0 {
-                copy_to_cells(cells.add(a.len() + 1), b);
-                copy_to_cells(cells.add(a.len() + 1 + b.len()), &[0]);
+                copy_to_cells(cells.add(a_len + 1), b);
+                copy_to_cells(cells.add(a_len + 1 + b.len()), &[0]);
             }
         }
     };
-    let addrs = |io: u64| [io, if second == 0 { 0 } else { io + a.len() as u64 + 1 }];
+    let addrs = |io: u64| [io, if second == 0 { 0 } else { io + a_len as u64 + 1 }];
     // The solo ring if no other thread holds it (`PATH_MAX <= SOLO_STAGE`).
     let solo = ctx.solo_call(
         |cells, io| {

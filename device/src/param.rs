@@ -231,6 +231,12 @@ unsafe impl<'a, T: Plain> Param for &'a [T] {
 /// writes, unless something orders them (a `sync_threads`, an atomic). Indices are checked
 /// (a panic past the end).
 ///
+/// Made by the kernel's entry from what the host's launch passed; made by hand
+/// (`Param::from_raw`, `unsafe`), it must also keep `write_own`'s promise: no two threads
+/// that may run at once and have the same [`global_thread_idx`](crate::global_thread_idx)
+/// (outside a launch every host thread is thread 0) write through `Out`s over the same
+/// memory.
+///
 /// ```
 /// use core::cell::Cell;
 /// use gpuio_device::param::{Out, Param, RawSlice};

@@ -36,7 +36,8 @@ macro_rules! raw_args {
             }
         }
 
-        impl KernelParam<$t> for $t {
+        // SAFETY: a number is passed by value: nothing to check, nothing borrowed.
+        unsafe impl KernelParam<$t> for $t {
             fn stage(self, _: &mut Staging) -> $t {
                 self
             }
@@ -73,7 +74,17 @@ impl<T: ?Sized + 'static> RawArg for RawSlice<T> {
     label = "not an argument for this parameter",
     note = "a number parameter takes a number of its own type (u32, i32, u64, i64, usize, isize, f32, f64); a &str parameter (travels as RawSlice<str>) a &str or String; a &[T] parameter (RawSlice<[T]>) a &[T], &[T; N] or Vec<T>; an Out<T> parameter (RawSlice<[Cell<T>]>) a &mut Output<T> from Runtime::output"
 )]
-pub trait KernelParam<R>: Sized {
+///
+/// # Safety
+/// What the launch does with it is what `stage` says: an implementation's `stage` may count
+/// on `check` having returned `Ok` for the same value and launch (an [`Output`](crate::Output)
+/// refuses there a launch beside another given it, which `Out::write_own` relies on), and
+/// on the value's borrows living until the launch call returns (a cudarc slice's event is
+/// recorded after the launch). So an implementation that hands its work to another
+/// implementation's `stage` calls that one's `check` from its own `check` and passes a
+/// value that lives as long as its own; one that makes the raw parameter itself answers
+/// for what the kernel may do with it.
+pub unsafe trait KernelParam<R>: Sized {
     /// Bytes it needs in the launch's staging memory (0 for a number).
     fn staged_len(&self) -> usize {
         0
@@ -91,7 +102,9 @@ pub trait KernelParam<R>: Sized {
     fn stage(self, staging: &mut Staging) -> R;
 }
 
-impl KernelParam<RawSlice<str>> for &str {
+// SAFETY: copied into the launch's staging memory: nothing to check, nothing borrowed
+// past `stage`.
+unsafe impl KernelParam<RawSlice<str>> for &str {
     fn staged_len(&self) -> usize {
         Staging::room_for(self.as_bytes())
     }
@@ -104,7 +117,9 @@ impl KernelParam<RawSlice<str>> for &str {
     }
 }
 
-impl KernelParam<RawSlice<str>> for &&str {
+// SAFETY: copied into the launch's staging memory: nothing to check, nothing borrowed
+// past `stage`.
+unsafe impl KernelParam<RawSlice<str>> for &&str {
     fn staged_len(&self) -> usize {
         (**self).staged_len()
     }
@@ -114,7 +129,9 @@ impl KernelParam<RawSlice<str>> for &&str {
     }
 }
 
-impl KernelParam<RawSlice<str>> for String {
+// SAFETY: copied into the launch's staging memory: nothing to check, nothing borrowed
+// past `stage`.
+unsafe impl KernelParam<RawSlice<str>> for String {
     fn staged_len(&self) -> usize {
         self.as_str().staged_len()
     }
@@ -124,7 +141,9 @@ impl KernelParam<RawSlice<str>> for String {
     }
 }
 
-impl KernelParam<RawSlice<str>> for &String {
+// SAFETY: copied into the launch's staging memory: nothing to check, nothing borrowed
+// past `stage`.
+unsafe impl KernelParam<RawSlice<str>> for &String {
     fn staged_len(&self) -> usize {
         self.as_str().staged_len()
     }
@@ -134,7 +153,9 @@ impl KernelParam<RawSlice<str>> for &String {
     }
 }
 
-impl<T: Plain> KernelParam<RawSlice<[T]>> for &[T] {
+// SAFETY: copied into the launch's staging memory: nothing to check, nothing borrowed
+// past `stage`.
+unsafe impl<T: Plain> KernelParam<RawSlice<[T]>> for &[T] {
     fn staged_len(&self) -> usize {
         Staging::room_for(self)
     }
@@ -147,7 +168,9 @@ impl<T: Plain> KernelParam<RawSlice<[T]>> for &[T] {
     }
 }
 
-impl<T: Plain, const N: usize> KernelParam<RawSlice<[T]>> for &[T; N] {
+// SAFETY: copied into the launch's staging memory: nothing to check, nothing borrowed
+// past `stage`.
+unsafe impl<T: Plain, const N: usize> KernelParam<RawSlice<[T]>> for &[T; N] {
     fn staged_len(&self) -> usize {
         Staging::room_for(&self[..])
     }
@@ -157,7 +180,9 @@ impl<T: Plain, const N: usize> KernelParam<RawSlice<[T]>> for &[T; N] {
     }
 }
 
-impl<T: Plain> KernelParam<RawSlice<[T]>> for Vec<T> {
+// SAFETY: copied into the launch's staging memory: nothing to check, nothing borrowed
+// past `stage`.
+unsafe impl<T: Plain> KernelParam<RawSlice<[T]>> for Vec<T> {
     fn staged_len(&self) -> usize {
         Staging::room_for(&self[..])
     }
@@ -167,7 +192,9 @@ impl<T: Plain> KernelParam<RawSlice<[T]>> for Vec<T> {
     }
 }
 
-impl<T: Plain> KernelParam<RawSlice<[T]>> for &Vec<T> {
+// SAFETY: copied into the launch's staging memory: nothing to check, nothing borrowed
+// past `stage`.
+unsafe impl<T: Plain> KernelParam<RawSlice<[T]>> for &Vec<T> {
     fn staged_len(&self) -> usize {
         Staging::room_for(&self[..])
     }
@@ -180,7 +207,7 @@ impl<T: Plain> KernelParam<RawSlice<[T]>> for &Vec<T> {
 /// A launch as its arguments' checks see it ([`KernelParam::check`]).
 pub struct Launch<'a> {
     rt: &'a Runtime,
-    serial: bool,
+    queue: Option<usize>,
 }
 
 impl<'a> Launch<'a> {
@@ -189,11 +216,25 @@ impl<'a> Launch<'a> {
         self.rt
     }
 
-    /// Whether it runs only after every earlier launch of the runtime has ended: one on
-    /// CUDA's null stream, where `Kernels::launch` goes. Not so on the CPU backend, whose
-    /// launches run at once, each on threads of its own, nor on a stream the caller named.
-    pub fn is_serial(&self) -> bool {
-        self.serial
+    /// The in-order queue it goes on, where it has one: a CUDA stream, by its address (0:
+    /// the null stream, where `Kernels::launch` goes), after every earlier launch on that
+    /// stream. `None` where a launch may run beside earlier ones: the CPU backend (each
+    /// launch on threads of its own), AMD GPUs (gpuio's HSA queue, and HIP's streams for
+    /// attached modules).
+    pub fn queue(&self) -> Option<usize> {
+        self.queue
+    }
+}
+
+/// Runs a launch's `after_launch` steps when dropped: after the launch, and also where it
+/// failed or unwound once the kernel may have been enqueued.
+struct AfterLaunch(Vec<Box<dyn FnOnce()>>);
+
+impl Drop for AfterLaunch {
+    fn drop(&mut self) {
+        for after in self.0.drain(..) {
+            after();
+        }
     }
 }
 
@@ -211,8 +252,8 @@ pub struct Staging {
     /// What arguments do once the launch is enqueued (a cudarc slice records that the
     /// kernel uses it, so that cudarc's later work on it waits for the kernel).
     pub(crate) after_launch: Vec<Box<dyn FnOnce()>>,
-    /// Whether the launch is ordered after every earlier launch ([`Launch::is_serial`]).
-    pub(crate) serial: bool,
+    /// The in-order queue the launch goes on ([`Launch::queue`]).
+    pub(crate) queue: Option<usize>,
     /// The cudarc stream the launch goes on, where the caller named one
     /// ([`Kernels::launch_on`]); else the null stream.
     #[cfg(feature = "cudarc")]
@@ -228,7 +269,7 @@ impl Staging {
             used: 0,
             len,
             after_launch: Vec::new(),
-            serial: false,
+            queue: None,
             #[cfg(feature = "cudarc")]
             stream: None,
         }
@@ -271,7 +312,12 @@ impl Staging {
     label = "these arguments do not match the kernel's parameters",
     note = "pass a tuple of the kernel's parameters, in order: `()` for none, `(n,)` for one; a number of the parameter's own type (u32, i32, u64, i64, usize, isize, f32, f64), a &str or String for &str, a &[T], &[T; N] or Vec<T> for &[T]"
 )]
-pub trait KernelArgs<F>: Sized {
+///
+/// # Safety
+/// `check` checks every argument ([`KernelParam::check`]) and `stage` stages them in order:
+/// the launch calls `stage` only after `check` returned `Ok`. The tuples of
+/// [`KernelParam`]s implement it; a type of your own has no need to.
+pub unsafe trait KernelArgs<F>: Sized {
     /// The parameters as they travel (a tuple of `Param::Raw`s).
     type Raw: Copy + Send + Sync + 'static;
 
@@ -294,7 +340,8 @@ pub trait KernelArgs<F>: Sized {
 macro_rules! kernel_args {
     ($(($($a:ident $r:ident),*)),* $(,)?) => {$(
         #[allow(non_snake_case, clippy::unused_unit)]
-        impl<$($a: KernelParam<$r>, $r: RawArg),*> KernelArgs<fn($($r),*)> for ($($a,)*) {
+        // SAFETY: `check` checks each argument, `stage` stages each in order.
+        unsafe impl<$($a: KernelParam<$r>, $r: RawArg),*> KernelArgs<fn($($r),*)> for ($($a,)*) {
             type Raw = ($($r,)*);
 
             fn staged_len(&self) -> usize {
@@ -396,7 +443,7 @@ impl<'rt> Kernels<'rt> {
         F: Copy + Send + Sync + 'static,
         A: KernelArgs<F>,
     {
-        self.launch_on_stream(kernel, cfg.into(), args, 0, |_| {})
+        self.launch_on_stream(kernel, cfg.into(), args, None, |_| {})
     }
 
     /// Launches on `stream` (a `CUstream` as an address; 0: the null stream), after
@@ -406,43 +453,42 @@ impl<'rt> Kernels<'rt> {
         kernel: Kernel<F>,
         cfg: LaunchConfig,
         args: A,
-        stream: usize,
+        on: Option<crate::runtime::OwnStream>,
         name_stream: impl FnOnce(&mut Staging),
     ) -> Result<()>
     where
         F: Copy + Send + Sync + 'static,
         A: KernelArgs<F>,
     {
-        // Ordered after every earlier launch of the runtime: a launch on CUDA's null stream,
-        // where gpuio's own go (not the CPU backend's threads, nor a named stream).
-        let launch = Launch {
-            rt: self.rt,
-            serial: self.module.is_some() && stream == 0,
-        };
+        // In order after earlier launches on its stream: CUDA's (not the CPU backend's
+        // threads, nor AMD's queues).
+        let queue = self
+            .module
+            .as_ref()
+            .and_then(|m| m.cuda())
+            .map(|_| on.as_ref().map_or(0, |s| s.0));
+        let launch = Launch { rt: self.rt, queue };
         args.check(&launch)?;
         let len = args.staged_len();
         let mut staged = if len == 0 { None } else { Some(self.rt.staging(len)?) };
         let mut nothing = Staging::empty();
         let staging = staged.as_mut().map_or(&mut nothing, |(_, s)| s);
-        staging.serial = launch.serial;
+        staging.queue = queue;
         name_stream(staging);
         let raw = args.stage(staging);
-        let after_launch = std::mem::take(&mut staging.after_launch);
+        // Run after the launch, whatever becomes of it.
+        let _after = AfterLaunch(std::mem::take(&mut staging.after_launch));
         let launch = || match &self.module {
-            Some(module) => module.launch_on_stream(kernel.name(), cfg, &A::args(&raw), stream),
+            Some(module) => module.launch_on_stream(kernel.name(), cfg, &A::args(&raw), on.as_ref()),
             None => {
                 let (f, call): (F, fn(&A::Raw, &F)) = (*kernel.function(), A::call);
                 self.rt.launch_with(cfg, move || call(&raw, &f))
             }
         };
-        let launched = match staged {
+        match staged {
             None => launch(),
             Some((memory, _)) => self.rt.launch_staged(memory, launch),
-        };
-        for after in after_launch {
-            after();
         }
-        launched
     }
 
     /// The runtime the kernels run in.

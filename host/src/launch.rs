@@ -60,6 +60,10 @@ impl LaunchConfig {
     /// A launch for `n` elements, as cudarc's `LaunchConfig::for_num_elems`: blocks of 1,024
     /// threads, as many as `n` needs (one block for `n == 0`, which no backend takes as a
     /// grid of 0), so the last block may have threads past `n`: the kernel checks its index.
+    /// A kernel compiled with more than 64 registers a thread cannot run 1,024 threads a
+    /// block (the launch fails; the lockstep build's kernels with a print use up to 255),
+    /// and the CPU backend runs at most 65,536 threads a launch: there, pick the shape with
+    /// [`LaunchConfig::linear`] and loop inside each thread.
     ///
     /// ```
     /// use gpuio_host::LaunchConfig;

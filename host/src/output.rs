@@ -61,9 +61,9 @@ pub struct Output<'rt, T: Plain> {
     len: usize,
     /// Whether the GPU's driver mapped it (`map_host`).
     mapped: bool,
-    /// Passed to a launch, which was serial ([`Launch::is_serial`]) or not: `None` before
-    /// its first launch.
-    launched: Option<bool>,
+    /// Passed to a launch, on this in-order queue or on none ([`Launch::queue`]): `None`
+    /// before its first launch.
+    launched: Option<Option<usize>>,
     of: PhantomData<T>,
 }
 
@@ -151,13 +151,16 @@ impl<T: Plain> Drop for Output<'_, T> {
     }
 }
 
-impl<T: Plain> KernelParam<RawSlice<[Cell<T>]>> for &mut Output<'_, T> {
+// SAFETY: `check` refuses another runtime's Output and one a launch beside this one may
+// write; `stage` borrows nothing past the launch (the memory is the runtime's until no
+// kernel runs).
+unsafe impl<T: Plain> KernelParam<RawSlice<[Cell<T>]>> for &mut Output<'_, T> {
     /// Refused for a launch on another runtime: its reads and drops wait for this
     /// runtime's kernels only, and on a GPU the memory is mapped for this runtime's. Refused
     /// too while an earlier launch that was given it may still run beside this one (on the
-    /// CPU backend, or where either launch is on a named stream; two on CUDA's null stream
-    /// run one after the other): each thread's `Out::write_own` is safe because no two
-    /// threads that may run at once write one element.
+    /// CPU backend and AMD GPUs, or on two CUDA streams; two on one CUDA stream run one
+    /// after the other): each thread's `Out::write_own` is safe because no two threads that
+    /// may run at once write one element.
     fn check(&self, launch: &Launch<'_>) -> Result<()> {
         if !std::ptr::eq(self.rt, launch.runtime()) {
             return Err(Error::Config(
@@ -166,12 +169,14 @@ impl<T: Plain> KernelParam<RawSlice<[Cell<T>]>> for &mut Output<'_, T> {
                     .into(),
             ));
         }
-        let one_after_the_other = launch.is_serial() && self.launched == Some(true);
+        // Two launches on one in-order queue (a CUDA stream) run one after the other.
+        let one_after_the_other = launch.queue().is_some() && self.launched == Some(launch.queue());
         if self.launched.is_some() && !one_after_the_other && self.rt.kernels_pending() {
             return Err(Error::Config(
                 "an Output passed to a launch while an earlier launch given it may still run beside \
-                 it (the CPU backend runs launches at once; so do named streams): call \
-                 Runtime::synchronize between the two, or give each launch its own Output"
+                 it (launches on the CPU backend, on AMD GPUs and on two CUDA streams run at \
+                 once): call Runtime::synchronize between the two, or give each launch its own \
+                 Output"
                     .into(),
             ));
         }
@@ -179,7 +184,7 @@ impl<T: Plain> KernelParam<RawSlice<[Cell<T>]>> for &mut Output<'_, T> {
     }
 
     fn stage(self, staging: &mut Staging) -> RawSlice<[Cell<T>]> {
-        self.launched = Some(staging.serial);
+        self.launched = Some(staging.queue);
         // SAFETY: `len` writable elements at `device` where the kernel runs (mapped for the
         // GPU, or plain memory on the CPU backend), which live until a synchronize finds no
         // kernel running (the drop hands them to the runtime's launch memory).

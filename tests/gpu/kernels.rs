@@ -144,8 +144,17 @@ impl Drop for Mem {
     }
 }
 
+/// [`Runtime::synchronize`], its error said at once on stderr (past libtest's capture): a
+/// case that fails with a kernel still running may block in its cleanup (freeing device
+/// memory waits for the device) until the suite's watchdog aborts it, and the report would
+/// be lost.
 pub(crate) fn sync(rt: &Runtime) -> Result<(), String> {
-    rt.synchronize().map_err(|e| format!("synchronize: {e}"))
+    rt.synchronize().map_err(|e| {
+        use std::io::Write;
+        let said = format!("synchronize: {e}");
+        let _ = std::io::stderr().write_all(format!("gpu suite: {said}\n").as_bytes());
+        said
+    })
 }
 
 pub(crate) fn build(b: Builder) -> Result<Runtime, String> {

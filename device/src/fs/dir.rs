@@ -1,7 +1,7 @@
 //! Calls on paths: removing, creating (with every parent) and renaming files and
 //! directories, as std's `fs` functions.
 
-use super::{PathError, O_CLOEXEC, O_RDONLY};
+use super::PathError;
 use crate::io::{self, Errno};
 
 /// Removes the file `path`, as std's `fs::remove_file` (a directory: `EISDIR`).
@@ -36,8 +36,8 @@ pub fn create_dir(path: &str) -> Result<(), PathError<'_>> {
 ///
 /// It asks for `path` first and walks back one parent per `ENOENT`, then forward: a
 /// directory whose parent exists costs one request; each missing parent two more. Where
-/// `path` exists it asks whether it is a directory by opening it for reading (three more
-/// requests; a directory you may not read answers `EACCES`); a file there is `EEXIST`.
+/// `path` exists, one more request asks whether it is a directory (`mkdirat` of `path/.`,
+/// which opens nothing); anything else there is `EEXIST`.
 ///
 /// ```no_run
 /// use gpuio_device::fs;
@@ -104,21 +104,9 @@ fn parent_end(path: &str) -> Option<usize> {
     (end > 0).then_some(end)
 }
 
-/// Whether `path`, which exists, is a directory: it opens for reading, and `.` opens in it
-/// (`ENOTDIR` for anything else). No `O_DIRECTORY`: its value differs between the hosts'
-/// architectures (x86-64, arm64), which device code does not know.
+/// Whether `path`, which exists, is a directory ([`io::is_dir`]: one request).
 fn is_dir(path: &str) -> Result<bool, PathError<'_>> {
-    let fd = io::open(path, O_RDONLY | O_CLOEXEC, 0).map_err(|errno| PathError { errno, path })?;
-    let inner = io::open_at(fd, ".", O_RDONLY | O_CLOEXEC, 0);
-    let _ = io::close(fd);
-    match inner {
-        Ok(dot) => {
-            let _ = io::close(dot);
-            Ok(true)
-        }
-        Err(Errno::ENOTDIR) => Ok(false),
-        Err(errno) => Err(PathError { errno, path }),
-    }
+    io::is_dir(path).map_err(|errno| PathError { errno, path })
 }
 
 /// Renames `from` to `to`, replacing `to` if it is a file, as std's `fs::rename`. The error

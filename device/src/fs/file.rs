@@ -179,17 +179,18 @@ impl File {
         Ok(pos)
     }
 
-    /// The file's length in bytes, as std's `File::metadata()?.len()`, found by reading:
-    /// the file must be open for reading (`EBADF` otherwise; [`File::create`] opens
-    /// write-only, `OpenOptions::new().read(true).write(true)` both).
+    /// The file's length in bytes, as std's `File::metadata()?.len()`, found by reading: a
+    /// regular file opened for reading (`EBADF` otherwise; [`File::create`] opens
+    /// write-only, `OpenOptions::new().read(true).write(true)` both). On a pipe, socket or
+    /// device the reads would take its data or wait for it: not for those.
     ///
     /// Why by reading: io_uring's `STATX`, which would say it in one request, writes its
     /// answer to any host address the request names, so no sandbox allows it; reads go only
     /// to gpuio's own buffers. What it costs: reads of 64 bytes at offsets that double and
-    /// then halve towards the end, where a short read stops them: 2 requests for a file
-    /// under 64 bytes, about 2 log2(len / 64) for a longer one (a 1 GiB file: about 50).
-    /// Like any length, it may be stale by the time it returns while other threads or
-    /// processes write the file.
+    /// then halve towards the end, where a short read answers: 1 request for a file under
+    /// 64 bytes, about 2 log2(len / 64) for a longer one (a 1 GiB file: about 50). Like any
+    /// length, it may be stale by the time it returns while other threads or processes write
+    /// the file.
     ///
     /// ```no_run
     /// use gpuio_device::fs::{OpenOptions, SeekFrom};
@@ -200,40 +201,51 @@ impl File {
     /// # Ok::<(), gpuio_device::fs::Error>(())
     /// ```
     pub fn len(&self) -> Result<u64, Errno> {
-        let mut probe = [0u8; 64];
-        let mut read_at = |at: u64| loop {
-            match io::pread(self.fd, &mut probe, at) {
-                Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
-                r => return r,
+        const PROBE: u64 = 64;
+        let mut probe = [0u8; PROBE as usize];
+        let mut read_at = |at: u64| -> Result<u64, Errno> {
+            // Interrupted reads are tried again, a bounded number of times: a loop of
+            // requests would look like progress to the host's hang watch.
+            let mut tries = 0;
+            loop {
+                match io::pread(self.fd, &mut probe, at) {
+                    Err(Errno::EINTR) | Err(Errno::EAGAIN) if tries < 100 => tries += 1,
+                    r => return r.map(|n| n as u64),
+                }
             }
         };
-        // The length lies in `at_least..=at_most`; each read narrows it.
+        // Every offset below `at_least` holds a byte; `at_most`, once found, holds none.
         let (mut at_least, mut at_most) = (0u64, None::<u64>);
-        let (mut at, mut step) = (0u64, 64u64);
+        let (mut at, mut step) = (0u64, PROBE);
         // The highest offset a read may start at and still end within `i64::MAX`.
-        let last = i64::MAX as u64 - 64;
+        let last = i64::MAX as u64 - PROBE;
         loop {
-            let n = read_at(at)? as u64;
+            let n = read_at(at)?;
+            if n != 0 && n < PROBE {
+                // A short read of a regular file ends at its end.
+                return Ok(at + n);
+            }
             if n == 0 {
                 at_most = Some(at);
             } else {
                 at_least = at_least.max(at + n);
             }
-            if let Some(most) = at_most.filter(|&m| m <= at_least) {
-                return Ok(most);
-            }
-            if at_least > last {
-                // No file on Linux is this long (its offsets are i64s).
-                return Err(Errno::EFBIG);
-            }
-            at = if n != 0 && n < 64 {
-                // A short read: the end is most likely right after it.
+            let most = match at_most {
+                // Found; past it only if the file grew meanwhile.
+                Some(most) if most <= at_least => return Ok(at_least),
+                Some(most) => most,
+                None if at_least > last => return Err(Errno::EFBIG), // no Linux file is this long
+                None => {
+                    step = step.saturating_mul(2);
+                    at = at_least.saturating_add(step).min(last);
+                    continue;
+                }
+            };
+            // Halve towards the end, and read right at it once one read can reach it.
+            at = if most - at_least <= PROBE {
                 at_least
-            } else if let Some(most) = at_most {
-                at_least + (most - at_least) / 2
             } else {
-                step = step.saturating_mul(2);
-                at_least.saturating_add(step).min(last)
+                at_least + (most - at_least) / 2
             };
         }
     }
@@ -242,9 +254,11 @@ impl File {
     /// open for reading, as for [`File::len`]).
     pub fn is_empty(&self) -> Result<bool, Errno> {
         let mut byte = [0u8; 1];
+        let mut tries = 0;
         loop {
             match io::pread(self.fd, &mut byte, 0) {
-                Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
+                // Bounded, as in `len`.
+                Err(Errno::EINTR) | Err(Errno::EAGAIN) if tries < 100 => tries += 1,
                 r => return r.map(|n| n == 0),
             }
         }

@@ -145,7 +145,8 @@ impl Kernels<'_> {
     /// As [`Kernels::launch`], on cudarc's `stream` (of this runtime's context: cudarc's
     /// `CudaContext::new(N)` for `Builder::gpu(N)`) rather than the null stream: the launch
     /// is ordered with the rest of the stream's work, and [`CudaSlice`] arguments with
-    /// cudarc's work on them. [`Runtime::synchronize`] waits for it (and for every stream
+    /// cudarc's work on them (by cudarc's events, where it tracks the slice; one it does
+    /// not track, give to launches on one stream). [`Runtime::synchronize`] waits for it (and for every stream
     /// of the context), as does [`Runtime::synchronize_streams`] naming the stream, under
     /// the hang watchdog; until then its lines may still be on their way. CUDA only; only
     /// in builds with the `cudarc` feature.
@@ -181,7 +182,10 @@ impl Kernels<'_> {
     {
         same_context(self.runtime(), stream.context(), "a cudarc stream")?;
         let named = stream.clone();
-        self.launch_on_stream(kernel, cfg.into(), args, stream.cu_stream() as usize, move |staging| {
+        // Kept alive until a synchronize waited it out (`Gpu::own_streams`).
+        let keep: Arc<dyn std::any::Any + Send + Sync> = Arc::new(stream.clone());
+        let on = (stream.cu_stream() as usize != 0).then_some((stream.cu_stream() as usize, keep));
+        self.launch_on_stream(kernel, cfg.into(), args, on, move |staging| {
             staging.stream = Some(named)
         })
     }
@@ -197,7 +201,9 @@ fn launch_stream(staging: &Staging, ctx: &Arc<CudaContext>) -> Arc<CudaStream> {
 /// The launch's stream waits for cudarc's last write to it, and cudarc's next write waits
 /// for the kernel (cudarc's events, as its own launches use them). A slice of another
 /// context, or a runtime not on CUDA, is refused.
-impl<T: Plain> KernelParam<RawSlice<[T]>> for &CudaSlice<T> {
+// SAFETY: `check` refuses a slice of another context or a runtime not on CUDA; `stage`'s
+// after-launch step uses the slice while the launch call, which borrows it, runs.
+unsafe impl<T: Plain> KernelParam<RawSlice<[T]>> for &CudaSlice<T> {
     fn check(&self, launch: &Launch<'_>) -> Result<()> {
         same_context(launch.runtime(), self.context(), "a CudaSlice")
     }
@@ -210,7 +216,8 @@ impl<T: Plain> KernelParam<RawSlice<[T]>> for &CudaSlice<T> {
         let slice: *const CudaSlice<T> = self;
         staging.after_launch.push(Box::new(move || {
             // SAFETY: `after_launch` runs inside `Kernels::launch_on_stream`, while the
-            // caller's borrow of the slice, an argument of that call, is alive.
+            // caller's borrow of the slice, an argument of that call, is alive (the
+            // trait's contract: a forwarding implementation passes nothing shorter-lived).
             let slice = unsafe { &*slice };
             drop(slice.device_ptr(&stream));
         }));
@@ -226,7 +233,8 @@ impl<T: Plain> KernelParam<RawSlice<[T]>> for &CudaSlice<T> {
 /// for the kernel; so two launches given one slice run one after the other, on any streams,
 /// which `Out::write_own` counts on (with cudarc's event tracking disabled, its `unsafe`
 /// `disable_event_tracking`, that is yours to ensure). Refused as for `&CudaSlice<T>`.
-impl<T: Plain> KernelParam<RawSlice<[Cell<T>]>> for &mut CudaSlice<T> {
+// SAFETY: as for `&CudaSlice<T>`.
+unsafe impl<T: Plain> KernelParam<RawSlice<[Cell<T>]>> for &mut CudaSlice<T> {
     fn check(&self, launch: &Launch<'_>) -> Result<()> {
         same_context(launch.runtime(), self.context(), "a CudaSlice")
     }

@@ -122,6 +122,11 @@ pub(crate) struct Gpu {
     /// streams of its own, since the last synchronize that waited them out: on CUDA the
     /// next one waits for every stream of the context, not only gpuio's.
     pub(crate) external: AtomicBool,
+    /// The streams gpuio's own launches went on besides the null stream
+    /// (`Kernels::launch_on`) since the last synchronize that waited them out: every
+    /// synchronize waits for them, `synchronize_streams` too whatever it names, since their
+    /// launch memory and `Output`s are released only once they end.
+    pub(crate) own_streams: Mutex<Vec<OwnStream>>,
     /// The drain kernel has been launched after every kernel launched so far: a
     /// synchronize that gave up after launching it waits for it next time, without a
     /// second one.
@@ -135,6 +140,11 @@ pub(crate) struct Gpu {
     pub(crate) hip: std::sync::OnceLock<crate::backend::hip::HipDevice>,
 }
 
+/// A stream gpuio launched on, by its address, and what keeps it alive until a synchronize
+/// waited it out (the caller's `Arc<CudaStream>`): a stream destroyed meanwhile would be
+/// asked about by its dead handle.
+pub(crate) type OwnStream = (usize, Arc<dyn std::any::Any + Send + Sync>);
+
 impl Gpu {
     /// The runtime's GPU, opened: nothing launched, loaded or faulted yet.
     pub(crate) fn new(device: Device) -> Gpu {
@@ -144,6 +154,7 @@ impl Gpu {
             launched: AtomicBool::new(false),
             waiting: std::sync::atomic::AtomicUsize::new(0),
             external: AtomicBool::new(false),
+            own_streams: Mutex::new(Vec::new()),
             drained: AtomicBool::new(true),
             fault: Mutex::new(None),
             #[cfg(feature = "hip")]

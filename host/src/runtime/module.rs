@@ -40,14 +40,21 @@ impl<'rt> GpuModule<'rt> {
     /// dimensions (asynchronous; [`Runtime::synchronize`] waits), on every backend (HSA's
     /// dispatch packet and hidden arguments carry all three).
     pub fn launch_with(&self, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<()> {
-        self.launch_on_stream(name, cfg, args, 0)
+        self.launch_on_stream(name, cfg, args, None)
     }
 
     /// As [`GpuModule::launch_with`], on `stream` (a `CUstream` of the runtime's context as
     /// an address; 0: the null stream, where gpuio's launches go). A launch on another
     /// stream is waited for as a host program's own ([`Runtime::prepare_external_launch`]):
     /// the next synchronize waits for every stream of the context.
-    pub(crate) fn launch_on_stream(&self, name: &str, cfg: LaunchConfig, args: &[Arg], stream: usize) -> Result<()> {
+    pub(crate) fn launch_on_stream(
+        &self,
+        name: &str,
+        cfg: LaunchConfig,
+        args: &[Arg],
+        on: Option<&super::OwnStream>,
+    ) -> Result<()> {
+        let stream = on.map_or(0, |s| s.0);
         cfg.check()?;
         let gpu = self.rt.gpu.as_ref().expect("a GpuModule exists only on a GPU runtime");
         gpu.usable()?;
@@ -57,7 +64,12 @@ impl<'rt> GpuModule<'rt> {
         }
         if stream != 0 {
             // Before the launch, as `prepare_external_launch` does: a synchronize that
-            // claims it waits for the context's streams.
+            // claims it waits for the context's streams, and for this one whatever it names.
+            let mut own = gpu.own_streams.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(s) = on.filter(|s| !own.iter().any(|o| o.0 == s.0)) {
+                own.push(s.clone());
+            }
+            drop(own);
             gpu.external.store(true, Ordering::Release);
         }
         if let Err(e) = self.module.launch_on(name, cfg, args, stream) {

@@ -192,10 +192,16 @@ impl Runtime {
         // for (all of them, unless named) only after it launched kernels itself. Claimed
         // here (a launch announced meanwhile sets it again), given back if this wait fails.
         let external = gpu.external.swap(false, Ordering::AcqRel);
-        let only = only.or(if external { None } else { Some(&[]) });
+        // The streams gpuio launched on itself are waited for whatever the caller named.
+        let own = std::mem::take(&mut *gpu.own_streams.lock().unwrap_or_else(|e| e.into_inner()));
+        let named: Option<Vec<usize>> = only.map(|o| o.iter().copied().chain(own.iter().map(|s| s.0)).collect());
+        let only = named.as_deref().or(if external { None } else { Some(&[]) });
         let waited = self.wait_gpu_and_drain(gpu, only);
-        if external && waited.is_err() {
-            gpu.external.store(true, Ordering::Release);
+        if waited.is_err() {
+            if external {
+                gpu.external.store(true, Ordering::Release);
+            }
+            gpu.own_streams.lock().unwrap_or_else(|e| e.into_inner()).extend(own);
         }
         waited
     }

@@ -543,9 +543,14 @@ pub fn print_without_context(stderr: bool, newline: bool, args: core::fmt::Argum
 /// already), carrying a [`KernelFailed`] with the report's text, by which the CPU backend
 /// counts it failed. A GPU thread traps instead.
 pub fn end_failed_thread(report: &dyn core::fmt::Display, print: impl FnOnce(&dyn core::fmt::Display)) -> ! {
-    // Formatted once: the text printed is the text carried.
-    let text = std::string::ToString::to_string(report);
-    print(&text);
+    // Formatted once, the text printed being the text carried; with the thread no
+    // performer, as the report's wait needs (`entry::report_and_wait`), also while the
+    // error's Display runs (it may print).
+    let text = without_performing(|| {
+        let text = std::string::ToString::to_string(report);
+        print(&text);
+        text
+    });
     std::panic::resume_unwind(std::boxed::Box::new(KernelFailed(text)))
 }
 

@@ -90,7 +90,7 @@ mod std_errors;
 #[cfg(any(target_arch = "amdgpu", target_arch = "nvptx64"))]
 #[inline(always)]
 pub fn end_failed_thread(report: &dyn core::fmt::Display, print: impl FnOnce(&dyn core::fmt::Display)) -> ! {
-    print(report);
+    without_performing(|| print(report));
     abort()
 }
 
