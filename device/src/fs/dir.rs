@@ -47,8 +47,10 @@ pub fn create_dir(path: &str) -> Result<(), PathError<'_>> {
 /// ```
 pub fn create_dir_all(path: &str) -> Result<(), PathError<'_>> {
     let fail = |errno| PathError { errno, path };
-    // Trailing slashes name the same directory; "" and "/" are there already.
-    let whole = path.trim_end_matches('/');
+    // Trailing slashes name the same directory; "" and "/" are there already. (Byte loops
+    // here, not `str`'s pattern searches: those compare slices, which on AMD GPUs links
+    // `memcmp`, a symbol no GPU code object has.)
+    let whole = &path[..without_trailing_slashes(path.as_bytes(), path.len())];
     if whole.is_empty() {
         return Ok(());
     }
@@ -75,9 +77,15 @@ pub fn create_dir_all(path: &str) -> Result<(), PathError<'_>> {
     }
     // Forward: each component after it, in turn.
     while made < whole.len() {
-        let rest = &whole[made..];
-        let start = made + (rest.len() - rest.trim_start_matches('/').len());
-        let next = whole[start..].find('/').map_or(whole.len(), |i| start + i);
+        let bytes = whole.as_bytes();
+        let mut start = made;
+        while start < bytes.len() && bytes[start] == b'/' {
+            start += 1;
+        }
+        let next = bytes[start..]
+            .iter()
+            .position(|&c| c == b'/')
+            .map_or(bytes.len(), |i| start + i);
         match io::create_dir(&whole[..next], 0o777) {
             Ok(()) => {}
             // Another thread made it meanwhile.
@@ -99,9 +107,18 @@ pub fn create_dir_all(path: &str) -> Result<(), PathError<'_>> {
 /// Where the parent of `path` (no trailing slash) ends, without the slashes before the last
 /// component; `None` where it has none to make (a single component, or one under `/`).
 fn parent_end(path: &str) -> Option<usize> {
-    let end = path.rfind('/')?;
-    let end = path[..end].trim_end_matches('/').len();
+    let bytes = path.as_bytes();
+    let slash = bytes.iter().rposition(|&c| c == b'/')?;
+    let end = without_trailing_slashes(bytes, slash);
     (end > 0).then_some(end)
+}
+
+/// Where `bytes[..end]` ends without the slashes at its end.
+fn without_trailing_slashes(bytes: &[u8], mut end: usize) -> usize {
+    while end > 0 && bytes[end - 1] == b'/' {
+        end -= 1;
+    }
+    end
 }
 
 /// Whether `path`, which exists, is a directory ([`io::is_dir`]: one request).
