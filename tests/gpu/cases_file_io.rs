@@ -132,24 +132,9 @@ pub(crate) fn print_while_others_wait_for_io(config: Config, scratch: &Scratch) 
 }
 
 pub(crate) fn std_habits_on_a_device_file(config: Config, scratch: &Scratch) -> Outcome {
-    let (grid, block) = (config.pick(4, 2), config.pick(64, 16));
-    let threads = (grid * block) as usize;
     let (err, err_path) = scratch.file("habits.err");
-    let rt = build(config.builder().sandbox(Sandbox::FileIo).stderr_fd(err.as_raw_fd()))?;
-    let k = Kernels::load(&rt)?;
-    let dir = scratch.0.join("habits");
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let dir_text = dir.to_str().unwrap().as_bytes().to_vec();
-    let mut dir_mem = Mem::from_bytes(&k, &dir_text)?;
-    let mut results = Mem::zeroed(&k, threads * 8);
-    let (d, dl, r) = (dir_mem.addr(), dir_text.len() as u32, results.addr());
-    k.launch(k::std_habits, grid, block, (d, dl, r))?;
-    sync(&rt)?;
-    all_threads_ok(&results.read_i64s(), "thread, step * 1000 + errno")?;
-    drop(results);
-    drop(dir_mem);
-    drop(k);
-    drop(rt);
+    let b = config.builder().sandbox(Sandbox::FileIo).stderr_fd(err.as_raw_fd());
+    let (threads, dir) = run_in_a_directory(config, b, scratch, "habits", k::std_habits)?;
     for t in 0..threads {
         let text = std::fs::read_to_string(dir.join(format!("h{t}"))).map_err(|e| format!("thread {t}'s file: {e}"))?;
         let want: String = std::iter::once(format!("t={t} sq={}\n", t * t))
@@ -171,23 +156,8 @@ pub(crate) fn std_habits_on_a_device_file(config: Config, scratch: &Scratch) -> 
 /// A device file's length (`File::len`, found by reads), `SeekFrom::End`, and
 /// `fs::create_dir_all` by a quarter of the threads each on one path at once.
 pub(crate) fn a_files_end_and_nested_directories(config: Config, scratch: &Scratch) -> Outcome {
-    let (grid, block) = (config.pick(4, 2), config.pick(64, 16));
-    let threads = (grid * block) as usize;
-    let rt = build(config.builder().sandbox(Sandbox::FileIo))?;
-    let k = Kernels::load(&rt)?;
-    let dir = scratch.0.join("ends");
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let dir_text = dir.to_str().unwrap().as_bytes().to_vec();
-    let mut dir_mem = Mem::from_bytes(&k, &dir_text)?;
-    let mut results = Mem::zeroed(&k, threads * 8);
-    let (d, dl, r) = (dir_mem.addr(), dir_text.len() as u32, results.addr());
-    k.launch(k::file_ends_and_directories, grid, block, (d, dl, r))?;
-    sync(&rt)?;
-    all_threads_ok(&results.read_i64s(), "thread, step * 1000 + errno")?;
-    drop(results);
-    drop(dir_mem);
-    drop(k);
-    drop(rt);
+    let b = config.builder().sandbox(Sandbox::FileIo);
+    let (threads, dir) = run_in_a_directory(config, b, scratch, "ends", k::file_ends_and_directories)?;
     for t in 0..threads {
         let len = std::fs::metadata(dir.join(format!("e{t}")))
             .map_err(|e| e.to_string())?
@@ -209,4 +179,39 @@ pub(crate) fn a_files_end_and_nested_directories(config: Config, scratch: &Scrat
         "{threads} threads: len() of files of 1 to 200 lines, the last 4 bytes read from SeekFrom::End(-4), create_dir_all by {} threads a path at once",
         threads / 4
     ))
+}
+
+/// Runs `kernel(dir, dir_len, results)` on 4 blocks of 64 threads (2 of 16 on the CPU) of a
+/// runtime from `b`, `dir` being a fresh directory `name` in the scratch, and checks that
+/// every thread's `results` entry is 0 (else `1000 * step + errno`); returns the thread
+/// count and the directory, the runtime gone.
+fn run_in_a_directory(
+    config: Config,
+    b: gpuio::Builder,
+    scratch: &Scratch,
+    name: &str,
+    kernel: gpuio::Kernel<fn(u64, u32, u64)>,
+) -> Result<(usize, std::path::PathBuf), String> {
+    let (grid, block) = (config.pick(4, 2), config.pick(64, 16));
+    let threads = (grid * block) as usize;
+    let rt = build(b)?;
+    let k = Kernels::load(&rt)?;
+    let dir = scratch.0.join(name);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let dir_text = dir.to_str().unwrap().as_bytes().to_vec();
+    let mut dir_mem = Mem::from_bytes(&k, &dir_text)?;
+    let mut results = Mem::zeroed(&k, threads * 8);
+    k.launch(
+        kernel,
+        grid,
+        block,
+        (dir_mem.addr(), dir_text.len() as u32, results.addr()),
+    )?;
+    sync(&rt)?;
+    all_threads_ok(&results.read_i64s(), "thread, step * 1000 + errno")?;
+    drop(results);
+    drop(dir_mem);
+    drop(k);
+    drop(rt);
+    Ok((threads, dir))
 }
