@@ -203,17 +203,7 @@ impl File {
     pub fn len(&self) -> Result<u64, Errno> {
         const PROBE: u64 = 64;
         let mut probe = [0u8; PROBE as usize];
-        let mut read_at = |at: u64| -> Result<u64, Errno> {
-            // Interrupted reads are tried again, a bounded number of times: a loop of
-            // requests would look like progress to the host's hang watch.
-            let mut tries = 0;
-            loop {
-                match io::pread(self.fd, &mut probe, at) {
-                    Err(Errno::EINTR) | Err(Errno::EAGAIN) if tries < 100 => tries += 1,
-                    r => return r.map(|n| n as u64),
-                }
-            }
-        };
+        let mut read_at = |at: u64| self.probe_at(&mut probe, at).map(|n| n as u64);
         // Every offset below `at_least` holds a byte; `at_most`, once found, holds none.
         let (mut at_least, mut at_most) = (0u64, None::<u64>);
         let (mut at, mut step) = (0u64, PROBE);
@@ -253,13 +243,18 @@ impl File {
     /// Whether the file holds no bytes: one read of a byte at its start (the file must be
     /// open for reading, as for [`File::len`]).
     pub fn is_empty(&self) -> Result<bool, Errno> {
-        let mut byte = [0u8; 1];
+        self.probe_at(&mut [0u8; 1], 0).map(|n| n == 0)
+    }
+
+    /// `read_at` for `len` and `is_empty`: an interrupted read is tried again, a bounded
+    /// number of times (a loop of requests would look like progress to the host's hang
+    /// watch).
+    fn probe_at(&self, buf: &mut [u8], at: u64) -> Result<usize, Errno> {
         let mut tries = 0;
         loop {
-            match io::pread(self.fd, &mut byte, 0) {
-                // Bounded, as in `len`.
+            match io::pread(self.fd, buf, at) {
                 Err(Errno::EINTR) | Err(Errno::EAGAIN) if tries < 100 => tries += 1,
-                r => return r.map(|n| n == 0),
+                r => return r,
             }
         }
     }
