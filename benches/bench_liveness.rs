@@ -314,7 +314,7 @@ const POLLER_SLICE_NS: u64 = 100_000;
 /// Sets this thread's scheduler slice (`sched_setattr(2)`'s `sched_runtime`; 0: the
 /// default), keeping its policy and nice value. On the CPU backend the poller shares the
 /// cores with the kernel's threads, and a thread with the default slice that wakes among
-/// them waits for a tick or more (gpuio-host's `consumer/slice.rs`), which would count as
+/// them waits for a tick or more (gpuio-host's `consumer/io_threads.rs`), which would count as
 /// every pending line's delay. Kernels before 6.12 ignore it.
 fn poller_slice(ns: u64) {
     // SAFETY: an all-zero sched_attr is a valid value of the plain C struct.

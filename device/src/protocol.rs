@@ -16,8 +16,9 @@
 //! reaps ([`solo`]: a lone request's shorter way; [`combine`]: a warp's requests as one),
 //! [`uapi`] is the kernel's ABI, [`context`] the shared state the host fills, [`pool`],
 //! [`sync`] and [`group`] are the slots, atomics and lanes, [`running`] counts the threads
-//! still running, and [`wait`] is how every wait is written (the lockstep rule, in
-//! [`arch`], which holds everything target-specific).
+//! still running, [`in_place`] marks those formatting a long line in place, and [`wait`]
+//! is how every wait is written (the lockstep rule, in [`arch`], which holds everything
+//! target-specific).
 
 pub mod arch;
 pub mod arena;
@@ -25,6 +26,7 @@ pub mod combine;
 pub mod context;
 pub mod copy;
 pub mod group;
+pub mod in_place;
 pub mod pool;
 pub mod print;
 pub mod request;

@@ -13,7 +13,7 @@ use crate::consumer::affinity;
 use crate::consumer::submission::{self, Queue, Submission};
 use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES};
 use crate::consumer::waker::Waker;
-use crate::consumer::{landlock, restrictions, slice};
+use crate::consumer::{io_threads, landlock, restrictions};
 use crate::error::{Error, Result};
 use crate::rescue::Rescue;
 use crate::resolve::{or_env, Resolved};
@@ -150,7 +150,7 @@ fn start_waker(shared: &Arc<Shared>, real_time: bool) -> Result<Waker> {
 /// scheduler slice, which SQPOLL, the io-wq workers it starts and the fallback's threads
 /// then have from their first instant (set afterwards by thread id, it would race SQPOLL's
 /// first run, before which the kernel names the ring's maker as its thread;
-/// consumer/slice.rs). Best effort for the slice: where the kernel refuses it, `make` runs
+/// consumer/io_threads.rs). Best effort for the slice: where the kernel refuses it, `make` runs
 /// all the same.
 fn on_the_ring_thread<T: Send>(
     root: Option<&std::path::Path>,
@@ -165,7 +165,7 @@ fn on_the_ring_thread<T: Send>(
             .name("gpuio-rings".into())
             .spawn_scoped(s, || {
                 if short_slice {
-                    let _ = slice::shorten(0);
+                    let _ = io_threads::shorten(0);
                 }
                 if let Some(root) = root {
                     landlock::confine_this_thread(root)?;
@@ -623,8 +623,8 @@ impl Builder {
         };
         if device.is_none() && !entered {
             if let Some(tid) = waker.thread_id {
-                // Best effort, as for the rings' consumers (consumer/slice.rs).
-                let _ = slice::shorten(tid);
+                // Best effort, as for the rings' consumers (consumer/io_threads.rs).
+                let _ = io_threads::shorten(tid);
             }
         }
         if entered {

@@ -635,7 +635,7 @@ impl Parts<'_> {
                     Some((q, stage)) => self.solo(queues.len(), q, stage),
                 },
                 running: Running::new(),
-                in_place: gpuio_device::protocol::print::InPlaceLines::new(),
+                in_place: gpuio_device::protocol::in_place::InPlaceLines::new(),
             }
         }
     }

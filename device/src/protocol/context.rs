@@ -4,8 +4,8 @@
 
 use crate::errno::Errno;
 use crate::protocol::arena::Arena;
+use crate::protocol::in_place::InPlaceLines;
 use crate::protocol::pool;
-use crate::protocol::print::InPlaceLines;
 use crate::protocol::request::{Prepared, Requests, Ticket};
 use crate::protocol::ring::{Ring, REAP_BATCH};
 use crate::protocol::running::Running;

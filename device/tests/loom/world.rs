@@ -89,7 +89,7 @@ pub(crate) fn world(max_flights: u32, positional: bool, slots: u32, blocks: u32)
         allowed_ops: gpuio_device::protocol::sync::AtomicU64::new(u64::MAX),
         solo: Solo::unused(),
         running: gpuio_device::protocol::running::Running::new(),
-        in_place: gpuio_device::protocol::print::InPlaceLines::new(),
+        in_place: gpuio_device::protocol::in_place::InPlaceLines::new(),
     });
     Arc::new(w)
 }

@@ -141,7 +141,7 @@ fn unrank(r: u32, dim: Dim3) -> Dim3 {
 /// beside other work of the same session, where a GPU's threads would not compete at all.
 /// A launch with no more threads than cores keeps its priority: io_uring's threads find a
 /// core anyway. Nice gives those threads a share, not a prompt turn; the host's I/O
-/// threads also get a short scheduler slice for that (`consumer/slice.rs`). Nice +19
+/// threads also get a short scheduler slice for that (`consumer/io_threads.rs`). Nice +19
 /// (about 1/7 of +10's weight) made lines no sooner there.
 const OVERSUBSCRIBED_NICE: i32 = 10;
 

@@ -6,7 +6,7 @@
 //! On those rings a line's write is a hand-off between host threads: the waker submits the
 //! SQE (`io_uring_enter`), an io-wq worker writes a regular file's bytes (ext4 and tmpfs
 //! take no buffered write inline), the waker reaps and sends the next. Beside many computing
-//! kernel threads each waits for a core, and the short slice (`slice.rs`) does not always
+//! kernel threads each waits for a core, and the short slice (`io_threads.rs`) does not always
 //! get it in: Linux's fair scheduler (EEVDF) runs a waking thread only once it is
 //! *eligible*, and a waker that ran ahead of its share waits until the others catch up.
 //! Sampled during `bench_liveness` (2 x 32 threads computing at nice +10 on 2 vCPUs), the
@@ -61,7 +61,7 @@ pub(crate) fn make_real_time(tid: libc::pid_t) -> io::Result<()> {
 
 /// Puts thread `tid` of this process (0: the calling thread) back under the fair scheduler
 /// (`SCHED_OTHER`, its nice value kept) with the short slice it had before
-/// [`make_real_time`] (`slice.rs`). Lowering a thread's policy needs no privilege.
+/// [`make_real_time`] (`io_threads.rs`). Lowering a thread's policy needs no privilege.
 pub(crate) fn make_fair(tid: libc::pid_t) -> io::Result<()> {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: as in `make_real_time`: one valid sched_param read, thread `tid` changed.
@@ -69,7 +69,7 @@ pub(crate) fn make_fair(tid: libc::pid_t) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     // Best effort, as where the slice was first given (kernels before 6.12 ignore it).
-    let _ = crate::consumer::slice::shorten(tid);
+    let _ = crate::consumer::io_threads::shorten(tid);
     Ok(())
 }
 
@@ -197,7 +197,11 @@ mod tests {
                     let sched = std::fs::read_to_string(format!("/proc/self/task/{waker}/sched")).unwrap();
                     if let Some(line) = sched.lines().find(|l| l.starts_with("se.slice")) {
                         let slice: u64 = line.rsplit(':').next().unwrap().trim().parse().unwrap();
-                        assert_eq!(slice, crate::consumer::slice::SHORT_SLICE.as_nanos() as u64, "{case}");
+                        assert_eq!(
+                            slice,
+                            crate::consumer::io_threads::SHORT_SLICE.as_nanos() as u64,
+                            "{case}"
+                        );
                     }
                 }
             }

@@ -80,7 +80,7 @@ const LINGER: Duration = Duration::from_micros(20);
 const INLINE_PAUSE: Duration = Duration::from_millis(10);
 
 pub(crate) struct Waker {
-    /// The thread's id (as it sent it), for its scheduler slice (`slice.rs`).
+    /// The thread's id (as it sent it), for its scheduler slice (`io_threads.rs`).
     pub(crate) thread_id: Option<libc::pid_t>,
     state: Arc<State>,
     handle: Option<JoinHandle<()>>,
@@ -285,7 +285,7 @@ fn run(look_once: &mut dyn FnMut() -> Look, state: &State, linger: Duration, inl
     // block every signal: on a ring without SQPOLL a write this thread submits runs in it,
     // and a pipe whose reader is gone raises SIGPIPE in its writer (io_uring's task_work
     // wakeups are not signals, and still reach it).
-    crate::consumer::fallback::quiet_this_thread();
+    crate::consumer::io_threads::quiet_this_thread();
     let mut pause = POLL;
     let mut last_tail = None;
     let mut lingering_until = None;

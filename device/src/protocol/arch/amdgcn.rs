@@ -389,7 +389,7 @@ fn dispatch() -> *const u8 {
 /// Two words that no other work-item running now has (the second never 0): the address
 /// of its dispatch packet (each dispatch in flight has its own slot in its own queue) and
 /// the work-item's global index plus one. A print uses it to find its own mark among the
-/// work-items formatting a long line in place (`print::InPlaceLines`).
+/// work-items formatting a long line in place (`in_place::InPlaceLines`).
 #[inline(always)]
 pub fn thread_key() -> (u64, u64) {
     (dispatch() as u64, crate::global_thread_idx() + 1)

@@ -427,7 +427,7 @@ std::thread_local! {
 
 /// Two words that no other thread running now has (the second never 0): here, the address
 /// of a thread-local byte, and 1. A print uses it to find its own mark among the threads
-/// formatting a long line in place (`print::InPlaceLines`).
+/// formatting a long line in place (`in_place::InPlaceLines`).
 pub fn thread_key() -> (u64, u64) {
     (KEY.with(|k| k as *const u8 as u64), 1)
 }

@@ -758,7 +758,7 @@ pub fn is_thread_private(p: *const u8) -> bool {
 /// Two words that no other thread running now has (the second never 0): the grid's launch
 /// number in this CUDA context (`%gridid`, which tells concurrent grids apart) and the
 /// thread's global index plus one. A print uses it to find its own mark among the threads
-/// formatting a long line in place (`print::InPlaceLines`).
+/// formatting a long line in place (`in_place::InPlaceLines`).
 #[inline(always)]
 pub fn thread_key() -> (u64, u64) {
     let grid: u64;

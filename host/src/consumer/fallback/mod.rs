@@ -502,7 +502,7 @@ impl Drop for HostRing {
 
 /// The fallback kernel's loop: consume what the SQ holds, else back off as SQPOLL does.
 fn run(w: Words, st: &State) {
-    quiet_this_thread();
+    crate::consumer::io_threads::quiet_this_thread();
     let mut consumer = Consumer { w, head: 0, cq_tail: 0 };
     let mut idle = Idle {
         last_work: Instant::now(),
@@ -518,20 +518,6 @@ fn run(w: Words, st: &State) {
             Drained::Some => idle.worked(),
             Drained::Nothing { cq_full } => idle.wait(&consumer, st, cq_full),
         }
-    }
-}
-
-/// Blocks every signal on this thread (they go to the program's own threads) and makes
-/// its sleeps precise: the default 50 µs timer slack would make every poll cost 70 µs.
-/// The waker's too: on rings without SQPOLL it issues writes itself, and a write to a pipe
-/// whose reader is gone raises `SIGPIPE` in the thread that issued it.
-pub(crate) fn quiet_this_thread() {
-    // SAFETY: changes only this thread's signal mask and timer slack.
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64, 0u64, 0u64, 0u64);
     }
 }
 
