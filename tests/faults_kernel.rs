@@ -109,6 +109,48 @@ fn a_kernel_that_panics_mid_print_is_reported_and_the_runtime_goes_on() {
     assert_eq!(after, ["t=0", "t=1"]);
 }
 
+/// An index past the end of an `Out` panics at the kernel's line, not inside gpuio
+/// (`#[track_caller]` on `Out::write` and `Out::read`), and the message says both numbers.
+#[test]
+fn an_out_index_past_the_end_is_reported_at_the_kernels_line() {
+    let _wd = watchdog("an_out_index_past_the_end_is_reported_at_the_kernels_line", 60);
+    let err_path = process_dir().join("past-the-end-stderr.txt");
+    let e = create(&err_path, false);
+    let rt = builder().stderr_fd(e.as_raw_fd()).build().unwrap();
+    let kernels = rt.kernels(TEST_NVPTX).unwrap();
+    let mut out = rt.output::<u64>(4).unwrap();
+    kernels
+        .launch(
+            gpuio_test_kernels::writes_past_the_end,
+            gpuio::LaunchConfig::linear(1, 2),
+            (&mut out,),
+        )
+        .unwrap();
+    let why = match rt.synchronize() {
+        Err(Error::Kernel(why)) => why,
+        other => panic!("expected a kernel error, got {other:?}"),
+    };
+    assert!(why.contains("Out::write: index 4 past its 4 elements"), "{why}");
+    assert_eq!(out.read().unwrap(), [0; 4], "nothing written");
+    drop((out, kernels));
+    drop(rt);
+    let reports = std::fs::read_to_string(&err_path).unwrap();
+    let line = source_line("kernels-test/src/suite.rs", "unsafe { out.write(out.len(), 1) }");
+    assert!(
+        reports.contains(&format!(
+            "kernel thread 0 (block 0, thread 0) panicked at kernels-test/src/suite.rs:{line}:"
+        )),
+        "the report names the kernel's line ({line}), not gpuio's: {reports:?}"
+    );
+}
+
+/// The 1-based number of the line of `file` (from the workspace root) that contains `text`.
+fn source_line(file: &str, text: &str) -> usize {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    let source = std::fs::read_to_string(&path).unwrap();
+    1 + source.lines().position(|l| l.contains(text)).expect(text)
+}
+
 /// A Display that panics only when formatted for the third time: in println!'s long-line
 /// path, the first two passes (the stack buffer, then measuring) succeed, the space is
 /// reserved, and the third pass, writing in place, panics.

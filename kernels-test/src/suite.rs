@@ -599,3 +599,15 @@ kernel! {
         Ok(())
     }
 }
+
+kernel! {
+    /// Thread 0 writes one element past the end of `out` (`Out::write`), a panic that names
+    /// this line, not gpuio's (`#[track_caller]`); the other threads write nothing. CPU
+    /// backend only: on a GPU the panic traps (tests/faults_kernel.rs).
+    pub fn writes_past_the_end(out: gpuio_device::param::Out<u64>) {
+        if global_thread_idx() == 0 {
+            // SAFETY: no other thread writes or reads `out`.
+            unsafe { out.write(out.len(), 1) };
+        }
+    }
+}
