@@ -106,6 +106,18 @@ impl GpuTarget {
             } => vec![
                 format!("-Ctarget-cpu={gfx}"),
                 format!("-Cllvm-args=--amdhsa-code-object-version={code_object_version}"),
+                // rustc gives amdgpu functions no `noinline` (it ignores `#[inline(never)]`
+                // there), and LLVM's AMDGPU inliner adds 4,000 to its threshold for each
+                // pointer to a caller's stack argument: every call that passes a struct by
+                // reference (an `Sqe` to `Context::call`) is inlined, each copy with all it
+                // inlined itself. With that bonus gpuio's test kernels are 8.4 MB for
+                // gfx90a, with a 140 KB copy of the request path in each of `close`, `fsync`,
+                // `fdatasync`, ..., a printing kernel spills about 1,000 registers to
+                // scratch, and LLVM's codegen takes about 13 times as long as without it
+                // (2.1 MB; tests/amdgcn_code_objects holds the spills down). What it costs:
+                // such a struct stays in the caller's scratch memory for the call (64 bytes
+                // for an `Sqe`).
+                "-Cllvm-args=-amdgpu-inline-arg-alloca-cost=0".into(),
             ],
         }
     }
@@ -186,7 +198,11 @@ mod tests {
         .is_err());
         assert_eq!(
             GpuTarget::amdgcn("gfx90a").rustflags(),
-            ["-Ctarget-cpu=gfx90a", "-Cllvm-args=--amdhsa-code-object-version=5"]
+            [
+                "-Ctarget-cpu=gfx90a",
+                "-Cllvm-args=--amdhsa-code-object-version=5",
+                "-Cllvm-args=-amdgpu-inline-arg-alloca-cost=0"
+            ]
         );
         assert!(GpuTarget::nvptx("sm_60").is_pre_volta());
         assert!(!GpuTarget::nvptx("sm_70").is_pre_volta());

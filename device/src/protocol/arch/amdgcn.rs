@@ -1,4 +1,9 @@
 //! AMD GPUs (`amdgcn-amd-amdhsa`).
+//!
+//! rustc ignores `#[inline(never)]` on this target (it gives LLVM no `noinline` there), so
+//! what keeps one copy of the request path in a code object is the inliner's own threshold:
+//! `gpuio-linker` turns off the AMDGPU inliner's bonus for calls that pass a pointer to the
+//! caller's stack (`GpuTarget::rustflags`), under which every such call was inlined.
 
 use core::arch::amdgpu;
 
