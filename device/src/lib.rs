@@ -53,15 +53,7 @@ pub use dim::Dim3;
 pub use entry::Kernel;
 pub use protocol::arch::{block_dim, block_idx, clock_ns, grid_dim, thread_idx};
 pub use protocol::arch::{block_dim_3d, block_idx_3d, grid_dim_3d, thread_idx_3d};
-
-/// The global index of the calling thread, one linear index over all three dimensions:
-/// `block_rank * threads_per_block + thread_rank`, where x varies fastest (for a 1-D
-/// launch, `block_idx * block_dim + thread_idx`).
-#[inline]
-pub fn global_thread_idx() -> u64 {
-    let block = block_dim_3d();
-    block_rank() * block.count() + thread_idx_3d().rank_in(block)
-}
+pub use protocol::arch::{block_rank, global_thread_idx};
 
 /// Waits until every thread of the calling thread's block has called it, as CUDA's
 /// `__syncthreads()`: writes to shared and global memory before it are then visible to the
@@ -112,13 +104,6 @@ pub fn sync_threads() {
 #[inline(always)]
 pub fn dynamic_shared_memory() -> *mut [u8] {
     protocol::arch::dynamic_shared_memory()
-}
-
-/// The linear index of the calling thread's block in the grid (x varies fastest; for a
-/// 1-D launch, `block_idx`).
-#[inline]
-pub fn block_rank() -> u64 {
-    block_idx_3d().rank_in(grid_dim_3d())
 }
 
 /// Writes out everything the kernels of this context printed. The host launches it on one

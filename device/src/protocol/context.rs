@@ -244,7 +244,7 @@ impl Context {
         let n = self.ring_count.clamp(1, MAX_RINGS as u32);
         // The mask changes nothing (the index is below `n <= MAX_RINGS`, a power of two);
         // it lets the compiler drop the bounds check.
-        &self.rings[(crate::block_rank() % n as u64) as usize & (MAX_RINGS - 1)]
+        &self.rings[(crate::protocol::arch::block_rank() % n as u64) as usize & (MAX_RINGS - 1)]
     }
 
     /// Consumes the completions available on every live ring and routes each to its stream

@@ -397,7 +397,7 @@ fn dispatch() -> *const u8 {
 /// work-items formatting a long line in place (`in_place::InPlaceLines`).
 #[inline(always)]
 pub fn thread_key() -> (u64, u64) {
-    (dispatch() as u64, crate::global_thread_idx() + 1)
+    (dispatch() as u64, super::global_thread_idx() + 1)
 }
 
 /// Index of the calling work-item in its work-group (x).
@@ -427,33 +427,33 @@ pub fn grid_dim() -> u32 {
 
 /// Index of the calling work-item in its work-group, in x, y and z.
 #[inline(always)]
-pub fn thread_idx_3d() -> crate::Dim3 {
+pub fn thread_idx_3d() -> crate::dim::Dim3 {
     use core::arch::amdgpu::*;
-    crate::Dim3::new(workitem_id_x(), workitem_id_y(), workitem_id_z())
+    crate::dim::Dim3::new(workitem_id_x(), workitem_id_y(), workitem_id_z())
 }
 /// Index of the calling work-group, in x, y and z.
 #[inline(always)]
-pub fn block_idx_3d() -> crate::Dim3 {
+pub fn block_idx_3d() -> crate::dim::Dim3 {
     use core::arch::amdgpu::*;
-    crate::Dim3::new(workgroup_id_x(), workgroup_id_y(), workgroup_id_z())
+    crate::dim::Dim3::new(workgroup_id_x(), workgroup_id_y(), workgroup_id_z())
 }
 /// Work-items per work-group, in x, y and z: the dispatch packet's `workgroup_size_*`
 /// (u16s at offsets 4, 6 and 8).
 #[inline(always)]
-pub fn block_dim_3d() -> crate::Dim3 {
+pub fn block_dim_3d() -> crate::dim::Dim3 {
     // SAFETY: the dispatch packet is valid for the whole dispatch; offsets 4, 6 and 8 hold
     // the u16 workgroup sizes.
     let size = |at: usize| unsafe { (dispatch().add(at) as *const u16).read() as u32 };
-    crate::Dim3::new(size(4), size(6), size(8))
+    crate::dim::Dim3::new(size(4), size(6), size(8))
 }
 /// Work-groups in the grid, in x, y and z: the packet's `grid_size_*` (u32s at offsets 12,
 /// 16 and 20, in work-items) over the work-group sizes, rounded up.
 #[inline(always)]
-pub fn grid_dim_3d() -> crate::Dim3 {
+pub fn grid_dim_3d() -> crate::dim::Dim3 {
     let block = block_dim_3d();
     // SAFETY: offsets 12, 16 and 20 of the dispatch packet hold the u32 grid sizes.
     let size = |at: usize| unsafe { (dispatch().add(at) as *const u32).read() };
-    crate::Dim3::new(
+    crate::dim::Dim3::new(
         size(12).div_ceil(block.x.max(1)),
         size(16).div_ceil(block.y.max(1)),
         size(20).div_ceil(block.z.max(1)),

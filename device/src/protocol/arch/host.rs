@@ -258,13 +258,13 @@ pub fn clock_ns() -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ThreadIds {
     /// Index of the thread in its block.
-    pub thread_idx: crate::Dim3,
+    pub thread_idx: crate::dim::Dim3,
     /// Index of the block in the grid.
-    pub block_idx: crate::Dim3,
+    pub block_idx: crate::dim::Dim3,
     /// Threads per block.
-    pub block_dim: crate::Dim3,
+    pub block_dim: crate::dim::Dim3,
     /// Blocks in the grid.
-    pub grid_dim: crate::Dim3,
+    pub grid_dim: crate::dim::Dim3,
     /// What the threads of its block share ([`Block`]), or null (a thread of its own: a
     /// direct call, a test); it outlives the thread's time in the kernel.
     pub block: *const Block,
@@ -279,10 +279,10 @@ impl ThreadIds {
     /// `block_dim` threads.
     pub const fn linear(thread_idx: u32, block_idx: u32, block_dim: u32, grid_dim: u32) -> ThreadIds {
         ThreadIds {
-            thread_idx: crate::Dim3::new(thread_idx, 0, 0),
-            block_idx: crate::Dim3::new(block_idx, 0, 0),
-            block_dim: crate::Dim3::new(block_dim, 1, 1),
-            grid_dim: crate::Dim3::new(grid_dim, 1, 1),
+            thread_idx: crate::dim::Dim3::new(thread_idx, 0, 0),
+            block_idx: crate::dim::Dim3::new(block_idx, 0, 0),
+            block_dim: crate::dim::Dim3::new(block_dim, 1, 1),
+            grid_dim: crate::dim::Dim3::new(grid_dim, 1, 1),
             block: core::ptr::null(),
         }
     }
@@ -465,19 +465,19 @@ pub fn grid_dim() -> u32 {
     ids().grid_dim.x
 }
 /// Index of the calling thread in its block, in x, y and z.
-pub fn thread_idx_3d() -> crate::Dim3 {
+pub fn thread_idx_3d() -> crate::dim::Dim3 {
     ids().thread_idx
 }
 /// Index of the calling thread's block, in x, y and z.
-pub fn block_idx_3d() -> crate::Dim3 {
+pub fn block_idx_3d() -> crate::dim::Dim3 {
     ids().block_idx
 }
 /// Threads per block, in x, y and z.
-pub fn block_dim_3d() -> crate::Dim3 {
+pub fn block_dim_3d() -> crate::dim::Dim3 {
     ids().block_dim
 }
 /// Blocks in the grid, in x, y and z.
-pub fn grid_dim_3d() -> crate::Dim3 {
+pub fn grid_dim_3d() -> crate::dim::Dim3 {
     ids().grid_dim
 }
 

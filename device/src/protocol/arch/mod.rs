@@ -1,4 +1,5 @@
-//! Everything target-specific, and nothing else.
+//! Everything target-specific, and the linear ids made from the per-target ones (here, so
+//! that the crate root and the protocol both take them from below).
 //!
 //! Each target module provides the same small surface:
 //! - `atomic`: `AtomicU32`, `AtomicU64`, `AtomicI32`, `fence` with **system scope** for
@@ -23,7 +24,9 @@
 //! - `installed_context()`: the runtime context the host installed (a device global on GPUs,
 //!   a thread-local on the CPU backend), untyped: [`crate::protocol::context::current`] types it, so
 //!   that this module depends on nothing above it;
-//! - ids: `thread_idx`, `block_idx`, `block_dim`, `grid_dim` (x dimension);
+//! - ids: `thread_idx`, `block_idx`, `block_dim`, `grid_dim` (x dimension) and their
+//!   `_3d` forms (from which this module makes [`global_thread_idx`] and [`block_rank`]
+//!   for every target);
 //! - `is_thread_private(p)`: whether `p` is in the calling thread's own private memory;
 //! - `thread_key()`: two words that name the calling thread among every thread running
 //!   now, in any launch (GPUs have no thread-locals; `print` finds its own state by it);
@@ -84,6 +87,22 @@ pub mod host;
 pub use host::*;
 #[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
 mod std_errors;
+
+/// The global index of the calling thread, one linear index over all three dimensions:
+/// `block_rank * threads_per_block + thread_rank`, where x varies fastest (for a 1-D
+/// launch, `block_idx * block_dim + thread_idx`).
+#[inline]
+pub fn global_thread_idx() -> u64 {
+    let block = block_dim_3d();
+    block_rank() * block.count() + thread_idx_3d().rank_in(block)
+}
+
+/// The linear index of the calling thread's block in the grid (x varies fastest; for a
+/// 1-D launch, `block_idx`).
+#[inline]
+pub fn block_rank() -> u64 {
+    block_idx_3d().rank_in(grid_dim_3d())
+}
 
 /// Ends a kernel thread whose body returned `Err`: `print` puts `report` out, then the trap
 /// a panic ends in ([`abort`]), which ends the kernel (see the host's version).

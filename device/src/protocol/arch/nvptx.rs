@@ -764,7 +764,7 @@ pub fn thread_key() -> (u64, u64) {
     let grid: u64;
     // SAFETY: reads a special register that stays the same for the whole launch.
     unsafe { core::arch::asm!("mov.u64 {g}, %gridid;", g = out(reg64) grid, options(nostack, nomem, pure)) };
-    (grid, crate::global_thread_idx() + 1)
+    (grid, super::global_thread_idx() + 1)
 }
 
 /// A nanosecond clock shared by the whole GPU (`%globaltimer`), for measurements.
@@ -816,38 +816,38 @@ pub fn grid_dim() -> u32 {
 
 /// Index of the calling thread in its block, in x, y and z (`threadIdx`).
 #[inline(always)]
-pub fn thread_idx_3d() -> crate::Dim3 {
+pub fn thread_idx_3d() -> crate::dim::Dim3 {
     // SAFETY: reads special registers.
     unsafe {
         use core::arch::nvptx::*;
-        crate::Dim3::new(_thread_idx_x(), _thread_idx_y(), _thread_idx_z())
+        crate::dim::Dim3::new(_thread_idx_x(), _thread_idx_y(), _thread_idx_z())
     }
 }
 /// Index of the calling thread's block, in x, y and z (`blockIdx`).
 #[inline(always)]
-pub fn block_idx_3d() -> crate::Dim3 {
+pub fn block_idx_3d() -> crate::dim::Dim3 {
     // SAFETY: reads special registers.
     unsafe {
         use core::arch::nvptx::*;
-        crate::Dim3::new(_block_idx_x(), _block_idx_y(), _block_idx_z())
+        crate::dim::Dim3::new(_block_idx_x(), _block_idx_y(), _block_idx_z())
     }
 }
 /// Threads per block, in x, y and z (`blockDim`).
 #[inline(always)]
-pub fn block_dim_3d() -> crate::Dim3 {
+pub fn block_dim_3d() -> crate::dim::Dim3 {
     // SAFETY: reads special registers.
     unsafe {
         use core::arch::nvptx::*;
-        crate::Dim3::new(_block_dim_x(), _block_dim_y(), _block_dim_z())
+        crate::dim::Dim3::new(_block_dim_x(), _block_dim_y(), _block_dim_z())
     }
 }
 /// Blocks in the grid, in x, y and z (`gridDim`).
 #[inline(always)]
-pub fn grid_dim_3d() -> crate::Dim3 {
+pub fn grid_dim_3d() -> crate::dim::Dim3 {
     // SAFETY: reads special registers.
     unsafe {
         use core::arch::nvptx::*;
-        crate::Dim3::new(_grid_dim_x(), _grid_dim_y(), _grid_dim_z())
+        crate::dim::Dim3::new(_grid_dim_x(), _grid_dim_y(), _grid_dim_z())
     }
 }
 
