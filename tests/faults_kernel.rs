@@ -1,6 +1,7 @@
 //! Faults of the kernel itself: a kernel that panics mid-print, a Display that panics after
-//! its line was reserved (CPU backend, real io_uring), the trap kernel's GPU build, and on a
-//! CUDA GPU a kernel that traps mid-print (skipped without one).
+//! its line was reserved, an index past an `Out`'s end (CPU backend, real io_uring), the
+//! trap kernel's GPU build, and on a CUDA GPU a kernel that traps mid-print (skipped
+//! without one).
 //!
 //! Each test checks that the fault is reported, that nothing is lost beyond what is
 //! reported, and that nothing hangs: a watchdog aborts a test that runs too long.
@@ -110,14 +111,16 @@ fn a_kernel_that_panics_mid_print_is_reported_and_the_runtime_goes_on() {
 }
 
 /// An index past the end of an `Out` panics at the kernel's line, not inside gpuio
-/// (`#[track_caller]` on `Out::write` and `Out::read`), and the message says both numbers.
+/// (`#[track_caller]` on `Out::write`, as on `Out::read`), and the message says both
+/// numbers.
 #[test]
 fn an_out_index_past_the_end_is_reported_at_the_kernels_line() {
     let _wd = watchdog("an_out_index_past_the_end_is_reported_at_the_kernels_line", 60);
     let err_path = process_dir().join("past-the-end-stderr.txt");
     let e = create(&err_path, false);
     let rt = builder().stderr_fd(e.as_raw_fd()).build().unwrap();
-    let kernels = rt.kernels(TEST_NVPTX).unwrap();
+    // The CPU backend runs the host functions: no code object to give.
+    let kernels = rt.kernels(&[]).unwrap();
     let mut out = rt.output::<u64>(4).unwrap();
     kernels
         .launch(

@@ -1,4 +1,5 @@
-//! Kernels of the GPU suite (`tests/gpu/`): odd warp shapes, lanes that diverge between
+//! Kernels of the GPU suite (`tests/gpu/`), and a few that tests/ run on the CPU backend
+//! alone (a panic or an `Err` that would end a GPU's context): odd warp shapes, lanes that diverge between
 //! call sites and streams, lines of every shape, stack buffers in file I/O, idle kernels,
 //! and a probe of the warp scheduling itself. Each output format is checked by the host,
 //! which formats the expected text with the same `Display` types ([`Repeat`], [`token`]).

@@ -15,8 +15,10 @@
 //!
 //! - nvptx: `-Ctarget-cpu=sm_NN -Zunstable-options -Clinker-flavor=llbc` (rustc's
 //!   llvm-bitcode-linker links the bitcode and writes PTX);
-//! - amdgcn: `-Ctarget-cpu=gfxNNN -Cllvm-args=--amdhsa-code-object-version=N` (rust-lld
-//!   links the code object).
+//! - amdgcn: `-Ctarget-cpu=gfxNNN -Cllvm-args=--amdhsa-code-object-version=N
+//!   -Cllvm-args=-amdgpu-inline-arg-alloca-cost=0` (rust-lld links the code object; the
+//!   last flag keeps LLVM from inlining every call that passes a struct by reference,
+//!   which rustc's ignored `#[inline(never)]` cannot: `GpuTarget::rustflags` says why).
 //!
 //! Use it from a build script:
 //!

@@ -107,16 +107,19 @@ impl GpuTarget {
                 format!("-Ctarget-cpu={gfx}"),
                 format!("-Cllvm-args=--amdhsa-code-object-version={code_object_version}"),
                 // rustc gives amdgpu functions no `noinline` (it ignores `#[inline(never)]`
-                // there), and LLVM's AMDGPU inliner adds 4,000 to its threshold for each
-                // pointer to a caller's stack argument: every call that passes a struct by
-                // reference (an `Sqe` to `Context::call`) is inlined, each copy with all it
-                // inlined itself. With that bonus gpuio's test kernels are 8.4 MB for
+                // there), and LLVM's AMDGPU inliner raises the threshold of any call that
+                // passes pointers to up to 256 bytes of the caller's stack by 4,000 (times
+                // its threshold multiplier: tens of thousands in effect), so every call that
+                // passes a struct by reference (an `Sqe` to `Context::call`) is inlined, each
+                // copy with all it inlined itself. With that bonus gpuio's test kernels are 8.4 MB for
                 // gfx90a, with a 140 KB copy of the request path in each of `close`, `fsync`,
                 // `fdatasync`, ..., a printing kernel spills about 1,000 registers to
                 // scratch, and LLVM's codegen takes about 13 times as long as without it
                 // (2.1 MB; tests/amdgcn_code_objects holds the spills down). What it costs:
                 // such a struct stays in the caller's scratch memory for the call (64 bytes
-                // for an `Sqe`).
+                // for an `Sqe`). The option is LLVM's own, hidden one: an LLVM without it
+                // stops the build with "Unknown command line argument", which the build
+                // error shows with the command.
                 "-Cllvm-args=-amdgpu-inline-arg-alloca-cost=0".into(),
             ],
         }

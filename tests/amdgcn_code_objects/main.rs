@@ -444,8 +444,8 @@ fn sq_ready_flag_store_is_a_system_release() {
 /// the flusher can see them counted: on gfx942 each XCD has its own L2, and only the
 /// writer's L2 writeback puts its bytes in memory, so the flusher's later release (from
 /// another XCD, perhaps) cannot stand in for it. rustc drops `#[inline(never)]` on amdgpu
-/// (LLVM's `noinline` is not set for that target), so commit is inlined wherever it is
-/// called; its adds are found by their address instead: a counter of the array whose
+/// (LLVM's `noinline` is not set for that target), so commit may be inlined at any call;
+/// its adds are found by their address instead: a counter of the array whose
 /// pointer is `Stream::chunks`, loaded from a stream (or from the Context's streams).
 #[test]
 fn stream_commit_fences_before_its_counter_adds() {

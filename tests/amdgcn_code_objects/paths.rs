@@ -8,10 +8,9 @@ use crate::disasm::{regs, Code, Reg, Regs};
 use crate::TARGETS;
 
 /// How far (in instructions walked, on each path) [`Code::adds_through`] follows a pointer.
-/// Every commit add found lies between 30 and 60 instructions from its pointer's load (all
-/// three targets find the same adds with any reach from 60 to 200, none with 30); at 300
-/// gfx90a's `latency_phases`, which never prints, gained a reaper counter add reached
-/// through a spilled register. Twice the farthest commit leaves room for codegen to move.
+/// Every commit add lies between 30 and 60 instructions from its pointer's load (all three
+/// targets find the same adds with any reach from 60 to 300, fewer with 30). Twice the
+/// farthest leaves room for codegen to move.
 pub(crate) const ADD_REACH: usize = 120;
 
 impl Code {

@@ -6,8 +6,9 @@
 use crate::protocol::sync::{fence, AtomicU32, AtomicU64, Ordering, Padded};
 
 /// The threads formatting a long line in place now (its second pass), each marked in one
-/// slot: a print such a thread's `Display` makes is skipped ([`print_to`](crate::protocol::print::print_to)): it went out in
-/// the first pass, and here it would wait for room behind the line's own unwritten bytes.
+/// slot: a print such a thread's `Display` makes is skipped
+/// ([`print_to`](crate::protocol::print::print_to)): it went out in the first pass, and
+/// here it would wait for room behind the line's own unwritten bytes.
 ///
 /// GPUs have no thread-locals, so a thread finds its mark by its key
 /// (`arch::thread_key`: its launch and global index), in the slot the key hashes to. A
@@ -71,8 +72,8 @@ impl InPlaceLines {
 
     /// Marks the calling thread until the guard drops (also while unwinding), waiting for
     /// its slot while another thread holds it. A thread that holds its slot already (only
-    /// a direct call of [`emit`](crate::protocol::print::emit) from inside a long line's `Display` gets here so) is not
-    /// marked again: it would wait for itself.
+    /// a direct call of [`emit`](crate::protocol::print::emit) from inside a long line's
+    /// `Display` gets here so) is not marked again: it would wait for itself.
     pub fn mark(&self) -> Option<Marked<'_>> {
         let key = crate::protocol::arch::thread_key();
         let m = self.slot(key);

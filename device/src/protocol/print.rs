@@ -21,8 +21,10 @@
 //! range. There a print from the `Display` would be its second copy, and it would reserve
 //! behind the outer line's unwritten bytes and wait for room that only they free: with a
 //! log shorter than the two lines, forever (it did, reported as a hang). So the thread
-//! marks itself for that pass ([`InPlaceLines`](crate::protocol::in_place::InPlaceLines)), and its prints during it are skipped:
+//! marks itself for that pass ([`InPlaceLines`]), and its prints during it are skipped:
 //! they went out in the first.
+//!
+//! [`InPlaceLines`]: crate::protocol::in_place::InPlaceLines
 //!
 //! A `Display` that returns `Err` ends the line where it failed: the text written so far,
 //! then [`FORMAT_ERROR`], then the newline, if any. The stream counts it
@@ -283,7 +285,8 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
 /// the log as one record), or else the line the first pass measured (`measured` bytes:
 /// the text, and the newline unless `failed`), reserved and formatted in place, and ended
 /// with [`FORMAT_ERROR`] if `failed` (its `Display` returned `Err` in the first pass).
-/// Prints the `Display`s make in that second pass are skipped ([`InPlaceLines`](crate::protocol::in_place::InPlaceLines)).
+/// Prints the `Display`s make in that second pass are skipped
+/// ([`InPlaceLines`](crate::protocol::in_place::InPlaceLines)).
 #[allow(clippy::too_many_arguments)]
 #[inline(never)]
 #[cold]

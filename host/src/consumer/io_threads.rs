@@ -24,10 +24,10 @@
 //! runs a waking thread only once it is eligible (`realtime.rs`), so where the program asks
 //! for it, while launches have more threads than cores, the waker of the rings it enters and
 //! its io-wq workers run at real-time priority where the kernel allows, and keep this slice
-//! otherwise. It
-//! cannot serve SQPOLL while lines flow: SQPOLL polls without sleeping for `sq_thread_idle` after its last work, uses up its share
-//! of its core (about a fifth beside the 32 computing threads of its core) and then waits
-//! several ticks for its next turn, whatever its slice; most lines that are late there
+//! otherwise. It cannot serve SQPOLL while lines flow: SQPOLL polls without sleeping for
+//! `sq_thread_idle` after its last work, uses up its share of its core (about a fifth
+//! beside the 32 computing threads of its core) and then waits several ticks for its next
+//! turn, whatever its slice; most lines that are late there
 //! wait in an SQE that SQPOLL has not taken yet (docs/PROTOCOL.md, invariant 12). In
 //! `bench_liveness` with 32 to 64 threads computing on 2 cores, the runs with the short
 //! slice had fewer late lines than those without over the fallback and with 32 computing,
