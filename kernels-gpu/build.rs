@@ -28,8 +28,8 @@
 //! change to the kernels or the device crate recompile only those, a few seconds per GPU.
 //!
 //! Which of them build is `GPUIO_GPU_TARGETS`' choice (`gpuio_linker::Kernels`): by
-//! default those this machine's GPUs run, none on a machine without a GPU (one build warning
-//! says so); `all` for CI's code-object checks and the device bundle; a list such as
+//! default those this machine's GPUs run, none (silently) on a machine without a GPU;
+//! `all` for CI's code-object checks and the device bundle; a list such as
 //! `sm_90,sm_60`; `none` (or `GPUIO_SKIP_GPU_BUILD=1`). A target not built leaves its path
 //! variables naming empty files and its tables empty: whatever loads its code object (the
 //! GPU backends, the code object tests) says so at run time, and the tests that read the

@@ -184,9 +184,16 @@ impl fmt::Display for Error {
             Error::Cuda(why) => write!(f, "CUDA: {why}"),
             Error::Hsa(why) => write!(f, "HSA: {why}"),
             Error::Hip(why) => write!(f, "HIP: {why}"),
+            Error::NoCodeObject { gpu, available } if available.is_empty() => write!(
+                f,
+                "no code object for this GPU, {gpu}: the program holds none (its build found no GPU, \
+                 or was told to build none); build it with GPUIO_GPU_TARGETS=all, or a list that \
+                 names this GPU's target"
+            ),
             Error::NoCodeObject { gpu, available } => write!(
                 f,
-                "no code object for this GPU, {gpu}: there are code objects for [{}]",
+                "no code object for this GPU, {gpu}: there are code objects for [{}]; build the \
+                 program with GPUIO_GPU_TARGETS naming this GPU's target, or all",
                 available.join(", ")
             ),
             Error::Kernel(why) => write!(f, "kernel failed: {why}"),
@@ -673,4 +680,32 @@ fn write_stream(f: &mut fmt::Formatter<'_>, s: &StreamPositions) -> fmt::Result 
         write!(f, " (every byte written)")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    /// A program with no code object for its GPU is told how to build one, whether it holds
+    /// none (built where no GPU was found) or others.
+    #[test]
+    fn no_code_object_names_the_way_out() {
+        let none = Error::NoCodeObject {
+            gpu: "NVIDIA H200 (sm_90)".into(),
+            available: Vec::new(),
+        }
+        .to_string();
+        assert!(none.contains("the program holds none"), "{none}");
+        assert!(none.contains("GPUIO_GPU_TARGETS=all"), "{none}");
+        let others = Error::NoCodeObject {
+            gpu: "gfx942 (amdgcn-amd-amdhsa--gfx942)".into(),
+            available: vec!["gfx90a".into()],
+        }
+        .to_string();
+        assert!(others.contains("there are code objects for [gfx90a]"), "{others}");
+        assert!(
+            others.contains("GPUIO_GPU_TARGETS naming this GPU's target"),
+            "{others}"
+        );
+    }
 }

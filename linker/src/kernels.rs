@@ -44,8 +44,9 @@ use crate::{build_kernel_crate, ensure_components, Error, GpuTarget};
 ///
 /// - unset (`auto`): the targets asked for that this machine's GPUs run: the NVIDIA ones
 ///   where an NVIDIA driver shows a GPU (`/proc/driver/nvidia/gpus`, `/dev/nvidia0`), the
-///   AMD ones whose processor a GPU reports (`/sys/class/kfd`); none on a machine without a
-///   GPU, which says so in one build warning (the CPU backend needs no GPU code). Cargo
+///   AMD ones whose processor a GPU reports (`/sys/class/kfd`); none, silently, on a machine
+///   without a GPU (the CPU backend needs no GPU code; a program built there and run on a
+///   GPU says how to build it when it loads its kernels). Cargo
 ///   reruns the choice when the variable changes, not when a GPU appears: after installing
 ///   one, set the variable (or `cargo clean -p` the crate whose build script builds them);
 /// - `all`: every target asked for (CI's code-object checks, shipping binaries);
@@ -144,17 +145,11 @@ impl Kernels {
         let selection = Selection::from_env()?;
         let targets = selection.pick(&asked, &Machine::look())?;
         if targets.is_empty() {
-            // Once per build script, which may build several kernel crates.
-            static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-            if matches!(selection, Selection::Auto)
-                && !asked.is_empty()
-                && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed)
-            {
-                println!(
-                    "cargo:warning=gpuio: no GPU found here, so no GPU kernels were built (the CPU \
-                     backend runs them as host code); {TARGETS_VAR}=all builds every target"
-                );
-            }
+            // Silent, also where no GPU was found: cargo shows a build script's warnings
+            // again on every build of a local package until the script runs again (every
+            // `cargo run` of the user's program), and on such a machine building nothing is
+            // the expected case. A program built so and run on a GPU says what to do when
+            // it loads its kernels (`Error::NoCodeObject`).
             write_tables(&tables, &built)?;
             return Ok(built);
         }
