@@ -6,7 +6,7 @@
 //! Why read the PTX: Rust 1.95's LLVM lowers `fetch_add`/`swap`/`fetch_or` with *any*
 //! ordering to a plain `atom.*`, which PTX defines as relaxed at GPU scope: the ordering and
 //! the system scope (the host and the kernel's SQPOLL thread read these words) are silently
-//! dropped. `device/src/protocol/arch/nvptx.rs` writes those read-modify-writes in `asm!`; these tests
+//! dropped. `device/src/protocol/arch/nvptx/atomic.rs` writes those read-modify-writes in `asm!`; these tests
 //! fail if any atomic in the module escapes that path (a new `core::sync::atomic` use, a
 //! compiler change), or if an ordering the protocol relies on is missing.
 //!
@@ -113,7 +113,7 @@ fn every_atomic_rmw_names_system_scope_and_an_order() {
         bad.is_empty(),
         "read-modify-writes without an explicit `.sys` scope and order (PTX's default is relaxed, \
          GPU scope; the ring lives in host memory shared with the kernel): {bad:?}. Route them \
-         through gpuio_device::protocol::sync atomics (arch/nvptx.rs writes them in asm!)."
+         through gpuio_device::protocol::sync atomics (arch/nvptx/atomic.rs writes them in asm!)."
     );
 }
 
