@@ -254,7 +254,7 @@ impl Shared {
     /// Makes sure waiting SQEs get consumed, from a thread other than the waker (the
     /// host's drain): rings the doorbell where there is one (rings without SQPOLL are
     /// entered by the waker alone: it runs confined where the sandbox confines requests,
-    /// `builder.rs`), else wakes sleeping consumers ([`Shared::wake_if_needed`]).
+    /// `builder/assemble.rs`), else wakes sleeping consumers ([`Shared::wake_if_needed`]).
     pub(crate) fn nudge(&self) {
         match self.doorbell.get() {
             Some(bell) => {

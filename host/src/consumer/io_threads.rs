@@ -1,7 +1,9 @@
 //! How gpuio's own host threads that move I/O run: each ring's consumer (the SQPOLL thread
 //! and the io-wq workers it starts, or the fallback's thread) and the waker. Those of them
 //! gpuio starts itself take no signal and sleep precisely ([`quiet_this_thread`]); on the
-//! CPU backend all of them get a short scheduler slice ([`shorten`]).
+//! CPU backend all of them get a short scheduler slice ([`shorten`]), from their maker
+//! where they are the kernel's ([`on_the_ring_thread`], which also confines them to a
+//! `file_root`).
 //!
 //! # The short slice
 //!
@@ -46,6 +48,8 @@
 //! for it: on a GPU the kernel's threads do not compete for the cores.
 
 use std::io;
+
+use crate::error::{Error, Result};
 use std::time::Duration;
 
 /// The slice: the shortest Linux accepts for `SCHED_OTHER` (0.1 ms).
@@ -109,6 +113,42 @@ pub(crate) fn quiet_this_thread() {
         libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
         libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64, 0u64, 0u64, 0u64);
     }
+}
+
+/// Runs `make` (which creates rings) on a new thread where the rings' threads must inherit
+/// something from their maker, here otherwise: confined to `root` by Landlock (a thread's
+/// confinement is for good), and, if `short_slice` (the CPU backend), with the short
+/// scheduler slice, which SQPOLL, the io-wq workers it starts and the fallback's threads
+/// then have from their first instant (set afterwards by thread id, it would race SQPOLL's
+/// first run, before which the kernel names the ring's maker as its thread). Best effort
+/// for the slice: where the kernel refuses it, `make` runs all the same.
+pub(crate) fn on_the_ring_thread<T: Send>(
+    root: Option<&std::path::Path>,
+    short_slice: bool,
+    make: impl FnOnce() -> Result<T> + Send,
+) -> Result<T> {
+    if root.is_none() && !short_slice {
+        return make();
+    }
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("gpuio-rings".into())
+            .spawn_scoped(s, || {
+                if short_slice {
+                    let _ = shorten(0);
+                }
+                if let Some(root) = root {
+                    crate::consumer::landlock::confine_this_thread(root)?;
+                }
+                make()
+            })
+            .map_err(|e| Error::Os {
+                what: "starting the thread that creates the rings",
+                source: e,
+            })?
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
 }
 
 #[cfg(test)]
