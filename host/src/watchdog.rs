@@ -115,25 +115,37 @@ pub(crate) fn parse_timeout(value: &str) -> Result<Option<Duration>> {
 /// plus the thread's timer slack (50 µs by default). So each restart asks for at least the
 /// slack again, and where signals come more often than that (100,000 a second into the
 /// process) a 50 µs sleep never ends. An absolute deadline (`TIMER_ABSTIME`) is the same
-/// instant at every restart.
+/// instant at every restart; and the clock is read after every interruption: an entry that
+/// finds a signal already pending returns at once and cancels the sleep's timer before the
+/// kernel fires it, even one whose deadline passed, so under signals that always come
+/// before the thread is back in the kernel only this check sees the deadline.
 pub(crate) fn sleep(d: Duration) {
     const NANOS: u128 = 1_000_000_000;
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec into `now`; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    let until = now.tv_nsec as u128 + d.as_nanos();
+    let now = || {
+        let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes one timespec into `t`; CLOCK_MONOTONIC always exists.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+        t
+    };
+    let start = now();
+    let until = start.tv_nsec as u128 + d.as_nanos();
     let until = libc::timespec {
-        tv_sec: now
+        tv_sec: start
             .tv_sec
             .saturating_add((until / NANOS).min(libc::time_t::MAX as u128) as libc::time_t),
         tv_nsec: (until % NANOS) as libc::c_long,
     };
-    // SAFETY: clock_nanosleep reads one timespec from `until`; with TIMER_ABSTIME it writes
-    // no remainder (null). It returns the error number itself: EINTR means a signal handler
-    // ran, and the same deadline is asked for again.
-    while unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &until, std::ptr::null_mut()) }
-        == libc::EINTR
-    {}
+    loop {
+        // SAFETY: clock_nanosleep reads one timespec from `until`; with TIMER_ABSTIME it
+        // writes no remainder (null). It returns the error number itself: EINTR means a
+        // signal handler ran.
+        let r =
+            unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &until, std::ptr::null_mut()) };
+        let t = now();
+        if r != libc::EINTR || (t.tv_sec, t.tv_nsec) >= (until.tv_sec, until.tv_nsec) {
+            return;
+        }
+    }
 }
 
 /// Waits until `done` says so, observing progress with `observe` (see the module docs).
@@ -210,8 +222,10 @@ mod tests {
 
     extern "C" fn ignore(_: libc::c_int) {}
 
-    /// A POSIX timer that interrupts thread `tid` with `SIGUSR1` every 10 µs until dropped
-    /// (100,000 signals a second, at the kernel's pace whatever the machine's load).
+    /// A POSIX timer that interrupts thread `tid` with `SIGUSR1` every 50 µs until dropped
+    /// (20,000 signals a second, at the kernel's pace whatever the machine's load). Not
+    /// every 10 µs: on a 2-vCPU VM a thread flooded so spends whole seconds in its handler
+    /// (the next signal is pending each time one returns), where no sleep of any kind runs.
     struct Flood(libc::timer_t);
 
     impl Flood {
@@ -230,7 +244,7 @@ mod tests {
                 let mut timer: libc::timer_t = std::ptr::null_mut();
                 assert_eq!(libc::timer_create(libc::CLOCK_MONOTONIC, &mut sev, &mut timer), 0);
                 let mut its: libc::itimerspec = std::mem::zeroed();
-                its.it_interval.tv_nsec = 10_000;
+                its.it_interval.tv_nsec = 50_000;
                 its.it_value = its.it_interval;
                 assert_eq!(libc::timer_settime(timer, 0, &its, std::ptr::null_mut()), 0);
                 Flood(timer)
@@ -245,7 +259,7 @@ mod tests {
         }
     }
 
-    /// Under a signal every 10 µs our sleep ends on time, where `std::thread::sleep` (the
+    /// Under a signal every 50 µs our sleep ends on time, where `std::thread::sleep` (the
     /// control) stays asleep for as long as the flood lasts.
     #[test]
     fn a_sleep_ends_by_the_clock_under_a_signal_flood() {
@@ -258,7 +272,7 @@ mod tests {
                 // SAFETY: gettid has no preconditions.
                 tid_tx.send(unsafe { libc::gettid() }).unwrap();
                 // A slack of 1 ms (power-saving programs set such): a restarting sleep asks
-                // for it again at each signal, and the signals come every 10 µs. (With the
+                // for it again at each signal, and the signals come every 50 µs. (With the
                 // default 50 µs it ends where a gap between signals outlasts what it asked
                 // for: on a busy machine, at random.)
                 // SAFETY: PR_SET_TIMERSLACK changes only this thread's timer slack.
