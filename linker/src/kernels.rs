@@ -45,8 +45,9 @@ use crate::{build_kernel_crate, ensure_components, Error, GpuTarget};
 /// - unset (`auto`): the targets asked for that this machine's GPUs run: the NVIDIA ones
 ///   where an NVIDIA driver shows a GPU (`/proc/driver/nvidia/gpus`, `/dev/nvidia0`), the
 ///   AMD ones whose processor a GPU reports (`/sys/class/kfd`); none, silently, on a machine
-///   without a GPU (the CPU backend needs no GPU code; a program built there and run on a
-///   GPU says how to build it when it loads its kernels). Cargo
+///   without a GPU (the CPU backend needs no GPU code; run on a GPU, such a build says how
+///   to build its kernels when `Runtime::kernels` loads them), and none with a build
+///   warning where the GPUs found run none of the targets asked for. Cargo
 ///   reruns the choice when the variable changes, not when a GPU appears: after installing
 ///   one, set the variable (or `cargo clean -p` the crate whose build script builds them);
 /// - `all`: every target asked for (CI's code-object checks, shipping binaries);
@@ -143,13 +144,12 @@ impl Kernels {
             .chain(self.amdgcn.iter().map(|gfx| GpuTarget::amdgcn(gfx.clone())))
             .collect();
         let selection = Selection::from_env()?;
-        let targets = selection.pick(&asked, &Machine::look())?;
+        let machine = Machine::look();
+        let targets = selection.pick(&asked, &machine)?;
         if targets.is_empty() {
-            // Silent, also where no GPU was found: cargo shows a build script's warnings
-            // again on every build of a local package until the script runs again (every
-            // `cargo run` of the user's program), and on such a machine building nothing is
-            // the expected case. A program built so and run on a GPU says what to do when
-            // it loads its kernels (`Error::NoCodeObject`).
+            if let Some(warning) = no_target_warning(&selection, &asked, &machine) {
+                println!("cargo:warning={warning}");
+            }
             write_tables(&tables, &built)?;
             return Ok(built);
         }
@@ -244,6 +244,32 @@ impl Selection {
             }
         })
     }
+}
+
+/// The build warning when nothing is built (`None`: silence). Silent where no GPU was
+/// found: cargo shows a build script's warnings again on every build of a local package
+/// until the script runs again (every `cargo run` of the user's program), and on such a
+/// machine building nothing is the expected case; a program built so and run on a GPU says
+/// what to do when it loads its kernels (`Error::NoCodeObject`). A GPU that none of the
+/// targets asked for runs is a mistake worth that repetition.
+fn no_target_warning(selection: &Selection, asked: &[GpuTarget], machine: &Machine) -> Option<String> {
+    let found = machine.nvidia || !machine.amd.is_empty();
+    if !matches!(selection, Selection::Auto) || !found || asked.is_empty() {
+        return None;
+    }
+    let gpus: Vec<&str> = machine
+        .nvidia
+        .then_some("an NVIDIA GPU")
+        .into_iter()
+        .chain(machine.amd.iter().map(String::as_str))
+        .collect();
+    let asked: Vec<&str> = asked.iter().map(|t| t.arch()).collect();
+    Some(format!(
+        "gpuio: this machine's GPUs ({}) run none of the targets asked for ({}), so no GPU \
+         kernels were built: add theirs (Kernels::nvptx, ::amdgcn), or set {TARGETS_VAR}",
+        gpus.join(", "),
+        asked.join(", ")
+    ))
 }
 
 /// The GPUs this machine shows.
@@ -358,6 +384,24 @@ mod tests {
             names(&Selection::Auto.pick(&asked(), &unread).unwrap()),
             ["gfx90a", "gfx942"]
         );
+    }
+
+    #[test]
+    fn a_gpu_that_runs_none_of_the_targets_is_warned_about_and_no_gpu_is_not() {
+        let rdna2 = Machine {
+            nvidia: false,
+            amd: vec!["gfx1030".into()],
+        };
+        assert!(Selection::Auto.pick(&asked(), &rdna2).unwrap().is_empty());
+        let w = no_target_warning(&Selection::Auto, &asked(), &rdna2).expect("a warning");
+        assert!(
+            w.contains("(gfx1030)") && w.contains("(sm_90, sm_60, gfx90a, gfx942)"),
+            "{w}"
+        );
+        assert_eq!(no_target_warning(&Selection::Auto, &asked(), &Machine::default()), None);
+        let none = Selection::parse("none").unwrap();
+        assert_eq!(no_target_warning(&none, &asked(), &rdna2), None);
+        assert_eq!(no_target_warning(&Selection::Auto, &[], &rdna2), None);
     }
 
     #[test]

@@ -5,13 +5,9 @@ use std::time::Duration;
 
 use crate::backend::Backend;
 use crate::consumer::submission::Submission;
-#[cfg(doc)]
-use crate::error::Error;
 use crate::error::Result;
 use crate::runtime::Runtime;
 use crate::sandbox::Sandbox;
-#[cfg(doc)]
-use crate::scheduling::Scheduling;
 
 mod assemble;
 
@@ -340,7 +336,7 @@ impl Builder {
     /// GPU thread of a CPU launch is an OS thread: a launch of `n` threads reserves `n`
     /// such stacks of address space (touched only as deep as the kernel goes) and about 4n
     /// memory mappings, which `vm.max_map_count` bounds (a launch beyond it is refused
-    /// with [`Error::Config`]).
+    /// with [`Error::Config`](crate::Error::Config)).
     pub fn cpu_stack_bytes(mut self, n: usize) -> Self {
         self.cpu_stack_bytes = n;
         self
@@ -348,9 +344,10 @@ impl Builder {
 
     /// Which io_uring requests the ring accepts (default [`Sandbox::PrintOnly`], what
     /// printing needs). The kernel refuses anything else with `EACCES`, without executing
-    /// it, and [`Runtime::synchronize`] reports such refusals ([`Error::Refused`]). Where
-    /// the kernel cannot restrict rings, the runtime still works, says so once on stderr,
-    /// and [`Runtime::stats`] reports `Sandbox::Off`. See [`crate::sandbox`].
+    /// it, and [`Runtime::synchronize`] reports such refusals
+    /// ([`Error::Refused`](crate::Error::Refused)). Where the kernel cannot restrict rings,
+    /// the runtime still works, says so once on stderr, and [`Runtime::stats`] reports
+    /// `Sandbox::Off`. See [`crate::sandbox`].
     pub fn sandbox(mut self, policy: Sandbox) -> Self {
         self.sandbox = policy;
         self
@@ -430,7 +427,7 @@ impl Builder {
         self
     }
 
-    /// Asks for [`Scheduling::Lockstep`] on CUDA (otherwise `GPUIO_LOCKSTEP=1`, otherwise
+    /// Asks for [`Scheduling::Lockstep`](crate::Scheduling::Lockstep) on CUDA (otherwise `GPUIO_LOCKSTEP=1`, otherwise
     /// off): [`Runtime::load_matching`] then picks PTX built for a target before sm_70,
     /// which the GPU runs with the lanes of each warp in lockstep, as AMD GPUs run
     /// wavefronts; [`Runtime::load_module`] refuses PTX built for sm_70 or newer. It tests
@@ -443,7 +440,8 @@ impl Builder {
     }
 
     /// How long [`Runtime::synchronize`] (and so the runtime's drop) waits while nothing
-    /// moves before it gives up with [`Error::Hang`], which names what is outstanding.
+    /// moves before it gives up with [`Error::Hang`](crate::Error::Hang), which names what is
+    /// outstanding.
     /// `None`: it never gives up. Without this call, `GPUIO_HANG_TIMEOUT` decides (seconds,
     /// such as `2` or `0.5`; `0` or `off`: none); without either, there is none.
     ///

@@ -7,9 +7,6 @@ use std::time::Duration;
 
 use gpuio_device::protocol::uapi::{IORING_SQ_CQ_OVERFLOW, IORING_SQ_NEED_WAKEUP};
 
-#[cfg(doc)]
-use super::Error;
-
 /// What [`Runtime::synchronize`](crate::Runtime::synchronize) was waiting for when nothing moved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Waiting {
@@ -107,8 +104,8 @@ pub struct SoloRing {
 }
 
 /// What was outstanding when [`Runtime::synchronize`](crate::Runtime::synchronize) saw
-/// nothing move ([`Error::Hang`], and the default's warnings on stderr). Its `Display`
-/// is one line.
+/// nothing move ([`Error::Hang`](super::Error::Hang), and the default's warnings on
+/// stderr). Its `Display` is one line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HangReport {
     /// What synchronize was waiting for.
@@ -124,13 +121,13 @@ pub struct HangReport {
     /// Rings 1 onward, where there are several.
     pub other_rings: Vec<OtherRing>,
     /// The solo ring (`Builder::solo`), if the runtime has one (boxed: it keeps
-    /// [`Error`] small).
+    /// [`Error`](super::Error) small).
     pub solo: Option<Box<SoloRing>>,
     /// Each print stream's positions (read as the tickets are; empty where they could not
     /// be).
     pub streams: Vec<StreamPositions>,
-    /// Kernel threads still running, as the backend can tell (boxed: it keeps [`Error`]
-    /// small).
+    /// Kernel threads still running, as the backend can tell (boxed: it keeps
+    /// [`Error`](super::Error) small).
     pub running: Box<RunningThreads>,
     /// The errno of the last failed `io_uring_enter` of the waker (`IORING_ENTER_SQ_WAKEUP`,
     /// or a submission to a ring without SQPOLL), if one failed: SQPOLL that sleeps and

@@ -189,14 +189,16 @@ impl fmt::Display for Error {
             Error::Hip(why) => write!(f, "HIP: {why}"),
             Error::NoCodeObject { gpu, available } if available.is_empty() => write!(
                 f,
-                "no code object for this GPU, {gpu}: the program holds none (its build found no GPU, \
-                 or was told to build none); build it with GPUIO_GPU_TARGETS=all, or a list that \
-                 names this GPU's target"
+                "no code object for this GPU, {gpu}: the program holds none (a build where no GPU \
+                 was found builds none); build it where this GPU is, or with GPUIO_GPU_TARGETS=all, \
+                 with this GPU's target among those its build script asks for \
+                 (gpuio_linker::Kernels::nvptx or ::amdgcn)"
             ),
             Error::NoCodeObject { gpu, available } => write!(
                 f,
-                "no code object for this GPU, {gpu}: there are code objects for [{}]; build the \
-                 program with GPUIO_GPU_TARGETS naming this GPU's target, or all",
+                "no code object for this GPU, {gpu}: there are code objects for [{}]; this GPU's \
+                 target must be among those the build script asks for (gpuio_linker::Kernels::nvptx \
+                 or ::amdgcn) and be built (GPUIO_GPU_TARGETS naming it, or all)",
                 available.join(", ")
             ),
             Error::Kernel(why) => write!(f, "kernel failed: {why}"),
@@ -252,15 +254,14 @@ mod tests {
         .to_string();
         assert!(none.contains("the program holds none"), "{none}");
         assert!(none.contains("GPUIO_GPU_TARGETS=all"), "{none}");
+        assert!(none.contains("Kernels::nvptx or ::amdgcn"), "{none}");
         let others = Error::NoCodeObject {
             gpu: "gfx942 (amdgcn-amd-amdhsa--gfx942)".into(),
             available: vec!["gfx90a".into()],
         }
         .to_string();
         assert!(others.contains("there are code objects for [gfx90a]"), "{others}");
-        assert!(
-            others.contains("GPUIO_GPU_TARGETS naming this GPU's target"),
-            "{others}"
-        );
+        assert!(others.contains("among those the build script asks for"), "{others}");
+        assert!(others.contains("GPUIO_GPU_TARGETS naming it, or all"), "{others}");
     }
 }

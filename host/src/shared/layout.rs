@@ -197,7 +197,7 @@ pub(super) fn place_state(device: Option<Device>, layout: &Layout, regions: &[&M
 }
 
 /// Maps the regions for the GPU, in order; on failure unmaps those already mapped.
-pub(super) fn map_all(device: &Device, regions: &[&Mapping]) -> Result<Vec<*mut u8>> {
+fn map_all(device: &Device, regions: &[&Mapping]) -> Result<Vec<*mut u8>> {
     let mut views = vec![std::ptr::null_mut(); regions.len()];
     for (i, m) in regions.iter().enumerate() {
         // SAFETY: the mappings live in `Shared`, whose Drop unmaps them for the GPU first.

@@ -244,7 +244,7 @@ pub(super) fn output_mode(fd: RawFd) -> (bool, u64) {
 }
 
 /// Whether two fds are the same open file (so stdout and stderr must share one stream).
-pub(super) fn same_file(a: RawFd, b: RawFd) -> bool {
+fn same_file(a: RawFd, b: RawFd) -> bool {
     // SAFETY: fstat only queries.
     unsafe {
         let mut sa: libc::stat = std::mem::zeroed();

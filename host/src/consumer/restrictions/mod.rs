@@ -151,7 +151,7 @@ pub(crate) fn restrict_and_enable(
     })
 }
 
-/// [`register`], then [`restrict_and_enable`], for the rings of one runtime (ring 0, the
+/// [`register()`], then [`restrict_and_enable`], for the rings of one runtime (ring 0, the
 /// printing one, first): each registers `memory.table(want, i)`; the policy's buffers are
 /// in force only where every ring that needed them took them (`PrintOnly`: ring 0's logs;
 /// `FileIo`: every ring's table), and every ring is restricted alike. Under `FileIo` no

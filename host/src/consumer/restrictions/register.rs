@@ -180,7 +180,7 @@ pub(crate) struct Registered {
     pub(crate) notices: Vec<String>,
 }
 
-/// Steps 2 and 3 (see the module docs): registers the print outputs (`fds`: stdout,
+/// Steps 2 and 3 (`crate::sandbox` lists them): registers the print outputs (`fds`: stdout,
 /// stderr; slots 0 and 1) if `fixed_files`, and `table` as the ring's buffers. Files the
 /// kernel does not take are done without, with a notice; buffers it does not take (or over
 /// [`MAX_BUFFER`]) are reported in [`Registered::buffers_refused`], for the caller to say
@@ -232,7 +232,7 @@ pub(crate) fn register(
 
 /// What a failed registration of gpuio's memory (`bytes` on one ring, `rings` rings)
 /// means, and the way out.
-pub(crate) fn buffers_notice(want: Sandbox, bytes: u64, rings: usize, e: &io::Error) -> String {
+pub(super) fn buffers_notice(want: Sandbox, bytes: u64, rings: usize, e: &io::Error) -> String {
     let mib = |b: u64| b.div_ceil(1 << 20);
     let mut limit = libc::rlimit {
         rlim_cur: 0,
