@@ -92,6 +92,13 @@ const KERNELS: &[(&str, &[u64])] = &[
     ("gpuio_drain", &[]),
 ];
 
+/// Whether build.rs built the test kernels' code objects; if not, reports `test` as skipped
+/// (`common::gpu_code_built`).
+fn objects_built(test: &str) -> bool {
+    let paths: Vec<&str> = gpuio_kernels_gpu::TEST_HSACO_PATHS.iter().map(|(_, p)| *p).collect();
+    common::gpu_code_built(test, &paths)
+}
+
 fn read(t: &Target) -> Vec<u8> {
     let bytes = std::fs::read(Path::new(t.path)).unwrap_or_else(|e| panic!("reading {}: {e}", t.path));
     assert!(
@@ -104,13 +111,7 @@ fn read(t: &Target) -> Vec<u8> {
 
 #[test]
 fn the_build_table_lists_every_target() {
-    if !common::gpu_code_built(
-        "the_build_table_lists_every_target",
-        &gpuio_kernels_gpu::TEST_HSACO_PATHS
-            .iter()
-            .map(|(_, p)| *p)
-            .collect::<Vec<_>>(),
-    ) {
+    if !objects_built("the_build_table_lists_every_target") {
         return;
     }
     let table: &[(&str, &[u8])] = gpuio_kernels_gpu::TEST_AMDGCN;
@@ -123,13 +124,7 @@ fn the_build_table_lists_every_target() {
 
 #[test]
 fn headers_symbols_and_metadata() {
-    if !common::gpu_code_built(
-        "headers_symbols_and_metadata",
-        &gpuio_kernels_gpu::TEST_HSACO_PATHS
-            .iter()
-            .map(|(_, p)| *p)
-            .collect::<Vec<_>>(),
-    ) {
+    if !objects_built("headers_symbols_and_metadata") {
         return;
     }
     for t in TARGETS {
@@ -191,13 +186,7 @@ fn headers_symbols_and_metadata() {
 
 #[test]
 fn metadata_agrees_with_llvm_readobj() {
-    if !common::gpu_code_built(
-        "metadata_agrees_with_llvm_readobj",
-        &gpuio_kernels_gpu::TEST_HSACO_PATHS
-            .iter()
-            .map(|(_, p)| *p)
-            .collect::<Vec<_>>(),
-    ) {
+    if !objects_built("metadata_agrees_with_llvm_readobj") {
         return;
     }
     if !tools_here("metadata_agrees_with_llvm_readobj") {
@@ -267,13 +256,7 @@ fn field<'a>(entries: &'a [Vec<(String, String)>], t: &Target, name: &str, key: 
 /// gfx90a). The linker turns that bonus off (`GpuTarget::rustflags`).
 #[test]
 fn print_kernels_spill_few_registers() {
-    if !common::gpu_code_built(
-        "print_kernels_spill_few_registers",
-        &gpuio_kernels_gpu::TEST_HSACO_PATHS
-            .iter()
-            .map(|(_, p)| *p)
-            .collect::<Vec<_>>(),
-    ) {
+    if !objects_built("print_kernels_spill_few_registers") {
         return;
     }
     if !tools_here("print_kernels_spill_few_registers") {
@@ -304,13 +287,7 @@ fn print_kernels_spill_few_registers() {
 
 #[test]
 fn sq_tail_store_is_a_system_release_and_reservations_are_returning_atomics() {
-    if !common::gpu_code_built(
-        "sq_tail_store_is_a_system_release_and_reservations_are_returning_atomics",
-        &gpuio_kernels_gpu::TEST_HSACO_PATHS
-            .iter()
-            .map(|(_, p)| *p)
-            .collect::<Vec<_>>(),
-    ) {
+    if !objects_built("sq_tail_store_is_a_system_release_and_reservations_are_returning_atomics") {
         return;
     }
     if !tools_here("sq_tail_store_is_a_system_release_and_reservations_are_returning_atomics") {
@@ -388,13 +365,7 @@ fn sq_tail_store_is_a_system_release_and_reservations_are_returning_atomics() {
 /// found (at least one, at most one per ticket add) are checked, and the count printed.
 #[test]
 fn sq_ready_flag_store_is_a_system_release() {
-    if !common::gpu_code_built(
-        "sq_ready_flag_store_is_a_system_release",
-        &gpuio_kernels_gpu::TEST_HSACO_PATHS
-            .iter()
-            .map(|(_, p)| *p)
-            .collect::<Vec<_>>(),
-    ) {
+    if !objects_built("sq_ready_flag_store_is_a_system_release") {
         return;
     }
     if !tools_here("sq_ready_flag_store_is_a_system_release") {
@@ -449,13 +420,7 @@ fn sq_ready_flag_store_is_a_system_release() {
 /// pointer is `Stream::chunks`, loaded from a stream (or from the Context's streams).
 #[test]
 fn stream_commit_fences_before_its_counter_adds() {
-    if !common::gpu_code_built(
-        "stream_commit_fences_before_its_counter_adds",
-        &gpuio_kernels_gpu::TEST_HSACO_PATHS
-            .iter()
-            .map(|(_, p)| *p)
-            .collect::<Vec<_>>(),
-    ) {
+    if !objects_built("stream_commit_fences_before_its_counter_adds") {
         return;
     }
     if !tools_here("stream_commit_fences_before_its_counter_adds") {
