@@ -989,7 +989,16 @@ fn std_habits_cursor_write_macros_and_a_buffered_writer(sub: Suite) {
         for i in 0..100 {
             writeln!(w, "{i} {}", i * i).unwrap();
         }
+        // Code generic over the io traits takes the buffered writer too.
+        out.push(format!("generic {:?}", end_through_io_write(&mut w)));
         out.push(format!("flush {:?}", w.flush()));
+        drop(w);
+        // Through the trait, a buffered writer's `write` returns the error its write out
+        // met (a read-only file: EBADF).
+        let mut r = File::open(&pa).unwrap();
+        let mut w = BufWriter::<16>::new(&mut r);
+        let refused = gpuio::device::io::Write::write(&mut w, &[b'x'; 20]);
+        out.push(format!("read-only {:?}", refused.map_err(|e| e.errno())));
         drop(w);
         let missing = File::open("/nonexistent/gpuio-habits").unwrap_err();
         out.push(format!("missing: {missing}"));
@@ -1012,7 +1021,9 @@ fn std_habits_cursor_write_macros_and_a_buffered_writer(sub: Suite) {
             "read Ok(13)".to_string(),
             format!("end Ok({})", text.len()),
             format!("before 0 Err({:?})", Errno::EINVAL),
+            "generic Ok(())".to_string(),
             "flush Ok(())".to_string(),
+            format!("read-only Err({:?})", Some(Errno::EBADF)),
             "missing: No such file or directory (os error 2): \"/nonexistent/gpuio-habits\"".to_string(),
             format!(
                 "long: No such file or directory (os error 2): {:?}...",
@@ -1022,13 +1033,24 @@ fn std_habits_cursor_write_macros_and_a_buffered_writer(sub: Suite) {
         ]
     );
     let squares: String = (0..100).map(|i| format!("{i} {}\n", i * i)).collect();
-    assert_eq!(std::fs::read_to_string(&b).unwrap(), squares);
+    assert_eq!(std::fs::read_to_string(&b).unwrap(), squares + "end of 100\n");
     drop(rt);
     let said = std::fs::read_to_string(&err_path).unwrap();
     assert!(
         said.starts_with("[tests/file_io.rs:") && said.ends_with("] 6 * 7 = 42\n"),
         "dbg! as std's: {said:?}"
     );
+}
+
+/// Ends a table through `io::Write` alone: `write_all`, `write` of what is left, `flush`.
+fn end_through_io_write<W: gpuio::device::io::Write>(w: &mut W) -> Result<(), W::Error> {
+    w.write_all(b"end of ")?;
+    let mut rest: &[u8] = b"100\n";
+    while !rest.is_empty() {
+        let n = w.write(rest)?;
+        rest = &rest[n..];
+    }
+    w.flush()
 }
 
 /// `fs::create_dir`, `rename`, `remove_file`, `remove_dir` and `File::set_len` from a kernel,

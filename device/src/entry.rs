@@ -236,16 +236,25 @@ macro_rules! panic_handler {
 const REPORT_WAIT_NS: u64 = 100_000_000;
 
 /// What a kernel's body returned, as [`kernel!`](crate::kernel) lets it: nothing, or
-/// `Result<(), E>` with `E: Display`, whose `Err` ends the thread reported
-/// ([`failed`]). The entry point calls [`Return::end`] on it.
+/// `Result<(), E>` with `E: Display`, whose `Err` ends the thread reported. The entry point
+/// calls [`Return::end`] on it. Sealed: these two are what a kernel may return, and the
+/// macro's expansion is its only caller.
 #[diagnostic::on_unimplemented(
     message = "a kernel returns nothing or `Result<(), E>` with `E: Display`, not `{Self}`",
     label = "this kernel's return type"
 )]
-pub trait Return {
+pub trait Return: sealed::Sealed {
     /// Ends the kernel thread after its body returned `self`: nothing to do for `()` and
     /// `Ok`; an `Err` is reported and the thread ends as a panicking one does.
     fn end(self, kernel: &'static str);
+}
+
+mod sealed {
+    /// Implemented by `()` and `Result<(), E: Display>` alone: a type outside this crate
+    /// cannot become a kernel's return type.
+    pub trait Sealed {}
+    impl Sealed for () {}
+    impl<E: core::fmt::Display> Sealed for Result<(), E> {}
 }
 
 impl Return for () {
@@ -268,7 +277,7 @@ impl<E: fmt::Display> Return for Result<(), E> {
 /// host (the CPU backend counts the thread as failed with the report's text).
 #[cold]
 #[inline(never)]
-pub fn failed(kernel: &'static str, error: &dyn fmt::Display) -> ! {
+fn failed(kernel: &'static str, error: &dyn fmt::Display) -> ! {
     // On the host the report is formatted once, printed and carried: the error's Display
     // runs once, as on a GPU for a report of up to 256 bytes (a longer line is formatted
     // twice there, measured and then written, as every print is).

@@ -56,9 +56,11 @@ use crate::protocol::uapi::{
 };
 use crate::protocol::wait::until;
 pub use crate::stdio::{stderr, stdout, Stderr, StderrLock, Stdout, StdoutLock};
-/// The no_std ecosystem's io traits (`embedded-io`), which device files, stdout, stderr and
-/// their locks implement: code generic over `W: io::Write` takes any of them.
-pub use embedded_io::{ErrorKind, ErrorType, Read, Seek, SeekFrom, Write};
+/// The no_std ecosystem's io traits (`embedded-io`), which device files, their
+/// `BufWriter`, stdout, stderr and their locks implement: code generic over `W: io::Write`
+/// takes any of them. `Error` is the trait of their errors (`kind()`); `ReadExactError` and
+/// `WriteFmtError` are what the traits' `read_exact` and `write_fmt` return.
+pub use embedded_io::{Error, ErrorKind, ErrorType, Read, ReadExactError, Seek, SeekFrom, Write, WriteFmtError};
 
 /// Pieces of one transfer in flight at once.
 pub const PIECES: usize = 4;

@@ -38,7 +38,7 @@ use core::fmt;
 use embedded_io::{ErrorKind, ErrorType, Read, ReadExactError, Seek, Write, WriteFmtError};
 
 use crate::errno::Errno;
-use crate::fs::{self, File};
+use crate::fs::{self, BufWriter, File};
 use crate::stdio::{Stderr, StderrLock, Stdout, StdoutLock};
 
 impl embedded_io::Error for Errno {
@@ -107,6 +107,29 @@ impl Write for File {
             fs::Error::Format => WriteFmtError::FmtError,
             e => WriteFmtError::Other(e),
         })
+    }
+}
+
+/// A buffered writer's errors are its file's.
+impl<const N: usize> ErrorType for BufWriter<'_, N> {
+    type Error = fs::Error;
+}
+
+/// Gathers into the buffer ([`BufWriter::write_all`]): `write` takes the whole of `buf`, or
+/// returns the first error a write out of the buffer met (the one `flush` returns); `flush`
+/// writes the buffer out at the file's cursor.
+impl<const N: usize> Write for BufWriter<'_, N> {
+    fn write(&mut self, buf: &[u8]) -> Result<usize, fs::Error> {
+        BufWriter::write_all(self, buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> Result<(), fs::Error> {
+        BufWriter::flush(self)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> Result<(), fs::Error> {
+        BufWriter::write_all(self, buf)
     }
 }
 

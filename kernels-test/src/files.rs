@@ -729,8 +729,8 @@ fn wait_timing_reaps(
 
 kernel! {
     /// std's habits on a device `File`, by every thread: it creates `<dir>/h<t>`, writes
-    /// `t=<t> sq=<t*t>` with `writeln!`, then 20 lines `<t> <i>` through a 256-byte
-    /// `BufWriter`, seeks back to the start and `read_exact`s its first line, then rewrites
+    /// `t=<t> sq=<t*t>` with `writeln!`, then 20 lines `<t> <i>` and `end` (by its io trait)
+    /// through a 256-byte `BufWriter`, seeks back to the start and `read_exact`s its first line, then rewrites
     /// and reads it back through code generic over the io traits. Thread 0 also `dbg!`s its
     /// id (on the runtime's stderr). `results[t]` (i64): 0, or `1000 * step + errno` (step 1
     /// create, 2 write!, 3 BufWriter, 4 seek, 5 read back, 6 the io traits; errno 999: wrong
@@ -757,6 +757,10 @@ kernel! {
                     if writeln!(w, "{t} {i}").is_err() {
                         return 3999;
                     }
+                }
+                // The buffered writer through the io traits: one more line.
+                if let Err(e) = io::Write::write_all(&mut w, b"end\n") {
+                    return code(3, e);
                 }
                 if let Err(e) = w.flush() {
                     return code(3, e);

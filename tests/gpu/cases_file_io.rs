@@ -139,6 +139,7 @@ pub(crate) fn std_habits_on_a_device_file(config: Config, scratch: &Scratch) -> 
         let text = std::fs::read_to_string(dir.join(format!("h{t}"))).map_err(|e| format!("thread {t}'s file: {e}"))?;
         let want: String = std::iter::once(format!("t={t} sq={}\n", t * t))
             .chain((0..20).map(|i| format!("{t} {i}\n")))
+            .chain(std::iter::once("end\n".to_string()))
             .collect();
         if text != want {
             return Err(format!("thread {t}'s file holds {text:?}, not {want:?}"));
@@ -149,7 +150,7 @@ pub(crate) fn std_habits_on_a_device_file(config: Config, scratch: &Scratch) -> 
         return Err(format!("dbg! printed {said:?}"));
     }
     Ok(format!(
-        "{threads} threads: writeln! on a File, 20 lines through a BufWriter, seek and read_exact back, byte-exact; dbg! as std's"
+        "{threads} threads: writeln! on a File, 20 lines through a BufWriter and one by its io trait, seek and read_exact back, byte-exact; dbg! as std's"
     ))
 }
 
