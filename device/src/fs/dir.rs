@@ -32,7 +32,10 @@ pub fn create_dir(path: &str) -> Result<(), PathError<'_>> {
 
 /// Creates the directory `path` and every missing parent (mode 0o777 less the host's
 /// umask), as std's `fs::create_dir_all`: `Ok` where `path` is already a directory, also
-/// where other threads create the same directories at the same time.
+/// where other threads create the same directories at the same time, and through symlinks
+/// to directories; where it meets something else, std's errno (`EEXIST` for a file, FIFO
+/// or symlink to nothing at `path` or, for a symlink to nothing, above it; `ENOTDIR` for
+/// a file or FIFO above it).
 ///
 /// It asks for `path` first and walks back one parent per `ENOENT`, then forward: a
 /// directory whose parent exists costs one request; each missing parent two more. Where
@@ -56,11 +59,17 @@ pub fn create_dir_all(path: &str) -> Result<(), PathError<'_>> {
     }
     // Back: the deepest prefix that mkdir makes or finds (ENOENT: its parent is missing).
     let mut made = whole.len();
+    // Whether the walk back stopped at a name that exists, not at a directory it made.
+    let mut found = false;
     loop {
         match io::create_dir(&whole[..made], 0o777) {
             Ok(()) => break,
-            // Found: a directory (or, if not, the next mkdir says ENOTDIR).
-            Err(Errno::EEXIST) if made < whole.len() => break,
+            // Found: a directory; if not, the next mkdir says ENOTDIR, or ENOENT where it
+            // is a symlink to nothing.
+            Err(Errno::EEXIST) if made < whole.len() => {
+                found = true;
+                break;
+            }
             Err(Errno::EEXIST) => {
                 return if is_dir(whole)? {
                     Ok(())
@@ -90,6 +99,9 @@ pub fn create_dir_all(path: &str) -> Result<(), PathError<'_>> {
             Ok(()) => {}
             // Another thread made it meanwhile.
             Err(Errno::EEXIST) if next < whole.len() => {}
+            // Under the name found, which exists but leads nowhere (a dangling symlink):
+            // std's create_dir_all says EEXIST, of that name.
+            Err(Errno::ENOENT) if found => return Err(fail(Errno::EEXIST)),
             Err(Errno::EEXIST) => {
                 return if is_dir(whole)? {
                     Ok(())
@@ -100,6 +112,7 @@ pub fn create_dir_all(path: &str) -> Result<(), PathError<'_>> {
             Err(errno) => return Err(fail(errno)),
         }
         made = next;
+        found = false;
     }
     Ok(())
 }

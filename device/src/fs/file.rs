@@ -181,14 +181,17 @@ impl File {
 
     /// The file's length in bytes, as std's `File::metadata()?.len()`, found by reading: a
     /// regular file opened for reading (`EBADF` otherwise; [`File::create`] opens
-    /// write-only, `OpenOptions::new().read(true).write(true)` both). On a pipe, socket or
-    /// device the reads would take its data or wait for it: not for those.
+    /// write-only, `OpenOptions::new().read(true).write(true)` both). Not for a pipe, socket
+    /// or device: a read at an offset there reads on as `read(2)` does (io_uring ignores
+    /// the offset of a file without offsets, and the fallback does as io_uring), so `len`
+    /// takes the bytes waiting there and returns their count, or waits for some.
     ///
     /// Why by reading: io_uring's `STATX`, which would say it in one request, writes its
     /// answer to any host address the request names, so no sandbox allows it; reads go only
     /// to gpuio's own buffers. What it costs: reads of 64 bytes at offsets that double and
     /// then halve towards the end, where a short read answers: 1 request for a file under
-    /// 64 bytes, about 2 log2(len / 64) for a longer one (a 1 GiB file: about 50). Like any
+    /// 64 bytes, at most 2 log2(len / 64) + 4 for a longer one (64 bytes: 4; 4 KiB: 9; a
+    /// 1 GiB file: 48). Like any
     /// length, it may be stale by the time it returns while other threads or processes write
     /// the file.
     ///
