@@ -91,8 +91,9 @@ fn an_err_outside_a_launch_unwinds_with_its_report() {
     gpuio_test_kernels::returns_an_error(1);
 }
 
-/// On a CUDA GPU: the last thread of a block fails; the launch fails with the CUDA error of
-/// its trap, and its report is on the runtime's stderr before it. Skips without CUDA.
+/// On a CUDA GPU: the last thread of a block fails, with an error of 1,000 digits (a report
+/// longer than a GPU formats in one pass); the launch fails with the CUDA error of its
+/// trap, and its report is on the runtime's stderr, whole, before it. Skips without CUDA.
 ///
 /// Run on a GPU machine: `cargo test --release --test kernel_errors -- --nocapture cuda_`.
 #[test]
@@ -108,7 +109,8 @@ fn cuda_an_err_from_a_kernel_body_is_reported_and_fails_the_launch() {
     };
     let m = rt.load_matching(TEST_NVPTX).unwrap();
     let (block, limit) = (32u32, 31u32);
-    m.launch("returns_an_error", 1, block, &[limit.into()]).unwrap();
+    m.launch("returns_a_long_error", 1, block, &[limit.into(), LONG.into()])
+        .unwrap();
     let started = Instant::now();
     let fault = match rt.synchronize() {
         Err(Error::Kernel(why)) => why,
@@ -124,10 +126,45 @@ fn cuda_an_err_from_a_kernel_body_is_reported_and_fails_the_launch() {
     let reports = std::fs::read_to_string(&err_path).unwrap();
     assert_eq!(
         reports,
-        format!("{}\n", report(limit.into(), limit)),
+        format!("{}\n", long_report(limit.into())),
         "the failing thread's report, whole, on the runtime's stderr"
     );
-    eprintln!("its report: {}", reports.trim_end());
+    eprintln!("its report ({} bytes): {}...", reports.len(), &reports[..120]);
+}
+
+/// The digits of the long error the tests ask for: a report of over 1 KB.
+const LONG: u32 = 1000;
+
+/// `kernel thread T (block 0, thread T) of returns_a_long_error returned Err: thread T:
+/// 0123456789...` (`LONG` digits).
+fn long_report(t: u64) -> String {
+    let digits: String = (0..LONG).map(|i| char::from(b'0' + (i % 10) as u8)).collect();
+    format!("kernel thread {t} (block 0, thread {t}) of returns_a_long_error returned Err: thread {t}: {digits}")
+}
+
+/// A report longer than one formatting pass (a GPU measures it, then writes it) comes out
+/// whole, on the CPU backend as on a GPU (the CUDA case above).
+#[test]
+fn a_long_err_is_reported_whole() {
+    let _wd = watchdog("a_long_err_is_reported_whole", 60);
+    let (out_path, err_path) = (process_dir().join("long-out.txt"), process_dir().join("long-err.txt"));
+    let (out, err) = (create(&out_path, false), create(&err_path, false));
+    let rt = builder()
+        .stdout_fd(out.as_raw_fd())
+        .stderr_fd(err.as_raw_fd())
+        .build()
+        .unwrap();
+    rt.launch(1, 4, || gpuio_test_kernels::returns_a_long_error(3, LONG))
+        .unwrap();
+    match rt.synchronize() {
+        Err(Error::Kernel(why)) => assert!(why.contains(&long_report(3)), "{why}"),
+        other => panic!("expected a kernel error, got {other:?}"),
+    }
+    drop(rt);
+    assert_eq!(
+        std::fs::read_to_string(&err_path).unwrap(),
+        format!("{}\n", long_report(3))
+    );
 }
 
 gpuio::device::kernel! {

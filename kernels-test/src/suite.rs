@@ -601,6 +601,41 @@ kernel! {
     }
 }
 
+/// An error whose text is long: `thread T: ` and then `len` digits, `0123456789` over and
+/// over.
+pub struct Long {
+    /// The thread.
+    pub t: u64,
+    /// How many digits.
+    pub len: u32,
+}
+
+impl fmt::Display for Long {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "thread {}: ", self.t)?;
+        for i in 0..self.len {
+            fmt::Write::write_char(f, (b'0' + (i % 10) as u8) as char)?;
+        }
+        Ok(())
+    }
+}
+
+kernel! {
+    /// Each thread prints `t=<t> before`; one at or past `limit` then returns [`Long`] of
+    /// `len` digits through `?` (with `len` over 256, a report longer than a GPU formats in
+    /// one pass: it measures, then writes); the others print `t=<t> after`.
+    /// (tests/kernel_errors.rs)
+    pub fn returns_a_long_error(limit: u32, len: u32) -> Result<(), Long> {
+        let t = global_thread_idx();
+        println!("t={t} before");
+        if t >= limit as u64 {
+            return Err(Long { t, len });
+        }
+        println!("t={t} after");
+        Ok(())
+    }
+}
+
 kernel! {
     /// Thread 0 writes one element past the end of `out` (`Out::write`), a panic that names
     /// this line, not gpuio's (`#[track_caller]`); the other threads write nothing. CPU

@@ -29,6 +29,98 @@ pub(crate) fn cudarc_slices_and_streams_in_typed_launches(_: Config, _: &Scratch
     Err("unreachable: the harness skips this case without the cudarc feature".into())
 }
 
+#[cfg(not(feature = "cudarc"))]
+pub(crate) fn cudarc_a_refused_launch_and_a_synchronize_naming_another_stream(_: Config, _: &Scratch) -> Outcome {
+    Err("unreachable: the harness skips this case without the cudarc feature".into())
+}
+
+/// Two promises of typed launches on cudarc's streams at their edges. A launch CUDA
+/// refuses (2,048 threads a block) returns its error and leaves cudarc's slices as they
+/// were: cudarc reads them back at once (the after-launch steps ran), and the next launch
+/// works. And `synchronize_streams` naming one stream still waits for gpuio's launch on
+/// another (its launch memory and lines are the runtime's): when it returns, the other
+/// stream's kernel has printed all its lines and ended.
+#[cfg(feature = "cudarc")]
+pub(crate) fn cudarc_a_refused_launch_and_a_synchronize_naming_another_stream(
+    config: Config,
+    scratch: &Scratch,
+) -> Outcome {
+    use std::os::fd::AsRawFd;
+    use std::time::{Duration, Instant};
+
+    use cudarc::driver::CudaContext;
+    use gpuio_test_kernels as k;
+
+    use crate::kernels::{build, Kernels};
+
+    let (out, out_path) = scratch.file("streams-out");
+    let rt = build(config.builder().gpu(0).stdout_fd(out.as_raw_fd()))?;
+    let kernels = Kernels::load(&rt)?;
+    let kernels = kernels.gpuio();
+    let ctx = CudaContext::new(0).map_err(|e| format!("cudarc's context: {e:?}"))?;
+    let (a, b) = (
+        ctx.new_stream().map_err(|e| format!("stream a: {e:?}"))?,
+        ctx.new_stream().map_err(|e| format!("stream b: {e:?}"))?,
+    );
+    let n = 64usize;
+    let x: Vec<u64> = (0..n as u64).collect();
+    let x_dev = a.clone_htod(&x).map_err(|e| format!("x to the GPU: {e:?}"))?;
+    let mut squares = a.alloc_zeros::<u64>(n).map_err(|e| format!("squares: {e:?}"))?;
+    let mut halves = a.alloc_zeros::<f32>(n).map_err(|e| format!("halves: {e:?}"))?;
+    let too_wide = cudarc::driver::LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (2048, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let refused = match kernels.launch_on(&a, k::squares_into, too_wide, (&x_dev, &mut squares, &mut halves)) {
+        Err(e) => e.to_string(),
+        Ok(()) => return Err("a launch of 2,048 threads a block was taken".into()),
+    };
+    let untouched: Vec<u64> = a
+        .clone_dtoh(&squares)
+        .map_err(|e| format!("squares back after the refusal: {e:?}"))?;
+    if untouched.iter().any(|&v| v != 0) {
+        return Err(format!("a refused launch wrote {untouched:?}"));
+    }
+    let cfg = cudarc::driver::LaunchConfig::for_num_elems(n as u32);
+    kernels
+        .launch_on(&a, k::squares_into, cfg, (&x_dev, &mut squares, &mut halves))
+        .map_err(|e| format!("the launch after the refusal: {e}"))?;
+    let sq: Vec<u64> = a.clone_dtoh(&squares).map_err(|e| format!("squares back: {e:?}"))?;
+    if let Some(i) = (0..n).find(|&i| sq[i] != x[i] * x[i] + i as u64) {
+        return Err(format!("after the refusal, element {i} is {}", sq[i]));
+    }
+    // gpuio's launch on b, waited for by a synchronize that names a.
+    let idle = Duration::from_millis(300);
+    let started = Instant::now();
+    kernels
+        .launch_on(
+            &b,
+            k::idle_then_print,
+            gpuio::LaunchConfig::new(1, 32),
+            (idle.as_nanos() as u64,),
+        )
+        .map_err(|e| format!("the launch on b: {e}"))?;
+    rt.synchronize_streams(&[&a])
+        .map_err(|e| format!("synchronize naming a: {e}"))?;
+    let waited = started.elapsed();
+    let text = std::fs::read_to_string(&out_path).map_err(|e| format!("the output file: {e}"))?;
+    if let Some(t) = (0..32).find(|t| !text.contains(&format!("t={t} i=0\n"))) {
+        return Err(format!(
+            "synchronize_streams(&[&a]) returned after {waited:?} with thread {t}'s line of the kernel on b missing: {text:?}"
+        ));
+    }
+    if waited < idle {
+        return Err(format!(
+            "synchronize_streams(&[&a]) returned after {waited:?}, before b's kernel could end"
+        ));
+    }
+    Ok(format!(
+        "a launch of 2,048 threads a block refused ({}), cudarc's slices untouched and the next launch right; synchronize_streams naming a waited {waited:?} for gpuio's 300 ms kernel on b, its 32 lines out",
+        refused.lines().next().unwrap_or("")
+    ))
+}
+
 /// cudarc's habits in gpuio's typed launches: `&CudaSlice<u64>` for a `&[u64]` parameter and
 /// `&mut CudaSlice<T>` for `Out<T>` ones (no copies), cudarc's `LaunchConfig`, and a launch
 /// on cudarc's non-blocking stream. The input is written by cudarc on that stream and the

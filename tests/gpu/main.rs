@@ -50,6 +50,7 @@ use std::time::Instant;
 use gpuio::{Backend, Error, Runtime};
 
 use cases_cudarc::{
+    cudarc_a_refused_launch_and_a_synchronize_naming_another_stream,
     cudarc_launches_print_and_a_hang_on_its_stream_is_reported, cudarc_slices_and_streams_in_typed_launches,
     cudarc_unavailable,
 };
@@ -158,6 +159,7 @@ suite! {
     optional: [
         cudarc_launches_print_and_a_hang_on_its_stream_is_reported if cudarc_unavailable,
         cudarc_slices_and_streams_in_typed_launches if cudarc_unavailable,
+        cudarc_a_refused_launch_and_a_synchronize_naming_another_stream if cudarc_unavailable,
         a_print_leaves_a_kernel_its_registers if print_registers_unavailable,
     ],
 }
