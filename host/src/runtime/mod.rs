@@ -26,6 +26,7 @@ use gpuio_device::protocol::arch::host::{install_doorbell, HookGuard};
 #[cfg(feature = "cudarc")]
 mod from_cudarc;
 pub mod module;
+mod observe;
 pub mod synchronize;
 
 /// Counters for tests and benchmarks.

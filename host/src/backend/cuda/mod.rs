@@ -5,6 +5,7 @@
 
 mod driver;
 mod ffi;
+mod jit;
 mod library;
 mod module;
 mod peek;
@@ -12,6 +13,7 @@ mod split;
 
 pub use driver::Cuda;
 pub use ffi::CuDevicePtr;
+pub use jit::Jit;
 pub(crate) use module::load_ptx_image;
-pub use module::{Jit, Module};
+pub use module::Module;
 pub use peek::Peek;

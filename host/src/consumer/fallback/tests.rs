@@ -1,5 +1,8 @@
 //! The fallback against the kernel's behaviour: each operation, EPIPE, a full CQ, parking, sizes.
 
+use std::thread;
+use std::time::Instant;
+
 use super::execute::IORING_FSYNC_DATASYNC;
 use super::*;
 

@@ -1,0 +1,280 @@
+//! How the driver compiles a module's PTX ([`Jit`]): the settings that steer it (the register
+//! caps, `GPUIO_MAX_REGISTERS` and `GPUIO_PRINT_REGISTERS`), the JIT's options, and the two
+//! ways in, one whole program (`cuModuleLoadDataEx`) or inputs linked by the driver
+//! (`cuLink*`).
+
+use std::ffi::{c_void, CString};
+
+use super::driver::Cuda;
+use super::ffi::*;
+use crate::error::{Error, Result};
+
+/// How the driver compiles a module's PTX at its first load (later loads take the result
+/// from the driver's JIT cache, either way).
+///
+/// As one whole program (`ptxas` without `-c`), every kernel is compiled with its own copy
+/// of every function it calls (the print path, the ring, `core::fmt`, the panic report), so
+/// a module's JIT time grows as kernels x shared code: about a second a kernel, a minute
+/// for a module of twenty. Compiled separately (relocatable code, which the driver's
+/// linker then links), each function is compiled once, and a module takes about as long
+/// as one kernel compiled whole. Calls between functions then follow the standard ABI,
+/// which costs a print a few percent of its throughput (BENCHMARKS.md has both). The module
+/// goes in as two inputs, the library's functions apart with a register cap of their own
+/// (`GPUIO_PRINT_REGISTERS`, `library.rs`).
+///
+/// PTX for a target before sm_70 (the lockstep build) is always compiled whole: linked by
+/// the driver, it ran with independent thread scheduling on Hopper, which would
+/// make the lockstep build test nothing.
+///
+/// A module compiled whole is cut into one program per kernel (each with the functions and
+/// data it reaches), since a whole program's compile time grows faster than its kernels
+/// (a module of tens of kernels takes minutes cut so; as one program, over half as long
+/// again), and the driver's JIT cache then
+/// keeps each kernel's program apart, so an edit that leaves a kernel's program text
+/// unchanged does not compile it again. A module whose kernels share a `static` with no
+/// initial value (state they would each get a copy of) is compiled as one program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Jit {
+    /// `cuModuleLoadDataEx`: one whole program.
+    Whole,
+    /// `cuLinkCreate` / `cuLinkAddData` / `cuLinkComplete`: separate compilation.
+    Separate,
+}
+
+impl Jit {
+    /// `GPUIO_JIT=whole` or `GPUIO_JIT=separate`; unset (or empty): [`Jit::Separate`].
+    pub fn from_env() -> Result<Jit> {
+        match crate::settings::var("GPUIO_JIT")?.as_deref() {
+            None | Some("separate") => Ok(Jit::Separate),
+            Some("whole") => Ok(Jit::Whole),
+            Some(v) => Err(crate::settings::invalid("GPUIO_JIT", v)),
+        }
+    }
+}
+
+/// `GPUIO_MAX_REGISTERS`: a cap on the registers per thread of every kernel the driver
+/// compiles for gpuio (`CU_JIT_MAX_REGISTERS`, as nvcc's `-maxrregcount`), 16 to 255; unset,
+/// none.
+///
+/// Where it serves: the lockstep build, compiled whole, where gpuio's functions get no cap of
+/// their own ([`library_registers`]): a kernel with a `println!` that never runs, or with any
+/// panic path (an index check), gets 160-255 registers there and, at 256 threads a block, 8
+/// warps an SM instead of 64 (a compute-bound kernel then runs up to about twice as long;
+/// capped at 32, as fast as without). What it costs: a kernel whose own code needs more
+/// registers than the cap spills in its hot loop, and a print that runs spills (at 32 a
+/// kernel that only prints runs at about half the rate).
+fn max_registers() -> Result<Option<u32>> {
+    match crate::settings::var("GPUIO_MAX_REGISTERS")? {
+        None => Ok(None),
+        Some(v) => match v.trim().parse::<u32>() {
+            Ok(n) if (16..=255).contains(&n) => Ok(Some(n)),
+            _ => Err(crate::settings::invalid("GPUIO_MAX_REGISTERS", &v)),
+        },
+    }
+}
+
+/// The register cap of the library's functions when compiled separately (`library.rs`)
+/// where `GPUIO_PRINT_REGISTERS` names none: what a kernel whose own code needs at most
+/// this many gets with a print, as CUDA C's gets with a `printf` (which needs fewer still).
+pub(crate) const LIBRARY_REGISTERS: u32 = 32;
+
+/// What `GPUIO_PRINT_REGISTERS` asks of a module compiled separately.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LibraryCap {
+    /// Unset: [`LIBRARY_REGISTERS`], unless the module does file I/O from device code
+    /// (then none).
+    Auto,
+    /// A number, 16 to 255: this cap, whatever the module does.
+    Cap(u32),
+    /// `off`: none; the module goes in as one input.
+    Off,
+}
+
+impl LibraryCap {
+    /// The cap for a module of this PTX text, if any.
+    pub(super) fn for_module(self, ptx: &str) -> Option<u32> {
+        match self {
+            LibraryCap::Auto if super::library::does_file_io(ptx) => None,
+            LibraryCap::Auto => Some(LIBRARY_REGISTERS),
+            LibraryCap::Cap(n) => Some(n),
+            LibraryCap::Off => None,
+        }
+    }
+}
+
+/// `GPUIO_PRINT_REGISTERS`: the register cap of gpuio's and core's device functions (the
+/// print path, the panic report, `core::fmt`) in a module compiled separately: 16 to 255, or
+/// `off` (none: compiled with the kernels, as one input); unset, [`LIBRARY_REGISTERS`] where
+/// the module does no file I/O from device code, none where it does.
+///
+/// What the cap costs: those functions spill to local memory where they would use more, and
+/// a kernel that does nothing but print runs 64 warps an SM instead of 8, at 0.81-0.85x the
+/// uncapped rate with 8 of them at a time writing records (docs/PROTOCOL.md says where the
+/// rest goes, as far as it was found); file
+/// I/O more so (its bulk copy keeps 32 16-byte loads in flight a lane: at 32 registers
+/// staged `pread` into device memory ran at under a quarter of its uncapped rate, which is
+/// why a module that does file I/O is left uncapped unless asked); what it saves: a kernel's
+/// register count is the larger of its own code's and the cap, where uncapped a print raises
+/// it to 160-255 (see [`max_registers`]). The lockstep build is compiled whole, without the
+/// cut.
+pub(crate) fn library_registers() -> Result<LibraryCap> {
+    match crate::settings::var("GPUIO_PRINT_REGISTERS")? {
+        None => Ok(LibraryCap::Auto),
+        Some(v) if v.eq_ignore_ascii_case("off") => Ok(LibraryCap::Off),
+        Some(v) => match v.parse::<u32>() {
+            Ok(n) if (16..=255).contains(&n) => Ok(LibraryCap::Cap(n)),
+            _ => Err(crate::settings::invalid("GPUIO_PRINT_REGISTERS", &v)),
+        },
+    }
+}
+
+/// The driver's JIT options for one compile, passed by pointer to `cuModuleLoadDataEx` or
+/// `cuLinkCreate`: a buffer for its error log, with its size, and a slot for the compile
+/// time. The log's heap buffer does not move with the struct, but the driver also keeps
+/// pointers to `options` and `values` themselves (`cuLinkCreate` holds them until
+/// `cuLinkDestroy`, and writes the compile time at `cuLinkComplete`): the struct must stay
+/// where it is, borrowed, from the first call to the last, as `load_whole` and
+/// `link_and_load` keep it.
+pub(super) struct JitOptions {
+    log: Vec<u8>,
+    /// The options, and one value each: the error log, its size, the wall time (its value
+    /// the driver's output), then the register cap where one is asked for.
+    options: Vec<u32>,
+    values: Vec<*mut c_void>,
+}
+
+impl JitOptions {
+    /// The options of every compile: the error log and the wall time, and the register cap
+    /// `GPUIO_MAX_REGISTERS` asks for ([`max_registers`]).
+    pub(super) fn new() -> Result<Self> {
+        let mut log = vec![0u8; 16 << 10];
+        let mut values = vec![
+            log.as_mut_ptr() as *mut c_void,
+            log.len() as *mut c_void,
+            std::ptr::null_mut(),
+        ];
+        let mut options = vec![
+            CU_JIT_ERROR_LOG_BUFFER,
+            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+            CU_JIT_WALL_TIME,
+        ];
+        if let Some(cap) = max_registers()? {
+            options.push(CU_JIT_MAX_REGISTERS);
+            values.push(cap as usize as *mut c_void);
+        }
+        Ok(JitOptions { log, options, values })
+    }
+
+    /// The register cap every input gets (`GPUIO_MAX_REGISTERS`), if any.
+    pub(super) fn cap(&self) -> Option<u32> {
+        let at = self.options.iter().position(|&o| o == CU_JIT_MAX_REGISTERS)?;
+        Some(self.values[at] as usize as u32)
+    }
+
+    /// The driver's error `rc` from `what`, with the JIT's log where it wrote one.
+    pub(super) fn error(&self, cuda: &Cuda, rc: CuResult, what: &str) -> Error {
+        let end = self.log.iter().position(|&b| b == 0).unwrap_or(self.log.len());
+        let log = String::from_utf8_lossy(&self.log[..end]);
+        let mut why = cuda.check_str(rc, what).unwrap_err();
+        if !log.trim().is_empty() {
+            why.message.push_str(":\n");
+            why.message.push_str(log.trim_end());
+        }
+        Error::Cuda(why)
+    }
+
+    /// The compile time, in milliseconds: the driver writes a float into the pointer-sized
+    /// slot.
+    pub(super) fn wall_ms(&self) -> f32 {
+        f32::from_bits(self.values[2] as usize as u32)
+    }
+
+    /// Counts `ms` of an earlier attempt in the compile time.
+    pub(super) fn add_wall_ms(&mut self, ms: f32) {
+        self.values[2] = (self.wall_ms() + ms).to_bits() as usize as *mut c_void;
+    }
+}
+
+/// Compiles `text` as one whole program and loads it (`cuModuleLoadDataEx`).
+pub(super) fn load_whole(cuda: &Cuda, text: &CString, jit: &mut JitOptions) -> Result<CuModule> {
+    let mut handle = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated PTX image, a valid out-pointer, and one value per option:
+    // the error log buffer (alive for the call) with its size, and a slot the driver
+    // writes the compile time into.
+    let rc = unsafe {
+        (cuda.api.cuModuleLoadDataEx)(
+            &mut handle,
+            text.as_ptr() as *const c_void,
+            jit.options.len() as u32,
+            jit.options.as_mut_ptr(),
+            jit.values.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(jit.error(cuda, rc, "cuModuleLoadDataEx"));
+    }
+    Ok(handle)
+}
+
+/// Compiles `inputs` function by function (`cuLink*`: each function once), each input
+/// with its own register cap where it has one, links them and loads the linked image.
+pub(super) fn link_and_load(cuda: &Cuda, inputs: &[(CString, Option<u32>)], jit: &mut JitOptions) -> Result<CuModule> {
+    let mut state = std::ptr::null_mut();
+    // SAFETY: one value per option, as in `load_whole`; the log buffer and `values` outlive
+    // the link state (destroyed below, on every path).
+    let rc = unsafe {
+        (cuda.api.cuLinkCreate_v2)(
+            jit.options.len() as u32,
+            jit.options.as_mut_ptr(),
+            jit.values.as_mut_ptr(),
+            &mut state,
+        )
+    };
+    if rc != 0 {
+        return Err(jit.error(cuda, rc, "cuLinkCreate"));
+    }
+    let linked = (|| {
+        for (i, (text, cap)) in inputs.iter().enumerate() {
+            let mut option = [CU_JIT_MAX_REGISTERS];
+            let mut value = [cap.unwrap_or(0) as usize as *mut c_void];
+            let n = u32::from(cap.is_some());
+            let name = if i == 0 { c"gpuio kernels" } else { c"gpuio library" };
+            // SAFETY: `state` is a live link state; the PTX image is its bytes including
+            // the NUL, the name a NUL-terminated string; `n` options (0 or the register
+            // cap), each with its value, alive for the call.
+            let rc = unsafe {
+                (cuda.api.cuLinkAddData_v2)(
+                    state,
+                    CU_JIT_INPUT_PTX,
+                    text.as_ptr() as *mut c_void,
+                    text.as_bytes_with_nul().len(),
+                    name.as_ptr(),
+                    n,
+                    option.as_mut_ptr(),
+                    value.as_mut_ptr(),
+                )
+            };
+            if rc != 0 {
+                return Err(jit.error(cuda, rc, "cuLinkAddData"));
+            }
+        }
+        let (mut cubin, mut size) = (std::ptr::null_mut(), 0usize);
+        // SAFETY: valid out-pointers; the cubin belongs to `state` and is loaded before
+        // `state` is destroyed.
+        let rc = unsafe { (cuda.api.cuLinkComplete)(state, &mut cubin, &mut size) };
+        if rc != 0 {
+            return Err(jit.error(cuda, rc, "cuLinkComplete"));
+        }
+        let mut handle = std::ptr::null_mut();
+        // SAFETY: `cubin` is the image cuLinkComplete produced, still owned by the live
+        // `state`.
+        let rc = unsafe { (cuda.api.cuModuleLoadData)(&mut handle, cubin) };
+        if rc != 0 {
+            return Err(jit.error(cuda, rc, "cuModuleLoadData (linked image)"));
+        }
+        Ok(handle)
+    })();
+    // SAFETY: `state` came from cuLinkCreate and is destroyed once.
+    unsafe { (cuda.api.cuLinkDestroy)(state) };
+    linked
+}
