@@ -6,7 +6,7 @@ use std::sync::RwLock;
 use gpuio_device::protocol::uapi::*;
 
 /// `IORING_FSYNC_DATASYNC`: `gpuio_device::protocol::uapi` does not export it (the device keeps a
-/// private copy in `io.rs`).
+/// private copy in `io/mod.rs`).
 pub(super) const IORING_FSYNC_DATASYNC: u32 = 1 << 0;
 
 /// The result of a syscall that returned `r`: itself, or `-errno`. Retries `EINTR`: no
