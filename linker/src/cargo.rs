@@ -106,48 +106,7 @@ pub fn build_kernel_crate(manifest_dir: &Path, target: &GpuTarget, out_dir: &Pat
     let target_dir = out_dir.join("target");
     std::fs::create_dir_all(&target_dir).map_err(io_err(format!("creating {}", target_dir.display())))?;
 
-    let mut cmd = Command::new(toolchain_cargo());
-    cmd.args([
-        "rustc",
-        "--release",
-        "--lib",
-        "--crate-type",
-        "cdylib",
-        "--target",
-        target.triple(),
-    ])
-    .arg("-Zbuild-std=core")
-    .arg("--message-format=json")
-    .arg("--manifest-path")
-    .arg(&manifest)
-    .arg("--target-dir")
-    .arg(&target_dir)
-    .current_dir(manifest_dir);
-    for (key, _) in std::env::vars_os() {
-        if key.to_str().is_some_and(is_outer_build_var) {
-            cmd.env_remove(&key);
-        }
-    }
-    let rustflags = target.rustflags();
-    cmd.env("RUSTC", toolchain_rustc()?)
-        .env("RUSTC_BOOTSTRAP", "1")
-        .env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"))
-        .env("CARGO_PROFILE_RELEASE_LTO", "true")
-        .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
-        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
-        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "3")
-        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
-        .env("CARGO_PROFILE_RELEASE_INCREMENTAL", "false")
-        .env("CARGO_TERM_COLOR", "never");
-    let command = format!(
-        "RUSTC_BOOTSTRAP=1 CARGO_ENCODED_RUSTFLAGS='{}' cargo rustc --release --lib --crate-type cdylib --target {} \
-         -Zbuild-std=core --manifest-path {} --target-dir {}",
-        rustflags.join(" "),
-        target.triple(),
-        manifest.display(),
-        target_dir.display()
-    );
-
+    let (mut cmd, command) = inner_cargo(target, &manifest, manifest_dir, &target_dir)?;
     let out = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -201,6 +160,59 @@ pub fn build_kernel_crate(manifest_dir: &Path, target: &GpuTarget, out_dir: &Pat
     std::fs::copy(&artifact, &tmp).map_err(io_err(format!("copying {} to {}", artifact.display(), tmp.display())))?;
     std::fs::rename(&tmp, &dest).map_err(io_err(format!("renaming {} to {}", tmp.display(), dest.display())))?;
     Ok(dest)
+}
+
+/// The inner cargo that builds the kernel crate of `manifest` for `target` into
+/// `target_dir`, in a clean environment (see the crate docs), and the same command as a
+/// person would type it, for errors.
+fn inner_cargo(
+    target: &GpuTarget,
+    manifest: &Path,
+    manifest_dir: &Path,
+    target_dir: &Path,
+) -> Result<(Command, String), Error> {
+    let mut cmd = Command::new(toolchain_cargo());
+    cmd.args([
+        "rustc",
+        "--release",
+        "--lib",
+        "--crate-type",
+        "cdylib",
+        "--target",
+        target.triple(),
+    ])
+    .arg("-Zbuild-std=core")
+    .arg("--message-format=json")
+    .arg("--manifest-path")
+    .arg(manifest)
+    .arg("--target-dir")
+    .arg(target_dir)
+    .current_dir(manifest_dir);
+    for (key, _) in std::env::vars_os() {
+        if key.to_str().is_some_and(is_outer_build_var) {
+            cmd.env_remove(&key);
+        }
+    }
+    let rustflags = target.rustflags();
+    cmd.env("RUSTC", toolchain_rustc()?)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"))
+        .env("CARGO_PROFILE_RELEASE_LTO", "true")
+        .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
+        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "3")
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
+        .env("CARGO_PROFILE_RELEASE_INCREMENTAL", "false")
+        .env("CARGO_TERM_COLOR", "never");
+    let command = format!(
+        "RUSTC_BOOTSTRAP=1 CARGO_ENCODED_RUSTFLAGS='{}' cargo rustc --release --lib --crate-type cdylib --target {} \
+         -Zbuild-std=core --manifest-path {} --target-dir {}",
+        rustflags.join(" "),
+        target.triple(),
+        manifest.display(),
+        target_dir.display()
+    );
+    Ok((cmd, command))
 }
 
 /// The compiler errors among the messages cargo reported in JSON (`--message-format=json`

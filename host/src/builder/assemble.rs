@@ -226,57 +226,7 @@ impl Builder {
         // CPUs for SQPOLL threads.
         let sqpoll = settings.sqpoll.unwrap_or(device.is_some() || named);
         let root = self.file_root.as_deref();
-        // Unasked: inline on the CPU backend, where nothing asks for a thread that submits
-        // (one confined to a file root, or SQPOLL, or CPUs named for SQPOLL threads); else
-        // io_uring where available.
-        let submission = settings
-            .submission
-            .unwrap_or(if device.is_none() && root.is_none() && !sqpoll && !named {
-                Submission::Inline
-            } else {
-                Submission::Auto
-            });
-        if submission == Submission::Inline {
-            if device.is_some() {
-                return Err(Error::Config(
-                    "Submission::Inline (GPUIO_URING=inline) needs the CPU backend: a GPU's threads \
-                     make no syscalls; use auto, on or off"
-                        .into(),
-                ));
-            }
-            if root.is_some() {
-                return Err(Error::Config(
-                    "Submission::Inline (GPUIO_URING=inline) cannot confine requests to a file root: \
-                     the kernel threads that perform them run your code too; use auto (io_uring, \
-                     submitted by a confined thread) or off"
-                        .into(),
-                ));
-            }
-            if settings.sqpoll == Some(true) || named {
-                return Err(Error::Config(
-                    "Submission::Inline (GPUIO_URING=inline) has no SQPOLL thread: turn sqpoll off \
-                     (and name no sqpoll_cpus), or use auto or on"
-                        .into(),
-                ));
-            }
-        }
-        let by_a_thread = matches!(submission, Submission::HostThread | Submission::Inline);
-        if !sqpoll && named && !by_a_thread {
-            return Err(Error::Config(
-                "sqpoll_cpus (or GPUIO_SQPOLL_CPUS) binds SQPOLL threads, but sqpoll is off \
-                 (Builder::sqpoll(false), else GPUIO_SQPOLL=0): turn it on, or name no CPUs"
-                    .into(),
-            ));
-        }
-        if device.is_some() && !sqpoll && !by_a_thread {
-            return Err(Error::Config(
-                "sqpoll is off (Builder::sqpoll(false), else GPUIO_SQPOLL=0), but a GPU cannot \
-                 enter a ring (it makes no syscalls): its rings need SQPOLL; turn it on (or unset \
-                 GPUIO_SQPOLL), use the CPU backend, or serve the rings from a host thread \
-                 (GPUIO_URING=off)"
-                    .into(),
-            ));
-        }
+        let submission = choose_submission(settings, device.is_some(), root.is_some(), sqpoll, named)?;
         let cfg = UringConfig {
             sq_entries,
             cq_entries: self.cq_entries.unwrap_or(sq_entries.saturating_mul(2)),
@@ -299,21 +249,9 @@ impl Builder {
             }
             other => other?,
         };
-        // The solo ring: asked for (or refused) by the builder or `GPUIO_SOLO`, else on where
-        // it can be made. One that cannot be made by default is done without, saying why.
-        let mut solo_notice = None;
-        let open_solo = || io_threads::on_the_ring_thread(root, short, || submission::open_solo(&queues[0], cfg));
-        let solo = match settings.solo {
-            Some(false) => None,
-            Some(true) => Some(open_solo()?),
-            None => open_solo()
-                .inspect_err(|e| {
-                    solo_notice = Some(format!(
-                        "gpuio: no solo ring ({e}); a lone thread's requests go through the shared rings"
-                    ))
-                })
-                .ok(),
-        };
+        let (solo, solo_notice) = solo_ring(settings.solo, || {
+            io_threads::on_the_ring_thread(root, short, || submission::open_solo(&queues[0], cfg))
+        })?;
         if root.is_some() {
             // The fallback's threads also refuse what Landlock does not check (landlock.rs).
             for q in queues.iter().chain(&solo) {
@@ -401,5 +339,82 @@ fn start_waker(shared: &Arc<Shared>, real_time: bool) -> Result<Waker> {
     .map_err(|e| Error::Os {
         what: "starting the waker thread",
         source: e,
+    })
+}
+
+/// How the rings' requests are submitted: what was asked for, else inline on the CPU
+/// backend where nothing asks for a thread that submits (a file root, SQPOLL, CPUs named
+/// for SQPOLL threads), else io_uring where available; refused where it contradicts the
+/// rest (`gpu`: the rings are a GPU's; `root`: requests are confined to a file root;
+/// `named`: CPUs were named for SQPOLL threads).
+fn choose_submission(settings: &Resolved, gpu: bool, root: bool, sqpoll: bool, named: bool) -> Result<Submission> {
+    // Unasked: inline on the CPU backend, where nothing asks for a thread that submits
+    // (one confined to a file root, or SQPOLL, or CPUs named for SQPOLL threads); else
+    // io_uring where available.
+    let submission = settings.submission.unwrap_or(if !gpu && !root && !sqpoll && !named {
+        Submission::Inline
+    } else {
+        Submission::Auto
+    });
+    if submission == Submission::Inline {
+        if gpu {
+            return Err(Error::Config(
+                "Submission::Inline (GPUIO_URING=inline) needs the CPU backend: a GPU's threads \
+                 make no syscalls; use auto, on or off"
+                    .into(),
+            ));
+        }
+        if root {
+            return Err(Error::Config(
+                "Submission::Inline (GPUIO_URING=inline) cannot confine requests to a file root: \
+                 the kernel threads that perform them run your code too; use auto (io_uring, \
+                 submitted by a confined thread) or off"
+                    .into(),
+            ));
+        }
+        if settings.sqpoll == Some(true) || named {
+            return Err(Error::Config(
+                "Submission::Inline (GPUIO_URING=inline) has no SQPOLL thread: turn sqpoll off \
+                 (and name no sqpoll_cpus), or use auto or on"
+                    .into(),
+            ));
+        }
+    }
+    let by_a_thread = matches!(submission, Submission::HostThread | Submission::Inline);
+    if !sqpoll && named && !by_a_thread {
+        return Err(Error::Config(
+            "sqpoll_cpus (or GPUIO_SQPOLL_CPUS) binds SQPOLL threads, but sqpoll is off \
+             (Builder::sqpoll(false), else GPUIO_SQPOLL=0): turn it on, or name no CPUs"
+                .into(),
+        ));
+    }
+    if gpu && !sqpoll && !by_a_thread {
+        return Err(Error::Config(
+            "sqpoll is off (Builder::sqpoll(false), else GPUIO_SQPOLL=0), but a GPU cannot \
+             enter a ring (it makes no syscalls): its rings need SQPOLL; turn it on (or unset \
+             GPUIO_SQPOLL), use the CPU backend, or serve the rings from a host thread \
+             (GPUIO_URING=off)"
+                .into(),
+        ));
+    }
+    Ok(submission)
+}
+
+/// The solo ring, made by `open`: asked for (or refused) by the builder or `GPUIO_SOLO`,
+/// else made where it can be. One that cannot be made by default is done without, with a
+/// notice that says why.
+fn solo_ring(asked: Option<bool>, open: impl Fn() -> Result<Queue>) -> Result<(Option<Queue>, Option<String>)> {
+    Ok(match asked {
+        Some(false) => (None, None),
+        Some(true) => (Some(open()?), None),
+        None => match open() {
+            Ok(q) => (Some(q), None),
+            Err(e) => (
+                None,
+                Some(format!(
+                    "gpuio: no solo ring ({e}); a lone thread's requests go through the shared rings"
+                )),
+            ),
+        },
     })
 }

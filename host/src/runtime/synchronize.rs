@@ -72,7 +72,7 @@ impl Runtime {
         if let Some(gpu) = &self.gpu {
             gpu.usable()?;
         }
-        let mut failures = self.cpu.join(|exits| {
+        let failures = self.cpu.join(|exits| {
             self.wait(
                 THREADS_PACING,
                 || Ok(exits.running() == 0),
@@ -89,34 +89,7 @@ impl Runtime {
         }
         self.cpu.finish_launches(|| self.waker.deactivate());
         if let Some(gpu) = &self.gpu {
-            // Counted in before the claim and out when the wait ended: the claimed kernels
-            // stay pending meanwhile (`kernels_pending`: an `Output` is not read, nor launch
-            // memory freed, under them).
-            let _waiting = ClaimedWait::enter(&gpu.waiting);
-            // Claim the launches so far; a launch from now on activates the waker anew.
-            if gpu.launched.swap(false, Ordering::AcqRel) {
-                match self.synchronize_gpu(gpu, only) {
-                    Ok(()) => self.waker.deactivate(),
-                    Err(e @ Error::Hang(_)) => {
-                        // Still launched. If a launch meanwhile found `launched` clear, it
-                        // activated the waker again: once is enough.
-                        if gpu.launched.swap(true, Ordering::AcqRel) {
-                            self.waker.deactivate();
-                        }
-                        return Err(e);
-                    }
-                    Err(e) => {
-                        self.settle_after_fault();
-                        self.waker.deactivate();
-                        let why = match &e {
-                            Error::Kernel(why) => why.clone(),
-                            e => e.to_string(),
-                        };
-                        *gpu.fault.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
-                        return Err(e);
-                    }
-                }
-            }
+            self.synchronize_launched(gpu, only)?;
         }
         for i in 0..self.shared.queues.len() {
             let sq_flags = self.ring_words_of(i)[2];
@@ -127,25 +100,7 @@ impl Runtime {
         }
         self.settle_positions()?;
         if !failures.is_empty() {
-            let n = failures.len();
-            failures.truncate(SHOWN_FAILURES);
-            let more = match n.saturating_sub(SHOWN_FAILURES) {
-                0 => String::new(),
-                more => format!("; and {more} more"),
-            };
-            // What the sandbox refused meanwhile is often why a thread failed (an open that
-            // got EACCES): said here, with the sandbox that allows it, not left for later.
-            // The CPU backend's only: after a GPU kernel's trap the counts are in the lost
-            // context.
-            // (A failure to read them leaves the failures to be said alone.)
-            let refused = match self.take_refused().ok().flatten() {
-                Some(r) => format!(". Also: {r}"),
-                None => String::new(),
-            };
-            return Err(Error::Kernel(format!(
-                "{n} thread(s) failed: {}{more}{refused}",
-                failures.join("; ")
-            )));
+            return Err(self.failed_threads(failures));
         }
         if let Some(refused) = self.take_refused()? {
             return Err(Error::Refused(refused));
@@ -156,6 +111,62 @@ impl Runtime {
         } else {
             Err(Error::Print(errors))
         }
+    }
+
+    /// Waits for the GPU launches so far (claimed here, so that a launch from now on
+    /// activates the waker anew), or for those on `only`'s streams; a fault other than a
+    /// hang leaves the context marked unusable, with its reason.
+    fn synchronize_launched(&self, gpu: &Gpu, only: Option<&[usize]>) -> Result<()> {
+        // Counted in before the claim and out when the wait ended: the claimed kernels
+        // stay pending meanwhile (`kernels_pending`: an `Output` is not read, nor launch
+        // memory freed, under them).
+        let _waiting = ClaimedWait::enter(&gpu.waiting);
+        // Claim the launches so far; a launch from now on activates the waker anew.
+        if gpu.launched.swap(false, Ordering::AcqRel) {
+            match self.synchronize_gpu(gpu, only) {
+                Ok(()) => self.waker.deactivate(),
+                Err(e @ Error::Hang(_)) => {
+                    // Still launched. If a launch meanwhile found `launched` clear, it
+                    // activated the waker again: once is enough.
+                    if gpu.launched.swap(true, Ordering::AcqRel) {
+                        self.waker.deactivate();
+                    }
+                    return Err(e);
+                }
+                Err(e) => {
+                    self.settle_after_fault();
+                    self.waker.deactivate();
+                    let why = match &e {
+                        Error::Kernel(why) => why.clone(),
+                        e => e.to_string(),
+                    };
+                    *gpu.fault.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The kernel failure that names the first failed CPU threads (and counts the rest),
+    /// with what the sandbox refused meanwhile.
+    fn failed_threads(&self, mut failures: Vec<String>) -> Error {
+        let n = failures.len();
+        failures.truncate(SHOWN_FAILURES);
+        let more = match n.saturating_sub(SHOWN_FAILURES) {
+            0 => String::new(),
+            more => format!("; and {more} more"),
+        };
+        // What the sandbox refused meanwhile is often why a thread failed (an open that
+        // got EACCES): said here, with the sandbox that allows it, not left for later.
+        // The CPU backend's only: after a GPU kernel's trap the counts are in the lost
+        // context.
+        // (A failure to read them leaves the failures to be said alone.)
+        let refused = match self.take_refused().ok().flatten() {
+            Some(r) => format!(". Also: {r}"),
+            None => String::new(),
+        };
+        Error::Kernel(format!("{n} thread(s) failed: {}{more}{refused}", failures.join("; ")))
     }
 
     /// CPU backend: runs the protocol until every stream is written out and every request

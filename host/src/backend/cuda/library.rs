@@ -46,26 +46,15 @@ pub(crate) fn cut(ptx: &str) -> Option<(String, String)> {
     if named.is_empty() {
         return None;
     }
-    // The user's functions that a kernel calls, directly or through others of the user's:
-    // those stay with the kernels. The rest (a `Display` of the user's, which only
-    // `core::fmt` calls, through the table a `format_args!` names) are the library's too.
-    let functions: std::collections::HashMap<&str, &split::Item> = items
+    // The user's functions that a kernel calls stay with the kernels. The rest (a `Display`
+    // of the user's, which only `core::fmt` calls, through the table a `format_args!`
+    // names) are the library's too.
+    let called = called_by_kernels(&items, &named);
+    let library: HashSet<&str> = items
         .iter()
-        .filter(|i| i.kind == Kind::Function)
-        .map(|i| (i.name, i))
+        .filter(|i| i.kind == Kind::Function && !called.contains(i.name))
+        .map(|i| i.name)
         .collect();
-    let mut called: HashSet<&str> = HashSet::new();
-    let mut todo: Vec<&split::Item> = items.iter().filter(|i| i.kind == Kind::Entry).collect();
-    while let Some(item) = todo.pop() {
-        for w in callees(item.text) {
-            if let Some(f) = functions.get(w) {
-                if !named.contains(w) && called.insert(f.name) {
-                    todo.push(f);
-                }
-            }
-        }
-    }
-    let library: HashSet<&str> = functions.keys().copied().filter(|f| !called.contains(f)).collect();
     // Which part defines each item: `Some(true)` the library (its functions), `Some(false)`
     // the user's (variables, entries, the user's functions); `None`, both (the header and
     // the `.extern`s) or neither (prototypes, which each part writes anew).
@@ -124,6 +113,27 @@ pub(crate) fn cut(ptx: &str) -> Option<(String, String)> {
     }
     let [user, lib] = parts;
     Some((user, lib))
+}
+
+/// The functions not `named` that a kernel calls, directly or through others not named.
+fn called_by_kernels<'p>(items: &[split::Item<'p>], named: &HashSet<&str>) -> HashSet<&'p str> {
+    let functions: std::collections::HashMap<&str, &split::Item> = items
+        .iter()
+        .filter(|i| i.kind == Kind::Function)
+        .map(|i| (i.name, i))
+        .collect();
+    let mut called: HashSet<&str> = HashSet::new();
+    let mut todo: Vec<&split::Item> = items.iter().filter(|i| i.kind == Kind::Entry).collect();
+    while let Some(item) = todo.pop() {
+        for w in callees(item.text) {
+            if let Some(f) = functions.get(w) {
+                if !named.contains(w) && called.insert(f.name) {
+                    todo.push(f);
+                }
+            }
+        }
+    }
+    called
 }
 
 /// Whether a module does file I/O from device code: it has gpuio's bulk copy

@@ -201,35 +201,7 @@ impl HostRing {
         let sqes = Mapping::new(sq as usize * size_of::<Sqe>()).map_err(os("mmap of the SQE array"))?;
         let rings = Mapping::new(round_up(CQES as usize + cq as usize * size_of::<Cqe>(), page_size()))
             .map_err(os("mmap of the rings"))?;
-        let mut p = Params {
-            sq_entries: sq,
-            cq_entries: cq,
-            flags: IORING_SETUP_NO_MMAP | IORING_SETUP_NO_SQARRAY | IORING_SETUP_CQSIZE,
-            sq_thread_idle: cfg.sq_thread_idle_ms,
-            features: IORING_FEAT_NODROP,
-            ..Params::default()
-        };
-        p.sq_off = SqringOffsets {
-            head: SQ_HEAD,
-            tail: SQ_TAIL,
-            ring_mask: SQ_RING_MASK,
-            ring_entries: SQ_RING_ENTRIES,
-            flags: SQ_FLAGS,
-            dropped: SQ_DROPPED,
-            user_addr: sqes.as_ptr() as u64,
-            ..SqringOffsets::default()
-        };
-        p.cq_off = CqringOffsets {
-            head: CQ_HEAD,
-            tail: CQ_TAIL,
-            ring_mask: CQ_RING_MASK,
-            ring_entries: CQ_RING_ENTRIES,
-            overflow: CQ_OVERFLOW,
-            cqes: CQES,
-            flags: CQ_FLAGS,
-            user_addr: rings.as_ptr() as u64,
-            ..CqringOffsets::default()
-        };
+        let p = params(cfg, &sqes, &rings);
         let words = Words {
             sqes: sqes.as_ptr() as *const Sqe,
             rings: rings.as_ptr(),
@@ -489,6 +461,41 @@ impl HostRing {
     pub fn cq_full_waits(&self) -> u64 {
         self.state.cq_full.load(Ordering::Relaxed)
     }
+}
+
+/// The geometry `io_uring_setup` would report for rings of `cfg`'s sizes, at our offsets
+/// (the kernel's `struct io_rings` layout) over `sqes` and `rings`.
+fn params(cfg: UringConfig, sqes: &Mapping, rings: &Mapping) -> Params {
+    let mut p = Params {
+        sq_entries: cfg.sq_entries,
+        cq_entries: cfg.cq_entries,
+        flags: IORING_SETUP_NO_MMAP | IORING_SETUP_NO_SQARRAY | IORING_SETUP_CQSIZE,
+        sq_thread_idle: cfg.sq_thread_idle_ms,
+        features: IORING_FEAT_NODROP,
+        ..Params::default()
+    };
+    p.sq_off = SqringOffsets {
+        head: SQ_HEAD,
+        tail: SQ_TAIL,
+        ring_mask: SQ_RING_MASK,
+        ring_entries: SQ_RING_ENTRIES,
+        flags: SQ_FLAGS,
+        dropped: SQ_DROPPED,
+        user_addr: sqes.as_ptr() as u64,
+        ..SqringOffsets::default()
+    };
+    p.cq_off = CqringOffsets {
+        head: CQ_HEAD,
+        tail: CQ_TAIL,
+        ring_mask: CQ_RING_MASK,
+        ring_entries: CQ_RING_ENTRIES,
+        overflow: CQ_OVERFLOW,
+        cqes: CQES,
+        flags: CQ_FLAGS,
+        user_addr: rings.as_ptr() as u64,
+        ..CqringOffsets::default()
+    };
+    p
 }
 
 impl Drop for HostRing {
