@@ -364,14 +364,7 @@ fn probe() -> Option<i32> {
 mod tests {
     use super::*;
 
-    const CFG: UringConfig = UringConfig {
-        sq_entries: 8,
-        cq_entries: 16,
-        sq_thread_idle_ms: 1,
-        sq_thread_cpu: None,
-        start_disabled: false,
-        sqpoll: true,
-    };
+    const CFG: UringConfig = UringConfig::sized(8, 16);
 
     #[test]
     fn parses_gpuio_uring() {

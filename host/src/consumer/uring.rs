@@ -65,6 +65,22 @@ pub struct UringConfig {
     pub sqpoll: bool,
 }
 
+#[cfg(test)]
+impl UringConfig {
+    /// Rings of `sq_entries` and `cq_entries` as the tests make them: SQPOLL, idle after 1 ms,
+    /// unbound, enabled.
+    pub(crate) const fn sized(sq_entries: u32, cq_entries: u32) -> UringConfig {
+        UringConfig {
+            sq_entries,
+            cq_entries,
+            sq_thread_idle_ms: 1,
+            sq_thread_cpu: None,
+            start_disabled: false,
+            sqpoll: true,
+        }
+    }
+}
+
 /// The most SQ entries the kernel accepts (`IORING_MAX_ENTRIES`).
 pub const MAX_SQ_ENTRIES: u32 = 32768;
 /// The most CQ entries the kernel accepts (`IORING_MAX_CQ_ENTRIES`).
@@ -500,23 +516,9 @@ mod tests {
 
     #[test]
     fn rejects_bad_sizes() {
-        let e = Uring::new(UringConfig {
-            sq_entries: 3,
-            cq_entries: 8,
-            sq_thread_idle_ms: 1,
-            sq_thread_cpu: None,
-            start_disabled: false,
-            sqpoll: true,
-        });
+        let e = Uring::new(UringConfig::sized(3, 8));
         assert!(matches!(e, Err(Error::Config(_))));
-        let e = Uring::new(UringConfig {
-            sq_entries: 16,
-            cq_entries: 8,
-            sq_thread_idle_ms: 1,
-            sq_thread_cpu: None,
-            start_disabled: false,
-            sqpoll: true,
-        });
+        let e = Uring::new(UringConfig::sized(16, 8));
         assert!(matches!(e, Err(Error::Config(_))));
         // Past the kernel's limits: refused at once, before mapping gigabytes (a 2^26-entry
         // SQ took 11 s and 6 GiB, then failed with a misleading EINVAL diagnosis).
@@ -526,14 +528,7 @@ mod tests {
             (8, MAX_CQ_ENTRIES * 2),
         ] {
             let started = std::time::Instant::now();
-            let e = Uring::new(UringConfig {
-                sq_entries: sq,
-                cq_entries: cq,
-                sq_thread_idle_ms: 1,
-                sq_thread_cpu: None,
-                start_disabled: false,
-                sqpoll: true,
-            });
+            let e = Uring::new(UringConfig::sized(sq, cq));
             assert!(
                 matches!(&e, Err(Error::Config(m)) if m.contains("the kernel's limits")),
                 "sq {sq} cq {cq}"

@@ -7,15 +7,7 @@ use super::execute::IORING_FSYNC_DATASYNC;
 use super::*;
 
 fn ring(sq: u32, cq: u32) -> HostRing {
-    HostRing::new(UringConfig {
-        sq_entries: sq,
-        cq_entries: cq,
-        sq_thread_idle_ms: 1,
-        sq_thread_cpu: None,
-        start_disabled: false,
-        sqpoll: true,
-    })
-    .unwrap()
+    HostRing::new(UringConfig::sized(sq, cq)).unwrap()
 }
 
 /// Drives a HostRing as the device would, one SQE at a time.
@@ -313,14 +305,7 @@ fn a_parked_thread_is_woken_and_drop_does_not_hang() {
 #[test]
 fn rejects_sizes_io_uring_would() {
     for (sq, cq) in [(3, 8), (16, 8), (65536, 131072)] {
-        let e = HostRing::new(UringConfig {
-            sq_entries: sq,
-            cq_entries: cq,
-            sq_thread_idle_ms: 1,
-            sq_thread_cpu: None,
-            start_disabled: false,
-            sqpoll: true,
-        });
+        let e = HostRing::new(UringConfig::sized(sq, cq));
         assert!(matches!(e, Err(Error::Config(_))), "sq {sq} cq {cq}");
     }
 }
