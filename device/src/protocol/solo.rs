@@ -95,12 +95,12 @@ pub const SOLO_STAGE: u32 = 4096;
 pub const UNANSWERED: i32 = i32::MIN;
 
 /// The solo ring (see the module docs): where the kernel's words and the staging buffer
-/// are ([`Layout`]), and the lock. `layout.entries == 0` means there is none (every
+/// are ([`SoloLayout`]), and the lock. `layout.entries == 0` means there is none (every
 /// [`Solo::try_call`] returns `None`).
 #[repr(C)]
 pub struct Solo {
     /// Where everything is: fixed while the ring is used.
-    pub layout: Layout,
+    pub layout: SoloLayout,
     /// Twice the requests made on the ring (their count is its SQ tail and CQ head), plus 1
     /// while a thread holds it. Written by takers (the compare-and-swap) and the holder.
     pub state: Padded<DeviceAtomicU64>,
@@ -112,7 +112,7 @@ pub struct Solo {
 /// after the other).
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct Layout {
+pub struct SoloLayout {
     /// Kernel: SQ tail (we store it).
     pub sq_tail: *const AtomicU32,
     /// Kernel: CQ head (we store it).
@@ -160,7 +160,7 @@ impl Solo {
     ) -> Solo {
         debug_assert!(entries.is_power_of_two() && cq_entries.is_power_of_two() && cq_entries >= entries);
         Solo {
-            layout: Layout {
+            layout: SoloLayout {
                 sq_tail,
                 cq_head,
                 cq_tail,
@@ -189,7 +189,7 @@ impl Solo {
     /// the result" in the module docs).
     pub unsafe fn waiting_on_results(self, results: *const AtomicI32, stride: u32) -> Solo {
         Solo {
-            layout: Layout {
+            layout: SoloLayout {
                 results,
                 result_stride: stride,
                 ..self.layout
@@ -201,7 +201,7 @@ impl Solo {
     /// No solo ring: requests go through the shared rings.
     pub fn unused() -> Solo {
         Solo {
-            layout: Layout {
+            layout: SoloLayout {
                 sq_tail: core::ptr::null(),
                 cq_head: core::ptr::null(),
                 cq_tail: core::ptr::null(),
@@ -245,7 +245,7 @@ impl Solo {
         finish: impl FnOnce(*const SharedCell<u8>, i32),
         help: impl FnMut(),
     ) -> Option<i32> {
-        // Everything but the lock's word, loaded before the take (see `Layout`).
+        // Everything but the lock's word, loaded before the take (see `SoloLayout`).
         let at = self.layout;
         if at.entries == 0 {
             return None;
@@ -357,7 +357,7 @@ impl Solo {
     }
 }
 
-impl Layout {
+impl SoloLayout {
     /// CQE `h`'s `res`, where the holder waits on results.
     ///
     /// # Safety

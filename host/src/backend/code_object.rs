@@ -104,12 +104,12 @@ pub struct CodeObject {
     /// `amdhsa.target` of the metadata, e.g. `amdgcn-amd-amdhsa--gfx90a`, if present.
     pub metadata_target: Option<String>,
     /// The kernels the metadata describes.
-    pub kernels: Vec<Kernel>,
+    pub kernels: Vec<KernelMetadata>,
 }
 
 /// One kernel of the metadata note.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Kernel {
+pub struct KernelMetadata {
     /// `.name`: the kernel's source name.
     pub name: String,
     /// `.symbol`: its kernel descriptor symbol, `<name>.kd`.
@@ -147,7 +147,7 @@ impl KernelArg {
     }
 }
 
-impl Kernel {
+impl KernelMetadata {
     /// The explicit (caller-supplied) arguments, in order.
     pub fn explicit_args(&self) -> impl Iterator<Item = &KernelArg> {
         self.args.iter().filter(|a| !a.is_hidden())
@@ -306,7 +306,7 @@ impl CodeObject {
                     value_kind: a.get(".value_kind").and_then(Value::as_str).unwrap_or("").to_string(),
                 });
             }
-            self.kernels.push(Kernel {
+            self.kernels.push(KernelMetadata {
                 name: text(".name"),
                 symbol: text(".symbol"),
                 kernarg_segment_size: need(".kernarg_segment_size")?,
@@ -336,7 +336,7 @@ impl CodeObject {
     }
 
     /// The kernel called `name`.
-    pub fn kernel(&self, name: &str) -> Option<&Kernel> {
+    pub fn kernel(&self, name: &str) -> Option<&KernelMetadata> {
         self.kernels.iter().find(|k| k.name == name)
     }
 

@@ -28,7 +28,7 @@ type KernelThread = JoinHandle<std::result::Result<(), String>>;
 
 /// CPU-backend launches not yet synchronized.
 #[derive(Default)]
-struct Kernels {
+struct PendingLaunches {
     /// Their threads, not yet joined.
     threads: Vec<KernelThread>,
     /// `launch` calls not yet synchronized (each activated the waker once). Counted down
@@ -183,7 +183,7 @@ fn kernel_thread(
     ids: ThreadIds,
     block: Arc<Block>,
     nice: Option<i32>,
-    running: Running,
+    running: RunningGuard,
     kernel: &(dyn Fn() + Send + Sync),
 ) -> std::result::Result<(), String> {
     // Dropped last: the thread counts as running until the kernel is done.
@@ -245,16 +245,16 @@ fn kernel_thread(
 
 /// Counts a kernel thread as running until it drops (also when the thread unwinds, or is
 /// never spawned).
-struct Running(Arc<Exits>, (u32, u32));
+struct RunningGuard(Arc<Exits>, (u32, u32));
 
-impl Running {
-    fn new(exits: &Arc<Exits>, id: (u32, u32)) -> Running {
+impl RunningGuard {
+    fn new(exits: &Arc<Exits>, id: (u32, u32)) -> RunningGuard {
         *exits.lock().entry(id).or_insert(0) += 1;
-        Running(exits.clone(), id)
+        RunningGuard(exits.clone(), id)
     }
 }
 
-impl Drop for Running {
+impl Drop for RunningGuard {
     fn drop(&mut self) {
         let mut running = self.0.lock();
         if let Some(n) = running.get_mut(&self.1) {
@@ -346,7 +346,7 @@ fn check_map_count(n: u64) -> Result<()> {
 pub(crate) struct Cpu {
     /// Each kernel thread's stack ([`crate::Builder::cpu_stack_bytes`]).
     stack_bytes: usize,
-    kernels: Mutex<Kernels>,
+    kernels: Mutex<PendingLaunches>,
     /// Running kernel threads.
     exits: Arc<Exits>,
     /// Failures of joined kernel threads that a synchronize could not report yet (it gave
@@ -408,7 +408,7 @@ impl Cpu {
                 block: Arc::as_ptr(&this_block),
             };
             let (ctx, kernel) = (ctx.clone(), kernel.clone());
-            let running = Running::new(&self.exits, (i / per_block, i % per_block));
+            let running = RunningGuard::new(&self.exits, (i / per_block, i % per_block));
             let spawned = std::thread::Builder::new()
                 .stack_size(self.stack_bytes)
                 .spawn(move || kernel_thread(i, &ctx, ids, this_block, nice, running, &*kernel));

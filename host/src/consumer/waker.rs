@@ -82,11 +82,11 @@ const INLINE_PAUSE: Duration = Duration::from_millis(10);
 pub(crate) struct Waker {
     /// The thread's id (as it sent it), for its scheduler slice (`io_threads.rs`).
     pub(crate) thread_id: Option<libc::pid_t>,
-    state: Arc<State>,
+    state: Arc<WakerState>,
     handle: Option<JoinHandle<()>>,
 }
 
-struct State {
+struct WakerState {
     stop: AtomicBool,
     /// Kernels running or drains under way.
     active: AtomicUsize,
@@ -126,7 +126,7 @@ impl Waker {
         inline: bool,
     ) -> std::io::Result<Waker> {
         let real_time_asked = real_time && enters.is_some() && !inline;
-        let state = Arc::new(State {
+        let state = Arc::new(WakerState {
             stop: AtomicBool::new(false),
             active: AtomicUsize::new(0),
             wakeups: AtomicU64::new(0),
@@ -280,7 +280,7 @@ fn next_pause(pause: Duration, io: bool) -> Duration {
     }
 }
 
-fn run(look_once: &mut dyn FnMut() -> Look, state: &State, linger: Duration, inline: bool) {
+fn run(look_once: &mut dyn FnMut() -> Look, state: &WakerState, linger: Duration, inline: bool) {
     // Sleep precisely: the default 50 µs timer slack would double our shortest pause. And
     // block every signal: on a ring without SQPOLL a write this thread submits runs in it,
     // and a pipe whose reader is gone raises SIGPIPE in its writer (io_uring's task_work

@@ -20,7 +20,7 @@ struct KernelInfo {
     group_segment_size: u32,
     private_segment_size: u32,
     dynamic_stack: bool,
-    meta: code_object::Kernel,
+    meta: code_object::KernelMetadata,
 }
 
 /// A code object loaded into an HSA executable for the runtime's agent.
@@ -177,7 +177,7 @@ impl Executable {
                 .kernel(name)
                 .cloned()
                 .ok_or_else(|| Error::Config(format!("the code object has no kernel {name:?}")))?,
-            None => code_object::Kernel::default(),
+            None => code_object::KernelMetadata::default(),
         };
         let hsa = &self.hsa;
         let s = hsa.symbol(self.handle, &format!("{name}.kd"))?;
@@ -417,7 +417,7 @@ mod tests {
             group_segment_size: 0,
             private_segment_size: 0,
             dynamic_stack: false,
-            meta: code_object::Kernel {
+            meta: code_object::KernelMetadata {
                 name: "k".into(),
                 args: args
                     .iter()

@@ -9,10 +9,10 @@ use std::time::Instant;
 use gpuio_device::protocol::uapi::Cqe;
 
 use super::execute::execute;
-use super::{State, Words, CQES, CQ_HEAD, CQ_TAIL, PARKED, POLL, SQ_HEAD, SQ_TAIL};
+use super::{RingState, Words, CQES, CQ_HEAD, CQ_TAIL, PARKED, POLL, SQ_HEAD, SQ_TAIL};
 
 /// The fallback kernel's loop: consume what the SQ holds, else back off as SQPOLL does.
-pub(super) fn run(w: Words, st: &State) {
+pub(super) fn run(w: Words, st: &RingState) {
     crate::consumer::io_threads::quiet_this_thread();
     let mut consumer = Consumer::new(w);
     let mut idle = Idle {
@@ -56,7 +56,7 @@ impl Consumer {
 
     /// Executes every SQE published so far, in order, each completion posted before the
     /// next SQE is read; stops early at a full CQ or at `stop`.
-    pub(super) fn drain(&mut self, st: &State) -> Drained {
+    pub(super) fn drain(&mut self, st: &RingState) -> Drained {
         let w = self.w;
         // Acquire, system scope: pairs with the device publisher's Release store of the
         // tail: every SQE below it, and the payload it points at, is visible.
@@ -132,7 +132,7 @@ impl Idle {
 
     /// One step of the back-off; `cq_full`: the pass stopped at a full CQ, which only the
     /// reaper empties (no park then: the waker does not know of it).
-    fn wait(&mut self, consumer: &Consumer, st: &State, cq_full: bool) {
+    fn wait(&mut self, consumer: &Consumer, st: &RingState, cq_full: bool) {
         self.rounds = self.rounds.saturating_add(1);
         if self.rounds < 64 {
             std::hint::spin_loop();

@@ -29,7 +29,7 @@ fn retry(mut call: impl FnMut() -> isize) -> i32 {
 /// What the ring's owner registered, as `io_uring_register(2)` would: fixed files, fixed
 /// buffers, and the restrictions (see the module docs).
 #[derive(Debug, Default)]
-pub(super) struct Registered {
+pub(super) struct Tables {
     /// `IOSQE_FIXED_FILE` index -> fd (-1: an empty slot); empty: no file table, as a ring
     /// that registered none. The ring's owner sets it before the ring is enabled; then only
     /// the thread changes it, between requests (an `OPENAT` into a slot, a `CLOSE` of one).
@@ -47,13 +47,13 @@ pub(super) struct Registered {
     pub(super) restrictions: Option<Restricted>,
 }
 
-impl Drop for Registered {
+impl Drop for Tables {
     fn drop(&mut self) {
         close_files(&self.files);
     }
 }
 
-impl Registered {
+impl Tables {
     /// Puts `fd` (the ring's own descriptor) in the slot an `OPENAT`'s `file_index` names,
     /// as the kernel's `io_fixed_fd_install`: `IORING_FILE_INDEX_ALLOC` takes the first
     /// free slot from the hint on (`-ENFILE` if none, or no table), any other index `i`
@@ -166,7 +166,7 @@ impl Restricted {
 /// them (a bad one gives `-EFAULT`); Rust code never dereferences them. A `*_FIXED`
 /// request's range must lie inside its registered buffer (`-EFAULT` otherwise, as the
 /// kernel's `io_import_fixed`).
-pub(super) fn execute(sqe: &Sqe, registered: &RwLock<Registered>) -> i32 {
+pub(super) fn execute(sqe: &Sqe, registered: &RwLock<Tables>) -> i32 {
     match admit(sqe, registered) {
         Ok((sqe, _)) if file_index(&sqe) != 0 && sqe.flags & IOSQE_FIXED_FILE == 0 => direct(&sqe, registered),
         Ok((sqe, fd)) => perform(&sqe, fd),
@@ -192,7 +192,7 @@ fn file_index(sqe: &Sqe) -> u32 {
 /// of the process. A ring without a table (every ring under `Sandbox::FileIo`) answers
 /// `-ENXIO`; an `OPENAT` has opened (and, with `O_CREAT`, created) the file by then, as
 /// the kernel has, and closes it again.
-fn direct(sqe: &Sqe, registered: &RwLock<Registered>) -> i32 {
+fn direct(sqe: &Sqe, registered: &RwLock<Tables>) -> i32 {
     let index = file_index(sqe);
     let table = || registered.write().unwrap_or_else(|e| e.into_inner());
     match sqe.opcode {
@@ -249,7 +249,7 @@ fn beyond_landlock(sqe: &Sqe) -> bool {
 /// What the kernel checks before it performs `sqe`: the restrictions, the flags, a fixed
 /// buffer's range (the request becomes a plain transfer once checked) and a fixed file's
 /// slot. The request to perform and the fd it names, or the errno it fails with.
-fn admit(sqe: &Sqe, registered: &RwLock<Registered>) -> Result<(Sqe, i32), i32> {
+fn admit(sqe: &Sqe, registered: &RwLock<Tables>) -> Result<(Sqe, i32), i32> {
     // Not held past this check, nor across the syscall, which may block (a pipe nobody
     // writes): a host buffer made or dropped meanwhile updates the buffer table. What was
     // checked stays valid: the fixed files change only before the ring is enabled or on

@@ -92,7 +92,7 @@ use crate::consumer::waker::Look;
 use crate::error::{Error, Result};
 use crate::memory::{page_size, round_up, Mapping};
 use drain::{Consumer, Drained};
-use execute::{Registered, Restricted};
+use execute::{Restricted, Tables};
 
 mod drain;
 mod execute;
@@ -130,7 +130,7 @@ pub struct HostRing {
     thread: Option<JoinHandle<()>>,
     /// Inline: the consuming side, for whoever calls [`HostRing::consume`].
     inline: Option<Mutex<Consumer>>,
-    state: Arc<State>,
+    state: Arc<RingState>,
     /// The geometry, in `io_uring_setup`'s terms (our offsets; `features` has `NODROP`).
     pub params: Params,
     /// SQE array.
@@ -140,7 +140,7 @@ pub struct HostRing {
 }
 
 /// What the thread and its owner share.
-struct State {
+struct RingState {
     stop: AtomicBool,
     /// The thread is parked (or about to park).
     sleeping: AtomicBool,
@@ -149,7 +149,7 @@ struct State {
     /// Times the CQ was full when an SQE waited (the device broke invariant 4).
     cq_full: AtomicU64,
     /// Files, buffers and restrictions, as registered.
-    registered: RwLock<Registered>,
+    registered: RwLock<Tables>,
     /// The thread consumes SQEs (a ring created disabled does not until enabled, as
     /// `IORING_SETUP_R_DISABLED`).
     enabled: AtomicBool,
@@ -218,12 +218,12 @@ impl HostRing {
         ] {
             words.word(off).store(v, Ordering::Relaxed);
         }
-        let state = Arc::new(State {
+        let state = Arc::new(RingState {
             stop: AtomicBool::new(false),
             sleeping: AtomicBool::new(false),
             completed: AtomicU64::new(0),
             cq_full: AtomicU64::new(0),
-            registered: RwLock::new(Registered::default()),
+            registered: RwLock::new(Tables::default()),
             enabled: AtomicBool::new(!cfg.start_disabled),
         });
         if inline {
@@ -395,7 +395,7 @@ impl HostRing {
         self.registered().file_root = true;
     }
 
-    fn registered(&self) -> std::sync::RwLockWriteGuard<'_, Registered> {
+    fn registered(&self) -> std::sync::RwLockWriteGuard<'_, Tables> {
         self.state.registered.write().unwrap_or_else(|e| e.into_inner())
     }
 
