@@ -942,8 +942,14 @@ fn group_copy_moves_every_lanes_bytes_and_no_other() {
 /// them.
 fn std_habits_cursor_write_macros_and_a_buffered_writer(sub: Suite) {
     let _w = watchdog("std_habits_cursor_write_macros_and_a_buffered_writer", 60);
+    // Both `Write` traits in scope, as a kernel that writes generic code has them: `write!`
+    // takes each type's own `write_fmt` (the traits unused, which is the point: were one
+    // trait's `write_fmt` chosen, with both in scope `write!` here would not compile).
+    #[allow(unused_imports)]
     use core::fmt::Write as _;
     use gpuio::device::fs::{BufWriter, SeekFrom};
+    #[allow(unused_imports)]
+    use gpuio::device::io::Write as _;
     let dir = TempDir::new("habits");
     let (a, b) = (dir.str("a.txt"), dir.str("b.txt"));
     // dbg! writes to the runtime's stderr: a file here.
@@ -1276,8 +1282,14 @@ fn a_files_length_takes_the_requests_its_docs_say_and_ends_on_a_growing_file_or_
         std::thread::spawn(move || {
             use std::io::Write as _;
             let mut f = std::fs::OpenOptions::new().append(true).open(&grow).unwrap();
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            // At most 4 MiB, a write every 20 us: growing while the kernel asks, without
+            // taking a core from it or filling the disk.
+            for _ in 0..(4 << 20) / 37 {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
                 f.write_all(&[b'g'; 37]).unwrap();
+                std::thread::sleep(std::time::Duration::from_micros(20));
             }
         })
     };

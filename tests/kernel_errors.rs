@@ -142,8 +142,8 @@ fn long_report(t: u64) -> String {
     format!("kernel thread {t} (block 0, thread {t}) of returns_a_long_error returned Err: thread {t}: {digits}")
 }
 
-/// A report longer than one formatting pass (a GPU measures it, then writes it) comes out
-/// whole, on the CPU backend as on a GPU (the CUDA case above).
+/// A long report (1,000 digits) comes out whole on the CPU backend, which formats it once;
+/// the CUDA case above covers a GPU's two passes (measured, then written).
 #[test]
 fn a_long_err_is_reported_whole() {
     let _wd = watchdog("a_long_err_is_reported_whole", 60);

@@ -1,11 +1,12 @@
 //! The no_std ecosystem's io traits (`embedded-io`'s, re-exported as
 //! [`crate::io::Read`], [`crate::io::Write`], [`crate::io::Seek`] and
-//! [`crate::io::ErrorType`]) on device files and the runtime's stdout and stderr, so that
-//! code generic over a writer or a reader takes them.
+//! [`crate::io::ErrorType`]) on device files, their `BufWriter`, and the runtime's stdout
+//! and stderr, so that code generic over a writer or a reader takes them.
 //!
 //! Each type keeps its inherent methods, std's names and results (`File::write_all`
-//! returning [`fs::Error`], `Stdout::write_fmt` a `fmt::Result`): with a trait in scope a
-//! method call still finds those first, and `write!` works as before.
+//! returning [`fs::Error`], `Stdout::write_fmt` and `BufWriter::write_fmt` a
+//! `fmt::Result`): with a trait in scope a method call still finds those first, and
+//! `write!` works as before, with `core::fmt::Write` in scope too.
 //!
 //! ```
 //! use gpuio_device::io::{self, Write};

@@ -66,6 +66,13 @@ impl<'f, const N: usize> BufWriter<'f, N> {
         }
     }
 
+    /// Formats `args` into the buffer: `write!` and `writeln!` call this one, whichever
+    /// `Write` traits are in scope (`core::fmt`'s and the io traits' both have a
+    /// `write_fmt`). A write error is kept for [`BufWriter::flush`] and fails this call.
+    pub fn write_fmt(&mut self, args: core::fmt::Arguments<'_>) -> core::fmt::Result {
+        core::fmt::Write::write_fmt(self, args)
+    }
+
     /// [`BufWriter::flush`], and ends the borrow of the file.
     pub fn finish(mut self) -> Result<(), Error> {
         self.flush()

@@ -100,7 +100,8 @@ pub fn create_dir_all(path: &str) -> Result<(), PathError<'_>> {
             // Another thread made it meanwhile.
             Err(Errno::EEXIST) if next < whole.len() => {}
             // Under the name found, which exists but leads nowhere (a dangling symlink):
-            // std's create_dir_all says EEXIST, of that name.
+            // EEXIST, as std's create_dir_all says it (of that name; this error names the
+            // whole path, as every error of this call does).
             Err(Errno::ENOENT) if found => return Err(fail(Errno::EEXIST)),
             Err(Errno::EEXIST) => {
                 return if is_dir(whole)? {

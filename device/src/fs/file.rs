@@ -184,7 +184,8 @@ impl File {
     /// write-only, `OpenOptions::new().read(true).write(true)` both). Not for a pipe, socket
     /// or device: a read at an offset there reads on as `read(2)` does (io_uring ignores
     /// the offset of a file without offsets, and the fallback does as io_uring), so `len`
-    /// takes the bytes waiting there and returns their count, or waits for some.
+    /// takes the bytes waiting there: under 64 of them, it returns their count; with more,
+    /// a length that means nothing, or it waits for more bytes.
     ///
     /// Why by reading: io_uring's `STATX`, which would say it in one request, writes its
     /// answer to any host address the request names, so no sandbox allows it; reads go only

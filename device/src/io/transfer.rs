@@ -36,7 +36,8 @@ impl Op {
     }
 }
 
-/// What a transfer asks for ([`pwrite`], [`pread`] and their `_async` forms): `len` bytes of
+/// What a transfer asks for ([`pwrite`](super::pwrite), [`pread`](super::pread) and their
+/// `_async` forms): `len` bytes of
 /// `buf` written to `fd` at `offset`, or read from there into `buf`. Built once, with `buf`'s
 /// region looked up: a waiting transfer hands the same one to the solo ring and, failing
 /// that, to the shared rings ([`transfer`]).

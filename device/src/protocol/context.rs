@@ -86,7 +86,7 @@ const PROGRESS_EVERY: u32 = if cfg!(loom) { 2 } else { 64 };
 
 /// The result with which the host's io_uring sandbox refuses a request without executing
 /// it (a forbidden opcode or SQE flag): `-EACCES`.
-pub(crate) const SANDBOX_REFUSAL: i32 = -Errno::EACCES.0;
+pub(super) const SANDBOX_REFUSAL: i32 = -Errno::EACCES.0;
 
 /// The shared runtime state (see the module docs).
 #[repr(C)]

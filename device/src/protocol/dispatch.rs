@@ -56,7 +56,7 @@ impl Context {
     /// result comes back from here and the slot is given back, with no `DONE` stored or
     /// acquired (`Requests::give_back_mine`).
     #[inline]
-    pub(crate) fn reap_ring_for(&self, ring: &Ring, mine: Ticket) -> Option<i32> {
+    pub(super) fn reap_ring_for(&self, ring: &Ring, mine: Ticket) -> Option<i32> {
         let mut got = None;
         ring.reap(|cqes| self.dispatch_for(cqes, Some(mine), &mut got, None));
         // `Ring::reap` returned after its release fence (it took our CQE, so it took one).

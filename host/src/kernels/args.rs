@@ -209,7 +209,7 @@ pub struct Staging {
     /// The in-order queue the launch goes on ([`Launch::queue`]).
     pub(crate) queue: Option<usize>,
     /// The cudarc stream the launch goes on, where the caller named one
-    /// ([`Kernels::launch_on`]); else the null stream.
+    /// ([`Kernels::launch_on`](super::Kernels::launch_on)); else the null stream.
     #[cfg(feature = "cudarc")]
     pub(crate) stream: Option<std::sync::Arc<cudarc::driver::CudaStream>>,
 }

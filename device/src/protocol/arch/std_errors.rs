@@ -1,5 +1,5 @@
 //! Device errors as std's: on host builds (the CPU backend, tests) each converts into a
-//! `std::io::Error`. Kept out of `host.rs`: the protocol's modules import that one, and
+//! `std::io::Error`. Kept out of `host/`: the protocol's modules import that one, and
 //! these impls import `fs`, which imports the protocol's modules (a loop).
 
 extern crate std;

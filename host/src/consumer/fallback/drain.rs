@@ -119,7 +119,7 @@ impl Consumer {
 
 /// The back-off between passes that found nothing, like SQPOLL's idle spin: spin, yield,
 /// poll every [`POLL`] for `sq_thread_idle`, then park until the waker unparks it.
-pub(super) struct Idle {
+struct Idle {
     last_work: Instant,
     rounds: u32,
 }
