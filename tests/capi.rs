@@ -78,6 +78,24 @@ fn cpp_host() -> &'static Path {
     })
 }
 
+/// The C++ kernels of `tests/capi/device_printf.cpp`, built as the C++ host is, with
+/// gpuio's device header (`device/include`).
+fn device_printf_host() -> &'static Path {
+    static HOST: OnceLock<PathBuf> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let b = built();
+        let pc = pc_fields(&b.libdir.join("gpuio.pc"));
+        let exe = b.bin.join("device_printf");
+        let mut args = words("-std=c++17 -Wall -Wextra -Werror -pedantic -O1");
+        args.push(format!("-I{}", root().join("device/include").display()));
+        args.push(root().join("tests/capi/device_printf.cpp").display().to_string());
+        args.extend(words(&format!("{} {}", pc["Cflags"], pc["Libs"])));
+        args.extend(["-o".into(), exe.display().to_string()]);
+        compile(&compiler(true), &args);
+        exe
+    })
+}
+
 /// Runs a host to completion (killing it after [`TIMEOUT`]).
 fn run(exe: &Path, args: &[&str]) -> Output {
     let mut child = Command::new(exe)
@@ -293,6 +311,60 @@ fn cpp_host_cpu_backend_through_the_shared_library() {
     assert!(next.iter().all(|&n| n == lines), "lines lost: {next:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("double destroy: GPUIO_ERROR_INVALID_HANDLE"));
+}
+
+/// C++ kernels on the CPU backend print through `gpuio/device.h`: each of 64 threads'
+/// `gpuio_printf` line is the one the C library's `snprintf` makes of the same format and
+/// arguments (integers of every width, floats in every notation, strings, a character, a
+/// pointer), with the same count; `gpuio_puts` and `gpuio_write` print a line each; a
+/// format it does not take (`%n`) prints nothing, returns -1 and says why on stderr.
+#[test]
+fn cpp_kernels_print_through_the_device_header() {
+    if !toolchain_here("cpp_kernels_print_through_the_device_header") {
+        return;
+    }
+    let out = run(device_printf_host(), &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stderr}", out.status);
+    let mut got: Vec<&str> = std::str::from_utf8(&out.stdout).expect("UTF-8").lines().collect();
+    let mut want: Vec<&str> = stderr.lines().filter_map(|l| l.strip_prefix("want: ")).collect();
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(want.len(), 66, "{stderr}");
+    assert_eq!(got, want);
+    assert!(
+        stderr.contains(
+            "gpuio_printf: `%n` is not taken: it writes through a pointer (the conversion at byte 0 of the format)"
+        ),
+        "{stderr}"
+    );
+}
+
+/// The device header is C too: C99 with every warning an error, its argument record 16
+/// bytes as the Rust side's (`gpuio_printf_arg`).
+#[test]
+fn the_device_header_compiles_as_c() {
+    if !toolchain_here("the_device_header_compiles_as_c") {
+        return;
+    }
+    assert_eq!(std::mem::size_of::<gpuio::device::c_abi::gpuio_printf_arg>(), 16);
+    let b = built();
+    let src = b.bin.join("device_header.c");
+    std::fs::write(
+        &src,
+        "#include <gpuio/device.h>\n\
+         _Static_assert(sizeof(gpuio_printf_arg) == 16, \"the Rust side's size\");\n\
+         int f(int x) {\n\
+         \x20   gpuio_printf_arg a[1] = {{GPUIO_PRINTF_INT, (uint64_t)(int64_t)x}};\n\
+         \x20   return gpuio_printf_args(\"%d\\n\", a, 1) + gpuio_puts(\"x\") + gpuio_fsync(3);\n\
+         }\n",
+    )
+    .unwrap();
+    let mut args = words("-std=c99 -Wall -Wextra -Werror -pedantic -c");
+    args.push(format!("-I{}", root().join("device/include").display()));
+    args.push(src.display().to_string());
+    args.extend(["-o".into(), b.bin.join("device_header.o").display().to_string()]);
+    compile(&compiler(false), &args);
 }
 
 #[test]

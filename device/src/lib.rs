@@ -38,6 +38,8 @@
 )]
 #![cfg_attr(any(target_arch = "amdgpu", target_arch = "nvptx64"), allow(internal_features))]
 
+#[cfg(feature = "c-abi")]
+pub mod c_abi;
 mod dim;
 pub mod entry;
 mod errno;

@@ -1,0 +1,671 @@
+//! C's `printf` formats, done on the device: a format string and its arguments, passed as
+//! [`gpuio_printf_arg`] values (the header's `gpuio_printf` packs them), written to a
+//! `fmt::Write` as C's `snprintf` would write them.
+//!
+//! Conversions `d i u x X o c s p f F e E g G a A %`, the flags `- + space # 0`, a width
+//! and a precision (digits or `*`), and the lengths `hh h l ll z j t` (integers are cut to
+//! the length's width, as C reads them). Not taken, as a [`BadFormat`]: `%n` (it writes
+//! through a pointer), `L` (no `long double` on a GPU), `%lc`/`%ls` (wide characters), a
+//! conversion missing its argument or given one of another kind, and a `%` at the end.
+//! A NULL `%s` prints `(null)`, a NULL `%p` `(nil)`, as glibc's do.
+
+use core::fmt::{self, Write};
+
+/// One argument of a C format, as the device header packs it: `kind` says how `bits`
+/// holds it ([`GPUIO_PRINTF_INT`], [`GPUIO_PRINTF_UINT`], [`GPUIO_PRINTF_DOUBLE`],
+/// [`GPUIO_PRINTF_PTR`]).
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct gpuio_printf_arg {
+    /// How `bits` holds the value.
+    pub kind: u32,
+    /// The value: an integer sign- or zero-extended to 64 bits, a `double`'s bits, or a
+    /// pointer's address.
+    pub bits: u64,
+}
+
+/// A signed integer (`char`, `short`, `int`, `long`, ...), sign-extended to 64 bits.
+pub const GPUIO_PRINTF_INT: u32 = 0;
+/// An unsigned integer, zero-extended to 64 bits.
+pub const GPUIO_PRINTF_UINT: u32 = 1;
+/// A `double` (a `float` is promoted, as C's varargs promote it): its bits.
+pub const GPUIO_PRINTF_DOUBLE: u32 = 2;
+/// A pointer: a `%s` string (NUL-terminated) or a `%p` address.
+pub const GPUIO_PRINTF_PTR: u32 = 3;
+
+/// Why a format was not taken: the byte offset in the format, and what was wrong there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BadFormat {
+    /// Where in the format string the conversion that was refused starts (its `%`).
+    pub at: usize,
+    /// What was wrong.
+    pub why: &'static str,
+}
+
+impl fmt::Display for BadFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (the conversion at byte {} of the format)", self.why, self.at)
+    }
+}
+
+/// A conversion's flags, width and precision.
+#[derive(Clone, Copy, Default)]
+struct Spec {
+    left: bool,
+    plus: bool,
+    space: bool,
+    alt: bool,
+    zero: bool,
+    width: usize,
+    precision: Option<usize>,
+}
+
+/// Writes `format` with `args` to `out` as C's `snprintf` would. An error of `out` ends
+/// it as `Ok(Err(..))`; a format it does not take, as `Err(BadFormat)`, possibly after
+/// writing the text before that conversion (check first with [`check`] where that
+/// matters).
+///
+/// # Safety
+/// Every [`GPUIO_PRINTF_PTR`] argument that a `%s` takes is NULL or points to a
+/// NUL-terminated string (read up to its NUL or its precision).
+pub unsafe fn format(format: &[u8], args: &[gpuio_printf_arg], out: &mut dyn Write) -> Result<fmt::Result, BadFormat> {
+    let mut args = args.iter();
+    let mut i = 0;
+    while i < format.len() {
+        let start = i;
+        while i < format.len() && format[i] != b'%' {
+            i += 1;
+        }
+        if i > start && write_bytes(out, &format[start..i]).is_err() {
+            return Ok(Err(fmt::Error));
+        }
+        if i == format.len() {
+            break;
+        }
+        let at = i;
+        let bad = |why| BadFormat { at, why };
+        i += 1;
+        let mut spec = Spec::default();
+        while i < format.len() {
+            match format[i] {
+                b'-' => spec.left = true,
+                b'+' => spec.plus = true,
+                b' ' => spec.space = true,
+                b'#' => spec.alt = true,
+                b'0' => spec.zero = true,
+                _ => break,
+            }
+            i += 1;
+        }
+        let mut next_int = |what| match args.next() {
+            Some(a) if a.kind == GPUIO_PRINTF_INT || a.kind == GPUIO_PRINTF_UINT => Ok(a.bits as i32),
+            Some(_) => Err(bad(what)),
+            None => Err(bad("a `*` has no argument")),
+        };
+        if i < format.len() && format[i] == b'*' {
+            let w = next_int("a `*` width takes an int")?;
+            spec.left |= w < 0;
+            spec.width = w.unsigned_abs() as usize;
+            i += 1;
+        } else {
+            spec.width = digits(format, &mut i);
+        }
+        if i < format.len() && format[i] == b'.' {
+            i += 1;
+            if i < format.len() && format[i] == b'*' {
+                let p = next_int("a `*` precision takes an int")?;
+                spec.precision = (p >= 0).then_some(p as usize);
+                i += 1;
+            } else {
+                spec.precision = Some(digits(format, &mut i));
+            }
+        }
+        // The length, as the number of bits an integer argument keeps.
+        let mut bits = 32;
+        let mut wide = false;
+        match format.get(i) {
+            Some(b'h') if format.get(i + 1) == Some(&b'h') => (bits, i) = (8, i + 2),
+            Some(b'h') => (bits, i) = (16, i + 1),
+            Some(b'l') if format.get(i + 1) == Some(&b'l') => (bits, i) = (64, i + 2),
+            Some(b'l') => (bits, wide, i) = (64, true, i + 1),
+            Some(b'z' | b'j' | b't') => (bits, i) = (64, i + 1),
+            Some(b'L') => return Err(bad("`L` (long double) is not taken: a GPU has no long double")),
+            _ => {}
+        }
+        let Some(&conv) = format.get(i) else {
+            return Err(bad("the format ends inside a conversion"));
+        };
+        i += 1;
+        let written = match conv {
+            b'%' => out.write_char('%'),
+            b'd' | b'i' | b'u' | b'x' | b'X' | b'o' | b'c' => {
+                let arg = match args.next() {
+                    Some(a) if a.kind == GPUIO_PRINTF_INT || a.kind == GPUIO_PRINTF_UINT => a.bits,
+                    Some(_) => return Err(bad("an integer conversion was given a double or a pointer")),
+                    None => return Err(bad("a conversion has no argument")),
+                };
+                if conv == b'c' {
+                    if wide {
+                        return Err(bad("`%lc` (a wide character) is not taken"));
+                    }
+                    pad(out, spec, false, "", &[arg as u8])
+                } else {
+                    integer(out, spec, conv, arg, bits)
+                }
+            }
+            b'f' | b'F' | b'e' | b'E' | b'g' | b'G' | b'a' | b'A' => match args.next() {
+                Some(a) if a.kind == GPUIO_PRINTF_DOUBLE => float(out, spec, conv, f64::from_bits(a.bits)),
+                Some(_) => return Err(bad("a floating-point conversion was given an integer or a pointer")),
+                None => return Err(bad("a conversion has no argument")),
+            },
+            b's' | b'p' => {
+                let p = match args.next() {
+                    Some(a) if a.kind == GPUIO_PRINTF_PTR => a.bits,
+                    Some(_) => return Err(bad("`%s` and `%p` take a pointer")),
+                    None => return Err(bad("a conversion has no argument")),
+                };
+                if conv == b'p' {
+                    pointer(out, spec, p)
+                } else if wide {
+                    return Err(bad("`%ls` (a wide string) is not taken"));
+                } else {
+                    // SAFETY: the caller's contract: a `%s` pointer is NULL or a C string.
+                    unsafe { string(out, spec, p as *const u8) }
+                }
+            }
+            b'n' => return Err(bad("`%n` is not taken: it writes through a pointer")),
+            _ => return Err(bad("an unknown conversion")),
+        };
+        if written.is_err() {
+            return Ok(Err(fmt::Error));
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Whether `format` with `args` would be taken, and how many bytes it writes.
+///
+/// # Safety
+/// As for [`format`].
+pub unsafe fn check(format_: &[u8], args: &[gpuio_printf_arg]) -> Result<usize, BadFormat> {
+    let mut count = Count(0);
+    // SAFETY: the caller's contract, passed on.
+    unsafe { format(format_, args, &mut count) }?.map_err(|_| BadFormat {
+        at: 0,
+        why: "unreachable: counting never fails",
+    })?;
+    Ok(count.0)
+}
+
+/// A sink that counts what it is given.
+pub(crate) struct Count(pub(crate) usize);
+
+impl Write for Count {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0 += s.len();
+        Ok(())
+    }
+}
+
+/// Writes `bytes` as text: each byte a character, so that any byte string goes through a
+/// `fmt::Write` (bytes that are not ASCII become U+FFFD; C formats are ASCII).
+fn write_bytes(out: &mut dyn Write, bytes: &[u8]) -> fmt::Result {
+    for chunk in bytes.utf8_chunks() {
+        out.write_str(chunk.valid())?;
+        if !chunk.invalid().is_empty() {
+            out.write_char('\u{FFFD}')?;
+        }
+    }
+    Ok(())
+}
+
+/// The decimal number at `format[*i..]`, moving `*i` past it (0 where there is none).
+fn digits(format: &[u8], i: &mut usize) -> usize {
+    let mut n = 0usize;
+    while *i < format.len() && format[*i].is_ascii_digit() {
+        n = n.saturating_mul(10).saturating_add((format[*i] - b'0') as usize);
+        *i += 1;
+    }
+    n
+}
+
+/// Writes `body` (a number's digits, or text), after `sign` and `prefix`, padded to the
+/// width: on the right with `-`, with zeros between prefix and body where `zeros` (a
+/// number's `0` flag), else with spaces on the left.
+fn pad(out: &mut dyn Write, spec: Spec, zeros: bool, sign_and_prefix: &str, body: &[u8]) -> fmt::Result {
+    pad_with(out, spec, zeros, sign_and_prefix, body.len(), &mut |out| {
+        write_bytes(out, body)
+    })
+}
+
+/// [`pad`] for a body of `len` bytes that `body` writes.
+fn pad_with(
+    out: &mut dyn Write,
+    spec: Spec,
+    zeros: bool,
+    sign_and_prefix: &str,
+    len: usize,
+    body: &mut dyn FnMut(&mut dyn Write) -> fmt::Result,
+) -> fmt::Result {
+    let fill = spec.width.saturating_sub(sign_and_prefix.len() + len);
+    if !spec.left && !zeros {
+        repeat(out, ' ', fill)?;
+    }
+    out.write_str(sign_and_prefix)?;
+    if !spec.left && zeros {
+        repeat(out, '0', fill)?;
+    }
+    body(out)?;
+    if spec.left {
+        repeat(out, ' ', fill)?;
+    }
+    Ok(())
+}
+
+fn repeat(out: &mut dyn Write, c: char, n: usize) -> fmt::Result {
+    for _ in 0..n {
+        out.write_char(c)?;
+    }
+    Ok(())
+}
+
+/// `%d %i %u %x %X %o` of an argument whose length keeps `bits` bits.
+fn integer(out: &mut dyn Write, spec: Spec, conv: u8, arg: u64, bits: u32) -> fmt::Result {
+    let keep = |v: u64| if bits == 64 { v } else { v & ((1u64 << bits) - 1) };
+    let (negative, magnitude) = if conv == b'd' || conv == b'i' {
+        // Sign-extend from the length's width.
+        let v = ((arg << (64 - bits)) as i64) >> (64 - bits);
+        (v < 0, v.unsigned_abs())
+    } else {
+        (false, keep(arg))
+    };
+    let base = match conv {
+        b'x' | b'X' => 16,
+        b'o' => 8,
+        _ => 10,
+    };
+    let digits_of = if conv == b'X' {
+        b"0123456789ABCDEF"
+    } else {
+        b"0123456789abcdef"
+    };
+    let mut buf = [0u8; 64];
+    let mut at = buf.len();
+    let mut v = magnitude;
+    while v != 0 {
+        at -= 1;
+        buf[at] = digits_of[(v % base) as usize];
+        v /= base;
+    }
+    // The precision is the least number of digits: `%.0d` of 0 writes none.
+    let min = spec.precision.unwrap_or(1);
+    while buf.len() - at < min && at > 0 {
+        at -= 1;
+        buf[at] = b'0';
+    }
+    if conv == b'o' && spec.alt && (at == buf.len() || buf[at] != b'0') {
+        at -= 1;
+        buf[at] = b'0';
+    }
+    let sign = if negative {
+        "-"
+    } else if (conv == b'd' || conv == b'i') && spec.plus {
+        "+"
+    } else if (conv == b'd' || conv == b'i') && spec.space {
+        " "
+    } else {
+        ""
+    };
+    let prefix = match (conv, spec.alt && magnitude != 0) {
+        (b'x', true) => "0x",
+        (b'X', true) => "0X",
+        _ => "",
+    };
+    let mut head = [0u8; 3];
+    let head = join(&mut head, sign, prefix);
+    // With a precision, the `0` flag is ignored for integers.
+    let zeros = spec.zero && !spec.left && spec.precision.is_none();
+    // A precision past 64 digits writes its zeros here.
+    let extra = min.saturating_sub(buf.len() - at);
+    pad_with(out, spec, zeros, head, extra + buf.len() - at, &mut |out| {
+        repeat(out, '0', extra)?;
+        write_bytes(out, &buf[at..])
+    })
+}
+
+/// `sign` and `prefix` as one string, in `buf`.
+fn join<'b>(buf: &'b mut [u8; 3], sign: &str, prefix: &str) -> &'b str {
+    let n = sign.len() + prefix.len();
+    buf[..sign.len()].copy_from_slice(sign.as_bytes());
+    buf[sign.len()..n].copy_from_slice(prefix.as_bytes());
+    core::str::from_utf8(&buf[..n]).unwrap_or("")
+}
+
+/// `%p`: `0x` and the address in lowercase hex, `(nil)` for NULL, as glibc's.
+fn pointer(out: &mut dyn Write, spec: Spec, p: u64) -> fmt::Result {
+    if p == 0 {
+        let spec = Spec {
+            precision: None,
+            ..spec
+        };
+        return pad(out, spec, false, "", b"(nil)");
+    }
+    let spec = Spec {
+        alt: true,
+        plus: false,
+        space: false,
+        ..spec
+    };
+    integer(out, spec, b'x', p, 64)
+}
+
+/// `%s` of the C string at `s`: up to its NUL, or to the precision's bytes; `(null)` for
+/// NULL.
+///
+/// # Safety
+/// `s` is NULL or a NUL-terminated string (read no further than the precision).
+unsafe fn string(out: &mut dyn Write, spec: Spec, s: *const u8) -> fmt::Result {
+    if s.is_null() {
+        return pad(out, spec, false, "", b"(null)");
+    }
+    let max = spec.precision.unwrap_or(usize::MAX);
+    let mut len = 0;
+    // SAFETY: the caller's contract: bytes up to the NUL (or `max`) are readable.
+    while len < max && unsafe { *s.add(len) } != 0 {
+        len += 1;
+    }
+    // SAFETY: the `len` bytes just read.
+    let bytes = unsafe { core::slice::from_raw_parts(s, len) };
+    pad(out, spec, false, "", bytes)
+}
+
+/// The floating-point conversions.
+fn float(out: &mut dyn Write, spec: Spec, conv: u8, v: f64) -> fmt::Result {
+    let upper = conv.is_ascii_uppercase();
+    let sign = if v.is_sign_negative() {
+        "-"
+    } else if spec.plus {
+        "+"
+    } else if spec.space {
+        " "
+    } else {
+        ""
+    };
+    if !v.is_finite() {
+        let text: &[u8] = match (v.is_nan(), upper) {
+            (true, false) => b"nan",
+            (true, true) => b"NAN",
+            (false, false) => b"inf",
+            (false, true) => b"INF",
+        };
+        return pad(out, spec, false, sign, text);
+    }
+    let v = v.abs();
+    let zeros = spec.zero && !spec.left;
+    let body = Body { spec, conv, v };
+    let mut count = Count(0);
+    body.write(&mut count)?;
+    if conv == b'a' || conv == b'A' {
+        let prefix = if upper { "0X" } else { "0x" };
+        let mut head = [0u8; 3];
+        let head = join(&mut head, sign, prefix);
+        return pad_with(out, spec, zeros, head, count.0, &mut |out| body.write(out));
+    }
+    pad_with(out, spec, zeros, sign, count.0, &mut |out| body.write(out))
+}
+
+/// A finite, non-negative floating-point number's text under one conversion, without its
+/// sign (or `0x` prefix).
+#[derive(Clone, Copy)]
+struct Body {
+    spec: Spec,
+    conv: u8,
+    v: f64,
+}
+
+impl Body {
+    fn write(&self, out: &mut dyn Write) -> fmt::Result {
+        let Body { spec, conv, v } = *self;
+        let precision = spec.precision.unwrap_or(6);
+        match conv {
+            b'f' | b'F' => {
+                write!(out, "{v:.precision$}")?;
+                if spec.alt && precision == 0 {
+                    out.write_char('.')?;
+                }
+                Ok(())
+            }
+            b'e' | b'E' => exponent(out, v, precision, spec.alt, conv == b'E', false),
+            b'g' | b'G' => {
+                let p = if precision == 0 { 1 } else { precision };
+                // The exponent the `%e` form has once rounded to `p` significant digits.
+                let mut seen = ExponentOfText::default();
+                write!(seen, "{v:.*e}", p - 1)?;
+                let x = seen.exponent.value();
+                let trim = !spec.alt;
+                if (p as i64) > x && x >= -4 {
+                    let decimals = (p as i64 - 1 - x) as usize;
+                    let mut t = Trim::new(out, trim);
+                    write!(t, "{v:.decimals$}")?;
+                    t.end(spec.alt && decimals == 0)
+                } else {
+                    exponent(out, v, p - 1, spec.alt, conv == b'G', trim)
+                }
+            }
+            _ => hex(out, v, spec.precision, spec.alt, conv == b'A'),
+        }
+    }
+}
+
+/// `%e`: `d.ddde±dd`, from Rust's `{:e}` (`d.ddde-7`): the exponent with its sign and at
+/// least two digits; `trim`: trailing zeros of the fraction dropped (`%g`).
+fn exponent(out: &mut dyn Write, v: f64, precision: usize, alt: bool, upper: bool, trim: bool) -> fmt::Result {
+    let mut e = Exponent::default();
+    {
+        let mut t = Trim::new(out, trim);
+        let mut mantissa = Mantissa {
+            out: &mut t,
+            exponent: &mut e,
+            in_exponent: false,
+        };
+        write!(mantissa, "{v:.precision$e}")?;
+        t.end(alt && precision == 0)?;
+    }
+    let x = e.value();
+    out.write_char(if upper { 'E' } else { 'e' })?;
+    out.write_char(if x < 0 { '-' } else { '+' })?;
+    if x.unsigned_abs() < 10 {
+        out.write_char('0')?;
+    }
+    write!(out, "{}", x.unsigned_abs())
+}
+
+/// Passes a mantissa on and keeps the exponent after its `e`.
+struct Mantissa<'a, 'o> {
+    out: &'a mut Trim<'o>,
+    exponent: &'a mut Exponent,
+    in_exponent: bool,
+}
+
+impl Write for Mantissa<'_, '_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for c in s.chars() {
+            if self.in_exponent {
+                self.exponent.write_char(c)?;
+            } else if c == 'e' {
+                self.in_exponent = true;
+            } else {
+                self.out.write_char(c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The exponent of Rust's `{:e}` text, fed what follows its `e` (`-7`, `12`).
+#[derive(Default)]
+struct Exponent {
+    negative: bool,
+    magnitude: i64,
+}
+
+impl Exponent {
+    fn value(&self) -> i64 {
+        if self.negative {
+            -self.magnitude
+        } else {
+            self.magnitude
+        }
+    }
+}
+
+impl Write for Exponent {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for c in s.bytes() {
+            match c {
+                b'-' => self.negative = true,
+                b'0'..=b'9' => self.magnitude = self.magnitude.saturating_mul(10).saturating_add((c - b'0') as i64),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// [`Exponent`] fed a whole `{:e}` text: only what follows the `e` counts.
+#[derive(Default)]
+struct ExponentOfText {
+    exponent: Exponent,
+    past_e: bool,
+}
+
+impl Write for ExponentOfText {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for c in s.chars() {
+            if self.past_e {
+                self.exponent.write_char(c)?;
+            } else if c == 'e' {
+                self.past_e = true;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Passes a decimal number on, holding back the zeros at the end of its fraction (and its
+/// point, if nothing else follows) where `trim` asks for `%g`'s rule.
+struct Trim<'o> {
+    out: &'o mut dyn Write,
+    trim: bool,
+    in_fraction: bool,
+    point: bool,
+    zeros: usize,
+}
+
+impl<'o> Trim<'o> {
+    fn new(out: &'o mut dyn Write, trim: bool) -> Trim<'o> {
+        Trim {
+            out,
+            trim,
+            in_fraction: false,
+            point: false,
+            zeros: 0,
+        }
+    }
+
+    /// Ends the number: what was held back is dropped; with `point`, a point is written
+    /// where the number has none (`#` with no fraction digits).
+    fn end(self, point: bool) -> fmt::Result {
+        if point && !self.in_fraction {
+            self.out.write_char('.')?;
+        }
+        Ok(())
+    }
+}
+
+impl Write for Trim<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for c in s.chars() {
+            if !self.trim {
+                if c == '.' {
+                    self.in_fraction = true;
+                }
+                self.out.write_char(c)?;
+            } else if c == '.' {
+                self.in_fraction = true;
+                self.point = true;
+            } else if self.in_fraction && c == '0' {
+                self.zeros += 1;
+            } else {
+                if self.point {
+                    self.out.write_char('.')?;
+                    self.point = false;
+                }
+                repeat(self.out, '0', self.zeros)?;
+                self.zeros = 0;
+                self.out.write_char(c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `%a`: `h.hhhp±d`, the leading digit 1 for a normal number and 0 for zero and a
+/// subnormal one (as glibc writes them); with a precision, the fraction rounded to that
+/// many hex digits (ties to even), else as many as it needs.
+fn hex(out: &mut dyn Write, v: f64, precision: Option<usize>, alt: bool, upper: bool) -> fmt::Result {
+    let bits = v.to_bits();
+    let raw_exp = ((bits >> 52) & 0x7ff) as i64;
+    let mut fraction = bits & ((1u64 << 52) - 1);
+    let (mut lead, exp) = match (raw_exp, fraction) {
+        (0, 0) => (0u64, 0i64),
+        (0, _) => (0, -1022),
+        _ => (1, raw_exp - 1023),
+    };
+    // 13 hex digits hold the 52 fraction bits.
+    let mut digits = 13usize;
+    if let Some(p) = precision.filter(|&p| p < 13) {
+        let drop = (13 - p) * 4;
+        let mut kept = fraction >> drop;
+        let rest = fraction & ((1u64 << drop) - 1);
+        let half = 1u64 << (drop - 1);
+        // Ties to even: the last digit kept is the leading one where no fraction digit is.
+        let last = if p == 0 { lead } else { kept };
+        if rest > half || (rest == half && last & 1 == 1) {
+            kept += 1;
+        }
+        if p == 0 {
+            lead += kept;
+            fraction = 0;
+        } else if kept >> (p * 4) != 0 {
+            lead += 1;
+            fraction = 0;
+        } else {
+            fraction = kept << drop;
+        }
+        digits = p;
+    } else if precision.is_none() {
+        while digits > 0 && (fraction >> ((13 - digits) * 4)) & 0xf == 0 {
+            digits -= 1;
+        }
+    }
+    let table = if upper {
+        b"0123456789ABCDEF"
+    } else {
+        b"0123456789abcdef"
+    };
+    out.write_char(table[lead as usize & 0xf] as char)?;
+    if digits > 0 || alt || precision.is_some_and(|p| p > 0) {
+        out.write_char('.')?;
+    }
+    for k in 0..digits.min(13) {
+        let d = (fraction >> ((12 - k) * 4)) & 0xf;
+        out.write_char(table[d as usize] as char)?;
+    }
+    if let Some(p) = precision {
+        repeat(out, '0', p.saturating_sub(13))?;
+    }
+    out.write_char(if upper { 'P' } else { 'p' })?;
+    write!(out, "{}{}", if exp < 0 { '-' } else { '+' }, exp.unsigned_abs())
+}
