@@ -5,6 +5,8 @@
 //!   kernels,
 //! - `kernels-observer/` (`gpuio-observer-kernels`), bench_observer's compute kernels, for
 //!   the NVIDIA targets only,
+//! - `kernels-c/` (`gpuio-device-library`), the device runtime's C ABI for C++ kernels to
+//!   be linked with, for the NVIDIA targets only,
 //!
 //! each for `nvptx64-nvidia-cuda` `sm_90` and `sm_60` (the lockstep build: PTX before sm_70
 //! runs without independent thread scheduling, as AMD wavefronts do; `gpuio_device::protocol::arch`
@@ -64,6 +66,12 @@ fn main() {
     Kernels::new("../kernels-observer")
         .nvptx(NVPTX_TARGETS.iter().copied())
         .tables("observer_kernels.rs")
+        .build()
+        .unwrap_or_else(|e| fail(&e));
+    // The device runtime as a library for C++ kernels (its C ABI): NVIDIA only for now.
+    Kernels::new("../kernels-c")
+        .nvptx(NVPTX_TARGETS.iter().copied())
+        .tables("c_library.rs")
         .build()
         .unwrap_or_else(|e| fail(&e));
 }

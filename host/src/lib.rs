@@ -54,7 +54,7 @@ use consumer::submission;
 
 pub use backend::{Arg, Backend};
 pub use builder::Builder;
-pub use cuda::Jit;
+pub use cuda::{link_ptx, Jit};
 pub use error::{
     DriverError, Error, HangReport, OtherRing, OutputErrors, PrintErrors, Refused, Result, RingWords, RunningBlocks,
     RunningThreads, SoloRing, StreamPositions, Tickets, Waiting,

@@ -4,7 +4,8 @@
 //! - the example kernels (`kernels/`): [`OBJECTS`], [`NVPTX`], [`AMDGCN`], [`PTX`], ...;
 //! - the test and benchmark kernels (`kernels-test/`, with the example kernels):
 //!   [`TEST_OBJECTS`], [`TEST_NVPTX`], [`TEST_AMDGCN`], [`TEST_PTX`], ...;
-//! - bench_observer's kernels (`kernels-observer/`): [`OBSERVER_NVPTX`].
+//! - bench_observer's kernels (`kernels-observer/`): [`OBSERVER_NVPTX`];
+//! - the device library for C++ kernels (`kernels-c/`): [`C_LIBRARY_NVPTX`].
 //!
 //! With `GPUIO_SKIP_GPU_BUILD=1` at build time the tables are empty and the files empty:
 //! loading them fails at run time, clearly.
@@ -20,6 +21,10 @@ mod test {
 /// The tables it wrote for bench_observer's kernels.
 mod observer {
     include!(concat!(env!("OUT_DIR"), "/observer_kernels.rs"));
+}
+/// The tables it wrote for the device library of C++ kernels.
+mod c_library {
+    include!(concat!(env!("OUT_DIR"), "/c_library.rs"));
 }
 
 /// Every code object of the example kernels, for `Runtime::kernels` and
@@ -57,3 +62,7 @@ pub const TEST_HSACO_PATHS: &[(&str, &str)] = &[
 
 /// bench_observer's kernels (`kernels-observer/`) as PTX for `sm_90` and `sm_60`.
 pub const OBSERVER_NVPTX: &[(&str, &[u8])] = observer::NVPTX;
+
+/// The device runtime's C ABI (`kernels-c/`, `device/include/gpuio/device.h`) as PTX for
+/// `sm_90` and `sm_60`: no kernel of its own, for a C++ kernel's PTX to be linked with.
+pub const C_LIBRARY_NVPTX: &[(&str, &[u8])] = c_library::NVPTX;

@@ -1,0 +1,27 @@
+// A CUDA C++ kernel printing through gpuio (tests/cuda_cpp.rs builds it with
+// `nvcc -rdc=true -ptx -arch=sm_XX -I device/include` and joins its PTX with the device
+// library's). Each thread prints one line of every kind of conversion; tests/cuda_cpp.rs
+// makes the same lines with the C library's snprintf and compares.
+#include <gpuio/device.h>
+
+#define LINE "t=%u d=%+05d x=%-10.3f e=%.2e g=%g G=%#.3G a=%a s=%5s|%-5s| c=%c h=%#x o=%#o l=%lld z=%zu p=%p %%\n"
+
+extern "C" __global__ void printf_kernel(unsigned n, int *counts) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    int d = static_cast<int>(i) * 37 - 500;
+    double x = i / 7.0 - 3.0;
+    const char *s = i % 2 ? "odd" : "even";
+    long long big = static_cast<long long>(i) * -123456789012LL;
+    size_t z = static_cast<size_t>(i) << 40;
+    void *p = reinterpret_cast<void *>(static_cast<uintptr_t>(i) * 16);
+    counts[i] = gpuio_printf(LINE, i, d, x, x * 1e7, x, x, x, s, s, 'A' + static_cast<int>(i % 26), i * 4097u, i,
+                             big, z, p);
+    if (i == 0) {
+        gpuio_puts("a line from gpuio_puts");
+        // A format gpuio does not take: -1, nothing of it printed, a line on stderr.
+        counts[n] = gpuio_printf("%n", static_cast<int *>(nullptr));
+    }
+}
