@@ -6,7 +6,8 @@
 //! count; a format gpuio does not take returns -1 and says why on stderr.
 //!
 //! Skips without a CUDA GPU or without nvcc (`NVCC`, else `nvcc` on the PATH, else
-//! /usr/local/cuda/bin/nvcc). `GPUIO_LOCKSTEP=1` runs the lockstep build (sm_60 PTX).
+//! /usr/local/cuda/bin/nvcc). `GPUIO_LOCKSTEP=1` runs the lockstep build (sm_60 PTX: the
+//! kernel built for sm_75, the oldest nvcc 13 builds, and retargeted).
 
 #[allow(dead_code)]
 mod common;
@@ -98,10 +99,14 @@ fn a_cuda_cpp_kernel_prints_through_gpuio() {
     };
     let lockstep = std::env::var("GPUIO_LOCKSTEP").is_ok_and(|v| v == "1");
     let arch = if lockstep { "sm_60" } else { "sm_90" };
+    // nvcc 13 builds nothing before sm_75: the lockstep build (sm_60, which Hopper runs with
+    // AMD's scheduling) takes the kernel's sm_75 PTX retargeted, below. This kernel's PTX
+    // uses nothing sm_60 and PTX 7.8 lack.
+    let nvcc_arch = if lockstep { "sm_75" } else { arch };
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let ptx_path = process_dir().join(format!("printf_kernel-{arch}.ptx"));
     let built = Command::new(&nvcc)
-        .args(["-rdc=true", "-ptx", &format!("-arch={arch}"), "-std=c++17"])
+        .args(["-rdc=true", "-ptx", &format!("-arch={nvcc_arch}"), "-std=c++17"])
         .arg(format!("-I{}", root.join("device/include").display()))
         .arg(root.join("tests/cuda/printf_kernel.cu"))
         .arg("-o")
@@ -113,7 +118,18 @@ fn a_cuda_cpp_kernel_prints_through_gpuio() {
         "nvcc failed: {}",
         String::from_utf8_lossy(&built.stderr)
     );
-    let kernel = std::fs::read_to_string(&ptx_path).unwrap();
+    let mut kernel = std::fs::read_to_string(&ptx_path).unwrap();
+    if lockstep {
+        kernel = kernel
+            .lines()
+            .map(|l| match l {
+                l if l.starts_with(".target ") => ".target sm_60".to_string(),
+                l if l.starts_with(".version ") => ".version 7.8".to_string(),
+                l => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
     let (_, library) = gpuio_kernels_gpu::C_LIBRARY_NVPTX
         .iter()
         .find(|(a, _)| *a == arch)
