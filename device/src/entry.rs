@@ -307,9 +307,9 @@ impl<'a> Report<'a> {
     /// The report of the calling thread.
     fn of_this_thread(how: How<'a>, message: &'a dyn fmt::Display) -> Report<'a> {
         Report {
-            t: crate::global_thread_idx(),
-            b: crate::block_rank(),
-            i: crate::thread_idx_3d().rank_in(crate::block_dim_3d()),
+            t: crate::protocol::arch::global_thread_idx(),
+            b: crate::protocol::arch::block_rank(),
+            i: crate::protocol::arch::thread_idx_3d().rank_in(crate::protocol::arch::block_dim_3d()),
             how,
             message,
         }
@@ -384,7 +384,7 @@ pub fn report_panic(location: Option<&Location<'_>>, message: &dyn fmt::Display)
 /// [`report_panic`]'s and [`failed`]'s report and bounded wait; they call it with the
 /// thread no performer (`arch::without_performing`).
 fn report_and_wait(line: &dyn fmt::Display) {
-    crate::eprintln!("{line}");
+    crate::protocol::print::print_to(true, true, format_args!("{line}"));
     let ctx = crate::protocol::context::current();
     if ctx.is_null() {
         return;
@@ -402,7 +402,7 @@ fn report_and_wait(line: &dyn fmt::Display) {
     // that returned with no such ordering may be missed: it raced with the panic. (Acquire
     // orders nothing more here; it costs nothing on these targets.)
     let ends: [u64; STREAMS] = core::array::from_fn(|s| ctx.streams[s].reserved.load(Ordering::Acquire));
-    let start = crate::clock_ns();
+    let start = crate::protocol::arch::clock_ns();
     // Until the writes that hold those bytes have completed: `flushed` is not enough. The
     // flusher releases `flushed` before it publishes the flight's SQE, and that flusher may
     // be a sibling lane that printed with this one; a thread that trapped on seeing
@@ -420,7 +420,7 @@ fn report_and_wait(line: &dyn fmt::Display) {
         if done {
             break;
         }
-        if crate::clock_ns().wrapping_sub(start) > REPORT_WAIT_NS {
+        if crate::protocol::arch::clock_ns().wrapping_sub(start) > REPORT_WAIT_NS {
             break;
         }
         // Lets sibling lanes that diverged from this one run (with independent thread

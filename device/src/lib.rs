@@ -25,7 +25,9 @@
 //! [`sync_threads`] and [`dynamic_shared_memory`] for a block's threads working together.
 //! [`protocol`] is the other face: the ring protocol those are built on, which the host
 //! runtime sets up and drains, not for kernels, with [`protocol::arch`], what differs per
-//! target (the lockstep rule among it).
+//! target (the lockstep rule among it). With the `c-abi` feature, `c_abi` is the kernel's
+//! face again under C names, for kernels in CUDA C++, HIP or C (`include/gpuio/device.h`:
+//! `gpuio_printf` and the file calls).
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch, stdarch_nvptx))]
 #![cfg_attr(

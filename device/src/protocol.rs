@@ -12,7 +12,7 @@
 //!
 //! In the order data flows: [`print`] formats, [`stream`] appends to a log and flushes;
 //! file I/O goes through the [`arena`] when the buffer is in device memory ([`copy`] moves
-//! the bytes), and [`request`] routes each result back to its thread (`dispatch.rs` reaps the CQ and hands each completion on); [`ring`] submits and
+//! the bytes), and [`request`] routes each result back to its thread ([`dispatch`] reaps the CQ and hands each completion on); [`ring`] submits and
 //! reaps ([`solo`]: a lone request's shorter way; [`combine`]: a warp's requests as one),
 //! [`uapi`] is the kernel's ABI, [`context`] the shared state the host fills, [`pool`],
 //! [`sync`] and [`group`] are the slots, atomics and lanes, [`running`] counts the threads
@@ -25,7 +25,7 @@ pub mod arena;
 pub mod combine;
 pub mod context;
 pub mod copy;
-mod dispatch;
+pub mod dispatch;
 pub mod group;
 pub mod in_place;
 pub mod pool;

@@ -520,7 +520,7 @@ pub const RANDOM_PHASES: usize = 4;
 /// last to the end (its dispatch, the head stores, the unlock); reaps that found none (or
 /// lost the try-lock); their time; rounds that found the reaper busy; the batches the reaps
 /// dispatched; their time in the dispatch; and its steps' times
-/// (`gpuio_device::protocol::context::DispatchTimes`: the looks, prepare, fence, finish).
+/// (`gpuio_device::protocol::dispatch::DispatchTimes`: the looks, prepare, fence, finish).
 pub const RANDOM_REAP: usize = 14;
 
 /// Values per read in `out` of [`pread_random_phases`].
@@ -684,7 +684,7 @@ fn wait_timing_reaps(
                 first = last;
             }
             n += cqes.len() as u64;
-            let mut t = gpuio_device::protocol::context::DispatchTimes::default();
+            let mut t = gpuio_device::protocol::dispatch::DispatchTimes::default();
             let fenced = ctx.dispatch_timed(cqes, &mut t);
             stats[8] += 1;
             stats[9] += clock_ns() - last;

@@ -18,13 +18,17 @@
 //!
 //! Its parts: [`File`] (`file.rs`) with its [`OpenOptions`] (`open_options.rs`) and a
 //! [`BufWriter`] to gather small writes (`buf_writer.rs`); the calls on paths, directories
-//! among them (`dir.rs`); the errors, with the path asked for (`error.rs`).
+//! among them (`dir.rs`); the errors, with the path asked for (`error.rs`), and on host
+//! builds their conversions into `std::io::Error` (`std_errors.rs`).
 
 mod buf_writer;
 mod dir;
 mod error;
 mod file;
 mod open_options;
+// Host builds only: GPU builds have no std.
+#[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
+mod std_errors;
 
 pub use buf_writer::BufWriter;
 pub use dir::{create_dir, create_dir_all, remove_dir, remove_file, rename};

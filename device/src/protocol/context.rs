@@ -179,8 +179,6 @@ unsafe impl Sync for Context {}
 // memory their pointers name is valid independently of any thread.
 unsafe impl Send for Context {}
 
-pub use super::dispatch::DispatchTimes;
-
 impl Context {
     /// The stream `print!` (`stderr == false`) or `eprint!` writes to.
     #[inline]

@@ -19,6 +19,8 @@ use crate::runtime::module::GpuModule;
 use crate::runtime::Runtime;
 
 mod args;
+#[cfg(feature = "cudarc")]
+mod cudarc;
 
 pub use args::{KernelArgs, KernelParam, RawArg, Staging};
 

@@ -85,8 +85,6 @@ pub use nvptx::*;
 pub mod host;
 #[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
 pub use host::*;
-#[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
-mod std_errors;
 
 /// The global index of the calling thread, one linear index over all three dimensions:
 /// `block_rank * threads_per_block + thread_rank`, where x varies fastest (for a 1-D

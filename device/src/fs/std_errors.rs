@@ -1,6 +1,6 @@
 //! Device errors as std's: on host builds (the CPU backend, tests) each converts into a
-//! `std::io::Error`. Kept out of `host/`: the protocol's modules import that one, and
-//! these impls import `fs`, which imports the protocol's modules (a loop).
+//! `std::io::Error`. Here, beside the errors, and not in the protocol's `arch/host/`: the
+//! protocol's modules import that one, and these impls name `fs`'s types (an import up).
 
 extern crate std;
 
