@@ -256,6 +256,10 @@ fn strings_pointers_stars_and_percent_as_the_c_library_writes_them() {
         libc("100%% of %d lines", &[Arg::Int(3)])
     );
     assert_eq!(gpuio("no conversions", &[]), "no conversions");
+    // Prints are text: a byte that is not UTF-8 is U+FFFD (3 bytes), padded as printed.
+    assert_eq!(gpuio("[%5c]", &[Arg::Int(0xE9)]), "[  \u{FFFD}]");
+    let latin1 = CString::new(vec![0xE9, b't', 0xE9]).unwrap();
+    assert_eq!(gpuio("[%-8s]", &[Arg::Ptr(latin1.as_ptr())]), "[\u{FFFD}t\u{FFFD} ]");
     assert!(n > 80, "{n} cases");
 }
 
@@ -279,6 +283,20 @@ fn formats_it_does_not_take_are_refused_with_where_and_why() {
         ("%q", vec![int], 0, "an unknown conversion"),
         ("%lc", vec![int], 0, "wide character"),
         ("%*d", vec![double, int], 0, "a `*` width takes an int"),
+        ("%.70000f", vec![double], 0, "a width or precision over 4096"),
+        ("%99999999999999999999d", vec![int], 0, "a width or precision over 4096"),
+        (
+            "x%*d",
+            vec![Arg::Int(i32::MIN as i64).packed(), int],
+            1,
+            "a width or precision over 4096",
+        ),
+        (
+            "%.*f",
+            vec![Arg::Int(70_000).packed(), double],
+            0,
+            "a width or precision over 4096",
+        ),
     ] {
         // SAFETY: no `%s` reads a string here.
         let e = unsafe { check(fmt.as_bytes(), &args) }.expect_err(fmt);

@@ -48,9 +48,11 @@ typedef struct gpuio_printf_arg {
 /*
  * Prints `format` with its `nargs` arguments to the runtime's stdout as C's printf does,
  * as one record. Conversions d i u x X o c s p f F e E g G a A %, the flags - + space # 0,
- * a width and a precision (digits or *), the lengths hh h l ll z j t. Returns the bytes
- * printed; -1 where the format is not taken (%n, L, an argument missing or of another
- * kind), having printed nothing of it and a line on the runtime's stderr that says why.
+ * a width and a precision (digits or *, at most 4096), the lengths hh h l ll z j t.
+ * Returns the bytes printed; -1 where the format is not taken (%n, L, a width or precision
+ * over 4096, an argument missing or of another kind), having printed nothing of it and a
+ * line on the runtime's stderr that says why. Prints are text: bytes that are not UTF-8
+ * (in the format, a %s or a %c) print as U+FFFD.
  * C++ code calls gpuio_printf below, which packs the arguments.
  */
 GPUIO_DEVICE int gpuio_printf_args(const char *format, const gpuio_printf_arg *args, uint32_t nargs);
@@ -81,7 +83,8 @@ GPUIO_DEVICE int gpuio_close(int fd);
 }
 
 /* C++: printf's arguments, each packed as the type C's varargs would pass it. A long
- * double, a class or a member pointer does not compile (the format could not take it). */
+ * double or a member pointer does not compile (the format could not take it). C++'s NULL
+ * is an integer: pass nullptr (or a typed pointer) to a %p or %s. */
 GPUIO_DEVICE inline gpuio_printf_arg gpuio_pack(bool v) { return gpuio_printf_arg{GPUIO_PRINTF_INT, (uint64_t)(int64_t)v}; }
 GPUIO_DEVICE inline gpuio_printf_arg gpuio_pack(char v) { return gpuio_printf_arg{GPUIO_PRINTF_INT, (uint64_t)(int64_t)v}; }
 GPUIO_DEVICE inline gpuio_printf_arg gpuio_pack(signed char v) { return gpuio_printf_arg{GPUIO_PRINTF_INT, (uint64_t)(int64_t)v}; }
@@ -106,6 +109,8 @@ GPUIO_DEVICE inline gpuio_printf_arg gpuio_pack(double v) {
     return gpuio_printf_arg{GPUIO_PRINTF_DOUBLE, bits};
 }
 GPUIO_DEVICE inline gpuio_printf_arg gpuio_pack(decltype(nullptr)) { return gpuio_printf_arg{GPUIO_PRINTF_PTR, 0}; }
+template <typename T, typename C>
+GPUIO_DEVICE gpuio_printf_arg gpuio_pack(T C::*) = delete;
 template <typename T>
 GPUIO_DEVICE inline gpuio_printf_arg gpuio_pack(T *p) {
     return gpuio_printf_arg{GPUIO_PRINTF_PTR, (uint64_t)(uintptr_t)p};

@@ -7,7 +7,9 @@
 //! the length's width, as C reads them). Not taken, as a [`BadFormat`]: `%n` (it writes
 //! through a pointer), `L` (no `long double` on a GPU), `%lc`/`%ls` (wide characters), a
 //! conversion missing its argument or given one of another kind, and a `%` at the end.
-//! A NULL `%s` prints `(null)`, a NULL `%p` `(nil)`, as glibc's do.
+//! A NULL `%s` prints `(null)`, a NULL `%p` `(nil)`, as glibc's do. A width or precision
+//! over [`MAX_FIELD`] is refused. Prints are text: bytes of a `%s`, `%c` or the format that
+//! are not UTF-8 print as U+FFFD.
 
 use core::fmt::{self, Write};
 
@@ -48,6 +50,9 @@ impl fmt::Display for BadFormat {
         write!(f, "{} (the conversion at byte {} of the format)", self.why, self.at)
     }
 }
+
+/// The largest width or precision taken.
+pub const MAX_FIELD: usize = 4096;
 
 /// A conversion's flags, width and precision.
 #[derive(Clone, Copy, Default)]
@@ -120,6 +125,11 @@ pub unsafe fn format(format: &[u8], args: &[gpuio_printf_arg], out: &mut dyn Wri
             } else {
                 spec.precision = Some(digits(format, &mut i));
             }
+        }
+        // A thread writing megabytes of padding would hold its print for seconds, and
+        // core's float formatting takes no precision past 65,535.
+        if spec.width > MAX_FIELD || spec.precision.is_some_and(|p| p > MAX_FIELD) {
+            return Err(bad("a width or precision over 4096 is not taken"));
         }
         // The length, as the number of bits an integer argument keeps.
         let mut bits = 32;
@@ -208,8 +218,9 @@ impl Write for Count {
     }
 }
 
-/// Writes `bytes` as text: each byte a character, so that any byte string goes through a
-/// `fmt::Write` (bytes that are not ASCII become U+FFFD; C formats are ASCII).
+/// Writes `bytes` as text: UTF-8 as it is, and each run of bytes that is not UTF-8 as one
+/// U+FFFD (3 bytes; so a `%s` or `%c` of such bytes prints, and counts, otherwise than C's,
+/// which copies bytes).
 fn write_bytes(out: &mut dyn Write, bytes: &[u8]) -> fmt::Result {
     for chunk in bytes.utf8_chunks() {
         out.write_str(chunk.valid())?;
@@ -234,7 +245,9 @@ fn digits(format: &[u8], i: &mut usize) -> usize {
 /// width: on the right with `-`, with zeros between prefix and body where `zeros` (a
 /// number's `0` flag), else with spaces on the left.
 fn pad(out: &mut dyn Write, spec: Spec, zeros: bool, sign_and_prefix: &str, body: &[u8]) -> fmt::Result {
-    pad_with(out, spec, zeros, sign_and_prefix, body.len(), &mut |out| {
+    let mut len = Count(0);
+    write_bytes(&mut len, body)?;
+    pad_with(out, spec, zeros, sign_and_prefix, len.0, &mut |out| {
         write_bytes(out, body)
     })
 }

@@ -14,9 +14,11 @@ use crate::error::{Error, Result};
 
 /// One PTX text of `modules`' items, under one header: the highest `.version` of theirs,
 /// their `.target` and `.address_size` (which must agree), each module's items in order
-/// but its `.extern` declarations of names another module defines. Refused
-/// ([`Error::Config`]) where the targets differ, a name is defined twice, or a text is not
-/// PTX this reader follows (debug info, for one: build without `-G`/`-lineinfo`).
+/// but its `.extern` declarations of names another module defines (and of a name declared
+/// already). Refused ([`Error::Config`]) where the targets differ, a name is defined twice
+/// (two C++ modules: nvcc names each one's strings `$str` alike), a module uses a name
+/// that a later module defines (put the device library first), or a text is not PTX this
+/// reader follows (debug info, for one: build without `-G`/`-lineinfo`).
 ///
 /// ```no_run
 /// # fn main() -> Result<(), gpuio_host::Error> {
@@ -72,12 +74,34 @@ pub fn link_ptx(modules: &[&str]) -> Result<String> {
             }
         }
     }
-    // Every name some module defines, once.
-    let mut defined = HashSet::new();
-    for items in &parsed {
+    // Every name some module defines, once, and which module.
+    let mut defined = std::collections::HashMap::new();
+    for (m, items) in parsed.iter().enumerate() {
         for item in items {
-            if matches!(item.kind, Kind::Function | Kind::Entry | Kind::Variable(_)) && !defined.insert(item.name) {
-                return Err(refuse(format!("`{}` is defined twice", item.name)));
+            if matches!(item.kind, Kind::Function | Kind::Entry | Kind::Variable(_))
+                && defined.insert(item.name, m).is_some()
+            {
+                return Err(refuse(format!(
+                    "`{}` is defined twice (one C++ module at a time: nvcc names each one's \
+                     strings alike)",
+                    item.name
+                )));
+            }
+        }
+    }
+    // A module's calls must follow a declaration: an `.extern` left out for a definition
+    // further on would leave them with none.
+    for (m, items) in parsed.iter().enumerate() {
+        for name in items
+            .iter()
+            .filter(|i| i.kind == Kind::Extern)
+            .filter_map(|i| extern_name(i.text))
+        {
+            if let Some(&d) = defined.get(name).filter(|&&d| d > m) {
+                return Err(refuse(format!(
+                    "module {m} uses `{name}`, which module {d} defines: put module {d} first \
+                     (the device library before the kernels)"
+                )));
             }
         }
     }
@@ -93,9 +117,10 @@ pub fn link_ptx(modules: &[&str]) -> Result<String> {
         for item in items {
             let keep = match item.kind {
                 Kind::Header => false,
-                Kind::Extern => {
-                    !extern_name(item.text).is_some_and(|n| defined.contains(n)) && externs.insert(item.text)
-                }
+                Kind::Extern => match extern_name(item.text) {
+                    Some(n) => !defined.contains_key(n) && externs.insert(n),
+                    None => true,
+                },
                 _ => true,
             };
             if keep {
@@ -165,7 +190,12 @@ mod tests {
             LIBRARY,
             ".version 9.0\n.target sm_90\n.address_size 64\n.file 1 \"x.cu\"\n",
         ]);
-        assert!(e.is_err());
+        assert!(e.unwrap_err().to_string().contains("without -G and -lineinfo"));
+        let e = link_ptx(&[KERNEL, LIBRARY]).unwrap_err().to_string();
+        assert!(
+            e.contains("module 0 uses `gpuio_puts`, which module 1 defines: put module 1 first"),
+            "{e}"
+        );
     }
 
     #[test]
