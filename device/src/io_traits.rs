@@ -143,7 +143,7 @@ impl Seek for File {
 
 /// The given bytes as text: UTF-8 as it is, any other byte sequence as U+FFFD, as
 /// `String::from_utf8_lossy` shows it (prints are text).
-struct Lossy<'a>(&'a [u8]);
+pub(crate) struct Lossy<'a>(pub(crate) &'a [u8]);
 
 impl fmt::Display for Lossy<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -222,13 +222,7 @@ impl Write for Count {
 /// U+FFFD (3 bytes; so a `%s` or `%c` of such bytes prints, and counts, otherwise than C's,
 /// which copies bytes).
 fn write_bytes(out: &mut dyn Write, bytes: &[u8]) -> fmt::Result {
-    for chunk in bytes.utf8_chunks() {
-        out.write_str(chunk.valid())?;
-        if !chunk.invalid().is_empty() {
-            out.write_char('\u{FFFD}')?;
-        }
-    }
-    Ok(())
+    write!(out, "{}", crate::io_traits::Lossy(bytes))
 }
 
 /// The decimal number at `format[*i..]`, moving `*i` past it (0 where there is none).

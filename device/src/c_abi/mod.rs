@@ -22,6 +22,7 @@ pub use format::{
 };
 
 use crate::io::{self, Errno};
+use crate::io_traits::Lossy;
 use crate::protocol::print::print_to;
 
 /// `EINVAL` as these calls return it.
@@ -110,23 +111,8 @@ pub unsafe extern "C" fn gpuio_puts(s: *const c_char) -> i32 {
     }
     // SAFETY: the caller's contract.
     let bytes = unsafe { c_bytes(s) };
-    print_to(false, true, format_args!("{}", Text(bytes)));
+    print_to(false, true, format_args!("{}", Lossy(bytes)));
     (bytes.len() + 1).min(i32::MAX as usize) as i32
-}
-
-/// Bytes printed as text: UTF-8 as it is, any other byte sequence as U+FFFD.
-struct Text<'a>(&'a [u8]);
-
-impl fmt::Display for Text<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for chunk in self.0.utf8_chunks() {
-            f.write_str(chunk.valid())?;
-            if !chunk.invalid().is_empty() {
-                f.write_str("\u{FFFD}")?;
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Writes `len` bytes at `buf` to the runtime's stdout (`fd` 1) or stderr (2), as one
@@ -149,7 +135,7 @@ pub unsafe extern "C" fn gpuio_write(fd: i32, buf: *const c_void, len: usize) ->
         // SAFETY: the caller's contract: `buf` points to `len` readable bytes.
         unsafe { core::slice::from_raw_parts(buf as *const u8, len) }
     };
-    print_to(fd == 2, false, format_args!("{}", Text(bytes)));
+    print_to(fd == 2, false, format_args!("{}", Lossy(bytes)));
     len.min(isize::MAX as usize) as isize
 }
 
