@@ -229,20 +229,24 @@ impl Context {
     /// Every caller gets the same closure type, so the flusher (`Stream::flush_work`) and
     /// `Stream::fill`, generic over it, have one copy each in a code object.
     ///
-    /// The reap is inlined into each of them, and it is most of their PTX (the flusher's
-    /// copies alone are a third of the example kernels' module, which the driver compiles at
-    /// the first launch). Called out of line instead (an `#[inline(never)]` reaper), the
-    /// example module's PTX shrank by about 40% and its separate JIT to about half, but the
-    /// same sm_90 PTX compiled as one whole program (what
-    /// `cuModuleLoadData` does for a cudarc user) faulted in `print_to` (an out-of-bounds
-    /// read of a generic address, compute-sanitizer said) in the GPU suite's cudarc case, and
-    /// why was not found: so it stays inlined.
+    /// The reap itself is called out of line ([`Context::reap_print_ring`]). Inlined, it was
+    /// most of their PTX (the flusher's copies alone a third of the example kernels'
+    /// module, which the driver compiles at a module's first load, so about twice the
+    /// JIT time); and a print reaps only when every flight is out or it waits for log
+    /// space, never on its fast path, so the call costs a print nothing there.
     #[inline] // on the print path (see `Stream::write_part`)
     pub fn print_out(&self) -> (&Ring, impl FnMut() + Copy + '_) {
         let ring = self.print_ring();
         (ring, move || {
-            self.reap_ring(ring);
+            self.reap_print_ring(ring);
         })
+    }
+
+    /// [`Context::reap_ring`] on the print ring, out of line: [`Context::print_out`]'s
+    /// reaper, one copy in a code object however many waits call it.
+    #[inline(never)]
+    fn reap_print_ring(&self, ring: &Ring) {
+        self.reap_ring(ring);
     }
 
     /// Flushes `stream`, or asks whoever is flushing it to go on ([`Stream::flush`], with

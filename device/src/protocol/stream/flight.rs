@@ -304,6 +304,15 @@ impl Stream {
         let f = self.flight(seq);
         let cursor = f.cursor.load(Ordering::Relaxed);
         let end = f.end.load(Ordering::Relaxed);
+        // A registered file is named by its index (and the flag that says so). Chosen by
+        // value, before the branches below: written as a branch, LLVM copied it into both
+        // arms of the `append` test, and ptxas compiling the module as one whole program
+        // (CUDA 13.0, and the JIT of driver 580) left the copy out of the appending arm, whose
+        // SQE then took the fd and flags registers of whatever ran before: a write without
+        // IOSQE_FIXED_FILE, refused (docs/PROTOCOL.md, "Compilers").
+        let fixed = self.fixed_file >= 0;
+        let fd = core::hint::select_unpredictable(fixed, self.fixed_file, self.fd);
+        let mut flags = core::hint::select_unpredictable(fixed, IOSQE_FIXED_FILE, 0);
         // Appending: the kernel puts the write at the file's end and leaves the fd's offset
         // alone (an explicit offset, which `RWF_APPEND` overrides), so that two runtimes'
         // writes do not race on it; the host moves it to the end after the kernels.
@@ -313,12 +322,6 @@ impl Stream {
             (self.base.load(Ordering::Relaxed).wrapping_add(cursor), 0)
         } else {
             (OFF_CURRENT_POSITION, 0)
-        };
-        // A registered file is named by its index (and the flag that says so).
-        let (fd, mut flags) = if self.fixed_file >= 0 {
-            (self.fixed_file, IOSQE_FIXED_FILE)
-        } else {
-            (self.fd, 0)
         };
         // An appending flight lands where the file ends when the kernel writes it, so the
         // kernel must write a stream's flights in log order. While an earlier flight of the
