@@ -99,6 +99,12 @@ pub(crate) const SETTINGS: &[Setting] = &[
         unset: "separate (CUDA: how the driver compiles PTX)",
     },
     Setting {
+        name: "GPUIO_BLOCK_THREADS",
+        builder: "-",
+        values: "1 to 1024",
+        unset: "1024 (CUDA: the most threads a block of the kernels gpuio loads may have, which the JIT compiles for; a larger block is refused)",
+    },
+    Setting {
         name: "GPUIO_MAX_REGISTERS",
         builder: "-",
         values: "16 to 255",

@@ -229,7 +229,7 @@ impl Context {
     /// Every caller gets the same closure type, so the flusher (`Stream::flush_work`) and
     /// `Stream::fill`, generic over it, have one copy each in a code object.
     ///
-    /// The reap itself is called out of line ([`Context::reap_print_ring`]). Inlined, it was
+    /// The reap itself is called out of line (`Context::reap_print_ring`). Inlined, it was
     /// most of their PTX (the flusher's copies alone a third of the example kernels'
     /// module, which the driver compiles at a module's first load, so about twice the
     /// JIT time); and a print reaps only when every flight is out or it waits for log

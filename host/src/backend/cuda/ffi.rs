@@ -33,6 +33,7 @@ pub(super) const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: i32 = 97
 pub(super) const SHARED_MEM_WITHOUT_OPT_IN: u32 = 48 << 10;
 // CUjit_option values (cuda.h).
 pub(super) const CU_JIT_MAX_REGISTERS: u32 = 0;
+pub(super) const CU_JIT_THREADS_PER_BLOCK: u32 = 1;
 pub(super) const CU_JIT_WALL_TIME: u32 = 2;
 pub(super) const CU_JIT_ERROR_LOG_BUFFER: u32 = 5;
 pub(super) const CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: u32 = 6;

@@ -1,5 +1,6 @@
 //! How the driver compiles a module's PTX ([`Jit`]): the settings that steer it (the register
-//! caps, `GPUIO_MAX_REGISTERS` and `GPUIO_PRINT_REGISTERS`), the JIT's options, and the two
+//! caps, `GPUIO_MAX_REGISTERS` and `GPUIO_PRINT_REGISTERS`, and the block size it compiles
+//! for, `GPUIO_BLOCK_THREADS`), the JIT's options, and the two
 //! ways in, one whole program (`cuModuleLoadDataEx`) or inputs linked by the driver
 //! (`cuLink*`).
 
@@ -70,6 +71,42 @@ fn max_registers() -> Result<Option<u32>> {
             Ok(n) if (16..=255).contains(&n) => Ok(Some(n)),
             _ => Err(crate::settings::invalid("GPUIO_MAX_REGISTERS", &v)),
         },
+    }
+}
+
+/// `GPUIO_BLOCK_THREADS`: the most threads a block of the module's kernels will have, 1 to
+/// 1,024 (`CU_JIT_THREADS_PER_BLOCK`, as `__launch_bounds__`' first number); unset, none.
+///
+/// Unset, the JIT compiles every kernel so that a block of 1,024 threads can launch: at most
+/// 64 registers a thread. A kernel that calls a function (a print, even one that never
+/// runs) keeps the values it needs after the call in registers the call leaves alone, and
+/// where that would take it past 64 the JIT holds it to 64 by scheduling its loops with
+/// fewer loads in flight: a 4 x 4 register tile's loop with a never-taken print issued its
+/// 16 loads in three groups instead of one (docs/PROTOCOL.md, "What a print costs the kernel
+/// around it"). Set to the block size you launch with, a kernel may take up to 65,536 /
+/// that many registers. What it costs: a launch with larger blocks is refused
+/// ([`check_block`]), and the JIT takes more registers where it likes, in every kernel of
+/// the module: a grid-stride SAXPY with a never-taken print went from 32 to 42 and lost a
+/// fifth of its speed, so it serves modules of register-heavy kernels.
+pub(crate) fn block_threads() -> Result<Option<u32>> {
+    match crate::settings::var("GPUIO_BLOCK_THREADS")? {
+        None => Ok(None),
+        Some(v) => match v.trim().parse::<u32>() {
+            Ok(n) if (1..=1024).contains(&n) => Ok(Some(n)),
+            _ => Err(crate::settings::invalid("GPUIO_BLOCK_THREADS", &v)),
+        },
+    }
+}
+
+/// Refuses a launch of `threads` a block where the module was compiled for at most `limit`
+/// ([`block_threads`]): the driver would refuse it for want of registers, or not, by what
+/// the kernel happened to need.
+pub(crate) fn check_block(kernel: &str, threads: u64, limit: Option<u32>) -> Result<()> {
+    match limit {
+        Some(n) if threads > u64::from(n) => Err(Error::Config(format!(
+            "kernel {kernel}: a block of {threads} threads, but its module was compiled for blocks of at              most {n} (GPUIO_BLOCK_THREADS={n}): launch blocks of at most {n} threads, or raise or unset              GPUIO_BLOCK_THREADS before the module loads"
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -144,8 +181,9 @@ pub(super) struct JitOptions {
 }
 
 impl JitOptions {
-    /// The options of every compile: the error log and the wall time, and the register cap
-    /// `GPUIO_MAX_REGISTERS` asks for ([`max_registers`]).
+    /// The options of every compile: the error log and the wall time, the register cap
+    /// `GPUIO_MAX_REGISTERS` asks for ([`max_registers`]), and the block size
+    /// `GPUIO_BLOCK_THREADS` names ([`block_threads`]).
     pub(super) fn new() -> Result<Self> {
         let mut log = vec![0u8; 16 << 10];
         let mut values = vec![
@@ -161,6 +199,11 @@ impl JitOptions {
         if let Some(cap) = max_registers()? {
             options.push(CU_JIT_MAX_REGISTERS);
             values.push(cap as usize as *mut c_void);
+        }
+        if let Some(n) = block_threads()? {
+            // In and out: the driver writes back the block size it compiled for.
+            options.push(CU_JIT_THREADS_PER_BLOCK);
+            values.push(n as usize as *mut c_void);
         }
         Ok(JitOptions { log, options, values })
     }
@@ -277,4 +320,18 @@ pub(super) fn link_and_load(cuda: &Cuda, inputs: &[(CString, Option<u32>)], jit:
     // SAFETY: `state` came from cuLinkCreate and is destroyed once.
     unsafe { (cuda.api.cuLinkDestroy)(state) };
     linked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_block;
+
+    #[test]
+    fn a_block_larger_than_the_module_was_compiled_for_is_refused_naming_the_setting() {
+        assert!(check_block("k", 1024, None).is_ok());
+        assert!(check_block("k", 256, Some(256)).is_ok());
+        let e = check_block("tile", 512, Some(256)).unwrap_err().to_string();
+        assert!(e.contains("kernel tile: a block of 512 threads"), "{e}");
+        assert!(e.contains("GPUIO_BLOCK_THREADS=256"), "{e}");
+    }
 }

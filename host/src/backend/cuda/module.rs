@@ -27,6 +27,9 @@ pub struct Module {
     jit_ms: Option<f32>,
     /// Each kernel's parameter sizes in bytes, from the PTX (`None` for a borrowed module).
     params: Option<std::collections::HashMap<String, Vec<usize>>>,
+    /// The most threads a block may have, where the module was compiled for that
+    /// (`GPUIO_BLOCK_THREADS`, [`super::jit::block_threads`]).
+    block_threads: Option<u32>,
 }
 
 /// Each `.entry`'s parameter sizes in bytes, from PTX text: `.param .u32 x` is 4 bytes,
@@ -123,6 +126,7 @@ impl Module {
             owned: true,
             jit_ms: Some(jit_ms),
             params: Some(ptx_entry_params(ptx)),
+            block_threads: super::jit::block_threads()?,
         })
     }
 
@@ -229,6 +233,7 @@ impl Module {
             owned: false,
             jit_ms: None,
             params: None,
+            block_threads: None,
         }
     }
 
@@ -346,6 +351,11 @@ impl Module {
                 )));
             }
         }
+        super::jit::check_block(
+            name,
+            u64::from(b.x) * u64::from(b.y) * u64::from(b.z),
+            self.block_threads,
+        )?;
         if cfg.shared_mem_bytes > SHARED_MEM_WITHOUT_OPT_IN {
             self.cuda.opt_in_shared_mem(f, name, cfg.shared_mem_bytes)?;
         }
