@@ -157,8 +157,9 @@ macro_rules! print {
 /// print runs), so a check in a hot loop leaves the loop's variables in registers; one the
 /// format string names itself (`"{v}"`) is borrowed and lives on the stack. So a `println!`
 /// that never runs leaves a kernel's time as it was, within a few percent, except where the
-/// kernel's own registers are many (a register tile pays for the spills of what stays live
-/// across the call); one that runs costs in proportion to what it writes, and writes its
+/// kernel's own registers are many (a register tile's loop was scheduled with fewer loads
+/// in flight to stay at 64 registers: `GPUIO_BLOCK_THREADS`, the block size you launch
+/// with, lets the JIT do otherwise); one that runs costs in proportion to what it writes, and writes its
 /// lines about 100-300 times as fast as `printf`. A kernel that does nothing but print
 /// runs a little slower than uncapped: at 32 registers an SM holds 64 of its warps, and
 /// lets 8 at a time write their records. BENCHMARKS.md (`bench_observer`, four kernel

@@ -102,7 +102,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         name: "GPUIO_BLOCK_THREADS",
         builder: "-",
         values: "1 to 1024",
-        unset: "1024 (CUDA: the most threads a block of the kernels gpuio loads may have, which the JIT compiles for; a larger block is refused)",
+        unset: "none (CUDA: the most threads a block of the kernels gpuio loads will have, which the JIT then compiles for; a larger block is refused)",
     },
     Setting {
         name: "GPUIO_MAX_REGISTERS",

@@ -573,7 +573,8 @@ pub(crate) fn warp_records_near_the_log_size(config: Config, scratch: &Scratch) 
 /// Why the register case cannot run in `config`, if it cannot: registers are a GPU's; the
 /// lockstep build, `GPUIO_JIT=whole` and `GPUIO_PRINT_REGISTERS=off` compile a module
 /// whole, without the cap of gpuio's functions; `GPUIO_MAX_REGISTERS` caps every kernel,
-/// so a count under it would prove nothing.
+/// so a count under it would prove nothing; under `GPUIO_BLOCK_THREADS` the JIT may take
+/// more registers than a kernel's own code needs.
 pub(crate) fn print_registers_unavailable(config: Config) -> Option<String> {
     let set = |name: &str| {
         std::env::var(name)
@@ -595,6 +596,10 @@ pub(crate) fn print_registers_unavailable(config: Config) -> Option<String> {
         Config::Cuda if set("GPUIO_MAX_REGISTERS").is_some() => {
             Some("GPUIO_MAX_REGISTERS caps every kernel: the count would prove nothing".into())
         }
+        Config::Cuda if set("GPUIO_BLOCK_THREADS").is_some() => Some(
+            "GPUIO_BLOCK_THREADS lets the JIT give a kernel more registers than its own code needs: no count to hold it to"
+                .into(),
+        ),
         Config::Cuda => None,
     }
 }

@@ -231,9 +231,10 @@ impl Context {
     ///
     /// The reap itself is called out of line (`Context::reap_print_ring`). Inlined, it was
     /// most of their PTX (the flusher's copies alone a third of the example kernels'
-    /// module, which the driver compiles at a module's first load, so about twice the
-    /// JIT time); and a print reaps only when every flight is out or it waits for log
-    /// space, never on its fast path, so the call costs a print nothing there.
+    /// module, which the driver compiles at a module's first load: 1.6-1.8x the JIT
+    /// time); and a print reaps only when every flight is out or it waits for log space,
+    /// never on its fast path, so the call costs a print nothing there. (On AMD, compiled
+    /// ahead of time, what it saves is code size alone; it was not measured there.)
     #[inline] // on the print path (see `Stream::write_part`)
     pub fn print_out(&self) -> (&Ring, impl FnMut() + Copy + '_) {
         let ring = self.print_ring();

@@ -77,14 +77,12 @@ fn max_registers() -> Result<Option<u32>> {
 /// `GPUIO_BLOCK_THREADS`: the most threads a block of the module's kernels will have, 1 to
 /// 1,024 (`CU_JIT_THREADS_PER_BLOCK`, as `__launch_bounds__`' first number); unset, none.
 ///
-/// Unset, the JIT compiles every kernel so that a block of 1,024 threads can launch: at most
-/// 64 registers a thread. A kernel that calls a function (a print, even one that never
-/// runs) keeps the values it needs after the call in registers the call leaves alone, and
-/// where that would take it past 64 the JIT holds it to 64 by scheduling its loops with
-/// fewer loads in flight: a 4 x 4 register tile's loop with a never-taken print issued its
-/// 16 loads in three groups instead of one (docs/PROTOCOL.md, "What a print costs the kernel
-/// around it"). Set to the block size you launch with, a kernel may take up to 65,536 /
-/// that many registers. What it costs: a launch with larger blocks is refused
+/// Told the block size, the JIT may give each thread up to 65,536 / that many registers (at
+/// most 255), and it weighs registers against loads in flight knowing it. Where it served: a
+/// 4 x 4 register tile with a print that never runs; without the setting ptxas held that
+/// kernel at 64 registers by issuing its loop's 16 loads in three groups instead of one
+/// (docs/PROTOCOL.md, "What a print costs the kernel around it"); with 256, 72 registers and
+/// the plain kernel's loop. What it costs: a launch with larger blocks is refused
 /// ([`check_block`]), and the JIT takes more registers where it likes, in every kernel of
 /// the module: a grid-stride SAXPY with a never-taken print went from 32 to 42 and lost a
 /// fifth of its speed, so it serves modules of register-heavy kernels.
@@ -104,7 +102,9 @@ pub(crate) fn block_threads() -> Result<Option<u32>> {
 pub(crate) fn check_block(kernel: &str, threads: u64, limit: Option<u32>) -> Result<()> {
     match limit {
         Some(n) if threads > u64::from(n) => Err(Error::Config(format!(
-            "kernel {kernel}: a block of {threads} threads, but its module was compiled for blocks of at              most {n} (GPUIO_BLOCK_THREADS={n}): launch blocks of at most {n} threads, or raise or unset              GPUIO_BLOCK_THREADS before the module loads"
+            "kernel {kernel}: a block of {threads} threads, but its module was compiled for blocks of \
+             at most {n} (GPUIO_BLOCK_THREADS={n}): launch blocks of at most {n} threads, or raise \
+             or unset GPUIO_BLOCK_THREADS before the module loads"
         ))),
         _ => Ok(()),
     }
@@ -175,16 +175,16 @@ pub(crate) fn library_registers() -> Result<LibraryCap> {
 pub(super) struct JitOptions {
     log: Vec<u8>,
     /// The options, and one value each: the error log, its size, the wall time (its value
-    /// the driver's output), then the register cap where one is asked for.
+    /// the driver's output), then the register cap and the block size where asked for.
     options: Vec<u32>,
     values: Vec<*mut c_void>,
 }
 
 impl JitOptions {
     /// The options of every compile: the error log and the wall time, the register cap
-    /// `GPUIO_MAX_REGISTERS` asks for ([`max_registers`]), and the block size
-    /// `GPUIO_BLOCK_THREADS` names ([`block_threads`]).
-    pub(super) fn new() -> Result<Self> {
+    /// `GPUIO_MAX_REGISTERS` asks for ([`max_registers`]), and `block_threads`, the block
+    /// size to compile for (`GPUIO_BLOCK_THREADS`, [`block_threads`], read once per load).
+    pub(super) fn new(block_threads: Option<u32>) -> Result<Self> {
         let mut log = vec![0u8; 16 << 10];
         let mut values = vec![
             log.as_mut_ptr() as *mut c_void,
@@ -200,7 +200,7 @@ impl JitOptions {
             options.push(CU_JIT_MAX_REGISTERS);
             values.push(cap as usize as *mut c_void);
         }
-        if let Some(n) = block_threads()? {
+        if let Some(n) = block_threads {
             // In and out: the driver writes back the block size it compiled for.
             options.push(CU_JIT_THREADS_PER_BLOCK);
             values.push(n as usize as *mut c_void);
@@ -331,7 +331,11 @@ mod tests {
         assert!(check_block("k", 1024, None).is_ok());
         assert!(check_block("k", 256, Some(256)).is_ok());
         let e = check_block("tile", 512, Some(256)).unwrap_err().to_string();
-        assert!(e.contains("kernel tile: a block of 512 threads"), "{e}");
-        assert!(e.contains("GPUIO_BLOCK_THREADS=256"), "{e}");
+        assert_eq!(
+            e,
+            "invalid configuration: kernel tile: a block of 512 threads, but its module was compiled for \
+             blocks of at most 256 (GPUIO_BLOCK_THREADS=256): launch blocks of at most 256 threads, or \
+             raise or unset GPUIO_BLOCK_THREADS before the module loads"
+        );
     }
 }

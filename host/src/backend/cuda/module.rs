@@ -95,6 +95,8 @@ impl Module {
     /// [`Module::load`], compiled as `jit` says.
     pub fn load_with(cuda: &Arc<Cuda>, ptx: &str, jit: Jit) -> Result<Module> {
         cuda.bind()?;
+        // Read once: what the JIT compiles for is what launches are checked against.
+        let block_threads = super::jit::block_threads()?;
         let parts = match jit {
             Jit::Whole => super::split::per_kernel(ptx),
             Jit::Separate => None,
@@ -110,11 +112,11 @@ impl Module {
         }
         let (handles, kernel_handle, jit_ms) = match parts {
             None => {
-                let (handle, ms) = Module::compile_one(cuda, ptx, jit)?;
+                let (handle, ms) = Module::compile_one(cuda, ptx, jit, block_threads)?;
                 (vec![handle], HashMap::new(), ms)
             }
             Some(parts) => {
-                let (handles, ms) = Module::compile_each(cuda, &parts)?;
+                let (handles, ms) = Module::compile_each(cuda, &parts, block_threads)?;
                 let names = parts.into_iter().enumerate().map(|(i, (name, _))| (name, i));
                 (handles, names.collect(), ms)
             }
@@ -126,7 +128,7 @@ impl Module {
             owned: true,
             jit_ms: Some(jit_ms),
             params: Some(ptx_entry_params(ptx)),
-            block_threads: super::jit::block_threads()?,
+            block_threads,
         })
     }
 
@@ -137,9 +139,9 @@ impl Module {
     /// register cap [`library_registers`] names (`library.rs`); where the driver refuses
     /// that cut, the module is compiled again as one input, and where that succeeds a
     /// notice says what the cut met (else the one input's error is returned).
-    fn compile_one(cuda: &Arc<Cuda>, ptx: &str, jit: Jit) -> Result<(CuModule, f32)> {
+    fn compile_one(cuda: &Arc<Cuda>, ptx: &str, jit: Jit, block_threads: Option<u32>) -> Result<(CuModule, f32)> {
         let text = |ptx: &str| CString::new(ptx).map_err(|_| Error::Config("PTX text contains a NUL byte".into()));
-        let mut options = JitOptions::new()?;
+        let mut options = JitOptions::new(block_threads)?;
         let handle = match jit {
             Jit::Whole => load_whole(cuda, &text(ptx)?, &mut options)?,
             Jit::Separate => {
@@ -156,7 +158,7 @@ impl Module {
                             Ok(handle) => handle,
                             Err(refused) => {
                                 let spent = options.wall_ms();
-                                options = JitOptions::new()?;
+                                options = JitOptions::new(block_threads)?;
                                 let handle = one_input(&mut options)?;
                                 options.add_wall_ms(spent);
                                 crate::notice::say_once(
@@ -186,10 +188,14 @@ impl Module {
     /// programs' compile times add up to the wall time all the same); their handles in
     /// order and the summed compile time. On an error those loaded are unloaded and the
     /// error, naming its kernel, returned.
-    fn compile_each(cuda: &Arc<Cuda>, parts: &[(String, String)]) -> Result<(Vec<CuModule>, f32)> {
+    fn compile_each(
+        cuda: &Arc<Cuda>,
+        parts: &[(String, String)],
+        block_threads: Option<u32>,
+    ) -> Result<(Vec<CuModule>, f32)> {
         let (mut handles, mut ms) = (Vec::with_capacity(parts.len()), 0.0);
         for (name, ptx) in parts {
-            match Module::compile_one(cuda, ptx, Jit::Whole) {
+            match Module::compile_one(cuda, ptx, Jit::Whole, block_threads) {
                 Ok((handle, t)) => {
                     handles.push(handle);
                     ms += t;
