@@ -233,7 +233,13 @@ fn strings_pointers_stars_and_percent_as_the_c_library_writes_them() {
         Arg::Ptr(std::ptr::null()),
         Arg::Ptr(16 as *const c_char),
     ];
-    n += compare(&["[%p]", "[%20p]", "[%-20p]", "[%3p]"], &pointers);
+    n += compare(
+        &[
+            "[%p]", "[%20p]", "[%-20p]", "[%3p]", "[%+p]", "[% p]", "[%+20p]", "[% -20p]", "[%#p]", "[%020p]",
+            "[%.20p]", "[%+.3p]",
+        ],
+        &pointers,
+    );
     n += compare(&["[%s]", "[%10s]", "[%-10s]"], &[Arg::Ptr(std::ptr::null())]);
     for (fmt, w) in [
         ("[%*d]", 7i64),

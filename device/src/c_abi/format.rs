@@ -277,7 +277,8 @@ fn repeat(out: &mut dyn Write, c: char, n: usize) -> fmt::Result {
     Ok(())
 }
 
-/// `%d %i %u %x %X %o` of an argument whose length keeps `bits` bits.
+/// `%d %i %u %x %X %o` of an argument whose length keeps `bits` bits; and `%p` of a
+/// non-null pointer (`conv` `p`): lowercase hex after `0x`, signed by `+` or space as glibc's.
 fn integer(out: &mut dyn Write, spec: Spec, conv: u8, arg: u64, bits: u32) -> fmt::Result {
     let keep = |v: u64| if bits == 64 { v } else { v & ((1u64 << bits) - 1) };
     let (negative, magnitude) = if conv == b'd' || conv == b'i' {
@@ -288,7 +289,7 @@ fn integer(out: &mut dyn Write, spec: Spec, conv: u8, arg: u64, bits: u32) -> fm
         (false, keep(arg))
     };
     let base = match conv {
-        b'x' | b'X' => 16,
+        b'x' | b'X' | b'p' => 16,
         b'o' => 8,
         _ => 10,
     };
@@ -317,15 +318,15 @@ fn integer(out: &mut dyn Write, spec: Spec, conv: u8, arg: u64, bits: u32) -> fm
     }
     let sign = if negative {
         "-"
-    } else if (conv == b'd' || conv == b'i') && spec.plus {
+    } else if matches!(conv, b'd' | b'i' | b'p') && spec.plus {
         "+"
-    } else if (conv == b'd' || conv == b'i') && spec.space {
+    } else if matches!(conv, b'd' | b'i' | b'p') && spec.space {
         " "
     } else {
         ""
     };
     let prefix = match (conv, spec.alt && magnitude != 0) {
-        (b'x', true) => "0x",
+        (b'x' | b'p', true) => "0x",
         (b'X', true) => "0X",
         _ => "",
     };
@@ -349,7 +350,8 @@ fn join<'b>(buf: &'b mut [u8; 3], sign: &str, prefix: &str) -> &'b str {
     core::str::from_utf8(&buf[..n]).unwrap_or("")
 }
 
-/// `%p`: `0x` and the address in lowercase hex, `(nil)` for NULL, as glibc's.
+/// `%p`: `0x` and the address in lowercase hex (after a `+` or space where the flags ask,
+/// as glibc's), `(nil)` for NULL.
 fn pointer(out: &mut dyn Write, spec: Spec, p: u64) -> fmt::Result {
     if p == 0 {
         let spec = Spec {
@@ -358,13 +360,7 @@ fn pointer(out: &mut dyn Write, spec: Spec, p: u64) -> fmt::Result {
         };
         return pad(out, spec, false, "", b"(nil)");
     }
-    let spec = Spec {
-        alt: true,
-        plus: false,
-        space: false,
-        ..spec
-    };
-    integer(out, spec, b'x', p, 64)
+    integer(out, Spec { alt: true, ..spec }, b'p', p, 64)
 }
 
 /// `%s` of the C string at `s`: up to its NUL, or to the precision's bytes; `(null)` for
