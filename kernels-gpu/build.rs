@@ -1,4 +1,4 @@
-//! Builds gpuio's kernel crates for the GPUs, with `gpuio-linker`'s [`Kernels`]:
+//! Builds gpuio's kernel crates for the GPUs, with `gpuio-linker`'s [`KernelCrate`]:
 //!
 //! - `kernels/` (`gpuio-kernels`), the example kernels, and
 //! - `kernels-test/` (`gpuio-test-kernels`), the test and benchmark kernels with the example
@@ -29,7 +29,7 @@
 //! the test kernels and the observer kernels, which reuse that `core`. Rebuilds after a
 //! change to the kernels or the device crate recompile only those, a few seconds per GPU.
 //!
-//! Which of them build is `GPUIO_GPU_TARGETS`' choice (`gpuio_linker::Kernels`): by
+//! Which of them build is `GPUIO_GPU_TARGETS`' choice (`gpuio_linker::KernelCrate`): by
 //! default those this machine's GPUs run, none (silently) on a machine without a GPU;
 //! `all` for CI's code-object checks and the device bundle; a list such as
 //! `sm_90,sm_60`; `none` (or `GPUIO_SKIP_GPU_BUILD=1`). A target not built leaves its path
@@ -39,7 +39,7 @@
 
 use std::path::{Path, PathBuf};
 
-use gpuio_linker::{Built, Kernels};
+use gpuio_linker::{Built, KernelCrate};
 
 /// The NVIDIA PTX targets: `sm_90` (H100/H200) and `sm_60`, the lockstep build.
 const NVPTX_TARGETS: &[&str] = &["sm_90", "sm_60"];
@@ -54,7 +54,7 @@ fn main() {
         ("../kernels", "GPUIO_KERNELS", "kernels.rs"),
         ("../kernels-test", "GPUIO_TEST_KERNELS", "test_kernels.rs"),
     ] {
-        let built = Kernels::new(dir)
+        let built = KernelCrate::new(dir)
             .nvptx(NVPTX_TARGETS.iter().copied())
             .amdgcn(AMDGPU_TARGETS.iter().copied())
             .tables(tables)
@@ -63,13 +63,13 @@ fn main() {
         export(&out_dir, prefix, &built);
     }
     // bench_observer's kernels: NVIDIA only (the benchmark runs on CUDA, beside CUDA C).
-    Kernels::new("../kernels-observer")
+    KernelCrate::new("../kernels-observer")
         .nvptx(NVPTX_TARGETS.iter().copied())
         .tables("observer_kernels.rs")
         .build()
         .unwrap_or_else(|e| fail(&e));
     // The device runtime as a library for C++ kernels (its C ABI): NVIDIA only for now.
-    Kernels::new("../kernels-c")
+    KernelCrate::new("../kernels-c")
         .nvptx(NVPTX_TARGETS.iter().copied())
         .tables("c_library.rs")
         .build()

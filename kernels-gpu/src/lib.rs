@@ -10,7 +10,7 @@
 //! With `GPUIO_SKIP_GPU_BUILD=1` at build time the tables are empty and the files empty:
 //! loading them fails at run time, clearly.
 
-/// The tables `gpuio_linker::Kernels::build` wrote for the example kernels.
+/// The tables `gpuio_linker::KernelCrate::build` wrote for the example kernels.
 mod example {
     include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
 }

@@ -60,11 +60,16 @@
 mod cargo;
 mod components;
 mod error;
-mod kernels;
+mod kernel_crate;
 mod target;
 
 pub use cargo::build_kernel_crate;
 pub use components::ensure_components;
 pub use error::Error;
-pub use kernels::{Built, Kernels};
+pub use kernel_crate::{Built, KernelCrate};
+
+/// The name [`KernelCrate`] had before: the host's `Kernels` are the kernels a runtime has
+/// loaded, so the build script's builder is named for what it builds.
+#[deprecated(note = "renamed to gpuio_linker::KernelCrate (the host's `Kernels` are a runtime's loaded kernels)")]
+pub type Kernels = KernelCrate;
 pub use target::{GpuTarget, DEFAULT_AMDHSA_CODE_OBJECT_VERSION};

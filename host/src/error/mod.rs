@@ -192,12 +192,12 @@ impl fmt::Display for Error {
                 "no code object for this GPU, {gpu}: the program holds none (a build where no GPU \
                  was found builds none); build it where this GPU is, or with GPUIO_GPU_TARGETS=all, \
                  with this GPU's target among those its build script asks for \
-                 (gpuio_linker::Kernels::nvptx or ::amdgcn)"
+                 (gpuio_linker::KernelCrate::nvptx or ::amdgcn)"
             ),
             Error::NoCodeObject { gpu, available } => write!(
                 f,
                 "no code object for this GPU, {gpu}: there are code objects for [{}]; this GPU's \
-                 target must be among those the build script asks for (gpuio_linker::Kernels::nvptx \
+                 target must be among those the build script asks for (gpuio_linker::KernelCrate::nvptx \
                  or ::amdgcn) and be built (GPUIO_GPU_TARGETS naming it, or all)",
                 available.join(", ")
             ),

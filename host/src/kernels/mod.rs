@@ -76,7 +76,7 @@ impl Drop for AfterLaunch {
 /// # mod kernels { pub const OBJECTS: &[(&str, &[u8])] = &[]; }
 /// use gpuio_host::{Backend, LaunchConfig, Runtime};
 /// let rt = Runtime::builder().backend(Backend::Cpu).build()?;
-/// // `kernels::OBJECTS`: the table gpuio-linker's `Kernels::build` writes.
+/// // `kernels::OBJECTS`: the table gpuio-linker's `KernelCrate::build` writes.
 /// let kernels = rt.kernels(kernels::OBJECTS)?;
 /// let label = String::from("row");
 /// kernels.launch(my_kernels::table, LaunchConfig::linear(1, 8), (&label, 8, 0.5))?;

@@ -1,4 +1,4 @@
-//! [`Kernels`]: one call in a host crate's `build.rs` that builds a kernel crate for the
+//! [`KernelCrate`]: one call in a host crate's `build.rs` that builds a kernel crate for the
 //! GPUs and hands back what to embed.
 
 use std::path::{Path, PathBuf};
@@ -7,7 +7,7 @@ use crate::{build_kernel_crate, ensure_components, Error, GpuTarget};
 
 /// A kernel crate to build for a set of GPU targets, from a build script.
 ///
-/// [`Kernels::build`] builds every target in parallel (each in its own target directory
+/// [`KernelCrate::build`] builds every target in parallel (each in its own target directory
 /// under `OUT_DIR`), tells cargo to rerun when the kernel crate changes, and writes
 /// `OUT_DIR/gpuio_kernels.rs`, which defines the tables `Runtime::kernels` and
 /// `Runtime::load_matching` take:
@@ -21,7 +21,7 @@ use crate::{build_kernel_crate, ensure_components, Error, GpuTarget};
 /// In `build.rs` (its `main`):
 ///
 /// ```no_run
-/// gpuio_linker::Kernels::new("../kernels")
+/// gpuio_linker::KernelCrate::new("../kernels")
 ///     .nvptx(["sm_70"])
 ///     .amdgcn(["gfx90a", "gfx942", "gfx1100"])
 ///     .build()
@@ -57,34 +57,34 @@ use crate::{build_kernel_crate, ensure_components, Error, GpuTarget};
 /// Targets not built leave their tables empty (loading then fails with
 /// `Error::NoCodeObject`, which names what there is).
 #[derive(Clone, Debug)]
-pub struct Kernels {
+pub struct KernelCrate {
     dir: PathBuf,
     nvptx: Vec<String>,
     amdgcn: Vec<String>,
     tables: String,
 }
 
-/// What [`Kernels::build`] built: each target's processor name and code object.
+/// What [`KernelCrate::build`] built: each target's processor name and code object.
 #[derive(Clone, Debug, Default)]
 pub struct Built {
     /// `(sm_NN, path of the .ptx)`, in the order asked for.
     pub nvptx: Vec<(String, PathBuf)>,
     /// `(gfxNNN, path of the .hsaco)`, in the order asked for.
     pub amdgcn: Vec<(String, PathBuf)>,
-    /// The generated Rust file (`OUT_DIR/gpuio_kernels.rs`, or as [`Kernels::tables`] named it).
+    /// The generated Rust file (`OUT_DIR/gpuio_kernels.rs`, or as [`KernelCrate::tables`] named it).
     pub tables: PathBuf,
 }
 
-impl Kernels {
+impl KernelCrate {
     /// The kernel crate in `dir` (relative paths are taken from the build script's package,
     /// `CARGO_MANIFEST_DIR`), for no target yet.
-    pub fn new(dir: impl AsRef<Path>) -> Kernels {
+    pub fn new(dir: impl AsRef<Path>) -> KernelCrate {
         let dir = dir.as_ref();
         let dir = match std::env::var_os("CARGO_MANIFEST_DIR") {
             Some(root) if dir.is_relative() => Path::new(&root).join(dir),
             _ => dir.to_path_buf(),
         };
-        Kernels {
+        KernelCrate {
             dir,
             nvptx: Vec::new(),
             amdgcn: Vec::new(),
@@ -95,19 +95,19 @@ impl Kernels {
     /// Names the generated file in `OUT_DIR` (default `gpuio_kernels.rs`): for a build
     /// script that builds several kernel crates. Their builds for one target share a
     /// target directory, so `core` is built once per target.
-    pub fn tables(mut self, file_name: impl Into<String>) -> Kernels {
+    pub fn tables(mut self, file_name: impl Into<String>) -> KernelCrate {
         self.tables = file_name.into();
         self
     }
 
     /// Adds NVIDIA targets (`sm_70`: every GPU from Volta on; `sm_60`: the lockstep build).
-    pub fn nvptx<S: Into<String>>(mut self, sms: impl IntoIterator<Item = S>) -> Kernels {
+    pub fn nvptx<S: Into<String>>(mut self, sms: impl IntoIterator<Item = S>) -> KernelCrate {
         self.nvptx.extend(sms.into_iter().map(Into::into));
         self
     }
 
     /// Adds AMD targets (`gfx90a`, `gfx942`, `gfx1100`, ...): one code object each.
-    pub fn amdgcn<S: Into<String>>(mut self, gfxs: impl IntoIterator<Item = S>) -> Kernels {
+    pub fn amdgcn<S: Into<String>>(mut self, gfxs: impl IntoIterator<Item = S>) -> KernelCrate {
         self.amdgcn.extend(gfxs.into_iter().map(Into::into));
         self
     }
@@ -118,7 +118,10 @@ impl Kernels {
     pub fn build(self) -> Result<Built, Error> {
         let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").ok_or_else(|| Error::Io {
             context: "reading OUT_DIR".into(),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "Kernels::build runs in a build script"),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "KernelCrate::build runs in a build script",
+            ),
         })?);
         for watched in [self.dir.join("src"), self.dir.join("Cargo.toml")] {
             println!("cargo:rerun-if-changed={}", watched.display());
@@ -181,7 +184,7 @@ impl Kernels {
     }
 }
 
-/// The variable that selects the GPU targets (see [`Kernels`]).
+/// The variable that selects the GPU targets (see [`KernelCrate`]).
 pub const TARGETS_VAR: &str = "GPUIO_GPU_TARGETS";
 
 /// What `GPUIO_GPU_TARGETS` asks for.
@@ -266,7 +269,7 @@ fn no_target_warning(selection: &Selection, asked: &[GpuTarget], machine: &Machi
     let asked: Vec<&str> = asked.iter().map(|t| t.arch()).collect();
     Some(format!(
         "gpuio: this machine's GPUs ({}) run none of the targets asked for ({}), so no GPU \
-         kernels were built: add theirs (Kernels::nvptx, ::amdgcn), or set {TARGETS_VAR}",
+         kernels were built: add theirs (KernelCrate::nvptx, ::amdgcn), or set {TARGETS_VAR}",
         gpus.join(", "),
         asked.join(", ")
     ))
@@ -323,7 +326,7 @@ fn write_tables(path: &Path, built: &Built) -> Result<(), Error> {
         ));
     }
     let text = format!(
-        "// Generated by gpuio_linker::Kernels::build.\n\
+        "// Generated by gpuio_linker::KernelCrate::build.\n\
          /// Every code object built, PTX by NVIDIA target and amdgcn by AMD processor (for\n\
          /// `Runtime::kernels` and `Runtime::load_matching`, which pick this GPU's).\n\
          #[allow(dead_code)]\n\
