@@ -93,109 +93,141 @@ pub unsafe fn format(format: &[u8], args: &[gpuio_printf_arg], out: &mut dyn Wri
             break;
         }
         let at = i;
-        let bad = |why| BadFormat { at, why };
         i += 1;
-        let mut spec = Spec::default();
-        while i < format.len() {
-            match format[i] {
-                b'-' => spec.left = true,
-                b'+' => spec.plus = true,
-                b' ' => spec.space = true,
-                b'#' => spec.alt = true,
-                b'0' => spec.zero = true,
-                _ => break,
-            }
-            i += 1;
-        }
-        let mut next_int = |what| match args.next() {
-            Some(a) if a.kind == GPUIO_PRINTF_INT || a.kind == GPUIO_PRINTF_UINT => Ok(a.bits as i32),
-            Some(_) => Err(bad(what)),
-            None => Err(bad("a `*` has no argument")),
-        };
-        if i < format.len() && format[i] == b'*' {
-            let w = next_int("a `*` width takes an int")?;
-            spec.left |= w < 0;
-            spec.width = w.unsigned_abs() as usize;
-            i += 1;
-        } else {
-            spec.width = digits(format, &mut i);
-        }
-        if i < format.len() && format[i] == b'.' {
-            i += 1;
-            if i < format.len() && format[i] == b'*' {
-                let p = next_int("a `*` precision takes an int")?;
-                spec.precision = (p >= 0).then_some(p as usize);
-                i += 1;
-            } else {
-                spec.precision = Some(digits(format, &mut i));
-            }
-        }
-        // A thread writing megabytes of padding would hold its print for seconds, and
-        // core's float formatting takes no precision past 65,535.
-        if spec.width > MAX_FIELD || spec.precision.is_some_and(|p| p > MAX_FIELD) {
-            return Err(bad("a width or precision over 4096 is not taken"));
-        }
-        // The length, as the number of bits an integer argument keeps.
-        let mut bits = 32;
-        let mut wide = false;
-        match format.get(i) {
-            Some(b'h') if format.get(i + 1) == Some(&b'h') => (bits, i) = (8, i + 2),
-            Some(b'h') => (bits, i) = (16, i + 1),
-            Some(b'l') if format.get(i + 1) == Some(&b'l') => (bits, i) = (64, i + 2),
-            Some(b'l') => (bits, wide, i) = (64, true, i + 1),
-            Some(b'z' | b'j' | b't') => (bits, i) = (64, i + 1),
-            Some(b'L') => return Err(bad("`L` (long double) is not taken: a GPU has no long double")),
-            _ => {}
-        }
+        let (spec, bits, wide) = spec(format, &mut i, &mut args, at)?;
         let Some(&conv) = format.get(i) else {
-            return Err(bad("the format ends inside a conversion"));
+            return Err(BadFormat {
+                at,
+                why: "the format ends inside a conversion",
+            });
         };
         i += 1;
-        let written = match conv {
-            b'%' => out.write_char('%'),
-            b'd' | b'i' | b'u' | b'x' | b'X' | b'o' | b'c' => {
-                let arg = match args.next() {
-                    Some(a) if a.kind == GPUIO_PRINTF_INT || a.kind == GPUIO_PRINTF_UINT => a.bits,
-                    Some(_) => return Err(bad("an integer conversion was given a double or a pointer")),
-                    None => return Err(bad("a conversion has no argument")),
-                };
-                if conv == b'c' {
-                    if wide {
-                        return Err(bad("`%lc` (a wide character) is not taken"));
-                    }
-                    pad(out, spec, false, "", &[arg as u8])
-                } else {
-                    integer(out, spec, conv, arg, bits)
-                }
-            }
-            b'f' | b'F' | b'e' | b'E' | b'g' | b'G' | b'a' | b'A' => match args.next() {
-                Some(a) if a.kind == GPUIO_PRINTF_DOUBLE => float(out, spec, conv, f64::from_bits(a.bits)),
-                Some(_) => return Err(bad("a floating-point conversion was given an integer or a pointer")),
-                None => return Err(bad("a conversion has no argument")),
-            },
-            b's' | b'p' => {
-                let p = match args.next() {
-                    Some(a) if a.kind == GPUIO_PRINTF_PTR => a.bits,
-                    Some(_) => return Err(bad("`%s` and `%p` take a pointer")),
-                    None => return Err(bad("a conversion has no argument")),
-                };
-                if conv == b'p' {
-                    pointer(out, spec, p)
-                } else if wide {
-                    return Err(bad("`%ls` (a wide string) is not taken"));
-                } else {
-                    // SAFETY: the caller's contract: a `%s` pointer is NULL or a C string.
-                    unsafe { string(out, spec, p as *const u8) }
-                }
-            }
-            b'n' => return Err(bad("`%n` is not taken: it writes through a pointer")),
-            _ => return Err(bad("an unknown conversion")),
-        };
-        if written.is_err() {
+        // SAFETY: the caller's contract.
+        if unsafe { convert(out, spec, conv, bits, wide, &mut args, at) }?.is_err() {
             return Ok(Err(fmt::Error));
         }
     }
     Ok(Ok(()))
+}
+
+/// The flags, width, precision and length of the conversion at `at`, from `format[*i..]`
+/// (moving `i` to its conversion character), taking `*`'s arguments from `args`: the spec,
+/// the bits an integer argument keeps, and whether the length is `l` (wide for `%c`, `%s`).
+fn spec(
+    format: &[u8],
+    i: &mut usize,
+    args: &mut core::slice::Iter<'_, gpuio_printf_arg>,
+    at: usize,
+) -> Result<(Spec, u32, bool), BadFormat> {
+    let bad = |why| BadFormat { at, why };
+    let mut spec = Spec::default();
+    while *i < format.len() {
+        match format[*i] {
+            b'-' => spec.left = true,
+            b'+' => spec.plus = true,
+            b' ' => spec.space = true,
+            b'#' => spec.alt = true,
+            b'0' => spec.zero = true,
+            _ => break,
+        }
+        *i += 1;
+    }
+    let mut next_int = |what| match args.next() {
+        Some(a) if a.kind == GPUIO_PRINTF_INT || a.kind == GPUIO_PRINTF_UINT => Ok(a.bits as i32),
+        Some(_) => Err(bad(what)),
+        None => Err(bad("a `*` has no argument")),
+    };
+    if *i < format.len() && format[*i] == b'*' {
+        let w = next_int("a `*` width takes an int")?;
+        spec.left |= w < 0;
+        spec.width = w.unsigned_abs() as usize;
+        *i += 1;
+    } else {
+        spec.width = digits(format, i);
+    }
+    if *i < format.len() && format[*i] == b'.' {
+        *i += 1;
+        if *i < format.len() && format[*i] == b'*' {
+            let p = next_int("a `*` precision takes an int")?;
+            spec.precision = (p >= 0).then_some(p as usize);
+            *i += 1;
+        } else {
+            spec.precision = Some(digits(format, i));
+        }
+    }
+    // A thread writing megabytes of padding would hold its print for seconds, and core's
+    // float formatting takes no precision past 65,535.
+    if spec.width > MAX_FIELD || spec.precision.is_some_and(|p| p > MAX_FIELD) {
+        return Err(bad("a width or precision over 4096 is not taken"));
+    }
+    // The length, as the number of bits an integer argument keeps.
+    let (mut bits, mut wide) = (32, false);
+    match format.get(*i) {
+        Some(b'h') if format.get(*i + 1) == Some(&b'h') => (bits, *i) = (8, *i + 2),
+        Some(b'h') => (bits, *i) = (16, *i + 1),
+        Some(b'l') if format.get(*i + 1) == Some(&b'l') => (bits, *i) = (64, *i + 2),
+        Some(b'l') => (bits, wide, *i) = (64, true, *i + 1),
+        Some(b'z' | b'j' | b't') => (bits, *i) = (64, *i + 1),
+        Some(b'L') => return Err(bad("`L` (long double) is not taken: a GPU has no long double")),
+        _ => {}
+    }
+    Ok((spec, bits, wide))
+}
+
+/// Writes conversion `conv` (of the spec at `at`) of the next argument of `args`.
+///
+/// # Safety
+/// As for [`format`].
+unsafe fn convert(
+    out: &mut dyn Write,
+    spec: Spec,
+    conv: u8,
+    bits: u32,
+    wide: bool,
+    args: &mut core::slice::Iter<'_, gpuio_printf_arg>,
+    at: usize,
+) -> Result<fmt::Result, BadFormat> {
+    let bad = |why| BadFormat { at, why };
+    Ok(match conv {
+        b'%' => out.write_char('%'),
+        b'd' | b'i' | b'u' | b'x' | b'X' | b'o' | b'c' => {
+            let arg = match args.next() {
+                Some(a) if a.kind == GPUIO_PRINTF_INT || a.kind == GPUIO_PRINTF_UINT => a.bits,
+                Some(_) => return Err(bad("an integer conversion was given a double or a pointer")),
+                None => return Err(bad("a conversion has no argument")),
+            };
+            if conv == b'c' {
+                if wide {
+                    return Err(bad("`%lc` (a wide character) is not taken"));
+                }
+                pad(out, spec, false, "", &[arg as u8])
+            } else {
+                integer(out, spec, conv, arg, bits)
+            }
+        }
+        b'f' | b'F' | b'e' | b'E' | b'g' | b'G' | b'a' | b'A' => match args.next() {
+            Some(a) if a.kind == GPUIO_PRINTF_DOUBLE => float(out, spec, conv, f64::from_bits(a.bits)),
+            Some(_) => return Err(bad("a floating-point conversion was given an integer or a pointer")),
+            None => return Err(bad("a conversion has no argument")),
+        },
+        b's' | b'p' => {
+            let p = match args.next() {
+                Some(a) if a.kind == GPUIO_PRINTF_PTR => a.bits,
+                Some(_) => return Err(bad("`%s` and `%p` take a pointer")),
+                None => return Err(bad("a conversion has no argument")),
+            };
+            if conv == b'p' {
+                pointer(out, spec, p)
+            } else if wide {
+                return Err(bad("`%ls` (a wide string) is not taken"));
+            } else {
+                // SAFETY: the caller's contract: a `%s` pointer is NULL or a C string.
+                unsafe { string(out, spec, p as *const u8) }
+            }
+        }
+        b'n' => return Err(bad("`%n` is not taken: it writes through a pointer")),
+        _ => return Err(bad("an unknown conversion")),
+    })
 }
 
 /// Whether `format` with `args` would be taken, and how many bytes it writes.
