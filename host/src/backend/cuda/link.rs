@@ -7,7 +7,7 @@
 //! (`module.rs`), and the whole path takes one text. Every module keeps its items in its
 //! order; an `.extern` declaration of a name another module defines is left out.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::split::{items, Item, Kind};
 use crate::error::{Error, Result};
@@ -31,7 +31,6 @@ use crate::error::{Error, Result};
 /// # }
 /// ```
 pub fn link_ptx(modules: &[&str]) -> Result<String> {
-    let refuse = |why: String| Error::Config(format!("cannot join these PTX modules: {why}"));
     let mut parsed = Vec::with_capacity(modules.len());
     for (i, m) in modules.iter().enumerate() {
         let text = m.strip_suffix('\0').unwrap_or(m);
@@ -42,7 +41,37 @@ pub fn link_ptx(modules: &[&str]) -> Result<String> {
             ))
         })?);
     }
-    let header = |items: &[Item<'_>], directive: &str| -> Option<String> {
+    let mut out = header(&parsed)?;
+    let defined = definitions(&parsed)?;
+    let mut externs = HashSet::new();
+    for items in &parsed {
+        for item in items {
+            let keep = match item.kind {
+                Kind::Header => false,
+                Kind::Extern => match extern_name(item.text) {
+                    Some(n) => !defined.contains_key(n) && externs.insert(n),
+                    None => true,
+                },
+                _ => true,
+            };
+            if keep {
+                out.push_str(item.text);
+                out.push('\n');
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// [`link_ptx`]'s refusal of what it was given.
+fn refuse(why: String) -> Error {
+    Error::Config(format!("cannot join these PTX modules: {why}"))
+}
+
+/// The joined text's header: the highest `.version` of the modules', and their `.target`
+/// and `.address_size`, which must agree.
+fn header(parsed: &[Vec<Item<'_>>]) -> Result<String> {
+    let directive = |items: &[Item<'_>], directive: &str| -> Option<String> {
         items
             .iter()
             .filter(|i| i.kind == Kind::Header)
@@ -54,14 +83,14 @@ pub fn link_ptx(modules: &[&str]) -> Result<String> {
     let mut version = (0u32, 0u32);
     let (mut target, mut address_size) = (None::<String>, None::<String>);
     for (i, items) in parsed.iter().enumerate() {
-        let v = header(items, ".version").ok_or_else(|| refuse(format!("module {i} has no .version")))?;
+        let v = directive(items, ".version").ok_or_else(|| refuse(format!("module {i} has no .version")))?;
         let (major, minor) = v
             .split_once('.')
             .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
             .ok_or_else(|| refuse(format!("module {i}'s .version {v} is not major.minor")))?;
         version = version.max((major, minor));
         for (what, seen) in [(".target", &mut target), (".address_size", &mut address_size)] {
-            let value = header(items, what).ok_or_else(|| refuse(format!("module {i} has no {what}")))?;
+            let value = directive(items, what).ok_or_else(|| refuse(format!("module {i} has no {what}")))?;
             match seen {
                 Some(first) if *first != value => {
                     return Err(refuse(format!(
@@ -74,8 +103,19 @@ pub fn link_ptx(modules: &[&str]) -> Result<String> {
             }
         }
     }
-    // Every name some module defines, once, and which module.
-    let mut defined = std::collections::HashMap::new();
+    Ok(format!(
+        ".version {}.{}\n.target {}\n.address_size {}\n\n",
+        version.0,
+        version.1,
+        target.unwrap_or_default(),
+        address_size.unwrap_or_default()
+    ))
+}
+
+/// Every name some module defines, once, and which module; refused where a name is
+/// defined twice, or a module declares (`.extern`) a name that a later module defines.
+fn definitions<'a>(parsed: &[Vec<Item<'a>>]) -> Result<HashMap<&'a str, usize>> {
+    let mut defined = HashMap::new();
     for (m, items) in parsed.iter().enumerate() {
         for item in items {
             if matches!(item.kind, Kind::Function | Kind::Entry | Kind::Variable(_))
@@ -105,31 +145,7 @@ pub fn link_ptx(modules: &[&str]) -> Result<String> {
             }
         }
     }
-    let mut out = format!(
-        ".version {}.{}\n.target {}\n.address_size {}\n\n",
-        version.0,
-        version.1,
-        target.unwrap_or_default(),
-        address_size.unwrap_or_default()
-    );
-    let mut externs = HashSet::new();
-    for items in &parsed {
-        for item in items {
-            let keep = match item.kind {
-                Kind::Header => false,
-                Kind::Extern => match extern_name(item.text) {
-                    Some(n) => !defined.contains_key(n) && externs.insert(n),
-                    None => true,
-                },
-                _ => true,
-            };
-            if keep {
-                out.push_str(item.text);
-                out.push('\n');
-            }
-        }
-    }
-    Ok(out)
+    Ok(defined)
 }
 
 /// The name an `.extern` declaration declares: the identifier after `.func` and its return
