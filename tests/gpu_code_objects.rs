@@ -256,3 +256,59 @@ fn slice_parameters_have_the_layout_the_launches_pass() {
         "the gfx90a kernel arguments of strings_and_slices"
     );
 }
+
+/// The device library for C++ kernels defines, with C linkage, every function that
+/// `device/include/gpuio/device.h` declares for them (`GPUIO_DEVICE` with no body), for
+/// each NVIDIA target it was built for; and leaves nothing undefined but the driver's own
+/// calls.
+#[test]
+fn the_device_library_defines_what_the_device_header_declares() {
+    let built: Vec<&(&str, &[u8])> = gpuio_kernels_gpu::C_LIBRARY_NVPTX
+        .iter()
+        .filter(|(_, ptx)| !ptx.is_empty())
+        .collect();
+    if built.is_empty() {
+        common::skip(
+            "the_device_library_defines_what_the_device_header_declares",
+            "no device library was built on this machine (GPUIO_GPU_TARGETS=all builds every target)",
+        );
+        return;
+    }
+    let header = include_str!("../device/include/gpuio/device.h");
+    // `GPUIO_DEVICE <type> <name>(...);` on one line: the declarations (the C++ helpers
+    // after them are `inline`, with bodies).
+    let declared: Vec<&str> = header
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("GPUIO_DEVICE ") && !l.contains(" inline ") && l.ends_with(");"))
+        .filter_map(|l| l[..l.find('(')?].split_whitespace().last())
+        .map(|n| n.trim_start_matches('*'))
+        .collect();
+    assert!(
+        declared.len() >= 8 && declared.contains(&"gpuio_printf_args") && declared.contains(&"gpuio_close"),
+        "the header's declarations were not read: {declared:?}"
+    );
+    for (arch, ptx) in built {
+        let ptx = std::str::from_utf8(ptx).expect("PTX is text");
+        let defined = |name: &str| {
+            ptx.lines().any(|l| {
+                let l = l.trim_start();
+                l.starts_with(".visible .func") && l.split(|c: char| c.is_whitespace() || c == '(').any(|w| w == name)
+            })
+        };
+        let missing: Vec<&&str> = declared.iter().filter(|n| !defined(n)).collect();
+        assert!(
+            missing.is_empty(),
+            "the {arch} device library does not define {missing:?}"
+        );
+        let undefined: Vec<&str> = ptx
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with(".extern .func"))
+            .collect();
+        assert!(
+            undefined.is_empty(),
+            "the {arch} device library leaves {undefined:?} undefined"
+        );
+    }
+}
