@@ -239,6 +239,12 @@ fn c_host_error_paths_return_statuses_with_messages() {
         "synchronize a waiting kernel: GPUIO_ERROR_HANG: synchronize gave up (hang timeout): nothing has moved for",
         "synchronize the released kernel: GPUIO_OK",
         "create with the previous struct_size: GPUIO_OK",
+        "link_ptx(a small buffer): GPUIO_ERROR_INVALID_ARGUMENT: buf holds 8 bytes and the joined text needs",
+        "link_ptx(two targets): GPUIO_ERROR_CONFIG: invalid configuration: cannot join these PTX modules: module 1's \
+         .target is sm_60, an earlier one's sm_90",
+        "link_ptx(the library last): GPUIO_ERROR_CONFIG: invalid configuration: cannot join these PTX modules: \
+         module 0 uses `gpuio_puts`, which module 1 defines: put module 1 first",
+        "load_linked on the cpu backend: GPUIO_ERROR_BACKEND_UNAVAILABLE",
         "16 lines lost",
         "0 failure(s)",
     ] {

@@ -305,6 +305,40 @@ static int run_errors(void) {
            GPUIO_ERROR_INVALID_ARGUMENT);
     expect("load_file(missing file)", gpuio_module_load_file(rt, "/nonexistent/kernels.ptx", &m), GPUIO_ERROR_OS);
     expect("load_file(NULL path)", gpuio_module_load_file(rt, NULL, &m), GPUIO_ERROR_INVALID_ARGUMENT);
+    /* Joining PTX (a C++ kernel's with the device library): the size query, the join, and
+     * what is refused, on any backend; loading the join needs a GPU. */
+    {
+        static const char lib[] = ".version 7.8\n.target sm_90\n.address_size 64\n\n"
+                                  ".visible .func  (.param .b32 func_retval0) gpuio_puts(\n\t.param .b64 p\n)\n"
+                                  "{\n\tret;\n}\n";
+        static const char kern[] = ".version 9.0\n.target sm_90\n.address_size 64\n\n"
+                                   ".extern .func  (.param .b32 func_retval0) gpuio_puts\n(\n\t.param .b64 p\n)\n;\n"
+                                   ".visible .entry k()\n{\n\tret;\n}\n";
+        static const char sm60[] = ".version 9.0\n.target sm_60\n.address_size 64\n";
+        const char *both[2] = {lib, kern};
+        const char *mixed[2] = {lib, sm60};
+        const char *backwards[2] = {kern, lib};
+        size_t need = 0, need_again = 0;
+        char small[8];
+        char *joined;
+        expect("link_ptx(size query)", gpuio_link_ptx(both, 2, NULL, 0, &need), GPUIO_OK);
+        joined = (char *)malloc(need);
+        expect("link_ptx", gpuio_link_ptx(both, 2, joined, need, &need_again), GPUIO_OK);
+        if (need_again != need || strlen(joined) + 1 != need || strncmp(joined, ".version 9.0\n", 13) != 0 ||
+            strstr(joined, ".entry k") == NULL || strstr(joined, ".extern") != NULL) {
+            fprintf(stderr, "FAIL: link_ptx joined %zu of %zu bytes: %s\n", need_again, need, joined);
+            failures++;
+        }
+        free(joined);
+        expect("link_ptx(a small buffer)", gpuio_link_ptx(both, 2, small, sizeof small, &need_again),
+               GPUIO_ERROR_INVALID_ARGUMENT);
+        expect("link_ptx(two targets)", gpuio_link_ptx(mixed, 2, NULL, 0, &need), GPUIO_ERROR_CONFIG);
+        expect("link_ptx(the library last)", gpuio_link_ptx(backwards, 2, NULL, 0, &need), GPUIO_ERROR_CONFIG);
+        expect("link_ptx(no modules)", gpuio_link_ptx(both, 0, NULL, 0, &need), GPUIO_ERROR_INVALID_ARGUMENT);
+        expect("link_ptx(NULL len)", gpuio_link_ptx(both, 2, NULL, 0, NULL), GPUIO_ERROR_INVALID_ARGUMENT);
+        expect("load_linked on the cpu backend", gpuio_module_load_linked(rt, both, 2, &m),
+               GPUIO_ERROR_BACKEND_UNAVAILABLE);
+    }
     if (m != NULL) {
         fprintf(stderr, "FAIL: a failed load left *out set\n");
         failures++;

@@ -390,6 +390,26 @@ gpuio_status gpuio_module_load_data(gpuio_runtime *rt, const void *image, size_t
 /** Like gpuio_module_load_data, with the code object read from the file at `path`. */
 gpuio_status gpuio_module_load_file(gpuio_runtime *rt, const char *path, gpuio_module **out);
 
+/**
+ * Joins PTX modules into one text, for a CUDA C++ kernel: gpuio's device library (the C ABI
+ * of gpuio/device.h) first, then the kernel's PTX from `nvcc -rdc=true -ptx -arch=sm_NN`.
+ * `modules` holds `count` NUL-terminated PTX texts. The joined text (NUL-terminated) goes
+ * to `buf`, which holds `capacity` bytes; `len` receives the bytes it needs, NUL included.
+ * With `buf` NULL and `capacity` 0 only `len` is set (call again with a buffer that size).
+ * A buffer too small: GPUIO_ERROR_INVALID_ARGUMENT, nothing written but `len`.
+ * Refused with GPUIO_ERROR_CONFIG (gpuio_last_error() says which and why): modules built
+ * for different targets, a name defined twice (one C++ module at a time: nvcc names each
+ * one's strings alike), a module that uses a name a later one defines (the library goes
+ * first), PTX with debug info (build without -G and -lineinfo).
+ * The text loads with gpuio_module_load_data, or with the host's own cuModuleLoadData and
+ * then gpuio_attach_cuda_module.
+ */
+gpuio_status gpuio_link_ptx(const char *const *modules, size_t count, char *buf, size_t capacity, size_t *len);
+
+/** gpuio_link_ptx's join of `count` PTX texts, loaded as gpuio_module_load_data loads one. */
+gpuio_status gpuio_module_load_linked(gpuio_runtime *rt, const char *const *modules, size_t count,
+                                      gpuio_module **out);
+
 /** How a gpuio_arg's value is passed. */
 typedef enum gpuio_arg_kind {
     /** A 32-bit integer (int32_t or uint32_t). */

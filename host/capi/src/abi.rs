@@ -175,7 +175,7 @@ fn header_declares_exactly_the_exported_functions() {
     // (gpuio_printf, gpuio_arg_u32, ...) start with `static inline` and are not exports.
     let declared = names(&header, &["gpuio_status gpuio_", "const char *gpuio_"]);
     // The files that hold the exported functions.
-    let lib: String = ["lib.rs", "runtime.rs", "cpu.rs", "module.rs"]
+    let lib: String = ["lib.rs", "runtime.rs", "cpu.rs", "module.rs", "link.rs"]
         .iter()
         .map(|f| std::fs::read_to_string(manifest_dir().join("src").join(f)).unwrap())
         .collect();

@@ -18,6 +18,7 @@ mod cpu;
 #[cfg(any(test, fuzzing))]
 pub mod fuzz_cases;
 mod handles;
+mod link;
 mod module;
 mod print;
 mod runtime;
@@ -25,6 +26,7 @@ pub mod status;
 pub mod types;
 
 pub use cpu::*;
+pub use link::*;
 pub use module::*;
 pub use runtime::*;
 
