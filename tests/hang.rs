@@ -503,6 +503,31 @@ fn the_builder_overrides_gpuio_hang_timeout_which_overrides_the_default() {
     assert_eq!(get(&run, "builder_2s"), "Some(2s)");
 }
 
+/// The CUDA JIT's settings are checked when a runtime is built, on the CPU backend too: a
+/// typo there is refused while a program is developed without a GPU, not first on one.
+#[test]
+fn the_jit_settings_are_checked_when_a_runtime_is_built_on_every_backend() {
+    let _wd = watchdog(
+        "the_jit_settings_are_checked_when_a_runtime_is_built_on_every_backend",
+        60,
+    );
+    for (name, value, expects) in [
+        ("GPUIO_BLOCK_THREADS", "2000", "1 to 1024"),
+        ("GPUIO_PRINT_REGISTERS", "8", "16 to 255, or off"),
+        ("GPUIO_MAX_REGISTERS", "abc", "16 to 255"),
+    ] {
+        let run = run_child("env", &[(name, Some(value))]);
+        let default = run.report.get("default").cloned().unwrap_or_default();
+        assert!(
+            default.starts_with(&format!("error: invalid configuration: {name}=\"{value}\""))
+                && default.contains(expects),
+            "{name}={value}: {default}"
+        );
+    }
+    let run = run_child("env", &[("GPUIO_BLOCK_THREADS", Some("256"))]);
+    assert_eq!(run.report.get("default").map(String::as_str), Some("None"));
+}
+
 /// Drops a runtime whose kernel never finishes.
 fn child_drop_spin() {
     let rt = builder()

@@ -5,7 +5,9 @@
 //! program gave one, else the environment variable, else the backend's default; then the
 //! builder validates it. The builder resolves them all in one step when it builds a
 //! runtime (`Builder::resolve`, `resolve.rs`), and hands the result to what it opens
-//! (the backend, the rings, the watchdog, the CUDA JIT), which reads no variable itself.
+//! (the backend, the rings, the watchdog, the CUDA JIT). The JIT's register caps and block
+//! size (`GPUIO_MAX_REGISTERS`, `GPUIO_PRINT_REGISTERS`, `GPUIO_BLOCK_THREADS`) are checked
+//! there too, on every backend, and read again where a CUDA module loads.
 //! The readers here turn an unset or empty variable into `None`, and any value they cannot
 //! take into an [`Error::Config`] that names the variable, the value and what it expects
 //! (the table's `values`). docs/USAGE.md's "Environment" section is this table (a test
@@ -102,7 +104,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         name: "GPUIO_BLOCK_THREADS",
         builder: "-",
         values: "1 to 1024",
-        unset: "none (CUDA: the most threads a block of the kernels gpuio loads will have, which the JIT then compiles for; a larger block is refused)",
+        unset: "none (CUDA: the most threads a block of the kernels gpuio loads will have, which the JIT then compiles for; for register-heavy kernels a never-taken print slows, at a cost to others: see \"What a print costs your kernel\"; a larger block is refused)",
     },
     Setting {
         name: "GPUIO_MAX_REGISTERS",

@@ -167,7 +167,10 @@ impl Builder {
                 settings::parsed("GPUIO_SQPOLL_CPUS", affinity::parse_cpu_list)
             })?,
             hang_timeout,
-            jit: crate::backend::cuda::Jit::from_env()?,
+            jit: {
+                crate::backend::cuda::jit::check_settings()?;
+                crate::backend::cuda::Jit::from_env()?
+            },
         })
     }
 

@@ -254,7 +254,7 @@ mod tests {
         .to_string();
         assert!(none.contains("the program holds none"), "{none}");
         assert!(none.contains("GPUIO_GPU_TARGETS=all"), "{none}");
-        assert!(none.contains("Kernels::nvptx or ::amdgcn"), "{none}");
+        assert!(none.contains("gpuio_linker::KernelCrate::nvptx or ::amdgcn"), "{none}");
         let others = Error::NoCodeObject {
             gpu: "gfx942 (amdgcn-amd-amdhsa--gfx942)".into(),
             available: vec!["gfx90a".into()],

@@ -1,8 +1,6 @@
 //! My kernels: one source for NVIDIA and AMD GPUs and for the host CPU.
 #![no_std]
 
-use core::fmt::Write;
-
 use gpuio_device::fs::{BufWriter, File};
 use gpuio_device::{global_thread_idx, kernel, println};
 

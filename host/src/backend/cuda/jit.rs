@@ -96,6 +96,17 @@ pub(crate) fn block_threads() -> Result<Option<u32>> {
     }
 }
 
+/// Checks the JIT's settings (`GPUIO_MAX_REGISTERS`, `GPUIO_PRINT_REGISTERS`,
+/// `GPUIO_BLOCK_THREADS`) when a runtime is built, on every backend, so that a value they
+/// cannot take is refused there, not first where a CUDA module loads (which reads them
+/// again).
+pub(crate) fn check_settings() -> Result<()> {
+    max_registers()?;
+    library_registers()?;
+    block_threads()?;
+    Ok(())
+}
+
 /// Refuses a launch of `threads` a block where the module was compiled for at most `limit`
 /// ([`block_threads`]): the driver would refuse it for want of registers, or not, by what
 /// the kernel happened to need.

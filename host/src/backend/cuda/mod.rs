@@ -5,7 +5,7 @@
 
 mod driver;
 mod ffi;
-mod jit;
+pub(crate) mod jit;
 mod library;
 mod link;
 mod module;
