@@ -244,7 +244,11 @@ fn c_host_error_paths_return_statuses_with_messages() {
          .target is sm_60, an earlier one's sm_90",
         "link_ptx(the library last): GPUIO_ERROR_CONFIG: invalid configuration: cannot join these PTX modules: \
          module 0 uses `gpuio_puts`, which module 1 defines: put module 1 first",
-        "load_linked on the cpu backend: GPUIO_ERROR_BACKEND_UNAVAILABLE",
+        "link_ptx(no modules): GPUIO_ERROR_INVALID_ARGUMENT: no modules to join (count is 0)",
+        "link_ptx(NULL len): GPUIO_ERROR_INVALID_ARGUMENT: len is NULL",
+        "link_ptx(not UTF-8): GPUIO_ERROR_INVALID_ARGUMENT: modules[0] is not PTX text: not UTF-8 at byte 0",
+        "load_linked on the cpu backend: GPUIO_ERROR_BACKEND_UNAVAILABLE: the cuda backend is unavailable: \
+         gpuio_module_load_linked joins PTX, which the CUDA backend loads; this runtime runs on the cpu backend",
         "16 lines lost",
         "0 failure(s)",
     ] {

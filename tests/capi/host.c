@@ -322,21 +322,36 @@ static int run_errors(void) {
         char small[8];
         char *joined;
         expect("link_ptx(size query)", gpuio_link_ptx(both, 2, NULL, 0, &need), GPUIO_OK);
-        joined = (char *)malloc(need);
-        expect("link_ptx", gpuio_link_ptx(both, 2, joined, need, &need_again), GPUIO_OK);
-        if (need_again != need || strlen(joined) + 1 != need || strncmp(joined, ".version 9.0\n", 13) != 0 ||
-            strstr(joined, ".entry k") == NULL || strstr(joined, ".extern") != NULL) {
-            fprintf(stderr, "FAIL: link_ptx joined %zu of %zu bytes: %s\n", need_again, need, joined);
+        joined = need > 0 ? (char *)malloc(need) : NULL;
+        if (joined == NULL) {
+            fprintf(stderr, "FAIL: link_ptx's size query said %zu bytes\n", need);
             failures++;
+        } else {
+            expect("link_ptx", gpuio_link_ptx(both, 2, joined, need, &need_again), GPUIO_OK);
+            if (need_again != need || strlen(joined) + 1 != need || strncmp(joined, ".version 9.0\n", 13) != 0 ||
+                strstr(joined + 1, ".version") != NULL || strstr(joined, ".entry k") == NULL ||
+                strstr(joined, ".extern") != NULL) {
+                fprintf(stderr, "FAIL: link_ptx joined %zu of %zu bytes: %s\n", need_again, need, joined);
+                failures++;
+            }
+            free(joined);
         }
-        free(joined);
+        memset(small, 'x', sizeof small);
         expect("link_ptx(a small buffer)", gpuio_link_ptx(both, 2, small, sizeof small, &need_again),
                GPUIO_ERROR_INVALID_ARGUMENT);
+        if (need_again != need || small[0] != 'x') {
+            fprintf(stderr, "FAIL: a small buffer got len %zu (want %zu) or was written\n", need_again, need);
+            failures++;
+        }
         expect("link_ptx(two targets)", gpuio_link_ptx(mixed, 2, NULL, 0, &need), GPUIO_ERROR_CONFIG);
         expect("link_ptx(the library last)", gpuio_link_ptx(backwards, 2, NULL, 0, &need), GPUIO_ERROR_CONFIG);
         expect("link_ptx(no modules)", gpuio_link_ptx(both, 0, NULL, 0, &need), GPUIO_ERROR_INVALID_ARGUMENT);
         expect("link_ptx(NULL len)", gpuio_link_ptx(both, 2, NULL, 0, NULL), GPUIO_ERROR_INVALID_ARGUMENT);
-        expect("load_linked on the cpu backend", gpuio_module_load_linked(rt, both, 2, &m),
+        {
+            const char *not_text[1] = {"\xff\xfe"};
+            expect("link_ptx(not UTF-8)", gpuio_link_ptx(not_text, 1, NULL, 0, &need), GPUIO_ERROR_INVALID_ARGUMENT);
+        }
+        expect("load_linked on the cpu backend", gpuio_module_load_linked(rt, mixed, 2, &m),
                GPUIO_ERROR_BACKEND_UNAVAILABLE);
     }
     if (m != NULL) {

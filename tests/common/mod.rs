@@ -195,7 +195,7 @@ macro_rules! over_submissions {
 }
 
 /// Whether this build made the GPU code at `paths` (files `gpuio_kernels_gpu` names): where
-/// this machine built no GPU targets (`GPUIO_GPU_TARGETS`, linker/src/kernels.rs), says
+/// this machine built no GPU targets (`GPUIO_GPU_TARGETS`, linker/src/kernel_crate.rs), says
 /// the test skipped, visibly, and returns false.
 pub fn gpu_code_built(test: &str, paths: &[&str]) -> bool {
     let built = paths.iter().all(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 0));

@@ -396,7 +396,10 @@ gpuio_status gpuio_module_load_file(gpuio_runtime *rt, const char *path, gpuio_m
  * `modules` holds `count` NUL-terminated PTX texts. The joined text (NUL-terminated) goes
  * to `buf`, which holds `capacity` bytes; `len` receives the bytes it needs, NUL included.
  * With `buf` NULL and `capacity` 0 only `len` is set (call again with a buffer that size).
- * A buffer too small: GPUIO_ERROR_INVALID_ARGUMENT, nothing written but `len`.
+ * A buffer too small (or `buf` NULL with a capacity): GPUIO_ERROR_INVALID_ARGUMENT, nothing
+ * written but `len`. On any other error `len` is 0: no modules (`count` 0), `modules` or an
+ * entry NULL, or a text that is not UTF-8 are GPUIO_ERROR_INVALID_ARGUMENT. (`modules` is
+ * `const char *const *`: an array of `char *` passes with a cast.)
  * Refused with GPUIO_ERROR_CONFIG (gpuio_last_error() says which and why): modules built
  * for different targets, a name defined twice (one C++ module at a time: nvcc names each
  * one's strings alike), a module that uses a name a later one defines (the library goes
@@ -406,7 +409,11 @@ gpuio_status gpuio_module_load_file(gpuio_runtime *rt, const char *path, gpuio_m
  */
 gpuio_status gpuio_link_ptx(const char *const *modules, size_t count, char *buf, size_t capacity, size_t *len);
 
-/** gpuio_link_ptx's join of `count` PTX texts, loaded as gpuio_module_load_data loads one. */
+/**
+ * gpuio_link_ptx's join of `count` PTX texts, loaded as gpuio_module_load_data loads one.
+ * CUDA only: a runtime on another backend is GPUIO_ERROR_BACKEND_UNAVAILABLE before anything
+ * is joined. `*out` is NULL after any failure.
+ */
 gpuio_status gpuio_module_load_linked(gpuio_runtime *rt, const char *const *modules, size_t count,
                                       gpuio_module **out);
 

@@ -2,7 +2,9 @@
 //! (`nvcc -rdc=true -ptx`) with gpuio's device library, for `gpuio_module_load_data` or the
 //! host's own `cuModuleLoadData` (then `gpuio_attach_cuda_module`).
 
-use std::ffi::c_char;
+use std::ffi::{c_char, CStr};
+
+use gpuio_host::{Backend, Error};
 
 use crate::args::*;
 use crate::module::{load_code_object, write_module};
@@ -22,11 +24,24 @@ unsafe fn joined(modules: *const *const c_char, count: usize) -> Result<String, 
     if modules.is_null() {
         return Err(Failure::arg(format!("modules is NULL but count is {count}")));
     }
-    let mut texts = Vec::with_capacity(count);
+    // Not sized by `count`: a wrong count is the caller's to get an error for, not an
+    // allocation of it.
+    let mut texts = Vec::new();
     for i in 0..count {
-        // SAFETY: `i < count`, within the array by the caller's contract; each entry is
-        // NULL or a NUL-terminated string (utf8_arg checks NULL).
-        texts.push(unsafe { utf8_arg(*modules.add(i), &format!("modules[{i}]")) }?);
+        // SAFETY: `i < count`, within the array by the caller's contract.
+        let text = unsafe { *modules.add(i) };
+        if text.is_null() {
+            return Err(Failure::arg(format!("modules[{i}] is NULL")));
+        }
+        // SAFETY: non-NULL, and NUL-terminated by the caller's contract.
+        let bytes = unsafe { CStr::from_ptr(text) }.to_bytes();
+        // The text itself stays out of the message: a module can be megabytes.
+        texts.push(std::str::from_utf8(bytes).map_err(|e| {
+            Failure::arg(format!(
+                "modules[{i}] is not PTX text: not UTF-8 at byte {}",
+                e.valid_up_to()
+            ))
+        })?);
     }
     Ok(gpuio_host::link_ptx(&texts)?)
 }
@@ -93,6 +108,19 @@ pub unsafe extern "C" fn gpuio_module_load_linked(
         let out = out_ptr(out, "out")?;
         // SAFETY: valid for writes by the caller's contract.
         unsafe { out.write(std::ptr::null_mut()) };
+        // PTX joins are CUDA's: refused on any other backend before anything is read.
+        let backend = crate::handles::runtime(runtime_id(rt))?.rt.backend();
+        if backend != Backend::Cuda {
+            return Err(Error::BackendUnavailable {
+                backend: "cuda",
+                reason: format!(
+                    "gpuio_module_load_linked joins PTX, which the CUDA backend loads; this runtime runs \
+                     on the {} backend",
+                    backend.name()
+                ),
+            }
+            .into());
+        }
         // SAFETY: the caller's contract.
         let text = unsafe { joined(modules, count) }?;
         let id = load_code_object(runtime_id(rt), text.as_bytes(), "gpuio_module_load_linked")?;
