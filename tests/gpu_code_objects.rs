@@ -274,23 +274,24 @@ fn the_device_library_defines_what_the_device_header_declares() {
         return;
     }
     let header = include_str!("../device/include/gpuio/device.h");
-    // `GPUIO_DEVICE <type> <name>(...);` on one line: the declarations (the C++ helpers
-    // after them are `inline`, with bodies).
-    let declared: Vec<&str> = header
+    // The declarations: `GPUIO_DEVICE` lines but the C++ helpers (`inline`, with bodies,
+    // or `= delete`). Each must be `GPUIO_DEVICE <type> <name>(...);` on one line, or it
+    // is not read (and the count below fails).
+    let lines: Vec<&str> = header
         .lines()
         .map(str::trim)
-        .filter(|l| l.starts_with("GPUIO_DEVICE ") && !l.contains(" inline ") && l.ends_with(");"))
+        .filter(|l| l.starts_with("GPUIO_DEVICE ") && !l.contains(" inline ") && !l.contains("= delete"))
+        .collect();
+    let declared: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.ends_with(");"))
         .filter_map(|l| l[..l.find('(')?].split_whitespace().last())
         .map(|n| n.trim_start_matches('*'))
         .collect();
-    // Every declaration line was read (one split over lines would not be).
-    let lines = header
-        .lines()
-        .filter(|l| l.trim_start().starts_with("GPUIO_DEVICE ") && !l.contains(" inline ") && !l.contains("= delete"))
-        .count();
     assert!(
-        declared.len() == lines && declared.contains(&"gpuio_printf_args") && declared.contains(&"gpuio_close"),
-        "the header's {lines} declarations were not all read: {declared:?}"
+        declared.len() == lines.len() && declared.contains(&"gpuio_printf_args") && declared.contains(&"gpuio_close"),
+        "the header's {} declarations were not all read: {declared:?}",
+        lines.len()
     );
     for (arch, ptx) in built {
         let ptx = std::str::from_utf8(ptx).expect("PTX is text");

@@ -172,6 +172,14 @@ pub(crate) fn number<T: FromStr>(name: &str) -> Result<Option<T>> {
     var(name)?.map(|v| v.parse().map_err(|_| invalid(name, &v))).transpose()
 }
 
+/// `value` (of `name`) as a whole number in `range`, or the error [`invalid`] makes.
+pub(crate) fn in_range(name: &str, value: &str, range: std::ops::RangeInclusive<u32>) -> Result<u32> {
+    match value.trim().parse::<u32>() {
+        Ok(n) if range.contains(&n) => Ok(n),
+        _ => Err(invalid(name, value)),
+    }
+}
+
 /// `name`'s value parsed by `parse`, whose error says why (added to the variable's name).
 pub(crate) fn parsed<T>(name: &str, parse: impl FnOnce(&str) -> std::result::Result<T, String>) -> Result<Option<T>> {
     var(name)?

@@ -65,13 +65,10 @@ impl Jit {
 /// registers than the cap spills in its hot loop, and a print that runs spills (at 32 a
 /// kernel that only prints runs at about half the rate).
 fn max_registers() -> Result<Option<u32>> {
-    match crate::settings::var("GPUIO_MAX_REGISTERS")? {
-        None => Ok(None),
-        Some(v) => match v.trim().parse::<u32>() {
-            Ok(n) if (16..=255).contains(&n) => Ok(Some(n)),
-            _ => Err(crate::settings::invalid("GPUIO_MAX_REGISTERS", &v)),
-        },
-    }
+    let name = "GPUIO_MAX_REGISTERS";
+    crate::settings::var(name)?
+        .map(|v| crate::settings::in_range(name, &v, 16..=255))
+        .transpose()
 }
 
 /// `GPUIO_BLOCK_THREADS`: the most threads a block of the module's kernels will have, 1 to
@@ -87,13 +84,10 @@ fn max_registers() -> Result<Option<u32>> {
 /// the module: a grid-stride SAXPY with a never-taken print went from 32 to 42 and lost a
 /// fifth of its speed, so it serves modules of register-heavy kernels.
 pub(crate) fn block_threads() -> Result<Option<u32>> {
-    match crate::settings::var("GPUIO_BLOCK_THREADS")? {
-        None => Ok(None),
-        Some(v) => match v.trim().parse::<u32>() {
-            Ok(n) if (1..=1024).contains(&n) => Ok(Some(n)),
-            _ => Err(crate::settings::invalid("GPUIO_BLOCK_THREADS", &v)),
-        },
-    }
+    let name = "GPUIO_BLOCK_THREADS";
+    crate::settings::var(name)?
+        .map(|v| crate::settings::in_range(name, &v, 1..=1024))
+        .transpose()
 }
 
 /// Checks the JIT's settings (`GPUIO_MAX_REGISTERS`, `GPUIO_PRINT_REGISTERS`,
@@ -169,10 +163,7 @@ pub(crate) fn library_registers() -> Result<LibraryCap> {
     match crate::settings::var("GPUIO_PRINT_REGISTERS")? {
         None => Ok(LibraryCap::Auto),
         Some(v) if v.eq_ignore_ascii_case("off") => Ok(LibraryCap::Off),
-        Some(v) => match v.parse::<u32>() {
-            Ok(n) if (16..=255).contains(&n) => Ok(LibraryCap::Cap(n)),
-            _ => Err(crate::settings::invalid("GPUIO_PRINT_REGISTERS", &v)),
-        },
+        Some(v) => crate::settings::in_range("GPUIO_PRINT_REGISTERS", &v, 16..=255).map(LibraryCap::Cap),
     }
 }
 
