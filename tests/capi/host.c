@@ -9,6 +9,10 @@
  *   host gpu PTX             CUDA: hello, stress (with arguments), from a file, from
  *                            memory and attached; unknown kernel, bad PTX. Exit 77 (skip)
  *                            without a CUDA GPU.
+ *   host linked LIB KERNEL   CUDA: a CUDA C++ kernel (tests/cuda/printf_kernel.cu's PTX,
+ *                            KERNEL) joined with the device library (LIB) and loaded by
+ *                            gpuio_module_load_linked; each thread's line must be the one
+ *                            snprintf makes of the same values. Exit 77 without a CUDA GPU.
  *
  * Exit status 0: every check passed (the caller checks the output).
  */
@@ -563,6 +567,147 @@ static int run_gpu(const char *ptx_path) {
     return failures ? 1 : 0;
 }
 
+/* tests/cuda/printf_kernel.cu's line and its values for thread i, made by the C library. */
+#define CPP_LINE "t=%u d=%+05d x=%-10.3f e=%.2e g=%g G=%#.3G a=%a s=%5s|%-5s| c=%c h=%#x o=%#o l=%lld z=%zu p=%p %%\n"
+static char *cpp_want_line(unsigned i) {
+    int d = (int)i * 37 - 500;
+    double x = i / 7.0 - 3.0;
+    const char *str = i % 2 ? "odd" : "even";
+    long long big = (long long)i * -123456789012LL;
+    size_t z = (size_t)i << 40;
+    void *p = (void *)((uintptr_t)i * 16);
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, CPP_LINE, i, d, x, x * 1e7, x, x, x, str, str, 'A' + (int)(i % 26), i * 4097u, i,
+                     big, z, p);
+    char *line = (char *)malloc((size_t)n + 1);
+    if (line != NULL) {
+        memcpy(line, buf, (size_t)n + 1);
+    }
+    return line;
+}
+
+static int compare_strings(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A temporary file's descriptor, its name removed. */
+static int temp_fd(void) {
+    char path[] = "/tmp/gpuio-host-linked-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) {
+        unlink(path);
+    }
+    return fd;
+}
+
+/* What fd holds from its start, NUL-terminated. */
+static char *read_fd(int fd, size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = (char *)malloc(cap);
+    ssize_t got;
+    while (buf != NULL && (got = pread(fd, buf + n, cap - n - 1, (off_t)n)) > 0) {
+        n += (size_t)got;
+        if (cap - n < 2) {
+            char *more = (char *)realloc(buf, cap * 2);
+            if (more == NULL) {
+                free(buf);
+                return NULL;
+            }
+            buf = more;
+            cap *= 2;
+        }
+    }
+    if (buf != NULL) {
+        buf[n] = '\0';
+        *len = n;
+    }
+    return buf;
+}
+
+static int run_linked(const char *library_path, const char *kernel_path) {
+    enum { N = 1000 };
+    gpuio_runtime_options o;
+    gpuio_runtime *rt = NULL;
+    gpuio_module *m = NULL;
+    gpuio_sync_report report;
+    gpuio_arg args[2];
+    gpuio_status s;
+    size_t len = 0, count = 0, i;
+    int out = temp_fd(), err = temp_fd();
+    char *library = read_file(library_path, &len), *kernel = read_file(kernel_path, &len), *text, *said, *line;
+    const char *modules[2];
+    char *got[N + 2], *want[N + 1];
+
+    if (library == NULL || kernel == NULL || out < 0 || err < 0) {
+        fprintf(stderr, "FAIL: reading %s and %s, or making temporary files\n", library_path, kernel_path);
+        return 1;
+    }
+    gpuio_runtime_options_init(&o);
+    o.backend = GPUIO_BACKEND_CUDA;
+    o.stdout_fd = out;
+    o.stderr_fd = err;
+    s = gpuio_runtime_create(&o, &rt);
+    if (s == GPUIO_ERROR_BACKEND_UNAVAILABLE) {
+        fprintf(stderr, "skip: no CUDA GPU: %s\n", gpuio_last_error());
+        return 77;
+    }
+    expect("create cuda runtime", s, GPUIO_OK);
+    if (s != GPUIO_OK) {
+        return 1;
+    }
+    modules[0] = library;
+    modules[1] = kernel;
+    expect("module_load_linked(library, kernel)", gpuio_module_load_linked(rt, modules, 2, &m), GPUIO_OK);
+    if (m == NULL) {
+        return 1;
+    }
+    args[0] = gpuio_arg_u32(N);
+    args[1] = gpuio_arg_u64(0); /* no counts buffer */
+    expect("launch printf_kernel", gpuio_module_launch(m, "printf_kernel", (N + 127) / 128, 128, args, 2), GPUIO_OK);
+    expect("synchronize", gpuio_synchronize(rt, &report), GPUIO_OK);
+    expect("destroy", gpuio_runtime_destroy(rt), GPUIO_OK);
+
+    /* Every thread's line, and gpuio_puts's, each exactly once, as snprintf makes them. */
+    text = read_fd(out, &len);
+    for (line = text; line != NULL && *line != '\0' && count < N + 2;) {
+        char *end = strchr(line, '\n');
+        if (end == NULL) {
+            fprintf(stderr, "FAIL: a line without its newline: %s\n", line);
+            return 1;
+        }
+        got[count++] = line;
+        end[0] = '\0';
+        line = end + 1;
+    }
+    for (i = 0; i < N; i++) {
+        want[i] = cpp_want_line(i);
+        if (want[i] == NULL) {
+            return 1;
+        }
+        want[i][strlen(want[i]) - 1] = '\0';
+    }
+    want[N] = "a line from gpuio_puts";
+    if (count != N + 1 || (line != NULL && *line != '\0')) {
+        fprintf(stderr, "FAIL: %zu lines or more out, want %d\n", count, N + 1);
+        return 1;
+    }
+    qsort(got, count, sizeof got[0], compare_strings);
+    qsort(want, N + 1, sizeof want[0], compare_strings);
+    for (i = 0; i <= N; i++) {
+        if (strcmp(got[i], want[i]) != 0) {
+            fprintf(stderr, "FAIL: line %zu (sorted): got \"%s\", want \"%s\"\n", i, got[i], want[i]);
+            failures++;
+        }
+    }
+    said = read_fd(err, &len);
+    if (said == NULL || strstr(said, "gpuio_printf: `%n` is not taken") == NULL) {
+        fprintf(stderr, "FAIL: no word on stderr of the refused %%n; it holds: %s\n", said ? said : "(unreadable)");
+        failures++;
+    }
+    fprintf(stderr, "linked: %zu lines, each as snprintf makes it; %d failure(s)\n", count, failures);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stderr, NULL, _IOLBF, 0);
     if (argc == 4 && strcmp(argv[1], "cpu") == 0) {
@@ -574,6 +719,9 @@ int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "gpu") == 0) {
         return run_gpu(argv[2]);
     }
-    fprintf(stderr, "usage: %s cpu THREADS LINES | errors | gpu PTX\n", argv[0]);
+    if (argc == 4 && strcmp(argv[1], "linked") == 0) {
+        return run_linked(argv[2], argv[3]);
+    }
+    fprintf(stderr, "usage: %s cpu THREADS LINES | errors | gpu PTX | linked LIB KERNEL\n", argv[0]);
     return 2;
 }
