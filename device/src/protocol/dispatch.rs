@@ -142,47 +142,8 @@ impl Context {
         let mut prepared: [Option<u32>; REAP_BATCH] = [None; REAP_BATCH];
         let mut any = false;
         for (i, cqe) in cqes.iter().enumerate() {
-            let kind = user_data::kind(cqe.user_data);
-            let index = user_data::index(cqe.user_data);
-            if kind == KIND_STREAM
-                && (index as usize) < STREAMS
-                && self.streams[index as usize].complete(user_data::low(cqe.user_data), cqe.res)
-            {
-                continue;
-            }
-            // A second CQE for a slot already prepared in this batch (its look is from
-            // before the first) is a stray, as it would be one at a time: checked before
-            // `prepare`, which stores the result.
-            if kind == KIND_REQUEST && !prepared[..i].contains(&Some(index)) {
-                let taken = match self.requests.prepare(cqe.user_data, cqe.res, looks[i], mine) {
-                    Prepared::Slot(s) => {
-                        prepared[i] = Some(s);
-                        any = true;
-                        true
-                    }
-                    // Our own request's (a second CQE for it is a stray, as above).
-                    Prepared::Mine if got.is_none() => {
-                        *got = Some(cqe.res);
-                        true
-                    }
-                    Prepared::Mine | Prepared::Stray => false,
-                };
-                if taken {
-                    if cqe.res == SANDBOX_REFUSAL {
-                        // The sandbox's refusal. Relaxed: a count (reapers and solo ring
-                        // holders add to it) that the host reads after a drain.
-                        self.refusals.denied.fetch_add(1, Ordering::Relaxed);
-                    }
-                    continue;
-                }
-            }
-            if cqe.res < 0 {
-                // Only the reaper writes these; the host reads them after a drain.
-                self.refusals.unclaimed.fetch_add(1, Ordering::Relaxed);
-                self.refusals.errno.store(-cqe.res, Ordering::Relaxed);
-            } else {
-                self.stray_completions.fetch_add(1, Ordering::Relaxed);
-            }
+            prepared[i] = self.take_cqe(cqe, looks[i], &prepared[..i], mine, got);
+            any |= prepared[i].is_some();
         }
         DispatchTimes::lap(&mut times, &mut since, |t| &mut t.prepare);
         if any {
@@ -197,5 +158,59 @@ impl Context {
             DispatchTimes::lap(&mut times, &mut since, |t| &mut t.finish);
         }
         any
+    }
+
+    /// One CQE of [`Context::dispatch_batch`]'s batch, whose request's slot state and tag
+    /// were loaded as `look`: a stream's completion is given to its stream; a request's is
+    /// prepared (returns its slot, for `Requests::finish` after the batch's fence) or is
+    /// our own (`got`); anything else is counted as unclaimed or stray. `earlier` holds the
+    /// slots the batch prepared before this CQE.
+    #[inline(always)]
+    fn take_cqe(
+        &self,
+        cqe: &Cqe,
+        look: (u32, u32),
+        earlier: &[Option<u32>],
+        mine: Option<Ticket>,
+        got: &mut Option<i32>,
+    ) -> Option<u32> {
+        let kind = user_data::kind(cqe.user_data);
+        let index = user_data::index(cqe.user_data);
+        if kind == KIND_STREAM
+            && (index as usize) < STREAMS
+            && self.streams[index as usize].complete(user_data::low(cqe.user_data), cqe.res)
+        {
+            return None;
+        }
+        // A second CQE for a slot already prepared in this batch (its look is from
+        // before the first) is a stray, as it would be one at a time: checked before
+        // `prepare`, which stores the result.
+        if kind == KIND_REQUEST && !earlier.contains(&Some(index)) {
+            let (slot, taken) = match self.requests.prepare(cqe.user_data, cqe.res, look, mine) {
+                Prepared::Slot(s) => (Some(s), true),
+                // Our own request's (a second CQE for it is a stray, as above).
+                Prepared::Mine if got.is_none() => {
+                    *got = Some(cqe.res);
+                    (None, true)
+                }
+                Prepared::Mine | Prepared::Stray => (None, false),
+            };
+            if taken {
+                if cqe.res == SANDBOX_REFUSAL {
+                    // The sandbox's refusal. Relaxed: a count (reapers and solo ring
+                    // holders add to it) that the host reads after a drain.
+                    self.refusals.denied.fetch_add(1, Ordering::Relaxed);
+                }
+                return slot;
+            }
+        }
+        if cqe.res < 0 {
+            // Only the reaper writes these; the host reads them after a drain.
+            self.refusals.unclaimed.fetch_add(1, Ordering::Relaxed);
+            self.refusals.errno.store(-cqe.res, Ordering::Relaxed);
+        } else {
+            self.stray_completions.fetch_add(1, Ordering::Relaxed);
+        }
+        None
     }
 }

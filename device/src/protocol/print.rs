@@ -181,57 +181,16 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     // the group's first collective), so a print made by a `Display` above never waits for
     // its own group's turn (`arch::turns` says why NVIDIA's SMs let a few groups in at a time).
     let _turn = crate::protocol::arch::turns::PrintTurn::take(g);
-    let low = (1u64 << UNFIT_SHIFT) - 1;
-    let (offset, total) = (before & low, sums & low);
-    // The record must fit the log less one chunk, or its lanes could wait for room that
-    // nothing frees: they wait until the record's last byte has room, which needs every
-    // byte a log's length before it released. A record of more than `cap - chunk` bytes
-    // needs some of the bytes just before it, in the chunk where it starts; but the flusher
-    // takes a chunk only whole (the record's own bytes in it are not written yet) or once
-    // every reserved byte is written, so those bytes never go out. A record of at most
-    // `cap - chunk` bytes needs only bytes of earlier chunks, which fill and go out whole.
-    // Longer lines go out one lane at a time, in pieces as room comes (`Stream::fill`).
+    let total = sums & ((1u64 << UNFIT_SHIFT) - 1);
     // (`total` is the same on every lane, so every lane takes the same branch and runs the
     // same collectives.)
-    let as_record = total > 0 && total <= stream.cap - stream.chunk;
+    let as_record = fits_as_record(stream, total);
     // Where the stream's writes go and how their completions are reaped, passed down to
     // each step that may flush or wait for room.
     let (ring, reap) = ctx.print_out();
     if as_record {
-        let mut base = 0;
-        if g.is_leader() {
-            base = stream.reserve(total);
-        }
-        let base = g.broadcast(base);
-        // Each lane writes its line once the whole record has room (every lane waits for
-        // the same condition); then, with every line in, the leader commits the record in
-        // one piece (one system-scope fence and a few counter adds for the whole group, not
-        // one per line) and flushes it. A lane whose line did not fit writes nothing here.
-        //
-        // Where the stream has a stage (GPUs), the lanes put their lines there and then copy
-        // the record into the log together: lane k stores the k-th 16 bytes of each 16 x n,
-        // so each store instruction writes one contiguous span, where each lane storing its
-        // own line wrote a word into each of n places, one small write over the bus each.
-        // (`lanes` is the same on every lane, so every lane takes the same branch.)
         let mine = if fits { line.bytes() } else { &[] };
-        let (rank, lanes) = (
-            (before >> MEMBER_SHIFT) & COUNT_MASK,
-            (sums >> MEMBER_SHIFT) & COUNT_MASK,
-        );
-        let staged = lanes > 1 && !stream.stage.is_null();
-        stream.write_part(base + total, base + offset, mine, staged, g.is_leader(), ring, reap);
-        // The lanes' writes happen-before what the group's lanes do after `sync` (the
-        // `Group::sync` contract): reading each other's staged lines, and the leader's
-        // commit, whose release fence publishes the record to the flusher.
-        g.sync();
-        if staged {
-            stream.copy_out(base, base + total, rank, lanes);
-            g.sync();
-        }
-        if g.is_leader() {
-            stream.commit(base, base + total);
-            stream.flush(ring, reap);
-        }
+        emit_record(g, stream, ring, reap, mine, before, sums);
     }
     // The other lines go out one lane at a time, in lane order: each reserves its own range
     // and may wait for room piece by piece, and under the lockstep rule (arch/mod.rs) no
@@ -278,6 +237,73 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     // No reaping here: completions are reaped by a flush that finds its flights full, by
     // threads waiting for log space, and by the drain. (On a GPU, looking at the CQ means
     // reads across PCIe; doing it on every print costs more than the print.)
+}
+
+/// Whether a record of `total` bytes goes into `stream` as one: it must fit the log less one
+/// chunk, or its lanes could wait for room that nothing frees. They wait until the record's
+/// last byte has room, which needs every byte a log's length before it released. A record
+/// of more than `cap - chunk` bytes needs some of the bytes just before it, in the chunk
+/// where it starts; but the flusher takes a chunk only whole (the record's own bytes in it
+/// are not written yet) or once every reserved byte is written, so those bytes never go
+/// out. A record of at most `cap - chunk` bytes needs only bytes of earlier chunks, which
+/// fill and go out whole. Longer lines go out one lane at a time, in pieces as room comes
+/// (`Stream::fill`).
+#[inline(always)]
+fn fits_as_record(stream: &Stream, total: u64) -> bool {
+    total > 0 && total <= stream.cap - stream.chunk
+}
+
+/// [`emit`]'s record: the group's lines that fit the stack buffer (this lane's is `mine`,
+/// empty if it did not fit), back to back in lane order, reserved as one range, written,
+/// committed and flushed by the leader. `before` and `sums` are the group's exclusive and
+/// total sums of [`emit`]'s packed lengths and counts.
+///
+/// Every lane of `g` must call this together (it is a collective operation).
+#[inline(always)]
+fn emit_record<G: Group>(
+    g: &G,
+    stream: &Stream,
+    ring: &Ring,
+    reap: impl FnMut() + Copy,
+    mine: &[u8],
+    before: u64,
+    sums: u64,
+) {
+    let low = (1u64 << UNFIT_SHIFT) - 1;
+    let (offset, total) = (before & low, sums & low);
+    let mut base = 0;
+    if g.is_leader() {
+        base = stream.reserve(total);
+    }
+    let base = g.broadcast(base);
+    // Each lane writes its line once the whole record has room (every lane waits for
+    // the same condition); then, with every line in, the leader commits the record in
+    // one piece (one system-scope fence and a few counter adds for the whole group, not
+    // one per line) and flushes it. A lane whose line did not fit writes nothing here.
+    //
+    // Where the stream has a stage (GPUs), the lanes put their lines there and then copy
+    // the record into the log together: lane k stores the k-th 16 bytes of each 16 x n,
+    // so each store instruction writes one contiguous span, where each lane storing its
+    // own line wrote a word into each of n places, one small write over the bus each.
+    // (`lanes` is the same on every lane, so every lane takes the same branch.)
+    let (rank, lanes) = (
+        (before >> MEMBER_SHIFT) & COUNT_MASK,
+        (sums >> MEMBER_SHIFT) & COUNT_MASK,
+    );
+    let staged = lanes > 1 && !stream.stage.is_null();
+    stream.write_part(base + total, base + offset, mine, staged, g.is_leader(), ring, reap);
+    // The lanes' writes happen-before what the group's lanes do after `sync` (the
+    // `Group::sync` contract): reading each other's staged lines, and the leader's
+    // commit, whose release fence publishes the record to the flusher.
+    g.sync();
+    if staged {
+        stream.copy_out(base, base + total, rank, lanes);
+        g.sync();
+    }
+    if g.is_leader() {
+        stream.commit(base, base + total);
+        stream.flush(ring, reap);
+    }
 }
 
 /// The slow path, for a line printed alone (waiting for room and flushing with `ring` and

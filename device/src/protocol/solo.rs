@@ -250,29 +250,7 @@ impl Solo {
         if at.entries == 0 {
             return None;
         }
-        // Where lanes run in lockstep, only a lane alone at this call: lanes that call
-        // together may need one another's requests (one opens a FIFO's read end, a sibling
-        // its write end), and a sibling masked off while this lane waits for its CQE could
-        // not submit. Through the shared rings, every lane submits before any waits. (With
-        // independent scheduling the group is the lane alone, and this compiles away.)
-        if crate::protocol::arch::WaitGroup::default().exclusive_sum(1).1 != 1 {
-            return None;
-        }
-        // 1. Take. A relaxed look first: a thread that finds the ring held leaves without a
-        // read-modify-write, and the one that finds it free learns the count from it.
-        // Acquire, GPU scope: the previous holder's round trip (its loads of the CQE and the
-        // buffer, its store of the CQ head) happens-before ours; the compare-and-swap
-        // succeeds only if no one took the ring since the look, so the count is the last
-        // holder's.
-        let state = self.state.load(Ordering::Relaxed);
-        if state & 1 != 0
-            || self
-                .state
-                .compare_exchange(state, state | 1, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
-        {
-            return None;
-        }
+        let state = self.take()?;
         // 2. The SQ tail and the CQ head, modulo 2^32 as the kernel counts them.
         let n = (state >> 1) as u32;
         // 3. Write: the buffer and the SQ slot are ours (see the module docs). The mark first,
@@ -289,14 +267,54 @@ impl Solo {
         // SAFETY: the slot is ours (above); the SQE array holds `entries` slots, a power of
         // two, and the index is masked.
         unsafe { (*at.sqes.add((n & (at.entries - 1)) as usize)).write(sqe) };
-        // SAFETY: `Solo::new`'s contract keeps the kernel's words valid while the ring is used.
-        let (sq_tail, cq_tail, cq_head) = unsafe { (&*at.sq_tail, &*at.cq_tail, &*at.cq_head) };
         // 4. Publish. Release, system scope: the payload, the SQE and the mark happen-before
         // the kernel's acquire of the tail.
-        sq_tail.store(n.wrapping_add(1), Ordering::Release);
+        // SAFETY: `Solo::new`'s contract keeps the kernel's words valid while the ring is used.
+        unsafe { &*at.sq_tail }.store(n.wrapping_add(1), Ordering::Release);
         crate::protocol::arch::ring_doorbell();
         // 5. Wait, and 6. read.
-        let res = match result {
+        let res = Self::answer(&at, n, result, help);
+        finish(at.stage, res);
+        self.let_go(&at, state);
+        Some(res)
+    }
+
+    /// Step 1 of a round trip: takes the ring if this lane calls alone where lanes run in
+    /// lockstep and no other thread holds it; returns the lock's word as it was (the
+    /// requests made so far, twice).
+    #[inline(always)]
+    fn take(&self) -> Option<u64> {
+        // Where lanes run in lockstep, only a lane alone at this call: lanes that call
+        // together may need one another's requests (one opens a FIFO's read end, a sibling
+        // its write end), and a sibling masked off while this lane waits for its CQE could
+        // not submit. Through the shared rings, every lane submits before any waits. (With
+        // independent scheduling the group is the lane alone, and this compiles away.)
+        if crate::protocol::arch::WaitGroup::default().exclusive_sum(1).1 != 1 {
+            return None;
+        }
+        // A relaxed look first: a thread that finds the ring held leaves without a
+        // read-modify-write, and the one that finds it free learns the count from it.
+        // Acquire, GPU scope: the previous holder's round trip (its loads of the CQE and the
+        // buffer, its store of the CQ head) happens-before ours; the compare-and-swap
+        // succeeds only if no one took the ring since the look, so the count is the last
+        // holder's.
+        let state = self.state.load(Ordering::Relaxed);
+        if state & 1 != 0
+            || self
+                .state
+                .compare_exchange(state, state | 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return None;
+        }
+        Some(state)
+    }
+
+    /// Steps 5 and 6: waits for request `n`'s answer, on its marked `result` where there is
+    /// one, else on the CQ tail, calling `help` between looks; returns its `res`.
+    #[inline(always)]
+    fn answer(at: &SoloLayout, n: u32, result: Option<&AtomicI32>, help: impl FnMut()) -> i32 {
+        match result {
             // Acquire, system scope: what the kernel stored before its answer (a read's bytes)
             // is seen after it (`waiting_on_results`' contract).
             Some(result) => {
@@ -318,6 +336,9 @@ impl Solo {
                 res
             }
             None => {
+                // SAFETY: `Solo::new`'s contract keeps the kernel's words valid while the ring
+                // is used.
+                let cq_tail = unsafe { &*at.cq_tail };
                 // Acquire, system scope: pairs with the kernel's release of the CQ tail.
                 until(|| (cq_tail.load(Ordering::Acquire) != n).then_some(()), help);
                 // SAFETY: the kernel published CQE `n` (the acquire above) and rewrites the
@@ -326,17 +347,22 @@ impl Solo {
                 debug_assert_eq!(cqe.user_data, n as u64, "the solo ring's CQE is not its request's");
                 cqe.res
             }
-        };
-        finish(at.stage, res);
-        // 7. Let go. The CQ head (Relaxed, system scope) before the fence, so that the fence
-        // orders it before the next holder's store of it (the kernel's head never moves
-        // back); the fence (Release, GPU scope) orders it and our loads of the CQE and the
-        // buffer before the relaxed store of the word, which the next holder acquires (see
-        // the module docs).
-        cq_head.store(n.wrapping_add(1), Ordering::Relaxed);
+        }
+    }
+
+    /// Step 7: lets go of the ring taken when the lock's word was `state`.
+    #[inline(always)]
+    fn let_go(&self, at: &SoloLayout, state: u64) {
+        let n = (state >> 1) as u32;
+        // The CQ head (Relaxed, system scope) before the fence, so that the fence orders it
+        // before the next holder's store of it (the kernel's head never moves back); the
+        // fence (Release, GPU scope) orders it and our loads of the CQE and the buffer
+        // before the relaxed store of the word, which the next holder acquires (see the
+        // module docs).
+        // SAFETY: `Solo::new`'s contract keeps the kernel's words valid while the ring is used.
+        unsafe { &*at.cq_head }.store(n.wrapping_add(1), Ordering::Relaxed);
         device_fence(Ordering::Release);
         self.state.store(state + 2, Ordering::Relaxed);
-        Some(res)
     }
 
     /// Whether a thread holds the ring now (a kernel that ended holding it faulted).
