@@ -244,7 +244,7 @@ fn file_errors(test: &str, backend: Backend, sub: Suite) -> bool {
     // SAFETY: geteuid only reads.
     let root = unsafe { libc::geteuid() } == 0;
     if root {
-        // Root opens a mode-000 file (CAP_DAC_OVERRIDE); tests/file_io.rs covers EACCES
+        // Root opens a mode-000 file (CAP_DAC_OVERRIDE); tests/file_io/errors.rs covers EACCES
         // with a child that drops to nobody.
         assert!(out[7] >= 0, "root opens mode 000: {}", out[7]);
     } else {

@@ -25,7 +25,7 @@
 //! on io_uring, which runs requests with no code of gpuio's in between, they stay open and
 //! `Builder::file_root` says so.
 //!
-//! `tests/sandbox.rs` checks that SQPOLL's requests, the waker's and the fallback's are
+//! `tests/sandbox/file_root.rs` checks that SQPOLL's requests, the waker's and the fallback's are
 //! confined, and what is not.
 
 use std::ffi::CString;
