@@ -1,4 +1,4 @@
-//! The C API from real C and C++ hosts (`tests/capi/host.c`, `tests/capi/host.cpp`).
+//! The C API from real C and C++ hosts (`tests/capi/host.c` with `host_gpu.c`, `tests/capi/host.cpp`).
 //!
 //! Each test builds `gpuio-capi` (`cargo build -p gpuio-capi`, same profile and target
 //! directory as this test: `cargo test` does not build other members' C libraries), then
@@ -42,6 +42,7 @@ fn c_host() -> &'static Path {
         let mut args = words("-std=c99 -Wall -Wextra -Werror -pedantic -O1");
         args.extend(words(&pc["Cflags"]));
         args.push(root().join("tests/capi/host.c").display().to_string());
+        args.push(root().join("tests/capi/host_gpu.c").display().to_string());
         args.push(b.libdir.join("libgpuio.a").display().to_string());
         args.extend(words(&pc["Libs.private"]));
         args.extend(["-o".into(), exe.display().to_string()]);
