@@ -175,3 +175,71 @@ fn solo_ring_hands_its_buffer(on_results: bool) {
         assert_eq!(parts.kernel.cq_head.load(Ordering::Relaxed), 3);
     });
 }
+
+/// A turn dropped without its request (`Solo::take`, then no `SoloTurn::call`) gives the
+/// ring back as it was: the count unchanged, so the next holder's request is the kernel's
+/// next SQE, and the dropper's stores to the buffer happen-before the next holder's use of
+/// it (the release fence before the lock's word, which loom would otherwise report as a
+/// race with the kernel's copy into the buffer).
+#[test]
+fn a_turn_dropped_without_its_request_gives_the_ring_back_as_it_was() {
+    model(|| {
+        let (parts, solo) = solo_world(false);
+        // The kernel: reads "abc" into the buffer, one request at a time.
+        let kernel = {
+            let parts = parts.clone();
+            let sqpoll = Arc::new(Mutex::new(()));
+            move || {
+                let _one = sqpoll.lock().unwrap();
+                let cell = core::mem::size_of::<SharedCell<u8>>() as u64;
+                parts.kernel.step(|sqe| {
+                    let first = ((sqe.addr - parts.stage.as_ptr() as u64) / cell) as usize;
+                    let cells = parts.stage[first..first + sqe.len as usize].as_ptr();
+                    // SAFETY: loom checks this access against the holders' own.
+                    unsafe { copy_to_cells(cells, &b"abc"[..sqe.len as usize]) };
+                    sqe.len as i32
+                });
+            }
+        };
+        let dropper = {
+            let solo = solo.clone();
+            thread::spawn(move || {
+                if let Some(turn) = solo.take() {
+                    // SAFETY: we hold the ring, so the buffer is ours.
+                    unsafe { copy_to_cells(turn.stage(), b"zz") };
+                }
+            })
+        };
+        loop {
+            let res = solo.try_call_helping(
+                |_, addr| Sqe {
+                    opcode: IORING_OP_READ,
+                    fd: FD,
+                    addr,
+                    len: 3,
+                    ..Sqe::default()
+                },
+                |stage, res| {
+                    assert_eq!(res, 3);
+                    let mut got = Vec::new();
+                    // SAFETY: we hold the ring, and the kernel's read completed.
+                    unsafe { read_cells(stage, 3, |b| got.extend_from_slice(b)) };
+                    assert_eq!(got, b"abc");
+                },
+                &kernel,
+            );
+            match res {
+                Some(res) => break assert_eq!(res, 3),
+                None => {
+                    kernel();
+                    thread::yield_now()
+                }
+            }
+        }
+        dropper.join().unwrap();
+        assert_eq!(solo.requests(), 1, "a dropped turn counted a request");
+        assert!(!solo.held());
+        assert_eq!(parts.kernel.cq_tail.load(Ordering::Relaxed), 1);
+        assert_eq!(parts.kernel.cq_head.load(Ordering::Relaxed), 1);
+    });
+}
