@@ -52,7 +52,7 @@ const OVERSUBSCRIBED_NICE: i32 = 10;
 /// How long each OS row's threads spin.
 const OS_SPIN: Duration = Duration::from_secs(1);
 
-/// `print_then_compute`'s shapes (kernels-test/src/suite.rs), by number.
+/// `print_then_compute`'s shapes (kernels-test/src/suite/scheduling.rs), by number.
 const SHAPES: [&str; 5] = [
     "thread 0 computes",
     "all but lane 0 of each warp compute",

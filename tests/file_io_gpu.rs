@@ -1,4 +1,4 @@
-//! The file-I/O kernels of `gpuio-kernels` (`kernels/src/files.rs`) end to end: on a CUDA
+//! The file-I/O kernels of `gpuio-test-kernels` (`kernels-test/src/files/`) end to end: on a CUDA
 //! GPU where there is one (the device machine; skipped with a message elsewhere), and the
 //! same kernels on the CPU backend (always), so CI runs the kernel code too; each over both
 //! submission paths (tests `io_uring::*` and `host_thread::*`).
