@@ -13,6 +13,7 @@
 
 #include "gpuio.h"
 #include "expect.h"
+#include "../cuda/printf_line.h"
 
 int run_gpu(const char *ptx_path);
 int run_linked(const char *library_path, const char *kernel_path);
@@ -142,25 +143,6 @@ int run_gpu(const char *ptx_path) {
     return failures ? 1 : 0;
 }
 
-/* tests/cuda/printf_kernel.cu's line and its values for thread i, made by the C library. */
-#define CPP_LINE "t=%u d=%+05d x=%-10.3f e=%.2e g=%g G=%#.3G a=%a s=%5s|%-5s| c=%c h=%#x o=%#o l=%lld z=%zu p=%p %%\n"
-static char *cpp_want_line(unsigned i) {
-    int d = (int)i * 37 - 500;
-    double x = i / 7.0 - 3.0;
-    const char *str = i % 2 ? "odd" : "even";
-    long long big = (long long)i * -123456789012LL;
-    size_t z = (size_t)i << 40;
-    void *p = (void *)((uintptr_t)i * 16);
-    char buf[512];
-    int n = snprintf(buf, sizeof buf, CPP_LINE, i, d, x, x * 1e7, x, x, x, str, str, 'A' + (int)(i % 26), i * 4097u, i,
-                     big, z, p);
-    char *line = (char *)malloc((size_t)n + 1);
-    if (line != NULL) {
-        memcpy(line, buf, (size_t)n + 1);
-    }
-    return line;
-}
-
 static int compare_strings(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -255,11 +237,10 @@ int run_linked(const char *library_path, const char *kernel_path) {
         line = end + 1;
     }
     for (i = 0; i < N; i++) {
-        want[i] = cpp_want_line(i);
+        want[i] = printf_want_line(i);
         if (want[i] == NULL) {
             return 1;
         }
-        want[i][strlen(want[i]) - 1] = '\0';
     }
     want[N] = "a line from gpuio_puts";
     if (count != N + 1 || (line != NULL && *line != '\0')) {

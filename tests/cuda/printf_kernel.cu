@@ -1,11 +1,12 @@
 // A CUDA C++ kernel printing through gpuio (tests/cuda_cpp.rs builds it with
 // `nvcc -rdc=true -ptx -arch=sm_XX -I device/include` and joins its PTX with the device
-// library's; tests/capi/host.c's `linked` mode loads it through the C API). Each thread
+// library's; tests/capi/host_gpu.c's `linked` mode loads it through the C API, and
+// tests/cuda/chevrons.cu launches it with <<<...>>>). Each thread
 // prints one line of every kind of conversion, its count into `counts` (if not NULL);
-// both tests make the same lines with the C library's snprintf and compare.
+// each test makes the same lines with the C library's snprintf and compares.
 #include <gpuio/device.h>
 
-#define LINE "t=%u d=%+05d x=%-10.3f e=%.2e g=%g G=%#.3G a=%a s=%5s|%-5s| c=%c h=%#x o=%#o l=%lld z=%zu p=%p %%\n"
+#include "printf_line.h"
 
 extern "C" __global__ void printf_kernel(unsigned n, int *counts) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -18,7 +19,7 @@ extern "C" __global__ void printf_kernel(unsigned n, int *counts) {
     long long big = static_cast<long long>(i) * -123456789012LL;
     size_t z = static_cast<size_t>(i) << 40;
     void *p = reinterpret_cast<void *>(static_cast<uintptr_t>(i) * 16);
-    int count = gpuio_printf(LINE, i, d, x, x * 1e7, x, x, x, s, s, 'A' + static_cast<int>(i % 26), i * 4097u, i,
+    int count = gpuio_printf(PRINTF_LINE, i, d, x, x * 1e7, x, x, x, s, s, 'A' + static_cast<int>(i % 26), i * 4097u, i,
                              big, z, p);
     if (counts != nullptr) {
         counts[i] = count;
