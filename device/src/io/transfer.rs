@@ -407,7 +407,6 @@ fn direct(ctx: &Context, buf: *mut u8, len: usize) -> Option<(u64, u16)> {
 /// `pwrite_async` and `pread_async` must not.
 ///
 /// The result is what a one-piece [`Pending`] gives: the bytes moved, or the error.
-#[inline(never)] // out of line: its wait need not sit in every caller's body
 fn solo(ctx: &Context, t: Transfer) -> Option<Result<usize, Errno>> {
     if !t.in_range() {
         return None; // `Pending` refuses it (EINVAL)
@@ -415,29 +414,33 @@ fn solo(ctx: &Context, t: Transfer) -> Option<Result<usize, Errno>> {
     if t.direct.is_some_and(|_| t.len > MAX_PIECE) || (t.direct.is_none() && t.len > SOLO_STAGE as usize) {
         return None;
     }
-    let mut turn = ctx.solo.take()?;
-    if t.op == Op::Write && t.direct.is_none() {
-        // SAFETY: the buffer is ours while we hold the solo ring; `buf[..len]` is the
-        // caller's and fits it (`len <= SOLO_STAGE`).
-        unsafe { stage_in(turn.stage(), t.buf, t.len, true) };
-    }
-    let (addr, buf_index) = t.direct.unwrap_or((turn.stage_io(), buffer::SOLO_STAGE));
-    let sqe = Sqe {
-        opcode: t.op.opcode(ctx.arena.fixed),
-        fd: t.fd,
-        off: t.offset,
-        addr,
-        len: t.len as u32,
-        buf_index,
-        ..Sqe::default()
-    };
-    let res = ctx.call_solo(&mut turn, sqe);
-    if t.op == Op::Read && t.direct.is_none() && res > 0 {
-        // SAFETY: the read completed (the solo ring acquired its CQE), the buffer is ours
-        // while we hold the ring, and `res <= len` (the kernel never reads more than asked).
-        unsafe { stage_out(turn.stage(), t.buf, (res as usize).min(t.len), true) };
-    }
-    drop(turn);
+    let res = ctx.solo_call(
+        |stage, stage_io| {
+            if t.op == Op::Write && t.direct.is_none() {
+                // SAFETY: the buffer is ours while we hold the solo ring; `buf[..len]` is the
+                // caller's and fits it (`len <= SOLO_STAGE`).
+                unsafe { stage_in(stage, t.buf, t.len, true) };
+            }
+            let (addr, buf_index) = t.direct.unwrap_or((stage_io, buffer::SOLO_STAGE));
+            Sqe {
+                opcode: t.op.opcode(ctx.arena.fixed),
+                fd: t.fd,
+                off: t.offset,
+                addr,
+                len: t.len as u32,
+                buf_index,
+                ..Sqe::default()
+            }
+        },
+        |stage, res| {
+            if t.op == Op::Read && t.direct.is_none() && res > 0 {
+                // SAFETY: the read completed (the solo ring acquired its CQE), the buffer
+                // is ours while we hold the ring, and `res <= len` (the kernel never reads
+                // more than asked).
+                unsafe { stage_out(stage, t.buf, (res as usize).min(t.len), true) };
+            }
+        },
+    )?;
     ctx.arena.count(t.direct.is_some(), t.len);
     Some(if res < 0 {
         Err(Errno(-res))
