@@ -22,7 +22,7 @@ use common::faults::{create, cuda_or_skip};
 use common::{skip, watchdog};
 use gpuio::Runtime;
 
-/// The line format of `printf_kernel.cu`, byte for byte.
+/// The line format of `printf_kernel.cu` (`PRINTF_LINE` in `tests/cuda/printf_line.h`), byte for byte.
 const LINE: &str =
     "t=%u d=%+05d x=%-10.3f e=%.2e g=%g G=%#.3G a=%a s=%5s|%-5s| c=%c h=%#x o=%#o l=%lld z=%zu p=%p %%\n";
 

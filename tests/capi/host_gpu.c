@@ -243,7 +243,7 @@ int run_linked(const char *library_path, const char *kernel_path) {
         }
     }
     want[N] = "a line from gpuio_puts";
-    if (count != N + 1 || (line != NULL && *line != '\0')) {
+    if (count != N + 1 || line == NULL || (size_t)(line - text) != len) {
         fprintf(stderr, "FAIL: %zu lines or more out, want %d\n", count, N + 1);
         return 1;
     }

@@ -93,8 +93,9 @@ int main() {
         return fail_gpuio("gpuio_prepare_launch", s);
     }
     printf_kernel<<<(n + 127) / 128, 128>>>(n, counts);
-    if (cudaGetLastError() != cudaSuccess) {
-        return fail("printf_kernel<<<...>>>", cudaGetErrorString(cudaGetLastError()));
+    cudaError_t launched = cudaGetLastError();
+    if (launched != cudaSuccess) {
+        return fail("printf_kernel<<<...>>>", cudaGetErrorString(launched));
     }
     gpuio_sync_report report;
     if ((s = gpuio_synchronize(rt, &report)) != GPUIO_OK) {
@@ -109,6 +110,9 @@ int main() {
     int failures = 0;
     for (unsigned i = 0; i < n; i++) {
         char *line = printf_want_line(i);
+        if (line == nullptr) {
+            return fail("printf_want_line", "out of memory");
+        }
         want.emplace_back(line);
         if (counts[i] != static_cast<int>(want.back().size()) + 1) {
             std::fprintf(stderr, "FAIL: thread %u's count %d, want %zu\n", i, counts[i], want.back().size() + 1);
