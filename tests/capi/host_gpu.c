@@ -20,6 +20,20 @@ int run_linked(const char *library_path, const char *kernel_path);
 
 /* ---------------------------------------------------------------------------- gpu */
 
+/* A runtime on the CUDA backend with the options `o` (its backend set here): 0, or the
+ * mode's exit status: 77 (skip) without a CUDA GPU, 1 on another failure. */
+static int cuda_runtime(gpuio_runtime_options *o, gpuio_runtime **rt) {
+    gpuio_status s;
+    o->backend = GPUIO_BACKEND_CUDA;
+    s = gpuio_runtime_create(o, rt);
+    if (s == GPUIO_ERROR_BACKEND_UNAVAILABLE) {
+        fprintf(stderr, "skip: no CUDA GPU: %s\n", gpuio_last_error());
+        return 77;
+    }
+    expect("create cuda runtime", s, GPUIO_OK);
+    return s == GPUIO_OK ? 0 : 1;
+}
+
 /* Loads the PTX with the CUDA driver itself, attaches it, launches hello 2 x 32 with
  * cuLaunchKernel. Returns 0, or 1 after a failure. */
 static int attach_and_launch_ourselves(gpuio_runtime *rt, const char *ptx) {
@@ -87,21 +101,14 @@ int run_gpu(const char *ptx_path) {
     gpuio_module *m = NULL, *m2 = NULL;
     gpuio_sync_report report;
     gpuio_arg args[2];
-    gpuio_status s;
+    int rc;
     size_t len = 0;
     char *ptx;
     static const char bad_ptx[] = ".version 99.0\n.target sm_90\nthis is not PTX\n";
 
     gpuio_runtime_options_init(&o);
-    o.backend = GPUIO_BACKEND_CUDA;
-    s = gpuio_runtime_create(&o, &rt);
-    if (s == GPUIO_ERROR_BACKEND_UNAVAILABLE) {
-        fprintf(stderr, "skip: no CUDA GPU: %s\n", gpuio_last_error());
-        return 77;
-    }
-    expect("create cuda runtime", s, GPUIO_OK);
-    if (s != GPUIO_OK) {
-        return 1;
+    if ((rc = cuda_runtime(&o, &rt)) != 0) {
+        return rc;
     }
     expect("load_file", gpuio_module_load_file(rt, ptx_path, &m), GPUIO_OK);
     expect("launch hello 8 x 128", gpuio_module_launch(m, "hello", 8, 128, NULL, 0), GPUIO_OK);
@@ -188,9 +195,8 @@ int run_linked(const char *library_path, const char *kernel_path) {
     gpuio_module *m = NULL;
     gpuio_sync_report report;
     gpuio_arg args[2];
-    gpuio_status s;
     size_t len = 0, count = 0, i;
-    int out = temp_fd(), err = temp_fd();
+    int out = temp_fd(), err = temp_fd(), rc;
     char *library = read_file(library_path, &len), *kernel = read_file(kernel_path, &len), *text, *said, *line;
     const char *modules[2];
     char *got[N + 2], *want[N + 1];
@@ -200,17 +206,10 @@ int run_linked(const char *library_path, const char *kernel_path) {
         return 1;
     }
     gpuio_runtime_options_init(&o);
-    o.backend = GPUIO_BACKEND_CUDA;
     o.stdout_fd = out;
     o.stderr_fd = err;
-    s = gpuio_runtime_create(&o, &rt);
-    if (s == GPUIO_ERROR_BACKEND_UNAVAILABLE) {
-        fprintf(stderr, "skip: no CUDA GPU: %s\n", gpuio_last_error());
-        return 77;
-    }
-    expect("create cuda runtime", s, GPUIO_OK);
-    if (s != GPUIO_OK) {
-        return 1;
+    if ((rc = cuda_runtime(&o, &rt)) != 0) {
+        return rc;
     }
     modules[0] = library;
     modules[1] = kernel;
