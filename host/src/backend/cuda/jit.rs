@@ -34,6 +34,14 @@ use crate::error::{Error, Result};
 /// keeps each kernel's program apart, so an edit that leaves a kernel's program text
 /// unchanged does not compile it again. A module whose kernels share a `static` with no
 /// initial value (state they would each get a copy of) is compiled as one program.
+///
+/// A whole program has one register cap for all its code, where compiled separately the
+/// library's functions have theirs: so a program for a target before sm_70 is first
+/// compiled separately to learn the registers its kernels hold there, and then whole under
+/// that cap ([`whole_program_cap`]). `GPUIO_JIT=whole` on later targets is not capped: the
+/// example kernels compiled so for sm_90 under a cap of 32 faulted (a print's byte stored
+/// near address 0, in every run), a fault whose cause was not found (docs/PROTOCOL.md,
+/// "Compilers").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Jit {
     /// `cuModuleLoadDataEx`: one whole program.
@@ -57,13 +65,13 @@ impl Jit {
 /// compiles for gpuio (`CU_JIT_MAX_REGISTERS`, as nvcc's `-maxrregcount`), 16 to 255; unset,
 /// none.
 ///
-/// Where it serves: the lockstep build, compiled whole, where gpuio's functions get no cap of
-/// their own ([`library_registers`]): a kernel with a `println!` that never runs, or with any
-/// panic path (an index check), gets 160-255 registers there and, at 256 threads a block, 8
-/// warps an SM instead of 64 (a compute-bound kernel then runs up to about twice as long;
-/// capped at 32, as fast as without). What it costs: a kernel whose own code needs more
-/// registers than the cap spills in its hot loop, and a print that runs spills (at 32 a
-/// kernel that only prints runs at about half the rate).
+/// Where it serves: `GPUIO_JIT=whole` on sm_70 and later, and a module that does file I/O
+/// from device code, whose library functions get no cap of their own unless asked
+/// ([`library_registers`]): a kernel of it with a
+/// `println!` that never runs, or with any panic path (an index check), may hold 160-255
+/// registers and, at 256 threads a block, 8 warps an SM instead of 64. What it costs: a
+/// kernel whose own code needs more registers than the cap spills in its hot loop, and a
+/// print or a file call that runs spills.
 fn max_registers() -> Result<Option<u32>> {
     let name = "GPUIO_MAX_REGISTERS";
     crate::settings::var(name)?
@@ -145,8 +153,8 @@ impl LibraryCap {
 }
 
 /// `GPUIO_PRINT_REGISTERS`: the register cap of gpuio's and core's device functions (the
-/// print path, the panic report, `core::fmt`) in a module compiled separately: 16 to 255, or
-/// `off` (none: compiled with the kernels, as one input); unset, [`LIBRARY_REGISTERS`] where
+/// print path, the panic report, `core::fmt`): 16 to 255, or `off` (none: compiled with the
+/// kernels, as one input); unset, [`LIBRARY_REGISTERS`] where
 /// the module does no file I/O from device code, none where it does.
 ///
 /// What the cap costs: those functions spill to local memory where they would use more, and
@@ -157,8 +165,10 @@ impl LibraryCap {
 /// staged `pread` into device memory ran at under a quarter of its uncapped rate, which is
 /// why a module that does file I/O is left uncapped unless asked); what it saves: a kernel's
 /// register count is the larger of its own code's and the cap, where uncapped a print raises
-/// it to 160-255 (see [`max_registers`]). The lockstep build is compiled whole, without the
-/// cut.
+/// it to 160-255 (see [`max_registers`]). The lockstep build, compiled whole, gets the same
+/// counts by another way ([`whole_program_cap`]); a kernel of it that only prints (no
+/// print turns before sm_70) ran at 0.65-0.68x the uncapped rate. `GPUIO_JIT=whole` on
+/// later targets is compiled uncapped ([`Jit`] says why).
 pub(crate) fn library_registers() -> Result<LibraryCap> {
     match crate::settings::var("GPUIO_PRINT_REGISTERS")? {
         None => Ok(LibraryCap::Auto),
@@ -216,6 +226,19 @@ impl JitOptions {
         Some(self.values[at] as usize as u32)
     }
 
+    /// Caps every kernel of the compile at `registers` (or at `GPUIO_MAX_REGISTERS` where
+    /// that is lower).
+    pub(super) fn cap_at(&mut self, registers: u32) {
+        let registers = self.cap().map_or(registers, |all| all.min(registers));
+        match self.options.iter().position(|&o| o == CU_JIT_MAX_REGISTERS) {
+            Some(at) => self.values[at] = registers as usize as *mut c_void,
+            None => {
+                self.options.push(CU_JIT_MAX_REGISTERS);
+                self.values.push(registers as usize as *mut c_void);
+            }
+        }
+    }
+
     /// The driver's error `rc` from `what`, with the JIT's log where it wrote one.
     pub(super) fn error(&self, cuda: &Cuda, rc: CuResult, what: &str) -> Error {
         let end = self.log.iter().position(|&b| b == 0).unwrap_or(self.log.len());
@@ -259,6 +282,57 @@ pub(super) fn load_whole(cuda: &Cuda, text: &CString, jit: &mut JitOptions) -> R
         return Err(jit.error(cuda, rc, "cuModuleLoadDataEx"));
     }
     Ok(handle)
+}
+
+/// The registers a program compiled whole may hold so that a print costs its kernels no
+/// more than compiled separately: the most that any of its kernels holds when the program
+/// is compiled separately, the library's functions apart under `cap` (`library.rs`), with
+/// the driver's compile time of that in milliseconds; `None` where the program has no
+/// library function or the driver refuses the cut (the program is then compiled uncapped).
+///
+/// Why: compiled whole, a kernel's register count is the most that anything it may call
+/// uses, and a print's formatting reaches `core`'s float formatting (253 registers), so a
+/// never-taken `println!` took a kernel of 15 registers to 255. A whole program has one cap
+/// for all its code (`CU_JIT_MAX_REGISTERS`); the separate compile says what the kernels'
+/// own code needs beside a capped library, and the whole compile then gets that cap: the
+/// library's functions spill, the kernels' own code keeps what it needs. What it costs: a
+/// separate compile beside the whole one at the first load (the driver's JIT cache keeps
+/// both).
+pub(super) fn whole_program_cap(
+    cuda: &Cuda,
+    ptx: &str,
+    cap: u32,
+    block_threads: Option<u32>,
+) -> Result<Option<(u32, f32)>> {
+    let Some((user, library)) = super::library::cut(ptx) else {
+        return Ok(None);
+    };
+    let text = |ptx: &str| CString::new(ptx).map_err(|_| Error::Config("PTX text contains a NUL byte".into()));
+    let mut options = JitOptions::new(block_threads)?;
+    let cap = options.cap().map_or(cap, |all| all.min(cap));
+    let inputs = [(text(&user)?, None), (text(&library)?, Some(cap))];
+    let Ok(handle) = link_and_load(cuda, &inputs, &mut options) else {
+        return Ok(None);
+    };
+    let mut most = Some(0u32);
+    for name in super::module::ptx_entry_params(ptx).keys() {
+        let read = (|| {
+            let name = CString::new(name.as_str()).ok()?;
+            let (mut f, mut registers) = (std::ptr::null_mut(), 0i32);
+            // SAFETY: a valid out-pointer and a module loaded above, not yet unloaded.
+            let rc = unsafe { (cuda.api.cuModuleGetFunction)(&mut f, handle, name.as_ptr()) };
+            if rc != 0 {
+                return None;
+            }
+            // SAFETY: an attribute query of a function of that module, writing one int.
+            let rc = unsafe { (cuda.api.cuFuncGetAttribute)(&mut registers, CU_FUNC_ATTRIBUTE_NUM_REGS, f) };
+            (rc == 0).then_some(registers.max(0) as u32)
+        })();
+        most = most.zip(read).map(|(a, b)| a.max(b));
+    }
+    // SAFETY: loaded above and never launched: nothing of it runs.
+    unsafe { (cuda.api.cuModuleUnload)(handle) };
+    Ok(most.filter(|&r| r > 0).map(|r| (r, options.wall_ms())))
 }
 
 /// Compiles `inputs` function by function (`cuLink*`: each function once), each input

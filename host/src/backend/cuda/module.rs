@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::driver::Cuda;
 use super::ffi::*;
-use super::jit::{library_registers, link_and_load, load_whole, Jit, JitOptions};
+use super::jit::{library_registers, link_and_load, load_whole, whole_program_cap, Jit, JitOptions};
 use crate::backend::gpu::{check_layout, Arg, LoadedModule};
 use crate::error::{Error, Result};
 use crate::scheduling::Scheduling;
@@ -97,6 +97,8 @@ impl Module {
         cuda.bind()?;
         // Read once: what the JIT compiles for is what launches are checked against.
         let block_threads = super::jit::block_threads()?;
+        // The cap of gpuio's functions, for the whole module (whether it does file I/O).
+        let library_cap = library_registers()?.for_module(ptx);
         let parts = match jit {
             Jit::Whole => super::split::per_kernel(ptx),
             Jit::Separate => None,
@@ -112,11 +114,11 @@ impl Module {
         }
         let (handles, kernel_handle, jit_ms) = match parts {
             None => {
-                let (handle, ms) = Module::compile_one(cuda, ptx, jit, block_threads)?;
+                let (handle, ms) = Module::compile_one(cuda, ptx, jit, block_threads, library_cap)?;
                 (vec![handle], HashMap::new(), ms)
             }
             Some(parts) => {
-                let (handles, ms) = Module::compile_each(cuda, &parts, block_threads)?;
+                let (handles, ms) = Module::compile_each(cuda, &parts, block_threads, library_cap)?;
                 let names = parts.into_iter().enumerate().map(|(i, (name, _))| (name, i));
                 (handles, names.collect(), ms)
             }
@@ -135,20 +137,45 @@ impl Module {
     /// Compiles and loads one PTX program as `jit` says; its handle and the driver's
     /// compile time in milliseconds. The calling thread has the context bound.
     ///
-    /// Compiled separately, the library's functions go in an input of their own with the
-    /// register cap [`library_registers`] names (`library.rs`); where the driver refuses
-    /// that cut, the module is compiled again as one input, and where that succeeds a
-    /// notice says what the cut met (else the one input's error is returned).
-    fn compile_one(cuda: &Arc<Cuda>, ptx: &str, jit: Jit, block_threads: Option<u32>) -> Result<(CuModule, f32)> {
+    /// `library_cap` is the register cap of the library's functions ([`library_registers`]
+    /// for the module), if they get one. Compiled separately, the library's functions go in
+    /// an input of their own with that cap (`library.rs`); where the driver refuses that
+    /// cut, the module is compiled again as one input, and where that succeeds a notice says
+    /// what the cut met (else the one input's error is returned). Compiled whole, a
+    /// program for a target before sm_70 (the lockstep build) gets the cap
+    /// [`whole_program_cap`] finds, so its kernels hold no more registers than compiled
+    /// separately.
+    fn compile_one(
+        cuda: &Arc<Cuda>,
+        ptx: &str,
+        jit: Jit,
+        block_threads: Option<u32>,
+        library_cap: Option<u32>,
+    ) -> Result<(CuModule, f32)> {
         let text = |ptx: &str| CString::new(ptx).map_err(|_| Error::Config("PTX text contains a NUL byte".into()));
         let mut options = JitOptions::new(block_threads)?;
         let handle = match jit {
-            Jit::Whole => load_whole(cuda, &text(ptx)?, &mut options)?,
+            Jit::Whole => {
+                // Before sm_70 only: on sm_90 a program compiled whole under the cap this
+                // finds faulted (docs/PROTOCOL.md, "Compilers").
+                let found = match library_cap {
+                    Some(cap) if Scheduling::of_ptx(ptx) == Some(Scheduling::Lockstep) => {
+                        whole_program_cap(cuda, ptx, cap, block_threads)?
+                    }
+                    _ => None,
+                };
+                let spent = found.map(|(registers, spent)| {
+                    options.cap_at(registers);
+                    spent
+                });
+                let handle = load_whole(cuda, &text(ptx)?, &mut options)?;
+                // The driver wrote the whole compile's time; the separate one's is added.
+                options.add_wall_ms(spent.unwrap_or(0.0));
+                handle
+            }
             Jit::Separate => {
                 let one_input = |options: &mut JitOptions| link_and_load(cuda, &[(text(ptx)?, None)], options);
-                let cut = library_registers()?
-                    .for_module(ptx)
-                    .and_then(|cap| Some((super::library::cut(ptx)?, cap)));
+                let cut = library_cap.and_then(|cap| Some((super::library::cut(ptx)?, cap)));
                 match cut {
                     None => one_input(&mut options)?,
                     Some(((user, library), cap)) => {
@@ -192,10 +219,11 @@ impl Module {
         cuda: &Arc<Cuda>,
         parts: &[(String, String)],
         block_threads: Option<u32>,
+        library_cap: Option<u32>,
     ) -> Result<(Vec<CuModule>, f32)> {
         let (mut handles, mut ms) = (Vec::with_capacity(parts.len()), 0.0);
         for (name, ptx) in parts {
-            match Module::compile_one(cuda, ptx, Jit::Whole, block_threads) {
+            match Module::compile_one(cuda, ptx, Jit::Whole, block_threads, library_cap) {
                 Ok((handle, t)) => {
                     handles.push(handle);
                     ms += t;

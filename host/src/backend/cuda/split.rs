@@ -12,7 +12,7 @@
 //! the host writes and checks in every part. The cut is refused (`None`: the module is
 //! compiled whole) where it would change what a program means: a global outside shared
 //! memory that more than one part reaches and that has no initializer (a `static` the
-//! kernels share, which would become one per kernel), or text this reader does not follow
+//! kernels share, which would become one per kernel; gpuio's print turns excepted), or text this reader does not follow
 //! (debug info's `.file`, `.loc`, `.section`). A global with an initializer is taken for a
 //! constant, as every one in gpuio's modules is (`core`'s tables, vtables, strings): a
 //! `static` with a nonzero initial value that several kernels write gets a copy per kernel,
@@ -22,6 +22,14 @@ use std::collections::{HashMap, HashSet};
 
 /// The two globals the host writes and reads in every part.
 const HOST_GLOBALS: [&str; 2] = ["gpuio_context", "gpuio_layout"];
+
+/// The end of the mangled name of gpuio's print turns (the count of warps of each SM
+/// writing a print record, `gpuio_device::protocol::arch::nvptx::turns`): state with no
+/// initializer that every printing kernel reaches, which a part may have a copy of. A copy
+/// per program lets each program's kernels take their own turns, a looser limit where
+/// kernels of several programs print at once on one SM, never a wrong result (turns only
+/// pace how many warps write records at once).
+const COPIED_PER_PART: [&str; 1] = ["12gpuio_device8protocol4arch5nvptx5turns7HOLDERS"];
 
 /// The directives of the module's header, each a line of its own without a `;`.
 const HEADER: [&str; 3] = [".version", ".target", ".address_size"];
@@ -119,6 +127,7 @@ pub(crate) fn per_kernel(ptx: &str) -> Option<Vec<(String, String)>> {
     let shared_state = items.iter().any(|item| {
         item.kind == Kind::Variable(false)
             && !HOST_GLOBALS.contains(&item.name)
+            && !COPIED_PER_PART.iter().any(|end| item.name.ends_with(end))
             && !item.text.split_whitespace().any(|w| w == ".shared")
             && reached_by.get(item.name).is_some_and(|&n| n > 1)
     });
@@ -314,6 +323,11 @@ mod tests {
             )
             .replace("mov.u64 %rd1, TABLE;", "mov.u64 %rd1, COUNT;");
         assert!(per_kernel(&alone).is_some());
+        // gpuio's print turns, which every printing kernel reaches, are copied per part.
+        let turns = "_RNvNtNtNtNtCshX7ZGSWxKfC_12gpuio_device8protocol4arch5nvptx5turns7HOLDERS";
+        let paced = shared.replace("COUNT", turns);
+        let parts = per_kernel(&paced).expect("cut, turns and all");
+        assert!(parts.iter().all(|(_, text)| text.contains(turns)));
     }
 
     #[test]
