@@ -61,7 +61,8 @@ impl LaunchConfig {
     /// threads, as many as `n` needs (one block for `n == 0`, which no backend takes as a
     /// grid of 0), so the last block may have threads past `n`: the kernel checks its index.
     /// A kernel compiled with more than 64 registers a thread cannot run 1,024 threads a
-    /// block (the launch fails; the lockstep build's kernels with a print use up to 255),
+    /// block (the launch fails; kernels of a module that does file I/O from device code may
+    /// use up to 255 with a print),
     /// and the CPU backend runs at most 65,536 threads a launch: there, pick the shape with
     /// [`LaunchConfig::linear`] and loop inside each thread.
     ///

@@ -44,7 +44,9 @@ use crate::error::{Error, Result};
 /// "Compilers").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Jit {
-    /// `cuModuleLoadDataEx`: one whole program.
+    /// `cuModuleLoadDataEx`: one whole program. For sm_70 and later, not to be relied on:
+    /// the GPU suite's test module compiled so faulted at its first kernel, a cause not
+    /// found (docs/PROTOCOL.md, "Compilers").
     Whole,
     /// `cuLinkCreate` / `cuLinkAddData` / `cuLinkComplete`: separate compilation.
     Separate,

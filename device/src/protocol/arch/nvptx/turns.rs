@@ -27,8 +27,8 @@
 //! device global of the module; SM ids past [`SMS`] share counters (a stricter limit for
 //! them, nothing worse).
 //!
-//! The lockstep build (before sm_70) takes no turns: it has no `nanosleep`, and it is
-//! compiled whole at up to 255 registers, so an SM holds few warps of a printing kernel.
+//! The lockstep build (before sm_70) takes no turns: it has no `nanosleep` to wait with (a
+//! kernel of it that only prints, at 32 registers too, ran at two thirds of its uncapped rate).
 
 use core::sync::atomic::Ordering;
 
