@@ -38,7 +38,7 @@ use crate::error::{Error, Result};
 /// A whole program has one register cap for all its code, where compiled separately the
 /// library's functions have theirs: so a program for a target before sm_70 is first
 /// compiled separately to learn the registers its kernels hold there, and then whole under
-/// that cap ([`whole_program_cap`]). `GPUIO_JIT=whole` on later targets is not capped: the
+/// that cap (`whole_program_cap` in this file). `GPUIO_JIT=whole` on later targets is not capped: the
 /// example kernels compiled so for sm_90 under a cap of 32 faulted (a print's byte stored
 /// near address 0, in every run), a fault whose cause was not found (docs/PROTOCOL.md,
 /// "Compilers").
