@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use gpuio::{Backend, Runtime, Sandbox};
 
-use crate::probe::spawn_probe;
+use crate::probe::{spawn_probe, stat_cpu};
 use crate::{Config, Load, Sample, BLOCK, WARM_UP, YIELD_NICE};
 
 /// Runs `load` with the probes beside it.
@@ -182,16 +182,6 @@ impl Cpu {
     fn kernel(&self) -> f64 {
         self.process - self.main - self.io
     }
-}
-
-/// utime + stime of a `/proc/.../stat` line, in seconds.
-pub(crate) fn stat_cpu(stat: &str) -> Option<f64> {
-    // After the `(comm)`, which may hold spaces: fields 3.. ; utime and stime are 14 and 15.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-    // SAFETY: sysconf reads a constant.
-    Some(ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64)
 }
 
 fn io_cpu() -> Cpu {

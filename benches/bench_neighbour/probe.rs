@@ -5,7 +5,6 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::load::stat_cpu;
 use crate::{CLI, DATE_EVERY, SLEEP};
 
 /// This executable in probe mode `kind` for `secs`, in a process group (or session) of its
@@ -86,4 +85,14 @@ pub(crate) fn probe(args: &[String]) {
         }
         _ => CLI.fail(&format!("unknown probe {kind}")),
     }
+}
+
+/// utime + stime of a `/proc/.../stat` line, in seconds.
+pub(crate) fn stat_cpu(stat: &str) -> Option<f64> {
+    // After the `(comm)`, which may hold spaces: fields 3.. ; utime and stime are 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf reads a constant.
+    Some(ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64)
 }

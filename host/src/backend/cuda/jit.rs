@@ -287,7 +287,7 @@ pub(super) fn load_whole(cuda: &Cuda, text: &CString, jit: &mut JitOptions) -> R
 }
 
 /// The registers a program compiled whole may hold so that a print costs its kernels no
-/// more than compiled separately: the most that any of its kernels holds when the program
+/// more than compiled separately: the most that any of its `kernels` holds when the program
 /// is compiled separately, the library's functions apart under `cap` (`library.rs`), with
 /// the driver's compile time of that in milliseconds; `None` where the program has no
 /// library function or the driver refuses the cut (the program is then compiled uncapped).
@@ -303,6 +303,7 @@ pub(super) fn load_whole(cuda: &Cuda, text: &CString, jit: &mut JitOptions) -> R
 pub(super) fn whole_program_cap(
     cuda: &Cuda,
     ptx: &str,
+    kernels: &[&str],
     cap: u32,
     block_threads: Option<u32>,
 ) -> Result<Option<(u32, f32)>> {
@@ -317,9 +318,9 @@ pub(super) fn whole_program_cap(
         return Ok(None);
     };
     let mut most = Some(0u32);
-    for name in super::module::ptx_entry_params(ptx).keys() {
+    for name in kernels {
         let read = (|| {
-            let name = CString::new(name.as_str()).ok()?;
+            let name = CString::new(*name).ok()?;
             let (mut f, mut registers) = (std::ptr::null_mut(), 0i32);
             // SAFETY: a valid out-pointer and a module loaded above, not yet unloaded.
             let rc = unsafe { (cuda.api.cuModuleGetFunction)(&mut f, handle, name.as_ptr()) };

@@ -160,7 +160,9 @@ impl Module {
                 // finds faulted (docs/PROTOCOL.md, "Compilers").
                 let found = match library_cap {
                     Some(cap) if Scheduling::of_ptx(ptx) == Some(Scheduling::Lockstep) => {
-                        whole_program_cap(cuda, ptx, cap, block_threads)?
+                        let params = ptx_entry_params(ptx);
+                        let kernels: Vec<&str> = params.keys().map(String::as_str).collect();
+                        whole_program_cap(cuda, ptx, &kernels, cap, block_threads)?
                     }
                     _ => None,
                 };
