@@ -23,6 +23,15 @@
 //! - Errors: [`Error`] and [`Result`]; the reports they carry are in [`error`].
 //! - Backends by name, for hosts that load code objects themselves: [`cuda`], [`hsa`],
 //!   `hip` (its feature), [`code_object`].
+//!
+//! On disk, from the face down: the root holds what a host program uses (`builder/`, with
+//! how its settings resolve and the CPU backend's print rescue; `kernels/`, `launch`,
+//! `output`, `host_buffer`, `error/`, `sandbox`, `scheduling`, `settings`); `runtime/` the
+//! machinery a built runtime runs on (synchronize, loaded modules, the files it prints to);
+//! `shared/` the memory it shares with the device (`memory`: the mappings); `consumer/` the
+//! rings and whoever consumes them (io_uring, the fallback's threads, the waker, the
+//! restrictions); `backend/` each backend's driver (CUDA, HSA, HIP, the CPU); `watchdog`
+//! and `notice`, which every layer uses, at the bottom.
 
 mod backend;
 mod builder;
@@ -34,9 +43,6 @@ mod launch;
 mod memory;
 mod notice;
 mod output;
-mod print_files;
-mod rescue;
-mod resolve;
 mod runtime;
 // The sandbox is a setting a host chooses; its module says what each policy lets through
 // (the kernel's enforcement of it is the consumer's: `consumer::restrictions`).

@@ -4,7 +4,7 @@
 //! Each setting is resolved the same way: the [`Builder`](crate::Builder)'s value if the
 //! program gave one, else the environment variable, else the backend's default; then the
 //! builder validates it. The builder resolves them all in one step when it builds a
-//! runtime (`Builder::resolve`, `resolve.rs`), and hands the result to what it opens
+//! runtime (`Builder::resolve`, `builder/resolve.rs`), and hands the result to what it opens
 //! (the backend, the rings, the watchdog, the CUDA JIT). The JIT's register caps and block
 //! size (`GPUIO_MAX_REGISTERS`, `GPUIO_PRINT_REGISTERS`, `GPUIO_BLOCK_THREADS`) are checked
 //! there too, on every backend, and read again where a CUDA module loads.

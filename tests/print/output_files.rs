@@ -172,7 +172,7 @@ pub(crate) fn a_stream_that_printed_nothing_leaves_a_shared_offset_alone(sub: Su
 pub(crate) fn two_runtimes_printing_to_one_file_at_once_lose_nothing(sub: Suite) {
     // A runtime per GPU, both printing to one redirected stdout: each would write the file
     // at positions of its own from the same offset, over the other's lines. Both append
-    // instead (print_files.rs): every line of both, each whole and in its thread's order,
+    // instead (host/src/runtime/print_files.rs): every line of both, each whole and in its thread's order,
     // and the host's line, written once both synchronized, after them.
     let _wd = watchdog("two_runtimes_printing_to_one_file_at_once_lose_nothing", 120);
     let (f, path) = temp_file("two-runtimes.txt");

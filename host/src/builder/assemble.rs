@@ -8,6 +8,8 @@ use std::time::Duration;
 use gpuio_device::protocol::context::MAX_RINGS;
 use gpuio_device::protocol::context::STREAMS;
 
+use super::rescue::Rescue;
+use super::resolve::{or_env, Resolved};
 use crate::backend::cpu::Cpu;
 use crate::backend::{self, Backend, Device};
 use crate::consumer::affinity;
@@ -16,8 +18,6 @@ use crate::consumer::uring::{UringConfig, MAX_CQ_ENTRIES};
 use crate::consumer::waker::Waker;
 use crate::consumer::{io_threads, restrictions};
 use crate::error::{Error, Result};
-use crate::rescue::Rescue;
-use crate::resolve::{or_env, Resolved};
 use crate::runtime::{Gpu, Runtime};
 use crate::sandbox::Sandbox;
 use crate::scheduling::Scheduling;
@@ -92,7 +92,7 @@ impl Builder {
             jit: settings.jit,
             sqpoll_cpus: rings.sqpoll_cpus,
             _sqpoll_claim: rings.sqpoll_claim,
-            print_files: crate::print_files::PrintFiles::claim(&[self.stdout_fd, self.stderr_fd]),
+            print_files: crate::runtime::print_files::PrintFiles::claim(&[self.stdout_fd, self.stderr_fd]),
         })
     }
 
@@ -142,7 +142,7 @@ impl Builder {
     }
 
     /// Each setting that has a variable: the builder's value, else the environment's
-    /// (`resolve.rs`).
+    /// (`resolve.rs` beside this file).
     fn resolve(&self) -> Result<Resolved> {
         let hang_timeout = match self.hang_timeout {
             Some(Some(t)) if t.is_zero() => {
@@ -317,7 +317,7 @@ struct OpenRings {
     sqpoll_claim: affinity::Claim,
 }
 
-/// The waker: on each look it rescues print streams on the CPU backend (`rescue.rs`), then
+/// The waker: on each look it rescues print streams on the CPU backend (`builder/rescue.rs`), then
 /// wakes a sleeping ring consumer with work waiting, or, on rings without SQPOLL, submits
 /// what waits (so a rescue's SQEs go out in the same look). On those rings the waker is
 /// the only thread that enters them, and its own doorbell submits at once.

@@ -10,6 +10,8 @@ use crate::runtime::Runtime;
 use crate::sandbox::Sandbox;
 
 mod assemble;
+mod rescue;
+mod resolve;
 
 /// The largest log per stream: 1 TiB.
 const MAX_LOG_BYTES: usize = 1 << 40;

@@ -14,7 +14,7 @@
 //! what host threads (a drain, `Runtime::host_thread`) publish and ring for, so that no
 //! thread of the program's makes a syscall that could raise `SIGPIPE` in it. While no
 //! kernel runs it stays parked. On the CPU backend each look also rescues print streams
-//! (`rescue.rs`: the builder's closure runs both).
+//! (`builder/rescue.rs`: the builder's closure runs both).
 //!
 //! **How often it looks.** Every 50 µs while it sees I/O: SQEs unconsumed, the SQ tail moved
 //! since its last look, or a wakeup just made. Each look that sees none of that doubles the
@@ -111,7 +111,7 @@ const ASKING: u8 = 3;
 impl Waker {
     /// Starts the thread. `look` is one look: it wakes the ring's consumer if it sleeps with
     /// work waiting, and says what it saw (`Queue::wake_if_needed`); the builder's also
-    /// rescues print streams on the CPU backend (`rescue.rs`). `enters` is `Some` where the
+    /// rescues print streams on the CPU backend (`builder/rescue.rs`). `enters` is `Some` where the
     /// thread enters the rings (no SQPOLL): its own doorbell (`arch::host::install_doorbell`),
     /// which its rescues ring after they publish, and while they wait for SQ slots, which
     /// there only this thread frees. After a look that submitted such a waker goes on

@@ -27,6 +27,7 @@ use gpuio_device::protocol::arch::host::{install_doorbell, HookGuard};
 mod from_cudarc;
 pub mod module;
 mod observe;
+pub(crate) mod print_files;
 pub mod synchronize;
 
 /// Counters for tests and benchmarks.
@@ -207,7 +208,7 @@ pub struct Runtime {
     /// The CPU each ring's SQPOLL thread is bound to (`None`: unbound).
     pub(crate) sqpoll_cpus: Vec<Option<u32>>,
     /// The regular files this runtime prints to, held against the process's other runtimes.
-    pub(crate) print_files: crate::print_files::PrintFiles,
+    pub(crate) print_files: crate::runtime::print_files::PrintFiles,
     /// Keeps `sqpoll_cpus`' cores from the process's other runtimes while this one lives.
     pub(crate) _sqpoll_claim: crate::consumer::affinity::Claim,
 }

@@ -13,7 +13,7 @@ use gpuio_device::protocol::uapi::IORING_SQ_CQ_OVERFLOW;
 use super::{Gpu, Runtime};
 use crate::backend::cpu::THREADS_PACING;
 use crate::error::{Error, HangReport, OutputErrors, PrintErrors, Refused, Result, Waiting};
-use crate::print_files::{self, Mode};
+use crate::runtime::print_files::{self, Mode};
 use crate::sandbox;
 use crate::shared::Shared;
 use crate::watchdog::{self, Pacing};

@@ -90,7 +90,7 @@ pub(crate) struct Shared {
     /// files): after a kernel fault, when the context can no longer be read, they are moved
     /// to their end so that the host's own writes do not land on the kernels' lines.
     pub(crate) positional_fds: Vec<RawFd>,
-    /// CPU backend: print streams the waker rescued (`rescue.rs`), for `Stats::rescues`.
+    /// CPU backend: print streams the waker rescued (`builder/rescue.rs`), for `Stats::rescues`.
     pub(crate) rescues: std::sync::atomic::AtomicU64,
     /// Rings that no thread of their own consumes (the CPU backend's: io_uring without
     /// SQPOLL, or performed inline, its default): what a thread that published SQEs rings
