@@ -31,7 +31,8 @@
 //! `shared/` the memory it shares with the device (`memory`: the mappings); `consumer/` the
 //! rings and whoever consumes them (io_uring, the fallback's threads, the waker, the
 //! restrictions); `backend/` each backend's driver (CUDA, HSA, HIP, the CPU); `watchdog`
-//! and `notice`, which every layer uses, at the bottom.
+//! (how every wait is bounded) and `notice` (what the runtime tells a person), which several
+//! layers use.
 
 mod backend;
 mod builder;
