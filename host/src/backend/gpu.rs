@@ -2,9 +2,12 @@
 //! for kernels) and [`LoadedModule`] (a code object's kernels and globals), and the
 //! kernel arguments they take ([`Arg`]).
 
+use std::ffi::c_void;
+
 use gpuio_device::protocol::context::CONTEXT_LAYOUT;
 
 use crate::error::{Error, Result};
+use crate::launch::LaunchConfig;
 
 /// The watchdog's loop as [`GpuBackend::synchronize_with`] runs it: it calls the question
 /// it is given ("is the GPU done?", never blocking) until that says yes, gives up, or fails.
@@ -183,6 +186,69 @@ impl Arg {
                 a => vec![a],
             })
             .collect()
+    }
+}
+
+/// A driver's kernel-launch entry point, of the shape CUDA's `cuLaunchKernel` and HIP's
+/// `hipModuleLaunchKernel` share: the kernel `F`, the grid's and the block's x, y and z,
+/// the bytes of dynamic shared memory, the stream `S`, the parameters and the extra
+/// options; it returns the driver's status `R`.
+pub(crate) type LaunchFn<F, S, R> =
+    unsafe extern "C" fn(F, u32, u32, u32, u32, u32, u32, u32, S, *mut *mut c_void, *mut *mut c_void) -> R;
+
+/// Kernel arguments packed as a driver's launch call takes them: each value's bytes in a
+/// 16-byte buffer of its own ([`Arg::bytes`]), and the array of pointers to those buffers,
+/// one per parameter.
+pub(crate) struct PackedArgs {
+    /// The values' bytes: read by the driver through `ptrs`, never here (heap buffers,
+    /// which stay put when `self` moves).
+    _values: Vec<[u8; 16]>,
+    /// One pointer into `_values` per argument, in order.
+    ptrs: Vec<*mut c_void>,
+}
+
+impl PackedArgs {
+    /// Packs `args`, one parameter each (for an AMD code object, pass [`Arg::amdgcn`]'s).
+    pub(crate) fn new(args: &[Arg]) -> PackedArgs {
+        let mut values: Vec<[u8; 16]> = args.iter().map(Arg::bytes).collect();
+        let ptrs = values.iter_mut().map(|v| v.as_mut_ptr() as *mut c_void).collect();
+        PackedArgs { _values: values, ptrs }
+    }
+
+    /// Launches `f` through `launch` on `cfg`'s grid, block and dynamic shared memory, on
+    /// `stream`, with these arguments (no extra options); returns the driver's status.
+    ///
+    /// # Safety
+    /// `launch` is the driver's launch entry point and `f` a kernel of it, whose
+    /// parameters these arguments are: one argument per parameter, and no parameter larger
+    /// than the 16 bytes each argument's buffer holds; `stream` is one the driver takes for
+    /// `f` (or its null stream), alive for the call.
+    pub(crate) unsafe fn launch<F, S, R>(
+        mut self,
+        launch: LaunchFn<F, S, R>,
+        f: F,
+        cfg: &LaunchConfig,
+        stream: S,
+    ) -> R {
+        let (grid, block) = (cfg.grid, cfg.block);
+        // SAFETY: the caller vouches for `launch`, `f`, `stream` and that the arguments
+        // match the parameters; `ptrs` points into `self`'s buffers, which `self` (owned
+        // here) keeps alive until the call returns (the driver copies the values).
+        unsafe {
+            launch(
+                f,
+                grid.x,
+                grid.y,
+                grid.z,
+                block.x,
+                block.y,
+                block.z,
+                cfg.shared_mem_bytes,
+                stream,
+                self.ptrs.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
     }
 }
 

@@ -27,7 +27,7 @@ use std::ffi::{c_int, c_void, CStr, CString};
 /// load and launch through HIP themselves.
 pub use hip_runtime_sys as sys;
 
-use crate::backend::gpu::{Arg, GpuBackend, LoadedModule};
+use crate::backend::gpu::{Arg, GpuBackend, LoadedModule, PackedArgs};
 use crate::error::{DriverError, Error, Result};
 
 /// `hipSuccess`.
@@ -259,30 +259,16 @@ impl HipModule {
     pub(crate) fn launch(&self, name: &str, cfg: crate::launch::LaunchConfig, args: &[Arg]) -> Result<()> {
         let f = self.function(name)?;
         cfg.refuse_shared_mem("an AMD GPU (HIP)")?;
-        let (g, b) = (cfg.grid, cfg.block);
         // An AMD code object's parameters: a slice is two of them.
-        let mut values: Vec<[u8; 16]> = Arg::amdgcn(args).iter().map(Arg::bytes).collect();
-        let mut ptrs: Vec<*mut c_void> = values.iter_mut().map(|v| v.as_mut_ptr() as *mut c_void).collect();
-        // SAFETY: `ptrs` holds one pointer per kernel parameter (`borrow_raw`'s caller
+        let packed = PackedArgs::new(&Arg::amdgcn(args));
+        // SAFETY: `hipModuleLaunchKernel` is HIP's launch entry point and `f` a kernel of
+        // this module; the arguments are one per kernel parameter (`borrow_raw`'s caller
         // vouches for the count: HIP reads each parameter's size from the code object's
-        // metadata), each to 16 bytes, at least as many as any parameter `Arg` stands for,
-        // alive until the call returns (HIP copies them).
+        // metadata), each 16 bytes, at least as many as any parameter `Arg` stands for, and
+        // `PackedArgs::launch` keeps them alive until the call returns (HIP copies them);
+        // the stream is the null stream (and `cfg` asks for no shared memory, refused above).
         check(
-            unsafe {
-                api::hipModuleLaunchKernel(
-                    f,
-                    g.x,
-                    g.y,
-                    g.z,
-                    b.x,
-                    b.y,
-                    b.z,
-                    0,
-                    std::ptr::null_mut(),
-                    ptrs.as_mut_ptr(),
-                    std::ptr::null_mut(),
-                )
-            },
+            unsafe { packed.launch(api::hipModuleLaunchKernel, f, &cfg, std::ptr::null_mut()) },
             &format!("hipModuleLaunchKernel({name})"),
         )
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::driver::Cuda;
 use super::ffi::*;
 use super::jit::{library_registers, link_and_load, load_whole, whole_program_cap, Jit, JitOptions};
-use crate::backend::gpu::{check_layout, Arg, LoadedModule};
+use crate::backend::gpu::{check_layout, Arg, LoadedModule, PackedArgs};
 use crate::error::{Error, Result};
 use crate::scheduling::Scheduling;
 
@@ -369,7 +369,7 @@ impl Module {
         stream: usize,
     ) -> Result<()> {
         let f = self.function(name)?;
-        let (g, b) = (cfg.grid, cfg.block);
+        let b = cfg.block;
         if let Some(params) = &self.params {
             let Some(sizes) = params.get(name) else {
                 return Err(Error::Config(format!(
@@ -395,29 +395,14 @@ impl Module {
         if cfg.shared_mem_bytes > SHARED_MEM_WITHOUT_OPT_IN {
             self.cuda.opt_in_shared_mem(f, name, cfg.shared_mem_bytes)?;
         }
-        let mut values: Vec<[u8; 16]> = args.iter().map(Arg::bytes).collect();
-        let mut ptrs: Vec<*mut c_void> = values.iter_mut().map(|v| v.as_mut_ptr() as *mut c_void).collect();
-        // SAFETY: `ptrs` holds one pointer per kernel parameter, each to a buffer at least
-        // as large as the parameter (checked above against the PTX; for a borrowed module,
-        // `borrow_raw`'s caller vouches), alive until the call returns (the driver copies
-        // them); `stream` is the null stream or one of this context that the caller holds
-        // alive (`Kernels::launch_on`'s `Arc<CudaStream>`).
+        // SAFETY: `cuLaunchKernel` is the driver's launch entry point and `f` a kernel of
+        // this module; the arguments are one per kernel parameter, each at least as large as
+        // the parameter (checked above against the PTX; for a borrowed module,
+        // `borrow_raw`'s caller vouches), and `PackedArgs::launch` keeps them alive until
+        // the call returns (the driver copies them); `stream` is the null stream or one of
+        // this context that the caller holds alive (`Kernels::launch_on`'s `Arc<CudaStream>`).
         self.cuda.check(
-            unsafe {
-                (self.cuda.api.cuLaunchKernel)(
-                    f,
-                    g.x,
-                    g.y,
-                    g.z,
-                    b.x,
-                    b.y,
-                    b.z,
-                    cfg.shared_mem_bytes,
-                    stream as *mut c_void,
-                    ptrs.as_mut_ptr(),
-                    std::ptr::null_mut(),
-                )
-            },
+            unsafe { PackedArgs::new(args).launch(self.cuda.api.cuLaunchKernel, f, &cfg, stream as *mut c_void) },
             &format!("cuLaunchKernel({name})"),
         )
     }
