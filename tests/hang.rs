@@ -11,14 +11,14 @@
 //! (`hang_child`), which is killed if it runs too long.
 
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use gpuio::device::{global_thread_idx, println};
-use gpuio::{Backend, Error, HangReport, Runtime, Submission, Waiting};
+use gpuio::{Backend, Error, HangReport, Runtime, StreamPositions, Submission, Waiting};
 
 // The watchdog, temporary files, the line checker and the stress kernel are used here.
 #[allow(dead_code)]
@@ -40,11 +40,25 @@ fn read_all(r: OwnedFd) -> JoinHandle<Vec<u8>> {
     })
 }
 
-/// Waits until `n` kernel threads counted themselves done in `done`.
-fn wait_for(done: &AtomicUsize, n: usize) {
-    while done.load(Ordering::Acquire) < n {
+/// [`builder`] printing into `stdout` (a pipe nobody reads, in the tests that use it) through
+/// a 4 KiB log, with a hang timeout of 500 ms.
+fn stuck_pipe_builder(stdout: RawFd) -> gpuio::Builder {
+    builder()
+        .stdout_fd(stdout)
+        .log_bytes(4096)
+        .hang_timeout(Some(Duration::from_millis(500)))
+}
+
+/// Waits until `done` says so, looking every millisecond.
+fn wait_until(done: impl Fn() -> bool) {
+    while !done() {
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// Waits until `n` kernel threads counted themselves done in `done`.
+fn wait_for(done: &AtomicUsize, n: usize) {
+    wait_until(|| done.load(Ordering::Acquire) >= n);
 }
 
 /// The report of a hang, or a failure naming what came instead.
@@ -58,6 +72,15 @@ fn hang(r: gpuio::Result<()>) -> HangReport {
         }
         other => panic!("expected Error::Hang, got {other:?}"),
     }
+}
+
+/// The stream of `report` that writes to `fd`, or a failure showing the report.
+fn stream_of(report: &HangReport, fd: RawFd) -> &StreamPositions {
+    report
+        .streams
+        .iter()
+        .find(|s| s.fd == fd)
+        .unwrap_or_else(|| panic!("no fd {fd}: {report}"))
 }
 
 // ------------------------------------------------------------------- hangs reported
@@ -83,9 +106,7 @@ fn a_kernel_that_never_finishes_is_reported_then_waited_for() {
             println!("t={t} i={i}");
         }
         h.fetch_add(1, Ordering::Release);
-        while !g.load(Ordering::Acquire) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_until(|| g.load(Ordering::Acquire));
         for i in lines / 2..lines {
             println!("t={t} i={i}");
         }
@@ -107,11 +128,7 @@ fn a_kernel_that_never_finishes_is_reported_then_waited_for() {
     // The first half was printed and its writes completed (the spinning threads reap no
     // more, so `released` and `reaped` may lag behind).
     let fd = file.as_raw_fd();
-    let s = report
-        .streams
-        .iter()
-        .find(|s| s.fd == fd)
-        .unwrap_or_else(|| panic!("no fd {fd}: {text}"));
+    let s = stream_of(&report, fd);
     assert!(s.reserved > 0 && s.committed == s.reserved, "{text}");
     assert!(text.contains(&format!("fd {fd}: reserved {}", s.reserved)), "{text}");
     let t = report.tickets.expect("the CPU backend reads the tickets");
@@ -153,9 +170,7 @@ fn blocks_whose_threads_have_not_returned_are_named() {
         let _running = count_running();
         e.fetch_add(1, Ordering::Release);
         if held.contains(&gpuio::device::block_rank()) {
-            while !g.load(Ordering::Acquire) {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            wait_until(|| g.load(Ordering::Acquire));
         }
     })
     .unwrap();
@@ -188,12 +203,7 @@ fn blocks_whose_threads_have_not_returned_are_named() {
 fn prints_into_a_pipe_nobody_reads_are_reported_then_drained() {
     let _wd = watchdog("prints_into_a_pipe_nobody_reads_are_reported_then_drained", 60);
     let (r, w) = small_pipe();
-    let rt = builder()
-        .stdout_fd(w.as_raw_fd())
-        .log_bytes(4096)
-        .hang_timeout(Some(Duration::from_millis(500)))
-        .build()
-        .unwrap();
+    let rt = stuck_pipe_builder(w.as_raw_fd()).build().unwrap();
     // About 22 KB: far more than the pipe (4 KiB) and the log (4 KiB) hold.
     let (threads, lines) = (4u64, 600u64);
     rt.launch(1, threads as u32, stress_kernel(lines)).unwrap();
@@ -201,17 +211,11 @@ fn prints_into_a_pipe_nobody_reads_are_reported_then_drained() {
     // outstanding), so that the report below shows them however slowly the threads got
     // going.
     let stdout = &rt.context().expect("CPU backend").streams[0];
-    while stdout.reserved.load(Ordering::Acquire) < 4096 + 1024 {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(|| stdout.reserved.load(Ordering::Acquire) >= 4096 + 1024);
     let report = hang(rt.synchronize());
     let text = report.to_string();
     let fd = w.as_raw_fd();
-    let s = report
-        .streams
-        .iter()
-        .find(|s| s.fd == fd)
-        .unwrap_or_else(|| panic!("no fd {fd}: {text}"));
+    let s = stream_of(&report, fd);
     assert!(s.released < s.reserved, "bytes are outstanding: {text}");
     assert!(
         text.contains(&format!("fd {fd}: reserved {}, committed {}", s.reserved, s.committed)),
@@ -239,11 +243,8 @@ fn a_print_stuck_behind_a_full_pipe_is_reported_with_its_lines() {
     let filled = fill(w.as_raw_fd());
     // The deliberate panic's report goes to a file, not the test's stderr.
     let (reports, _) = temp_file("stuck-stderr.txt");
-    let rt = builder()
-        .stdout_fd(w.as_raw_fd())
+    let rt = stuck_pipe_builder(w.as_raw_fd())
         .stderr_fd(reports.as_raw_fd())
-        .log_bytes(4096)
-        .hang_timeout(Some(Duration::from_millis(500)))
         .build()
         .unwrap();
     // A few lines: they fit the log; their write cannot complete. And a kernel that fails,
@@ -262,18 +263,12 @@ fn a_print_stuck_behind_a_full_pipe_is_reported_with_its_lines() {
     // line waits in the log behind it, and the threads finish.
     let stdout = &rt.context().expect("CPU backend").streams[0];
     let line = "t=0 i=0\n".len() as u64;
-    while stdout.committed.load(Ordering::Acquire) < (lines + 1) * line {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(|| stdout.committed.load(Ordering::Acquire) >= (lines + 1) * line);
     let report = hang(rt.synchronize());
     let text = report.to_string();
     assert_eq!(report.waiting_for, Waiting::Drain, "{text}");
     let fd = w.as_raw_fd();
-    let s = report
-        .streams
-        .iter()
-        .find(|s| s.fd == fd)
-        .unwrap_or_else(|| panic!("no fd {fd}: {text}"));
+    let s = stream_of(&report, fd);
     assert!(s.reserved > 0 && s.committed == s.reserved && s.written == 0, "{text}");
     // Every line in the log is counted (each of this kernel's lines is `line` bytes long).
     assert_eq!(s.unconfirmed_lines, s.committed / line, "{text}");

@@ -8,17 +8,54 @@
 #[allow(dead_code)]
 mod common;
 
+use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use gpuio::{Error, Runtime};
 
 use common::dirs::process_dir;
 use common::faults::{builder, create, cuda_or_skip};
-use common::watchdog;
+use common::{sorted_lines, watchdog};
 
 /// The GPU suite's kernels (`sm_90` and `sm_60`, build.rs).
 const TEST_NVPTX: &[(&str, &[u8])] = gpuio_kernels_gpu::TEST_NVPTX;
+
+/// A test's stdout and stderr: new files `<tag>-out.txt` and `<tag>-err.txt` in this
+/// process's directory, open while this lives.
+struct Outputs {
+    out: File,
+    err: File,
+    out_path: PathBuf,
+    err_path: PathBuf,
+}
+
+impl Outputs {
+    fn new(tag: &str) -> Outputs {
+        let (out_path, err_path) = (
+            process_dir().join(format!("{tag}-out.txt")),
+            process_dir().join(format!("{tag}-err.txt")),
+        );
+        let (out, err) = (create(&out_path, false), create(&err_path, false));
+        Outputs {
+            out,
+            err,
+            out_path,
+            err_path,
+        }
+    }
+
+    /// `b` printing into these files.
+    fn on(&self, b: gpuio::Builder) -> gpuio::Builder {
+        b.stdout_fd(self.out.as_raw_fd()).stderr_fd(self.err.as_raw_fd())
+    }
+
+    /// What the runtime's stderr received.
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err_path).unwrap()
+    }
+}
 
 /// `kernel thread T (block B, thread I) of returns_an_error returned Err: thread T is past
 /// the limit L`, for the thread `t` of a one-block launch.
@@ -29,13 +66,8 @@ fn report(t: u64, limit: u32) -> String {
 #[test]
 fn an_err_from_a_kernel_body_is_reported_and_fails_the_launch() {
     let _wd = watchdog("an_err_from_a_kernel_body_is_reported_and_fails_the_launch", 60);
-    let (out_path, err_path) = (process_dir().join("err-out.txt"), process_dir().join("err-err.txt"));
-    let (out, err) = (create(&out_path, false), create(&err_path, false));
-    let rt = builder()
-        .stdout_fd(out.as_raw_fd())
-        .stderr_fd(err.as_raw_fd())
-        .build()
-        .unwrap();
+    let files = Outputs::new("err");
+    let rt = files.on(builder()).build().unwrap();
     // Threads 5 to 10 of 11 fail: more than the summary names.
     let (threads, limit) = (11u32, 5u32);
     rt.launch(1, threads, move || gpuio_test_kernels::returns_an_error(limit))
@@ -56,7 +88,7 @@ fn an_err_from_a_kernel_body_is_reported_and_fails_the_launch() {
     rt.launch(1, 2, || gpuio_test_kernels::returns_an_error(2)).unwrap();
     rt.synchronize().unwrap();
     drop(rt);
-    let reports = std::fs::read_to_string(&err_path).unwrap();
+    let reports = files.stderr();
     for t in limit..threads {
         assert!(
             reports.contains(&format!("{}\n", report(t.into(), limit))),
@@ -64,12 +96,7 @@ fn an_err_from_a_kernel_body_is_reported_and_fails_the_launch() {
         );
     }
     assert_eq!(reports.lines().count(), (threads - limit) as usize, "{reports:?}");
-    let mut lines: Vec<String> = std::fs::read_to_string(&out_path)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
-    lines.sort();
+    let lines = sorted_lines(&files.out_path);
     let mut expected: Vec<String> = (0..threads)
         .map(|t| format!("t={t} before"))
         .chain((0..limit).map(|t| format!("t={t} after")))
@@ -101,10 +128,8 @@ fn cuda_an_err_from_a_kernel_body_is_reported_and_fails_the_launch() {
     const NAME: &str = "cuda_an_err_from_a_kernel_body_is_reported_and_fails_the_launch";
     // The lockstep build's first load is the driver's JIT of the whole test module: minutes.
     let _wd = watchdog(NAME, 560);
-    let (out_path, err_path) = (process_dir().join("cuda-out.txt"), process_dir().join("cuda-err.txt"));
-    let (out, err) = (create(&out_path, false), create(&err_path, false));
-    let builder = Runtime::builder().stdout_fd(out.as_raw_fd()).stderr_fd(err.as_raw_fd());
-    let Some(rt) = cuda_or_skip(NAME, builder) else {
+    let files = Outputs::new("cuda");
+    let Some(rt) = cuda_or_skip(NAME, files.on(Runtime::builder())) else {
         return;
     };
     let m = rt.load_matching(TEST_NVPTX).unwrap();
@@ -123,7 +148,7 @@ fn cuda_an_err_from_a_kernel_body_is_reported_and_fails_the_launch() {
     );
     drop(m);
     drop(rt);
-    let reports = std::fs::read_to_string(&err_path).unwrap();
+    let reports = files.stderr();
     assert_eq!(
         reports,
         format!("{}\n", long_report(limit.into())),
@@ -147,13 +172,8 @@ fn long_report(t: u64) -> String {
 #[test]
 fn a_long_err_is_reported_whole() {
     let _wd = watchdog("a_long_err_is_reported_whole", 60);
-    let (out_path, err_path) = (process_dir().join("long-out.txt"), process_dir().join("long-err.txt"));
-    let (out, err) = (create(&out_path, false), create(&err_path, false));
-    let rt = builder()
-        .stdout_fd(out.as_raw_fd())
-        .stderr_fd(err.as_raw_fd())
-        .build()
-        .unwrap();
+    let files = Outputs::new("long");
+    let rt = files.on(builder()).build().unwrap();
     rt.launch(1, 4, || gpuio_test_kernels::returns_a_long_error(3, LONG))
         .unwrap();
     match rt.synchronize() {
@@ -161,10 +181,7 @@ fn a_long_err_is_reported_whole() {
         other => panic!("expected a kernel error, got {other:?}"),
     }
     drop(rt);
-    assert_eq!(
-        std::fs::read_to_string(&err_path).unwrap(),
-        format!("{}\n", long_report(3))
-    );
+    assert_eq!(files.stderr(), format!("{}\n", long_report(3)));
 }
 
 gpuio::device::kernel! {

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use gpuio::cuda::Cuda;
-use gpuio::{Arg, Backend, Error, Runtime};
+use gpuio::{Arg, Backend, Error, GpuModule, Runtime};
 
 use crate::common::Check;
 use crate::readback::check_file;
@@ -219,6 +219,29 @@ pub(crate) fn cpu_ns() -> [u64; 3] {
     t
 }
 
+/// The CUDA runtime of a child printing into `file` (a log of `log_mib` MiB for each output;
+/// 0: the default), and how long its build took.
+fn timed_runtime(file: &File, log_mib: u64) -> (Runtime, Duration) {
+    let t = Instant::now();
+    let mut builder = Runtime::builder().backend(Backend::Cuda).stdout_fd(file.as_raw_fd());
+    if log_mib > 0 {
+        builder = builder.log_bytes((log_mib * MIB) as usize);
+    }
+    let rt = builder
+        .build()
+        .unwrap_or_else(|e| child_error(&format!("runtime: {e}")));
+    (rt, t.elapsed())
+}
+
+/// The bench's kernels loaded into `rt`, and how long the load took.
+fn timed_load(rt: &Runtime) -> (GpuModule<'_>, Duration) {
+    let t = Instant::now();
+    let module = rt
+        .load_matching(NVPTX)
+        .unwrap_or_else(|e| child_error(&format!("load_matching: {e}")));
+    (module, t.elapsed())
+}
+
 /// Child mode `--gpuio-child`: build, load, warm up, then `reps` timed launches of the
 /// kernel (`stress`, or `literal`).
 pub(crate) fn gpuio_child(kv: &HashMap<String, String>) -> ! {
@@ -237,20 +260,8 @@ pub(crate) fn gpuio_child(kv: &HashMap<String, String>) -> ! {
             vec![lines.into(), width.into()]
         }
     };
-    let t0 = Instant::now();
-    let mut builder = Runtime::builder().backend(Backend::Cuda).stdout_fd(file.as_raw_fd());
-    if log_mib > 0 {
-        builder = builder.log_bytes((log_mib * MIB) as usize);
-    }
-    let rt = builder
-        .build()
-        .unwrap_or_else(|e| child_error(&format!("runtime: {e}")));
-    let build = t0.elapsed();
-    let t1 = Instant::now();
-    let module = rt
-        .load_matching(NVPTX)
-        .unwrap_or_else(|e| child_error(&format!("load_matching: {e}")));
-    let load = t1.elapsed();
+    let (rt, build) = timed_runtime(&file, log_mib);
+    let (module, load) = timed_load(&rt);
     let t2 = Instant::now();
     let warm = module
         .launch(&kernel, 1, block, &args(1))
@@ -337,9 +348,7 @@ pub(crate) fn printf_child(kv: &HashMap<String, String>) -> ! {
         .stderr_fd(devnull.as_raw_fd())
         .build()
         .unwrap_or_else(|e| child_error(&format!("runtime: {e}")));
-    let module = rt
-        .load_matching(NVPTX)
-        .unwrap_or_else(|e| child_error(&format!("load_matching: {e}")));
+    let (module, _) = timed_load(&rt);
     let flush = || {
         // SAFETY: fflush(NULL) flushes every C stdio output stream; the driver writes the
         // printf output through C stdio (or directly; then there is nothing to flush).
@@ -399,19 +408,8 @@ pub(crate) fn cold_child(kv: &HashMap<String, String>) -> ! {
     let cuda = Cuda::open().unwrap_or_else(|e| child_error(&format!("CUDA: {e}")));
     let ctx = tc.elapsed();
     let t0 = Instant::now();
-    let mut builder = Runtime::builder().backend(Backend::Cuda).stdout_fd(file.as_raw_fd());
-    if log_mib > 0 {
-        builder = builder.log_bytes((log_mib * MIB) as usize);
-    }
-    let rt = builder
-        .build()
-        .unwrap_or_else(|e| child_error(&format!("runtime: {e}")));
-    let build = t0.elapsed();
-    let t1 = Instant::now();
-    let module = rt
-        .load_matching(NVPTX)
-        .unwrap_or_else(|e| child_error(&format!("load_matching: {e}")));
-    let load = t1.elapsed();
+    let (rt, build) = timed_runtime(&file, log_mib);
+    let (module, load) = timed_load(&rt);
     let t2 = Instant::now();
     module
         .launch("stress", 1, 1, &[Arg::from(1u32), Arg::from(0u32)])

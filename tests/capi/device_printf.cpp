@@ -1,17 +1,20 @@
 // C++ kernels printing through gpuio's device header (device/include/gpuio/device.h) on
 // the CPU backend (tests/capi.rs builds it as host.cpp, with -I device/include). Each of
 // 64 threads formats one line with gpuio_printf and the same line with the C library's
-// snprintf; stdout: the gpuio lines (and one each of gpuio_puts and gpuio_write); stderr:
+// snprintf (the line of tests/cuda/printf_kernel.cu, from tests/cuda/printf_line.h); stdout: the gpuio lines (and one each of gpuio_puts and gpuio_write); stderr:
 // "want: " and each line snprintf made, then what happened.
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "gpuio.h"
 #include "gpuio/device.h"
+#include "../cuda/printf_line.h"
 
 namespace {
 
@@ -26,8 +29,6 @@ void check(gpuio_status got, const char *what) {
         throw std::runtime_error(std::string(what) + ": " + gpuio_status_name(got) + " (" + gpuio_last_error() + ")");
     }
 }
-
-#define LINE "t=%u d=%+05d x=%-10.3f e=%.2e g=%g G=%#.3G a=%a s=%5s|%-5s| c=%c h=%#x o=%#o l=%lld z=%zu p=%p %%\n"
 
 }  // namespace
 
@@ -44,21 +45,17 @@ int main() {
         gpuio_cpu_kernel kernel = [](const gpuio_thread *t, void *user) {
             auto *job = static_cast<Job *>(user);
             unsigned i = static_cast<unsigned>(t->global_idx);
-            int d = static_cast<int>(i) * 37 - 500;
-            double x = i / 7.0 - 3.0;
-            const char *s = i % 2 ? "odd" : "even";
-            long long big = static_cast<long long>(i) * -123456789012LL;
-            size_t z = static_cast<size_t>(i) << 40;
-            void *p = reinterpret_cast<void *>(static_cast<uintptr_t>(i) * 16);
-            char buf[512];
-            int want = std::snprintf(buf, sizeof buf, LINE, i, d, x, x * 1e7, x, x, x, s, s, 'A' + static_cast<int>(i % 26),
-                                     i * 4097u, i, big, z, p);
-            int got = gpuio_printf(LINE, i, d, x, x * 1e7, x, x, x, s, s, 'A' + static_cast<int>(i % 26), i * 4097u, i,
-                                   big, z, p);
-            if (want != got) {
+            printf_values v = printf_values_of(i);
+            int got = gpuio_printf(PRINTF_LINE, PRINTF_ARGS(i, v));
+            char *want = printf_want_line(i);
+            // snprintf's count is the line's length and its newline; out of memory is a mismatch.
+            if (want == nullptr || std::strlen(want) + 1 != static_cast<size_t>(got)) {
                 job->mismatched_counts.fetch_add(1);
             }
-            job->want[i] = buf;
+            if (want != nullptr) {
+                job->want[i] = std::string(want) + "\n";
+                std::free(want);
+            }
             if (i == 0) {
                 gpuio_puts("a line from gpuio_puts");
                 // A format it does not take: nothing printed of it, -1, a line on stderr.

@@ -19,6 +19,7 @@
 
 #include "gpuio.h"
 #include "expect.h"
+#include "read_file.h"
 
 static int hip_ok(hipError_t e, const char *what) {
     if (e != hipSuccess) {
@@ -27,24 +28,6 @@ static int hip_ok(hipError_t e, const char *what) {
         return 0;
     }
     return 1;
-}
-
-static void *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-    if (!f || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        perror(path);
-        exit(1);
-    }
-    buf = malloc((size_t)n);
-    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        perror(path);
-        exit(1);
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
 }
 
 int main(int argc, char **argv) {
@@ -85,13 +68,18 @@ int main(int argc, char **argv) {
 
     {
         size_t size;
-        void *image = read_file(argv[1], &size);
+        char *image = read_file(argv[1], &size);
         hipModule_t module = NULL;
         hipFunction_t stress = NULL;
         uint32_t lines = 4, width = 40;
         void *params[2];
         params[0] = &lines;
         params[1] = &width;
+
+        if (image == NULL) {
+            perror(argv[1]);
+            return 1;
+        }
 
         expect("options_init", gpuio_runtime_options_init(&o), GPUIO_OK);
         o.backend = GPUIO_BACKEND_HSA;

@@ -52,6 +52,21 @@ static void expect_runtime_or_unavailable(const char *what, gpuio_status got, gp
     }
 }
 
+/* `*o` as gpuio_runtime_options_init leaves it, on the CPU backend. */
+static void cpu_options(gpuio_runtime_options *o) {
+    gpuio_runtime_options_init(o);
+    o->backend = GPUIO_BACKEND_CPU;
+}
+
+/* Creating a runtime into `rt` from CPU options `o` with one field changed, `o->field =
+ * value`, gives `want`; the check is named "create with <field> <value>". */
+#define EXPECT_CREATE_WITH(o, rt, field, value, want)                                      \
+    do {                                                                                   \
+        cpu_options(o);                                                                    \
+        (o)->field = (value);                                                              \
+        expect("create with " #field " " #value, gpuio_runtime_create((o), (rt)), (want)); \
+    } while (0)
+
 static gpuio_runtime *cpu_runtime(int stdout_fd, uint64_t log_bytes) {
     gpuio_runtime_options o;
     gpuio_runtime *rt = NULL;
@@ -177,27 +192,12 @@ static int run_errors(void) {
     expect("create(NULL, NULL)", gpuio_runtime_create(NULL, NULL), GPUIO_ERROR_INVALID_ARGUMENT);
     memset(&o, 0, sizeof o);
     expect("create with uninitialised options", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_INVALID_ARGUMENT);
-    gpuio_runtime_options_init(&o);
-    o.backend = 42;
-    expect("create with backend 42", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_INVALID_ARGUMENT);
-    gpuio_runtime_options_init(&o);
-    o.backend = GPUIO_BACKEND_CPU;
-    o.stdout_fd = -1;
-    expect("create with stdout_fd -1", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_INVALID_ARGUMENT);
-    gpuio_runtime_options_init(&o);
-    o.backend = GPUIO_BACKEND_CPU;
-    o.log_bytes = 1000;
-    expect("create with log_bytes 1000", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_CONFIG);
-    gpuio_runtime_options_init(&o);
-    o.backend = GPUIO_BACKEND_CPU;
-    o.sandbox = 7;
-    expect("create with sandbox 7", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_INVALID_ARGUMENT);
-    gpuio_runtime_options_init(&o);
-    o.backend = GPUIO_BACKEND_CPU;
-    o.arena_block_bytes = 1000;
-    expect("create with arena_block_bytes 1000", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_CONFIG);
-    gpuio_runtime_options_init(&o);
-    o.backend = GPUIO_BACKEND_CPU;
+    EXPECT_CREATE_WITH(&o, &rt, backend, 42, GPUIO_ERROR_INVALID_ARGUMENT);
+    EXPECT_CREATE_WITH(&o, &rt, stdout_fd, -1, GPUIO_ERROR_INVALID_ARGUMENT);
+    EXPECT_CREATE_WITH(&o, &rt, log_bytes, 1000, GPUIO_ERROR_CONFIG);
+    EXPECT_CREATE_WITH(&o, &rt, sandbox, 7, GPUIO_ERROR_INVALID_ARGUMENT);
+    EXPECT_CREATE_WITH(&o, &rt, arena_block_bytes, 1000, GPUIO_ERROR_CONFIG);
+    cpu_options(&o);
     o.sandbox = GPUIO_SANDBOX_FILE_IO;
     o.arena_bytes = 1 << 20;
     expect("create with the file-I/O sandbox", gpuio_runtime_create(&o, &rt), GPUIO_OK);
@@ -240,8 +240,7 @@ static int run_errors(void) {
     o.reserved2 = 1;
     expect("create with reserved2 set", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_INVALID_ARGUMENT);
     o.reserved2 = 0;
-    gpuio_runtime_options_init(&o);
-    o.backend = GPUIO_BACKEND_CPU;
+    cpu_options(&o);
     o.rings = 9;
     expect("create with 9 rings", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_CONFIG);
     o.rings = 2;
@@ -255,8 +254,7 @@ static int run_errors(void) {
     expect("create with a struct_size from the future", gpuio_runtime_create(&o, &rt), GPUIO_ERROR_INVALID_ARGUMENT);
     /* A kernel that waits for the host: synchronize gives up after the hang timeout and
      * names the running thread; once released, a second synchronize succeeds. */
-    gpuio_runtime_options_init(&o);
-    o.backend = GPUIO_BACKEND_CPU;
+    cpu_options(&o);
     o.hang_timeout_ms = 300;
     expect("create with a hang timeout", gpuio_runtime_create(&o, &rt), GPUIO_OK);
     expect("cpu_launch a waiting kernel", gpuio_cpu_launch(rt, 1, 1, wait_kernel, &go), GPUIO_OK);

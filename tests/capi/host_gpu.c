@@ -13,6 +13,7 @@
 
 #include "gpuio.h"
 #include "expect.h"
+#include "read_file.h"
 #include "../cuda/printf_line.h"
 
 int run_gpu(const char *ptx_path);
@@ -76,23 +77,6 @@ static int attach_and_launch_ourselves(gpuio_runtime *rt, const char *ptx) {
     }
     /* The module stays loaded until the runtime is destroyed (the caller's duty). */
     return 0;
-}
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        return NULL;
-    }
-    buf = (char *)malloc((size_t)n + 1);
-    if (buf == NULL || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        return NULL;
-    }
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
 }
 
 int run_gpu(const char *ptx_path) {

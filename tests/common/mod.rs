@@ -346,6 +346,18 @@ impl Drop for Watchdog {
     }
 }
 
+/// The lines of the file at `path`, sorted: an output whose threads' lines interleave, to
+/// compare with the lines expected.
+pub fn sorted_lines(path: impl AsRef<std::path::Path>) -> Vec<String> {
+    let mut lines: Vec<String> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
 /// Checks `t=<t> i=<i>` lines: each exactly once, whole, in per-thread order.
 pub fn check_lines(out: &[u8], threads: u64, lines: u64) {
     let text = std::str::from_utf8(out).expect("output is UTF-8 (no torn multi-byte writes)");

@@ -4,12 +4,11 @@
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use gpuio::device::fs::OpenOptions;
 use gpuio::{Backend, Error, Runtime, Sandbox, Submission};
 
 use crate::common::dirs::TempDir;
-use crate::common::{self, watchdog};
-use crate::{assert_no_failures, fail, random_bytes, Failures};
+use crate::common::{self, sorted_lines, watchdog};
+use crate::{assert_no_failures, create_rw, fail, random_bytes, reads_back, Failures};
 
 #[test]
 fn bad_arena_configuration_is_refused() {
@@ -61,19 +60,9 @@ fn requests_go_to_their_blocks_ring_and_prints_to_ring_0() {
         let data = random_bytes(t, 5_000 + t as usize * 977);
         let path = d.str(&format!("r{t}"));
         let run = || -> Result<(), String> {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&path)
-                .map_err(|e| format!("open: {e}"))?;
+            let file = create_rw(&path)?;
             file.write_all_at(&data, 0).map_err(|e| format!("write: {e}"))?;
-            let mut back = vec![0u8; data.len()];
-            file.read_exact_at(&mut back, 0).map_err(|e| format!("read: {e}"))?;
-            if back != data {
-                return Err("read back other bytes".into());
-            }
+            reads_back(&file, &data)?;
             file.close().map_err(|e| format!("close: {e}"))
         };
         if let Err(e) = run() {
@@ -94,12 +83,7 @@ fn requests_go_to_their_blocks_ring_and_prints_to_ring_0() {
     );
     assert_eq!(rt.stats().sqes, tails.iter().sum::<u32>());
     drop(rt);
-    let mut lines: Vec<String> = std::fs::read_to_string(&out_path)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
-    lines.sort();
+    let lines = sorted_lines(&out_path);
     let want: Vec<String> = {
         let mut w: Vec<String> = (0..24).map(|t| format!("block {} thread {t}", t / 8)).collect();
         w.sort();

@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex};
 
 use common::child::child_mode;
 use common::Suite;
+use gpuio::device::fs::{File, OpenOptions};
 use gpuio::{Backend, Runtime, Sandbox, Submission};
 
 use directories::{
@@ -91,6 +92,28 @@ pub(crate) fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
     gpuio_test_kernels::random_fill(seed, &mut v);
     v
+}
+
+/// From device code: a new empty file at `path` (emptied if it is there), open for reading
+/// and writing.
+pub(crate) fn create_rw(path: &str) -> Result<File, String> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|e| format!("open: {e}"))
+}
+
+/// From device code: `Ok` if the first `data.len()` bytes of `file` read back as `data`.
+pub(crate) fn reads_back(file: &File, data: &[u8]) -> Result<(), String> {
+    let mut back = vec![0u8; data.len()];
+    file.read_exact_at(&mut back, 0).map_err(|e| format!("read: {e}"))?;
+    if back != data {
+        return Err("read back other bytes".into());
+    }
+    Ok(())
 }
 
 /// Failures the kernel threads saw, for the test thread to assert on.

@@ -9,7 +9,7 @@ use gpuio::device::io::{self, Errno};
 
 use crate::common::dirs::{create, TempDir};
 use crate::common::{watchdog, Suite};
-use crate::{assert_no_failures, fail, random_bytes, runtime, Failures};
+use crate::{assert_no_failures, create_rw, fail, random_bytes, runtime, Failures};
 
 /// One thread alone: each request that one SQE can carry (a staged transfer of up to
 /// `SOLO_STAGE` bytes, `open`, `fsync`, `close`) goes through the solo ring when the runtime
@@ -26,13 +26,7 @@ pub(crate) fn a_lone_threads_requests_take_the_solo_ring(sub: Suite) {
     let (p, f) = (path.clone(), failures.clone());
     rt.launch(1, 1, move || {
         let run = || -> Result<(), String> {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&p)
-                .map_err(|e| format!("open: {e}"))?;
+            let file = create_rw(&p)?;
             let small = random_bytes(1, 64);
             let page = random_bytes(2, stage);
             let more = random_bytes(3, stage + 1);

@@ -5,12 +5,12 @@
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 
-use gpuio::device::fs::{File, OpenOptions};
+use gpuio::device::fs::File;
 use gpuio::device::io;
 
 use crate::common::dirs::{create, TempDir};
 use crate::common::{self, watchdog, Suite};
-use crate::{assert_no_failures, fail, random_bytes, runtime, Failures};
+use crate::{assert_no_failures, create_rw, fail, random_bytes, reads_back, runtime, Failures};
 
 pub(crate) fn per_thread_files_write_fsync_read_back(sub: Suite) {
     let _w = watchdog("per_thread_files_write_fsync_read_back", 120);
@@ -25,20 +25,10 @@ pub(crate) fn per_thread_files_write_fsync_read_back(sub: Suite) {
         let data = random_bytes(t, 10_000 + (t as usize * 641) % 40_000);
         let path = d.str(&format!("t{t}"));
         let run = || -> Result<(), String> {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&path)
-                .map_err(|e| format!("open: {e}"))?;
+            let file = create_rw(&path)?;
             file.write_all_at(&data, 0).map_err(|e| format!("write: {e}"))?;
             file.sync_all().map_err(|e| format!("fsync: {e}"))?;
-            let mut back = vec![0u8; data.len()];
-            file.read_exact_at(&mut back, 0).map_err(|e| format!("read: {e}"))?;
-            if back != data {
-                return Err("read back other bytes".into());
-            }
+            reads_back(&file, &data)?;
             file.close().map_err(|e| format!("close: {e}"))
         };
         if let Err(e) = run() {

@@ -48,7 +48,7 @@ pub(crate) fn every_line_once_in_order(config: Config, scratch: &Scratch) -> Out
     if let Some(l) = out.lines().find(|l| l.len() + 1 != width as usize) {
         return Err(format!("a line is not padded to {width} bytes: {l:?}"));
     }
-    Ok(format!("{} lines from {} threads", out.lines().count(), grid * block))
+    Ok(lines_from(&out, grid * block))
 }
 
 pub(crate) fn divergent_call_sites(config: Config, scratch: &Scratch) -> Outcome {
@@ -61,17 +61,9 @@ pub(crate) fn divergent_call_sites(config: Config, scratch: &Scratch) -> Outcome
             (_, 0) => " site=c",
             _ => " site=d",
         };
-        if tail == want {
-            Ok(())
-        } else {
-            Err(format!("expected {want:?}"))
-        }
+        tail_is(tail, want)
     })?;
-    Ok(format!(
-        "{} lines from 4 call sites, {} threads",
-        out.lines().count(),
-        grid * block
-    ))
+    Ok(format!("4 call sites: {}", lines_from(&out, grid * block)))
 }
 
 /// `io::stdout().lock()`: each thread's `write!` pieces make whole lines, nothing of another
@@ -81,16 +73,11 @@ pub(crate) fn a_locked_stdouts_pieces_make_whole_lines(config: Config, scratch: 
     let (out, _) = run_printing(config.builder(), scratch, k::locked_lines, (grid, block), (lines,))?;
     check_numbered(&out, (grid * block) as u64, lines as u64, |t, _, tail| {
         let want: String = format!(":{} end", (0..(t % 7 + 3)).map(|k| format!(" {k}")).collect::<String>());
-        if tail == want {
-            Ok(())
-        } else {
-            Err(format!("expected {want:?}"))
-        }
+        tail_is(tail, &want)
     })?;
     Ok(format!(
-        "{} lines of 5 to 11 pieces each from {} threads, every one whole",
-        out.lines().count(),
-        grid * block
+        "5 to 11 pieces a line, every line whole: {}",
+        lines_from(&out, grid * block)
     ))
 }
 
@@ -179,9 +166,8 @@ pub(crate) fn tiny_ring_and_log_thousands_of_threads(config: Config, scratch: &S
     let (out, _) = run_printing(b, scratch, k::stress, (grid, block), (lines, 0u32))?;
     check_numbered(&out, (grid * block) as u64, lines as u64, plain)?;
     Ok(format!(
-        "sq_entries(8), a 4 KiB log: {} lines from {} threads",
-        out.lines().count(),
-        grid * block
+        "sq_entries(8), a 4 KiB log: {}",
+        lines_from(&out, grid * block)
     ))
 }
 
@@ -206,8 +192,21 @@ pub(crate) fn warp_records_near_the_log_size(config: Config, scratch: &Scratch) 
         }
     })?;
     Ok(format!(
-        "a 4 KiB log, warps' records of 2.5-4.6 KiB behind short ones: {} lines from {} threads",
-        out.lines().count(),
-        grid * block
+        "a 4 KiB log, warps' records of 2.5-4.6 KiB behind short ones: {}",
+        lines_from(&out, grid * block)
     ))
+}
+
+/// `Ok` if the rest of a line, `tail`, is `want`; otherwise what was expected.
+fn tail_is(tail: &str, want: &str) -> Result<(), String> {
+    if tail == want {
+        Ok(())
+    } else {
+        Err(format!("expected {want:?}"))
+    }
+}
+
+/// What a case's summary ends with: `<n> lines from <threads> threads`, `n` counted in `out`.
+fn lines_from(out: &str, threads: u32) -> String {
+    format!("{} lines from {threads} threads", out.lines().count())
 }
