@@ -82,26 +82,11 @@ unsafe fn strided(dst: *mut u8, src: *const u8, len: usize, rank: u64, count: u6
     let units = len / 16;
     // SAFETY: every access stays inside `[0, len)` of the ranges.
     unsafe {
+        let (d, s) = (dst as *mut u128, src as *const u128);
         if (dst as usize | src as usize).is_multiple_of(16) {
-            units16(
-                dst as *mut u128,
-                src as *const u128,
-                units,
-                rank,
-                count,
-                |p| core::ptr::read(p),
-                |p, v| core::ptr::write(p, v),
-            );
+            units16::<true>(d, s, units, rank, count);
         } else {
-            units16(
-                dst as *mut u128,
-                src as *const u128,
-                units,
-                rank,
-                count,
-                |p| core::ptr::read_unaligned(p),
-                |p, v| core::ptr::write_unaligned(p, v),
-            );
+            units16::<false>(d, s, units, rank, count);
         }
         let mut b = units * 16 + rank;
         while b < len {
@@ -111,23 +96,32 @@ unsafe fn strided(dst: *mut u8, src: *const u8, len: usize, rank: u64, count: u6
     }
 }
 
-/// Copies units `rank, rank + count, ...` below `units` with `load` and `store`.
+/// Copies units `rank, rank + count, ...` below `units`: with `ALIGNED`, with plain 16-byte
+/// loads and stores, else with unaligned ones.
 ///
 /// # Safety
-/// `load` and `store` are valid for every unit below `units`.
+/// `dst` and `src` are valid for every unit below `units`, and 16-byte aligned if
+/// `ALIGNED`.
 #[inline(always)]
-unsafe fn units16(
-    dst: *mut u128,
-    src: *const u128,
-    units: usize,
-    rank: usize,
-    count: usize,
-    load: impl Fn(*const u128) -> u128,
-    store: impl Fn(*mut u128, u128),
-) {
+unsafe fn units16<const ALIGNED: bool>(dst: *mut u128, src: *const u128, units: usize, rank: usize, count: usize) {
     let mut i = rank;
-    // SAFETY: indices stay below `units` (the caller's contract covers them).
+    // SAFETY: indices stay below `units` (the caller's contract covers them), and the loads
+    // and stores are aligned ones only where the caller vouches for the alignment.
     unsafe {
+        let load = |p| {
+            if ALIGNED {
+                core::ptr::read(p)
+            } else {
+                core::ptr::read_unaligned(p)
+            }
+        };
+        let store = |p, v| {
+            if ALIGNED {
+                core::ptr::write(p, v)
+            } else {
+                core::ptr::write_unaligned(p, v)
+            }
+        };
         while i + (BATCH - 1) * count < units {
             batch::<false>(dst, src, i, count, units, &load, &store);
             i += BATCH * count;

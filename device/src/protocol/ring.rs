@@ -124,7 +124,8 @@ impl Ring {
     /// Every pointer must stay valid, and be accessed only through this protocol, for as
     /// long as the ring is used. `cqes` is 16-byte aligned, as the kernel places the CQE
     /// array. `ready` must point to `sq_entries` zeroed words.
-    /// `sq_entries` and `cq_entries` are powers of two with `cq_entries >= sq_entries`.
+    /// `sq_entries` and `cq_entries` are powers of two with `cq_entries >= sq_entries`;
+    /// or both are 0 and every pointer null ([`Ring::unused`]).
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn new(
         sq_head: *const AtomicU32,
@@ -167,26 +168,10 @@ impl Ring {
     /// pointers are null and its sizes zero. Reaping it finds nothing; submitting to it
     /// panics; `idle` and `submitted` read only its own counters, which stay zero.
     pub fn unused() -> Ring {
-        let null = core::ptr::null();
-        Ring {
-            sq_head: null,
-            sq_tail: null,
-            sq_flags: null,
-            sqes: core::ptr::null(),
-            cq_head: null,
-            cq_tail: null,
-            cqes: core::ptr::null(),
-            ready: null,
-            sq_entries: 0,
-            cq_entries: 0,
-            tickets: Padded(AtomicU32::new(0)),
-            published: Padded(AtomicU32::new(0)),
-            sq_head_seen: Padded(AtomicU32::new(0)),
-            head_reader: Combiner::new(),
-            publisher: Combiner::new(),
-            reaper: Combiner::new(),
-            reaped: Padded(AtomicU32::new(0)),
-        }
+        let (null, sqes, cqes) = (core::ptr::null(), core::ptr::null(), core::ptr::null());
+        // SAFETY: a ring of no entries with every pointer null, which `Ring::new` allows: no
+        // operation on it dereferences a pointer (`submit` panics, `reap` returns first).
+        unsafe { Ring::new(null, null, null, sqes, null, null, cqes, null, 0, 0) }
     }
 
     // The accessors below turn the pointers `Ring::new` was given into references. Shared

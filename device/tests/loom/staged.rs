@@ -32,19 +32,7 @@ fn staged_read_sees_the_kernels_bytes() {
         let ctx = w.ctx.as_ref().unwrap();
         ctx.reap();
         reader.join().unwrap();
-        assert!(ctx.idle());
-        assert_eq!(
-            ctx.requests.pool.state(0).load(Ordering::Relaxed),
-            FREE,
-            "slot still taken"
-        );
-        assert_eq!(
-            ctx.arena.pool.state(0).load(Ordering::Relaxed),
-            FREE,
-            "block still taken"
-        );
-        assert_eq!(ctx.arena.staged_bytes.load(Ordering::Relaxed), 12);
-        assert_eq!(ctx.stray_completions.load(Ordering::Relaxed), 0);
+        assert_all_given_back(ctx, 12);
     });
 }
 
@@ -96,18 +84,24 @@ fn staged_read_and_write_share_one_block() {
             "the kernel did not see the written bytes"
         );
         let ctx = w.ctx.as_ref().unwrap();
-        assert!(ctx.idle());
-        assert_eq!(
-            ctx.requests.pool.state(0).load(Ordering::Relaxed),
-            FREE,
-            "slot still taken"
-        );
-        assert_eq!(
-            ctx.arena.pool.state(0).load(Ordering::Relaxed),
-            FREE,
-            "block still taken"
-        );
-        assert_eq!(ctx.arena.staged_bytes.load(Ordering::Relaxed), 6);
-        assert_eq!(ctx.stray_completions.load(Ordering::Relaxed), 0);
+        assert_all_given_back(ctx, 6);
     });
+}
+
+/// After a model's requests: the context is idle, its completion slot and arena block are
+/// free again, `staged` bytes went through the arena, and no completion was a stray.
+fn assert_all_given_back(ctx: &Context, staged: u64) {
+    assert!(ctx.idle());
+    assert_eq!(
+        ctx.requests.pool.state(0).load(Ordering::Relaxed),
+        FREE,
+        "slot still taken"
+    );
+    assert_eq!(
+        ctx.arena.pool.state(0).load(Ordering::Relaxed),
+        FREE,
+        "block still taken"
+    );
+    assert_eq!(ctx.arena.staged_bytes.load(Ordering::Relaxed), staged);
+    assert_eq!(ctx.stray_completions.load(Ordering::Relaxed), 0);
 }

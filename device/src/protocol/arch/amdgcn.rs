@@ -7,7 +7,7 @@
 
 use core::arch::amdgpu;
 
-use crate::protocol::group::Group;
+use super::Warp;
 
 /// System-scope atomics for AMD GPUs.
 ///
@@ -157,39 +157,42 @@ pub mod atomic {
     pub use AtomicU64 as DeviceAtomicU64;
 }
 
-/// The work-items of a wavefront that execute a call together: the `exec` mask, as
+/// The wavefront primitives [`Warp`] is built from (see `gpu_warp.rs`): the work-items of
+/// a wavefront that execute a call together are the `exec` mask, as
 /// `llvm.amdgcn.ballot(true)` reads it (wave32 or wave64).
 ///
 /// A wavefront runs its lanes in lockstep: the lanes active at an instruction are the lanes
 /// of `exec`, and they stay converged until a divergent branch, after which they meet again
-/// at its end. Every method is built from `ballot` and `readlane`. `readlane` needs a lane
-/// index that is the same on every active lane, and after [`Group::split`] two groups with
-/// different masks may run one collective together (`print::print_to` does, by stream): so
-/// the methods walk the lanes active at that instruction (`ballot(true)`, the same on every
-/// lane) and each lane keeps what its own group's members hold.
-#[derive(Clone, Copy, Debug)]
-pub struct Warp {
-    /// The lanes of the group (this lane included): bit `i` is lane `i`.
-    mask: u64,
-    /// This lane's index in the wavefront.
-    lane: u32,
-}
+/// at its end. Every collective is built from `ballot` and `readlane`. `readlane` needs a
+/// lane index that is the same on every active lane, and after [`Group::split`] two groups
+/// with different masks may run one collective together (`print::print_to` does, by
+/// stream): so the collectives walk the lanes active at that instruction (`ballot(true)`,
+/// the same on every lane) and each lane keeps what its own group's members hold.
+///
+/// [`Group::split`]: crate::protocol::group::Group::split
+pub(super) mod lanes {
+    use core::arch::amdgpu;
 
-impl Warp {
-    /// The lanes executing this call together with the calling lane.
+    /// A set of lanes of a wavefront: bit `i` is lane `i` (wave32 or wave64).
+    pub type LaneMask = u64;
+
+    /// The lanes executing this call together with the calling lane: `exec`.
     #[inline(always)]
-    pub fn current() -> Warp {
-        Warp {
-            mask: amdgpu::ballot(true),
-            // The number of lanes below this one: its index.
-            lane: amdgpu::mbcnt_hi(u32::MAX, amdgpu::mbcnt_lo(u32::MAX, 0)),
-        }
+    pub fn active_mask() -> LaneMask {
+        amdgpu::ballot(true)
     }
 
-    /// The group's leader: its lowest lane.
+    /// This lane's index in the wavefront: the number of lanes below it.
     #[inline(always)]
-    fn leader(&self) -> u32 {
-        self.mask.trailing_zeros()
+    pub fn lane_id() -> u32 {
+        amdgpu::mbcnt_hi(u32::MAX, amdgpu::mbcnt_lo(u32::MAX, 0))
+    }
+
+    /// The lanes of `*mask` whose `p` is true. The mask is read after the ballot (so by
+    /// reference): read before it, LLVM commutes the operands of some `s_and_b64`s.
+    #[inline(always)]
+    pub fn ballot(mask: &LaneMask, p: bool) -> LaneMask {
+        amdgpu::ballot(p) & *mask
     }
 
     /// Lane `src`'s `v` (`src` an active lane, the same on every lane).
@@ -199,38 +202,18 @@ impl Warp {
         // it from `ballot(true)`, which every active lane reads alike.
         unsafe { amdgpu::readlane_u64(v, src) }
     }
-}
 
-impl Default for Warp {
-    /// [`Warp::current`].
+    /// Reads every active lane's `v` in turn (lowest lane first) and sums those of the
+    /// group `mask` (this `lane`'s); "before" means a lower lane.
     #[inline(always)]
-    fn default() -> Self {
-        Warp::current()
-    }
-}
-
-impl Group for Warp {
-    #[inline(always)]
-    fn is_leader(&self) -> bool {
-        self.lane == self.leader()
-    }
-
-    #[inline(always)]
-    fn lanes(&self) -> u32 {
-        self.mask.count_ones()
-    }
-
-    /// Reads every active lane's `v` in turn (lowest lane first) and sums those of this
-    /// lane's group; "before" means a lower lane.
-    #[inline(always)]
-    fn exclusive_sum(&self, v: u64) -> (u64, u64) {
+    pub fn exclusive_sum(mask: LaneMask, lane: u32, v: u64) -> (u64, u64) {
         let (mut before, mut total) = (0u64, 0u64);
         let mut rest = amdgpu::ballot(true);
         while rest != 0 {
             let src = rest.trailing_zeros();
-            let x = Self::read(v, src);
-            if self.mask >> src & 1 != 0 {
-                if src < self.lane {
+            let x = read(v, src);
+            if mask >> src & 1 != 0 {
+                if src < lane {
                     before = before.wrapping_add(x);
                 }
                 total = total.wrapping_add(x);
@@ -240,14 +223,15 @@ impl Group for Warp {
         (before, total)
     }
 
-    /// Reads every active lane's `v` in turn and keeps this group's leader's.
+    /// Reads every active lane's `v` in turn and keeps lane `leader`'s (a member of the
+    /// group; `readlane` needs no mask).
     #[inline(always)]
-    fn broadcast(&self, v: u64) -> u64 {
-        let (leader, mut out) = (self.leader(), 0);
+    pub fn broadcast(_mask: LaneMask, leader: u32, v: u64) -> u64 {
+        let mut out = 0;
         let mut rest = amdgpu::ballot(true);
         while rest != 0 {
             let src = rest.trailing_zeros();
-            let x = Self::read(v, src);
+            let x = read(v, src);
             if src == leader {
                 out = x;
             }
@@ -260,23 +244,9 @@ impl Group for Warp {
     /// writes visible system-wide (a system-scope fence), so that another lane's later
     /// release covers them too.
     #[inline(always)]
-    fn sync(&self) {
-        atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    pub fn sync(_mask: LaneMask) {
+        super::atomic::fence(core::sync::atomic::Ordering::SeqCst);
         amdgpu::wave_barrier();
-    }
-
-    #[inline(always)]
-    fn split(&self, side: bool) -> Self {
-        let same = amdgpu::ballot(side) & self.mask;
-        Warp {
-            mask: if side { same } else { self.mask & !same },
-            lane: self.lane,
-        }
-    }
-
-    #[inline(always)]
-    fn all(&self, p: bool) -> bool {
-        amdgpu::ballot(p) & self.mask == self.mask
     }
 }
 
@@ -301,27 +271,10 @@ pub unsafe fn read_published<T: Copy>(p: *const T) -> T {
     unsafe { core::ptr::read_volatile(p) }
 }
 
-/// After a thread published SQEs: nothing on a GPU, whose rings SQPOLL consumes (a GPU
-/// cannot make the syscall that would do more).
-#[inline(always)]
-pub fn ring_doorbell() {}
-
-/// After a flush published a print stream's write: as [`ring_doorbell`].
-#[inline(always)]
-pub fn ring_doorbell_for_lines() {}
-
 /// A longer wait.
 #[inline(always)]
 pub fn doze() {
     core::arch::amdgpu::s_sleep::<127>();
-}
-
-/// Whether a flush that finds every flight out, with no print in progress, waits for one
-/// to land and sends what is left itself (`Stream::flush_work`): yes. No host thread is on
-/// the data path (invariant 9), so nobody else would.
-#[inline(always)]
-pub const fn flusher_sees_flights_through() -> bool {
-    true
 }
 
 /// What a lane does while another lane reaps for it (`Context::waiting`): nothing. The
@@ -367,20 +320,6 @@ pub fn clock_ns() -> u64 {
 pub fn is_thread_private(p: *const u8) -> bool {
     // SAFETY: classifies a flat address; touches no memory.
     unsafe { is_private(p) }
-}
-
-/// The runtime context. The host writes this global (through the HSA executable's symbol)
-/// before dispatch.
-#[no_mangle]
-#[allow(non_upper_case_globals)]
-pub static mut gpuio_context: *const () = core::ptr::null();
-
-/// The context the host installed (a `*const Context`: [`crate::protocol::context::current`] gives it
-/// its type), or null.
-#[inline(always)]
-pub fn installed_context() -> *const () {
-    // SAFETY: the host writes the global only while no kernel of this code object runs.
-    unsafe { core::ptr::read_volatile(&raw const gpuio_context) }
 }
 
 /// The HSA kernel dispatch packet (`hsa_kernel_dispatch_packet_t`) of the running kernel.

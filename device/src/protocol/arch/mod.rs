@@ -81,6 +81,18 @@ mod nvptx;
 #[cfg(target_arch = "nvptx64")]
 pub use nvptx::*;
 
+// What the two GPU targets share: the warp as a `Group` over each target's lane
+// primitives (`gpu_warp.rs`), and what a device with no host thread on its data path does
+// (`gpu.rs`).
+#[cfg(any(target_arch = "amdgpu", target_arch = "nvptx64"))]
+mod gpu;
+#[cfg(any(target_arch = "amdgpu", target_arch = "nvptx64"))]
+pub use gpu::*;
+#[cfg(any(target_arch = "amdgpu", target_arch = "nvptx64"))]
+mod gpu_warp;
+#[cfg(any(target_arch = "amdgpu", target_arch = "nvptx64"))]
+pub use gpu_warp::Warp;
+
 #[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
 pub mod host;
 #[cfg(not(any(target_arch = "amdgpu", target_arch = "nvptx64")))]
@@ -100,22 +112,6 @@ pub fn global_thread_idx() -> u64 {
 #[inline]
 pub fn block_rank() -> u64 {
     block_idx_3d().rank_in(grid_dim_3d())
-}
-
-/// Ends a kernel thread whose body returned `Err`: `print` puts `report` out, then the trap
-/// a panic ends in ([`abort`]), which ends the kernel (see the host's version).
-#[cfg(any(target_arch = "amdgpu", target_arch = "nvptx64"))]
-#[inline(always)]
-pub fn end_failed_thread(report: &dyn core::fmt::Display, print: impl FnOnce(&dyn core::fmt::Display)) -> ! {
-    without_performing(|| print(report));
-    abort()
-}
-
-/// Runs `f`: a GPU thread never performs its rings' requests (see the host's version).
-#[cfg(any(target_arch = "amdgpu", target_arch = "nvptx64"))]
-#[inline(always)]
-pub fn without_performing<T>(f: impl FnOnce() -> T) -> T {
-    f()
 }
 
 /// Print turns where none are taken: every group goes in at once (the CPU, AMD GPUs, and

@@ -5,25 +5,35 @@
 //! lockstep as an AMD wavefront runs. The memory-model operations differ between the two
 //! ([`atomic`]); the warp collectives and ids are the same.
 
-use crate::protocol::group::Group;
+use super::Warp;
 
 #[cfg(target_feature = "sm_70")]
 pub mod turns;
 
 pub mod atomic;
 
-/// The lanes of a warp that execute a call together: a *coalesced group*, as CUDA's
+/// With independent thread scheduling (sm_70+) each lane leaves a wait on its own; in
+/// lockstep (before sm_70) the warp's waits end together (see `arch/mod.rs`).
+#[cfg(target_feature = "sm_70")]
+pub type WaitGroup = crate::protocol::group::SingleLane;
+/// With independent thread scheduling (sm_70+) each lane leaves a wait on its own; in
+/// lockstep (before sm_70) the warp's waits end together (see `arch/mod.rs`).
+#[cfg(not(target_feature = "sm_70"))]
+pub type WaitGroup = Warp;
+
+/// The PTX instructions [`Warp`] is built from (see `gpu_warp.rs`): the lanes of a warp
+/// that execute a call together are a *coalesced group*, as CUDA's
 /// `cooperative_groups::coalesced_threads()` builds it.
 ///
 /// # How the group is formed
-/// [`Warp::default`] executes `activemask.b32`, which returns the set of lanes executing
-/// that very instruction together. Every lane of that set gets the same mask, so the masks
-/// partition the warp: lanes that reach a print on different branches (or at different
-/// times) form separate, disjoint groups, each printing one record.
+/// [`Warp::default`] executes `activemask.b32` ([`active_mask`]), which returns the set of
+/// lanes executing that very instruction together. Every lane of that set gets the same
+/// mask, so the masks partition the warp: lanes that reach a print on different branches
+/// (or at different times) form separate, disjoint groups, each printing one record.
 ///
 /// # Why the collectives are sound
-/// Each method is built from `shfl.sync`/`vote.sync`/`bar.warp.sync` with the group's mask.
-/// On sm_70+ such an instruction makes the lane wait until every lane of the mask has
+/// Each collective is built from `shfl.sync`/`vote.sync`/`bar.warp.sync` with the group's
+/// mask. On sm_70+ such an instruction makes the lane wait until every lane of the mask has
 /// executed a `.sync` instruction with the same qualifiers and the same mask; the lanes need
 /// not be converged, nor at the same program counter. So all that is needed is that every
 /// lane of the group executes the same sequence of collectives (the [`Group`] contract).
@@ -35,8 +45,8 @@ pub mod atomic;
 /// warp that run in lockstep are converged wherever their paths meet again: they leave
 /// every divergent branch and loop together at its end, and the callers put no divergent
 /// wait between forming a group and its collectives. Groups split from one another by
-/// [`Group::split`] may execute a collective together, each with its own mask: every
-/// active lane is then in some mask, which is what PTX requires.
+/// [`Group::split`] may execute a collective together, each with its own mask: every active
+/// lane is then in some mask, which is what PTX requires.
 ///
 /// The compiler keeps that sequence: the asm blocks are not `pure`, so LLVM sees unmodelled
 /// side effects and can neither drop them, speculate them, reorder them among themselves nor
@@ -48,155 +58,24 @@ pub mod atomic;
 /// allow there. Nothing in the asm forbids such a copy (Rust cannot mark asm `convergent`);
 /// what keeps it from happening is that LLVM keeps PTX control flow structured, and what
 /// checks it is the GPU suite's lockstep configuration (`tests/gpu/`).
-#[derive(Clone, Copy, Debug)]
-pub struct Warp {
-    /// The lanes of the group (this lane included): bit `i` is lane `i`.
-    mask: u32,
-    /// This lane's index in the warp (`%laneid`, 0 to 31).
-    lane: u32,
-}
-
-impl Warp {
-    /// The lanes executing this call together with the calling lane.
-    #[inline(always)]
-    pub fn current() -> Warp {
-        Warp {
-            mask: lanes::active_mask(),
-            lane: lanes::lane_id(),
-        }
-    }
-
-    /// The group's leader: its lowest lane.
-    #[inline(always)]
-    fn leader(&self) -> u32 {
-        self.mask.trailing_zeros()
-    }
-}
-
-impl Default for Warp {
-    /// [`Warp::current`].
-    #[inline(always)]
-    fn default() -> Self {
-        Warp::current()
-    }
-}
-
-impl Group for Warp {
-    #[inline(always)]
-    fn is_leader(&self) -> bool {
-        self.lane == self.leader()
-    }
-
-    #[inline(always)]
-    fn lanes(&self) -> u32 {
-        self.mask.count_ones()
-    }
-
-    /// `(sum of v over the group's lanes below this one, sum over the whole group)`.
-    ///
-    /// The sums are computed modulo 2^64 (callers add line lengths, far from overflowing).
-    #[inline(always)]
-    fn exclusive_sum(&self, v: u64) -> (u64, u64) {
-        let (mask, lane) = (self.mask, self.lane);
-        if mask == u32::MAX {
-            // A full warp: a Hillis-Steele inclusive scan in 5 steps. After the step with
-            // offset `d`, `x` on lane `i` is the sum of `v` over lanes `i-2d+1 ..= i`
-            // (clamped at lane 0): lane `i` adds what lane `i-d` held before the step,
-            // which covers lanes `i-2d+1 ..= i-d`. `shfl.sync.up` hands lanes `i < d` their
-            // own value back; they must not add it, hence the `lane >= d` test. Every lane
-            // runs all 5 shuffles, so the collectives stay uniform.
-            let mut x = v;
-            for d in [1, 2, 4, 8, 16] {
-                let y = lanes::shfl_up_u64(mask, x, d);
-                if lane >= d {
-                    x = x.wrapping_add(y);
-                }
-            }
-            // Lane 31's inclusive sum is the total; this lane's inclusive sum less its own
-            // value is the sum over the lanes below it.
-            (x.wrapping_sub(v), lanes::shfl_idx_u64(mask, x, 31))
-        } else {
-            // Any other group, holes included (e.g. lanes 0, 3 and 17): read every member's
-            // value in turn. The loop visits the set bits of `mask`, lowest first; `mask` is
-            // the same on every lane, so every lane runs the same shuffles with the same
-            // source lanes, each of them a member (a shuffle from a non-member would be
-            // undefined). Lanes outside the mask are neither read nor counted, and "before"
-            // means a lower lane id, which is the lane order the record is laid out in.
-            let (mut before, mut total) = (0u64, 0u64);
-            let mut rest = mask;
-            while rest != 0 {
-                let src = rest.trailing_zeros();
-                let x = lanes::shfl_idx_u64(mask, v, src);
-                if src < lane {
-                    before = before.wrapping_add(x);
-                }
-                total = total.wrapping_add(x);
-                rest &= rest - 1; // clear the lowest set bit
-            }
-            (before, total)
-        }
-    }
-
-    /// The leader's `v`, on every lane of the group.
-    #[inline(always)]
-    fn broadcast(&self, v: u64) -> u64 {
-        lanes::shfl_idx_u64(self.mask, v, self.leader())
-    }
-
-    /// `bar.warp.sync mask`: waits for the group's lanes; PTX guarantees memory ordering
-    /// among the lanes taking part, so their writes before it are visible after it. Before
-    /// sm_70 that guarantee does not reach other agents through a later release by another
-    /// lane (`membar.sys` orders only the issuing thread's accesses), so each lane first
-    /// makes its own writes visible system-wide with `membar.sys`.
-    #[inline(always)]
-    fn sync(&self) {
-        #[cfg(not(target_feature = "sm_70"))]
-        atomic::fence(core::sync::atomic::Ordering::SeqCst);
-        // SAFETY: `bar.warp.sync` touches no memory of ours; it is well defined because the
-        // calling lane is in `mask` (`Warp::current` took the mask on this lane) and every
-        // lane of `mask` executes it (the `Group` contract; see `Warp`). The asm is not
-        // `nomem`, so it is also a compiler barrier: no memory access moves across it.
-        unsafe { core::arch::asm!("bar.warp.sync {m};", m = in(reg32) self.mask, options(nostack)) };
-    }
-
-    /// `vote.sync.ballot` over the group.
-    #[inline(always)]
-    fn all(&self, p: bool) -> bool {
-        lanes::ballot(self.mask, p) == self.mask
-    }
-
-    /// `vote.sync.ballot` over the group: the members whose `side` equals this lane's.
-    #[inline(always)]
-    fn split(&self, side: bool) -> Self {
-        let same = lanes::ballot(self.mask, side);
-        Warp {
-            mask: if side { same } else { self.mask & !same },
-            lane: self.lane,
-        }
-    }
-}
-
-/// With independent thread scheduling (sm_70+) each lane leaves a wait on its own; in
-/// lockstep (before sm_70) the warp's waits end together (see `arch/mod.rs`).
-#[cfg(target_feature = "sm_70")]
-pub type WaitGroup = crate::protocol::group::SingleLane;
-/// With independent thread scheduling (sm_70+) each lane leaves a wait on its own; in
-/// lockstep (before sm_70) the warp's waits end together (see `arch/mod.rs`).
-#[cfg(not(target_feature = "sm_70"))]
-pub type WaitGroup = Warp;
-
-/// The PTX instructions [`Warp`] is built from.
 ///
-/// None of these asm blocks is `pure`: the compiler must execute each exactly where, and as
-/// often as, the source does (see `Warp` on why that is what keeps the collectives sound).
+/// None of the asm blocks below is `pure`: the compiler must execute each exactly where, and
+/// as often as, the source does (above: that is what keeps the collectives sound).
 /// `shfl.sync` is well defined when the calling lane and the source lane are in `mask`; each
-/// caller below passes the mask `activemask` returned on this lane and a member of it.
-mod lanes {
+/// caller passes the mask `activemask` returned on this lane and a member of it.
+///
+/// [`Warp::default`]: super::Warp::default
+/// [`Group`]: crate::protocol::group::Group
+/// [`Group::split`]: crate::protocol::group::Group::split
+pub(super) mod lanes {
     use core::arch::asm;
+
+    /// A set of lanes of a warp: bit `i` is lane `i` (`%laneid`, 0 to 31).
+    pub type LaneMask = u32;
 
     /// `activemask.b32`: the lanes executing this instruction together with this one.
     #[inline(always)]
-    pub fn active_mask() -> u32 {
+    pub fn active_mask() -> LaneMask {
         let m: u32;
         // SAFETY: reads which lanes are active; no memory, no other effect. Not `pure`: two
         // executions may return different masks.
@@ -213,9 +92,11 @@ mod lanes {
         l
     }
 
-    /// `vote.sync.ballot.b32`: the lanes of `mask` whose `p` is true.
+    /// `vote.sync.ballot.b32`: the lanes of `*mask` whose `p` is true (a collective of
+    /// `*mask`).
     #[inline(always)]
-    pub fn ballot(mask: u32, p: bool) -> u32 {
+    pub fn ballot(mask: &LaneMask, p: bool) -> LaneMask {
+        let mask = *mask;
         let r: u32;
         // SAFETY: register-only; this lane is in `mask` and every lane of `mask` executes
         // this ballot (the callers' contract, see the module docs).
@@ -258,7 +139,7 @@ mod lanes {
 
     /// [`shfl_idx`] of a 64-bit value, as two 32-bit halves.
     #[inline(always)]
-    pub fn shfl_idx_u64(mask: u32, v: u64, src: u32) -> u64 {
+    fn shfl_idx_u64(mask: u32, v: u64, src: u32) -> u64 {
         let lo = shfl_idx(mask, v as u32, src);
         let hi = shfl_idx(mask, (v >> 32) as u32, src);
         (hi as u64) << 32 | lo as u64
@@ -266,10 +147,75 @@ mod lanes {
 
     /// [`shfl_up`] of a 64-bit value, as two 32-bit halves.
     #[inline(always)]
-    pub fn shfl_up_u64(mask: u32, v: u64, d: u32) -> u64 {
+    fn shfl_up_u64(mask: u32, v: u64, d: u32) -> u64 {
         let lo = shfl_up(mask, v as u32, d);
         let hi = shfl_up(mask, (v >> 32) as u32, d);
         (hi as u64) << 32 | lo as u64
+    }
+
+    /// The sum of `v` over the lanes of `mask` below `lane` (this lane, a member of `mask`),
+    /// and over all of `mask`, modulo 2^64.
+    #[inline(always)]
+    pub fn exclusive_sum(mask: LaneMask, lane: u32, v: u64) -> (u64, u64) {
+        if mask == u32::MAX {
+            // A full warp: a Hillis-Steele inclusive scan in 5 steps. After the step with
+            // offset `d`, `x` on lane `i` is the sum of `v` over lanes `i-2d+1 ..= i`
+            // (clamped at lane 0): lane `i` adds what lane `i-d` held before the step,
+            // which covers lanes `i-2d+1 ..= i-d`. `shfl.sync.up` hands lanes `i < d` their
+            // own value back; they must not add it, hence the `lane >= d` test. Every lane
+            // runs all 5 shuffles, so the collectives stay uniform.
+            let mut x = v;
+            for d in [1, 2, 4, 8, 16] {
+                let y = shfl_up_u64(mask, x, d);
+                if lane >= d {
+                    x = x.wrapping_add(y);
+                }
+            }
+            // Lane 31's inclusive sum is the total; this lane's inclusive sum less its own
+            // value is the sum over the lanes below it.
+            (x.wrapping_sub(v), shfl_idx_u64(mask, x, 31))
+        } else {
+            // Any other group, holes included (e.g. lanes 0, 3 and 17): read every member's
+            // value in turn. The loop visits the set bits of `mask`, lowest first; `mask` is
+            // the same on every lane, so every lane runs the same shuffles with the same
+            // source lanes, each of them a member (a shuffle from a non-member would be
+            // undefined). Lanes outside the mask are neither read nor counted, and "before"
+            // means a lower lane id, which is the lane order the record is laid out in.
+            let (mut before, mut total) = (0u64, 0u64);
+            let mut rest = mask;
+            while rest != 0 {
+                let src = rest.trailing_zeros();
+                let x = shfl_idx_u64(mask, v, src);
+                if src < lane {
+                    before = before.wrapping_add(x);
+                }
+                total = total.wrapping_add(x);
+                rest &= rest - 1; // clear the lowest set bit
+            }
+            (before, total)
+        }
+    }
+
+    /// Lane `leader`'s `v` (a member of `mask`), on every lane of `mask`.
+    #[inline(always)]
+    pub fn broadcast(mask: LaneMask, leader: u32, v: u64) -> u64 {
+        shfl_idx_u64(mask, v, leader)
+    }
+
+    /// `bar.warp.sync mask`: waits for the lanes of `mask`; PTX guarantees memory ordering
+    /// among the lanes taking part, so their writes before it are visible after it. Before
+    /// sm_70 that guarantee does not reach other agents through a later release by another
+    /// lane (`membar.sys` orders only the issuing thread's accesses), so each lane first
+    /// makes its own writes visible system-wide with `membar.sys`.
+    #[inline(always)]
+    pub fn sync(mask: LaneMask) {
+        #[cfg(not(target_feature = "sm_70"))]
+        super::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        // SAFETY: `bar.warp.sync` touches no memory of ours; it is well defined because the
+        // calling lane is in `mask` (`Warp::current` took the mask on this lane) and every
+        // lane of `mask` executes it (the `Group` contract; see above). The asm is not
+        // `nomem`, so it is also a compiler barrier: no memory access moves across it.
+        unsafe { asm!("bar.warp.sync {m};", m = in(reg32) mask, options(nostack)) };
     }
 }
 
@@ -304,15 +250,6 @@ pub unsafe fn read_published<T: Copy>(p: *const T) -> T {
     return unsafe { core::ptr::read_volatile(p) };
 }
 
-/// After a thread published SQEs: nothing on a GPU, whose rings SQPOLL consumes (a GPU
-/// cannot make the syscall that would do more).
-#[inline(always)]
-pub fn ring_doorbell() {}
-
-/// After a flush published a print stream's write: as [`ring_doorbell`].
-#[inline(always)]
-pub fn ring_doorbell_for_lines() {}
-
 /// A longer wait.
 #[inline(always)]
 pub fn doze() {
@@ -323,14 +260,6 @@ pub fn doze() {
     };
     #[cfg(not(target_feature = "sm_70"))]
     spin_cycles(4000);
-}
-
-/// Whether a flush that finds every flight out, with no print in progress, waits for one
-/// to land and sends what is left itself (`Stream::flush_work`): yes. No host thread is on
-/// the data path (invariant 9), so nobody else would.
-#[inline(always)]
-pub const fn flusher_sees_flights_through() -> bool {
-    true
 }
 
 /// What a lane does while another lane reaps for it (`Context::waiting`): with independent
@@ -366,6 +295,7 @@ pub fn yield_to_siblings() {
 pub fn by_one_lane<T>(round: impl FnOnce() -> Option<T>) -> Option<T> {
     #[cfg(target_feature = "sm_70")]
     {
+        use crate::protocol::group::Group;
         let warp = Warp::current();
         let got = if warp.is_leader() { round() } else { None };
         warp.sync();
@@ -423,19 +353,6 @@ pub fn clock_ns() -> u64 {
     // SAFETY: reads a special register.
     unsafe { core::arch::asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nostack, nomem)) };
     t
-}
-
-/// The runtime context. The host writes this global (`cuModuleGetGlobal`) before launch.
-#[no_mangle]
-#[allow(non_upper_case_globals)]
-pub static mut gpuio_context: *const () = core::ptr::null();
-
-/// The context the host installed (a `*const Context`: [`crate::protocol::context::current`] gives it
-/// its type), or null.
-#[inline(always)]
-pub fn installed_context() -> *const () {
-    // SAFETY: the host writes the global only while no kernel of this module runs.
-    unsafe { core::ptr::read_volatile(&raw const gpuio_context) }
 }
 
 /// Index of the calling thread in its block (x).
