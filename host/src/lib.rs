@@ -28,7 +28,7 @@
 //! how its settings resolve and the CPU backend's print rescue; `kernels/`, `launch`,
 //! `output`, `host_buffer`, `error/`, `sandbox`, `scheduling`, `settings`); `runtime/` the
 //! machinery a built runtime runs on (synchronize, loaded modules, the files it prints to);
-//! `shared/` the memory it shares with the device (`memory`: the mappings); `consumer/` the
+//! `shared/` the memory it shares with the device (and `memory`, beside it: the mappings); `consumer/` the
 //! rings and whoever consumes them (io_uring, the fallback's threads, the waker, the
 //! restrictions); `backend/` each backend's driver (CUDA, HSA, HIP, the CPU); `watchdog`
 //! (how every wait is bounded) and `notice` (what the runtime tells a person), which several

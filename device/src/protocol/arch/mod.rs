@@ -2,8 +2,8 @@
 //! that the crate root and the protocol both take them from below).
 //!
 //! Each target module provides the same small surface (what the two GPU targets do alike is
-//! written once: `gpu.rs` for the doorbells, the flusher's rule and the context global,
-//! `gpu_warp.rs` for the `Warp` over each target's lane primitives):
+//! written once: `gpu.rs` for the doorbells, the flusher's rule, the context global and a
+//! failed thread's end, `gpu_warp.rs` for the `Warp` over each target's lane primitives):
 //! - `atomic`: `AtomicU32`, `AtomicU64`, `AtomicI32`, `fence` with **system scope** for
 //!   every ordering other than `Relaxed` (and system-scope coherence for `Relaxed`); and
 //!   `DeviceAtomicU64`, `device_fence` for words that only the device's own threads

@@ -38,10 +38,9 @@ use crate::error::{Error, Result};
 /// A whole program has one register cap for all its code, where compiled separately the
 /// library's functions have theirs: so a program for a target before sm_70 is first
 /// compiled separately to learn the registers its kernels hold there, and then whole under
-/// that cap (`whole_program_cap` in this file). `GPUIO_JIT=whole` on later targets is not capped: the
-/// example kernels compiled so for sm_90 under a cap of 32 faulted (a print's byte stored
-/// near address 0, in every run), a fault whose cause was not found (docs/PROTOCOL.md,
-/// "Compilers").
+/// that cap (`whole_program_cap` in this file). `GPUIO_JIT=whole` on later targets is not
+/// capped: compiled so for sm_90 under a register cap, the print path faulted, and
+/// uncapped a test module did too, causes not found (docs/PROTOCOL.md, "Compilers").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Jit {
     /// `cuModuleLoadDataEx`: one whole program. For sm_70 and later, not to be relied on:
@@ -67,13 +66,13 @@ impl Jit {
 /// compiles for gpuio (`CU_JIT_MAX_REGISTERS`, as nvcc's `-maxrregcount`), 16 to 255; unset,
 /// none.
 ///
-/// Where it serves: `GPUIO_JIT=whole` on sm_70 and later, and a module that does file I/O
-/// from device code, whose library functions get no cap of their own unless asked
-/// ([`library_registers`]): a kernel of it with a
+/// Where it serves: a module that does file I/O from device code, whose library functions
+/// get no cap of their own unless asked ([`library_registers`]): a kernel of it with a
 /// `println!` that never runs, or with any panic path (an index check), may hold 160-255
 /// registers and, at 256 threads a block, 8 warps an SM instead of 64. What it costs: a
 /// kernel whose own code needs more registers than the cap spills in its hot loop, and a
-/// print or a file call that runs spills.
+/// print or a file call that runs spills. Not with `GPUIO_JIT=whole` on sm_70 and later:
+/// a whole program compiled so under a register cap faulted (docs/PROTOCOL.md, "Compilers").
 fn max_registers() -> Result<Option<u32>> {
     let name = "GPUIO_MAX_REGISTERS";
     crate::settings::var(name)?
@@ -168,9 +167,9 @@ impl LibraryCap {
 /// why a module that does file I/O is left uncapped unless asked); what it saves: a kernel's
 /// register count is the larger of its own code's and the cap, where uncapped a print raises
 /// it to 160-255 (see [`max_registers`]). The lockstep build, compiled whole, gets the same
-/// counts by another way ([`whole_program_cap`]); a kernel of it that only prints (no
-/// print turns before sm_70) ran at 0.65-0.68x the uncapped rate. `GPUIO_JIT=whole` on
-/// later targets is compiled uncapped ([`Jit`] says why).
+/// counts by another way ([`whole_program_cap`]); a kernel of it that only prints runs
+/// below its uncapped rate, more so than on sm_70+ (no print turns there: BENCHMARKS.md has
+/// the figures). `GPUIO_JIT=whole` on later targets is compiled uncapped ([`Jit`] says why).
 pub(crate) fn library_registers() -> Result<LibraryCap> {
     match crate::settings::var("GPUIO_PRINT_REGISTERS")? {
         None => Ok(LibraryCap::Auto),
@@ -189,7 +188,8 @@ pub(crate) fn library_registers() -> Result<LibraryCap> {
 pub(super) struct JitOptions {
     log: Vec<u8>,
     /// The options, and one value each: the error log, its size, the wall time (its value
-    /// the driver's output), then the register cap and the block size where asked for.
+    /// the driver's output), then the register cap and the block size where asked for (a
+    /// cap [`JitOptions::cap_at`] adds comes last).
     options: Vec<u32>,
     values: Vec<*mut c_void>,
 }
@@ -222,7 +222,8 @@ impl JitOptions {
         Ok(JitOptions { log, options, values })
     }
 
-    /// The register cap every input gets (`GPUIO_MAX_REGISTERS`), if any.
+    /// The register cap every input gets (`GPUIO_MAX_REGISTERS`, or what
+    /// [`JitOptions::cap_at`] set), if any.
     pub(super) fn cap(&self) -> Option<u32> {
         let at = self.options.iter().position(|&o| o == CU_JIT_MAX_REGISTERS)?;
         Some(self.values[at] as usize as u32)
@@ -290,7 +291,8 @@ pub(super) fn load_whole(cuda: &Cuda, text: &CString, jit: &mut JitOptions) -> R
 /// more than compiled separately: the most that any of its `kernels` holds when the program
 /// is compiled separately, the library's functions apart under `cap` (`library.rs`), with
 /// the driver's compile time of that in milliseconds; `None` where the program has no
-/// library function or the driver refuses the cut (the program is then compiled uncapped).
+/// library function, or the driver refuses the cut (the program is then compiled uncapped,
+/// and a notice says so once, with the driver's error).
 ///
 /// Why: compiled whole, a kernel's register count is the most that anything it may call
 /// uses, and a print's formatting reaches `core`'s float formatting (253 registers), so a
@@ -314,8 +316,22 @@ pub(super) fn whole_program_cap(
     let mut options = JitOptions::new(block_threads)?;
     let cap = options.cap().map_or(cap, |all| all.min(cap));
     let inputs = [(text(&user)?, None), (text(&library)?, Some(cap))];
-    let Ok(handle) = link_and_load(cuda, &inputs, &mut options) else {
-        return Ok(None);
+    let handle = match link_and_load(cuda, &inputs, &mut options) {
+        Ok(handle) => handle,
+        Err(refused) => {
+            crate::notice::say_once(
+                crate::notice::Level::Warn,
+                &format!(
+                    "gpuio: the driver refused this module compiled in two parts (the kernels apart \
+                     from gpuio's and core's functions, which get a register cap), which gpuio does \
+                     only to learn the registers to compile it whole with: its lockstep kernels with \
+                     a print may hold up to 255 registers. GPUIO_MAX_REGISTERS=32 caps them all (the \
+                     kernels' own code too). This is gpuio's bug: please report it with this log: \
+                     {refused}"
+                ),
+            );
+            return Ok(None);
+        }
     };
     let mut most = Some(0u32);
     for name in kernels {

@@ -23,12 +23,12 @@
 //! [`GIVE_UP_NS`] goes in without a turn (taken only while records wait that long for room,
 //! when letting one more warp in costs little): a safety net, so that a turn is never what
 //! holds a kernel. A turn is given back when it is dropped, on every way out of a record (a
-//! trap ends the context, and this count with it). Turns are counted per SM in a
-//! device global of the module; SM ids past [`SMS`] share counters (a stricter limit for
-//! them, nothing worse).
+//! trap ends the context, and this count with it). Turns are counted per SM in a device
+//! global of each program (a looser limit where a module compiled whole is cut per kernel);
+//! SM ids past [`SMS`] share counters (a stricter limit for them, nothing worse).
 //!
-//! The lockstep build (before sm_70) takes no turns: it has no `nanosleep` to wait with (a
-//! kernel of it that only prints, at 32 registers too, ran at two thirds of its uncapped rate).
+//! The lockstep build (before sm_70) takes no turns: it has no `nanosleep` to wait with (so
+//! a kernel of it that only prints, capped too, loses more of its rate: BENCHMARKS.md).
 
 use core::sync::atomic::Ordering;
 
