@@ -11,7 +11,7 @@ use gpuio::device::{eprintln, println};
 use gpuio::Error;
 
 use crate::common::suite_builder as builder;
-use crate::common::{check_lines, stress_kernel, temp_file, watchdog, Suite};
+use crate::common::{check_lines, sorted_lines, stress_kernel, temp_file, watchdog, Suite};
 
 pub(crate) fn printing_to_a_closed_fd_is_reported_and_nothing_hangs(sub: Suite) {
     let _wd = watchdog("printing_to_a_closed_fd_is_reported_and_nothing_hangs", 120);
@@ -58,20 +58,8 @@ pub(crate) fn stderr_goes_to_its_own_fd_and_shares_a_stream_with_stdout_when_the
     .unwrap();
     rt.synchronize().unwrap();
     drop(rt);
-    let mut o: Vec<String> = std::fs::read_to_string(out_path)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
-    let mut e: Vec<String> = std::fs::read_to_string(err_path)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
-    o.sort();
-    e.sort();
-    assert_eq!(o, ["out 0", "out 1"]);
-    assert_eq!(e, ["err 0", "err 1"]);
+    assert_eq!(sorted_lines(out_path), ["out 0", "out 1"]);
+    assert_eq!(sorted_lines(err_path), ["err 0", "err 1"]);
 
     // `> file 2>&1`: both go to one file. Two positional streams would overwrite each
     // other at the same offsets; one shared stream keeps every line.
