@@ -266,6 +266,11 @@ impl JitOptions {
     }
 }
 
+/// PTX text as the driver takes it: NUL-terminated, refused where it holds a NUL.
+pub(super) fn ptx_text(ptx: &str) -> Result<CString> {
+    CString::new(ptx).map_err(|_| Error::Config("PTX text contains a NUL byte".into()))
+}
+
 /// Compiles `text` as one whole program and loads it (`cuModuleLoadDataEx`).
 pub(super) fn load_whole(cuda: &Cuda, text: &CString, jit: &mut JitOptions) -> Result<CuModule> {
     let mut handle = std::ptr::null_mut();
@@ -288,7 +293,7 @@ pub(super) fn load_whole(cuda: &Cuda, text: &CString, jit: &mut JitOptions) -> R
 }
 
 /// The registers a program compiled whole may hold so that a print costs its kernels no
-/// more than compiled separately: the most that any of its `kernels` holds when the program
+/// more than compiled separately: the most that any of its kernels holds when the program
 /// is compiled separately, the library's functions apart under `cap` (`library.rs`), with
 /// the driver's compile time of that in milliseconds; `None` where the program has no
 /// library function, or the driver refuses the cut (the program is then compiled uncapped,
@@ -305,17 +310,19 @@ pub(super) fn load_whole(cuda: &Cuda, text: &CString, jit: &mut JitOptions) -> R
 pub(super) fn whole_program_cap(
     cuda: &Cuda,
     ptx: &str,
-    kernels: &[&str],
     cap: u32,
     block_threads: Option<u32>,
 ) -> Result<Option<(u32, f32)>> {
-    let Some((user, library)) = super::library::cut(ptx) else {
+    let (Some((user, library)), Some(items)) = (super::library::cut(ptx), super::split::items(ptx)) else {
         return Ok(None);
     };
-    let text = |ptx: &str| CString::new(ptx).map_err(|_| Error::Config("PTX text contains a NUL byte".into()));
+    let kernels = items
+        .iter()
+        .filter(|i| i.kind == super::split::Kind::Entry)
+        .map(|i| i.name);
     let mut options = JitOptions::new(block_threads)?;
     let cap = options.cap().map_or(cap, |all| all.min(cap));
-    let inputs = [(text(&user)?, None), (text(&library)?, Some(cap))];
+    let inputs = [(ptx_text(&user)?, None), (ptx_text(&library)?, Some(cap))];
     let handle = match link_and_load(cuda, &inputs, &mut options) {
         Ok(handle) => handle,
         Err(refused) => {
@@ -336,7 +343,7 @@ pub(super) fn whole_program_cap(
     let mut most = Some(0u32);
     for name in kernels {
         let read = (|| {
-            let name = CString::new(*name).ok()?;
+            let name = CString::new(name).ok()?;
             let (mut f, mut registers) = (std::ptr::null_mut(), 0i32);
             // SAFETY: a valid out-pointer and a module loaded above, not yet unloaded.
             let rc = unsafe { (cuda.api.cuModuleGetFunction)(&mut f, handle, name.as_ptr()) };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::driver::Cuda;
 use super::ffi::*;
-use super::jit::{library_registers, link_and_load, load_whole, whole_program_cap, Jit, JitOptions};
+use super::jit::{library_registers, link_and_load, load_whole, ptx_text, whole_program_cap, Jit, JitOptions};
 use crate::backend::gpu::{check_layout, Arg, LoadedModule, PackedArgs};
 use crate::error::{Error, Result};
 use crate::scheduling::Scheduling;
@@ -152,7 +152,6 @@ impl Module {
         block_threads: Option<u32>,
         library_cap: Option<u32>,
     ) -> Result<(CuModule, f32)> {
-        let text = |ptx: &str| CString::new(ptx).map_err(|_| Error::Config("PTX text contains a NUL byte".into()));
         let mut options = JitOptions::new(block_threads)?;
         let handle = match jit {
             Jit::Whole => {
@@ -160,9 +159,7 @@ impl Module {
                 // finds faulted (docs/PROTOCOL.md, "Compilers").
                 let found = match library_cap {
                     Some(cap) if Scheduling::of_ptx(ptx) == Some(Scheduling::Lockstep) => {
-                        let params = ptx_entry_params(ptx);
-                        let kernels: Vec<&str> = params.keys().map(String::as_str).collect();
-                        whole_program_cap(cuda, ptx, &kernels, cap, block_threads)?
+                        whole_program_cap(cuda, ptx, cap, block_threads)?
                     }
                     _ => None,
                 };
@@ -170,19 +167,19 @@ impl Module {
                     options.cap_at(registers);
                     spent
                 });
-                let handle = load_whole(cuda, &text(ptx)?, &mut options)?;
+                let handle = load_whole(cuda, &ptx_text(ptx)?, &mut options)?;
                 // The driver wrote the whole compile's time; the separate one's is added.
                 options.add_wall_ms(spent.unwrap_or(0.0));
                 handle
             }
             Jit::Separate => {
-                let one_input = |options: &mut JitOptions| link_and_load(cuda, &[(text(ptx)?, None)], options);
+                let one_input = |options: &mut JitOptions| link_and_load(cuda, &[(ptx_text(ptx)?, None)], options);
                 let cut = library_cap.and_then(|cap| Some((super::library::cut(ptx)?, cap)));
                 match cut {
                     None => one_input(&mut options)?,
                     Some(((user, library), cap)) => {
                         let cap = options.cap().map_or(cap, |all| all.min(cap));
-                        let inputs = [(text(&user)?, None), (text(&library)?, Some(cap))];
+                        let inputs = [(ptx_text(&user)?, None), (ptx_text(&library)?, Some(cap))];
                         match link_and_load(cuda, &inputs, &mut options) {
                             Ok(handle) => handle,
                             Err(refused) => {
