@@ -229,10 +229,15 @@ impl JitOptions {
         Some(self.values[at] as usize as u32)
     }
 
+    /// `registers`, or the cap every input gets where that is lower.
+    pub(super) fn at_most(&self, registers: u32) -> u32 {
+        self.cap().map_or(registers, |all| all.min(registers))
+    }
+
     /// Caps every kernel of the compile at `registers` (or at `GPUIO_MAX_REGISTERS` where
     /// that is lower).
     pub(super) fn cap_at(&mut self, registers: u32) {
-        let registers = self.cap().map_or(registers, |all| all.min(registers));
+        let registers = self.at_most(registers);
         match self.options.iter().position(|&o| o == CU_JIT_MAX_REGISTERS) {
             Some(at) => self.values[at] = registers as usize as *mut c_void,
             None => {
@@ -321,7 +326,7 @@ pub(super) fn whole_program_cap(
         .filter(|i| i.kind == super::split::Kind::Entry)
         .map(|i| i.name);
     let mut options = JitOptions::new(block_threads)?;
-    let cap = options.cap().map_or(cap, |all| all.min(cap));
+    let cap = options.at_most(cap);
     let inputs = [(ptx_text(&user)?, None), (ptx_text(&library)?, Some(cap))];
     let handle = match link_and_load(cuda, &inputs, &mut options) {
         Ok(handle) => handle,

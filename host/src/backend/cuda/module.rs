@@ -178,7 +178,7 @@ impl Module {
                 match cut {
                     None => one_input(&mut options)?,
                     Some(((user, library), cap)) => {
-                        let cap = options.cap().map_or(cap, |all| all.min(cap));
+                        let cap = options.at_most(cap);
                         let inputs = [(ptx_text(&user)?, None), (ptx_text(&library)?, Some(cap))];
                         match link_and_load(cuda, &inputs, &mut options) {
                             Ok(handle) => handle,
