@@ -1,12 +1,12 @@
 //! A print leaves a kernel its registers: the example kernels hold no more than gpuio's cap
-//! (CUDA: the sm_90 build compiled separately, and the lockstep build, compiled whole).
+//! (CUDA: compiled separately, and compiled whole as the lockstep build always is).
 
 use crate::harness::{Config, Scratch};
 use crate::Outcome;
 
 /// Why the register case cannot run in `config`, if it cannot: registers are a GPU's;
-/// `GPUIO_PRINT_REGISTERS=off`, and `GPUIO_JIT=whole` on sm_90, leave gpuio's functions
-/// uncapped; `GPUIO_MAX_REGISTERS` caps every kernel,
+/// `GPUIO_PRINT_REGISTERS=off` leaves gpuio's functions uncapped; `GPUIO_MAX_REGISTERS`
+/// caps every kernel,
 /// so a count under it would prove nothing; under `GPUIO_BLOCK_THREADS` the JIT may take
 /// more registers than a kernel's own code needs.
 pub(crate) fn print_registers_unavailable(config: Config) -> Option<String> {
@@ -20,9 +20,6 @@ pub(crate) fn print_registers_unavailable(config: Config) -> Option<String> {
         Config::Cpu => Some("registers are a GPU's; the cpu configuration has none".into()),
         _ if set("GPUIO_PRINT_REGISTERS").as_deref() == Some("off") => {
             Some("GPUIO_PRINT_REGISTERS=off: no cap to check".into())
-        }
-        Config::Cuda if set("GPUIO_JIT").as_deref() == Some("whole") => {
-            Some("GPUIO_JIT=whole: compiled whole for sm_90, uncapped: no cap to check".into())
         }
         _ if set("GPUIO_MAX_REGISTERS").is_some() => {
             Some("GPUIO_MAX_REGISTERS caps every kernel: the count would prove nothing".into())

@@ -36,16 +36,16 @@ use crate::error::{Error, Result};
 /// initial value (state they would each get a copy of) is compiled as one program.
 ///
 /// A whole program has one register cap for all its code, where compiled separately the
-/// library's functions have theirs: so a program for a target before sm_70 is first
-/// compiled separately to learn the registers its kernels hold there, and then whole under
-/// that cap (`whole_program_cap` in this file). `GPUIO_JIT=whole` on later targets is not
-/// capped: compiled so for sm_90 under a register cap, the print path faulted, and
-/// uncapped a test module did too, causes not found (docs/PROTOCOL.md, "Compilers").
+/// library's functions have theirs: so a program is first compiled separately to learn the
+/// registers its kernels hold there, and then whole under that cap (`whole_program_cap` in
+/// this file). `GPUIO_JIT=whole` for sm_70 and later is not to be relied on: ptxas (CUDA
+/// 13.0, and driver 580's JIT) compiling a whole program for sm_90 folded a test kernel's own
+/// `(t + 1) % n` into a division by zero (docs/PROTOCOL.md, "Compilers").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Jit {
     /// `cuModuleLoadDataEx`: one whole program. For sm_70 and later, not to be relied on:
-    /// the GPU suite's test module compiled so faulted at its first kernel, a cause not
-    /// found (docs/PROTOCOL.md, "Compilers").
+    /// ptxas miscompiled a test kernel's own code so, where compiled separately it ran
+    /// right (docs/PROTOCOL.md, "Compilers").
     Whole,
     /// `cuLinkCreate` / `cuLinkAddData` / `cuLinkComplete`: separate compilation.
     Separate,
@@ -71,8 +71,7 @@ impl Jit {
 /// `println!` that never runs, or with any panic path (an index check), may hold 160-255
 /// registers and, at 256 threads a block, 8 warps an SM instead of 64. What it costs: a
 /// kernel whose own code needs more registers than the cap spills in its hot loop, and a
-/// print or a file call that runs spills. Not with `GPUIO_JIT=whole` on sm_70 and later:
-/// a whole program compiled so under a register cap faulted (docs/PROTOCOL.md, "Compilers").
+/// print or a file call that runs spills.
 fn max_registers() -> Result<Option<u32>> {
     let name = "GPUIO_MAX_REGISTERS";
     crate::settings::var(name)?
@@ -166,10 +165,10 @@ impl LibraryCap {
 /// staged `pread` into device memory ran at under a quarter of its uncapped rate, which is
 /// why a module that does file I/O is left uncapped unless asked); what it saves: a kernel's
 /// register count is the larger of its own code's and the cap, where uncapped a print raises
-/// it to 160-255 (see [`max_registers`]). The lockstep build, compiled whole, gets the same
-/// counts by another way ([`whole_program_cap`]); a kernel of it that only prints runs
-/// below its uncapped rate, more so than on sm_70+ (no print turns there: BENCHMARKS.md has
-/// the figures). `GPUIO_JIT=whole` on later targets is compiled uncapped ([`Jit`] says why).
+/// it to 160-255 (see [`max_registers`]). A module compiled whole (the lockstep build,
+/// `GPUIO_JIT=whole`) gets the same counts by another way ([`whole_program_cap`]); a
+/// lockstep kernel that only prints runs below its uncapped rate, more so than on sm_70+
+/// (no print turns there: BENCHMARKS.md has the figures).
 pub(crate) fn library_registers() -> Result<LibraryCap> {
     match crate::settings::var("GPUIO_PRINT_REGISTERS")? {
         None => Ok(LibraryCap::Auto),
@@ -336,8 +335,8 @@ pub(super) fn whole_program_cap(
                 &format!(
                     "gpuio: the driver refused this module compiled in two parts (the kernels apart \
                      from gpuio's and core's functions, which get a register cap), which gpuio does \
-                     only to learn the registers to compile it whole with: its lockstep kernels with \
-                     a print may hold up to 255 registers. GPUIO_MAX_REGISTERS=32 caps them all (the \
+                     only to learn the registers to compile it whole with: its kernels with a print \
+                     may hold up to 255 registers. GPUIO_MAX_REGISTERS=32 caps them all (the \
                      kernels' own code too). This is gpuio's bug: please report it with this log: \
                      {refused}"
                 ),

@@ -142,9 +142,8 @@ impl Module {
     /// an input of their own with that cap (`library.rs`); where the driver refuses that
     /// cut, the module is compiled again as one input, and where that succeeds a notice says
     /// what the cut met (else the one input's error is returned). Compiled whole, a
-    /// program for a target before sm_70 (the lockstep build) gets the cap
-    /// [`whole_program_cap`] finds, so its kernels hold no more registers than compiled
-    /// separately.
+    /// program gets the cap [`whole_program_cap`] finds, so its kernels hold no more
+    /// registers than compiled separately.
     fn compile_one(
         cuda: &Arc<Cuda>,
         ptx: &str,
@@ -155,13 +154,9 @@ impl Module {
         let mut options = JitOptions::new(block_threads)?;
         let handle = match jit {
             Jit::Whole => {
-                // Before sm_70 only: on sm_90 a program compiled whole under the cap this
-                // finds faulted (docs/PROTOCOL.md, "Compilers").
                 let found = match library_cap {
-                    Some(cap) if Scheduling::of_ptx(ptx) == Some(Scheduling::Lockstep) => {
-                        whole_program_cap(cuda, ptx, cap, block_threads)?
-                    }
-                    _ => None,
+                    Some(cap) => whole_program_cap(cuda, ptx, cap, block_threads)?,
+                    None => None,
                 };
                 let spent = found.map(|(registers, spent)| {
                     options.cap_at(registers);
