@@ -91,6 +91,37 @@ pub(crate) fn toolchain_cargo() -> OsString {
 /// built in release mode with LTO, `panic=abort` and one codegen unit whatever its
 /// manifest says; everything it calls must be in Rust (no undefined symbols).
 pub fn build_kernel_crate(manifest_dir: &Path, target: &GpuTarget, out_dir: &Path) -> Result<PathBuf, Error> {
+    let (artifact, _) = build(manifest_dir, target, out_dir, &[])?;
+    let stem = artifact
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "kernels".into());
+    let dest = out_dir.join(format!("{stem}-{}.{}", target.arch(), target.extension()));
+    copy_into_place(&artifact, &dest)?;
+    Ok(dest)
+}
+
+/// Copies `from` to `dest` through a temporary file beside it, so that a reader never sees
+/// half a file.
+pub(crate) fn copy_into_place(from: &Path, dest: &Path) -> Result<(), Error> {
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dest.with_file_name(format!(".{name}.tmp"));
+    std::fs::copy(from, &tmp).map_err(io_err(format!("copying {} to {}", from.display(), tmp.display())))?;
+    std::fs::rename(&tmp, dest).map_err(io_err(format!("renaming {} to {}", tmp.display(), dest.display())))
+}
+
+/// Builds the crate at `manifest_dir` for `target` as [`build_kernel_crate`] says, rustc
+/// given `rustc_args` too; the code object rustc wrote (in the inner target directory) and
+/// the command, for errors.
+pub(crate) fn build(
+    manifest_dir: &Path,
+    target: &GpuTarget,
+    out_dir: &Path,
+    rustc_args: &[&str],
+) -> Result<(PathBuf, String), Error> {
     target.validate()?;
     // The inner cargo runs in the crate's directory: make relative paths absolute first.
     let manifest_dir =
@@ -106,7 +137,7 @@ pub fn build_kernel_crate(manifest_dir: &Path, target: &GpuTarget, out_dir: &Pat
     let target_dir = out_dir.join("target");
     std::fs::create_dir_all(&target_dir).map_err(io_err(format!("creating {}", target_dir.display())))?;
 
-    let (mut cmd, command) = inner_cargo(target, &manifest, manifest_dir, &target_dir)?;
+    let (mut cmd, command) = inner_cargo(target, &manifest, manifest_dir, &target_dir, rustc_args)?;
     let out = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -150,16 +181,7 @@ pub fn build_kernel_crate(manifest_dir: &Path, target: &GpuTarget, out_dir: &Pat
             target: target.clone(),
             command: command.clone(),
         })?;
-
-    let stem = artifact
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "kernels".into());
-    let dest = out_dir.join(format!("{stem}-{}.{}", target.arch(), target.extension()));
-    let tmp = out_dir.join(format!(".{stem}-{}.{}.tmp", target.arch(), target.extension()));
-    std::fs::copy(&artifact, &tmp).map_err(io_err(format!("copying {} to {}", artifact.display(), tmp.display())))?;
-    std::fs::rename(&tmp, &dest).map_err(io_err(format!("renaming {} to {}", tmp.display(), dest.display())))?;
-    Ok(dest)
+    Ok((artifact, command))
 }
 
 /// The inner cargo that builds the kernel crate of `manifest` for `target` into
@@ -170,6 +192,7 @@ fn inner_cargo(
     manifest: &Path,
     manifest_dir: &Path,
     target_dir: &Path,
+    rustc_args: &[&str],
 ) -> Result<(Command, String), Error> {
     let mut cmd = Command::new(toolchain_cargo());
     cmd.args([
@@ -188,6 +211,9 @@ fn inner_cargo(
     .arg("--target-dir")
     .arg(target_dir)
     .current_dir(manifest_dir);
+    if !rustc_args.is_empty() {
+        cmd.arg("--").args(rustc_args);
+    }
     for (key, _) in std::env::vars_os() {
         if key.to_str().is_some_and(is_outer_build_var) {
             cmd.env_remove(&key);
@@ -206,11 +232,16 @@ fn inner_cargo(
         .env("CARGO_TERM_COLOR", "never");
     let command = format!(
         "RUSTC_BOOTSTRAP=1 CARGO_ENCODED_RUSTFLAGS='{}' cargo rustc --release --lib --crate-type cdylib --target {} \
-         -Zbuild-std=core --manifest-path {} --target-dir {}",
+         -Zbuild-std=core --manifest-path {} --target-dir {}{}",
         rustflags.join(" "),
         target.triple(),
         manifest.display(),
-        target_dir.display()
+        target_dir.display(),
+        if rustc_args.is_empty() {
+            String::new()
+        } else {
+            format!(" -- {}", rustc_args.join(" "))
+        }
     );
     Ok((cmd, command))
 }

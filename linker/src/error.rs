@@ -55,6 +55,16 @@ pub enum Error {
         /// The targets the build script builds.
         built: Vec<String>,
     },
+    /// Joining a C++ or HIP kernel's bitcode with gpuio's device library failed (a tool of
+    /// the toolchain's `llvm-tools`, or the input).
+    Join {
+        /// The AMD target.
+        target: GpuTarget,
+        /// The command that failed, if one did.
+        command: String,
+        /// What it said, or what was wrong.
+        output: String,
+    },
     /// The inner cargo succeeded but reported no code object.
     NoArtifact {
         /// The GPU target being built.
@@ -94,6 +104,13 @@ impl fmt::Display for Error {
                  (or say all, none or auto)",
                 built.join(", ")
             ),
+            Error::Join { target, command, output } => {
+                write!(f, "joining a kernel with gpuio's device library for {target} failed: {output}")?;
+                if !command.is_empty() {
+                    write!(f, "\n(the step: {command})")?;
+                }
+                Ok(())
+            }
             Error::NoArtifact { target, command } => write!(
                 f,
                 "building the GPU kernels for {target} produced no .{} file (is the crate a library?)\ncommand: {command}",

@@ -37,6 +37,10 @@
 //! The toolchain needs the `rust-src` component (both targets) and `llvm-tools` plus
 //! `llvm-bitcode-linker` (nvptx). [`ensure_components`] adds missing ones with rustup.
 //!
+//! For a kernel in CUDA C++ or HIP on an AMD GPU, [`library_bitcode`] builds gpuio's device
+//! library (`kernels-c/`) as bitcode and [`join_amdgcn`] joins the kernel's device bitcode
+//! (clang's `-fgpu-rdc`) with it into one code object, with `llvm-tools` (`join.rs`).
+//!
 //! ## AMDGPU code object versions
 //!
 //! An amdgcn build is one ELF code object per processor (`gfx90a`, `gfx942`, `gfx1100`,
@@ -60,12 +64,14 @@
 mod cargo;
 mod components;
 mod error;
+mod join;
 mod kernel_crate;
 mod target;
 
 pub use cargo::build_kernel_crate;
 pub use components::ensure_components;
 pub use error::Error;
+pub use join::{join_amdgcn, library_bitcode};
 pub use kernel_crate::{Built, KernelCrate};
 
 /// The name [`KernelCrate`] had before: the host's `Kernels` are the kernels a runtime has

@@ -3,17 +3,23 @@
 //! ```text
 //! gpuio-linker --target nvptx  --arch sm_90  --manifest-path kernels/Cargo.toml --out DIR
 //! gpuio-linker --target amdgcn --arch gfx90a [--code-object-version 5] --manifest-path ... --out DIR
+//! gpuio-linker --target amdgcn --arch gfx90a --manifest-path gpuio/kernels-c/Cargo.toml \
+//!              --join kernel.bc --out DIR
 //! ```
 //!
-//! Prints the path of the code object it wrote.
+//! Prints the path of the code object it wrote. With `--join`, the crate is gpuio's device
+//! library and the code object is a C++ or HIP kernel's bitcode joined with it
+//! (`gpuio_linker::join_amdgcn`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use gpuio_linker::{build_kernel_crate, ensure_components, GpuTarget, DEFAULT_AMDHSA_CODE_OBJECT_VERSION};
+use gpuio_linker::{
+    build_kernel_crate, ensure_components, join_amdgcn, library_bitcode, GpuTarget, DEFAULT_AMDHSA_CODE_OBJECT_VERSION,
+};
 
 const USAGE: &str = "usage: gpuio-linker --target nvptx|amdgcn --arch ARCH [--code-object-version N] \
-                     --manifest-path PATH/Cargo.toml --out DIR";
+                     --manifest-path PATH/Cargo.toml [--join KERNEL.bc] --out DIR";
 
 /// What `--help` prints.
 fn help() -> String {
@@ -21,12 +27,15 @@ fn help() -> String {
         "gpuio-linker: builds a kernel crate into a GPU code object and prints its path
 
 usage: gpuio-linker --target nvptx|amdgcn --arch ARCH [--code-object-version N] \
---manifest-path PATH/Cargo.toml --out DIR
+--manifest-path PATH/Cargo.toml [--join KERNEL.bc] --out DIR
 
   --target nvptx|amdgcn       NVIDIA PTX (.ptx) or an AMD code object (.hsaco)
   --arch ARCH                 sm_60, sm_70, sm_90, ... or gfx90a, gfx942, gfx1100, ...
   --code-object-version N     AMD code object version (default {DEFAULT_AMDHSA_CODE_OBJECT_VERSION})
   --manifest-path PATH        the kernel crate's Cargo.toml
+  --join KERNEL.bc            amdgcn: join a C++ or HIP kernel's device bitcode (clang -fgpu-rdc
+                              --cuda-device-only -emit-llvm) with gpuio's device library, the
+                              crate --manifest-path names (gpuio's kernels-c/Cargo.toml)
   --out DIR                   where the code object goes (made if missing)
   -h, --help                  this text
   -V, --version               the version"
@@ -49,6 +58,7 @@ fn main() -> ExitCode {
 fn run() -> Result<PathBuf, String> {
     use lexopt::prelude::*;
     let (mut kind, mut arch, mut cov, mut manifest, mut out) = (None, None, None, None, None);
+    let mut join: Option<PathBuf> = None;
     let mut parser = lexopt::Parser::from_env();
     let bad = |e: lexopt::Error| format!("{e}\n{USAGE}");
     // A value that does not parse, or is not UTF-8, is named with its option.
@@ -84,6 +94,7 @@ fn run() -> Result<PathBuf, String> {
             }
             Long("manifest-path") => manifest = Some(PathBuf::from(parser.value().map_err(bad)?)),
             Long("out") => out = Some(PathBuf::from(parser.value().map_err(bad)?)),
+            Long("join") => join = Some(PathBuf::from(parser.value().map_err(bad)?)),
             other => return Err(bad(other.unexpected())),
         }
     }
@@ -116,5 +127,11 @@ fn run() -> Result<PathBuf, String> {
     };
     std::fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
     ensure_components(&[&target]).map_err(|e| e.to_string())?;
-    build_kernel_crate(&dir, &target, &out).map_err(|e| e.to_string())
+    match join {
+        None => build_kernel_crate(&dir, &target, &out).map_err(|e| e.to_string()),
+        Some(kernel) => {
+            let library = library_bitcode(&dir, &target, &out).map_err(|e| e.to_string())?;
+            join_amdgcn(&library, &kernel, &target, &out).map_err(|e| e.to_string())
+        }
+    }
 }

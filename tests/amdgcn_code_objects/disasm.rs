@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::{read, Target, TARGETS};
+use crate::{read, targets, Target};
 
 /// `<sysroot>/lib/rustlib/<host>/bin/<tool>` of the toolchain that built the kernels.
 pub(crate) fn llvm_tool(tool: &str) -> PathBuf {
@@ -218,7 +218,7 @@ pub(crate) fn disassembled() -> &'static [Code] {
     CODE.get_or_init(|| {
         let objdump = llvm_tool("llvm-objdump");
         std::thread::scope(|s| {
-            let each: Vec<_> = TARGETS.iter().map(|t| s.spawn(|| disassemble(&objdump, t))).collect();
+            let each: Vec<_> = targets().iter().map(|t| s.spawn(|| disassemble(&objdump, t))).collect();
             each.into_iter()
                 .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
                 .collect()

@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use crate::disasm::{regs, Code, Reg, Regs};
-use crate::TARGETS;
+use crate::targets;
 
 /// How far (in instructions walked, on each path) [`Code::adds_through`] follows a pointer.
 /// Every commit add lies between 30 and 60 instructions from its pointer's load (all three
@@ -250,7 +250,7 @@ pub(crate) fn assert_none(what: &str, problems: &[String]) {
         return;
     }
     let mut shown: Vec<&str> = Vec::new();
-    for t in TARGETS {
+    for t in targets() {
         let prefix = format!("{}:", t.gfx);
         shown.extend(
             problems
