@@ -164,9 +164,9 @@ macro_rules! print {
 /// runs a little slower than uncapped: at 32 registers an SM holds 64 of its warps, and
 /// lets 8 at a time write their records. BENCHMARKS.md (`bench_observer`, four kernel
 /// shapes beside CUDA C's `printf`) has the figures. A module that does file I/O from device
-/// code is not capped unless asked. The lockstep (sm_60) build, compiled whole, gets the same
-/// counts by a cap per program; `GPUIO_JIT=whole` on sm_70 and later keeps the uncapped
-/// count. docs/PROTOCOL.md, "What a print costs the kernel around it", says why.
+/// code is not capped unless asked. A module compiled whole (the lockstep build, or
+/// `GPUIO_JIT=whole`) gets the same counts by a cap per program. docs/PROTOCOL.md, "What a
+/// print costs the kernel around it", says why.
 ///
 /// ```
 /// struct Noisy;

@@ -1,8 +1,8 @@
 //! gpuio's device runtime for kernels written in CUDA C++, HIP or C: built for a GPU, its
-//! code object holds no kernel, only the C ABI of `device/include/gpuio/device.h`
-//! (`gpuio_printf_args`, `gpuio_puts`, `gpuio_pwrite`, ...), the runtime's context and the
-//! panic report, for a C++ kernel's code to be joined with (`gpuio::link_ptx` makes the two
-//! PTX texts one, which `Runtime::load_module` loads).
+//! code holds the C ABI of `device/include/gpuio/device.h` (`gpuio_printf_args`, `gpuio_puts`,
+//! `gpuio_pwrite`, ...), the runtime's context, the panic report and the drain kernel, for a
+//! C++ kernel's code to be joined with (NVIDIA: `gpuio::link_ptx`, PTX text at load time; AMD:
+//! `gpuio-linker --join`, bitcode at build time).
 #![no_std]
 
 pub use gpuio_device::c_abi;

@@ -126,6 +126,21 @@ fn run() -> Result<PathBuf, String> {
         dir
     };
     std::fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+    if let Some(kernel) = &join {
+        if !matches!(target, GpuTarget::Amdgcn { .. }) {
+            return Err(
+                "--join is for --target amdgcn: NVIDIA kernels are joined as PTX when they load \
+                        (gpuio::link_ptx, or gpuio_module_load_linked from C)"
+                    .into(),
+            );
+        }
+        if !kernel.is_file() {
+            return Err(format!(
+                "--join: {} is not a file (the kernel's device bitcode)",
+                kernel.display()
+            ));
+        }
+    }
     ensure_components(&[&target]).map_err(|e| e.to_string())?;
     match join {
         None => build_kernel_crate(&dir, &target, &out).map_err(|e| e.to_string()),

@@ -1,5 +1,6 @@
 //! The CUDA C++ kernel of `tests/cuda/printf_kernel.cu` built for AMD as HIP, and joined
-//! with the device library: the steps docs/USAGE.md gives ("From CUDA C++ and HIP kernels").
+//! with the device library: the steps docs/USAGE.md gives ("From CUDA C++ kernels", "On AMD
+//! GPUs").
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,8 +37,8 @@ const CLANG_FLAGS: &[&str] = &[
 ];
 
 /// The joined code object as a [`Target`], or `None` (said as a skip) where no clang with
-/// HIP's headers is here.
-pub(crate) fn joined() -> Option<Target> {
+/// HIP's headers is here; an error where it is and the build or the join fails.
+pub(crate) fn joined() -> Result<Option<Target>, String> {
     const TEST: &str = "amdgcn_code_objects: the C++ kernel joined for AMD";
     let Some(clang) = clang_with_hip() else {
         common::skip(
@@ -45,11 +46,11 @@ pub(crate) fn joined() -> Option<Target> {
             "no clang with HIP's headers here (Debian: apt install hipcc, which brings clang-15 and \
              /usr/include/hip)",
         );
-        return None;
+        return Ok(None);
     };
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("amdgcn_cpp");
-    std::fs::create_dir_all(&out).unwrap_or_else(|e| panic!("creating {}: {e}", out.display()));
+    std::fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
     let kernel = out.join("printf_kernel.bc");
     let status = Command::new(&clang)
         .args(CLANG_FLAGS)
@@ -64,23 +65,24 @@ pub(crate) fn joined() -> Option<Target> {
         .arg("-o")
         .arg(&kernel)
         .status()
-        .unwrap_or_else(|e| panic!("running {}: {e}", clang.display()));
-    assert!(
-        status.success(),
-        "{} could not build tests/cuda/printf_kernel.cu for {GFX}",
-        clang.display()
-    );
+        .map_err(|e| format!("running {}: {e}", clang.display()))?;
+    if !status.success() {
+        return Err(format!(
+            "{} could not build tests/cuda/printf_kernel.cu for {GFX}",
+            clang.display()
+        ));
+    }
     let target = GpuTarget::amdgcn(GFX);
-    let library = library_bitcode(&root.join("kernels-c"), &target, &out).unwrap_or_else(|e| panic!("{e}"));
-    let hsaco = join_amdgcn(&library, &kernel, &target, &out).unwrap_or_else(|e| panic!("{e}"));
-    Some(Target {
+    let library = library_bitcode(&root.join("kernels-c"), &target, &out).map_err(|e| e.to_string())?;
+    let hsaco = join_amdgcn(&library, &kernel, &target, &out).map_err(|e| e.to_string())?;
+    Ok(Some(Target {
         gfx: "gfx90a C++",
         path: Box::leak(hsaco.to_string_lossy().into_owned().into_boxed_str()),
         mach: 0x3f,
         kernels: KERNELS,
         printers: &["printf_kernel"],
         requests: false,
-    })
+    }))
 }
 
 /// A clang that builds HIP device code with the headers under `/usr/include/hip`.

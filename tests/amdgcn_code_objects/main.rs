@@ -15,10 +15,10 @@
 //! - the kernels that print spill few registers (the request path is not inlined into each
 //!   print site).
 //!
-//! The same checks run on a CUDA C++ kernel (`tests/cuda/printf_kernel.cu`) built for AMD as
-//! HIP by clang (`-fgpu-rdc`, bitcode) and joined with the device library by
-//! `gpuio_linker::join_amdgcn`, where a clang with HIP's headers is here (Debian's `hipcc`);
-//! else they say they skipped it.
+//! The same checks (but the SQ's, which its print-only kernel never reaches) run on a CUDA
+//! C++ kernel (`tests/cuda/printf_kernel.cu`) built for AMD as HIP by clang (`-fgpu-rdc`,
+//! bitcode) and joined with the device library by `gpuio_linker::join_amdgcn`, where a clang
+//! with HIP's headers is here (Debian's `hipcc`); else they say they skipped it.
 //!
 //! The llvm tools come with the toolchain's `llvm-tools` component, which the GPU build
 //! already needs (build.rs adds it).
@@ -116,9 +116,13 @@ const KERNELS: &[(&str, &[u64])] = &[
 
 /// Every code object checked here: the test kernels', and the C++ kernel joined with the
 /// device library where clang can build it ([`cpp::joined`]).
+/// (Built once: where the join fails, each test fails with its error, without building again.)
 fn targets() -> &'static [Target] {
-    static ALL: OnceLock<Vec<Target>> = OnceLock::new();
-    ALL.get_or_init(|| RUST_TARGETS.into_iter().chain(cpp::joined()).collect())
+    static ALL: OnceLock<Result<Vec<Target>, String>> = OnceLock::new();
+    match ALL.get_or_init(|| Ok(RUST_TARGETS.into_iter().chain(cpp::joined()?).collect())) {
+        Ok(all) => all,
+        Err(e) => panic!("the C++ kernel joined for AMD: {e}"),
+    }
 }
 
 /// The targets whose kernels make requests, with their code; a line for each other.

@@ -190,10 +190,10 @@ impl Context {
     /// writes to.
     #[inline]
     pub fn stream_index(&self, stderr: bool) -> usize {
-        const { assert!(STDOUT == 0) };
-        // Without a branch: compiled whole (one program), ptxas (CUDA 13.0, driver 580) left
-        // the stdout arm's 0 out of the register it gave the index, so a `println!` wrote
-        // through a stream past the context's (docs/PROTOCOL.md, "Compilers").
+        const { assert!(STDOUT == 0 && STREAMS == 2) }; // what the mask below relies on
+                                                        // Without a branch: compiled whole (one program), ptxas (CUDA 13.0, driver 580) left
+                                                        // the stdout arm's 0 out of the register it gave the index, so a `println!` wrote
+                                                        // through a stream past the context's (docs/PROTOCOL.md, "Compilers").
         (self.stderr_stream & stderr as u32) as usize % STREAMS
     }
 
