@@ -51,19 +51,20 @@ pub fn library_bitcode(manifest_dir: &Path, target: &GpuTarget, out_dir: &Path) 
     Ok(dest)
 }
 
-/// Joins `kernel`, a C++ or HIP kernel's device bitcode for `target`'s processor (from
-/// `clang -x hip --offload-arch=<gfx> -fgpu-rdc --cuda-device-only -emit-llvm -c`), with
-/// `library`, gpuio's device library for the same processor ([`library_bitcode`]), into one
-/// code object, `out_dir/<kernel's stem>-<gfx>.hsaco`, for `Runtime::load_code_object`.
+/// Joins `kernels`, the device bitcode of C++ or HIP translation units for `target`'s
+/// processor (each from `clang -x hip --offload-arch=<gfx> -fgpu-rdc --cuda-device-only
+/// -emit-llvm -c`), with `library`, gpuio's device library for the same processor
+/// ([`library_bitcode`]), into one code object, `out_dir/<first kernel's stem>-<gfx>.hsaco`,
+/// for `Runtime::load_code_object`.
 ///
-/// The two are linked (`llvm-link`); every symbol is made internal but the kernels, the
-/// globals the kernel's bitcode defines (for `GpuModule::global`) and the library's
+/// They are linked (`llvm-link`); every symbol is made internal but the kernels, the
+/// globals the kernels' bitcode defines (for `GpuModule::global`) and the library's
 /// symbols the host looks up (`gpuio_context`, `gpuio_layout`, `gpuio_drain`); then
 /// optimized (`opt`, O3, with the target's LLVM flags, as a kernel crate's build:
 /// [`GpuTarget::rustflags`] says why), compiled (`llc`, the target's code object version)
 /// and linked into a shared object (`rust-lld`). A symbol neither defines is an error, as it would be on the GPU; so is a
 /// kernel built for another processor (clang's `--offload-arch`).
-pub fn join_amdgcn(library: &Path, kernel: &Path, target: &GpuTarget, out_dir: &Path) -> Result<PathBuf, Error> {
+pub fn join_amdgcn(library: &Path, kernels: &[PathBuf], target: &GpuTarget, out_dir: &Path) -> Result<PathBuf, Error> {
     let GpuTarget::Amdgcn {
         gfx,
         code_object_version,
@@ -73,7 +74,14 @@ pub fn join_amdgcn(library: &Path, kernel: &Path, target: &GpuTarget, out_dir: &
     };
     std::fs::create_dir_all(out_dir).map_err(io_err(format!("creating {}", out_dir.display())))?;
     let tools = Tools::find()?;
-    let stem = kernel
+    let Some(first) = kernels.first() else {
+        return Err(Error::Join {
+            target: target.clone(),
+            command: String::new(),
+            output: "no kernel bitcode to join".into(),
+        });
+    };
+    let stem = first
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "kernels".into());
@@ -83,26 +91,34 @@ pub fn join_amdgcn(library: &Path, kernel: &Path, target: &GpuTarget, out_dir: &
         output,
     };
 
-    // What the kernel's bitcode holds: its kernels, its globals, its processor.
-    let mut dis = tools.command("llvm-dis");
-    dis.arg(kernel).arg("-o").arg("-");
-    let text = run(dis, target)?;
-    let kernels = kernel_names(&text);
-    if kernels.is_empty() {
+    // What the kernels' bitcode holds: their kernels, their globals, their processor.
+    let (mut keep, mut found) = (Vec::new(), 0);
+    for kernel in kernels {
+        let mut dis = tools.command("llvm-dis");
+        dis.arg(kernel).arg("-o").arg("-");
+        let text = run(dis, target)?;
+        if let Some(other) = processors(&text).into_iter().find(|p| p != gfx) {
+            return Err(join_error(format!(
+                "{} was built for {other}, not {gfx}: build it with --offload-arch={gfx}",
+                kernel.display()
+            )));
+        }
+        let names = kernel_names(&text);
+        found += names.len();
+        keep.extend(names);
+        keep.extend(global_names(&text));
+    }
+    if found == 0 {
         return Err(join_error(format!(
-            "{} defines no kernel (no amdgpu_kernel function: a `__global__` function built with \
+            "{} define(s) no kernel (no amdgpu_kernel function: a `__global__` function built with \
              --cuda-device-only)",
-            kernel.display()
+            kernels
+                .iter()
+                .map(|k| k.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         )));
     }
-    if let Some(other) = processors(&text).into_iter().find(|p| p != gfx) {
-        return Err(join_error(format!(
-            "{} was built for {other}, not {gfx}: build it with --offload-arch={gfx}",
-            kernel.display()
-        )));
-    }
-    let mut keep = kernels;
-    keep.extend(global_names(&text));
     keep.extend(HOST_SYMBOLS.map(String::from));
 
     // Files of this join alone (another may run into the same directory).
@@ -112,7 +128,7 @@ pub fn join_amdgcn(library: &Path, kernel: &Path, target: &GpuTarget, out_dir: &
     let [linked, keep_file, optimized, object, tmp] = &files.0;
 
     let mut link = tools.command("llvm-link");
-    link.arg(library).arg(kernel).arg("-o").arg(linked);
+    link.arg(library).args(kernels).arg("-o").arg(linked);
     run(link, target)?;
 
     std::fs::write(keep_file, keep.join("\n")).map_err(io_err(format!("writing {}", keep_file.display())))?;

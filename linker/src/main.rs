@@ -7,8 +7,9 @@
 //!              --join kernel.bc --out DIR
 //! ```
 //!
-//! Prints the path of the code object it wrote. With `--join`, the crate is gpuio's device
-//! library and the code object is a C++ or HIP kernel's bitcode joined with it
+//! Prints the path of the code object it wrote. With `--join` (once per translation unit),
+//! the crate is gpuio's device library and the code object is C++ or HIP kernels' bitcode
+//! joined with it
 //! (`gpuio_linker::join_amdgcn`).
 
 use std::path::PathBuf;
@@ -35,7 +36,8 @@ usage: gpuio-linker --target nvptx|amdgcn --arch ARCH [--code-object-version N] 
   --manifest-path PATH        the kernel crate's Cargo.toml
   --join KERNEL.bc            amdgcn: join a C++ or HIP kernel's device bitcode (clang -fgpu-rdc
                               --cuda-device-only -emit-llvm) with gpuio's device library, the
-                              crate --manifest-path names (gpuio's kernels-c/Cargo.toml)
+                              crate --manifest-path names (gpuio's kernels-c/Cargo.toml); once
+                              per translation unit
   --out DIR                   where the code object goes (made if missing)
   -h, --help                  this text
   -V, --version               the version"
@@ -58,7 +60,7 @@ fn main() -> ExitCode {
 fn run() -> Result<PathBuf, String> {
     use lexopt::prelude::*;
     let (mut kind, mut arch, mut cov, mut manifest, mut out) = (None, None, None, None, None);
-    let mut join: Option<PathBuf> = None;
+    let mut join: Vec<PathBuf> = Vec::new();
     let mut parser = lexopt::Parser::from_env();
     let bad = |e: lexopt::Error| format!("{e}\n{USAGE}");
     // A value that does not parse, or is not UTF-8, is named with its option.
@@ -94,7 +96,7 @@ fn run() -> Result<PathBuf, String> {
             }
             Long("manifest-path") => manifest = Some(PathBuf::from(parser.value().map_err(bad)?)),
             Long("out") => out = Some(PathBuf::from(parser.value().map_err(bad)?)),
-            Long("join") => join = Some(PathBuf::from(parser.value().map_err(bad)?)),
+            Long("join") => join.push(PathBuf::from(parser.value().map_err(bad)?)),
             other => return Err(bad(other.unexpected())),
         }
     }
@@ -126,7 +128,7 @@ fn run() -> Result<PathBuf, String> {
         dir
     };
     std::fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
-    if let Some(kernel) = &join {
+    if !join.is_empty() {
         if !matches!(target, GpuTarget::Amdgcn { .. }) {
             return Err(
                 "--join is for --target amdgcn: NVIDIA kernels are joined as PTX when they load \
@@ -134,19 +136,17 @@ fn run() -> Result<PathBuf, String> {
                     .into(),
             );
         }
-        if !kernel.is_file() {
+        if let Some(missing) = join.iter().find(|k| !k.is_file()) {
             return Err(format!(
-                "--join: {} is not a file (the kernel's device bitcode)",
-                kernel.display()
+                "--join: {} is not a file (a kernel's device bitcode)",
+                missing.display()
             ));
         }
     }
     ensure_components(&[&target]).map_err(|e| e.to_string())?;
-    match join {
-        None => build_kernel_crate(&dir, &target, &out).map_err(|e| e.to_string()),
-        Some(kernel) => {
-            let library = library_bitcode(&dir, &target, &out).map_err(|e| e.to_string())?;
-            join_amdgcn(&library, &kernel, &target, &out).map_err(|e| e.to_string())
-        }
+    if join.is_empty() {
+        return build_kernel_crate(&dir, &target, &out).map_err(|e| e.to_string());
     }
+    let library = library_bitcode(&dir, &target, &out).map_err(|e| e.to_string())?;
+    join_amdgcn(&library, &join, &target, &out).map_err(|e| e.to_string())
 }

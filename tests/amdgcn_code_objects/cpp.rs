@@ -1,6 +1,6 @@
-//! The CUDA C++ kernel of `tests/cuda/printf_kernel.cu` built for AMD as HIP, and joined
-//! with the device library: the steps docs/USAGE.md gives ("From CUDA C++ kernels", "On AMD
-//! GPUs").
+//! The CUDA C++ kernels of `tests/cuda/printf_kernel.cu` and `file_kernel.cu` built for AMD
+//! as HIP, and joined with the device library: the steps docs/USAGE.md gives ("From CUDA C++
+//! kernels", "On AMD GPUs").
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,9 +12,13 @@ use crate::{common, Target};
 /// The processor it is built for (one is enough: the joined code is the same steps for each).
 const GFX: &str = "gfx90a";
 
-/// What the joined code object holds: the C++ kernel (`unsigned n, int *counts`) and the
-/// device library's drain kernel.
-const KERNELS: &[(&str, &[u64])] = &[("printf_kernel", &[4, 8]), ("gpuio_drain", &[])];
+/// What the joined code object holds: the C++ kernels (`unsigned n, int *counts`; `int fd,
+/// unsigned n, int *results`) and the device library's drain kernel.
+const KERNELS: &[(&str, &[u64])] = &[
+    ("printf_kernel", &[4, 8]),
+    ("file_kernel", &[4, 4, 8]),
+    ("gpuio_drain", &[]),
+];
 
 /// ROCm's device libraries (`ockl`: HIP's `blockIdx` and friends call into it) as Debian's
 /// `rocm-device-libs` installs them.
@@ -51,37 +55,41 @@ pub(crate) fn joined() -> Result<Option<Target>, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("amdgcn_cpp");
     std::fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
-    let kernel = out.join("printf_kernel.bc");
-    let status = Command::new(&clang)
-        .args(CLANG_FLAGS)
-        .arg(format!("--offload-arch={GFX}"))
-        .arg(format!("--hip-device-lib-path={DEVICE_LIBS}"))
-        .arg("-I")
-        .arg(root.join("device/include"))
-        .arg("-I")
-        .arg(root.join("tests/cuda"))
-        .arg("-c")
-        .arg(root.join("tests/cuda/printf_kernel.cu"))
-        .arg("-o")
-        .arg(&kernel)
-        .status()
-        .map_err(|e| format!("running {}: {e}", clang.display()))?;
-    if !status.success() {
-        return Err(format!(
-            "{} could not build tests/cuda/printf_kernel.cu for {GFX}",
-            clang.display()
-        ));
+    // Two translation units, as a program has: one prints, one does file I/O.
+    let mut kernels = Vec::new();
+    for name in ["printf_kernel", "file_kernel"] {
+        let bitcode = out.join(format!("{name}.bc"));
+        let source = root.join(format!("tests/cuda/{name}.cu"));
+        let status = Command::new(&clang)
+            .args(CLANG_FLAGS)
+            .arg(format!("--offload-arch={GFX}"))
+            .arg(format!("--hip-device-lib-path={DEVICE_LIBS}"))
+            .arg("-I")
+            .arg(root.join("device/include"))
+            .arg("-c")
+            .arg(&source)
+            .arg("-o")
+            .arg(&bitcode)
+            .status()
+            .map_err(|e| format!("running {}: {e}", clang.display()))?;
+        if !status.success() {
+            return Err(format!(
+                "{} could not build {} for {GFX}",
+                clang.display(),
+                source.display()
+            ));
+        }
+        kernels.push(bitcode);
     }
     let target = GpuTarget::amdgcn(GFX);
     let library = library_bitcode(&root.join("kernels-c"), &target, &out).map_err(|e| e.to_string())?;
-    let hsaco = join_amdgcn(&library, &kernel, &target, &out).map_err(|e| e.to_string())?;
+    let hsaco = join_amdgcn(&library, &kernels, &target, &out).map_err(|e| e.to_string())?;
     Ok(Some(Target {
         gfx: "gfx90a C++",
         path: Box::leak(hsaco.to_string_lossy().into_owned().into_boxed_str()),
         mach: 0x3f,
         kernels: KERNELS,
         printers: &["printf_kernel"],
-        requests: false,
     }))
 }
 

@@ -15,10 +15,10 @@
 //! - the kernels that print spill few registers (the request path is not inlined into each
 //!   print site).
 //!
-//! The same checks (but the SQ's, which its print-only kernel never reaches) run on a CUDA
-//! C++ kernel (`tests/cuda/printf_kernel.cu`) built for AMD as HIP by clang (`-fgpu-rdc`,
-//! bitcode) and joined with the device library by `gpuio_linker::join_amdgcn`, where a clang
-//! with HIP's headers is here (Debian's `hipcc`); else they say they skipped it.
+//! The same checks run on two CUDA C++ translation units (`tests/cuda/printf_kernel.cu`,
+//! `file_kernel.cu`) built for AMD as HIP by clang (`-fgpu-rdc`, bitcode) and joined with the
+//! device library by `gpuio_linker::join_amdgcn`, where a clang with HIP's headers is here
+//! (Debian's `hipcc`); else they say they skipped it.
 //!
 //! The llvm tools come with the toolchain's `llvm-tools` component, which the GPU build
 //! already needs (build.rs adds it).
@@ -74,9 +74,6 @@ struct Target {
     kernels: &'static [(&'static str, &'static [u64])],
     /// Its kernels that print (and format: a dynamic stack).
     printers: &'static [&'static str],
-    /// Whether its kernels make requests of their own (file I/O) through the kernel's ring:
-    /// a code object whose kernels only print writes no SQ tail and takes no SQ ticket.
-    requests: bool,
 }
 
 impl Target {
@@ -100,7 +97,6 @@ const fn rust_target(gfx: &'static str, i: usize, mach: u32) -> Target {
         mach,
         kernels: KERNELS,
         printers: &["hello", "stress", "literal", "wait_for_flag"],
-        requests: true,
     }
 }
 
@@ -123,16 +119,6 @@ fn targets() -> &'static [Target] {
         Ok(all) => all,
         Err(e) => panic!("the C++ kernel joined for AMD: {e}"),
     }
-}
-
-/// The targets whose kernels make requests, with their code; a line for each other.
-fn with_requests() -> impl Iterator<Item = (&'static Target, &'static disasm::Code)> {
-    targets().iter().zip(disassembled()).filter(|(t, _)| {
-        if !t.requests {
-            eprintln!("{}: its kernels only print: no SQ tail store or ticket to check", t.gfx);
-        }
-        t.requests
-    })
 }
 
 /// Whether build.rs built the test kernels' code objects; if not, reports `test` as skipped
@@ -345,7 +331,7 @@ fn sq_tail_store_is_a_system_release_and_reservations_are_returning_atomics() {
     let from_ctx = offset_of!(Context, streams) + in_stream;
     let reserved = [in_stream, from_ctx, from_ctx + size_of::<Stream>()];
     let mut problems = Vec::new();
-    for (t, code) in with_requests() {
+    for (t, code) in targets().iter().zip(disassembled()) {
         let insns = &code.insns;
         let g = t.gfx;
         // The tail store: load the `sq_tail` pointer (a 64-bit load at its offset in the
@@ -419,7 +405,7 @@ fn sq_ready_flag_store_is_a_system_release() {
     let ready = offset_of!(Context, rings) + offset_of!(Ring, ready);
     let tickets = offset_of!(Context, rings) + offset_of!(Ring, tickets);
     let mut problems = Vec::new();
-    for (t, code) in with_requests() {
+    for (t, code) in targets().iter().zip(disassembled()) {
         let g = t.gfx;
         let stores: BTreeSet<usize> = code
             .pointer_loads(&[ready])
