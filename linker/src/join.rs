@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::cargo::{build, tail, toolchain_rustc};
+use crate::cargo::{build, copy_into_place, tail, toolchain_rustc};
 use crate::error::io_err;
 use crate::{Error, GpuTarget};
 
@@ -31,8 +31,11 @@ pub fn library_bitcode(manifest_dir: &Path, target: &GpuTarget, out_dir: &Path) 
     amdgcn_only(target)?;
     std::fs::create_dir_all(out_dir).map_err(io_err(format!("creating {}", out_dir.display())))?;
     let out_dir = &std::path::absolute(out_dir).map_err(io_err(format!("resolving {}", out_dir.display())))?;
-    // rustc writes the bitcode where it is told, beside the code object it links.
-    let written = out_dir.join(format!(".library-{}-{}.bc", target.arch(), std::process::id()));
+    // rustc writes the bitcode where it is told, beside the code object it links: a path
+    // that stays the same, so that cargo finds the build fresh the next time and leaves it.
+    let written = out_dir
+        .join("target")
+        .join(format!("gpuio_device_library-{}.bc", target.arch()));
     let emit = format!("--emit=llvm-bc={},link", written.display());
     build(manifest_dir, target, out_dir, &[&emit])?;
     if !written.is_file() {
@@ -43,11 +46,7 @@ pub fn library_bitcode(manifest_dir: &Path, target: &GpuTarget, out_dir: &Path) 
         });
     }
     let dest = out_dir.join(format!("gpuio_device_library-{}.bc", target.arch()));
-    std::fs::rename(&written, &dest).map_err(io_err(format!(
-        "renaming {} to {}",
-        written.display(),
-        dest.display()
-    )))?;
+    copy_into_place(&written, &dest)?;
     Ok(dest)
 }
 
