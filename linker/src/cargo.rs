@@ -91,7 +91,7 @@ pub(crate) fn toolchain_cargo() -> OsString {
 /// built in release mode with LTO, `panic=abort` and one codegen unit whatever its
 /// manifest says; everything it calls must be in Rust (no undefined symbols).
 pub fn build_kernel_crate(manifest_dir: &Path, target: &GpuTarget, out_dir: &Path) -> Result<PathBuf, Error> {
-    let (artifact, _) = build(manifest_dir, target, out_dir, &[])?;
+    let artifact = build(manifest_dir, target, out_dir, &[])?;
     let stem = artifact
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -114,14 +114,13 @@ pub(crate) fn copy_into_place(from: &Path, dest: &Path) -> Result<(), Error> {
 }
 
 /// Builds the crate at `manifest_dir` for `target` as [`build_kernel_crate`] says, rustc
-/// given `rustc_args` too; the code object rustc wrote (in the inner target directory) and
-/// the command, for errors.
+/// given `rustc_args` too; the code object rustc wrote (in the inner target directory).
 pub(crate) fn build(
     manifest_dir: &Path,
     target: &GpuTarget,
     out_dir: &Path,
     rustc_args: &[&str],
-) -> Result<(PathBuf, String), Error> {
+) -> Result<PathBuf, Error> {
     target.validate()?;
     // The inner cargo runs in the crate's directory: make relative paths absolute first.
     let manifest_dir =
@@ -171,7 +170,7 @@ pub(crate) fn build(
     }
 
     let suffix = format!(".{}", target.rustc_extension());
-    let artifact = stdout
+    stdout
         .lines()
         .filter(|l| l.contains("\"reason\":\"compiler-artifact\""))
         .flat_map(json_strings)
@@ -179,9 +178,8 @@ pub(crate) fn build(
         .map(PathBuf::from)
         .ok_or_else(|| Error::NoArtifact {
             target: target.clone(),
-            command: command.clone(),
-        })?;
-    Ok((artifact, command))
+            command,
+        })
 }
 
 /// The inner cargo that builds the kernel crate of `manifest` for `target` into
