@@ -61,8 +61,9 @@ pub fn library_bitcode(manifest_dir: &Path, target: &GpuTarget, out_dir: &Path) 
 /// symbols the host looks up (`gpuio_context`, `gpuio_layout`, `gpuio_drain`); then
 /// optimized (`opt`, O3, with the target's LLVM flags, as a kernel crate's build:
 /// [`GpuTarget::rustflags`] says why), compiled (`llc`, the target's code object version)
-/// and linked into a shared object (`rust-lld`). A symbol neither defines is an error, as it would be on the GPU; so is a
-/// kernel built for another processor (clang's `--offload-arch`).
+/// and linked into a shared object (`rust-lld`). A symbol neither defines is an error, as
+/// it would be on the GPU; so is a kernel built for another processor (clang's
+/// `--offload-arch`).
 pub fn join_amdgcn(library: &Path, kernels: &[PathBuf], target: &GpuTarget, out_dir: &Path) -> Result<PathBuf, Error> {
     let GpuTarget::Amdgcn {
         gfx,
@@ -73,22 +74,18 @@ pub fn join_amdgcn(library: &Path, kernels: &[PathBuf], target: &GpuTarget, out_
     };
     std::fs::create_dir_all(out_dir).map_err(io_err(format!("creating {}", out_dir.display())))?;
     let tools = Tools::find()?;
-    let Some(first) = kernels.first() else {
-        return Err(Error::Join {
-            target: target.clone(),
-            command: String::new(),
-            output: "no kernel bitcode to join".into(),
-        });
-    };
-    let stem = first
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "kernels".into());
     let join_error = |output: String| Error::Join {
         target: target.clone(),
         command: String::new(),
         output,
     };
+    let Some(first) = kernels.first() else {
+        return Err(join_error("no kernel bitcode to join".into()));
+    };
+    let stem = first
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "kernels".into());
 
     // What the kernels' bitcode holds: their kernels, their globals, their processor.
     let (mut keep, mut found) = (Vec::new(), 0);

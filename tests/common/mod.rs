@@ -124,6 +124,25 @@ impl Suite {
     }
 }
 
+/// Runs `case` in `suite` `GPUIO_SUITE_REPEAT` times (default once), each round with the
+/// runtime the case builds itself: `.ci/run` repeats the liveness suite so, in one process.
+/// A failing round says which it was (libtest shows a failed test's output).
+pub fn repeated(suite: Suite, case: fn(Suite)) {
+    let rounds: u32 = match std::env::var("GPUIO_SUITE_REPEAT") {
+        Ok(v) => match v.parse() {
+            Ok(n) if n >= 1 => n,
+            _ => panic!("GPUIO_SUITE_REPEAT={v}: a number of rounds, 1 or more"),
+        },
+        Err(_) => 1,
+    };
+    for round in 1..=rounds {
+        if rounds > 1 {
+            eprintln!("round {round} of {rounds}");
+        }
+        case(suite);
+    }
+}
+
 /// [`Suite::builder`], for the cases' `use common::suite_builder as builder`.
 pub fn suite_builder(suite: Suite) -> gpuio::Builder {
     suite.builder()
@@ -139,7 +158,7 @@ pub fn suite_builder(suite: Suite) -> gpuio::Builder {
 /// `io_uring`, `io_uring_sqpoll` and `inline` have a solo ring. Each case builds its runtime
 /// from the configuration it is given ([`gpuio::Builder::submission`] and
 /// [`gpuio::Builder::sqpoll`], which `GPUIO_URING` and `GPUIO_SQPOLL` do not override), so
-/// one `cargo test` covers all five.
+/// one `cargo test` covers all five. `GPUIO_SUITE_REPEAT=N` runs each N times ([`repeated`]).
 #[macro_export]
 macro_rules! over_submissions {
     ($($case:ident),* $(,)?) => {
@@ -149,7 +168,7 @@ macro_rules! over_submissions {
             $(
                 #[test]
                 fn $case() {
-                    super::$case(super::common::Suite::IO_URING)
+                    super::common::repeated(super::common::Suite::IO_URING, super::$case)
                 }
             )*
         }
@@ -158,7 +177,7 @@ macro_rules! over_submissions {
             $(
                 #[test]
                 fn $case() {
-                    super::$case(super::common::Suite::IO_URING_SQPOLL)
+                    super::common::repeated(super::common::Suite::IO_URING_SQPOLL, super::$case)
                 }
             )*
         }
@@ -168,7 +187,7 @@ macro_rules! over_submissions {
             $(
                 #[test]
                 fn $case() {
-                    super::$case(super::common::Suite::IO_URING_RINGS)
+                    super::common::repeated(super::common::Suite::IO_URING_RINGS, super::$case)
                 }
             )*
         }
@@ -177,7 +196,7 @@ macro_rules! over_submissions {
             $(
                 #[test]
                 fn $case() {
-                    super::$case(super::common::Suite::HOST_THREAD)
+                    super::common::repeated(super::common::Suite::HOST_THREAD, super::$case)
                 }
             )*
         }
@@ -187,7 +206,7 @@ macro_rules! over_submissions {
             $(
                 #[test]
                 fn $case() {
-                    super::$case(super::common::Suite::INLINE)
+                    super::common::repeated(super::common::Suite::INLINE, super::$case)
                 }
             )*
         }
