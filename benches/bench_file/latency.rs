@@ -1,14 +1,16 @@
 //! The latency workload: one GPU thread `pwrite`s 64 bytes and waits, `--iters` times, two
-//! ways; then the same round trip in phases, the floor (one thread alone on a ring, none of
+//! ways (three on a GPU with nvcc: `gpuio_pwrite` from a CUDA C++ kernel, latency.cu, with
+//! its verdict: within 1.3x the Rust `pwrite`'s p50); then the same round trip in phases, the floor (one thread alone on a ring, none of
 //! the protocol's steps), the kernel's part alone (a host thread on a host SQPOLL ring), and
 //! the round-trip target.
 use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
 use std::time::Instant;
 
+use gpuio::Arg;
 use gpuio_test_kernels as k;
 
-use crate::common::write_table;
+use crate::common::{self, write_table};
 use crate::device::{download_u64, one_thread, DevBuf};
 use crate::setup::{quantile_us, threads_named};
 use crate::uring::{self, SQ_IDLE_MS};
@@ -76,23 +78,82 @@ pub(crate) fn run(b: &Bench, failed: &mut bool) {
     let host = host_part(b);
     *failed |= host.failed > 0;
     verdict(b, &ways[0], &host, floor);
+    if let Some(cpp) = ways.iter().find(|w| w.name == CPP_KERNEL) {
+        let (rust, c) = (q(&ways[0].ns, 0.5), q(&cpp.ns, 0.5));
+        println!(
+            "the C++ round trip within 1.3x the Rust pwrite's (p50): {} (gpuio_pwrite from CUDA C++ p50 {c:.2} us, \
+             Rust pwrite {rust:.2} us: {:.2}x)",
+            if cpp.errors == 0 && c <= 1.3 * rust {
+                "MET"
+            } else {
+                "NOT MET"
+            },
+            c / rust
+        );
+    }
 }
 
 /// The same writes two ways: `pwrite` (the solo ring while no other thread holds it), then
-/// `pwrite_async` and its wait (always the shared rings); each round trip into `lat`.
+/// `pwrite_async` and its wait (always the shared rings); each round trip into `lat`. On a
+/// GPU with nvcc at hand, a third: `gpuio_pwrite` from a CUDA C++ kernel ([`cpp_way`]).
 fn ways(b: &Bench, fd: i32, lat: &mut DevBuf) -> Vec<Way> {
     let mut ways = Vec::new();
-    for kernel in [k::pwrite_latency, k::pwrite_latency_shared] {
-        let name = kernel.name();
+    let out = lat.addr();
+    let lat = &*lat;
+    let mut timed = |name: &'static str, run: &dyn Fn()| {
         let solo_before = b.rt.stats().solo_requests;
-        one_thread(b.rt, &b.g, kernel, fd, b.cfg.iters, lat.addr());
+        run();
         let solo = b.rt.stats().solo_requests.wrapping_sub(solo_before);
         let mut ns = download_u64(lat, b.cfg.iters as usize);
         let errors = ns.iter().filter(|&&v| v == u64::MAX).count();
         ns.sort_unstable();
         ways.push(Way { name, ns, errors, solo });
+    };
+    for kernel in [k::pwrite_latency, k::pwrite_latency_shared] {
+        timed(kernel.name(), &|| one_thread(b.rt, &b.g, kernel, fd, b.cfg.iters, out));
+    }
+    if let Some(module) = cpp_way(b) {
+        timed(CPP_KERNEL, &|| {
+            module
+                .launch(
+                    CPP_KERNEL,
+                    1,
+                    1,
+                    &[Arg::U32(fd as u32), Arg::U32(b.cfg.iters), Arg::U64(out)],
+                )
+                .and_then(|_| b.rt.synchronize())
+                .expect("cpp_pwrite_latency");
+        });
     }
     ways
+}
+
+/// The C++ way's kernel, in latency.cu.
+const CPP_KERNEL: &str = "cpp_pwrite_latency";
+
+/// latency.cu built with nvcc and joined with gpuio's device library for the scheduling the
+/// Rust kernels run (`common::cpp_module`), loaded; `None` (having said why) on the CPU
+/// backend, without nvcc, or where the build failed.
+fn cpp_way<'rt>(b: &Bench<'rt>) -> Option<gpuio::GpuModule<'rt>> {
+    let rust = b.g.module.as_ref()?;
+    let Some(nvcc) = common::find_nvcc() else {
+        println!("C++ round trip: not measured (no nvcc: $NVCC, /usr/local/cuda/bin/nvcc or PATH)");
+        return None;
+    };
+    let arch = match rust.scheduling() {
+        Some(gpuio::Scheduling::Lockstep) => "sm_60",
+        _ => "sm_90",
+    };
+    let dir = std::env::temp_dir().join(format!("bench_file-cpp-{}", std::process::id()));
+    let built = common::cpp_module(&nvcc, include_str!("latency.cu"), arch, &[], &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    match built.and_then(|(ptx, _)| b.rt.load_module(&ptx).map_err(|e| e.to_string())) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            println!("C++ round trip: not measured (latency.cu: {e})");
+            None
+        }
+    }
 }
 
 /// Prints the table of the two ways (`written`: the file's length after them).
@@ -126,6 +187,7 @@ fn print_ways(b: &Bench, ways: &[Way], written: u64) {
                             "pwrite (solo ring where free, waiting on the result)"
                         }
                         "pwrite_latency" => "pwrite (solo ring where free, waiting on the CQ tail)",
+                        CPP_KERNEL => "gpuio_pwrite from CUDA C++ (as pwrite)",
                         _ => "pwrite_async + wait (shared rings)",
                     }
                     .to_string(),

@@ -79,6 +79,17 @@ pub(crate) struct HostWrite {
 /// The larger writer count of [`Row::host_write`].
 pub(crate) const HOST_WRITERS: usize = 4;
 
+/// The children's `module=` argument: `--kernel cpp`'s joined PTX file, or empty.
+fn module_arg(cfg: &Config) -> String {
+    format!(
+        "module={}",
+        cfg.module
+            .as_deref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    )
+}
+
 pub(crate) fn out_path(cfg: &Config, target: Target, what: &str, case: &Case) -> String {
     match target {
         Target::Null => "/dev/null".into(),
@@ -132,7 +143,7 @@ pub(crate) fn bench_case(cfg: &Config, case: &Case) -> Row {
     };
     let dd = (case.target == Target::Shm && room.is_ok()).then(|| run_dd(cfg, bytes));
     let host_write = (case.target == Target::Shm && room.is_ok()).then(|| run_host_write(cfg, bytes));
-    let printf = if cfg.kernel == Kernel::Literal {
+    let printf = if cfg.kernel.printf_twin().is_none() {
         PrintfResult::Skipped("--kernel literal has no printf twin".into())
     } else if cfg.skip_printf_above > 0 && total > cfg.skip_printf_above {
         PrintfResult::Skipped(format!("more than --skip-printf-above {}", cfg.skip_printf_above))
@@ -145,6 +156,7 @@ pub(crate) fn bench_case(cfg: &Config, case: &Case) -> Row {
         name: match cfg.kernel {
             Kernel::Stress => case.name(),
             Kernel::Literal => format!("{} literal", case.name()),
+            Kernel::Cpp => format!("{} C++", case.name()),
         },
         target: case.target,
         width: case.width,
@@ -167,6 +179,7 @@ pub(crate) fn run_gpuio(cfg: &Config, case: &Case, bytes: u64) -> GpuioResult {
         format!("reps={}", cfg.reps),
         format!("log_mib={}", cfg.log_mib),
         format!("kernel={}", cfg.kernel.name()),
+        module_arg(cfg),
         format!("out={path}"),
     ];
     let run = run_child("--gpuio-child", &args, Stdio::null(), cfg.timeout, "gpuio");
@@ -328,6 +341,8 @@ pub(crate) fn run_printf(cfg: &Config, case: &Case, bytes: u64) -> PrintfResult 
         format!("threads={}", case.threads),
         format!("block={}", cfg.block),
         format!("fifo={fifo}"),
+        format!("kernel={}", cfg.kernel.printf_twin().unwrap_or_default()),
+        module_arg(cfg),
     ];
     let run = run_child("--printf-child", &args, Stdio::from(file), cfg.timeout, "printf");
     let r = run.reports.iter().find(|r| r.kind == "printf");
@@ -423,7 +438,20 @@ pub(crate) fn cold_start(cfg: &Config) -> Cold {
             .into_owned();
         let run = run_child(
             "--cold-child",
-            &[format!("out={path}"), format!("log_mib={}", cfg.log_mib)],
+            &[
+                format!("out={path}"),
+                format!("log_mib={}", cfg.log_mib),
+                // `stress(1, 0)`'s line, or `cpp_stress(1, 0)`'s (the same).
+                format!(
+                    "kernel={}",
+                    if cfg.kernel == Kernel::Cpp {
+                        "cpp_stress"
+                    } else {
+                        "stress"
+                    }
+                ),
+                module_arg(cfg),
+            ],
             Stdio::null(),
             cfg.timeout,
             "cold",

@@ -233,17 +233,27 @@ fn timed_runtime(file: &File, log_mib: u64) -> (Runtime, Duration) {
     (rt, t.elapsed())
 }
 
-/// The bench's kernels loaded into `rt`, and how long the load took.
-fn timed_load(rt: &Runtime) -> (GpuModule<'_>, Duration) {
+/// The bench's kernels loaded into `rt`: the PTX file `module` (`--kernel cpp`'s joined
+/// module), or the example kernels' PTX where it is empty; and how long the load took.
+fn timed_load<'rt>(rt: &'rt Runtime, module: &str) -> (GpuModule<'rt>, Duration) {
+    let ptx = (!module.is_empty())
+        .then(|| std::fs::read_to_string(module).unwrap_or_else(|e| child_error(&format!("{module}: {e}"))));
     let t = Instant::now();
-    let module = rt
-        .load_matching(NVPTX)
-        .unwrap_or_else(|e| child_error(&format!("load_matching: {e}")));
-    (module, t.elapsed())
+    let loaded = match &ptx {
+        Some(ptx) => rt.load_module(ptx),
+        None => rt.load_matching(NVPTX),
+    };
+    let loaded = loaded.unwrap_or_else(|e| child_error(&format!("loading the kernels: {e}")));
+    (loaded, t.elapsed())
+}
+
+/// A child's `module` argument: a PTX file, or empty for the example kernels.
+fn module_arg(kv: &HashMap<String, String>) -> String {
+    kv.get("module").cloned().unwrap_or_default()
 }
 
 /// Child mode `--gpuio-child`: build, load, warm up, then `reps` timed launches of the
-/// kernel (`stress`, or `literal`).
+/// kernel (`stress`, `literal` or `cpp_stress`).
 pub(crate) fn gpuio_child(kv: &HashMap<String, String>) -> ! {
     let (lines, width, threads, block): (u32, u32, u32, u32) =
         (get(kv, "lines"), get(kv, "width"), get(kv, "threads"), get(kv, "block"));
@@ -261,7 +271,7 @@ pub(crate) fn gpuio_child(kv: &HashMap<String, String>) -> ! {
         }
     };
     let (rt, build) = timed_runtime(&file, log_mib);
-    let (module, load) = timed_load(&rt);
+    let (module, load) = timed_load(&rt, &module_arg(kv));
     let t2 = Instant::now();
     let warm = module
         .launch(&kernel, 1, block, &args(1))
@@ -321,10 +331,11 @@ pub(crate) fn gpuio_child(kv: &HashMap<String, String>) -> ! {
 }
 
 /// Child mode `--printf-child`: stdout is the target. Set the FIFO, load, warm up, time one
-/// launch of `printf_stress`.
+/// launch of the printf kernel (`printf_stress`, or `cpp_printf_stress`).
 pub(crate) fn printf_child(kv: &HashMap<String, String>) -> ! {
     let (lines, width, threads, block): (u32, u32, u32, u32) =
         (get(kv, "lines"), get(kv, "width"), get(kv, "threads"), get(kv, "block"));
+    let kernel: String = get(kv, "kernel");
     let mut fifo: u64 = get(kv, "fifo");
     // The FIFO size must be set before any module that uses printf is loaded. `cuda` holds
     // the primary context (which the runtime shares) until the end, so the limit stays.
@@ -348,14 +359,14 @@ pub(crate) fn printf_child(kv: &HashMap<String, String>) -> ! {
         .stderr_fd(devnull.as_raw_fd())
         .build()
         .unwrap_or_else(|e| child_error(&format!("runtime: {e}")));
-    let (module, _) = timed_load(&rt);
+    let (module, _) = timed_load(&rt, &module_arg(kv));
     let flush = || {
         // SAFETY: fflush(NULL) flushes every C stdio output stream; the driver writes the
         // printf output through C stdio (or directly; then there is nothing to flush).
         unsafe { libc::fflush(std::ptr::null_mut()) };
     };
     let warm = module
-        .launch("printf_stress", 1, 32, &[Arg::from(1u32), width.into()])
+        .launch(&kernel, 1, 32, &[Arg::from(1u32), width.into()])
         .and_then(|_| rt.synchronize());
     if let Err(e) = warm {
         child_error(&format!("warm-up launch: {e}"));
@@ -371,12 +382,12 @@ pub(crate) fn printf_child(kv: &HashMap<String, String>) -> ! {
     reset(&mut stdout);
     let t = Instant::now();
     let run = module
-        .launch("printf_stress", threads / block, block, &[lines.into(), width.into()])
+        .launch(&kernel, threads / block, block, &[lines.into(), width.into()])
         .and_then(|_| rt.synchronize());
     flush();
     let elapsed = t.elapsed();
     if let Err(e) = run {
-        child_error(&format!("printf_stress: {e}"));
+        child_error(&format!("{kernel}: {e}"));
     }
     let bytes = stdout.metadata().map(|m| m.len()).unwrap_or(0);
     // Anything the driver writes after synchronize returned (it should not) shows here.
@@ -401,6 +412,7 @@ pub(crate) fn printf_child(kv: &HashMap<String, String>) -> ! {
 pub(crate) fn cold_child(kv: &HashMap<String, String>) -> ! {
     let path: String = get(kv, "out");
     let log_mib: u64 = get(kv, "log_mib");
+    let kernel: String = get(kv, "kernel");
     let file = open_target(&path);
     // A bare CUDA context first (driver loaded, initialised, the primary context retained
     // and kept), so that the runtime's build below is gpuio's own setup on top of it.
@@ -409,10 +421,10 @@ pub(crate) fn cold_child(kv: &HashMap<String, String>) -> ! {
     let ctx = tc.elapsed();
     let t0 = Instant::now();
     let (rt, build) = timed_runtime(&file, log_mib);
-    let (module, load) = timed_load(&rt);
+    let (module, load) = timed_load(&rt, &module_arg(kv));
     let t2 = Instant::now();
     module
-        .launch("stress", 1, 1, &[Arg::from(1u32), Arg::from(0u32)])
+        .launch(&kernel, 1, 1, &[Arg::from(1u32), Arg::from(0u32)])
         .unwrap_or_else(|e| child_error(&format!("launch: {e}")));
     let poll_until = t2 + Duration::from_secs(10);
     let mut seen_by = "poll";

@@ -53,8 +53,16 @@
 //! `GPUIO_LOCKSTEP=1` runs every case on the `sm_60` PTX, which the GPU runs with the lanes
 //! of each warp in lockstep (as AMD GPUs run wavefronts); the header says which ran.
 //!
-//! Options: `--kernel stress|literal` (`literal`: a 32-byte literal with no formatting, to
-//! tell formatting from the rest; only with `--widths 32 --targets null`), `--total N`, `--lines 1,16`, `--widths 32,128`, `--targets shm,null`,
+//! `--kernel cpp` runs the same cases from a CUDA C++ kernel (`stress.cu` beside this file,
+//! built by nvcc in the same run as a CUDA C++ programmer builds it for gpuio: `-rdc=true
+//! -ptx`, joined with gpuio's device library): `cpp_stress` through `gpuio_printf`, against
+//! `cpp_printf_stress`, the same source through printf. Its verdicts: at least 50x printf in
+//! every case, nothing lost (the Rust kernel's rate targets are not given). Without nvcc it
+//! says it skipped.
+//!
+//! Options: `--kernel stress|literal|cpp` (`literal`: a 32-byte literal with no formatting, to
+//! tell formatting from the rest; only with `--widths 32 --targets null`), `--total N`,
+//! `--lines 1,16`, `--widths 32,128`, `--targets shm,null`,
 //! `--dir /dev/shm`, `--block 256`, `--reps 3`, `--cold-reps 3`, `--timeout-s 120`,
 //! `--log-mib N` (gpuio log per stream, a power of two), `--printf-fifo-mib N` (override the
 //! FIFO size), `--skip-printf-above N` (no printf for cases of more than N lines; 0, the
@@ -76,15 +84,18 @@ mod table;
 use cases::{bench_case, cold_start, Case};
 use child::{child_args, cold_child, gpuio_child, printf_child};
 use machine::machine_info;
-use options::parse_config;
+use options::{parse_config, Kernel};
 use table::print_table;
 
 /// The example kernels (`kernels/`) as PTX, built by build.rs for `sm_90` and for `sm_60`
 /// (the lockstep build, which `GPUIO_LOCKSTEP=1` selects: `Runtime::load_matching`).
 const NVPTX: &[(&str, &[u8])] = gpuio_kernels_gpu::NVPTX;
 
+/// `--kernel cpp`'s CUDA C++ kernels.
+const STRESS_CU: &str = include_str!("stress.cu");
+
 const USAGE: &str =
-    "usage: bench_gpu [--kernel stress|literal] [--total N] [--lines 1,16] [--widths 32,128] [--targets shm,null] \
+    "usage: bench_gpu [--kernel stress|literal|cpp] [--total N] [--lines 1,16] [--widths 32,128] [--targets shm,null] \
                      [--dir /dev/shm] [--block 256] [--reps 3] [--cold-reps 3] [--timeout-s 120] [--log-mib N] \
                      [--printf-fifo-mib N] [--skip-printf-above N]";
 
@@ -110,7 +121,7 @@ fn main() {
         Some("--cold-child") => cold_child(&child_args(&args[1..])),
         _ => {}
     }
-    let cfg = parse_config(&args);
+    let mut cfg = parse_config(&args);
     let started = Instant::now();
 
     // Is there a CUDA GPU? (The children force the CUDA backend.)
@@ -130,6 +141,25 @@ fn main() {
         "scheduling:     {scheduling} ({arch} PTX; GPUIO_LOCKSTEP={})",
         (scheduling == Scheduling::Lockstep) as u8
     );
+    // `--kernel cpp`: stress.cu built and joined here, once; the children load the file.
+    let scratch = std::env::temp_dir().join(format!("bench_gpu-cpp-{}", std::process::id()));
+    if cfg.kernel == Kernel::Cpp {
+        let Some(nvcc) = common::find_nvcc() else {
+            println!("bench_gpu: skipped: --kernel cpp needs nvcc to build stress.cu ($NVCC, /usr/local/cuda/bin/nvcc, or PATH)");
+            return;
+        };
+        let (joined, secs) = common::cpp_module(&nvcc, STRESS_CU, arch, &[], &scratch)
+            .unwrap_or_else(|e| fail(&format!("stress.cu: {e}")));
+        let path = scratch.join("joined.ptx");
+        std::fs::write(&path, &joined).unwrap_or_else(|e| fail(&format!("{}: {e}", path.display())));
+        println!(
+            "C++ kernels:    stress.cu, {} -rdc=true -ptx -O3 ({secs:.1} s), joined with the {arch} device library: \
+             {} bytes",
+            nvcc.display(),
+            joined.len()
+        );
+        cfg.module = Some(path);
+    }
 
     machine_info(&cfg, &gpu_name);
     let cold = cold_start(&cfg);
@@ -148,6 +178,7 @@ fn main() {
         }
     }
     print_table(&cfg, &rows, &cold);
+    let _ = std::fs::remove_dir_all(&scratch);
     let failed = rows.iter().any(|r| r.gpuio.error.is_some() || r.gpuio.lost != 0);
     println!("total run time: {:.1} s", started.elapsed().as_secs_f64());
     if failed {

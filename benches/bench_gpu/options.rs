@@ -30,6 +30,9 @@ pub(crate) enum Kernel {
     /// `literal(L)`: a 32-byte literal line, no `core::fmt`: the print path without
     /// formatting. Only `--widths 32 --targets null` (its lines are not `stress`'s).
     Literal,
+    /// `cpp_stress(L, W)` of `stress.cu`: `stress`'s lines from a CUDA C++ kernel through
+    /// `gpuio_printf`; its printf twin `cpp_printf_stress` is the same source with printf.
+    Cpp,
 }
 
 impl Kernel {
@@ -37,12 +40,25 @@ impl Kernel {
         match self {
             Kernel::Stress => "stress",
             Kernel::Literal => "literal",
+            Kernel::Cpp => "cpp_stress",
+        }
+    }
+
+    /// The kernel printing the same lines through CUDA's printf, if there is one.
+    pub(crate) fn printf_twin(self) -> Option<&'static str> {
+        match self {
+            Kernel::Stress => Some("printf_stress"),
+            Kernel::Literal => None,
+            Kernel::Cpp => Some("cpp_printf_stress"),
         }
     }
 }
 
 pub(crate) struct Config {
     pub(crate) kernel: Kernel,
+    /// The module the children load: a PTX file (`--kernel cpp`: stress.cu joined with the
+    /// device library, built by `main`), or `None`: the example kernels' PTX.
+    pub(crate) module: Option<PathBuf>,
     pub(crate) total: u64,
     pub(crate) lines: Vec<u32>,
     pub(crate) widths: Vec<u32>,
@@ -96,10 +112,12 @@ pub(crate) fn parse_config(args: &[String]) -> Config {
     let kernel = match CLI.opt::<String>(args, "--kernel").as_deref() {
         None | Some("stress") => Kernel::Stress,
         Some("literal") => Kernel::Literal,
-        Some(k) => fail(&format!("--kernel: {k:?} is neither stress nor literal")),
+        Some("cpp") => Kernel::Cpp,
+        Some(k) => fail(&format!("--kernel: {k:?} is not stress, literal or cpp")),
     };
     let cfg = Config {
         kernel,
+        module: None,
         total: CLI.opt(args, "--total").unwrap_or(16_777_216),
         lines: list(args, "--lines", "1,16"),
         widths: list(args, "--widths", "32,128"),

@@ -324,6 +324,15 @@ pub(crate) fn print_table(cfg: &Config, rows: &[Row], cold: &Cold) {
             }
         }
     }
+    if cfg.kernel == Kernel::Cpp {
+        target(
+            ">= 50x CUDA printf, C++ kernels (gpuio_printf against printf), every case",
+            rows.iter().filter(|r| r.lines == 16_777_216).collect(),
+            &vs_printf,
+            "x",
+            50.0,
+        );
+    }
     for a in asks {
         let _ = writeln!(out, "{a}");
     }

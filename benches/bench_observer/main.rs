@@ -42,11 +42,19 @@
 //! - one line per thread at least 20x faster than printf's, in every shape;
 //! - nothing lost (gpuio's `synchronize` reports every lost line).
 //!
-//! `GPUIO_LOCKSTEP=1` runs gpuio's side on the `sm_60` PTX, which the GPU runs with each
-//! warp's lanes in lockstep (as AMD GPUs run wavefronts); the CUDA C side stays sm_90.
+//! **C++ + gpuio**, a second table: observer.cu built with `-DOBSERVER_GPUIO`, its prints
+//! `gpuio_printf` (nvcc `-rdc=true -ptx -O3`, the PTX joined with gpuio's device library for
+//! C++ kernels, loaded and timed through gpuio as the Rust kernels are), against the CUDA C
+//! side, the same source with `printf`. Verdicts: a `gpuio_printf` never taken costs at most
+//! what printf's does (its ratio to the plain kernel at most printf's + 0.03, its registers
+//! at most printf's).
+//!
+//! `GPUIO_LOCKSTEP=1` runs gpuio's sides on the `sm_60` PTX, which the GPU runs with each
+//! warp's lanes in lockstep (as AMD GPUs run wavefronts; C++: nvcc's sm_75 PTX retargeted);
+//! the CUDA C side stays sm_90.
 //!
 //! Options: `--reps 5`, `--fma-steps 200000,20000`, `--shapes fma,saxpy,reduce,tile`,
-//! `--variants plain,never,thread,block`, `--nvcc PATH` (`none`: gpuio's side only).
+//! `--variants plain,never,thread,block`, `--nvcc PATH` (`none`: the Rust kernels' side only).
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::AsRawFd;
@@ -139,7 +147,7 @@ fn parse_config(args: &[String]) -> Config {
     let nvcc = match o.opt::<PathBuf>(args, "--nvcc") {
         Some(p) if p.as_os_str() == "none" => None,
         Some(p) => Some(p),
-        None => find_nvcc(),
+        None => common::find_nvcc(),
     };
     Config {
         reps: match o.opt(args, "--reps").unwrap_or(5) {
@@ -151,19 +159,6 @@ fn parse_config(args: &[String]) -> Config {
         variants: list("--variants", &VARIANTS, &VARIANTS),
         nvcc,
     }
-}
-
-fn find_nvcc() -> Option<PathBuf> {
-    let candidates = std::env::var_os("NVCC")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([PathBuf::from("/usr/local/cuda/bin/nvcc")])
-        .chain(
-            std::env::var_os("PATH")
-                .into_iter()
-                .flat_map(|p| std::env::split_paths(&p).map(|d| d.join("nvcc")).collect::<Vec<_>>()),
-        );
-    candidates.into_iter().find(|p| p.is_file())
 }
 
 /// The kernels each row runs: `(row name, kernel name, fma steps)`.
@@ -219,23 +214,24 @@ fn main() {
         cfg.reps
     );
     let rows = rows(&cfg);
-    let gpuio = run_gpuio(&cfg, &ptx, &rows);
-    let cuda = match &cfg.nvcc {
-        Some(nvcc) => run_cuda_c(&cfg, nvcc),
+    let gpuio = run_gpuio(&cfg, "gpuio", &ptx, &rows);
+    let (cuda, cpp) = match &cfg.nvcc {
+        Some(nvcc) => (run_cuda_c(&cfg, nvcc), run_cpp(&cfg, nvcc, arch, &rows)),
         None => {
             println!("CUDA C:         n/a (no nvcc found, or --nvcc none: --nvcc PATH or $NVCC names one)");
-            BTreeMap::new()
+            (BTreeMap::new(), BTreeMap::new())
         }
     };
-    let ok = report(&cfg, &rows, &gpuio, &cuda);
+    let ok = report(&cfg, &rows, &gpuio, &cuda, &cpp);
     println!("total run time: {:.1} s", started.elapsed().as_secs_f64());
     if !ok {
         std::process::exit(1);
     }
 }
 
-/// Runs every row's kernel through gpuio, in this process.
-fn run_gpuio(cfg: &Config, ptx: &str, rows: &[(String, String, u32)]) -> BTreeMap<String, Figures> {
+/// Runs every row's kernel of `ptx` (the Rust kernels, or observer.cu's through gpuio:
+/// `side` says which in the header) through gpuio, in this process.
+fn run_gpuio(cfg: &Config, side: &str, ptx: &str, rows: &[(String, String, u32)]) -> BTreeMap<String, Figures> {
     let devnull = std::fs::File::options()
         .write(true)
         .open("/dev/null")
@@ -250,7 +246,8 @@ fn run_gpuio(cfg: &Config, ptx: &str, rows: &[(String, String, u32)]) -> BTreeMa
         .load_module(ptx)
         .unwrap_or_else(|e| fail(&format!("loading the observer kernels: {e}")));
     println!(
-        "gpuio load:     {:.2} s (the driver's JIT of the module)",
+        "{:<16}{:.2} s (the driver's JIT of the module)",
+        format!("{side} load:"),
         t.elapsed().as_secs_f64()
     );
     let cuda = module
@@ -281,7 +278,10 @@ fn run_gpuio(cfg: &Config, ptx: &str, rows: &[(String, String, u32)]) -> BTreeMa
         empty.push(t.elapsed().as_secs_f64() * 1e3);
     }
     let overhead = common::median(empty[1..].to_vec());
-    println!("gpuio empty:    {overhead:.3} ms launch .. synchronize of an empty kernel (subtracted below)");
+    println!(
+        "{:<16}{overhead:.3} ms launch .. synchronize of an empty kernel (subtracted below)",
+        format!("{side} empty:")
+    );
     for (row, kernel, steps) in rows {
         let (cfg_launch, args): (LaunchConfig, Vec<Arg>) = match kernel.split('_').next() {
             Some("fma") => (LaunchConfig::new(BLOCKS, THREADS), vec![(*steps).into(), out.into()]),
@@ -331,6 +331,35 @@ fn run_gpuio(cfg: &Config, ptx: &str, rows: &[(String, String, u32)]) -> BTreeMa
         cuda.free(p);
     }
     res
+}
+
+/// observer.cu built with `-DOBSERVER_GPUIO` (its prints are `gpuio_printf`) for `arch` as a
+/// CUDA C++ programmer builds it for gpuio ([`common::cpp_module`]), run through gpuio as
+/// the Rust kernels are; its figures by row name (none where the build failed: the header
+/// says why).
+fn run_cpp(
+    cfg: &Config,
+    nvcc: &std::path::Path,
+    arch: &str,
+    rows: &[(String, String, u32)],
+) -> BTreeMap<String, Figures> {
+    let dir = std::env::temp_dir().join(format!("bench_observer-cpp-{}", std::process::id()));
+    let built = common::cpp_module(nvcc, OBSERVER_CU, arch, &["OBSERVER_GPUIO"], &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    match built {
+        Ok((ptx, secs)) => {
+            println!(
+                "C++ + gpuio:    observer.cu -DOBSERVER_GPUIO, nvcc -rdc=true -ptx -O3 ({secs:.1} s), joined with the \
+                 {arch} device library: {} bytes",
+                ptx.len()
+            );
+            run_gpuio(cfg, "C++ + gpuio", &ptx, rows)
+        }
+        Err(e) => {
+            println!("C++ + gpuio:    n/a ({e})");
+            BTreeMap::new()
+        }
+    }
 }
 
 /// Builds observer.cu with nvcc and runs it; its figures by row name.
@@ -454,6 +483,7 @@ fn report(
     rows: &[(String, String, u32)],
     gpuio: &BTreeMap<String, Figures>,
     cuda: &BTreeMap<String, Figures>,
+    cpp: &BTreeMap<String, Figures>,
 ) -> bool {
     let plain_of = |row: &str| {
         let (kernel, steps) = row.split_once('@').map_or((row, None), |(k, s)| (k, Some(s)));
@@ -467,10 +497,11 @@ fn report(
         Some(m.get(row)?.median()? / m.get(&plain_of(row))?.median()?)
     };
     let opt = |v: Option<String>| v.unwrap_or_else(|| "n/a".into());
-    let mut cells = Vec::new();
+    let (mut cells, mut cpp_cells) = (Vec::new(), Vec::new());
     for (row, _, _) in rows {
         let g = gpuio.get(row).cloned().unwrap_or_default();
         let c = cuda.get(row).cloned().unwrap_or_default();
+        let k = cpp.get(row).cloned().unwrap_or_default();
         let side = |f: &Figures, m: &BTreeMap<String, Figures>| -> Vec<String> {
             if let Some(e) = &f.error {
                 return vec![
@@ -497,6 +528,10 @@ fn report(
         line.extend(side(&c, cuda));
         line.push(opt(c.median().zip(g.median()).map(|(c, g)| format!("{:.1}x", c / g))));
         cells.push(line);
+        let mut line = vec![row.clone()];
+        line.extend(side(&k, cpp));
+        line.push(opt(c.median().zip(k.median()).map(|(c, k)| format!("{:.1}x", c / k))));
+        cpp_cells.push(line);
     }
     println!();
     common::write_table(
@@ -518,6 +553,24 @@ fn report(
         cells,
         1,
     );
+    if !cpp.is_empty() {
+        // observer.cu's kernels with gpuio_printf where the CUDA C side has printf.
+        println!();
+        common::write_table(
+            &mut std::io::stdout(),
+            &[
+                "kernel",
+                "C++ + gpuio ms (range)",
+                "/plain",
+                "regs",
+                "local B",
+                "entry PTX",
+                "printf/gpuio",
+            ],
+            cpp_cells,
+            1,
+        );
+    }
     println!();
     // Verdicts.
     if !cfg.variants.iter().any(|v| v == "plain") {
@@ -576,9 +629,29 @@ fn report(
                 format!("{thread}: printf takes {:.1}x gpuio's time (at least 20x)", c / g),
             );
         }
+        // The same CUDA C++ source, printing through gpuio_printf or printf: a print never
+        // taken costs at most what printf's costs (time within 3% of it, registers at most
+        // as many).
+        if let (Some(k), Some(c)) = (ratio(cpp, &never), ratio(cuda, &never)) {
+            verdict(
+                k <= c + 0.03,
+                format!("C++ {never}: gpuio_printf {k:.3}x the plain kernel's time, printf {c:.3}x (at most printf's + 0.03)"),
+            );
+        }
+        if let (Some(k), Some(c)) = (
+            cpp.get(&never).and_then(|f| f.regs),
+            cuda.get(&never).and_then(|f| f.regs),
+        ) {
+            verdict(
+                k <= c,
+                format!("C++ {never}: gpuio_printf {k} registers, printf {c} (at most printf's)"),
+            );
+        }
     }
-    let failed: Vec<&String> = gpuio
+    let failed: Vec<String> = gpuio
         .iter()
+        .map(|(k, f)| (k.clone(), f))
+        .chain(cpp.iter().map(|(k, f)| (format!("C++ {k}"), f)))
         .filter(|(_, f)| f.error.is_some())
         .map(|(k, _)| k)
         .collect();

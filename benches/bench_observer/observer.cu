@@ -20,6 +20,17 @@
 
 #define NEVER (-1e30f)
 
+// Built with -DOBSERVER_GPUIO (nvcc -rdc=true -ptx, its PTX joined with gpuio's device
+// library), the same kernels print through gpuio_printf: bench_observer's "C++ + gpuio"
+// side, which loads and launches them as it does the Rust kernels (same names, same
+// arguments). main() is not used there.
+#ifdef OBSERVER_GPUIO
+#include <gpuio/device.h>
+#define PRINT gpuio_printf
+#else
+#define PRINT printf
+#endif
+
 // extern "C": the kernels keep their names in the PTX (bench_observer reads their sizes).
 extern "C" {
 __device__ __forceinline__ unsigned gtid() { return blockIdx.x * blockDim.x + threadIdx.x; }
@@ -33,17 +44,17 @@ __device__ __forceinline__ float chain(unsigned n) {
 __global__ void fma_plain(unsigned n, float *out) { out[gtid()] = chain(n); }
 __global__ void fma_never(unsigned n, float *out) {
     float x = chain(n);
-    if (x < NEVER) printf("t=%u x=%f\n", gtid(), x);
+    if (x < NEVER) PRINT("t=%u x=%f\n", gtid(), x);
     out[gtid()] = x;
 }
 __global__ void fma_thread(unsigned n, float *out) {
     float x = chain(n);
-    printf("t=%u x=%f\n", gtid(), x);
+    PRINT("t=%u x=%f\n", gtid(), x);
     out[gtid()] = x;
 }
 __global__ void fma_block(unsigned n, float *out) {
     float x = chain(n);
-    if (threadIdx.x == 0) printf("t=%u x=%f\n", gtid(), x);
+    if (threadIdx.x == 0) PRINT("t=%u x=%f\n", gtid(), x);
     out[gtid()] = x;
 }
 
@@ -58,18 +69,18 @@ __global__ void saxpy_plain(unsigned n, float a, const float *x, float *y) {
 __global__ void saxpy_never(unsigned n, float a, const float *x, float *y) {
     for (unsigned i = gtid(); i < n; i += gthreads()) {
         float v = saxpy_at(a, x, y, i);
-        if (v < NEVER) printf("t=%u x=%f\n", i, v);
+        if (v < NEVER) PRINT("t=%u x=%f\n", i, v);
     }
 }
 __global__ void saxpy_thread(unsigned n, float a, const float *x, float *y) {
     float last = 0;
     for (unsigned i = gtid(); i < n; i += gthreads()) last = saxpy_at(a, x, y, i);
-    printf("t=%u x=%f\n", gtid(), last);
+    PRINT("t=%u x=%f\n", gtid(), last);
 }
 __global__ void saxpy_block(unsigned n, float a, const float *x, float *y) {
     float last = 0;
     for (unsigned i = gtid(); i < n; i += gthreads()) last = saxpy_at(a, x, y, i);
-    if (threadIdx.x == 0) printf("t=%u x=%f\n", gtid(), last);
+    if (threadIdx.x == 0) PRINT("t=%u x=%f\n", gtid(), last);
 }
 
 __device__ __forceinline__ float partial_sum(unsigned n, const float *x) {
@@ -94,20 +105,20 @@ __global__ void reduce_plain(unsigned n, const float *x, float *out) {
 }
 __global__ void reduce_never(unsigned n, const float *x, float *out) {
     float p = partial_sum(n, x);
-    if (p < NEVER) printf("t=%u x=%f\n", gtid(), p);
+    if (p < NEVER) PRINT("t=%u x=%f\n", gtid(), p);
     float s = block_sum(p);
     if (threadIdx.x == 0) out[blockIdx.x] = s;
 }
 __global__ void reduce_thread(unsigned n, const float *x, float *out) {
     float p = partial_sum(n, x);
     float s = block_sum(p);
-    printf("t=%u x=%f\n", gtid(), p);
+    PRINT("t=%u x=%f\n", gtid(), p);
     if (threadIdx.x == 0) out[blockIdx.x] = s;
 }
 __global__ void reduce_block(unsigned n, const float *x, float *out) {
     float s = block_sum(partial_sum(n, x));
     if (threadIdx.x == 0) {
-        printf("t=%u x=%f\n", gtid(), s);
+        PRINT("t=%u x=%f\n", gtid(), s);
         out[blockIdx.x] = s;
     }
 }
@@ -135,17 +146,17 @@ __device__ __forceinline__ void store_tile(unsigned n, float *c, const Tile &r) 
 __global__ void tile_plain(unsigned n, const float *a, const float *b, float *c) { store_tile(n, c, tile(n, a, b)); }
 __global__ void tile_never(unsigned n, const float *a, const float *b, float *c) {
     Tile r = tile(n, a, b);
-    if (r.v[0][0] < NEVER) printf("t=%u x=%f\n", gtid(), r.v[0][0]);
+    if (r.v[0][0] < NEVER) PRINT("t=%u x=%f\n", gtid(), r.v[0][0]);
     store_tile(n, c, r);
 }
 __global__ void tile_thread(unsigned n, const float *a, const float *b, float *c) {
     Tile r = tile(n, a, b);
-    printf("t=%u x=%f\n", gtid(), r.v[0][0]);
+    PRINT("t=%u x=%f\n", gtid(), r.v[0][0]);
     store_tile(n, c, r);
 }
 __global__ void tile_block(unsigned n, const float *a, const float *b, float *c) {
     Tile r = tile(n, a, b);
-    if (threadIdx.x == 0) printf("t=%u x=%f\n", gtid(), r.v[0][0]);
+    if (threadIdx.x == 0) PRINT("t=%u x=%f\n", gtid(), r.v[0][0]);
     store_tile(n, c, r);
 }
 

@@ -68,6 +68,85 @@ pub fn cuda_target(bench: &str, nvptx: &'static [(&'static str, &'static [u8])])
 }
 
 // ---------------------------------------------------------------------------------------
+// CUDA C++ kernels printing through gpuio
+
+/// The nvcc to build CUDA C++ with: `$NVCC`, else /usr/local/cuda/bin/nvcc, else the first
+/// on `PATH`; `None` where there is none.
+pub fn find_nvcc() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    let candidates = std::env::var_os("NVCC")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([PathBuf::from("/usr/local/cuda/bin/nvcc")])
+        .chain(
+            std::env::var_os("PATH")
+                .into_iter()
+                .flat_map(|p| std::env::split_paths(&p).map(|d| d.join("nvcc")).collect::<Vec<_>>()),
+        );
+    candidates.into_iter().find(|p| p.is_file())
+}
+
+/// gpuio's device header, written beside a CUDA C++ source as `gpuio/device.h` (the bench
+/// binaries run where the source tree may not be).
+const DEVICE_H: &str = include_str!("../../device/include/gpuio/device.h");
+
+/// A CUDA C++ source that includes `<gpuio/device.h>`, built as a CUDA C++ programmer builds
+/// it for gpuio: `nvcc -rdc=true -ptx -O3 -arch=<arch>` (with `defines`, `-DNAME[=V]`), its
+/// PTX joined with gpuio's device library for `arch` (`gpuio::link_ptx`). `arch` is the
+/// gpuio PTX's: `sm_60` (the lockstep build) takes nvcc's sm_75 PTX retargeted, as nvcc 13
+/// builds nothing older (the source must use nothing sm_60 and PTX 7.8 lack). Returns the
+/// joined module's PTX and the seconds nvcc took, or what failed. `dir` is a scratch
+/// directory the caller removes.
+pub fn cpp_module(
+    nvcc: &Path,
+    source: &str,
+    arch: &str,
+    defines: &[&str],
+    dir: &Path,
+) -> Result<(String, f64), String> {
+    let include = dir.join("include");
+    std::fs::create_dir_all(include.join("gpuio")).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::write(include.join("gpuio/device.h"), DEVICE_H).map_err(|e| format!("{}: {e}", include.display()))?;
+    let (cu, ptx) = (dir.join("kernel.cu"), dir.join("kernel.ptx"));
+    std::fs::write(&cu, source).map_err(|e| format!("{}: {e}", cu.display()))?;
+    let nvcc_arch = if arch == "sm_60" { "sm_75" } else { arch };
+    let t = std::time::Instant::now();
+    let o = std::process::Command::new(nvcc)
+        .args(["-rdc=true", "-ptx", "-O3", "-std=c++17", &format!("-arch={nvcc_arch}")])
+        .args(defines.iter().map(|d| format!("-D{d}")))
+        .arg(format!("-I{}", include.display()))
+        .arg(&cu)
+        .arg("-o")
+        .arg(&ptx)
+        .output()
+        .map_err(|e| format!("{}: {e} (NVCC names another)", nvcc.display()))?;
+    if !o.status.success() {
+        return Err(format!("nvcc failed: {}", String::from_utf8_lossy(&o.stderr).trim()));
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let mut kernel = std::fs::read_to_string(&ptx).map_err(|e| format!("{}: {e}", ptx.display()))?;
+    if arch == "sm_60" {
+        kernel = kernel
+            .lines()
+            .map(|l| match l {
+                l if l.starts_with(".target ") => ".target sm_60",
+                l if l.starts_with(".version ") => ".version 7.8",
+                l => l,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
+    let Some(&(_, library)) = gpuio_kernels_gpu::C_LIBRARY_NVPTX.iter().find(|(a, _)| *a == arch) else {
+        return Err(format!(
+            "this build has no {arch} device library for C++ kernels (GPUIO_GPU_TARGETS naming {arch})"
+        ));
+    };
+    let library = String::from_utf8_lossy(library);
+    let joined = gpuio::link_ptx(&[library.trim_end_matches('\0'), &kernel]).map_err(|e| e.to_string())?;
+    Ok((joined, secs))
+}
+
+// ---------------------------------------------------------------------------------------
 // Options
 
 /// The program's arguments, without the program's name and without the `--bench` that
