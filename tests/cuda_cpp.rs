@@ -3,7 +3,10 @@
 //! its PTX joined with the device library's (`gpuio::link_ptx`, the library's C ABI built
 //! from `kernels-c/`) and loaded as one module. Each thread's `gpuio_printf` line must be
 //! what the C library's `snprintf` makes of the same format and values, with the same
-//! count; a format gpuio does not take returns -1 and says why on stderr.
+//! count; a format gpuio does not take returns -1 and says why on stderr. Then, from the
+//! same module, `divergent_kernel` in blocks of 97 threads: every thread's lines whole and
+//! in its order where its warp diverges, a `%s` of a string on the thread's stack among
+//! them.
 //!
 //! Skips without a CUDA GPU or without nvcc (`NVCC`, else `nvcc` on the PATH, else
 //! /usr/local/cuda/bin/nvcc). `GPUIO_LOCKSTEP=1` runs the lockstep build (sm_60 PTX: the
@@ -158,6 +161,11 @@ fn a_cuda_cpp_kernel_prints_through_gpuio() {
         )
         .unwrap();
     rt.synchronize().unwrap();
+    // Blocks of 97 threads (a partial last warp each), threads past `n` returning at once.
+    module
+        .launch("divergent_kernel", n.div_ceil(97) + 1, 97, &[n.into()])
+        .unwrap();
+    rt.synchronize().unwrap();
     let counts: Vec<i32> = words
         .as_mut_slice()
         .chunks_exact(4)
@@ -173,7 +181,9 @@ fn a_cuda_cpp_kernel_prints_through_gpuio() {
     assert_eq!(counts[n as usize], -1, "a format gpuio does not take returns -1");
     want.push("a line from gpuio_puts\n".into());
     let text = std::fs::read_to_string(&out_path).unwrap();
-    let mut got: Vec<&str> = text.split_inclusive('\n').collect();
+    let (divergent, text): (Vec<&str>, Vec<&str>) = text.split_inclusive('\n').partition(|l| l.starts_with("div "));
+    check_divergent(n, &divergent);
+    let mut got = text;
     got.sort_unstable();
     want.sort_unstable();
     assert_eq!(got.len(), want.len(), "lines out");
@@ -183,7 +193,38 @@ fn a_cuda_cpp_kernel_prints_through_gpuio() {
     let said = std::fs::read_to_string(&err_path).unwrap();
     assert!(said.contains("gpuio_printf: `%n` is not taken"), "stderr: {said}");
     eprintln!(
-        "{arch}: {} lines as snprintf makes them, with their counts; %n refused",
-        n + 1
+        "{arch}: {} lines as snprintf makes them, with their counts; %n refused; {} lines of divergent \
+         warps whole and in each thread's order",
+        n + 1,
+        divergent.len()
     );
+}
+
+/// `divergent_kernel`'s lines (`got`, in the file's order) against what each of its `n`
+/// threads prints, in that thread's order.
+fn check_divergent(n: u32, got: &[&str]) {
+    let mut want: Vec<Vec<String>> = vec![Vec::new(); n as usize];
+    for i in 0..n {
+        let tag: String = (0..7).map(|k| (b'a' + ((i + k) % 26) as u8) as char).collect();
+        let lines = &mut want[i as usize];
+        if i % 3 == 0 {
+            lines.extend((0..i % 5).map(|k| format!("div t={i} k={k} {tag}\n")));
+        } else if i % 3 == 1 {
+            lines.push(format!("div t={i} k=0 {}|{:<9}|\n", &tag[..3], &tag[4..]));
+        }
+        lines.push(format!("div t={i} end\n"));
+    }
+    let mut seen: Vec<Vec<&str>> = vec![Vec::new(); n as usize];
+    for line in got {
+        let t: usize = line
+            .strip_prefix("div t=")
+            .and_then(|r| r.split(' ').next())
+            .and_then(|t| t.parse().ok())
+            .filter(|&t: &usize| t < n as usize)
+            .unwrap_or_else(|| panic!("a line no thread prints: {line:?}"));
+        seen[t].push(line);
+    }
+    for (t, (s, w)) in seen.iter().zip(&want).enumerate() {
+        assert_eq!(s, w, "thread {t}'s lines, in the order they reached the file");
+    }
 }

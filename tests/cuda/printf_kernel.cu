@@ -33,3 +33,28 @@ extern "C" __global__ void printf_kernel(unsigned n, int *counts) {
         }
     }
 }
+
+// Whole lines, each thread's in its order, under divergence and an odd block shape
+// (tests/cuda_cpp.rs launches it in blocks of 97 threads, a partial warp each, with
+// threads past `n`): thread i builds a 7-letter tag on its stack (a `%s` of the thread's
+// own memory), then prints i % 5 lines if i % 3 == 0, one line of precisions and widths
+// if i % 3 == 1, none otherwise, and one last line once its warp has reconverged.
+extern "C" __global__ void divergent_kernel(unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    char tag[8];
+    for (unsigned k = 0; k < 7; k++) {
+        tag[k] = static_cast<char>('a' + (i + k) % 26);
+    }
+    tag[7] = '\0';
+    if (i % 3 == 0) {
+        for (unsigned k = 0; k < i % 5; k++) {
+            gpuio_printf("div t=%u k=%u %s\n", i, k, tag);
+        }
+    } else if (i % 3 == 1) {
+        gpuio_printf("div t=%u k=%u %.3s|%-9s|\n", i, 0u, tag, tag + 4);
+    }
+    gpuio_printf("div t=%u end\n", i);
+}
