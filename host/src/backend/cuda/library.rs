@@ -136,11 +136,39 @@ fn called_by_kernels<'p>(items: &[split::Item<'p>], named: &HashSet<&str>) -> Ha
     called
 }
 
-/// Whether a module does file I/O from device code: it has gpuio's bulk copy
+/// Whether a module does file I/O from device code: a kernel reaches gpuio's bulk copy
 /// (`gpuio_device::protocol::copy`), which every `pread`, `pwrite` and `fs` call reaches and
-/// which keeps 32 16-byte loads in flight a lane: capped, it spills them.
+/// which keeps 32 16-byte loads in flight a lane: capped, it spills them. Reached: named in a
+/// kernel's text, or in the text of a function or variable (a table of function pointers)
+/// reached so, which counts a function a table holds as called. The device library for C++
+/// kernels holds every call of its C ABI, so that a kernel that only prints leaves the copy
+/// unreached. Where the module's text is not as this reader expects: whether it has the copy
+/// at all.
 pub(crate) fn does_file_io(ptx: &str) -> bool {
-    ptx.contains("12gpuio_device8protocol4copy")
+    const COPY: &str = "12gpuio_device8protocol4copy";
+    let Some(items) = split::items(ptx) else {
+        return ptx.contains(COPY);
+    };
+    let named: std::collections::HashMap<&str, &split::Item> = items
+        .iter()
+        .filter(|i| matches!(i.kind, Kind::Function | Kind::Variable(_)))
+        .map(|i| (i.name, i))
+        .collect();
+    let mut reached: HashSet<&str> = HashSet::new();
+    let mut todo: Vec<&split::Item> = items.iter().filter(|i| i.kind == Kind::Entry).collect();
+    while let Some(item) = todo.pop() {
+        for w in split::identifiers(item.text) {
+            if let Some(i) = named.get(w) {
+                if reached.insert(i.name) {
+                    if i.kind == Kind::Function && i.name.contains(COPY) {
+                        return true;
+                    }
+                    todo.push(i);
+                }
+            }
+        }
+    }
+    false
 }
 
 /// The functions `text` calls directly: the name after each `call` (or `call.uni`) and its
@@ -177,8 +205,23 @@ fn callees(text: &str) -> Vec<&str> {
 
 /// Whether a function of this mangled name belongs to a library crate.
 fn is_library(name: &str) -> bool {
-    root_crate(name).is_some_and(|c| LIBRARY_CRATES.contains(&c))
+    C_ABI.contains(&name) || root_crate(name).is_some_and(|c| LIBRARY_CRATES.contains(&c))
 }
+
+/// The device library's C ABI (`device/include/gpuio/device.h`), which a CUDA C++ kernel
+/// calls directly: C names, which say no crate, so listed. Without them in the library's
+/// part, `gpuio_printf_args` (the print path, formatting inlined) would stay with the
+/// kernels, uncapped, and a `gpuio_printf` never taken would give its kernel 253 registers.
+const C_ABI: [&str; 8] = [
+    "gpuio_printf_args",
+    "gpuio_puts",
+    "gpuio_write",
+    "gpuio_open",
+    "gpuio_pwrite",
+    "gpuio_pread",
+    "gpuio_fsync",
+    "gpuio_close",
+];
 
 /// The crate a mangled path starts in, where it can be read: `_RNvNtCs1a_4core3fmt5write`
 /// is `core`; `_ZN12gpuio_device5print8print_to17h..E` is `gpuio_device`.
@@ -372,6 +415,61 @@ mod tests {
             "\tmov.u64 %rd1, loaded;\n\t{ // callseq 0\n\tcall.uni (retval0), \n\tfirst, \n\t(\n\tparam0\n\t);\n\
             \t} // callseq 0\n\tcall.uni second, (param0);\n\tcall (retval0), %rd4, (param0), prototype_1;\n";
         assert_eq!(super::callees(text), ["first", "second"]);
+    }
+
+    /// A C++ kernel's module joined with the device library: the C ABI's print and write,
+    /// the write reaching the bulk copy; `ENTRY` is the kernel's body.
+    fn joined(entry: &str) -> String {
+        format!(
+            ".version 7.8\n.target sm_90\n.address_size 64\n\n\
+            .func _ZN12gpuio_device8protocol4copy4bulk17h0123456789abcdefE()\n;\n\
+            .global .align 8 .u64 writers[1] = {{gpuio_pwrite}};\n\
+            .visible .entry k()\n{{\n{entry}\tret;\n}}\n\
+            .visible .func  (.param .b32 func_retval0) gpuio_printf_args()\n{{\n\tret;\n}}\n\
+            .visible .func  (.param .b64 func_retval0) gpuio_pwrite()\n{{\n\
+            \t{{ // callseq 0\n\tcall.uni _ZN12gpuio_device8protocol4copy4bulk17h0123456789abcdefE, ();\n\t}}\n\tret;\n}}\n\
+            .func _ZN12gpuio_device8protocol4copy4bulk17h0123456789abcdefE()\n{{\n\tret;\n}}\n"
+        )
+    }
+
+    #[test]
+    fn file_io_is_a_copy_a_kernel_reaches() {
+        let prints = joined("\t{ // callseq 1\n\tcall.uni (retval0), gpuio_printf_args, ();\n\t}\n");
+        assert!(!super::does_file_io(&prints), "a kernel that only prints: {prints}");
+        let writes = joined("\t{ // callseq 1\n\tcall.uni (retval0), gpuio_pwrite, ();\n\t}\n");
+        assert!(super::does_file_io(&writes), "a kernel that writes: {writes}");
+        let through_a_table = joined("\tmov.u64 %rd1, writers;\n");
+        assert!(
+            super::does_file_io(&through_a_table),
+            "a kernel that loads a table of writers: {through_a_table}"
+        );
+        // The C ABI goes with the library, capped.
+        let (user, lib) = cut(&prints).expect("cut");
+        assert!(
+            lib.contains(".visible .func  (.param .b32 func_retval0) gpuio_printf_args()\n{"),
+            "{lib}"
+        );
+        assert!(
+            user.contains(".extern .func  (.param .b32 func_retval0) gpuio_printf_args()"),
+            "{user}"
+        );
+    }
+
+    #[test]
+    fn the_c_abi_is_the_device_headers() {
+        let header = include_str!("../../../../device/include/gpuio/device.h");
+        let mut declared: Vec<&str> = header
+            .lines()
+            .filter_map(|l| l.strip_prefix("GPUIO_DEVICE "))
+            // Declarations: the library defines them (the header's inline C++ helpers not).
+            .filter(|l| l.trim_end().ends_with(");"))
+            .filter_map(|l| l.split('(').next()?.split_whitespace().last())
+            .map(|name| name.trim_start_matches('*'))
+            .collect();
+        declared.sort_unstable();
+        let mut listed = super::C_ABI.to_vec();
+        listed.sort_unstable();
+        assert_eq!(declared, listed, "device.h's functions against library.rs's C_ABI");
     }
 
     #[test]
