@@ -95,6 +95,10 @@ impl Module {
     /// [`Module::load`], compiled as `jit` says.
     pub fn load_with(cuda: &Arc<Cuda>, ptx: &str, jit: Jit) -> Result<Module> {
         cuda.bind()?;
+        // The driver compiles every function a module defines: those no kernel reaches (the
+        // device library's C ABI a C++ kernel does not call) left out.
+        let pruned = super::split::without_unreached(ptx);
+        let ptx = pruned.as_deref().unwrap_or(ptx);
         // Read once: what the JIT compiles for is what launches are checked against.
         let block_threads = super::jit::block_threads()?;
         // The cap of gpuio's functions, for the whole module (whether it does file I/O).

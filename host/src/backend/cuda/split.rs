@@ -134,6 +134,56 @@ pub(crate) fn per_kernel(ptx: &str) -> Option<Vec<(String, String)>> {
     (!shared_state).then_some(parts)
 }
 
+/// `ptx` without the functions that no kernel and no variable reaches (through the bodies
+/// and initializers of what they reach), nor their prototypes; `None` where nothing would
+/// go, or the text is not as this reader expects. Every variable stays (a host may look one
+/// up), and with it every function its initializer names (a table of function pointers).
+///
+/// Why: the driver compiles every function a module defines, reached or not. A C++
+/// kernel's module joined with the device library (`link.rs`) holds the library's whole C
+/// ABI, and a kernel that only prints reaches none of the file calls: about a third of the
+/// library's PTX, compiled at the first load for nothing. (A Rust kernel crate's PTX has
+/// nothing unreached: rustc's LTO keeps only what its kernels reach.)
+pub(crate) fn without_unreached(ptx: &str) -> Option<String> {
+    let items = items(ptx)?;
+    let mut defined: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        if matches!(item.kind, Kind::Function | Kind::Variable(_) | Kind::Entry) {
+            defined.entry(item.name).or_default().push(i);
+        }
+    }
+    let mut reached = vec![false; items.len()];
+    let mut todo: Vec<usize> = (0..items.len())
+        .filter(|&i| matches!(items[i].kind, Kind::Entry | Kind::Variable(_)))
+        .collect();
+    while let Some(i) = todo.pop() {
+        if std::mem::replace(&mut reached[i], true) {
+            continue;
+        }
+        for w in identifiers(items[i].text) {
+            todo.extend(defined.get(w).into_iter().flatten().filter(|&&d| !reached[d]));
+        }
+    }
+    // By name, so that a function's prototype goes with its body.
+    let seen: HashSet<&str> = (0..items.len())
+        .filter(|&i| reached[i])
+        .map(|i| items[i].name)
+        .collect();
+    let keep = |item: &Item| match item.kind {
+        Kind::Header | Kind::Extern | Kind::Entry => true,
+        Kind::Prototype | Kind::Function | Kind::Variable(_) => seen.contains(item.name),
+    };
+    if items.iter().all(keep) {
+        return None;
+    }
+    let mut text = String::with_capacity(ptx.len());
+    for item in items.iter().filter(|i| keep(i)) {
+        text.push_str(item.text);
+        text.push('\n');
+    }
+    Some(text)
+}
+
 /// `line` without its comment.
 pub(super) fn code(line: &str) -> &str {
     line.split_once("//").map_or(line, |(code, _)| code)
@@ -300,6 +350,33 @@ mod tests {
             two.contains(".func helper\n(") && two.contains(".func helper(\n"),
             "prototype and body: {two}"
         );
+    }
+
+    #[test]
+    fn functions_nothing_reaches_go_with_their_prototypes() {
+        // `unused` (a prototype and a body) is reached by no kernel and no variable;
+        // `helper` by both kernels and a table.
+        let ptx = PTX.replace(
+            ".func helper(\n",
+            ".func unused\n(\n)\n;\n.visible .func unused()\n{\n\t{ // callseq 1\n\tcall.uni helper, (%rd1);\n\t}\n\tret;\n}\n\
+             .func helper(\n",
+        );
+        let pruned = super::without_unreached(&ptx).expect("unused goes");
+        assert!(!pruned.contains("unused"), "{pruned}");
+        for kept in [
+            ".target sm_60",
+            ".extern .func",
+            ".func helper\n(",
+            ".func helper(\n",
+            "anon_$_1[2]",
+            "TABLE[3]",
+            "gpuio_context[8]",
+            ".entry one(",
+            ".entry two(",
+        ] {
+            assert!(pruned.contains(kept), "{kept} kept: {pruned}");
+        }
+        assert!(super::without_unreached(PTX).is_none(), "nothing unreached");
     }
 
     #[test]
