@@ -114,6 +114,9 @@ fn synchronize_under_a_signal_flood_warns_on_time_and_returns_once_every_line_is
     WARNINGS.lock().unwrap().clear();
 
     let fd = w.as_raw_fd();
+    // When synchronize starts, and how long the runtime's build and the launch took under
+    // the flood before it: the warning's bound counts from there.
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
     let builder = suite
         .builder()
         .stdout_fd(fd)
@@ -137,9 +140,11 @@ fn synchronize_under_a_signal_flood_warns_on_time_and_returns_once_every_line_is
         // SAFETY: PR_SET_TIMERSLACK changes only this thread's timer slack.
         let slack = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, SLACK.as_nanos() as u64, 0u64, 0u64, 0u64) };
         assert_eq!(slack, 0);
+        let building = Instant::now();
         let rt = builder.build().expect("a runtime");
         rt.launch(1, threads, stress_kernel(lines)).expect("the launch");
         let started = Instant::now();
+        let _ = started_tx.send((started, started - building));
         let (handled, at_me) = (HANDLED.load(Ordering::Relaxed), AT_SYNCHRONIZER.load(Ordering::Relaxed));
         let r = rt.synchronize();
         let took = started.elapsed();
@@ -152,16 +157,25 @@ fn synchronize_under_a_signal_flood_warns_on_time_and_returns_once_every_line_is
         (r, took, rates)
     });
 
-    // The warning: nothing moves while the pipe stays full. Due after 3 s; up to 40 s
-    // allowed: a thread that takes 100,000 signals a second gets little of a 2-core machine
-    // busy with the rest of the test suite (with 20 s, both this tree and the one before it
-    // missed it in loaded runs), and the stuck pause this catches never ends.
-    let until = Instant::now() + Duration::from_secs(40);
+    // The runtime's build and the launch, under the flood (their own bound: a stuck build
+    // is not the stuck wait this test is about).
+    let (started, build) = started_rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|e| {
+        panic!(
+            "{}: no synchronize within 60 s under a signal flood ({e}): the runtime's build or the launch",
+            suite.name()
+        )
+    });
+    // The warning: nothing moves while the pipe stays full. Due 3 s into synchronize; up to
+    // 40 s allowed: a thread that takes 100,000 signals a second gets little of a 2-core
+    // machine busy with the rest of the test suite, and the stuck pause this catches never
+    // ends.
+    let until = started + Duration::from_secs(40);
     while WARNINGS.lock().unwrap().is_empty() {
         assert!(
             Instant::now() < until,
-            "{}: no hang warning within 40 s under a signal flood (warnings after {warn_first:?}): \
-             synchronize's wait is stuck in a pause",
+            "{}: no hang warning within 40 s of synchronize's start under a signal flood (warnings \
+             after {warn_first:?}; the build and launch before it took {build:?}): synchronize's wait \
+             is stuck in a pause",
             suite.name()
         );
         std::thread::sleep(Duration::from_millis(10));
@@ -187,7 +201,8 @@ fn synchronize_under_a_signal_flood_warns_on_time_and_returns_once_every_line_is
     assert!(out[..filled].iter().all(|&b| b == b'x'), "the pipe's filler first");
     check_lines(&out[filled..], threads as u64, lines);
     println!(
-        "{}: {rate:.0} signals a second handled, {at_rate:.0} by the synchronizing thread; the warning came, and synchronize returned after {took:?}",
+        "{}: {rate:.0} signals a second handled, {at_rate:.0} by the synchronizing thread; the build and \
+         launch took {build:?}; the warning came, and synchronize returned after {took:?}",
         suite.name()
     );
     // A restarting sleep never ends once signals come more often than the timer slack
