@@ -106,7 +106,8 @@ fn synchronize_under_a_signal_flood_warns_on_time_and_returns_once_every_line_is
     // This thread, and the watchdog and reader it makes, take no signal.
     block_usr1(true);
     let name = "synchronize_under_a_signal_flood_warns_on_time_and_returns_once_every_line_is_out";
-    let _wd = watchdog(name, 120);
+    // Beyond the bounds below (60 s to synchronize, 40 s to the warning, 30 s to return).
+    let _wd = watchdog(name, 150);
     let (r, w) = small_pipe();
     let filled = fill(w.as_raw_fd());
     let (threads, lines) = (8u32, 20u64);
@@ -159,12 +160,26 @@ fn synchronize_under_a_signal_flood_warns_on_time_and_returns_once_every_line_is
 
     // The runtime's build and the launch, under the flood (their own bound: a stuck build
     // is not the stuck wait this test is about).
-    let (started, build) = started_rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|e| {
-        panic!(
-            "{}: no synchronize within 60 s under a signal flood ({e}): the runtime's build or the launch",
+    let (started, build) = match started_rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(v) => v,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!(
+            "{}: no synchronize within 60 s under a signal flood: the runtime's build or the launch is stuck",
             suite.name()
-        )
-    });
+        ),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            // The flooded thread ended before synchronize: its panic says why.
+            let why = synchronizing.join().err().and_then(|p| {
+                p.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            });
+            panic!(
+                "{}: the runtime's build or the launch failed under a signal flood: {}",
+                suite.name(),
+                why.unwrap_or_else(|| "(no message)".into())
+            )
+        }
+    };
     // The warning: nothing moves while the pipe stays full. Due 3 s into synchronize; up to
     // 40 s allowed: a thread that takes 100,000 signals a second gets little of a 2-core
     // machine busy with the rest of the test suite, and the stuck pause this catches never

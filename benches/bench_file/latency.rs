@@ -100,9 +100,12 @@ fn ways(b: &Bench, fd: i32, lat: &mut DevBuf) -> Vec<Way> {
     let mut ways = Vec::new();
     let out = lat.addr();
     let lat = &*lat;
-    let mut timed = |name: &'static str, run: &dyn Fn()| {
+    let mut timed = |name: &'static str, run: &dyn Fn() -> Result<(), String>| {
         let solo_before = b.rt.stats().solo_requests;
-        run();
+        if let Err(e) = run() {
+            println!("{name}: failed, not measured: {e}");
+            return;
+        }
         let solo = b.rt.stats().solo_requests.wrapping_sub(solo_before);
         let mut ns = download_u64(lat, b.cfg.iters as usize);
         let errors = ns.iter().filter(|&&v| v == u64::MAX).count();
@@ -110,7 +113,10 @@ fn ways(b: &Bench, fd: i32, lat: &mut DevBuf) -> Vec<Way> {
         ways.push(Way { name, ns, errors, solo });
     };
     for kernel in [k::pwrite_latency, k::pwrite_latency_shared] {
-        timed(kernel.name(), &|| one_thread(b.rt, &b.g, kernel, fd, b.cfg.iters, out));
+        timed(kernel.name(), &|| {
+            one_thread(b.rt, &b.g, kernel, fd, b.cfg.iters, out);
+            Ok(())
+        });
     }
     if let Some(module) = cpp_way(b) {
         timed(CPP_KERNEL, &|| {
@@ -122,7 +128,7 @@ fn ways(b: &Bench, fd: i32, lat: &mut DevBuf) -> Vec<Way> {
                     &[Arg::U32(fd as u32), Arg::U32(b.cfg.iters), Arg::U64(out)],
                 )
                 .and_then(|_| b.rt.synchronize())
-                .expect("cpp_pwrite_latency");
+                .map_err(|e| e.to_string())
         });
     }
     ways

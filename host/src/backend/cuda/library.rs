@@ -16,11 +16,12 @@
 //!
 //! Which functions are the library's: those whose mangled name (Rust's `v0` scheme, `_R...`,
 //! or the legacy one, `_ZN...`) says their path starts in the crate `gpuio_device`, `core`
-//! or `compiler_builtins`, and every other function that no kernel calls but through them or
-//! through a table (a `Display` of the user's crate, which `core::fmt` calls by pointer).
-//! What a kernel calls directly, or through other functions of the user's, stays with the
-//! kernels, uncapped, as does a function whose name is not read (a C function) that a kernel
-//! calls.
+//! or `compiler_builtins`, the device library's C ABI ([`C_ABI`]: C names, listed), and
+//! every other function that no kernel calls but through them or through a table (a
+//! `Display` of the user's crate, which `core::fmt` calls by pointer). What a kernel calls
+//! directly, or through other functions of the user's, stays with the kernels, uncapped, as
+//! does any other function whose name is not read (a C function of the user's) that a
+//! kernel calls.
 //!
 //! The cut: every variable and every other function stays in the user's part; the library
 //! part declares what it uses of them `.extern`, and the user's part the library functions

@@ -1,5 +1,6 @@
-//! One PTX program per kernel, cut from a module's PTX, for a module compiled as whole
-//! programs ([`Jit::Whole`](super::Jit::Whole)).
+//! A module's PTX read as items: one PTX program per kernel, cut from it for a module
+//! compiled as whole programs ([`Jit::Whole`](super::Jit::Whole)), and the module without
+//! the functions nothing reaches ([`without_unreached`], for every load).
 //!
 //! A whole program's compile time grows faster than its kernels: gpuio's test module of
 //! 35 kernels (sm_60 PTX) took over 12 minutes in `ptxas -arch=sm_90 -O3` on one core
@@ -377,6 +378,18 @@ mod tests {
             assert!(pruned.contains(kept), "{kept} kept: {pruned}");
         }
         assert!(super::without_unreached(PTX).is_none(), "nothing unreached");
+        // A function only a variable names stays, though no kernel reads that variable; an
+        // unreached `.weak` function goes.
+        let ptx = PTX.replace(
+            ".func helper(\n",
+            ".func tabled()\n{\n\tret;\n}\n.global .align 8 .u64 unread[1] = {tabled};\n\
+             .weak .func gone()\n{\n\tret;\n}\n.func helper(\n",
+        );
+        let pruned = super::without_unreached(&ptx).expect("gone goes");
+        assert!(
+            pruned.contains(".func tabled()") && pruned.contains("unread[1]") && !pruned.contains("gone"),
+            "{pruned}"
+        );
     }
 
     #[test]
