@@ -74,7 +74,7 @@ pub fn cuda_target(bench: &str, nvptx: &'static [(&'static str, &'static [u8])])
 /// on `PATH`; `None` where there is none.
 pub fn find_nvcc() -> Option<std::path::PathBuf> {
     use std::path::PathBuf;
-    let candidates = std::env::var_os("NVCC")
+    let mut candidates = std::env::var_os("NVCC")
         .map(PathBuf::from)
         .into_iter()
         .chain([PathBuf::from("/usr/local/cuda/bin/nvcc")])
@@ -83,7 +83,7 @@ pub fn find_nvcc() -> Option<std::path::PathBuf> {
                 .into_iter()
                 .flat_map(|p| std::env::split_paths(&p).map(|d| d.join("nvcc")).collect::<Vec<_>>()),
         );
-    candidates.into_iter().find(|p| p.is_file())
+    candidates.find(|p| p.is_file())
 }
 
 /// gpuio's device header, written beside a CUDA C++ source as `gpuio/device.h` (the bench
