@@ -148,7 +148,7 @@ pub(crate) fn per_kernel(ptx: &str) -> Option<Vec<(String, String)>> {
 /// Only a `.visible` or `.weak` function can be left unreached: the compiler that wrote the
 /// PTX (rustc's LLVM, nvcc) drops an internal one that nothing names. So a module without
 /// such functions, every Rust kernel crate's, is not read at all: reading one costs a load
-/// about 10 ms a megabyte of PTX (2 vCPUs), which a load from the JIT cache would notice.
+/// 12-13 ms a megabyte of PTX (2 vCPUs), which a load from the JIT cache would notice.
 pub(crate) fn without_unreached(ptx: &str) -> Option<String> {
     if !ptx.contains(".visible .func") && !ptx.contains(".weak .func") {
         return None;
