@@ -4,21 +4,23 @@
 use std::collections::BTreeSet;
 
 use crate::ptx::{instructions, ptx, ptx_sm60, Inst};
-use crate::{common, in_solo, is_memory, narrow, PRINT_TURN, SOLO_LOCK};
+use crate::{common, is_memory, narrow, PRINT_TURN, SOLO_LOCK, SOLO_STEPS};
 
-/// (f) The solo ring's round trip (`Solo::try_call`, out of line), in both builds:
-/// - the take acquires (sm_90: `atom.acquire.gpu.cas.b64` after a relaxed look, GPU scope:
+/// (f) The solo ring's round trip, in both builds, in its three out-of-line steps:
+/// `Solo::lock` (the take), `SoloTurn::call` (the request) and `Solo::let_go` (a turn's
+/// drop, after its call and after the caller's copy out of the staging buffer):
+/// - the lock acquires (sm_90: `atom.acquire.gpu.cas.b64` after a relaxed look, GPU scope:
 ///   only the GPU's threads hand the ring on; sm_60: `atom.sys.cas.b64`, then `membar.sys`);
-/// - the SQ tail's store releases the SQE, the payload and the result's mark written before
-///   it at system scope (sm_90: `st.release.sys`; sm_60: (e), in `lockstep.rs`, covers
-///   every function's `membar.sys` before a volatile store after plain ones);
-/// - the wait acquires at system scope (sm_90: `ld.acquire.sys.b32`, of the CQ tail or of
-///   the CQE's `res`);
-/// - the store that lets go (the lock's word) comes after a barrier that comes after every
-///   load of the CQE, the tail and the result and after the CQ head's store (invariant 3:
-///   the next holder must not overwrite the buffer under our reads, nor its CQ head store
-///   come before ours);
-/// - nothing else in it is narrower than the system (the lock's four instructions are the
+/// - the call's SQ tail store releases the SQE, the payload and the result's mark written
+///   before it at system scope (sm_90: `st.release.sys`; sm_60: (e), in `lockstep.rs`, covers
+///   every function's `membar.sys` before a volatile store after plain ones), and its wait
+///   acquires at system scope (sm_90: `ld.acquire.sys.b32`, of the CQ tail or of the CQE's
+///   `res`);
+/// - the let-go stores the lock's word after a barrier that comes after the CQ head's
+///   store and its own loads (invariant 3: the next holder must not overwrite the buffer
+///   under our reads, which come before the call to it, nor its CQ head store come before
+///   ours);
+/// - nothing else in them is narrower than the system (the lock's four instructions are the
 ///   only GPU-scope ones, and only in sm_90).
 #[test]
 fn the_solo_ring_orders_its_round_trip() {
@@ -30,19 +32,17 @@ fn the_solo_ring_orders_its_round_trip() {
     }
     for (build, text) in [("sm_90", ptx()), ("sm_60", ptx_sm60())] {
         let insts = instructions(&text);
-        let funcs: BTreeSet<&str> = insts.iter().filter(|i| in_solo(i)).map(|i| i.func.as_str()).collect();
-        assert!(
-            !funcs.is_empty(),
-            "{build}: Solo::try_call is not an out-of-line function in the PTX"
-        );
-        let lock_barrier: &[&str] = if build == "sm_90" {
-            &["fence.acq_rel.gpu"]
-        } else {
-            &["membar.sys"]
+        let step = |part: &str| -> Vec<&Inst> {
+            let ops: Vec<&Inst> = insts.iter().filter(|i| i.func.contains(part) && is_memory(i)).collect();
+            assert!(
+                !ops.is_empty(),
+                "{build}: the solo ring's step {part} is not an out-of-line function with memory operations in the PTX"
+            );
+            ops
         };
-        for f in funcs {
-            let ops: Vec<&Inst> = insts.iter().filter(|i| i.func == f && is_memory(i)).collect();
-            let names: Vec<&str> = ops.iter().map(|i| i.op.as_str()).collect();
+        let names = |ops: &[&Inst]| ops.iter().map(|i| i.op.clone()).collect::<Vec<_>>();
+        let (lock, call, let_go) = (step(SOLO_STEPS[0]), step(SOLO_STEPS[1]), step(SOLO_STEPS[2]));
+        for ops in [&lock, &call, &let_go] {
             let stray: Vec<&str> = ops
                 .iter()
                 .filter(|i| narrow(i) && (build != "sm_90" || !SOLO_LOCK.contains(&i.op.as_str())))
@@ -50,57 +50,83 @@ fn the_solo_ring_orders_its_round_trip() {
                 .collect();
             assert!(
                 stray.is_empty(),
-                "{build}: {f}: narrower than the system: {stray:?} in {names:?}"
-            );
-            let global = |i: &Inst| !i.has("local") && !i.has("param") && !i.has("shared");
-            let barrier = |i: &Inst| {
-                lock_barrier.contains(&i.op.as_str())
-                    || i.op.starts_with("fence.acq_rel.sys")
-                    || i.op.starts_with("fence.sc.sys")
-                    || i.op == "membar.sys"
-            };
-            let take = ops.iter().position(|i| i.is_rmw() && i.has("cas"));
-            let Some(take) = take else {
-                panic!("{build}: {f}: no compare-and-swap (the take): {names:?}")
-            };
-            if build == "sm_90" {
-                assert_eq!(ops[take].op, "atom.acquire.gpu.cas.b64", "{build}: the take: {names:?}");
-                let tail = ops[take..]
-                    .iter()
-                    .position(|i| i.op.starts_with("st.") && i.has("sys") && i.has("release"))
-                    .map(|k| take + k);
-                assert!(
-                    tail.is_some(),
-                    "{build}: no release store (the SQ tail) after the take: {names:?}"
-                );
-                assert!(
-                    ops[tail.unwrap()..].iter().any(|i| i.op.starts_with("ld.acquire.sys")),
-                    "{build}: the wait does not acquire at system scope: {names:?}"
-                );
-            } else {
-                assert_eq!(ops[take].op, "atom.sys.cas.b64", "{build}: the take: {names:?}");
-                assert!(
-                    ops.get(take + 1).is_some_and(|i| i.op == "membar.sys"),
-                    "{build}: the take is not followed by membar.sys (an acquire): {names:?}"
-                );
-            }
-            // The lock's word is the one 64-bit atomic store (GPU scope on sm_90).
-            let lock_store = |i: &Inst| i.op == "st.relaxed.gpu.b64" || i.op == "st.volatile.b64";
-            let last_load = ops
-                .iter()
-                .rposition(|i| i.op.starts_with("ld.") && global(i) && !narrow(i));
-            let last_sys_store = ops
-                .iter()
-                .rposition(|i| i.op.starts_with("st.") && global(i) && !lock_store(i));
-            let last_barrier = ops.iter().rposition(|i| barrier(i));
-            let lets_go = last_barrier.is_some_and(|b| ops[b..].iter().any(|i| lock_store(i)));
-            assert!(
-                matches!((last_load, last_sys_store, last_barrier), (Some(l), Some(h), Some(b)) if b > l && b > h)
-                    && lets_go,
-                "{build}: {f}: the lock's word is not stored after a barrier that follows every load \
-                 and the CQ head's store: {names:?}"
+                "{build}: {}: narrower than the system: {stray:?} in {:?}",
+                ops[0].func,
+                names(ops)
             );
         }
+        // The take.
+        let take = lock.iter().position(|i| i.is_rmw() && i.has("cas"));
+        let Some(take) = take else {
+            panic!(
+                "{build}: no compare-and-swap (the take) in the lock: {:?}",
+                names(&lock)
+            )
+        };
+        if build == "sm_90" {
+            assert_eq!(
+                lock[take].op,
+                "atom.acquire.gpu.cas.b64",
+                "{build}: the take: {:?}",
+                names(&lock)
+            );
+            assert!(
+                lock[..take].iter().any(|i| i.op == "ld.relaxed.gpu.b64"),
+                "{build}: no relaxed look before the take: {:?}",
+                names(&lock)
+            );
+        } else {
+            assert_eq!(
+                lock[take].op,
+                "atom.sys.cas.b64",
+                "{build}: the take: {:?}",
+                names(&lock)
+            );
+            assert!(
+                lock.get(take + 1).is_some_and(|i| i.op == "membar.sys"),
+                "{build}: the take is not followed by membar.sys (an acquire): {:?}",
+                names(&lock)
+            );
+        }
+        // The request.
+        if build == "sm_90" {
+            let tail = call
+                .iter()
+                .position(|i| i.op.starts_with("st.") && i.has("sys") && i.has("release"));
+            assert!(
+                tail.is_some(),
+                "{build}: no release store (the SQ tail) in the call: {:?}",
+                names(&call)
+            );
+            assert!(
+                call[tail.unwrap()..].iter().any(|i| i.op.starts_with("ld.acquire.sys")),
+                "{build}: the wait does not acquire at system scope: {:?}",
+                names(&call)
+            );
+        }
+        // The let-go. The lock's word is the one 64-bit atomic store (GPU scope on sm_90).
+        let global = |i: &Inst| !i.has("local") && !i.has("param") && !i.has("shared");
+        let barrier = |i: &Inst| {
+            i.op == "fence.acq_rel.gpu"
+                || i.op.starts_with("fence.acq_rel.sys")
+                || i.op.starts_with("fence.sc.sys")
+                || i.op == "membar.sys"
+                || (build == "sm_60" && i.op.starts_with("membar"))
+        };
+        let lock_store = |i: &Inst| i.op == "st.relaxed.gpu.b64" || i.op == "st.volatile.b64";
+        let last_load = let_go.iter().rposition(|i| i.op.starts_with("ld.") && global(i));
+        let head_store = let_go
+            .iter()
+            .rposition(|i| i.op.starts_with("st.") && global(i) && !lock_store(i));
+        let last_barrier = let_go.iter().rposition(|i| barrier(i));
+        let lets_go = last_barrier.is_some_and(|b| let_go[b..].iter().any(|i| lock_store(i)));
+        assert!(
+            matches!((head_store, last_barrier), (Some(h), Some(b)) if b > h && last_load.is_none_or(|l| b > l))
+                && lets_go,
+            "{build}: the lock's word is not stored after a barrier that follows the CQ head's \
+             store and every load: {:?}",
+            names(&let_go)
+        );
     }
 }
 

@@ -28,7 +28,7 @@
 //! | `activemask.b32`, `shfl.sync.*`, `bar.warp.sync` | one record per warp (`arch::Warp`) |
 //!
 //! Two exceptions, in the sm_90 build, words only the GPU's own threads touch: the solo
-//! ring's lock (`Solo::try_call`), which they hand to one another, is GPU scope
+//! ring's lock (`Solo::lock` and `Solo::let_go`), which they hand to one another, is GPU scope
 //! (`ld.relaxed.gpu.b64`, `atom.acquire.gpu.cas.b64`, `fence.acq_rel.gpu`,
 //! `st.relaxed.gpu.b64`), checked by (f); and the print turns' per-SM counts
 //! (`PrintTurn::take` and its `drop`: `ld.relaxed.gpu.b64`, `atom.relaxed.gpu.add.u64`), which order
@@ -54,9 +54,13 @@ mod common;
 use ptx::{ptx, ptx_sm60, Inst};
 use warp::check_warp_collectives;
 
-/// Whether `i` is in the solo ring's round trip (`Solo::try_call`).
+/// The solo ring's round trip in its out-of-line steps, as parts of their symbols: the take
+/// (`Solo::lock`), the request (`SoloTurn::call`) and the let-go (`Solo::let_go`).
+const SOLO_STEPS: [&str; 3] = ["4Solo4lock", "8SoloTurn4call", "4Solo6let_go"];
+
+/// Whether `i` is in the solo ring's round trip (one of [`SOLO_STEPS`]).
 fn in_solo(i: &Inst) -> bool {
-    i.func.contains("4Solo8try_call")
+    SOLO_STEPS.iter().any(|s| i.func.contains(s))
 }
 
 /// The solo ring lock's instructions (sm_90): GPU scope, one of the two exceptions.

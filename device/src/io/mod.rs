@@ -41,9 +41,9 @@
 //! is done and report end of file and errors with the count done.
 
 pub use crate::errno::Errno;
-use crate::protocol::context::installed;
+use crate::protocol::context::{installed, Context};
 use crate::protocol::solo::SOLO_STAGE;
-use crate::protocol::sync::copy_to_cells;
+use crate::protocol::sync::{copy_to_cells, SharedCell};
 use crate::protocol::uapi::{
     Sqe, IORING_OP_CLOSE, IORING_OP_FSYNC, IORING_OP_FTRUNCATE, IORING_OP_MKDIRAT, IORING_OP_OPENAT,
     IORING_OP_RENAMEAT, IORING_OP_UNLINKAT,
@@ -276,7 +276,7 @@ fn with_path_parts(first: [&str; 2], second: Option<&str>, sqe: impl Fn([u64; 2]
     if a_len + 1 + second > PATH_MAX.min(ctx.arena.block as usize) {
         return Err(Errno::ENAMETOOLONG);
     }
-    let stage = |cells: *const crate::protocol::sync::SharedCell<u8>| {
+    let stage = |cells: *const SharedCell<u8>| {
         // SAFETY: both callers pass a buffer of ours (the solo ring's, held, of at least
         // `PATH_MAX` bytes, or a taken arena block), room for both paths and their NULs
         // (checked above).
@@ -292,13 +292,7 @@ fn with_path_parts(first: [&str; 2], second: Option<&str>, sqe: impl Fn([u64; 2]
     };
     let addrs = |io: u64| [io, if second == 0 { 0 } else { io + a_len as u64 + 1 }];
     // The solo ring if no other thread holds it (`PATH_MAX <= SOLO_STAGE`).
-    let solo = ctx.solo_call(
-        |cells, io| {
-            stage(cells);
-            sqe(addrs(io))
-        },
-        |_, _| (),
-    );
+    let solo = paths_on_solo(ctx, stage, |io| sqe(addrs(io)));
     // Else a block for the paths and a completion slot, taken together (see
     // `pool::with_taken`).
     let res = solo.unwrap_or_else(|| {
@@ -318,6 +312,15 @@ fn with_path_parts(first: [&str; 2], second: Option<&str>, sqe: impl Fn([u64; 2]
     } else {
         Ok(res)
     }
+}
+
+/// [`with_path_parts`]' request on the solo ring if no other thread holds it: `stage` writes
+/// the paths into its buffer, `sqe` builds the request from the buffer's kernel address.
+fn paths_on_solo(ctx: &Context, stage: impl Fn(*const SharedCell<u8>), sqe: impl Fn(u64) -> Sqe) -> Option<i32> {
+    let mut turn = ctx.solo.take()?;
+    stage(turn.stage());
+    let request = sqe(turn.stage_io());
+    Some(ctx.call_solo(&mut turn, request))
 }
 
 /// Closes `fd`.

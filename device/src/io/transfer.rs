@@ -407,6 +407,10 @@ fn direct(ctx: &Context, buf: *mut u8, len: usize) -> Option<(u64, u16)> {
 /// `pwrite_async` and `pread_async` must not.
 ///
 /// The result is what a one-piece [`Pending`] gives: the bytes moved, or the error.
+///
+/// Not marked `#[inline(never)]`: called out of line, it left a test kernel's transfers
+/// through the shared rings wrong on sm_90, compiled separately, for reasons not found
+/// (docs/PROTOCOL.md, "Compilers").
 fn solo(ctx: &Context, t: Transfer) -> Option<Result<usize, Errno>> {
     if !t.in_range() {
         return None; // `Pending` refuses it (EINVAL)
@@ -414,33 +418,29 @@ fn solo(ctx: &Context, t: Transfer) -> Option<Result<usize, Errno>> {
     if t.direct.is_some_and(|_| t.len > MAX_PIECE) || (t.direct.is_none() && t.len > SOLO_STAGE as usize) {
         return None;
     }
-    let res = ctx.solo_call(
-        |stage, stage_io| {
-            if t.op == Op::Write && t.direct.is_none() {
-                // SAFETY: the buffer is ours while we hold the solo ring; `buf[..len]` is the
-                // caller's and fits it (`len <= SOLO_STAGE`).
-                unsafe { stage_in(stage, t.buf, t.len, true) };
-            }
-            let (addr, buf_index) = t.direct.unwrap_or((stage_io, buffer::SOLO_STAGE));
-            Sqe {
-                opcode: t.op.opcode(ctx.arena.fixed),
-                fd: t.fd,
-                off: t.offset,
-                addr,
-                len: t.len as u32,
-                buf_index,
-                ..Sqe::default()
-            }
-        },
-        |stage, res| {
-            if t.op == Op::Read && t.direct.is_none() && res > 0 {
-                // SAFETY: the read completed (the solo ring acquired its CQE), the buffer
-                // is ours while we hold the ring, and `res <= len` (the kernel never reads
-                // more than asked).
-                unsafe { stage_out(stage, t.buf, (res as usize).min(t.len), true) };
-            }
-        },
-    )?;
+    let mut turn = ctx.solo.take()?;
+    if t.op == Op::Write && t.direct.is_none() {
+        // SAFETY: the buffer is ours while we hold the solo ring; `buf[..len]` is the
+        // caller's and fits it (`len <= SOLO_STAGE`).
+        unsafe { stage_in(turn.stage(), t.buf, t.len, true) };
+    }
+    let (addr, buf_index) = t.direct.unwrap_or((turn.stage_io(), buffer::SOLO_STAGE));
+    let sqe = Sqe {
+        opcode: t.op.opcode(ctx.arena.fixed),
+        fd: t.fd,
+        off: t.offset,
+        addr,
+        len: t.len as u32,
+        buf_index,
+        ..Sqe::default()
+    };
+    let res = ctx.call_solo(&mut turn, sqe);
+    if t.op == Op::Read && t.direct.is_none() && res > 0 {
+        // SAFETY: the read completed (the solo ring acquired its CQE), the buffer is ours
+        // while we hold the ring, and `res <= len` (the kernel never reads more than asked).
+        unsafe { stage_out(turn.stage(), t.buf, (res as usize).min(t.len), true) };
+    }
+    drop(turn);
     ctx.arena.count(t.direct.is_some(), t.len);
     Some(if res < 0 {
         Err(Errno(-res))

@@ -9,7 +9,7 @@ use crate::protocol::pool;
 use crate::protocol::request::{Requests, Ticket};
 use crate::protocol::ring::Ring;
 use crate::protocol::running::Running;
-use crate::protocol::solo::Solo;
+use crate::protocol::solo::{Solo, SoloTurn};
 use crate::protocol::stream::Stream;
 use crate::protocol::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use crate::protocol::uapi::Sqe;
@@ -119,7 +119,7 @@ pub struct Context {
     /// with `Relaxed` loads (the launch orders the host's store before the kernel's loads).
     pub allowed_ops: AtomicU64,
     /// The solo ring: a lone request's round trip with none of the shared rings' steps,
-    /// for one thread at a time ([`Solo::try_call`]).
+    /// for one thread at a time ([`Solo::take`]).
     pub solo: Solo,
     /// Threads of `kernel!` kernels started and not yet returned, by block: what a hang
     /// report names on a GPU.
@@ -362,12 +362,12 @@ impl Context {
     }
 
     /// Runs `sqe` and returns its result: on the solo ring if no other thread holds it
-    /// ([`Context::solo_call`]), else taking a completion slot (waiting for one) and
+    /// ([`Context::call_solo`]), else taking a completion slot (waiting for one) and
     /// submitting to the calling thread's ring.
     #[inline(never)] // one copy in a code object
     pub fn call(&self, sqe: Sqe) -> i32 {
-        let res = match self.solo_call(|_, _| sqe, |_, _| ()) {
-            Some(res) => res,
+        let res = match self.solo.take() {
+            Some(mut turn) => self.call_solo(&mut turn, sqe),
             None => self.with_taken(|| self.requests.try_take(), |ticket| self.submit_and_wait(ticket, sqe)),
         };
         if res == SANDBOX_REFUSAL && !self.sandbox_allows(sqe.opcode) {
@@ -384,20 +384,17 @@ impl Context {
         ops == u64::MAX || (opcode < 64 && ops & (1 << opcode) != 0)
     }
 
-    /// [`Solo::try_call`] on this context's solo ring, counting the sandbox's refusals as
-    /// the shared rings' dispatch does ([`Refusals::denied`]).
+    /// [`SoloTurn::call`] on a turn of this context's solo ring ([`Solo::take`] on
+    /// [`Context::solo`]), counting the sandbox's refusals as the shared rings' dispatch
+    /// does ([`Refusals::denied`]).
     #[inline]
-    pub fn solo_call(
-        &self,
-        prepare: impl FnOnce(*const crate::protocol::sync::SharedCell<u8>, u64) -> Sqe,
-        finish: impl FnOnce(*const crate::protocol::sync::SharedCell<u8>, i32),
-    ) -> Option<i32> {
-        let res = self.solo.try_call(prepare, finish)?;
+    pub fn call_solo(&self, turn: &mut SoloTurn<'_>, sqe: Sqe) -> i32 {
+        let res = turn.call(sqe);
         if res == SANDBOX_REFUSAL {
             // Relaxed: a count the host reads after a drain.
             self.refusals.denied.fetch_add(1, Ordering::Relaxed);
         }
-        Some(res)
+        res
     }
 
     /// Reaps every ring, and flushes every stream a completion kicked.

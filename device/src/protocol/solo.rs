@@ -11,7 +11,7 @@
 //! are that case; so each context has one more ring, served by ring 0's SQPOLL thread (the
 //! host attaches it there), that a thread takes when no other thread holds it.
 //!
-//! # A round trip ([`Solo::try_call`])
+//! # A round trip ([`Solo::take`], then the [`SoloTurn`] it returns)
 //! 1. **Take** the ring. One word, `state`, holds the requests made on it so far, `n`, and
 //!    whether a thread holds it: `2n`, or `2n + 1` while held. A thread that reads `2n`
 //!    (Relaxed) moves it to `2n + 1` (a compare-and-swap, Acquire, GPU scope on NVIDIA
@@ -49,7 +49,9 @@
 //!    scopes of the synchronizations it is built from). The head needs no release of its
 //!    own: the kernel sees the slot it frees as free early, but refills it only with the CQE
 //!    of request `n + cq_entries`, whose SQE the lock orders after our fence, and so after
-//!    our load of the slot.
+//!    our load of the slot. Dropping the turn lets go; a turn dropped before its request
+//!    (steps 2 to 6) leaves `state` at `2n` and the head as it was, behind the same fence,
+//!    which then orders its stores to the buffer before the next holder's use of it.
 //!
 //! # Waiting on the result
 //! Waiting on the CQ tail costs a load across PCIe more than the request needs: the tail's,
@@ -96,7 +98,7 @@ pub const UNANSWERED: i32 = i32::MIN;
 
 /// The solo ring (see the module docs): where the kernel's words and the staging buffer
 /// are ([`SoloLayout`]), and the lock. `layout.entries == 0` means there is none (every
-/// [`Solo::try_call`] returns `None`).
+/// [`Solo::take`] returns `None`).
 #[repr(C)]
 pub struct Solo {
     /// Where everything is: fixed while the ring is used.
@@ -218,15 +220,47 @@ impl Solo {
         }
     }
 
+    /// Takes the ring for one request's round trip, if there is one and no other thread
+    /// holds it (and, where lanes run in lockstep, this lane calls alone); otherwise
+    /// returns `None` at once, having done nothing: the caller goes through the shared
+    /// rings. The holder stages a write's payload in [`SoloTurn::stage`], makes its one
+    /// [`SoloTurn::call`], copies a read's bytes out of the stage, and lets go by dropping
+    /// the turn. Between the take and the drop it must not wait for anything but the kernel.
+    #[inline(always)]
+    pub fn take(&self) -> Option<SoloTurn<'_>> {
+        // Everything but the lock's word, loaded before the take (see `SoloLayout`).
+        let at = self.layout;
+        if at.entries == 0 {
+            return None;
+        }
+        // Where lanes run in lockstep, only a lane alone at this call: lanes that call
+        // together may need one another's requests (one opens a FIFO's read end, a sibling
+        // its write end), and a sibling masked off while this lane waits for its CQE could
+        // not submit. Through the shared rings, every lane submits before any waits. (With
+        // independent scheduling the group is the lane alone, and this compiles away.) The
+        // group is formed here, at the caller's call site, not inside a shared function.
+        if crate::protocol::arch::WaitGroup::default().exclusive_sum(1).1 != 1 {
+            return None;
+        }
+        let state = self.lock()?;
+        Some(SoloTurn {
+            solo: self,
+            at,
+            state,
+            called: false,
+        })
+    }
+
     /// Runs one request on the solo ring if there is one and no other thread holds it;
-    /// otherwise returns `None` at once, having done nothing.
+    /// otherwise returns `None` at once, having done nothing: a turn ([`Solo::take`]) lent
+    /// to two closures, for the loom models and host tests that drive the ring by hand.
+    /// Device code holds the turn itself.
     ///
     /// `prepare` gets the staging buffer ([`SOLO_STAGE`] cells, and their address as the
     /// kernel sees it), writes a write's payload there if any, and returns the SQE (its
     /// `user_data` is replaced). `finish` gets the buffer and the CQE's result, after the
     /// request completed: a read copies its bytes out there. Both run while this thread
     /// holds the ring, and must not wait for anything but the kernel.
-    #[inline(never)] // out of line: a waiting loop need not sit in every caller's body
     pub fn try_call(
         &self,
         prepare: impl FnOnce(*const SharedCell<u8>, u64) -> Sqe,
@@ -245,53 +279,17 @@ impl Solo {
         finish: impl FnOnce(*const SharedCell<u8>, i32),
         help: impl FnMut(),
     ) -> Option<i32> {
-        // Everything but the lock's word, loaded before the take (see `SoloLayout`).
-        let at = self.layout;
-        if at.entries == 0 {
-            return None;
-        }
-        let state = self.take()?;
-        // 2. The SQ tail and the CQ head, modulo 2^32 as the kernel counts them.
-        let n = (state >> 1) as u32;
-        // 3. Write: the buffer and the SQ slot are ours (see the module docs). The mark first,
-        // where the holder waits on the result. SAFETY: `waiting_on_results`' contract (a
-        // non-null `results` is the CQ's).
-        let result = unsafe { at.result(n) };
-        if let Some(result) = result {
-            // Relaxed, system scope: the tail's release below orders it before the kernel's
-            // answer (see "Waiting on the result").
-            result.store(UNANSWERED, Ordering::Relaxed);
-        }
-        let mut sqe = prepare(at.stage, at.stage_io);
-        sqe.user_data = n as u64;
-        // SAFETY: the slot is ours (above); the SQE array holds `entries` slots, a power of
-        // two, and the index is masked.
-        unsafe { (*at.sqes.add((n & (at.entries - 1)) as usize)).write(sqe) };
-        // 4. Publish. Release, system scope: the payload, the SQE and the mark happen-before
-        // the kernel's acquire of the tail.
-        // SAFETY: `Solo::new`'s contract keeps the kernel's words valid while the ring is used.
-        unsafe { &*at.sq_tail }.store(n.wrapping_add(1), Ordering::Release);
-        crate::protocol::arch::ring_doorbell();
-        // 5. Wait, and 6. read.
-        let res = Self::answer(&at, n, result, help);
-        finish(at.stage, res);
-        self.let_go(&at, state);
+        let mut turn = self.take()?;
+        let sqe = prepare(turn.stage(), turn.stage_io());
+        let res = turn.call_helping(sqe, help);
+        finish(turn.stage(), res);
         Some(res)
     }
 
-    /// Step 1 of a round trip: takes the ring if this lane calls alone where lanes run in
-    /// lockstep and no other thread holds it; returns the lock's word as it was (the
-    /// requests made so far, twice).
-    #[inline(always)]
-    fn take(&self) -> Option<u64> {
-        // Where lanes run in lockstep, only a lane alone at this call: lanes that call
-        // together may need one another's requests (one opens a FIFO's read end, a sibling
-        // its write end), and a sibling masked off while this lane waits for its CQE could
-        // not submit. Through the shared rings, every lane submits before any waits. (With
-        // independent scheduling the group is the lane alone, and this compiles away.)
-        if crate::protocol::arch::WaitGroup::default().exclusive_sum(1).1 != 1 {
-            return None;
-        }
+    /// Step 1 of a round trip: takes the ring if no other thread holds it; returns the
+    /// lock's word as it was (the requests made so far, twice).
+    #[inline(never)] // the lock's GPU-scope steps in one function, which tests/ptx_atomics reads
+    fn lock(&self) -> Option<u64> {
         // A relaxed look first: a thread that finds the ring held leaves without a
         // read-modify-write, and the one that finds it free learns the count from it.
         // Acquire, GPU scope: the previous holder's round trip (its loads of the CQE and the
@@ -350,19 +348,25 @@ impl Solo {
         }
     }
 
-    /// Step 7: lets go of the ring taken when the lock's word was `state`.
-    #[inline(always)]
-    fn let_go(&self, at: &SoloLayout, state: u64) {
+    /// Step 7: lets go of the ring taken when the lock's word was `state`, after the turn's
+    /// request if it `called`.
+    #[inline(never)] // the lock's GPU-scope steps in one function, which tests/ptx_atomics reads
+    fn let_go(&self, at: &SoloLayout, state: u64, called: bool) {
         let n = (state >> 1) as u32;
         // The CQ head (Relaxed, system scope) before the fence, so that the fence orders it
         // before the next holder's store of it (the kernel's head never moves back); the
-        // fence (Release, GPU scope) orders it and our loads of the CQE and the buffer
-        // before the relaxed store of the word, which the next holder acquires (see the
-        // module docs).
-        // SAFETY: `Solo::new`'s contract keeps the kernel's words valid while the ring is used.
-        unsafe { &*at.cq_head }.store(n.wrapping_add(1), Ordering::Relaxed);
+        // fence (Release, GPU scope) orders it and our loads of the CQE and the buffer (or,
+        // for a turn that made no request, our stores to the buffer) before the relaxed
+        // store of the word, which the next holder acquires (see the module docs). A turn
+        // without a request leaves the count as it was.
+        if called {
+            // SAFETY: `Solo::new`'s contract keeps the kernel's words valid while the ring
+            // is used.
+            unsafe { &*at.cq_head }.store(n.wrapping_add(1), Ordering::Relaxed);
+        }
         device_fence(Ordering::Release);
-        self.state.store(state + 2, Ordering::Relaxed);
+        self.state
+            .store(if called { state + 2 } else { state }, Ordering::Relaxed);
     }
 
     /// Whether a thread holds the ring now (a kernel that ended holding it faulted).
@@ -380,6 +384,78 @@ impl Solo {
     pub fn requests(&self) -> u64 {
         // Relaxed: a count for reports.
         self.state.load(Ordering::Relaxed) >> 1
+    }
+}
+
+/// A thread's turn on the solo ring ([`Solo::take`]): the staging buffer and one request
+/// are its own until it drops the turn, which lets the ring go (step 7).
+pub struct SoloTurn<'a> {
+    solo: &'a Solo,
+    /// The layout, loaded before the take.
+    at: SoloLayout,
+    /// The lock's word as the take found it: twice the requests made before ours.
+    state: u64,
+    /// Whether the turn's one request was made.
+    called: bool,
+}
+
+impl SoloTurn<'_> {
+    /// The staging buffer ([`SOLO_STAGE`] cells): a write's payload goes here before
+    /// [`SoloTurn::call`], a read's bytes are here after it.
+    #[inline(always)]
+    pub fn stage(&self) -> *const SharedCell<u8> {
+        self.at.stage
+    }
+
+    /// The staging buffer's address as the kernel sees it (for the SQE's `addr`).
+    #[inline(always)]
+    pub fn stage_io(&self) -> u64 {
+        self.at.stage_io
+    }
+
+    /// Runs `sqe` (its `user_data` replaced) and returns its CQE's result: steps 2 to 6 of
+    /// a round trip. Once per turn.
+    #[inline(never)] // out of line: a waiting loop need not sit in every caller's body
+    pub fn call(&mut self, sqe: Sqe) -> i32 {
+        self.call_helping(sqe, || {})
+    }
+
+    /// [`SoloTurn::call`], calling `help` between looks ([`Solo::try_call_helping`]).
+    #[inline(always)]
+    fn call_helping(&mut self, mut sqe: Sqe, help: impl FnMut()) -> i32 {
+        debug_assert!(!self.called, "one request per turn on the solo ring");
+        self.called = true;
+        let at = &self.at;
+        // 2. The SQ tail and the CQ head, modulo 2^32 as the kernel counts them.
+        let n = (self.state >> 1) as u32;
+        // 3. Write: the buffer and the SQ slot are ours (see the module docs). The mark first,
+        // where the holder waits on the result. SAFETY: `waiting_on_results`' contract (a
+        // non-null `results` is the CQ's).
+        let result = unsafe { at.result(n) };
+        if let Some(result) = result {
+            // Relaxed, system scope: the tail's release below orders it before the kernel's
+            // answer (see "Waiting on the result").
+            result.store(UNANSWERED, Ordering::Relaxed);
+        }
+        sqe.user_data = n as u64;
+        // SAFETY: the slot is ours (above); the SQE array holds `entries` slots, a power of
+        // two, and the index is masked.
+        unsafe { (*at.sqes.add((n & (at.entries - 1)) as usize)).write(sqe) };
+        // 4. Publish. Release, system scope: the payload, the SQE and the mark happen-before
+        // the kernel's acquire of the tail.
+        // SAFETY: `Solo::new`'s contract keeps the kernel's words valid while the ring is used.
+        unsafe { &*at.sq_tail }.store(n.wrapping_add(1), Ordering::Release);
+        crate::protocol::arch::ring_doorbell();
+        // 5. Wait, and 6. read.
+        Solo::answer(at, n, result, help)
+    }
+}
+
+impl Drop for SoloTurn<'_> {
+    /// 7. Lets go of the ring.
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.solo.let_go(&self.at, self.state, self.called);
     }
 }
 

@@ -10,6 +10,50 @@ struct SoloParts {
     stage: Vec<SharedCell<u8>>,
 }
 
+/// Reads `want.len()` bytes at `off` of the model's file through the solo ring, taking it
+/// again (running the kernel between tries) until it is ours, and checks the bytes the
+/// kernel put in the buffer.
+fn read_on_the_ring(solo: &Solo, off: u64, want: &[u8], kernel: &impl Fn()) {
+    let len = want.len();
+    loop {
+        let res = solo.try_call_helping(
+            |_, addr| Sqe {
+                opcode: IORING_OP_READ,
+                fd: FD,
+                off,
+                addr,
+                len: len as u32,
+                ..Sqe::default()
+            },
+            |stage, res| {
+                assert_eq!(res, len as i32);
+                let mut got = Vec::new();
+                // SAFETY: we hold the ring, and the kernel's read completed.
+                unsafe { read_cells(stage, len, |b| got.extend_from_slice(b)) };
+                assert_eq!(got, want, "the read did not see the kernel's bytes");
+            },
+            kernel,
+        );
+        match res {
+            Some(res) => break assert_eq!(res, len as i32),
+            None => {
+                kernel();
+                thread::yield_now()
+            }
+        }
+    }
+}
+
+impl SoloParts {
+    /// The staging buffer's cells that `sqe` names (its `addr` and `len`).
+    fn cells(&self, sqe: &Sqe) -> *const SharedCell<u8> {
+        // A cell's address back to its index (under loom a cell is bigger than a byte).
+        let cell = core::mem::size_of::<SharedCell<u8>>() as u64;
+        let first = ((sqe.addr - self.stage.as_ptr() as u64) / cell) as usize;
+        self.stage[first..first + sqe.len as usize].as_ptr()
+    }
+}
+
 /// A solo ring of one SQE and two CQEs over a kernel model (so that three requests reuse
 /// the SQE slot twice and a CQE slot once), with a buffer of four bytes; its holder waits on
 /// each CQE's `res` if `on_results`, else on the CQ tail.
@@ -82,12 +126,9 @@ fn solo_ring_hands_its_buffer(on_results: bool) {
             let sqpoll = Arc::new(Mutex::new(()));
             move || {
                 let _one = sqpoll.lock().unwrap();
-                // A cell's address back to its index (under loom a cell is bigger than a byte).
-                let cell = core::mem::size_of::<SharedCell<u8>>() as u64;
                 parts.kernel.step(|sqe| {
-                    let first = ((sqe.addr - parts.stage.as_ptr() as u64) / cell) as usize;
                     let (len, at) = (sqe.len as usize, sqe.off as usize);
-                    let cells = parts.stage[first..first + len].as_ptr();
+                    let cells = parts.cells(sqe);
                     let mut f = file.lock().unwrap();
                     match sqe.opcode {
                         // SAFETY: loom checks these accesses against the holders' own.
@@ -140,38 +181,53 @@ fn solo_ring_hands_its_buffer(on_results: bool) {
                 }
             })
         };
-        loop {
-            let res = solo.try_call_helping(
-                |_, addr| Sqe {
-                    opcode: IORING_OP_READ,
-                    fd: FD,
-                    off: 1,
-                    addr,
-                    len: 3,
-                    ..Sqe::default()
-                },
-                |stage, res| {
-                    assert_eq!(res, 3);
-                    let mut got = Vec::new();
-                    // SAFETY: we hold the ring, and the kernel's read completed.
-                    unsafe { read_cells(stage, 3, |b| got.extend_from_slice(b)) };
-                    assert_eq!(got, b"123", "the read did not see the kernel's bytes");
-                },
-                &kernel,
-            );
-            match res {
-                Some(res) => break assert_eq!(res, 3),
-                None => {
-                    kernel();
-                    thread::yield_now()
-                }
-            }
-        }
+        read_on_the_ring(&solo, 1, b"123", &kernel);
         writer.join().unwrap();
         assert_eq!(&file.lock().unwrap()[..], b"01234567xz");
         assert_eq!(solo.requests(), 3);
         assert!(!solo.held());
         assert_eq!(parts.kernel.cq_tail.load(Ordering::Relaxed), 3);
         assert_eq!(parts.kernel.cq_head.load(Ordering::Relaxed), 3);
+    });
+}
+
+/// A turn dropped without its request (`Solo::take`, then no `SoloTurn::call`) gives the
+/// ring back as it was: the count unchanged, so the next holder's request is the kernel's
+/// next SQE, and the dropper's stores to the buffer happen-before the next holder's use of
+/// it (the release fence before the lock's word, which loom would otherwise report as a
+/// race with the kernel's copy into the buffer).
+#[test]
+fn a_turn_dropped_without_its_request_gives_the_ring_back_as_it_was() {
+    model(|| {
+        let (parts, solo) = solo_world(false);
+        // The kernel: reads "abc" into the buffer, one request at a time.
+        let kernel = {
+            let parts = parts.clone();
+            let sqpoll = Arc::new(Mutex::new(()));
+            move || {
+                let _one = sqpoll.lock().unwrap();
+                parts.kernel.step(|sqe| {
+                    let cells = parts.cells(sqe);
+                    // SAFETY: loom checks this access against the holders' own.
+                    unsafe { copy_to_cells(cells, &b"abc"[..sqe.len as usize]) };
+                    sqe.len as i32
+                });
+            }
+        };
+        let dropper = {
+            let solo = solo.clone();
+            thread::spawn(move || {
+                if let Some(turn) = solo.take() {
+                    // SAFETY: we hold the ring, so the buffer is ours.
+                    unsafe { copy_to_cells(turn.stage(), b"zz") };
+                }
+            })
+        };
+        read_on_the_ring(&solo, 0, b"abc", &kernel);
+        dropper.join().unwrap();
+        assert_eq!(solo.requests(), 1, "a dropped turn counted a request");
+        assert!(!solo.held());
+        assert_eq!(parts.kernel.cq_tail.load(Ordering::Relaxed), 1);
+        assert_eq!(parts.kernel.cq_head.load(Ordering::Relaxed), 1);
     });
 }
