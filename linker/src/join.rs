@@ -74,48 +74,14 @@ pub fn join_amdgcn(library: &Path, kernels: &[PathBuf], target: &GpuTarget, out_
     };
     std::fs::create_dir_all(out_dir).map_err(io_err(format!("creating {}", out_dir.display())))?;
     let tools = Tools::find()?;
-    let join_error = |output: String| Error::Join {
-        target: target.clone(),
-        command: String::new(),
-        output,
-    };
     let Some(first) = kernels.first() else {
-        return Err(join_error("no kernel bitcode to join".into()));
+        return Err(join_error(target, "no kernel bitcode to join".into()));
     };
     let stem = first
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "kernels".into());
-
-    // What the kernels' bitcode holds: their kernels, their globals, their processor.
-    let (mut keep, mut found) = (Vec::new(), 0);
-    for kernel in kernels {
-        let mut dis = tools.command("llvm-dis");
-        dis.arg(kernel).arg("-o").arg("-");
-        let text = run(dis, target)?;
-        if let Some(other) = processors(&text).into_iter().find(|p| p != gfx) {
-            return Err(join_error(format!(
-                "{} was built for {other}, not {gfx}: build it with --offload-arch={gfx}",
-                kernel.display()
-            )));
-        }
-        let names = kernel_names(&text);
-        found += names.len();
-        keep.extend(names);
-        keep.extend(global_names(&text));
-    }
-    if found == 0 {
-        return Err(join_error(format!(
-            "{} define(s) no kernel (no amdgpu_kernel function: a `__global__` function built with \
-             --cuda-device-only)",
-            kernels
-                .iter()
-                .map(|k| k.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
-    keep.extend(HOST_SYMBOLS.map(String::from));
+    let keep = kept_symbols(&tools, kernels, gfx, target)?;
 
     // Files of this join alone (another may run into the same directory).
     let tag = format!("{stem}-{gfx}-{}", std::process::id());
@@ -151,7 +117,66 @@ pub fn join_amdgcn(library: &Path, kernels: &[PathBuf], target: &GpuTarget, out_
         .arg(object)
         .arg("-o")
         .arg(tmp);
-    run(lld, target).map_err(|e| match e {
+    run(lld, target).map_err(with_builtins_hint)?;
+    let dest = out_dir.join(format!("{stem}-{gfx}.hsaco"));
+    std::fs::rename(tmp, &dest).map_err(io_err(format!("renaming {} to {}", tmp.display(), dest.display())))?;
+    Ok(dest)
+}
+
+/// A failed join of `target`'s, `output` saying why.
+fn join_error(target: &GpuTarget, output: String) -> Error {
+    Error::Join {
+        target: target.clone(),
+        command: String::new(),
+        output,
+    }
+}
+
+/// The symbols a join keeps external: the kernels and globals the kernels' bitcode defines
+/// (each file disassembled by `llvm-dis`), and the library's that the host looks up. An
+/// error if a file was built for another processor than `gfx`, or if none defines a kernel.
+fn kept_symbols(tools: &Tools, kernels: &[PathBuf], gfx: &str, target: &GpuTarget) -> Result<Vec<String>, Error> {
+    let (mut keep, mut found) = (Vec::new(), 0);
+    for kernel in kernels {
+        let mut dis = tools.command("llvm-dis");
+        dis.arg(kernel).arg("-o").arg("-");
+        let text = run(dis, target)?;
+        if let Some(other) = processors(&text).into_iter().find(|p| p != gfx) {
+            return Err(join_error(
+                target,
+                format!(
+                    "{} was built for {other}, not {gfx}: build it with --offload-arch={gfx}",
+                    kernel.display()
+                ),
+            ));
+        }
+        let names = kernel_names(&text);
+        found += names.len();
+        keep.extend(names);
+        keep.extend(global_names(&text));
+    }
+    if found == 0 {
+        return Err(join_error(
+            target,
+            format!(
+                "{} define(s) no kernel (no amdgpu_kernel function: a `__global__` function built with \
+                 --cuda-device-only)",
+                kernels
+                    .iter()
+                    .map(|k| k.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    keep.extend(HOST_SYMBOLS.map(String::from));
+    Ok(keep)
+}
+
+/// `rust-lld`'s error, with the way out where the code object calls ROCm's device libraries
+/// (an undefined `__ockl_` symbol).
+fn with_builtins_hint(e: Error) -> Error {
+    match e {
         Error::Join {
             target,
             command,
@@ -165,10 +190,7 @@ pub fn join_amdgcn(library: &Path, kernels: &[PathBuf], target: &GpuTarget, out_
             ),
         },
         e => e,
-    })?;
-    let dest = out_dir.join(format!("{stem}-{gfx}.hsaco"));
-    std::fs::rename(tmp, &dest).map_err(io_err(format!("renaming {} to {}", tmp.display(), dest.display())))?;
-    Ok(dest)
+    }
 }
 
 /// A join's intermediate files, removed however it ends.

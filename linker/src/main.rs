@@ -57,7 +57,16 @@ fn main() -> ExitCode {
     }
 }
 
-fn run() -> Result<PathBuf, String> {
+/// The command line, read ([`parse`]).
+struct Args {
+    target: GpuTarget,
+    manifest: PathBuf,
+    out: PathBuf,
+    join: Vec<PathBuf>,
+}
+
+/// Reads the command line (`--help` and `--version` print and exit here).
+fn parse() -> Result<Args, String> {
     use lexopt::prelude::*;
     let (mut kind, mut arch, mut cov, mut manifest, mut out) = (None, None, None, None, None);
     let mut join: Vec<PathBuf> = Vec::new();
@@ -113,6 +122,22 @@ fn run() -> Result<PathBuf, String> {
     };
     let manifest = manifest.ok_or_else(|| missing("--manifest-path"))?;
     let out = out.ok_or_else(|| missing("--out"))?;
+    Ok(Args {
+        target,
+        manifest,
+        out,
+        join,
+    })
+}
+
+/// Builds what the command line asks for and returns the code object's path.
+fn run() -> Result<PathBuf, String> {
+    let Args {
+        target,
+        manifest,
+        out,
+        join,
+    } = parse()?;
     let dir = match manifest.parent() {
         Some(p) if manifest.file_name().is_some_and(|n| n == "Cargo.toml") => p.to_path_buf(),
         _ => {
