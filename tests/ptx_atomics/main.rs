@@ -28,7 +28,7 @@
 //! | `activemask.b32`, `shfl.sync.*`, `bar.warp.sync` | one record per warp (`arch::Warp`) |
 //!
 //! Two exceptions, in the sm_90 build, words only the GPU's own threads touch: the solo
-//! ring's lock (`Solo::lock` and `Solo::let_go`), which they hand to one another, is GPU scope
+//! ring's lock (taken in `Solo::lock`, given back in `Solo::let_go`), which they hand to one another, is GPU scope
 //! (`ld.relaxed.gpu.b64`, `atom.acquire.gpu.cas.b64`, `fence.acq_rel.gpu`,
 //! `st.relaxed.gpu.b64`), checked by (f); and the print turns' per-SM counts
 //! (`PrintTurn::take` and its `drop`: `ld.relaxed.gpu.b64`, `atom.relaxed.gpu.add.u64`), which order
@@ -54,27 +54,35 @@ mod common;
 use ptx::{ptx, ptx_sm60, Inst};
 use warp::check_warp_collectives;
 
-/// The solo ring's round trip in its out-of-line steps, as parts of their symbols: the take
-/// (`Solo::lock`), the request (`SoloTurn::call`) and the let-go (`Solo::let_go`).
-const SOLO_STEPS: [&str; 3] = ["4Solo4lock", "8SoloTurn4call", "4Solo6let_go"];
+/// The solo ring's round trip in its out-of-line steps, as the ends of their symbols, each
+/// with the GPU-scope instructions it may hold in the sm_90 build (the lock's word, which only
+/// the GPU's threads hand on, is the one GPU-scope word): the take (`Solo::lock`: a relaxed
+/// look, then the acquire compare-and-swap), the request (`SoloTurn::call`: none) and the
+/// let-go (`Solo::let_go`: the release fence, then the word's relaxed store).
+const SOLO_STEPS: [(&str, &[&str]); 3] = [
+    ("4Solo4lock", &["ld.relaxed.gpu.b64", "atom.acquire.gpu.cas.b64"]),
+    ("8SoloTurn4call", &[]),
+    ("4Solo6let_go", &["fence.acq_rel.gpu", "st.relaxed.gpu.b64"]),
+];
+
+/// The GPU-scope instructions allowed in `i`'s function, if it is a step of the solo ring's
+/// round trip ([`SOLO_STEPS`]).
+fn solo_step(i: &Inst) -> Option<&'static [&'static str]> {
+    SOLO_STEPS
+        .iter()
+        .find(|(end, _)| i.func.ends_with(end))
+        .map(|&(_, ops)| ops)
+}
 
 /// Whether `i` is in the solo ring's round trip (one of [`SOLO_STEPS`]).
 fn in_solo(i: &Inst) -> bool {
-    SOLO_STEPS.iter().any(|s| i.func.contains(s))
+    solo_step(i).is_some()
 }
 
-/// The solo ring lock's instructions (sm_90): GPU scope, one of the two exceptions.
-const SOLO_LOCK: [&str; 4] = [
-    "ld.relaxed.gpu.b64",
-    "atom.acquire.gpu.cas.b64",
-    "fence.acq_rel.gpu",
-    "st.relaxed.gpu.b64",
-];
-
-/// Whether `i` is one of the solo ring lock's GPU-scope instructions, in its function
-/// (checked by `the_solo_ring_orders_its_round_trip`).
+/// Whether `i` is one of the solo ring lock's GPU-scope instructions, in the step that may
+/// hold it (checked by `the_solo_ring_orders_its_round_trip`).
 fn solo_lock(i: &Inst) -> bool {
-    in_solo(i) && SOLO_LOCK.contains(&i.op.as_str())
+    solo_step(i).is_some_and(|ops| ops.contains(&i.op.as_str()))
 }
 
 /// The print turns' instructions (sm_90): a relaxed GPU-scope count per SM.

@@ -391,7 +391,8 @@ impl Context {
     pub fn call_solo(&self, turn: &mut SoloTurn<'_>, sqe: Sqe) -> i32 {
         let res = turn.call(sqe);
         if res == SANDBOX_REFUSAL {
-            // Relaxed: a count the host reads after a drain.
+            // Relaxed, system scope (the protocol's atomics' default): a count the host reads
+            // after a drain, ordering nothing.
             self.refusals.denied.fetch_add(1, Ordering::Relaxed);
         }
         res

@@ -225,7 +225,11 @@ impl Solo {
     /// returns `None` at once, having done nothing: the caller goes through the shared
     /// rings. The holder stages a write's payload in [`SoloTurn::stage`], makes its one
     /// [`SoloTurn::call`], copies a read's bytes out of the stage, and lets go by dropping
-    /// the turn. Between the take and the drop it must not wait for anything but the kernel.
+    /// the turn, all in one straight run of code: between the take and the drop it must
+    /// not wait for anything but the kernel, and where lanes run in lockstep the take's
+    /// "this lane alone" holds only until the lanes meet again. A turn kept (`mem::forget`)
+    /// holds the ring for the context's life: every later take goes through the shared
+    /// rings, and the host reads the ring as held by a kernel that faulted.
     #[inline(always)]
     pub fn take(&self) -> Option<SoloTurn<'_>> {
         // Everything but the lock's word, loaded before the take (see `SoloLayout`).
@@ -238,7 +242,9 @@ impl Solo {
         // its write end), and a sibling masked off while this lane waits for its CQE could
         // not submit. Through the shared rings, every lane submits before any waits. (With
         // independent scheduling the group is the lane alone, and this compiles away.) The
-        // group is formed here, at the caller's call site, not inside a shared function.
+        // group is formed in the caller's code (this is inlined); where that is a shared
+        // function (`Context::call`), lanes of its different call sites run it at different
+        // times where they run in lockstep, so those that meet here called together.
         if crate::protocol::arch::WaitGroup::default().exclusive_sum(1).1 != 1 {
             return None;
         }
@@ -290,12 +296,13 @@ impl Solo {
     /// lock's word as it was (the requests made so far, twice).
     #[inline(never)] // the lock's GPU-scope steps in one function, which tests/ptx_atomics reads
     fn lock(&self) -> Option<u64> {
-        // A relaxed look first: a thread that finds the ring held leaves without a
+        // A relaxed look first (GPU scope, as every access to the word: only the GPU's
+        // threads hand the ring on): a thread that finds the ring held leaves without a
         // read-modify-write, and the one that finds it free learns the count from it.
         // Acquire, GPU scope: the previous holder's round trip (its loads of the CQE and the
         // buffer, its store of the CQ head) happens-before ours; the compare-and-swap
         // succeeds only if no one took the ring since the look, so the count is the last
-        // holder's.
+        // holder's. A failed one (Relaxed, GPU scope) orders nothing: we leave.
         let state = self.state.load(Ordering::Relaxed);
         if state & 1 != 0
             || self
@@ -357,8 +364,8 @@ impl Solo {
         // before the next holder's store of it (the kernel's head never moves back); the
         // fence (Release, GPU scope) orders it and our loads of the CQE and the buffer (or,
         // for a turn that made no request, our stores to the buffer) before the relaxed
-        // store of the word, which the next holder acquires (see the module docs). A turn
-        // without a request leaves the count as it was.
+        // store of the word (GPU scope), which the next holder acquires (see the module
+        // docs). A turn without a request leaves the count as it was.
         if called {
             // SAFETY: `Solo::new`'s contract keeps the kernel's words valid while the ring
             // is used.
@@ -389,6 +396,14 @@ impl Solo {
 
 /// A thread's turn on the solo ring ([`Solo::take`]): the staging buffer and one request
 /// are its own until it drops the turn, which lets the ring go (step 7).
+///
+/// One [`SoloTurn::call`] a turn: a second would reuse the first's SQE slot and count, and
+/// answer with the first request's result (where the holder waits on the CQ tail) or wait
+/// for ever (where it waits on `res`); it is checked only in debug builds. The turn must
+/// not unwind out of its call while the request is in flight (device code cannot unwind;
+/// the loom models' `help` must not panic): its drop would let the ring go under the
+/// kernel.
+#[must_use = "dropping the turn lets the ring go"]
 pub struct SoloTurn<'a> {
     solo: &'a Solo,
     /// The layout, loaded before the take.
