@@ -109,7 +109,13 @@ const CLI: common::Cli = common::Cli {
     usage: USAGE,
 };
 
+/// The scratch directory `--kernel cpp` builds in, removed on the way out, also by [`fail`].
+static SCRATCH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
 fn fail(msg: &str) -> ! {
+    if let Some(dir) = SCRATCH.get() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     CLI.fail(msg)
 }
 
@@ -142,13 +148,13 @@ fn main() {
         (scheduling == Scheduling::Lockstep) as u8
     );
     // `--kernel cpp`: stress.cu built and joined here, once; the children load the file.
-    let scratch = std::env::temp_dir().join(format!("bench_gpu-cpp-{}", std::process::id()));
+    let scratch = SCRATCH.get_or_init(|| std::env::temp_dir().join(format!("bench_gpu-cpp-{}", std::process::id())));
     if cfg.kernel == Kernel::Cpp {
         let Some(nvcc) = common::find_nvcc() else {
             println!("bench_gpu: skipped: --kernel cpp needs nvcc to build stress.cu ($NVCC, /usr/local/cuda/bin/nvcc, or PATH)");
             return;
         };
-        let (joined, secs) = common::cpp_module(&nvcc, STRESS_CU, arch, &[], &scratch)
+        let (joined, secs) = common::cpp_module(&nvcc, STRESS_CU, arch, &[], scratch)
             .unwrap_or_else(|e| fail(&format!("stress.cu: {e}")));
         let path = scratch.join("joined.ptx");
         std::fs::write(&path, &joined).unwrap_or_else(|e| fail(&format!("{}: {e}", path.display())));
@@ -178,7 +184,7 @@ fn main() {
         }
     }
     print_table(&cfg, &rows, &cold);
-    let _ = std::fs::remove_dir_all(&scratch);
+    let _ = std::fs::remove_dir_all(scratch);
     let failed = rows.iter().any(|r| r.gpuio.error.is_some() || r.gpuio.lost != 0);
     println!("total run time: {:.1} s", started.elapsed().as_secs_f64());
     if failed {

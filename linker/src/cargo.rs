@@ -102,13 +102,14 @@ pub fn build_kernel_crate(manifest_dir: &Path, target: &GpuTarget, out_dir: &Pat
 }
 
 /// Copies `from` to `dest` through a temporary file beside it, so that a reader never sees
-/// half a file.
+/// half a file. The temporary file is this process's own (two builds writing one `dest` at
+/// once each rename a whole copy).
 pub(crate) fn copy_into_place(from: &Path, dest: &Path) -> Result<(), Error> {
     let name = dest
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dest.with_file_name(format!(".{name}.tmp"));
+    let tmp = dest.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     std::fs::copy(from, &tmp).map_err(io_err(format!("copying {} to {}", from.display(), tmp.display())))?;
     std::fs::rename(&tmp, dest).map_err(io_err(format!("renaming {} to {}", tmp.display(), dest.display())))
 }
