@@ -96,7 +96,7 @@ fn the_solo_ring_orders_its_round_trip() {
         if build == "sm_90" {
             let blocks = blocks(&text, SOLO_STEPS[1].0);
             let tail = |op: &str| op.starts_with("st.") && op.contains(".sys") && op.contains(".release");
-            let call_blocks = paths_reaching(&blocks, |pending, op, _| match () {
+            paths_reaching(&blocks, |pending, op, _| match () {
                 _ if tail(op) => true,
                 _ if op.starts_with("ld.acquire.sys") => false,
                 _ if op == "ret" && pending => panic!(
@@ -107,18 +107,19 @@ fn the_solo_ring_orders_its_round_trip() {
                 _ => pending,
             });
             assert!(
-                call_blocks.iter().flatten().any(|(op, _)| tail(op)),
+                blocks.iter().flatten().any(|(op, _)| tail(op)),
                 "{build}: no release store (the SQ tail) in the call: {:?}",
                 names(&call)
             );
         }
         // The let-go: on every path, a barrier between the last load or store before the lock's
         // word and the word's store.
+        // The lock's own barrier is GPU scope in sm_90; sm_60 spells every barrier `membar.sys`.
         let barrier = |op: &str| {
-            op == "fence.acq_rel.gpu"
+            (build == "sm_90" && op == "fence.acq_rel.gpu")
                 || op.starts_with("fence.acq_rel.sys")
                 || op.starts_with("fence.sc.sys")
-                || op.starts_with("membar")
+                || op == "membar.sys"
         };
         let lock_store = |op: &str| op == "st.relaxed.gpu.b64" || op == "st.volatile.b64";
         let global = |op: &str, args: &str| {
@@ -242,11 +243,8 @@ fn blocks(text: &str, end: &str) -> Vec<Vec<(String, String)>> {
 
 /// Runs `step` over every instruction of `blocks` with the state each path carries (a bool,
 /// false on entry; where paths join, true if true on any of them), until nothing changes:
-/// `step(state, op, args)` returns the state after the instruction. Returns the blocks.
-fn paths_reaching(
-    blocks: &[Vec<(String, String)>],
-    mut step: impl FnMut(bool, &str, &str) -> bool,
-) -> &[Vec<(String, String)>] {
+/// `step(state, op, args)` returns the state after the instruction.
+fn paths_reaching(blocks: &[Vec<(String, String)>], mut step: impl FnMut(bool, &str, &str) -> bool) {
     let index = |label: &str| {
         blocks
             .iter()
@@ -290,7 +288,6 @@ fn paths_reaching(
             }
         }
     }
-    blocks
 }
 
 /// (g) The print turns (`arch/nvptx/turns.rs`): in the sm_90 build `PrintTurn::take` and
