@@ -300,3 +300,79 @@ pub(crate) fn a_display_that_fails_ends_its_line_with_a_mark_and_is_reported(sub
     }
     assert_eq!(per_thread["t=9"], [format!("t=9 no newline part{MARK}|")]);
 }
+
+/// The device library's C `printf` (`gpuio_printf_args`, what a C++ kernel's `gpuio_printf`
+/// calls) returns the bytes it printed: for a short line, for one longer than the print's
+/// line buffer (formatted twice), and outside a kernel; -1 for a format it does not take,
+/// with nothing of it on stdout and the reason on stderr.
+pub(crate) fn c_printf_returns_the_bytes_it_printed(sub: Suite) {
+    use gpuio::device::c_abi::{gpuio_printf_arg, gpuio_printf_args, GPUIO_PRINTF_INT, GPUIO_PRINTF_PTR};
+    use std::sync::atomic::{AtomicI32, Ordering};
+    let _wd = watchdog("c_printf_returns_the_bytes_it_printed", 120);
+    let (f, path) = temp_file("c_printf.txt");
+    let (e, err_path) = temp_file("c_printf-err.txt");
+    let rt = builder(sub)
+        .stdout_fd(f.as_raw_fd())
+        .stderr_fd(e.as_raw_fd())
+        .build()
+        .unwrap();
+    let long = std::ffi::CString::new("x".repeat(600)).unwrap();
+    let long_at = long.as_ptr() as u64;
+    static RETURNED: [AtomicI32; 3] = [AtomicI32::new(0), AtomicI32::new(0), AtomicI32::new(0)];
+    rt.launch(1, 1, move || {
+        let int = |v: i64| gpuio_printf_arg {
+            kind: GPUIO_PRINTF_INT,
+            bits: v as u64,
+        };
+        let args = [
+            int(-42),
+            int(-42),
+            gpuio_printf_arg {
+                kind: GPUIO_PRINTF_PTR,
+                bits: long_at,
+            },
+        ];
+        // SAFETY: NUL-terminated formats, their arguments, and a C string for `%s`.
+        unsafe {
+            RETURNED[0].store(
+                gpuio_printf_args(c"short %d|%5d\n".as_ptr(), args.as_ptr(), 2),
+                Ordering::Relaxed,
+            );
+            RETURNED[1].store(
+                gpuio_printf_args(c"long %s\n".as_ptr(), args[2..].as_ptr(), 1),
+                Ordering::Relaxed,
+            );
+            RETURNED[2].store(
+                gpuio_printf_args(c"bad %n\n".as_ptr(), args.as_ptr(), 1),
+                Ordering::Relaxed,
+            );
+        }
+    })
+    .unwrap();
+    rt.synchronize().unwrap();
+    drop(rt);
+    let out = std::fs::read_to_string(path).unwrap();
+    let long_line = format!("long {}\n", "x".repeat(600));
+    assert_eq!(out, format!("short -42|  -42\n{long_line}"));
+    let returned: Vec<i32> = RETURNED.iter().map(|r| r.load(Ordering::Relaxed)).collect();
+    assert_eq!(returned, [16, long_line.len() as i32, -1]);
+    let err = std::fs::read_to_string(err_path).unwrap();
+    assert!(
+        err.starts_with("gpuio_printf: ") && err.contains("`%n` is not taken"),
+        "{err:?}"
+    );
+    // Outside a kernel nothing formats the line in print_to; the count is the same.
+    // SAFETY: as above.
+    let n = unsafe {
+        gpuio_printf_args(
+            c"%s".as_ptr(),
+            [gpuio_printf_arg {
+                kind: GPUIO_PRINTF_PTR,
+                bits: c"".as_ptr() as u64,
+            }]
+            .as_ptr(),
+            1,
+        )
+    };
+    assert_eq!(n, 0);
+}

@@ -28,7 +28,8 @@ use backpressure::{
 };
 use formatting::{
     a_display_that_fails_ends_its_line_with_a_mark_and_is_reported, a_locked_stdouts_pieces_make_whole_lines,
-    a_print_inside_a_display_comes_out_once_before_its_line, formatting_matches_std,
+    a_print_inside_a_display_comes_out_once_before_its_line, c_printf_returns_the_bytes_it_printed,
+    formatting_matches_std,
 };
 use output_files::{
     a_runtime_that_would_overwrite_another_ones_running_kernel_says_why,
@@ -68,4 +69,5 @@ over_submissions!(
     a_thread_printing_alone_batches_its_lines,
     a_print_inside_a_display_comes_out_once_before_its_line,
     a_display_that_fails_ends_its_line_with_a_mark_and_is_reported,
+    c_printf_returns_the_bytes_it_printed,
 );

@@ -73,7 +73,7 @@ struct Spec {
 /// Writes `format` with `args` to `out` as C's `snprintf` would. An error of `out` ends
 /// it as `Ok(Err(..))`; a format it does not take, as `Err(BadFormat)`, possibly after
 /// writing the text before that conversion (check first with [`check`] where that
-/// matters).
+/// matters: it gives the same verdict without formatting).
 ///
 /// # Safety
 /// Every [`GPUIO_PRINTF_PTR`] argument that a `%s` takes is NULL or points to a
@@ -92,22 +92,53 @@ pub unsafe fn format(format: &[u8], args: &[gpuio_printf_arg], out: &mut dyn Wri
         if i == format.len() {
             break;
         }
-        let at = i;
-        i += 1;
-        let (spec, bits, wide) = spec(format, &mut i, &mut args, at)?;
-        let Some(&conv) = format.get(i) else {
-            return Err(BadFormat {
-                at,
-                why: "the format ends inside a conversion",
-            });
-        };
-        i += 1;
+        let c = conversion(format, &mut i, &mut args)?;
+        let value = take(c.conv, c.wide, &mut args, c.at)?;
         // SAFETY: the caller's contract.
-        if unsafe { convert(out, spec, conv, bits, wide, &mut args, at) }?.is_err() {
+        if unsafe { convert(out, c.spec, c.conv, c.bits, value) }.is_err() {
             return Ok(Err(fmt::Error));
         }
     }
     Ok(Ok(()))
+}
+
+/// A conversion read from the format.
+struct Conversion {
+    /// Where its `%` is.
+    at: usize,
+    spec: Spec,
+    /// The bits an integer argument keeps (its length).
+    bits: u32,
+    /// Whether its length is `l` (wide for `%c`, `%s`).
+    wide: bool,
+    /// Its conversion character.
+    conv: u8,
+}
+
+/// The conversion whose `%` is at `format[*i]`, moving `*i` past its conversion character
+/// (taking `*`'s arguments from `args`).
+fn conversion(
+    format: &[u8],
+    i: &mut usize,
+    args: &mut core::slice::Iter<'_, gpuio_printf_arg>,
+) -> Result<Conversion, BadFormat> {
+    let at = *i;
+    *i += 1;
+    let (spec, bits, wide) = spec(format, i, args, at)?;
+    let Some(&conv) = format.get(*i) else {
+        return Err(BadFormat {
+            at,
+            why: "the format ends inside a conversion",
+        });
+    };
+    *i += 1;
+    Ok(Conversion {
+        at,
+        spec,
+        bits,
+        wide,
+        conv,
+    })
 }
 
 /// The flags, width, precision and length of the conversion at `at`, from `format[*i..]`
@@ -174,74 +205,92 @@ fn spec(
     Ok((spec, bits, wide))
 }
 
-/// Writes conversion `conv` (of the spec at `at`) of the next argument of `args`.
-///
-/// # Safety
-/// As for [`format`].
-unsafe fn convert(
-    out: &mut dyn Write,
-    spec: Spec,
+/// What a conversion takes from the arguments, checked against the conversion.
+#[derive(Clone, Copy)]
+enum Value {
+    /// `%%`: nothing.
+    Percent,
+    /// `%d %i %u %x %X %o %c`: an integer's bits.
+    Int(u64),
+    /// A floating-point conversion: the `double`.
+    Float(f64),
+    /// `%p`: an address.
+    Pointer(u64),
+    /// `%s`: NULL or a C string.
+    Str(*const u8),
+}
+
+/// The argument conversion `conv` (of the spec at `at`, with an `l` length if `wide`) takes
+/// from `args`, or why the conversion is not taken. Reads no memory but the arguments.
+fn take(
     conv: u8,
-    bits: u32,
     wide: bool,
     args: &mut core::slice::Iter<'_, gpuio_printf_arg>,
     at: usize,
-) -> Result<fmt::Result, BadFormat> {
+) -> Result<Value, BadFormat> {
     let bad = |why| BadFormat { at, why };
-    Ok(match conv {
-        b'%' => out.write_char('%'),
-        b'd' | b'i' | b'u' | b'x' | b'X' | b'o' | b'c' => {
-            let arg = match args.next() {
-                Some(a) if a.kind == GPUIO_PRINTF_INT || a.kind == GPUIO_PRINTF_UINT => a.bits,
-                Some(_) => return Err(bad("an integer conversion was given a double or a pointer")),
-                None => return Err(bad("a conversion has no argument")),
-            };
-            if conv == b'c' {
-                if wide {
-                    return Err(bad("`%lc` (a wide character) is not taken"));
-                }
-                pad(out, spec, false, "", &[arg as u8])
-            } else {
-                integer(out, spec, conv, arg, bits)
-            }
-        }
-        b'f' | b'F' | b'e' | b'E' | b'g' | b'G' | b'a' | b'A' => match args.next() {
-            Some(a) if a.kind == GPUIO_PRINTF_DOUBLE => float(out, spec, conv, f64::from_bits(a.bits)),
-            Some(_) => return Err(bad("a floating-point conversion was given an integer or a pointer")),
-            None => return Err(bad("a conversion has no argument")),
+    match conv {
+        b'%' => Ok(Value::Percent),
+        b'd' | b'i' | b'u' | b'x' | b'X' | b'o' | b'c' => match args.next() {
+            Some(a) if a.kind == GPUIO_PRINTF_INT || a.kind == GPUIO_PRINTF_UINT => match conv == b'c' && wide {
+                true => Err(bad("`%lc` (a wide character) is not taken")),
+                false => Ok(Value::Int(a.bits)),
+            },
+            Some(_) => Err(bad("an integer conversion was given a double or a pointer")),
+            None => Err(bad("a conversion has no argument")),
         },
-        b's' | b'p' => {
-            let p = match args.next() {
-                Some(a) if a.kind == GPUIO_PRINTF_PTR => a.bits,
-                Some(_) => return Err(bad("`%s` and `%p` take a pointer")),
-                None => return Err(bad("a conversion has no argument")),
-            };
-            if conv == b'p' {
-                pointer(out, spec, p)
-            } else if wide {
-                return Err(bad("`%ls` (a wide string) is not taken"));
-            } else {
-                // SAFETY: the caller's contract: a `%s` pointer is NULL or a C string.
-                unsafe { string(out, spec, p as *const u8) }
-            }
-        }
-        b'n' => return Err(bad("`%n` is not taken: it writes through a pointer")),
-        _ => return Err(bad("an unknown conversion")),
-    })
+        b'f' | b'F' | b'e' | b'E' | b'g' | b'G' | b'a' | b'A' => match args.next() {
+            Some(a) if a.kind == GPUIO_PRINTF_DOUBLE => Ok(Value::Float(f64::from_bits(a.bits))),
+            Some(_) => Err(bad("a floating-point conversion was given an integer or a pointer")),
+            None => Err(bad("a conversion has no argument")),
+        },
+        b's' | b'p' => match args.next() {
+            Some(a) if a.kind == GPUIO_PRINTF_PTR => match (conv, wide) {
+                (b'p', _) => Ok(Value::Pointer(a.bits)),
+                (_, true) => Err(bad("`%ls` (a wide string) is not taken")),
+                (_, false) => Ok(Value::Str(a.bits as *const u8)),
+            },
+            Some(_) => Err(bad("`%s` and `%p` take a pointer")),
+            None => Err(bad("a conversion has no argument")),
+        },
+        b'n' => Err(bad("`%n` is not taken: it writes through a pointer")),
+        _ => Err(bad("an unknown conversion")),
+    }
 }
 
-/// Whether `format` with `args` would be taken, and how many bytes it writes.
+/// Writes conversion `conv` of `value` (what [`take`] returned for it).
 ///
 /// # Safety
-/// As for [`format`].
-pub unsafe fn check(format_: &[u8], args: &[gpuio_printf_arg]) -> Result<usize, BadFormat> {
-    let mut count = Count(0);
-    // SAFETY: the caller's contract, passed on.
-    unsafe { format(format_, args, &mut count) }?.map_err(|_| BadFormat {
-        at: 0,
-        why: "unreachable: counting never fails",
-    })?;
-    Ok(count.0)
+/// A [`Value::Str`] is NULL or a NUL-terminated string (read up to its NUL or the
+/// precision).
+unsafe fn convert(out: &mut dyn Write, spec: Spec, conv: u8, bits: u32, value: Value) -> fmt::Result {
+    match value {
+        Value::Percent => out.write_char('%'),
+        Value::Int(arg) if conv == b'c' => pad(out, spec, false, "", &[arg as u8]),
+        Value::Int(arg) => integer(out, spec, conv, arg, bits),
+        Value::Float(v) => float(out, spec, conv, v),
+        Value::Pointer(p) => pointer(out, spec, p),
+        // SAFETY: the caller's contract.
+        Value::Str(s) => unsafe { string(out, spec, s) },
+    }
+}
+
+/// Whether `format` with `args` would be taken: [`format`]'s verdict, without formatting
+/// anything (it reads the format and the arguments, not the strings a `%s` points to).
+pub fn check(format: &[u8], args: &[gpuio_printf_arg]) -> Result<(), BadFormat> {
+    let mut args = args.iter();
+    let mut i = 0;
+    while i < format.len() {
+        while i < format.len() && format[i] != b'%' {
+            i += 1;
+        }
+        if i == format.len() {
+            break;
+        }
+        let c = conversion(format, &mut i, &mut args)?;
+        take(c.conv, c.wide, &mut args, c.at)?;
+    }
+    Ok(())
 }
 
 /// A sink that counts what it is given.
@@ -258,7 +307,12 @@ impl Write for Count {
 /// U+FFFD (3 bytes; so a `%s` or `%c` of such bytes prints, and counts, otherwise than C's,
 /// which copies bytes).
 fn write_bytes(out: &mut dyn Write, bytes: &[u8]) -> fmt::Result {
-    write!(out, "{}", crate::io_traits::Lossy(bytes))
+    // UTF-8 (all a format's text and numbers, most strings) goes straight to `out`: through
+    // `write!` each run of text was a `core::fmt` call of its own.
+    match core::str::from_utf8(bytes) {
+        Ok(text) => out.write_str(text),
+        Err(_) => write!(out, "{}", crate::io_traits::Lossy(bytes)),
+    }
 }
 
 /// The decimal number at `format[*i..]`, moving `*i` past it (0 where there is none).
@@ -275,6 +329,12 @@ fn digits(format: &[u8], i: &mut usize) -> usize {
 /// width: on the right with `-`, with zeros between prefix and body where `zeros` (a
 /// number's `0` flag), else with spaces on the left.
 fn pad(out: &mut dyn Write, spec: Spec, zeros: bool, sign_and_prefix: &str, body: &[u8]) -> fmt::Result {
+    if spec.width == 0 {
+        // No field to fill: the body's printed length (U+FFFD for bytes that are not UTF-8)
+        // is not needed.
+        out.write_str(sign_and_prefix)?;
+        return write_bytes(out, body);
+    }
     let mut len = Count(0);
     write_bytes(&mut len, body)?;
     pad_with(out, spec, zeros, sign_and_prefix, len.0, &mut |out| {

@@ -12,6 +12,7 @@
 //! [`gpuio_printf_arg`]s and calls [`gpuio_printf_args`], which formats them on the device as C's
 //! `printf` does ([`format`]).
 
+use core::cell::Cell;
 use core::ffi::{c_char, c_void};
 use core::fmt;
 
@@ -42,20 +43,40 @@ unsafe fn c_bytes<'a>(s: *const c_char) -> &'a [u8] {
     unsafe { core::slice::from_raw_parts(s as *const u8, len) }
 }
 
-/// A format and its arguments, written as C's `printf` writes them (checked before).
+/// A format and its arguments, written as C's `printf` writes them (checked before), and
+/// the bytes that writing them gave.
 struct CFormatted<'a> {
     format: &'a [u8],
     args: &'a [gpuio_printf_arg],
+    /// The bytes the last formatting wrote (a line longer than the print's buffer is
+    /// formatted twice, the same bytes each time); `None` until it is formatted.
+    printed: Cell<Option<usize>>,
 }
 
 impl fmt::Display for CFormatted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = Counted { out: f, n: 0 };
         // SAFETY: `gpuio_printf_args`'s contract: its `%s` pointers are C strings.
-        match unsafe { format::format(self.format, self.args, f) } {
+        let result = unsafe { format::format(self.format, self.args, &mut out) };
+        self.printed.set(Some(out.n));
+        match result {
             Ok(written) => written,
             // Checked before it was printed: not reached.
             Err(_) => Err(fmt::Error),
         }
+    }
+}
+
+/// Passes text on to `out`, counting its bytes.
+struct Counted<'a, 'f> {
+    out: &'a mut fmt::Formatter<'f>,
+    n: usize,
+}
+
+impl fmt::Write for Counted<'_, '_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.n += s.len();
+        self.out.write_str(s)
     }
 }
 
@@ -65,7 +86,10 @@ impl fmt::Display for CFormatted<'_> {
 /// an argument missing or of the wrong kind, see [`format`]), having printed nothing of it
 /// and a line on the runtime's stderr that says why.
 ///
-/// The format is formatted twice, once to check and count it and once to print it.
+/// The format is read twice: once to check it ([`format::check`]: the conversions and the
+/// arguments' kinds, nothing formatted) and once to print it, counting the bytes. (Where
+/// the print does not format it, a kernel without gpuio's runtime, it is formatted into a
+/// count instead, so the result is the same.)
 ///
 /// # Safety
 /// `format` is a NUL-terminated string; `args` points to `nargs` arguments (or is NULL
@@ -86,11 +110,21 @@ pub unsafe extern "C" fn gpuio_printf_args(format: *const c_char, args: *const g
             },
         )
     };
-    // SAFETY: the caller's contract: `%s` arguments are C strings.
-    match unsafe { format::check(format, args) } {
-        Ok(n) => {
-            print_to(false, false, format_args!("{}", CFormatted { format, args }));
-            n.min(i32::MAX as usize) as i32
+    match format::check(format, args) {
+        Ok(()) => {
+            let line = CFormatted {
+                format,
+                args,
+                printed: Cell::new(None),
+            };
+            print_to(false, false, format_args!("{line}"));
+            let printed = line.printed.get().unwrap_or_else(|| {
+                let mut count = format::Count(0);
+                // SAFETY: the caller's contract: `%s` arguments are C strings.
+                let _ = unsafe { format::format(format, args, &mut count) };
+                count.0
+            });
+            printed.min(i32::MAX as usize) as i32
         }
         Err(bad) => {
             print_to(true, true, format_args!("gpuio_printf: {bad}"));
