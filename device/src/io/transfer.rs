@@ -408,9 +408,9 @@ fn direct(ctx: &Context, buf: *mut u8, len: usize) -> Option<(u64, u16)> {
 ///
 /// The result is what a one-piece [`Pending`] gives: the bytes moved, or the error.
 ///
-/// Not marked `#[inline(never)]`: called out of line, it left a test kernel's transfers
-/// through the shared rings wrong on sm_90, compiled separately, for reasons not found
-/// (docs/PROTOCOL.md, "Compilers").
+/// Not `#[inline(never)]`: out of line, a test kernel's ptxas code (sm_90) held a uniform register
+/// across a `YIELD` while lanes were still in `open`, and its transfers went out 0 bytes long
+/// (docs/PROTOCOL.md, "Compilers"; `tests/sass_yield.rs` looks for that shape).
 fn solo(ctx: &Context, t: Transfer) -> Option<Result<usize, Errno>> {
     if !t.in_range() {
         return None; // `Pending` refuses it (EINVAL)

@@ -1,0 +1,322 @@
+//! gpuio's own sm_90 code, compiled by the CUDA toolkit's ptxas as the driver compiles it,
+//! holds no uniform register across a `YIELD`.
+//!
+//! Why: a uniform register (`URn`) belongs to the warp, not to a lane. With independent
+//! thread scheduling a warp's lanes come back from a waiting call (`io::open`, `fsync`,
+//! `pread`, ...) one by one, each when its own request is done, and the early ones run on
+//! in the caller while the others are still inside the call. A `YIELD` (ptxas puts one in
+//! loops, so that the warp's other paths make progress) lets those other paths run, and
+//! inside the call the uniform registers below `UR36` are scratch. ptxas (CUDA 13.0, the
+//! driver's JIT at optimization level 1 and above; 12.8's too) sometimes loads a uniform
+//! register before a `YIELD` and reads it after, instead of loading it again: the lanes
+//! back from the `YIELD` then compute with whatever the call left there. A test kernel
+//! (`file_check`: `open`, then a loop of `write_all_at`) read its transfer's length so
+//! when `transfer::solo` was compiled out of line: 1,655 of its 2,120 writes went to the
+//! kernel with 0 bytes (an io_uring trace), where the build that loaded the length again
+//! after the `YIELD` wrote every byte (docs/PROTOCOL.md, "Compilers").
+//!
+//! The check: compile each module gpuio ships (the test kernels, the example kernels,
+//! bench_observer's kernels, the device library for C++ kernels) with `ptxas -c
+//! -arch=sm_90`, as one input (as the driver compiles a module that does file I/O),
+//! disassemble it with `nvdisasm`, and look in every block for a uniform register that an
+//! instruction after a `YIELD` reads while its last write is before that `YIELD`. The
+//! checker itself is tried on the shape that failed and on the one that did not
+//! ([`the_checker_finds_the_shape_that_failed`]).
+//!
+//! Needs ptxas and nvdisasm (`GPUIO_CUDA_BIN`, else the PATH, else /usr/local/cuda/bin; on
+//! a machine without the toolkit `pip install nvidia-cuda-nvcc nvidia-cuda-nvdisasm` puts
+//! them under `nvidia/cu13/bin` of the Python packages); says SKIPPED without them.
+
+#[allow(dead_code)]
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::skip;
+
+/// A uniform register read after a `YIELD` with the value it had before it.
+#[derive(Debug, PartialEq)]
+struct Held {
+    function: String,
+    yield_at: u32,
+    register: String,
+    read_at: u32,
+}
+
+/// The registers an operand list names (`UR6`, and `UR36` in `desc[UR36]`), `URZ` aside.
+fn uniform_registers(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(at) = text[i..].find("UR") {
+        let start = i + at;
+        let before_ok = start == 0 || !bytes[start - 1].is_ascii_alphanumeric();
+        let digits = text[start + 2..].bytes().take_while(u8::is_ascii_digit).count();
+        if before_ok && digits > 0 {
+            out.push(text[start..start + 2 + digits].to_string());
+        }
+        i = start + 2;
+    }
+    out
+}
+
+/// The uniform registers an instruction writes: its first operand where that is one (a
+/// `.64` form writes the pair).
+fn written(op: &str, operands: &str) -> Vec<String> {
+    let first = operands.split(',').next().unwrap_or("").trim();
+    let Some(n) = first.strip_prefix("UR").and_then(|n| n.parse::<u32>().ok()) else {
+        return Vec::new();
+    };
+    if op.contains(".64") {
+        vec![format!("UR{n}"), format!("UR{}", n + 1)]
+    } else {
+        vec![format!("UR{n}")]
+    }
+}
+
+/// Every [`Held`] register in `sass` (nvdisasm's text). A block ends at a label and after
+/// a branch, call, return or exit; a `YIELD`'s block continues after it.
+fn held_across_yields(sass: &str) -> Vec<Held> {
+    let mut found = Vec::new();
+    let mut function = String::new();
+    // Where each uniform register was last written in this block, and the registers live
+    // across the block's last YIELD (written before it, not since).
+    let mut last_write: HashMap<String, u32> = HashMap::new();
+    let mut across: Option<(u32, Vec<String>)> = None;
+    for line in sass.lines() {
+        let t = line.trim();
+        if let Some(name) = t
+            .strip_prefix("//")
+            .and_then(|r| r.trim_matches('-').trim().strip_prefix(".text."))
+        {
+            function = name.trim().to_string();
+            last_write.clear();
+            across = None;
+            continue;
+        }
+        if t.starts_with('.') && t.ends_with(':') {
+            last_write.clear();
+            across = None;
+            continue;
+        }
+        // `/*7160*/   @!P0 ULDC UR6, c[0x0][0x220] ;`
+        let Some(rest) = t.strip_prefix("/*") else { continue };
+        let Some((addr, inst)) = rest.split_once("*/") else {
+            continue;
+        };
+        let Ok(addr) = u32::from_str_radix(addr, 16) else {
+            continue;
+        };
+        let inst = inst.split(';').next().unwrap_or("").trim();
+        let inst = match inst.strip_prefix('@') {
+            Some(p) => p.split_once(' ').map_or("", |(_, i)| i).trim(),
+            None => inst,
+        };
+        let (op, operands) = inst.split_once(' ').unwrap_or((inst, ""));
+        let base = op.split('.').next().unwrap_or(op);
+        let writes = written(op, operands);
+        let reads: Vec<String> = if writes.is_empty() {
+            uniform_registers(operands)
+        } else {
+            uniform_registers(operands.split_once(',').map_or("", |(_, r)| r))
+        };
+        if let Some((yield_at, live)) = &mut across {
+            for r in &reads {
+                if live.contains(r) {
+                    found.push(Held {
+                        function: function.clone(),
+                        yield_at: *yield_at,
+                        register: r.clone(),
+                        read_at: addr,
+                    });
+                }
+            }
+            live.retain(|r| !writes.contains(r));
+        }
+        for w in writes {
+            last_write.insert(w, addr);
+        }
+        if base == "YIELD" {
+            across = Some((addr, last_write.keys().cloned().collect()));
+        }
+        if [
+            "BRA", "BRX", "JMP", "JMX", "CALL", "RET", "EXIT", "BREAK", "BSYNC", "WARPSYNC",
+        ]
+        .contains(&base)
+        {
+            last_write.clear();
+            across = None;
+        }
+    }
+    found
+}
+
+/// The loop head of the failing build's `file_check` (nvdisasm of `ptxas -c -arch=sm_90`,
+/// CUDA 13.0): the transfer's length (`R38`) from `UR6`, loaded before the `YIELD`.
+const FAILED: &str = "
+//--------------------- .text.file_check          --------------------------
+.L_x_12713:
+        /*7160*/                   ULDC UR6, c[0x0][0x220] ;
+        /*7170*/                   ULDC UR4, c[0x0][0x228] ;
+        /*7180*/                   IMAD R0, R24, UR6, RZ ;
+        /*7190*/                   LEA R0, R0, UR4, 0x1 ;
+        /*71a0*/                   YIELD ;
+        /*71b0*/                   UMOV UR4, 32@lo(gpuio_context) ;
+        /*71c0*/                   UMOV UR5, 32@hi(gpuio_context) ;
+        /*71d0*/                   IMAD.U32 R52, RZ, RZ, UR4 ;
+        /*71e0*/                   IMAD.U32 R53, RZ, RZ, UR5 ;
+        /*71f0*/                   LDG.E.64.STRONG.SYS R52, desc[UR36][R52.64] ;
+        /*7200*/                   IADD3 R44, P2, R27.reuse, R0, RZ ;
+        /*7210*/                   BSSY B7, `(.L_x_12690) ;
+        /*7220*/                   IADD3 R38, P1, -R27, UR6, RZ ;
+        /*7230*/                   BRA `(.L_x_12691) ;
+";
+
+/// The same loop head in the build that passed: the length's `UR4` loaded again after the
+/// `YIELD`.
+const PASSED: &str = "
+//--------------------- .text.file_check          --------------------------
+.L_x_13376:
+        /*7130*/                   ULDC UR4, c[0x0][0x220] ;
+        /*7140*/                   ULDC.64 UR6, c[0x0][0x228] ;
+        /*7150*/                   IMAD.WIDE.U32 R2, R44, UR4, RZ ;
+        /*7160*/                   IMAD R3, R47, UR4, R3 ;
+        /*7170*/                   LEA R55, P0, R2, UR6, 0x1 ;
+        /*7180*/                   LEA.HI.X R0, R2, UR7, R3, 0x1, P0 ;
+        /*7190*/                   YIELD ;
+        /*71a0*/                   UMOV UR4, 32@lo(gpuio_context) ;
+        /*71b0*/                   UMOV UR5, 32@hi(gpuio_context) ;
+        /*71c0*/                   IMAD.U32 R60, RZ, RZ, UR4 ;
+        /*71d0*/                   ULDC UR4, c[0x0][0x220] ;
+        /*71e0*/                   IMAD.U32 R61, RZ, RZ, UR5 ;
+        /*71f0*/                   LDG.E.64.STRONG.SYS R60, desc[UR36][R60.64] ;
+        /*7240*/                   IADD3 R2, P2, -R28, UR4, RZ ;
+        /*7250*/                   BRA `(.L_x_13344) ;
+";
+
+#[test]
+fn the_checker_finds_the_shape_that_failed() {
+    assert_eq!(
+        held_across_yields(FAILED),
+        [Held {
+            function: "file_check".into(),
+            yield_at: 0x71a0,
+            register: "UR6".into(),
+            read_at: 0x7220,
+        }]
+    );
+    assert_eq!(held_across_yields(PASSED), []);
+    // `UR36` (the memory descriptor, loaded once in the kernel's prologue) is read after
+    // the YIELD in both, but written in neither block: not reported.
+}
+
+/// `name` in `GPUIO_CUDA_BIN`, on the PATH, or in /usr/local/cuda/bin.
+fn tool(name: &str) -> Option<PathBuf> {
+    let dirs = std::env::var_os("GPUIO_CUDA_BIN")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(
+            std::env::var_os("PATH")
+                .into_iter()
+                .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>()),
+        )
+        .chain([PathBuf::from("/usr/local/cuda/bin")]);
+    dirs.map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// `ptx` compiled for sm_90 and disassembled.
+fn sass(ptxas: &Path, nvdisasm: &Path, dir: &Path, name: &str, ptx: &[u8]) -> Result<String, String> {
+    let (input, object) = (dir.join(format!("{name}.ptx")), dir.join(format!("{name}.o")));
+    std::fs::write(&input, ptx).map_err(|e| format!("{}: {e}", input.display()))?;
+    let run = |cmd: &mut Command| {
+        let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{cmd:?}: {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    run(Command::new(ptxas)
+        .args(["-arch=sm_90", "-c"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&object))?;
+    run(Command::new(nvdisasm).arg("-c").arg(&object))
+}
+
+#[test]
+fn no_uniform_register_is_held_across_a_yield_in_gpuios_sm90_code() {
+    let test = "no_uniform_register_is_held_across_a_yield_in_gpuios_sm90_code";
+    let (Some(ptxas), Some(nvdisasm)) = (tool("ptxas"), tool("nvdisasm")) else {
+        skip(
+            test,
+            "no ptxas and nvdisasm (GPUIO_CUDA_BIN, the PATH, /usr/local/cuda/bin; pip install nvidia-cuda-nvcc \
+             nvidia-cuda-nvdisasm brings them)",
+        );
+        return;
+    };
+    let sm90 =
+        |set: &'static [(&'static str, &'static [u8])]| set.iter().find(|(arch, _)| *arch == "sm_90").map(|(_, p)| *p);
+    let examples = std::fs::read(gpuio_kernels_gpu::PTX_PATH).ok();
+    let modules: Vec<(&str, Option<Vec<u8>>)> = vec![
+        ("test_kernels", Some(gpuio_kernels_gpu::TEST_PTX.as_bytes().to_vec())),
+        ("example_kernels", examples),
+        (
+            "observer_kernels",
+            sm90(gpuio_kernels_gpu::OBSERVER_NVPTX).map(<[u8]>::to_vec),
+        ),
+        (
+            "device_library",
+            sm90(gpuio_kernels_gpu::C_LIBRARY_NVPTX).map(<[u8]>::to_vec),
+        ),
+    ];
+    let modules: Vec<(&str, Vec<u8>)> = modules
+        .into_iter()
+        .filter_map(|(name, ptx)| ptx.filter(|p| !p.is_empty()).map(|p| (name, p)))
+        .collect();
+    if modules.len() < 4 {
+        skip(
+            test,
+            "this build has no sm_90 PTX of every module (GPUIO_GPU_TARGETS=sm_90 or all builds them)",
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("gpuio-sass-yield-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let results: Vec<(&str, Result<String, String>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = modules
+            .iter()
+            .map(|(name, ptx)| {
+                let (ptxas, nvdisasm, dir) = (&ptxas, &nvdisasm, &dir);
+                (*name, s.spawn(move || sass(ptxas, nvdisasm, dir, name, ptx)))
+            })
+            .collect();
+        handles.into_iter().map(|(n, h)| (n, h.join().unwrap())).collect()
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut held = Vec::new();
+    for (name, sass) in results {
+        let sass = sass.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            sass.contains("YIELD"),
+            "{name}: no YIELD at all in its SASS: is this nvdisasm's text?"
+        );
+        held.extend(held_across_yields(&sass).into_iter().map(|h| {
+            format!(
+                "{name}: {}: {} written before the YIELD at {:#x}, read at {:#x}",
+                h.function, h.register, h.yield_at, h.read_at
+            )
+        }));
+    }
+    assert!(
+        held.is_empty(),
+        "ptxas ({}) holds a uniform register across a YIELD, where lanes of the warp still inside a \
+         call may overwrite it (this file's docs): {held:#?}",
+        ptxas.display()
+    );
+}
