@@ -1,27 +1,29 @@
 //! gpuio's own sm_90 code, compiled by the CUDA toolkit's ptxas as the driver compiles it,
-//! holds no uniform register across a `YIELD`.
+//! holds no uniform register across a `YIELD` within a basic block.
 //!
 //! Why: a uniform register (`URn`) belongs to the warp, not to a lane. With independent
 //! thread scheduling a warp's lanes come back from a waiting call (`io::open`, `fsync`,
 //! `pread`, ...) one by one, each when its own request is done, and the early ones run on
 //! in the caller while the others are still inside the call. A `YIELD` (ptxas puts one in
 //! loops, so that the warp's other paths make progress) lets those other paths run, and
-//! inside the call the uniform registers below `UR36` are scratch. ptxas (CUDA 13.0, the
-//! driver's JIT at optimization level 1 and above; 12.8's too) sometimes loads a uniform
-//! register before a `YIELD` and reads it after, instead of loading it again: the lanes
+//! inside the call the uniform registers below `UR36` are scratch. ptxas (CUDA 13.0, as the
+//! driver's JIT compiles at its default level) sometimes loads a uniform register before a
+//! `YIELD` and reads it after, instead of loading it again: the lanes
 //! back from the `YIELD` then compute with whatever the call left there. A test kernel
 //! (`file_check`: `open`, then a loop of `write_all_at`) read its transfer's length so
-//! when `transfer::solo` was compiled out of line: 1,655 of its 2,120 writes went to the
-//! kernel with 0 bytes (an io_uring trace), where the build that loaded the length again
-//! after the `YIELD` wrote every byte (docs/PROTOCOL.md, "Compilers").
+//! when `transfer::solo` was compiled out of line: 1,655 of its 2,120 writes completed with
+//! 0 bytes (an io_uring trace), where the build that loaded the length again after the
+//! `YIELD` wrote every byte (docs/PROTOCOL.md, "Compilers").
 //!
 //! The check: compile each module gpuio ships (the test kernels, the example kernels,
 //! bench_observer's kernels, the device library for C++ kernels) with `ptxas -c
 //! -arch=sm_90`, as one input (as the driver compiles a module that does file I/O),
-//! disassemble it with `nvdisasm`, and look in every block for a uniform register that an
-//! instruction after a `YIELD` reads while its last write is before that `YIELD`. The
-//! checker itself is tried on the shape that failed and on the one that did not
-//! ([`the_checker_finds_the_shape_that_failed`]).
+//! disassemble it with `nvdisasm`, and look in every basic block for a uniform register
+//! that an instruction after a `YIELD` reads while its last write is before that `YIELD`
+//! (the shape that failed). A load hoisted above a loop whose body yields is in another
+//! block and not seen (one such: `lockstep_probe`, with no waiting call before its loop).
+//! The checker itself is tried on the shape that failed and on the one that did not
+//! ([`the_checker_finds_the_shape_that_failed`]), and on pairs, predicates and branches.
 //!
 //! Needs ptxas and nvdisasm (`GPUIO_CUDA_BIN`, else the PATH, else /usr/local/cuda/bin; on
 //! a machine without the toolkit `pip install nvidia-cuda-nvcc nvidia-cuda-nvdisasm` puts
@@ -30,7 +32,6 @@
 #[allow(dead_code)]
 mod common;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -45,7 +46,8 @@ struct Held {
     read_at: u32,
 }
 
-/// The registers an operand list names (`UR6`, and `UR36` in `desc[UR36]`), `URZ` aside.
+/// The uniform registers an operand list reads: each `URn` (`URZ` aside), and both of the
+/// pair a memory descriptor (`desc[URn]`) names.
 fn uniform_registers(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let bytes = text.as_bytes();
@@ -55,7 +57,11 @@ fn uniform_registers(text: &str) -> Vec<String> {
         let before_ok = start == 0 || !bytes[start - 1].is_ascii_alphanumeric();
         let digits = text[start + 2..].bytes().take_while(u8::is_ascii_digit).count();
         if before_ok && digits > 0 {
-            out.push(text[start..start + 2 + digits].to_string());
+            let n: u32 = text[start + 2..start + 2 + digits].parse().unwrap();
+            out.push(format!("UR{n}"));
+            if text[..start].ends_with("desc[") {
+                out.push(format!("UR{}", n + 1));
+            }
         }
         i = start + 2;
     }
@@ -63,27 +69,41 @@ fn uniform_registers(text: &str) -> Vec<String> {
 }
 
 /// The uniform registers an instruction writes: its first operand where that is one (a
-/// `.64` form writes the pair).
+/// `.64` or `.WIDE` form writes the pair). Branches name registers they read.
 fn written(op: &str, operands: &str) -> Vec<String> {
+    let base = op.split('.').next().unwrap_or(op);
+    if [
+        "BRA", "BRX", "JMP", "JMX", "CALL", "RET", "EXIT", "BREAK", "BSYNC", "BSSY", "WARPSYNC",
+    ]
+    .contains(&base)
+    {
+        return Vec::new();
+    }
     let first = operands.split(',').next().unwrap_or("").trim();
     let Some(n) = first.strip_prefix("UR").and_then(|n| n.parse::<u32>().ok()) else {
         return Vec::new();
     };
-    if op.contains(".64") {
+    if op.contains(".64") || op.contains(".WIDE") {
         vec![format!("UR{n}"), format!("UR{}", n + 1)]
     } else {
         vec![format!("UR{n}")]
     }
 }
 
-/// Every [`Held`] register in `sass` (nvdisasm's text). A block ends at a label and after
-/// a branch, call, return or exit; a `YIELD`'s block continues after it.
+/// Every [`Held`] register in `sass` (nvdisasm's text), **within one basic block**: a
+/// uniform register that an instruction after a `YIELD` reads while its last write is
+/// before that `YIELD`. A block ends at a label and after an unconditional branch, a call,
+/// a return, an exit, a `BREAK`, a `BSYNC` or a `WARPSYNC` (a predicated branch's
+/// fall-through keeps the block). A predicated write may not happen: after the `YIELD` it
+/// does not end the register's hold; before it, it counts as the last write. Not seen: a
+/// register written in one block and read after a `YIELD` in another (a load hoisted above
+/// a loop whose body yields), which would take liveness over the control flow.
 fn held_across_yields(sass: &str) -> Vec<Held> {
     let mut found = Vec::new();
     let mut function = String::new();
-    // Where each uniform register was last written in this block, and the registers live
-    // across the block's last YIELD (written before it, not since).
-    let mut last_write: HashMap<String, u32> = HashMap::new();
+    // The uniform registers written so far in this block, and those held across its last
+    // YIELD (written before it, not surely since).
+    let mut written_here: Vec<String> = Vec::new();
     let mut across: Option<(u32, Vec<String>)> = None;
     for line in sass.lines() {
         let t = line.trim();
@@ -92,12 +112,12 @@ fn held_across_yields(sass: &str) -> Vec<Held> {
             .and_then(|r| r.trim_matches('-').trim().strip_prefix(".text."))
         {
             function = name.trim().to_string();
-            last_write.clear();
+            written_here.clear();
             across = None;
             continue;
         }
         if t.starts_with('.') && t.ends_with(':') {
-            last_write.clear();
+            written_here.clear();
             across = None;
             continue;
         }
@@ -110,9 +130,9 @@ fn held_across_yields(sass: &str) -> Vec<Held> {
             continue;
         };
         let inst = inst.split(';').next().unwrap_or("").trim();
-        let inst = match inst.strip_prefix('@') {
-            Some(p) => p.split_once(' ').map_or("", |(_, i)| i).trim(),
-            None => inst,
+        let (predicated, inst) = match inst.strip_prefix('@') {
+            Some(p) => (true, p.split_once(' ').map_or("", |(_, i)| i).trim()),
+            None => (false, inst),
         };
         let (op, operands) = inst.split_once(' ').unwrap_or((inst, ""));
         let base = op.split('.').next().unwrap_or(op);
@@ -122,9 +142,9 @@ fn held_across_yields(sass: &str) -> Vec<Held> {
         } else {
             uniform_registers(operands.split_once(',').map_or("", |(_, r)| r))
         };
-        if let Some((yield_at, live)) = &mut across {
+        if let Some((yield_at, held)) = &mut across {
             for r in &reads {
-                if live.contains(r) {
+                if held.contains(r) {
                     found.push(Held {
                         function: function.clone(),
                         yield_at: *yield_at,
@@ -133,20 +153,21 @@ fn held_across_yields(sass: &str) -> Vec<Held> {
                     });
                 }
             }
-            live.retain(|r| !writes.contains(r));
+            if !predicated {
+                held.retain(|r| !writes.contains(r));
+            }
         }
         for w in writes {
-            last_write.insert(w, addr);
+            if !written_here.contains(&w) {
+                written_here.push(w);
+            }
         }
         if base == "YIELD" {
-            across = Some((addr, last_write.keys().cloned().collect()));
+            across = Some((addr, written_here.clone()));
         }
-        if [
-            "BRA", "BRX", "JMP", "JMX", "CALL", "RET", "EXIT", "BREAK", "BSYNC", "WARPSYNC",
-        ]
-        .contains(&base)
-        {
-            last_write.clear();
+        let branch = ["BRA", "BRX", "JMP", "JMX"].contains(&base);
+        if (branch && !predicated) || ["CALL", "RET", "EXIT", "BREAK", "BSYNC", "WARPSYNC"].contains(&base) {
+            written_here.clear();
             across = None;
         }
     }
@@ -212,16 +233,48 @@ fn the_checker_finds_the_shape_that_failed() {
     // the YIELD in both, but written in neither block: not reported.
 }
 
-/// `name` in `GPUIO_CUDA_BIN`, on the PATH, or in /usr/local/cuda/bin.
+#[test]
+fn the_checker_reads_pairs_predicates_and_branches() {
+    let held = |body: &str| -> Vec<(String, u32)> {
+        let sass = format!("//--------------------- .text.k --------------------------\n.L_x_1:\n{body}");
+        held_across_yields(&sass)
+            .into_iter()
+            .map(|h| (h.register, h.read_at))
+            .collect()
+    };
+    let ur = |r: &str, at: u32| (r.to_string(), at);
+    // The high half of a `.WIDE` pair.
+    let wide = "/*0010*/ UIMAD.WIDE.U32 UR6, UR4, UR5, URZ ;\n/*0020*/ YIELD ;\n/*0030*/ IADD3 R2, R3, UR7, RZ ;";
+    assert_eq!(held(wide), [ur("UR7", 0x30)]);
+    // A predicated load after the YIELD may not happen: the read may still see the old value.
+    let predicated = "/*0010*/ ULDC UR6, c[0x0][0x220] ;\n/*0020*/ YIELD ;\n\
+                      /*0030*/ @!P0 ULDC UR6, c[0x0][0x220] ;\n/*0040*/ IADD3 R2, R3, UR6, RZ ;";
+    assert_eq!(held(predicated), [ur("UR6", 0x40)]);
+    // A load that surely happens after the YIELD ends the hold.
+    let reloaded = "/*0010*/ ULDC UR6, c[0x0][0x220] ;\n/*0020*/ YIELD ;\n\
+                    /*0030*/ ULDC UR6, c[0x0][0x220] ;\n/*0040*/ IADD3 R2, R3, UR6, RZ ;";
+    assert_eq!(held(reloaded), []);
+    // `BRA.DIV UR4, ...` reads UR4, and a predicated branch's fall-through stays in the block.
+    let branches = "/*0010*/ ULDC UR4, c[0x0][0x0] ;\n/*0020*/ YIELD ;\n\
+                    /*0030*/ @P0 BRA `(.L_x_2) ;\n/*0040*/ BRA.DIV UR4, `(.L_x_3) ;";
+    assert_eq!(held(branches), [ur("UR4", 0x40)]);
+    // Both registers of a memory descriptor.
+    let desc = "/*0010*/ ULDC.64 UR4, c[0x0][0x208] ;\n/*0020*/ YIELD ;\n/*0030*/ LDG.E R2, desc[UR4][R2.64] ;";
+    assert_eq!(held(desc), [ur("UR4", 0x30), ur("UR5", 0x30)]);
+    // An unconditional branch ends the block.
+    let ended = "/*0010*/ ULDC UR6, c[0x0][0x220] ;\n/*0020*/ YIELD ;\n\
+                 /*0030*/ BRA `(.L_x_2) ;\n/*0040*/ IADD3 R2, R3, UR6, RZ ;";
+    assert_eq!(held(ended), []);
+}
+
+/// `name` in `GPUIO_CUDA_BIN` where that is set, else on the PATH or in /usr/local/cuda/bin.
 fn tool(name: &str) -> Option<PathBuf> {
-    let dirs = std::env::var_os("GPUIO_CUDA_BIN")
-        .map(PathBuf::from)
+    if let Some(dir) = std::env::var_os("GPUIO_CUDA_BIN") {
+        return Some(PathBuf::from(dir).join(name)).filter(|p| p.is_file());
+    }
+    let dirs = std::env::var_os("PATH")
         .into_iter()
-        .chain(
-            std::env::var_os("PATH")
-                .into_iter()
-                .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>()),
-        )
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .chain([PathBuf::from("/usr/local/cuda/bin")]);
     dirs.map(|d| d.join(name)).find(|p| p.is_file())
 }

@@ -303,11 +303,14 @@ pub(crate) fn a_display_that_fails_ends_its_line_with_a_mark_and_is_reported(sub
 
 /// The device library's C `printf` (`gpuio_printf_args`, what a C++ kernel's `gpuio_printf`
 /// calls) returns the bytes it printed: for a short line, for one longer than the print's
-/// line buffer (formatted twice), and outside a kernel; -1 for a format it does not take,
-/// with nothing of it on stdout and the reason on stderr.
+/// line buffer (formatted twice), for one made inside a `Display` while a long line is
+/// formatted (its second call is skipped, so the count comes from formatting it into a
+/// counter), and outside a kernel; -1 for a format it does not take, with nothing of it on
+/// stdout and the reason on stderr.
 pub(crate) fn c_printf_returns_the_bytes_it_printed(sub: Suite) {
     use gpuio::device::c_abi::{gpuio_printf_arg, gpuio_printf_args, GPUIO_PRINTF_INT, GPUIO_PRINTF_PTR};
     use std::sync::atomic::{AtomicI32, Ordering};
+    use std::sync::{Arc, Mutex};
     let _wd = watchdog("c_printf_returns_the_bytes_it_printed", 120);
     let (f, path) = temp_file("c_printf.txt");
     let (e, err_path) = temp_file("c_printf-err.txt");
@@ -318,8 +321,26 @@ pub(crate) fn c_printf_returns_the_bytes_it_printed(sub: Suite) {
         .unwrap();
     let long = std::ffi::CString::new("x".repeat(600)).unwrap();
     let long_at = long.as_ptr() as u64;
-    static RETURNED: [AtomicI32; 3] = [AtomicI32::new(0), AtomicI32::new(0), AtomicI32::new(0)];
+    // What the three calls below returned, and what the `Display` got from its own call,
+    // each time it was called (this test runs in several configurations at once).
+    let returned: Arc<[AtomicI32; 3]> = Arc::new([AtomicI32::new(0), AtomicI32::new(0), AtomicI32::new(0)]);
+    let nested: Arc<Mutex<Vec<i32>>> = Arc::default();
+    struct PrintsInside<'a>(&'a Mutex<Vec<i32>>);
+    impl std::fmt::Display for PrintsInside<'_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            let seven = gpuio_printf_arg {
+                kind: GPUIO_PRINTF_INT,
+                bits: 7,
+            };
+            // SAFETY: a NUL-terminated format and its one argument.
+            let n = unsafe { gpuio_printf_args(c"inner %d\n".as_ptr(), &seven, 1) };
+            self.0.lock().unwrap().push(n);
+            f.write_str(&"o".repeat(300))
+        }
+    }
+    let (returned_in, nested_in) = (returned.clone(), nested.clone());
     rt.launch(1, 1, move || {
+        let returned = &returned_in;
         let int = |v: i64| gpuio_printf_arg {
             kind: GPUIO_PRINTF_INT,
             bits: v as u64,
@@ -334,28 +355,33 @@ pub(crate) fn c_printf_returns_the_bytes_it_printed(sub: Suite) {
         ];
         // SAFETY: NUL-terminated formats, their arguments, and a C string for `%s`.
         unsafe {
-            RETURNED[0].store(
+            returned[0].store(
                 gpuio_printf_args(c"short %d|%5d\n".as_ptr(), args.as_ptr(), 2),
                 Ordering::Relaxed,
             );
-            RETURNED[1].store(
+            returned[1].store(
                 gpuio_printf_args(c"long %s\n".as_ptr(), args[2..].as_ptr(), 1),
                 Ordering::Relaxed,
             );
-            RETURNED[2].store(
+            returned[2].store(
                 gpuio_printf_args(c"bad %n\n".as_ptr(), args.as_ptr(), 1),
                 Ordering::Relaxed,
             );
         }
+        println!("outer {}", PrintsInside(&nested_in));
     })
     .unwrap();
     rt.synchronize().unwrap();
     drop(rt);
     let out = std::fs::read_to_string(path).unwrap();
     let long_line = format!("long {}\n", "x".repeat(600));
-    assert_eq!(out, format!("short -42|  -42\n{long_line}"));
-    let returned: Vec<i32> = RETURNED.iter().map(|r| r.load(Ordering::Relaxed)).collect();
+    let outer = format!("outer {}\n", "o".repeat(300));
+    assert_eq!(out, format!("short -42|  -42\n{long_line}inner 7\n{outer}"));
+    let returned: Vec<i32> = returned.iter().map(|r| r.load(Ordering::Relaxed)).collect();
     assert_eq!(returned, [16, long_line.len() as i32, -1]);
+    // Called twice (the outer line is longer than the line buffer): the first call's line
+    // went out, the second's was skipped; both return its length.
+    assert_eq!(*nested.lock().unwrap(), [8, 8]);
     let err = std::fs::read_to_string(err_path).unwrap();
     assert!(
         err.starts_with("gpuio_printf: ") && err.contains("`%n` is not taken"),

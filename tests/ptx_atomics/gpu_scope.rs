@@ -156,9 +156,10 @@ fn the_solo_ring_orders_its_round_trip() {
 
 /// (f) also: a transfer's and a path call's try of the solo ring (`io::transfer::solo`,
 /// `io::paths_on_solo`) stay inside their callers in the sm_90 build. With `transfer::solo`
-/// called out of line, a test kernel's transfers through the shared rings went wrong when
-/// compiled separately, for reasons not found (docs/PROTOCOL.md, "Compilers"); this keeps an
-/// edit from bringing that layout back unnoticed.
+/// called out of line, ptxas held a uniform register across a `YIELD` in a test kernel's
+/// loops after `open` and `fsync`, and its transfers went wrong (docs/PROTOCOL.md,
+/// "Compilers"; `tests/sass_yield.rs` looks for that shape where ptxas is found); this keeps
+/// an edit from bringing that layout back unnoticed.
 #[test]
 fn the_solo_ring_is_tried_inline() {
     if !common::gpu_code_built(

@@ -303,9 +303,9 @@ impl Write for Count {
     }
 }
 
-/// Writes `bytes` as text: UTF-8 as it is, and each run of bytes that is not UTF-8 as one
-/// U+FFFD (3 bytes; so a `%s` or `%c` of such bytes prints, and counts, otherwise than C's,
-/// which copies bytes).
+/// Writes `bytes` as text: UTF-8 as it is, each invalid sequence as one U+FFFD, as
+/// `String::from_utf8_lossy` (3 bytes; so a `%s` or `%c` of such bytes prints, and counts,
+/// otherwise than C's, which copies bytes).
 fn write_bytes(out: &mut dyn Write, bytes: &[u8]) -> fmt::Result {
     // UTF-8 (all a format's text and numbers, most strings) goes straight to `out`: through
     // `write!` each run of text was a `core::fmt` call of its own.

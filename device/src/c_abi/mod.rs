@@ -87,9 +87,9 @@ impl fmt::Write for Counted<'_, '_> {
 /// and a line on the runtime's stderr that says why.
 ///
 /// The format is read twice: once to check it ([`format::check`]: the conversions and the
-/// arguments' kinds, nothing formatted) and once to print it, counting the bytes. (Where
-/// the print does not format it, a kernel without gpuio's runtime, it is formatted into a
-/// count instead, so the result is the same.)
+/// arguments' kinds, nothing formatted) and once to print it, counting the bytes. (Where the
+/// print skips it, in a kernel without gpuio's runtime or made by a `Display` while a long
+/// line is formatted again, it is formatted into a count instead: the result is the same.)
 ///
 /// # Safety
 /// `format` is a NUL-terminated string; `args` points to `nargs` arguments (or is NULL

@@ -409,7 +409,7 @@ fn direct(ctx: &Context, buf: *mut u8, len: usize) -> Option<(u64, u16)> {
 /// The result is what a one-piece [`Pending`] gives: the bytes moved, or the error.
 ///
 /// Not `#[inline(never)]`: out of line, a test kernel's ptxas code (sm_90) held a uniform register
-/// across a `YIELD` while lanes were still in `open`, and its transfers went out 0 bytes long
+/// across a `YIELD` while lanes were still in `open`, and its transfers moved 0 bytes
 /// (docs/PROTOCOL.md, "Compilers"; `tests/sass_yield.rs` looks for that shape).
 fn solo(ctx: &Context, t: Transfer) -> Option<Result<usize, Errno>> {
     if !t.in_range() {
