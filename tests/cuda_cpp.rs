@@ -29,21 +29,6 @@ use gpuio::Runtime;
 const LINE: &str =
     "t=%u d=%+05d x=%-10.3f e=%.2e g=%g G=%#.3G a=%a s=%5s|%-5s| c=%c h=%#x o=%#o l=%lld z=%zu p=%p %%\n";
 
-/// The nvcc to build with, if there is one.
-fn nvcc() -> Option<PathBuf> {
-    let candidates = [
-        std::env::var_os("NVCC").map(PathBuf::from),
-        Some(PathBuf::from("nvcc")),
-        Some(PathBuf::from("/usr/local/cuda/bin/nvcc")),
-    ];
-    candidates.into_iter().flatten().find(|c| {
-        Command::new(c)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
-}
-
 /// What `snprintf` makes of thread `i`'s line (the kernel's values, computed alike).
 fn want_line(i: u32) -> String {
     let d = i as i32 * 37 - 500;
@@ -93,7 +78,7 @@ fn a_cuda_cpp_kernel_prints_through_gpuio() {
     let Some(rt) = cuda_or_skip(NAME, builder) else {
         return;
     };
-    let Some(nvcc) = nvcc() else {
+    let Some(nvcc) = common::cuda_tool("nvcc", "NVCC") else {
         skip(
             NAME,
             "no nvcc (NVCC, nvcc on the PATH, /usr/local/cuda/bin/nvcc) to build the CUDA C++ kernel",

@@ -25,14 +25,14 @@
 //! The checker itself is tried on the shape that failed and on the one that did not
 //! ([`the_checker_finds_the_shape_that_failed`]), and on pairs, predicates and branches.
 //!
-//! Needs ptxas and nvdisasm (`GPUIO_CUDA_BIN`, else the PATH, else /usr/local/cuda/bin; on
+//! Needs ptxas and nvdisasm (`PTXAS` and `NVDISASM`, else the PATH, else /usr/local/cuda/bin; on
 //! a machine without the toolkit `pip install nvidia-cuda-nvcc nvidia-cuda-nvdisasm` puts
 //! them under `nvidia/cu13/bin` of the Python packages); says SKIPPED without them.
 
 #[allow(dead_code)]
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::skip;
@@ -267,18 +267,6 @@ fn the_checker_reads_pairs_predicates_and_branches() {
     assert_eq!(held(ended), []);
 }
 
-/// `name` in `GPUIO_CUDA_BIN` where that is set, else on the PATH or in /usr/local/cuda/bin.
-fn tool(name: &str) -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("GPUIO_CUDA_BIN") {
-        return Some(PathBuf::from(dir).join(name)).filter(|p| p.is_file());
-    }
-    let dirs = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .chain([PathBuf::from("/usr/local/cuda/bin")]);
-    dirs.map(|d| d.join(name)).find(|p| p.is_file())
-}
-
 /// `ptx` compiled for sm_90 and disassembled.
 fn sass(ptxas: &Path, nvdisasm: &Path, dir: &Path, name: &str, ptx: &[u8]) -> Result<String, String> {
     let (input, object) = (dir.join(format!("{name}.ptx")), dir.join(format!("{name}.o")));
@@ -305,10 +293,13 @@ fn sass(ptxas: &Path, nvdisasm: &Path, dir: &Path, name: &str, ptx: &[u8]) -> Re
 #[test]
 fn no_uniform_register_is_held_across_a_yield_in_gpuios_sm90_code() {
     let test = "no_uniform_register_is_held_across_a_yield_in_gpuios_sm90_code";
-    let (Some(ptxas), Some(nvdisasm)) = (tool("ptxas"), tool("nvdisasm")) else {
+    let (Some(ptxas), Some(nvdisasm)) = (
+        common::cuda_tool("ptxas", "PTXAS"),
+        common::cuda_tool("nvdisasm", "NVDISASM"),
+    ) else {
         skip(
             test,
-            "no ptxas and nvdisasm (GPUIO_CUDA_BIN, the PATH, /usr/local/cuda/bin; pip install nvidia-cuda-nvcc \
+            "no ptxas and nvdisasm that run (PTXAS and NVDISASM, the PATH, /usr/local/cuda/bin; pip install nvidia-cuda-nvcc \
              nvidia-cuda-nvdisasm brings them)",
         );
         return;

@@ -417,3 +417,21 @@ pub fn stress_kernel(lines: u64) -> impl Fn() + Send + Sync + 'static {
         }
     }
 }
+
+/// A CUDA toolkit program that runs (`NAME --version` succeeds): the path in `$var` if that
+/// is set and runs, else `name` on the PATH, else /usr/local/cuda/bin/`name` (the GPU
+/// machine's toolkit). None where none runs.
+pub fn cuda_tool(name: &str, var: &str) -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    let candidates = [
+        std::env::var_os(var).map(PathBuf::from),
+        Some(PathBuf::from(name)),
+        Some(PathBuf::from("/usr/local/cuda/bin").join(name)),
+    ];
+    candidates.into_iter().flatten().find(|c| {
+        std::process::Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
