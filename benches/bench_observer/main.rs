@@ -7,7 +7,7 @@
 //! one on `PATH`); without one, or where it fails, its columns say `n/a` (the header says
 //! why) and its verdicts are not given.
 //!
-//! Four kernel shapes that people instrument (`kernels-observer/`: the Rust kernels through
+//! Kernel shapes that people instrument (`kernels-observer/`: the Rust kernels through
 //! gpuio; `observer.cu` beside this file: the same in CUDA C, built by nvcc in the same run),
 //! each in four variants that differ only in their print: `plain` (none), `never` (a print
 //! behind a test that never passes), `thread` (one line per thread), `block` (one line per
@@ -20,7 +20,10 @@
 //! - `reduce`: each block sums a grid-stride share of 2^26 floats through 1 KiB of shared
 //!   memory, 1,024 x 256 threads;
 //! - `tile`: a 1,024 x 1,024 matrix product, each thread a 4 x 4 tile of the result in
-//!   registers, 256 x 256 threads.
+//!   registers, 256 x 256 threads;
+//! - `tile256`: the same, each kernel declared for blocks of at most 256 threads
+//!   (`#[launch_bounds(256)]`; CUDA C: `__launch_bounds__(256)`), as register-heavy kernels
+//!   often are.
 //!
 //! Both sides time each kernel the same way: launch until the host's synchronize returned
 //! (gpuio's `Runtime::synchronize`, CUDA's `cudaDeviceSynchronize` and a flush of stdout),
@@ -53,7 +56,7 @@
 //! warp's lanes in lockstep (as AMD GPUs run wavefronts; C++: nvcc's sm_75 PTX retargeted);
 //! the CUDA C side stays sm_90.
 //!
-//! Options: `--reps 5`, `--fma-steps 200000,20000`, `--shapes fma,saxpy,reduce,tile`,
+//! Options: `--reps 5`, `--fma-steps 200000,20000`, `--shapes fma,saxpy,reduce,tile,tile256`,
 //! `--variants plain,never,thread,block`, `--nvcc PATH` (`none`: the Rust kernels' side only).
 
 use std::collections::{BTreeMap, HashMap};
@@ -67,7 +70,8 @@ use gpuio::{Arg, Backend, LaunchConfig, Runtime, Scheduling};
 #[path = "../common/mod.rs"]
 mod common;
 
-const USAGE: &str = "usage: bench_observer [--reps N] [--fma-steps 200000,20000] [--shapes fma,saxpy,reduce,tile] \
+const USAGE: &str =
+    "usage: bench_observer [--reps N] [--fma-steps 200000,20000] [--shapes fma,saxpy,reduce,tile,tile256] \
                      [--variants plain,never,thread,block] [--nvcc PATH|none]";
 
 /// The observer kernels' PTX, by processor.
@@ -76,7 +80,7 @@ const NVPTX: &[(&str, &[u8])] = gpuio_kernels_gpu::OBSERVER_NVPTX;
 /// The CUDA C side's source.
 const OBSERVER_CU: &str = include_str!("observer.cu");
 
-const SHAPES: [&str; 4] = ["fma", "saxpy", "reduce", "tile"];
+const SHAPES: [&str; 5] = ["fma", "saxpy", "reduce", "tile", "tile256"];
 const VARIANTS: [&str; 4] = ["plain", "never", "thread", "block"];
 
 /// Launch shapes (observer.cu's are the same).

@@ -143,22 +143,29 @@ __device__ __forceinline__ void store_tile(unsigned n, float *c, const Tile &r) 
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) c[r.at + i * n + j] = r.v[i][j];
 }
-__global__ void tile_plain(unsigned n, const float *a, const float *b, float *c) { store_tile(n, c, tile(n, a, b)); }
-__global__ void tile_never(unsigned n, const float *a, const float *b, float *c) {
-    Tile r = tile(n, a, b);
-    if (r.v[0][0] < NEVER) PRINT("t=%u x=%f\n", gtid(), r.v[0][0]);
-    store_tile(n, c, r);
-}
-__global__ void tile_thread(unsigned n, const float *a, const float *b, float *c) {
-    Tile r = tile(n, a, b);
-    PRINT("t=%u x=%f\n", gtid(), r.v[0][0]);
-    store_tile(n, c, r);
-}
-__global__ void tile_block(unsigned n, const float *a, const float *b, float *c) {
-    Tile r = tile(n, a, b);
-    if (threadIdx.x == 0) PRINT("t=%u x=%f\n", gtid(), r.v[0][0]);
-    store_tile(n, c, r);
-}
+// The tile's four kernels, named PREFIX_plain .. PREFIX_block, each declared with BOUNDS
+// (nothing, or `__launch_bounds__(256)` for `tile256`).
+#define TILE_KERNELS(PREFIX, BOUNDS)                                                                  \
+    __global__ void BOUNDS PREFIX##_plain(unsigned n, const float *a, const float *b, float *c) {     \
+        store_tile(n, c, tile(n, a, b));                                                              \
+    }                                                                                                 \
+    __global__ void BOUNDS PREFIX##_never(unsigned n, const float *a, const float *b, float *c) {     \
+        Tile r = tile(n, a, b);                                                                       \
+        if (r.v[0][0] < NEVER) PRINT("t=%u x=%f\n", gtid(), r.v[0][0]);                              \
+        store_tile(n, c, r);                                                                          \
+    }                                                                                                 \
+    __global__ void BOUNDS PREFIX##_thread(unsigned n, const float *a, const float *b, float *c) {    \
+        Tile r = tile(n, a, b);                                                                       \
+        PRINT("t=%u x=%f\n", gtid(), r.v[0][0]);                                                      \
+        store_tile(n, c, r);                                                                          \
+    }                                                                                                 \
+    __global__ void BOUNDS PREFIX##_block(unsigned n, const float *a, const float *b, float *c) {     \
+        Tile r = tile(n, a, b);                                                                       \
+        if (threadIdx.x == 0) PRINT("t=%u x=%f\n", gtid(), r.v[0][0]);                               \
+        store_tile(n, c, r);                                                                          \
+    }
+TILE_KERNELS(tile, )
+TILE_KERNELS(tile256, __launch_bounds__(256))
 
 __global__ void observer_fill(unsigned n, float *x, float *y) {
     for (unsigned i = gtid(); i < n; i += gthreads()) {
@@ -237,6 +244,7 @@ int main(int argc, char **argv) {
     Red red_f[] = {reduce_plain, reduce_never, reduce_thread, reduce_block};
     typedef void (*Til)(unsigned, const float *, const float *, float *);
     Til til_f[] = {tile_plain, tile_never, tile_thread, tile_block};
+    Til til256_f[] = {tile256_plain, tile256_never, tile256_thread, tile256_block};
     const char *vnames[] = {"plain", "never", "thread", "block"};
     for (auto &shape : shapes) {
         for (auto &v : variants) {
@@ -255,9 +263,10 @@ int main(int argc, char **argv) {
             } else if (shape == "reduce") {
                 time_kernel(name, (void *)red_f[k], reps,
                             [&] { red_f[k]<<<BLOCKS, THREADS, THREADS * 4>>>(ELEMS, x, out); });
-            } else if (shape == "tile") {
+            } else if (shape == "tile" || shape == "tile256") {
+                Til f = shape == "tile" ? til_f[k] : til256_f[k];
                 unsigned blocks = TILE_N / 4 * (TILE_N / 4) / THREADS;
-                time_kernel(name, (void *)til_f[k], reps, [&] { til_f[k]<<<blocks, THREADS>>>(TILE_N, x, y, c); });
+                time_kernel(name, (void *)f, reps, [&] { f<<<blocks, THREADS>>>(TILE_N, x, y, c); });
             } else {
                 fprintf(stderr, "E unknown shape %s\n", shape.c_str());
                 return 2;

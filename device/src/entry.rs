@@ -71,7 +71,17 @@ pub use crate::protocol::arch::host::KernelFailed;
 ///
 /// Attributes before a kernel (doc comments, `#[allow]`, `#[cfg]`) go on the entry point on
 /// GPU targets and on the constant on the host, so an attribute only functions take
-/// (`#[inline]`) is refused on host builds.
+/// (`#[inline]`) is refused on host builds. One is the macro's own:
+/// `#[launch_bounds(MAX)]` or `#[launch_bounds(MAX, MIN_BLOCKS)]`, CUDA C++'s
+/// `__launch_bounds__`: the kernel is launched with blocks of at most `MAX` threads (1 to
+/// 1,024; and, where given, wants at least `MIN_BLOCKS` blocks an SM). On NVIDIA the JIT
+/// compiles the kernel for that (PTX's `.maxntid` and `.minnctapersm`), so it may give each
+/// thread up to 65,536 / `MAX` registers and weigh them against loads in flight knowing the
+/// block size: a register-heavy kernel with a print that never runs keeps its loop's
+/// schedule so (docs/PROTOCOL.md, "A register-heavy loop"). What it costs: a launch with
+/// larger blocks is refused, on every backend (the host's typed launch checks the constant;
+/// a launch by name on NVIDIA checks the PTX). On AMD the bound is checked at the typed
+/// launch but not given to the compiler.
 ///
 /// ```
 /// gpuio_device::kernel! {
@@ -108,6 +118,16 @@ pub use crate::protocol::arch::host::KernelFailed;
 ///     }
 /// }
 /// digit(0x37); // prints `true`
+///
+/// gpuio_device::kernel! {
+///     /// Launched with blocks of at most 256 threads.
+///     #[launch_bounds(256)]
+///     pub fn bounded(n: u32) {
+///         let _ = n;
+///     }
+/// }
+/// assert_eq!(bounded.max_block_threads(), Some(256));
+/// assert_eq!(digit.max_block_threads(), None);
 /// // Outside a launch the report goes to std's stderr and the thread unwinds with it.
 /// let caught = std::panic::catch_unwind(|| digit(0xD800)).unwrap_err();
 /// assert!(caught.is::<gpuio_device::entry::KernelFailed>());
@@ -118,21 +138,32 @@ pub use crate::protocol::arch::host::KernelFailed;
     allow_internal_unstable(abi_gpu_kernel)
 )]
 macro_rules! kernel {
-    ($($(#[$attr:meta])* pub fn $name:ident($($params:tt)*) $(-> $ret:ty)? $body:block)*) => {
+    ($($(#[$($attr:tt)*])* pub fn $name:ident($($params:tt)*) $(-> $ret:ty)? $body:block)*) => {
         $(
-            $crate::kernel!(@params [$(#[$attr])*] $name [] ($($params)*) {$(-> $ret)?} $body);
+            $crate::kernel!(@attrs [] [] [$(#[$($attr)*])*] $name ($($params)*) {$(-> $ret)?} $body);
         )*
+    };
+    // The attributes, one at a time: `#[launch_bounds(..)]` taken out (the last one counts),
+    // the others kept for the entry point and the constant.
+    (@attrs $kept:tt $bounds:tt [#[launch_bounds($max:literal $(, $min:literal)?)] $($rest:tt)*] $($kernel:tt)*) => {
+        $crate::kernel!(@attrs $kept [$max $(, $min)?] [$($rest)*] $($kernel)*);
+    };
+    (@attrs [$($kept:tt)*] $bounds:tt [#[$($attr:tt)*] $($rest:tt)*] $($kernel:tt)*) => {
+        $crate::kernel!(@attrs [$($kept)* #[$($attr)*]] $bounds [$($rest)*] $($kernel)*);
+    };
+    (@attrs $kept:tt $bounds:tt [] $name:ident $params:tt $ret:tt $body:block) => {
+        $crate::kernel!(@params $kept $bounds $name [] $params $ret $body);
     };
     // The parameters, one at a time: each gets a name of its own for the entry point
     // (`raw`, distinct in each step of this recursion, macro hygiene), and keeps its pattern
     // (`n`, `mut n`, `_`) for the body's function.
-    (@params $attrs:tt $name:ident [$($done:tt)*] (mut $arg:ident : $ty:ty $(, $($rest:tt)*)?) $ret:tt $body:block) => {
-        $crate::kernel!(@params $attrs $name [$($done)* (raw, mut $arg, $ty)] ($($($rest)*)?) $ret $body);
+    (@params $attrs:tt $bounds:tt $name:ident [$($done:tt)*] (mut $arg:ident : $ty:ty $(, $($rest:tt)*)?) $ret:tt $body:block) => {
+        $crate::kernel!(@params $attrs $bounds $name [$($done)* (raw, mut $arg, $ty)] ($($($rest)*)?) $ret $body);
     };
-    (@params $attrs:tt $name:ident [$($done:tt)*] ($arg:tt : $ty:ty $(, $($rest:tt)*)?) $ret:tt $body:block) => {
-        $crate::kernel!(@params $attrs $name [$($done)* (raw, $arg, $ty)] ($($($rest)*)?) $ret $body);
+    (@params $attrs:tt $bounds:tt $name:ident [$($done:tt)*] ($arg:tt : $ty:ty $(, $($rest:tt)*)?) $ret:tt $body:block) => {
+        $crate::kernel!(@params $attrs $bounds $name [$($done)* (raw, $arg, $ty)] ($($($rest)*)?) $ret $body);
     };
-    (@params [$($attr:tt)*] $name:ident [$(($raw:ident, $arg:pat_param, $ty:ty))*] () {$($ret:tt)*} $body:block) => {
+    (@params [$($attr:tt)*] [$($max:literal $(, $min:literal)?)?] $name:ident [$(($raw:ident, $arg:pat_param, $ty:ty))*] () {$($ret:tt)*} $body:block) => {
         $($attr)*
         #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
         #[no_mangle]
@@ -140,6 +171,7 @@ macro_rules! kernel {
             // The body in a function of its own: the lifetimes of its `&str` and `&[T]`
             // parameters are then the call's, not any the body might ask for.
             fn $name($($arg: $ty),*) $($ret)* $body
+            $($crate::protocol::arch::mark_launch_bounds::<$max, { 0 $(+ $min)? }>();)?
             // Counted as running until the body returns, for hang reports.
             let _running = $crate::protocol::context::count_running();
             // SAFETY: the host's launch passed each parameter as `Param` says.
@@ -160,7 +192,8 @@ macro_rules! kernel {
                 let returned = $name($(unsafe { <$ty as $crate::param::Param>::from_raw($raw) }),*);
                 $crate::entry::Return::end(returned, ::core::stringify!($name))
             }
-            $crate::Kernel::new(::core::stringify!($name), $name)
+            $crate::Kernel::<fn($(<$ty as $crate::param::Param>::Raw),*)>::new(::core::stringify!($name), $name)
+                $(.with_launch_bounds($max, 0 $(+ $min)?))?
         };
     };
 }
@@ -177,12 +210,24 @@ macro_rules! kernel {
 pub struct Kernel<F> {
     name: &'static str,
     function: F,
+    /// The most threads a block may have (`#[launch_bounds]`), if the kernel declares it.
+    max_block_threads: Option<u32>,
 }
 
 impl<F> Kernel<F> {
     /// The kernel `name` (its GPU entry point's symbol) whose host build is `function`.
     pub const fn new(name: &'static str, function: F) -> Kernel<F> {
-        Kernel { name, function }
+        Kernel {
+            name,
+            function,
+            max_block_threads: None,
+        }
+    }
+
+    /// The most threads a block of this kernel may have, where it declares that
+    /// (`#[launch_bounds(MAX)]`); the host refuses a launch of larger blocks.
+    pub const fn max_block_threads(&self) -> Option<u32> {
+        self.max_block_threads
     }
 
     /// The GPU entry point's symbol, which a by-name launch names.
@@ -193,6 +238,21 @@ impl<F> Kernel<F> {
     /// The host build of the kernel, which the CPU backend runs on each of its threads.
     pub const fn function(&self) -> &F {
         &self.function
+    }
+}
+
+impl<F: Copy> Kernel<F> {
+    /// The kernel, declared for blocks of at most `max` threads and, where `min_blocks` > 0,
+    /// at least that many blocks an SM ([`kernel!`](crate::kernel)'s `#[launch_bounds]`);
+    /// only `max` is kept here, for the host's launch to check. Panics (at compile time, in
+    /// `kernel!`'s constant) unless `max` is 1 to 1,024.
+    pub const fn with_launch_bounds(self, max: u32, min_blocks: u32) -> Kernel<F> {
+        assert!(max >= 1 && max <= 1024, "launch_bounds: a block has 1 to 1024 threads");
+        let _ = min_blocks;
+        Kernel {
+            max_block_threads: Some(max),
+            ..self
+        }
     }
 }
 

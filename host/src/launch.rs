@@ -108,6 +108,11 @@ impl LaunchConfig {
         Ok(())
     }
 
+    /// Threads in each block.
+    pub const fn block_threads(&self) -> u64 {
+        self.block.count()
+    }
+
     /// An error if the launch asks for dynamic shared memory on `gpu`, an AMD GPU: device
     /// code there cannot reach it (see the type's docs).
     pub(crate) fn refuse_shared_mem(&self, gpu: &str) -> Result<()> {
@@ -120,6 +125,22 @@ impl LaunchConfig {
              takes), so it would go unused; launch with none (LaunchConfig::shared_mem_bytes = 0)",
             self.shared_mem_bytes
         )))
+    }
+}
+
+/// Refuses a launch of `kernel` in blocks of more threads than it declares it takes
+/// (`max`: `kernel!`'s `#[launch_bounds(MAX)]`, CUDA C++'s `__launch_bounds__`), on every
+/// backend: on NVIDIA the kernel was compiled for at most that many, and the driver would
+/// refuse the launch or not by what registers it happened to take.
+pub(crate) fn check_launch_bounds(kernel: &str, cfg: &LaunchConfig, max: Option<u32>) -> Result<()> {
+    match max {
+        Some(max) if cfg.block_threads() > u64::from(max) => Err(Error::Config(format!(
+            "kernel {kernel}: a block of {} threads, but the kernel declares blocks of at most {max} \
+             (its launch bounds: #[launch_bounds({max})] in kernel!, or __launch_bounds__({max})): \
+             launch blocks of at most {max} threads, or raise its bound and rebuild the kernels",
+            cfg.block_threads()
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -198,4 +219,7 @@ pub struct KernelResources {
     /// Static shared memory per block, in bytes (dynamic shared memory comes on top, per
     /// launch).
     pub shared_bytes: u32,
+    /// The most threads a block of the kernel can have: 1,024, or fewer where the kernel
+    /// declares launch bounds (`#[launch_bounds]`) or its registers allow no more.
+    pub max_block_threads: u32,
 }

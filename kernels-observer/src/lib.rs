@@ -15,7 +15,10 @@
 //! - `reduce`: each block sums a grid-stride share of `n` floats through shared memory
 //!   (`block_dim` floats of dynamic shared memory) into one float per block;
 //! - `tile`: `C = A * B` for `n x n` matrices, each thread a 4 x 4 tile of C held in
-//!   registers (register-heavy).
+//!   registers (register-heavy);
+//! - `tile256`: the tile, each kernel declared for blocks of at most 256 threads
+//!   (`#[launch_bounds(256)]`, CUDA C's `__launch_bounds__(256)`), as register-heavy
+//!   kernels often are.
 //!
 //! Lines: `t=<global thread> x=<float>`, the float being the thread's (or block's) result.
 //! Arrays are device memory the host allocates (raw pointers: no bounds checks, as in the
@@ -288,44 +291,63 @@ unsafe fn store_tile(n: u32, c: *mut f32, acc: &[[f32; 4]; 4], at: usize) {
     }
 }
 
-kernel! {
-    /// The 4 x 4 register tile, no print.
-    pub fn tile_plain(n: u32, a: *const f32, b: *const f32, c: *mut f32) {
-        // SAFETY: the host passes `n x n` matrices and a grid of `n / 4 * n / 4` threads.
-        unsafe {
-            let (acc, at) = tile(n, a, b);
-            store_tile(n, c, &acc, at);
+/// The tile's four kernels, named `$plain` .. `$block`, each with the attributes given
+/// (`tile256`: `#[launch_bounds(256)]`).
+macro_rules! tile_kernels {
+    ($plain:ident, $never:ident, $thread:ident, $block:ident $(, #[$($bound:tt)*])?) => {
+        kernel! {
+            /// The 4 x 4 register tile, no print.
+            $(#[$($bound)*])?
+            pub fn $plain(n: u32, a: *const f32, b: *const f32, c: *mut f32) {
+                // SAFETY: the host passes `n x n` matrices and a grid of `n / 4 * n / 4` threads.
+                unsafe {
+                    let (acc, at) = tile(n, a, b);
+                    store_tile(n, c, &acc, at);
+                }
+            }
+            /// The tile, a print never taken.
+            $(#[$($bound)*])?
+            pub fn $never(n: u32, a: *const f32, b: *const f32, c: *mut f32) {
+                // SAFETY: as in the plain kernel.
+                let (acc, at) = unsafe { tile(n, a, b) };
+                if acc[0][0] < NEVER {
+                    println!("t={} x={}", global_thread_idx(), acc[0][0]);
+                }
+                // SAFETY: as in the plain kernel.
+                unsafe { store_tile(n, c, &acc, at) };
+            }
+            /// The tile, one line per thread.
+            $(#[$($bound)*])?
+            pub fn $thread(n: u32, a: *const f32, b: *const f32, c: *mut f32) {
+                // SAFETY: as in the plain kernel.
+                let (acc, at) = unsafe { tile(n, a, b) };
+                println!("t={} x={}", global_thread_idx(), acc[0][0]);
+                // SAFETY: as in the plain kernel.
+                unsafe { store_tile(n, c, &acc, at) };
+            }
+            /// The tile, one line per block.
+            $(#[$($bound)*])?
+            pub fn $block(n: u32, a: *const f32, b: *const f32, c: *mut f32) {
+                // SAFETY: as in the plain kernel.
+                let (acc, at) = unsafe { tile(n, a, b) };
+                if thread_idx() == 0 {
+                    println!("t={} x={}", global_thread_idx(), acc[0][0]);
+                }
+                // SAFETY: as in the plain kernel.
+                unsafe { store_tile(n, c, &acc, at) };
+            }
         }
-    }
-    /// The tile, a print never taken.
-    pub fn tile_never(n: u32, a: *const f32, b: *const f32, c: *mut f32) {
-        // SAFETY: as in `tile_plain`.
-        let (acc, at) = unsafe { tile(n, a, b) };
-        if acc[0][0] < NEVER {
-            println!("t={} x={}", global_thread_idx(), acc[0][0]);
-        }
-        // SAFETY: as in `tile_plain`.
-        unsafe { store_tile(n, c, &acc, at) };
-    }
-    /// The tile, one line per thread.
-    pub fn tile_thread(n: u32, a: *const f32, b: *const f32, c: *mut f32) {
-        // SAFETY: as in `tile_plain`.
-        let (acc, at) = unsafe { tile(n, a, b) };
-        println!("t={} x={}", global_thread_idx(), acc[0][0]);
-        // SAFETY: as in `tile_plain`.
-        unsafe { store_tile(n, c, &acc, at) };
-    }
-    /// The tile, one line per block.
-    pub fn tile_block(n: u32, a: *const f32, b: *const f32, c: *mut f32) {
-        // SAFETY: as in `tile_plain`.
-        let (acc, at) = unsafe { tile(n, a, b) };
-        if thread_idx() == 0 {
-            println!("t={} x={}", global_thread_idx(), acc[0][0]);
-        }
-        // SAFETY: as in `tile_plain`.
-        unsafe { store_tile(n, c, &acc, at) };
-    }
+    };
 }
+
+tile_kernels!(tile_plain, tile_never, tile_thread, tile_block);
+tile_kernels!(
+    tile256_plain,
+    tile256_never,
+    tile256_thread,
+    tile256_block,
+    #[launch_bounds(256)]
+);
 
 kernel! {
     /// Does nothing: what launch .. synchronize costs alone (bench_observer subtracts it).

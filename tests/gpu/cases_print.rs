@@ -15,8 +15,9 @@ mod streams;
 use gpuio_test_kernels as k;
 
 pub(crate) use launches::{
-    a_block_shares_dynamic_shared_memory, each_thread_writes_its_own_element, results_come_back_through_outputs,
-    strings_and_slices_as_parameters, three_dimensional_launches, typed_launch_passes_every_parameter_type,
+    a_block_shares_dynamic_shared_memory, each_thread_writes_its_own_element, launch_bounds_are_kept,
+    results_come_back_through_outputs, strings_and_slices_as_parameters, three_dimensional_launches,
+    typed_launch_passes_every_parameter_type,
 };
 pub(crate) use registers::{a_print_leaves_a_kernel_its_registers, print_registers_unavailable};
 pub(crate) use streams::{one_print_call_two_streams, one_warp_mixing_streams_and_pieces};

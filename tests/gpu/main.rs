@@ -65,10 +65,10 @@ use cases_liveness::{
 use cases_print::{
     a_block_shares_dynamic_shared_memory, a_locked_stdouts_pieces_make_whole_lines,
     a_print_leaves_a_kernel_its_registers, blocks_of_33_and_37_threads, divergent_call_sites,
-    each_thread_writes_its_own_element, every_line_once_in_order, lines_of_every_shape, one_print_call_two_streams,
-    one_warp_mixing_streams_and_pieces, print_registers_unavailable, results_come_back_through_outputs,
-    strings_and_slices_as_parameters, three_dimensional_launches, tiny_ring_and_log_thousands_of_threads,
-    typed_launch_passes_every_parameter_type, warp_records_near_the_log_size,
+    each_thread_writes_its_own_element, every_line_once_in_order, launch_bounds_are_kept, lines_of_every_shape,
+    one_print_call_two_streams, one_warp_mixing_streams_and_pieces, print_registers_unavailable,
+    results_come_back_through_outputs, strings_and_slices_as_parameters, three_dimensional_launches,
+    tiny_ring_and_log_thousands_of_threads, typed_launch_passes_every_parameter_type, warp_records_near_the_log_size,
 };
 use cases_runtime::{
     a_hang_is_reported_then_waited_out, another_layout_is_refused, hundred_runtime_create_drop_cycles,
@@ -131,6 +131,7 @@ suite! {
         one_print_call_two_streams,
         a_locked_stdouts_pieces_make_whole_lines,
         three_dimensional_launches,
+        launch_bounds_are_kept,
         a_block_shares_dynamic_shared_memory,
         results_come_back_through_outputs,
         typed_launch_passes_every_parameter_type,

@@ -127,6 +127,7 @@ impl<'rt> Kernels<'rt> {
         F: Copy + Send + Sync + 'static,
         A: KernelArgs<F>,
     {
+        crate::launch::check_launch_bounds(kernel.name(), &cfg, kernel.max_block_threads())?;
         // In order after earlier launches on its stream: CUDA's (not the CPU backend's
         // threads, nor AMD's queues).
         let queue = self

@@ -1,5 +1,6 @@
 //! What a launch hands its threads and gets back: every parameter type, strings and slices,
-//! results through `Out` parameters, a block's dynamic shared memory, 3-D launches.
+//! results through `Out` parameters, a block's dynamic shared memory, 3-D launches, launch
+//! bounds.
 
 use gpuio_device::kernel;
 use gpuio_device::{global_thread_idx, println};
@@ -106,5 +107,14 @@ kernel! {
             d.y,
             d.z
         );
+    }
+}
+
+kernel! {
+    /// Declared for blocks of at most 64 threads and 2 blocks an SM
+    /// (`#[launch_bounds(64, 2)]`): each thread prints `t=<t> i=0 bd=<threads a block>`.
+    #[launch_bounds(64, 2)]
+    pub fn bounded_64() {
+        println!("t={} i=0 bd={}", global_thread_idx(), gpuio_device::block_dim_3d().count());
     }
 }

@@ -1,5 +1,6 @@
 //! What a launch hands its threads and gets back: a block's dynamic shared memory, 3-D
-//! launches, every parameter type, strings and slices, results through `Output`s.
+//! launches, every parameter type, strings and slices, results through `Output`s; and the
+//! launch bounds a kernel declares.
 
 use std::os::fd::AsRawFd;
 
@@ -241,5 +242,61 @@ pub(crate) fn each_thread_writes_its_own_element(config: Config, _: &Scratch) ->
     Ok(format!(
         "{n} elements from {} threads, each its own, none past the end; a second launch before a synchronize {second}",
         grid * block
+    ))
+}
+
+/// A kernel declared for blocks of at most 64 threads (`#[launch_bounds(64, 2)]`): a launch
+/// of (4, 4, 4) threads a block runs every thread once; blocks of 65 are refused by the
+/// typed launch on every backend, and by a launch by name on CUDA (which reads the bound
+/// from the PTX); there the JIT compiled the kernel for 64 (the driver's
+/// `MAX_THREADS_PER_BLOCK` of it), where an unbounded kernel of the module gets 1,024.
+pub(crate) fn launch_bounds_are_kept(config: Config, scratch: &Scratch) -> Outcome {
+    let (out_file, path) = scratch.file("bounded.out");
+    let cfg = LaunchConfig::new(2, (4, 4, 4));
+    let mut said = Vec::new();
+    {
+        let rt = build(config.builder().stdout_fd(out_file.as_raw_fd()))?;
+        let k = Kernels::load(&rt)?;
+        k.launch_with(k::bounded_64, cfg, ())?;
+        let refused = |what: &str, r: Result<(), String>| match r {
+            Err(e) if e.contains("declares blocks of at most 64") && e.contains("#[launch_bounds(64)]") => Ok(()),
+            Err(e) => Err(format!("{what}: refused, but not for its bound: {e}")),
+            Ok(()) => Err(format!(
+                "{what}: blocks of 65 threads ran past the kernel's bound of 64"
+            )),
+        };
+        refused("the typed launch", k.launch(k::bounded_64, 1, 65, ()))?;
+        said.push("typed launch of 65 refused");
+        // On NVIDIA (AMD's code objects do not carry the bound to the host).
+        if let Some(m) = k.module().filter(|m| m.cuda().is_some()) {
+            let by_name = m.launch_with("bounded_64", LaunchConfig::linear(1, 65), &[]);
+            refused("the launch by name", by_name.map_err(|e| e.to_string()))?;
+            said.push("by name refused");
+            let max = |name: &str| -> Result<u32, String> {
+                m.resources(name)
+                    .map_err(|e| e.to_string())?
+                    .map(|r| r.max_block_threads)
+                    .ok_or_else(|| format!("{name}: no resources"))
+            };
+            let (bounded, other) = (max("bounded_64")?, max("dims_3d")?);
+            if bounded != 64 || other != 1024 {
+                return Err(format!(
+                    "the driver's MAX_THREADS_PER_BLOCK: bounded_64 {bounded}, dims_3d {other}: the JIT \
+                     was not told the bound (64, and 1,024 without one)"
+                ));
+            }
+            said.push("JIT compiled it for 64 (dims_3d: 1,024)");
+        }
+        sync(&rt)?;
+    }
+    let out = std::fs::read_to_string(&path).map_err(|e| e.to_string())?;
+    check_numbered(&out, cfg.threads(), 1, |_, _, tail| match tail.trim() {
+        "bd=64" => Ok(()),
+        _ => Err(format!("{tail:?}: the block had 64 threads")),
+    })?;
+    Ok(format!(
+        "{} threads of 2 blocks of (4, 4, 4) ran once each; {}",
+        cfg.threads(),
+        said.join(", ")
     ))
 }

@@ -416,6 +416,15 @@ pub fn sync_threads() {
     atomic::fence(core::sync::atomic::Ordering::Acquire);
 }
 
+/// `kernel!`'s `#[launch_bounds(MAX, MIN)]`: checked here as on NVIDIA, and not given to the
+/// compiler (AMD's code objects are built ahead of time by `gpuio-linker`, which does not
+/// yet pass `amdgpu-flat-work-group-size`); the host's typed launch still refuses larger
+/// blocks.
+#[inline(always)]
+pub fn mark_launch_bounds<const MAX: u32, const MIN: u32>() {
+    const { assert!(MAX >= 1 && MAX <= 1024, "launch_bounds: a block has 1 to 1024 threads") };
+}
+
 /// Ends the kernel with an error: the dispatch fails (the panic handler's last step).
 #[inline]
 pub fn abort() -> ! {

@@ -447,6 +447,25 @@ pub fn sync_threads() {
     unsafe { core::arch::nvptx::_syncthreads() }
 }
 
+/// Marks the calling kernel entry with its launch bounds (`kernel!`'s
+/// `#[launch_bounds(MAX, MIN)]`): a PTX comment, `// gpuio.launch_bounds MAX MIN`, in the
+/// entry's body, which the host's loader turns into the entry's `.maxntid MAX, 1, 1` (and
+/// `.minnctapersm MIN` where `MIN` > 0) before the JIT compiles it (rustc has no attribute
+/// for those directives). It emits no instruction.
+#[inline(always)]
+pub fn mark_launch_bounds<const MAX: u32, const MIN: u32>() {
+    const { assert!(MAX >= 1 && MAX <= 1024, "launch_bounds: a block has 1 to 1024 threads") };
+    // SAFETY: the template is a comment: no instruction, no operand read or written.
+    unsafe {
+        core::arch::asm!(
+            "// gpuio.launch_bounds {max} {min}",
+            max = const MAX,
+            min = const MIN,
+            options(nomem, nostack, preserves_flags)
+        )
+    };
+}
+
 /// Ends the kernel with an error: the launch fails and the context is lost (the panic
 /// handler's last step).
 #[inline]

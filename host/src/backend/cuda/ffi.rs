@@ -23,6 +23,7 @@ pub(super) const CUDA_ERROR_LAUNCH_FAILED: CuResult = 719;
 pub(super) const CU_LIMIT_STACK_SIZE: i32 = 0;
 pub(super) const CU_LIMIT_PRINTF_FIFO_SIZE: i32 = 1;
 // CUfunction_attribute and CUdevice_attribute values (cuda.h).
+pub(super) const CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: i32 = 0;
 pub(super) const CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: i32 = 1;
 pub(super) const CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: i32 = 3;
 pub(super) const CU_FUNC_ATTRIBUTE_NUM_REGS: i32 = 4;

@@ -6,6 +6,7 @@
 mod driver;
 mod ffi;
 pub(crate) mod jit;
+mod launch_bounds;
 mod library;
 mod link;
 mod module;

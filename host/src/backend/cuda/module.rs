@@ -30,6 +30,9 @@ pub struct Module {
     /// The most threads a block may have, where the module was compiled for that
     /// (`GPUIO_BLOCK_THREADS`, [`super::jit::block_threads`]).
     block_threads: Option<u32>,
+    /// The most threads a block of each kernel that declares launch bounds may have
+    /// (`launch_bounds.rs`).
+    max_threads: HashMap<String, u32>,
 }
 
 /// Each `.entry`'s parameter sizes in bytes, from PTX text: `.param .u32 x` is 4 bytes,
@@ -99,6 +102,9 @@ impl Module {
         // device library's C ABI a C++ kernel does not call) left out.
         let pruned = super::split::without_unreached(ptx);
         let ptx = pruned.as_deref().unwrap_or(ptx);
+        // Kernels that declare launch bounds are compiled for them.
+        let bounds = super::launch_bounds::apply(ptx);
+        let ptx = bounds.ptx.as_deref().unwrap_or(ptx);
         // Read once: what the JIT compiles for is what launches are checked against.
         let block_threads = super::jit::block_threads()?;
         // The cap of gpuio's functions, for the whole module (whether it does file I/O).
@@ -135,6 +141,7 @@ impl Module {
             jit_ms: Some(jit_ms),
             params: Some(ptx_entry_params(ptx)),
             block_threads,
+            max_threads: bounds.max_threads,
         })
     }
 
@@ -266,6 +273,7 @@ impl Module {
             jit_ms: None,
             params: None,
             block_threads: None,
+            max_threads: HashMap::new(),
         }
     }
 
@@ -324,6 +332,7 @@ impl Module {
             registers: attribute(CU_FUNC_ATTRIBUTE_NUM_REGS, "NUM_REGS")?,
             local_bytes: attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, "LOCAL_SIZE_BYTES")?,
             shared_bytes: attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, "SHARED_SIZE_BYTES")?,
+            max_block_threads: attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "MAX_THREADS_PER_BLOCK")?,
         })
     }
 
@@ -388,6 +397,7 @@ impl Module {
             u64::from(b.x) * u64::from(b.y) * u64::from(b.z),
             self.block_threads,
         )?;
+        crate::launch::check_launch_bounds(name, &cfg, self.max_threads.get(name).copied())?;
         if cfg.shared_mem_bytes > SHARED_MEM_WITHOUT_OPT_IN {
             self.cuda.opt_in_shared_mem(f, name, cfg.shared_mem_bytes)?;
         }
