@@ -249,7 +249,8 @@ pub(crate) fn each_thread_writes_its_own_element(config: Config, _: &Scratch) ->
 /// of (4, 4, 4) threads a block runs every thread once; blocks of 65 are refused by the
 /// typed launch on every backend, and by a launch by name on CUDA (which reads the bound
 /// from the PTX); there the JIT compiled the kernel for 64 (the driver's
-/// `MAX_THREADS_PER_BLOCK` of it), where an unbounded kernel of the module gets 1,024.
+/// `MAX_THREADS_PER_BLOCK` of it), where an unbounded kernel that prints gets what its
+/// registers allow (256 at 255 registers, in the test module, which does file I/O).
 pub(crate) fn launch_bounds_are_kept(config: Config, scratch: &Scratch) -> Outcome {
     let (out_file, path) = scratch.file("bounded.out");
     let cfg = LaunchConfig::new(2, (4, 4, 4));
@@ -266,26 +267,27 @@ pub(crate) fn launch_bounds_are_kept(config: Config, scratch: &Scratch) -> Outco
             )),
         };
         refused("the typed launch", k.launch(k::bounded_64, 1, 65, ()))?;
-        said.push("typed launch of 65 refused");
+        said.push("typed launch of 65 refused".to_string());
         // On NVIDIA (AMD's code objects do not carry the bound to the host).
         if let Some(m) = k.module().filter(|m| m.cuda().is_some()) {
             let by_name = m.launch_with("bounded_64", LaunchConfig::linear(1, 65), &[]);
             refused("the launch by name", by_name.map_err(|e| e.to_string()))?;
-            said.push("by name refused");
+            said.push("by name refused".to_string());
             let max = |name: &str| -> Result<u32, String> {
                 m.resources(name)
                     .map_err(|e| e.to_string())?
                     .map(|r| r.max_block_threads)
                     .ok_or_else(|| format!("{name}: no resources"))
             };
+            // dims_3d prints as bounded_64 does, unbounded: what the registers alone allow.
             let (bounded, other) = (max("bounded_64")?, max("dims_3d")?);
-            if bounded != 64 || other != 1024 {
+            if bounded != 64 || other <= 64 {
                 return Err(format!(
                     "the driver's MAX_THREADS_PER_BLOCK: bounded_64 {bounded}, dims_3d {other}: the JIT \
-                     was not told the bound (64, and 1,024 without one)"
+                     was not told the bound (64 for bounded_64, more for dims_3d, which has none)"
                 ));
             }
-            said.push("JIT compiled it for 64 (dims_3d: 1,024)");
+            said.push(format!("JIT compiled it for 64 (dims_3d, unbounded: {other})"));
         }
         sync(&rt)?;
     }
