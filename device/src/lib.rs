@@ -158,11 +158,12 @@ macro_rules! print {
 /// format string names itself (`"{v}"`) is borrowed and lives on the stack. So a `println!`
 /// that never runs leaves a kernel's time as it was, within a few percent, except where the
 /// kernel's own registers are many (a register tile's loop was scheduled with fewer loads
-/// in flight to stay at 64 registers: `GPUIO_BLOCK_THREADS`, the block size you launch
-/// with, lets the JIT do otherwise); one that runs costs in proportion to what it writes, and writes its
-/// lines about 100-300 times as fast as `printf`. A kernel that does nothing but print
+/// in flight to stay at 64 registers, 1.26-1.27x its time: declared with
+/// `#[launch_bounds(256)]` in [`kernel!`](crate::kernel), the block size it is launched with,
+/// it ran 0.99-1.00x at 72); one that runs costs in proportion to what it writes, and writes
+/// its lines about 80-260 times as fast as `printf`. A kernel that does nothing but print
 /// runs a little slower than uncapped: at 32 registers an SM holds 64 of its warps, and
-/// lets 8 at a time write their records. BENCHMARKS.md (`bench_observer`, four kernel
+/// lets 8 at a time write their records. BENCHMARKS.md (`bench_observer`, five kernel
 /// shapes beside CUDA C's `printf`) has the figures. A module that does file I/O from device
 /// code is not capped unless asked. A module compiled whole (the lockstep build, or
 /// `GPUIO_JIT=whole`) gets the same counts by a cap per program. docs/PROTOCOL.md, "What a

@@ -1,4 +1,4 @@
-//! bench_observer's kernels: what a print costs the kernel around it. Four shapes that people
+//! bench_observer's kernels: what a print costs the kernel around it. The shapes that people
 //! instrument, each in four variants that differ only in their print:
 //!
 //! - `_plain`: no print;
