@@ -73,15 +73,18 @@ pub use crate::protocol::arch::host::KernelFailed;
 /// GPU targets and on the constant on the host, so an attribute only functions take
 /// (`#[inline]`) is refused on host builds. One is the macro's own:
 /// `#[launch_bounds(MAX)]` or `#[launch_bounds(MAX, MIN_BLOCKS)]`, CUDA C++'s
-/// `__launch_bounds__`: the kernel is launched with blocks of at most `MAX` threads (1 to
-/// 1,024; and, where given, wants at least `MIN_BLOCKS` blocks an SM). On NVIDIA the JIT
-/// compiles the kernel for that (PTX's `.maxntid` and `.minnctapersm`), so it may give each
+/// `__launch_bounds__` (each a constant expression): the kernel is launched with blocks of
+/// at most `MAX` threads (1 to 1,024; and, where given, wants at least `MIN_BLOCKS` blocks
+/// an SM). On NVIDIA the JIT compiles the kernel for that (PTX's `.maxntid` and
+/// `.minnctapersm`, which `gpuio-linker` writes into the PTX it builds), so it may give each
 /// thread up to 65,536 / `MAX` registers and weigh them against loads in flight knowing the
 /// block size: a register-heavy kernel with a print that never runs keeps its loop's
-/// schedule so (docs/PROTOCOL.md, "A register-heavy loop"). What it costs: a launch with
-/// larger blocks is refused, on every backend (the host's typed launch checks the constant;
-/// a launch by name on NVIDIA checks the PTX). On AMD the bound is checked at the typed
-/// launch but not given to the compiler.
+/// schedule so (docs/PROTOCOL.md, "A register-heavy loop"). What it costs: a typed launch
+/// with larger blocks is refused on every backend (it checks the constant,
+/// [`Kernel::max_block_threads`]), and so is a launch by name on NVIDIA (the PTX's
+/// directive); a launch the program makes itself (cudarc's, a closure on the CPU backend)
+/// is the driver's to refuse. On AMD the bound is checked at the typed launch but not given
+/// to the compiler.
 ///
 /// ```
 /// gpuio_device::kernel! {
@@ -132,6 +135,22 @@ pub use crate::protocol::arch::host::KernelFailed;
 /// let caught = std::panic::catch_unwind(|| digit(0xD800)).unwrap_err();
 /// assert!(caught.is::<gpuio_device::entry::KernelFailed>());
 /// ```
+///
+/// A bound a block cannot have, or a form CUDA has and this does not, does not compile:
+///
+/// ```compile_fail
+/// gpuio_device::kernel! {
+///     #[launch_bounds(2000)] // more threads than a block has
+///     pub fn too_many() {}
+/// }
+/// ```
+///
+/// ```compile_fail
+/// gpuio_device::kernel! {
+///     #[launch_bounds(256, 2, 4)] // CUDA 12's third number (blocks a cluster)
+///     pub fn clustered() {}
+/// }
+/// ```
 #[macro_export]
 #[cfg_attr(
     any(target_arch = "amdgpu", target_arch = "nvptx64"),
@@ -143,10 +162,30 @@ macro_rules! kernel {
             $crate::kernel!(@attrs [] [] [$(#[$($attr)*])*] $name ($($params)*) {$(-> $ret)?} $body);
         )*
     };
-    // The attributes, one at a time: `#[launch_bounds(..)]` taken out (the last one counts),
-    // the others kept for the entry point and the constant.
-    (@attrs $kept:tt $bounds:tt [#[launch_bounds($max:literal $(, $min:literal)?)] $($rest:tt)*] $($kernel:tt)*) => {
+    // The attributes: `#[launch_bounds(..)]` taken out, the others kept for the entry point
+    // and the constant. Doc comments go eight at a step where they can (each step is a
+    // level of the compiler's macro recursion, 128 deep by default), the rest one at a time.
+    (@attrs $kept:tt [$($bounds:tt)+] [#[launch_bounds $($args:tt)*] $($rest:tt)*] $($kernel:tt)*) => {
+        ::core::compile_error!("a kernel takes one #[launch_bounds(..)]");
+    };
+    (@attrs $kept:tt [] [#[launch_bounds($max:expr $(, $min:expr)?)] $($rest:tt)*] $($kernel:tt)*) => {
         $crate::kernel!(@attrs $kept [$max $(, $min)?] [$($rest)*] $($kernel)*);
+    };
+    (@attrs $kept:tt $bounds:tt [#[launch_bounds $($args:tt)*] $($rest:tt)*] $($kernel:tt)*) => {
+        ::core::compile_error!(
+            "#[launch_bounds(MAX)] or #[launch_bounds(MAX, MIN_BLOCKS)]: the most threads a block \
+             of the kernel has (1 to 1024), and the fewest blocks an SM should hold"
+        );
+    };
+    (@attrs [$($kept:tt)*] $bounds:tt [
+        #[doc = $d0:literal] #[doc = $d1:literal] #[doc = $d2:literal] #[doc = $d3:literal]
+        #[doc = $d4:literal] #[doc = $d5:literal] #[doc = $d6:literal] #[doc = $d7:literal]
+        $($rest:tt)*
+    ] $($kernel:tt)*) => {
+        $crate::kernel!(@attrs [$($kept)*
+            #[doc = $d0] #[doc = $d1] #[doc = $d2] #[doc = $d3]
+            #[doc = $d4] #[doc = $d5] #[doc = $d6] #[doc = $d7]
+        ] $bounds [$($rest)*] $($kernel)*);
     };
     (@attrs [$($kept:tt)*] $bounds:tt [#[$($attr:tt)*] $($rest:tt)*] $($kernel:tt)*) => {
         $crate::kernel!(@attrs [$($kept)* #[$($attr)*]] $bounds [$($rest)*] $($kernel)*);
@@ -163,7 +202,7 @@ macro_rules! kernel {
     (@params $attrs:tt $bounds:tt $name:ident [$($done:tt)*] ($arg:tt : $ty:ty $(, $($rest:tt)*)?) $ret:tt $body:block) => {
         $crate::kernel!(@params $attrs $bounds $name [$($done)* (raw, $arg, $ty)] ($($($rest)*)?) $ret $body);
     };
-    (@params [$($attr:tt)*] [$($max:literal $(, $min:literal)?)?] $name:ident [$(($raw:ident, $arg:pat_param, $ty:ty))*] () {$($ret:tt)*} $body:block) => {
+    (@params [$($attr:tt)*] [$($max:expr $(, $min:expr)?)?] $name:ident [$(($raw:ident, $arg:pat_param, $ty:ty))*] () {$($ret:tt)*} $body:block) => {
         $($attr)*
         #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
         #[no_mangle]
@@ -171,7 +210,7 @@ macro_rules! kernel {
             // The body in a function of its own: the lifetimes of its `&str` and `&[T]`
             // parameters are then the call's, not any the body might ask for.
             fn $name($($arg: $ty),*) $($ret)* $body
-            $($crate::protocol::arch::mark_launch_bounds::<$max, { 0 $(+ $min)? }>();)?
+            $($crate::protocol::arch::mark_launch_bounds::<{ $max }, { 0 $(+ $min)? }>();)?
             // Counted as running until the body returns, for hang reports.
             let _running = $crate::protocol::context::count_running();
             // SAFETY: the host's launch passed each parameter as `Param` says.

@@ -129,15 +129,16 @@ impl LaunchConfig {
 }
 
 /// Refuses a launch of `kernel` in blocks of more threads than it declares it takes
-/// (`max`: `kernel!`'s `#[launch_bounds(MAX)]`, CUDA C++'s `__launch_bounds__`), on every
-/// backend: on NVIDIA the kernel was compiled for at most that many, and the driver would
-/// refuse the launch or not by what registers it happened to take.
+/// (`max`: `kernel!`'s `#[launch_bounds(MAX)]`, CUDA C++'s `__launch_bounds__`; a PTX
+/// `.reqntid` counts as its threads in all, the driver checking each dimension): on NVIDIA
+/// the kernel was compiled for at most that many, and the driver would refuse the launch or
+/// not by what registers it happened to take.
 pub(crate) fn check_launch_bounds(kernel: &str, cfg: &LaunchConfig, max: Option<u32>) -> Result<()> {
     match max {
         Some(max) if cfg.block_threads() > u64::from(max) => Err(Error::Config(format!(
             "kernel {kernel}: a block of {} threads, but the kernel declares blocks of at most {max} \
-             (its launch bounds: #[launch_bounds({max})] in kernel!, or __launch_bounds__({max})): \
-             launch blocks of at most {max} threads, or raise its bound and rebuild the kernels",
+             (its launch bounds: #[launch_bounds] in kernel!, __launch_bounds__ in CUDA C++): launch \
+             blocks of at most {max} threads, or raise its bound and rebuild the kernels",
             cfg.block_threads()
         ))),
         _ => Ok(()),
@@ -211,6 +212,7 @@ mod tests {
 /// of 32 (`GPUIO_PRINT_REGISTERS`), so a kernel with a `println!` uses the larger of its own
 /// code's count and 32 (docs/PROTOCOL.md, "What a print costs the kernel around it").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct KernelResources {
     /// Registers per thread.
     pub registers: u32,
@@ -219,7 +221,8 @@ pub struct KernelResources {
     /// Static shared memory per block, in bytes (dynamic shared memory comes on top, per
     /// launch).
     pub shared_bytes: u32,
-    /// The most threads a block of the kernel can have: 1,024, or fewer where the kernel
-    /// declares launch bounds (`#[launch_bounds]`) or its registers allow no more.
+    /// The most threads a block of the kernel can have as compiled (the driver's
+    /// `MAX_THREADS_PER_BLOCK`): 1,024, or fewer where the kernel declares launch bounds
+    /// (`#[launch_bounds]`) or its registers allow no more.
     pub max_block_threads: u32,
 }

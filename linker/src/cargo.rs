@@ -84,7 +84,8 @@ pub(crate) fn toolchain_cargo() -> OsString {
 }
 
 /// Builds the kernel crate at `manifest_dir` for `target` and returns the code object,
-/// copied to `out_dir/<lib name>-<arch>.<ptx|hsaco>` (e.g. `gpuio_kernels-sm_90.ptx`).
+/// copied to `out_dir/<lib name>-<arch>.<ptx|hsaco>` (e.g. `gpuio_kernels-sm_90.ptx`); PTX
+/// with each kernel's `#[launch_bounds]` written as its `.maxntid` (`launch_bounds.rs`).
 ///
 /// The build uses its own target directory, `out_dir/target`, so it never waits on the
 /// lock of an enclosing cargo, and a clean environment (see the crate docs). The crate is
@@ -97,21 +98,44 @@ pub fn build_kernel_crate(manifest_dir: &Path, target: &GpuTarget, out_dir: &Pat
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "kernels".into());
     let dest = out_dir.join(format!("{stem}-{}.{}", target.arch(), target.extension()));
-    copy_into_place(&artifact, &dest)?;
+    // PTX: each kernel's launch bounds as directives (`launch_bounds.rs`).
+    let ptx = match target {
+        GpuTarget::Nvptx { .. } => std::fs::read_to_string(&artifact)
+            .ok()
+            .and_then(|ptx| crate::launch_bounds::write_directives(&ptx)),
+        _ => None,
+    };
+    match ptx {
+        Some(ptx) => write_into_place(ptx.as_bytes(), &dest)?,
+        None => copy_into_place(&artifact, &dest)?,
+    }
     Ok(dest)
+}
+
+/// Writes `bytes` to `dest` as [`copy_into_place`] copies a file: through a temporary file
+/// beside it.
+fn write_into_place(bytes: &[u8], dest: &Path) -> Result<(), Error> {
+    let tmp = beside(dest);
+    std::fs::write(&tmp, bytes).map_err(io_err(format!("writing {}", tmp.display())))?;
+    std::fs::rename(&tmp, dest).map_err(io_err(format!("renaming {} to {}", tmp.display(), dest.display())))
 }
 
 /// Copies `from` to `dest` through a temporary file beside it, so that a reader never sees
 /// half a file. The temporary file is this process's own (two builds writing one `dest` at
 /// once each rename a whole copy).
 pub(crate) fn copy_into_place(from: &Path, dest: &Path) -> Result<(), Error> {
+    let tmp = beside(dest);
+    std::fs::copy(from, &tmp).map_err(io_err(format!("copying {} to {}", from.display(), tmp.display())))?;
+    std::fs::rename(&tmp, dest).map_err(io_err(format!("renaming {} to {}", tmp.display(), dest.display())))
+}
+
+/// This process's temporary file beside `dest`.
+fn beside(dest: &Path) -> PathBuf {
     let name = dest
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dest.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::copy(from, &tmp).map_err(io_err(format!("copying {} to {}", from.display(), tmp.display())))?;
-    std::fs::rename(&tmp, dest).map_err(io_err(format!("renaming {} to {}", tmp.display(), dest.display())))
+    dest.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
 }
 
 /// Builds the crate at `manifest_dir` for `target` as [`build_kernel_crate`] says, rustc

@@ -66,6 +66,7 @@ mod components;
 mod error;
 mod join;
 mod kernel_crate;
+mod launch_bounds;
 mod target;
 
 pub use cargo::build_kernel_crate;

@@ -260,7 +260,7 @@ pub(crate) fn launch_bounds_are_kept(config: Config, scratch: &Scratch) -> Outco
         let k = Kernels::load(&rt)?;
         k.launch_with(k::bounded_64, cfg, ())?;
         let refused = |what: &str, r: Result<(), String>| match r {
-            Err(e) if e.contains("declares blocks of at most 64") && e.contains("#[launch_bounds(64)]") => Ok(()),
+            Err(e) if e.contains("declares blocks of at most 64") && e.contains("#[launch_bounds]") => Ok(()),
             Err(e) => Err(format!("{what}: refused, but not for its bound: {e}")),
             Ok(()) => Err(format!(
                 "{what}: blocks of 65 threads ran past the kernel's bound of 64"

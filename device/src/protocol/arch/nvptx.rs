@@ -449,8 +449,8 @@ pub fn sync_threads() {
 
 /// Marks the calling kernel entry with its launch bounds (`kernel!`'s
 /// `#[launch_bounds(MAX, MIN)]`): a PTX comment, `// gpuio.launch_bounds MAX MIN`, in the
-/// entry's body, which the host's loader turns into the entry's `.maxntid MAX, 1, 1` (and
-/// `.minnctapersm MIN` where `MIN` > 0) before the JIT compiles it (rustc has no attribute
+/// entry's body, which `gpuio-linker` turns into the entry's `.maxntid MAX, 1, 1` (and
+/// `.minnctapersm MIN` where `MIN` > 0) when it writes the PTX (rustc has no attribute
 /// for those directives). It emits no instruction.
 #[inline(always)]
 pub fn mark_launch_bounds<const MAX: u32, const MIN: u32>() {

@@ -38,6 +38,7 @@ pub(super) const CU_JIT_THREADS_PER_BLOCK: u32 = 1;
 pub(super) const CU_JIT_WALL_TIME: u32 = 2;
 pub(super) const CU_JIT_ERROR_LOG_BUFFER: u32 = 5;
 pub(super) const CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: u32 = 6;
+pub(super) const CU_JIT_OVERRIDE_DIRECTIVE_VALUES: u32 = 33;
 // CUjitInputType (cuda.h).
 pub(super) const CU_JIT_INPUT_PTX: u32 = 1;
 

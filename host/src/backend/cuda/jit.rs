@@ -199,13 +199,17 @@ pub(super) struct JitOptions {
     /// cap [`JitOptions::cap_at`] adds comes last).
     options: Vec<u32>,
     values: Vec<*mut c_void>,
+    /// Whether the PTX declares launch bounds (`launch_bounds.rs`): a register cap then
+    /// needs `CU_JIT_OVERRIDE_DIRECTIVE_VALUES` ([`JitOptions::hold_to_the_cap`]).
+    bounded: bool,
 }
 
 impl JitOptions {
     /// The options of every compile: the error log and the wall time, the register cap
     /// `GPUIO_MAX_REGISTERS` asks for ([`max_registers`]), and `block_threads`, the block
     /// size to compile for (`GPUIO_BLOCK_THREADS`, [`block_threads`], read once per load).
-    pub(super) fn new(block_threads: Option<u32>) -> Result<Self> {
+    /// `ptx` is what will be compiled, read only for whether it declares launch bounds.
+    pub(super) fn new(block_threads: Option<u32>, ptx: &str) -> Result<Self> {
         let mut log = vec![0u8; 16 << 10];
         let mut values = vec![
             log.as_mut_ptr() as *mut c_void,
@@ -226,7 +230,32 @@ impl JitOptions {
             options.push(CU_JIT_THREADS_PER_BLOCK);
             values.push(n as usize as *mut c_void);
         }
-        Ok(JitOptions { log, options, values })
+        let mut jit = JitOptions {
+            log,
+            options,
+            values,
+            bounded: super::launch_bounds::declares_any(ptx),
+        };
+        jit.hold_to_the_cap();
+        Ok(jit)
+    }
+
+    /// Where a register cap is set and the PTX declares launch bounds, lets the cap win:
+    /// ptxas ignores `-maxrregcount` for a kernel with `.maxntid` (as nvcc does for a kernel
+    /// with `__launch_bounds__`), and compiled whole a bounded tile then took 128 registers
+    /// where its program's cap said 72. `CU_JIT_OVERRIDE_DIRECTIVE_VALUES` (an option of
+    /// recent drivers: CUDA 13's has it) makes the options take precedence over the
+    /// directives: the cap, and
+    /// also `GPUIO_BLOCK_THREADS` where set, over each kernel's `.maxntid` (a kernel then
+    /// compiled for that many threads, which its launches are checked against too). Only
+    /// then, so that a module without bounds compiles as it always did.
+    fn hold_to_the_cap(&mut self) {
+        let capped = self.options.contains(&CU_JIT_MAX_REGISTERS);
+        if self.bounded && capped && !self.options.contains(&CU_JIT_OVERRIDE_DIRECTIVE_VALUES) {
+            self.options.push(CU_JIT_OVERRIDE_DIRECTIVE_VALUES);
+            // The value travels in the pointer-sized slot itself: 1, enabled.
+            self.values.push(std::ptr::without_provenance_mut(1));
+        }
     }
 
     /// The register cap every input gets (`GPUIO_MAX_REGISTERS`, or what
@@ -252,6 +281,7 @@ impl JitOptions {
                 self.values.push(registers as usize as *mut c_void);
             }
         }
+        self.hold_to_the_cap();
     }
 
     /// The driver's error `rc` from `what`, with the JIT's log where it wrote one.
@@ -332,7 +362,7 @@ pub(super) fn whole_program_cap(
         .iter()
         .filter(|i| i.kind == super::split::Kind::Entry)
         .map(|i| i.name);
-    let mut options = JitOptions::new(block_threads)?;
+    let mut options = JitOptions::new(block_threads, ptx)?;
     let cap = options.at_most(cap);
     let inputs = [(ptx_text(&user)?, None), (ptx_text(&library)?, Some(cap))];
     let handle = match link_and_load(cuda, &inputs, &mut options) {

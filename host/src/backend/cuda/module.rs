@@ -30,8 +30,8 @@ pub struct Module {
     /// The most threads a block may have, where the module was compiled for that
     /// (`GPUIO_BLOCK_THREADS`, [`super::jit::block_threads`]).
     block_threads: Option<u32>,
-    /// The most threads a block of each kernel that declares launch bounds may have
-    /// (`launch_bounds.rs`).
+    /// The most threads a block of each kernel that declares launch bounds may have, from
+    /// its PTX (`launch_bounds.rs`).
     max_threads: HashMap<String, u32>,
 }
 
@@ -102,9 +102,8 @@ impl Module {
         // device library's C ABI a C++ kernel does not call) left out.
         let pruned = super::split::without_unreached(ptx);
         let ptx = pruned.as_deref().unwrap_or(ptx);
-        // Kernels that declare launch bounds are compiled for them.
-        let bounds = super::launch_bounds::apply(ptx);
-        let ptx = bounds.ptx.as_deref().unwrap_or(ptx);
+        // The bounds kernels declare, which launches by name are checked against.
+        let max_threads = super::launch_bounds::read(ptx);
         // Read once: what the JIT compiles for is what launches are checked against.
         let block_threads = super::jit::block_threads()?;
         // The cap of gpuio's functions, for the whole module (whether it does file I/O).
@@ -141,7 +140,7 @@ impl Module {
             jit_ms: Some(jit_ms),
             params: Some(ptx_entry_params(ptx)),
             block_threads,
-            max_threads: bounds.max_threads,
+            max_threads,
         })
     }
 
@@ -162,7 +161,7 @@ impl Module {
         block_threads: Option<u32>,
         library_cap: Option<u32>,
     ) -> Result<(CuModule, f32)> {
-        let mut options = JitOptions::new(block_threads)?;
+        let mut options = JitOptions::new(block_threads, ptx)?;
         let handle = match jit {
             Jit::Whole => {
                 let found = match library_cap {
@@ -190,7 +189,7 @@ impl Module {
                             Ok(handle) => handle,
                             Err(refused) => {
                                 let spent = options.wall_ms();
-                                options = JitOptions::new(block_threads)?;
+                                options = JitOptions::new(block_threads, ptx)?;
                                 let handle = one_input(&mut options)?;
                                 options.add_wall_ms(spent);
                                 crate::notice::say_once(
