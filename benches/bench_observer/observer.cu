@@ -4,7 +4,8 @@
 //
 //   R name=<kernel> regs=<n> local=<bytes> ms=<t1>,<t2>,...
 //
-// one line per kernel: the registers and local memory per thread (cudaFuncGetAttributes),
+// one line per kernel (and `fma_floor`, the floor under a line a thread, beside `fma_thread`):
+// the registers and local memory per thread (cudaFuncGetAttributes),
 // and each rep's time from launch to cudaDeviceSynchronize returned (host clock, as
 // bench_observer times gpuio's launch .. synchronize), after one warm-up launch. printf's
 // lines go to stdout (bench_observer points it at /dev/null); its FIFO is set to hold every
@@ -167,6 +168,26 @@ __device__ __forceinline__ void store_tile(unsigned n, float *c, const Tile &r) 
 TILE_KERNELS(tile, )
 TILE_KERNELS(tile256, __launch_bounds__(256))
 
+// The floor under any print of a line a thread, in the FMA shape: the chain, then each
+// thread's FLOOR_BYTES (gpuio's lines there are 20.4 bytes on average at 20,000 steps, 24.6
+// at 200,000) stored raw into mapped host memory, with no formatting and no protocol, in
+// the fewest PCIe transactions: staged in shared memory, then stored by the block in
+// contiguous 16-byte units. What it costs over fma_plain is the cost of moving those bytes
+// to the host while the kernel runs, which no such print avoids. Blocks of FLOOR_THREADS.
+#define FLOOR_BYTES 20
+#define FLOOR_THREADS 256
+__global__ void fma_floor(unsigned n, float *out, uint4 *host) {
+    __shared__ uint4 staged[FLOOR_THREADS * FLOOR_BYTES / 16];
+    float x = chain(n);
+    unsigned t = threadIdx.x, *words = (unsigned *)staged + t * (FLOOR_BYTES / 4);
+    unsigned line[FLOOR_BYTES / 4] = {gtid(), __float_as_uint(x), t, blockIdx.x, 0x0a0a0a0au};
+    for (int i = 0; i < FLOOR_BYTES / 4; i++) words[i] = line[i];
+    __syncthreads();
+    uint4 *dst = host + (size_t)blockIdx.x * (FLOOR_THREADS * FLOOR_BYTES / 16);
+    for (unsigned u = t; u < FLOOR_THREADS * FLOOR_BYTES / 16; u += FLOOR_THREADS) dst[u] = staged[u];
+    out[gtid()] = x;
+}
+
 __global__ void observer_fill(unsigned n, float *x, float *y) {
     for (unsigned i = gtid(); i < n; i += gthreads()) {
         x[i] = (i % 1000) * 1e-3f;
@@ -226,6 +247,11 @@ int main(int argc, char **argv) {
     auto steps = split(argv[2]), shapes = split(argv[3]), variants = split(argv[4]);
     // Every thread's line of the largest launch, about 24 bytes of arguments and header each.
     check(cudaDeviceSetLimit(cudaLimitPrintfFifoSize, (size_t)256 << 20), "cudaDeviceSetLimit");
+    static_assert(THREADS == FLOOR_THREADS, "fma_floor stages one block of THREADS");
+    uint4 *floor_host, *floor_dev;
+    check(cudaHostAlloc((void **)&floor_host, (size_t)BLOCKS * THREADS * FLOOR_BYTES, cudaHostAllocMapped),
+          "cudaHostAlloc");
+    check(cudaHostGetDevicePointer((void **)&floor_dev, floor_host, 0), "cudaHostGetDevicePointer");
     float *x, *y, *out, *c;
     check(cudaMalloc(&x, ELEMS * 4), "cudaMalloc");
     check(cudaMalloc(&y, ELEMS * 4), "cudaMalloc");
@@ -257,6 +283,9 @@ int main(int argc, char **argv) {
                 for (auto &s : steps) {
                     unsigned n = atoi(s.c_str());
                     time_kernel(name + "@" + s, fma_k[k], reps, [&] { fma_f[k]<<<BLOCKS, THREADS>>>(n, out); });
+                    if (v == "thread")
+                        time_kernel("fma_floor@" + s, (void *)fma_floor, reps,
+                                    [&] { fma_floor<<<BLOCKS, THREADS>>>(n, out, floor_dev); });
                 }
             } else if (shape == "saxpy") {
                 time_kernel(name, (void *)sax_f[k], reps, [&] { sax_f[k]<<<BLOCKS, THREADS>>>(ELEMS, 1.0001f, x, y); });

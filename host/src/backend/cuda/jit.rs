@@ -112,7 +112,8 @@ pub(crate) fn check_settings() -> Result<()> {
 /// Refuses a launch of `threads` a block where the module was compiled for at most `limit`
 /// ([`block_threads`]): the driver would refuse it for want of registers, or not, by what
 /// the kernel happened to need.
-pub(crate) fn check_block(kernel: &str, threads: u64, limit: Option<u32>) -> Result<()> {
+pub(crate) fn check_block(kernel: &str, cfg: &crate::LaunchConfig, limit: Option<u32>) -> Result<()> {
+    let threads = cfg.block_threads();
     match limit {
         Some(n) if threads > u64::from(n) => Err(Error::Config(format!(
             "kernel {kernel}: a block of {threads} threads, but its module was compiled for blocks of \
@@ -472,9 +473,11 @@ mod tests {
 
     #[test]
     fn a_block_larger_than_the_module_was_compiled_for_is_refused_naming_the_setting() {
-        assert!(check_block("k", 1024, None).is_ok());
-        assert!(check_block("k", 256, Some(256)).is_ok());
-        let e = check_block("tile", 512, Some(256)).unwrap_err().to_string();
+        let block = |x, y| crate::LaunchConfig::new((1, 1, 1), (x, y, 1));
+        assert!(check_block("k", &block(1024, 1), None).is_ok());
+        assert!(check_block("k", &block(256, 1), Some(256)).is_ok());
+        assert!(check_block("k", &block(64, 4), Some(256)).is_ok());
+        let e = check_block("tile", &block(128, 4), Some(256)).unwrap_err().to_string();
         assert_eq!(
             e,
             "invalid configuration: kernel tile: a block of 512 threads, but its module was compiled for \

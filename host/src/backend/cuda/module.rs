@@ -373,7 +373,6 @@ impl Module {
         stream: usize,
     ) -> Result<()> {
         let f = self.function(name)?;
-        let b = cfg.block;
         if let Some(params) = &self.params {
             let Some(sizes) = params.get(name) else {
                 return Err(Error::Config(format!(
@@ -391,11 +390,7 @@ impl Module {
                 )));
             }
         }
-        super::jit::check_block(
-            name,
-            u64::from(b.x) * u64::from(b.y) * u64::from(b.z),
-            self.block_threads,
-        )?;
+        super::jit::check_block(name, &cfg, self.block_threads)?;
         crate::launch::check_launch_bounds(name, &cfg, self.max_threads.get(name).copied())?;
         if cfg.shared_mem_bytes > SHARED_MEM_WITHOUT_OPT_IN {
             self.cuda.opt_in_shared_mem(f, name, cfg.shared_mem_bytes)?;
