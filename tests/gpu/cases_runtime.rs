@@ -24,6 +24,103 @@ pub(crate) fn idle_longer_than_sq_thread_idle(config: Config, scratch: &Scratch)
     ))
 }
 
+/// Set in the child process that runs a case's check with `CUDA_LAUNCH_BLOCKING=1`.
+const CHILD: &str = "GPUIO_GPU_SUITE_CHILD";
+
+/// How long the launch and synchronize of the case below may take: well past what it takes
+/// (a few milliseconds), well short of the parked waker's look (100 ms after the warm-up's
+/// synchronize, 80 after the launch).
+const BLOCKING_LAUNCH_LIMIT: Duration = Duration::from_millis(50);
+
+/// A launch call that returns only once its kernel has ended (`CUDA_LAUNCH_BLOCKING=1`, as
+/// Nsight Compute and compute-sanitizer launch too) while SQPOLL sleeps: the kernel's last
+/// flush to a pipe (a serial stream, one write in flight) waits for its earlier write to
+/// land, which needs the waker to wake SQPOLL, since a GPU cannot. So the waker must look
+/// during the call, not only once it returned. The driver reads `CUDA_LAUNCH_BLOCKING` once,
+/// so the check runs in a child process of this test binary that has it set.
+pub(crate) fn a_launch_call_that_waits_for_its_kernel(config: Config, _: &Scratch) -> Outcome {
+    if std::env::var_os(CHILD).is_none() {
+        return in_a_child(config, "a_launch_call_that_waits_for_its_kernel");
+    }
+    let (grid, block, lines, width) = (config.pick(16, 2), config.pick(256, 8), 4u32, 40u32);
+    let (r, w) = crate::common::pipes::pipe();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::fs::File::from(r), &mut text).map(|_| text)
+    });
+    let (launched, took) = {
+        // SQPOLL falls asleep 1 ms after its last work.
+        let rt = build(config.builder().sq_thread_idle_ms(1).stdout_fd(w.as_raw_fd()))?;
+        let k = Kernels::load(&rt)?;
+        // A first launch: when its synchronize ends the waker parks, looking again in 100 ms.
+        k.launch(k::stress, 1, 1, (1u32, width))?;
+        sync(&rt)?;
+        std::thread::sleep(Duration::from_millis(20));
+        let t = Instant::now();
+        k.launch(k::stress, grid, block, (lines, width))?;
+        let launched = t.elapsed();
+        sync(&rt)?;
+        (launched, t.elapsed())
+    };
+    drop(w);
+    let text = reader
+        .join()
+        .map_err(|_| "the pipe's reader panicked".to_string())?
+        .map_err(|e| format!("reading the pipe: {e}"))?;
+    // The first launch's line, then the second's.
+    let rest = text.split_once('\n').map_or("", |(_, rest)| rest);
+    check_numbered(rest, (grid * block) as u64, lines as u64, plain)?;
+    let blocking = std::env::var("CUDA_LAUNCH_BLOCKING").unwrap_or_default();
+    let setting = match config.gpu() {
+        true => format!("CUDA_LAUNCH_BLOCKING={blocking}, SQPOLL asleep"),
+        false => format!("the CPU backend (CUDA_LAUNCH_BLOCKING={blocking} changes nothing there)"),
+    };
+    let what = format!(
+        "{setting}: the launch call took {:.1} ms, to synchronize {:.1} ms; {} lines",
+        launched.as_secs_f64() * 1e3,
+        took.as_secs_f64() * 1e3,
+        grid * block * lines
+    );
+    // On the CPU backend a launch returns as its threads start, the waker already looking.
+    if config.gpu() && took > BLOCKING_LAUNCH_LIMIT {
+        return Err(format!(
+            "{what}: more than {} ms (the waker parked during the launch call?)",
+            BLOCKING_LAUNCH_LIMIT.as_millis()
+        ));
+    }
+    Ok(what)
+}
+
+/// Runs case `name` of `config` in a child process of this test binary, with
+/// `CUDA_LAUNCH_BLOCKING=1` and [`CHILD`] set, and passes on what it found.
+fn in_a_child(config: Config, name: &str) -> Outcome {
+    let exe = std::env::current_exe().map_err(|e| format!("this test binary: {e}"))?;
+    let test = format!("{}::{name}", config.name());
+    let o = std::process::Command::new(&exe)
+        .args([test.as_str(), "--exact", "--nocapture", "--test-threads", "1"])
+        .env(CHILD, "1")
+        .env("CUDA_LAUNCH_BLOCKING", "1")
+        .env_remove("GPUIO_GPU_SUITE_REPEAT")
+        .output()
+        .map_err(|e| format!("running {}: {e}", exe.display()))?;
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    // The case's line (`run_case`): `cuda::name (0.12 s): what it found`.
+    // (after libtest's `test NAME ... ` with `--nocapture`).
+    let at = format!("{test} (");
+    match out.lines().find_map(|l| l.find(&at).map(|i| &l[i..])) {
+        Some(line) if o.status.success() => Ok(format!("in a child process: {line}")),
+        _ => Err(format!(
+            "in a child process ({}): {}{}",
+            o.status,
+            out.trim_end(),
+            err.lines()
+                .filter(|l| !l.is_empty())
+                .map(|l| format!("\n  {l}"))
+                .collect::<String>()
+        )),
+    }
+}
+
 pub(crate) fn print_to_a_closed_fd_is_reported(config: Config, _: &Scratch) -> Outcome {
     let (grid, block) = (2u32, 64u32);
     let rt = build(config.builder().stdout_fd(1_000_000))?;

@@ -71,8 +71,9 @@ use cases_print::{
     tiny_ring_and_log_thousands_of_threads, typed_launch_passes_every_parameter_type, warp_records_near_the_log_size,
 };
 use cases_runtime::{
-    a_hang_is_reported_then_waited_out, another_layout_is_refused, hundred_runtime_create_drop_cycles,
-    idle_longer_than_sq_thread_idle, print_to_a_closed_fd_is_reported, two_runtimes_in_one_process,
+    a_hang_is_reported_then_waited_out, a_launch_call_that_waits_for_its_kernel, another_layout_is_refused,
+    hundred_runtime_create_drop_cycles, idle_longer_than_sq_thread_idle, print_to_a_closed_fd_is_reported,
+    two_runtimes_in_one_process,
 };
 use cases_sandbox::{a_kernel_cannot_leave_the_print_only_sandbox, a_kernel_cannot_move_host_memory_under_file_io};
 use cases_scheduling::scheduling_is_the_one_asked_for;
@@ -150,6 +151,7 @@ suite! {
         each_thread_writes_its_own_element,
         print_while_others_wait_for_io,
         idle_longer_than_sq_thread_idle,
+        a_launch_call_that_waits_for_its_kernel,
         print_to_a_closed_fd_is_reported,
         a_hang_is_reported_then_waited_out,
         a_hang_report_names_the_blocks_still_running,

@@ -3,7 +3,8 @@
 //! The kernel's SQPOLL thread sleeps after `sq_thread_idle` ms without work and sets
 //! `IORING_SQ_NEED_WAKEUP`; from then on it consumes nothing until someone calls
 //! `io_uring_enter(IORING_ENTER_SQ_WAKEUP)`. A GPU cannot make that syscall. While kernels
-//! run (or a drain is under way) this thread looks at the SQ (`Queue::wake_if_needed`): if
+//! run (or a drain or a launch call is under way: a call may return only once its kernel
+//! has ended) this thread looks at the SQ (`Queue::wake_if_needed`): if
 //! SQEs wait unconsumed and the flag is set, it wakes SQPOLL. With the host-thread fallback
 //! it unparks that thread instead, the same way. On rings made without SQPOLL (the CPU
 //! backend's default, `Builder::sqpoll`) it is the consumer itself: it submits what waits
@@ -239,6 +240,13 @@ impl Waker {
         self.state.active.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// Keeps the waker looking while the guard lives ([`Waker::activate`] until it drops):
+    /// for a launch call, which may return only once its kernel has ended.
+    pub(crate) fn looking(&self) -> Looking<'_> {
+        self.activate();
+        Looking(self)
+    }
+
     pub(crate) fn wakeups(&self) -> u64 {
         self.state.wakeups.load(Ordering::Relaxed)
     }
@@ -247,6 +255,15 @@ impl Waker {
     pub(crate) fn looks(&self) -> u64 {
         // Relaxed: a statistic; nothing else is read through it.
         self.state.looks.load(Ordering::Relaxed)
+    }
+}
+
+/// The waker looks while this lives ([`Waker::looking`]).
+pub(crate) struct Looking<'a>(&'a Waker);
+
+impl Drop for Looking<'_> {
+    fn drop(&mut self) {
+        self.0.deactivate();
     }
 }
 

@@ -72,6 +72,13 @@ impl<'rt> GpuModule<'rt> {
             drop(own);
             gpu.external.store(true, Ordering::Release);
         }
+        // The waker looks from before the launch call: a call that returns only once its
+        // kernel has ended (`CUDA_LAUNCH_BLOCKING=1`, Nsight Compute, compute-sanitizer)
+        // would otherwise run the whole kernel with the waker parked, and the kernel's last
+        // flush, which waits for its write to land, would wait for the parked waker's look
+        // (every 100 ms) wherever SQPOLL had gone to sleep (after `sq_thread_idle` without
+        // work): such a launch then took 100 ms or more.
+        let _looking = self.rt.waker.looking();
         if let Err(e) = self.module.launch_on(name, cfg, args, stream) {
             if first && !gpu.launched.load(Ordering::Acquire) {
                 // Nothing runs: the files this launch would have printed to are free again.
