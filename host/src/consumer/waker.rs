@@ -3,9 +3,9 @@
 //! The kernel's SQPOLL thread sleeps after `sq_thread_idle` ms without work and sets
 //! `IORING_SQ_NEED_WAKEUP`; from then on it consumes nothing until someone calls
 //! `io_uring_enter(IORING_ENTER_SQ_WAKEUP)`. A GPU cannot make that syscall. While kernels
-//! run (or a drain or a launch call is under way: a call may return only once its kernel
-//! has ended) this thread looks at the SQ (`Queue::wake_if_needed`): if
-//! SQEs wait unconsumed and the flag is set, it wakes SQPOLL. With the host-thread fallback
+//! run, or a launch call or a drain is under way (a launch call may return only once its
+//! kernel has ended), this thread looks at the SQ (`Queue::wake_if_needed`): if SQEs wait
+//! unconsumed and the flag is set, it wakes SQPOLL. With the host-thread fallback
 //! it unparks that thread instead, the same way. On rings made without SQPOLL (the CPU
 //! backend's default, `Builder::sqpoll`) it is the consumer itself: it submits what waits
 //! (`io_uring_enter`), and a kernel thread that published SQEs unparks it (the doorbell,
@@ -89,7 +89,7 @@ pub(crate) struct Waker {
 
 struct WakerState {
     stop: AtomicBool,
-    /// Kernels running or drains under way.
+    /// Kernels running, launch calls, drains and host threads driving the protocol under way.
     active: AtomicUsize,
     /// SQ_WAKEUP calls made.
     wakeups: AtomicU64,
@@ -242,6 +242,7 @@ impl Waker {
 
     /// Keeps the waker looking while the guard lives ([`Waker::activate`] until it drops):
     /// for a launch call, which may return only once its kernel has ended.
+    #[must_use = "the waker looks only while the guard lives"]
     pub(crate) fn looking(&self) -> Looking<'_> {
         self.activate();
         Looking(self)
@@ -259,6 +260,7 @@ impl Waker {
 }
 
 /// The waker looks while this lives ([`Waker::looking`]).
+#[must_use = "the waker looks only while the guard lives"]
 pub(crate) struct Looking<'a>(&'a Waker);
 
 impl Drop for Looking<'_> {

@@ -76,8 +76,8 @@ impl<'rt> GpuModule<'rt> {
         // kernel has ended (`CUDA_LAUNCH_BLOCKING=1`, Nsight Compute, compute-sanitizer)
         // would otherwise run the whole kernel with the waker parked, and the kernel's last
         // flush, which waits for its write to land, would wait for the parked waker's look
-        // (every 100 ms) wherever SQPOLL had gone to sleep (after `sq_thread_idle` without
-        // work): such a launch then took 100 ms or more.
+        // (`PARKED`: up to 100 ms) wherever SQPOLL had gone to sleep (after `sq_thread_idle`
+        // without work).
         let _looking = self.rt.waker.looking();
         if let Err(e) = self.module.launch_on(name, cfg, args, stream) {
             if first && !gpu.launched.load(Ordering::Acquire) {
