@@ -24,9 +24,6 @@ pub(crate) fn idle_longer_than_sq_thread_idle(config: Config, scratch: &Scratch)
     ))
 }
 
-/// Set in the child process that runs a case's check with `CUDA_LAUNCH_BLOCKING=1`.
-const CHILD: &str = "GPUIO_GPU_SUITE_CHILD";
-
 /// How long the launch and synchronize of the case below may take: well past what it takes
 /// (a few milliseconds), well short of the parked waker's look (100 ms after the warm-up's
 /// synchronize, 80 after the launch).
@@ -41,7 +38,7 @@ const BLOCKING_LAUNCH_LIMIT: Duration = Duration::from_millis(50);
 /// the CPU backend a launch returns as its threads start, the waker already looking: there
 /// it runs here, and only its lines are checked.)
 pub(crate) fn a_launch_call_that_waits_for_its_kernel(config: Config, _: &Scratch) -> Outcome {
-    if config.gpu() && std::env::var_os(CHILD).is_none() {
+    if config.gpu() && crate::common::child::child_mode().is_none() {
         return in_a_child(config, "a_launch_call_that_waits_for_its_kernel");
     }
     let (grid, block, lines, width) = (config.pick(16, 2), config.pick(256, 8), 4u32, 40u32);
@@ -108,62 +105,32 @@ pub(crate) fn a_launch_call_that_waits_for_its_kernel(config: Config, _: &Scratc
 /// stuck child fails this case rather than the whole run.
 const CHILD_LIMIT: Duration = Duration::from_secs(120);
 
-/// Runs case `name` of `config` in a child process of this test binary, with
-/// `CUDA_LAUNCH_BLOCKING=1` and [`CHILD`] set, and passes on what it found.
+/// Runs case `name` of `config` in a child process of this test binary
+/// (`common::child::run_child`), with `CUDA_LAUNCH_BLOCKING=1`, and passes on what it found.
 fn in_a_child(config: Config, name: &str) -> Outcome {
-    use std::io::Read;
-    use std::process::Stdio;
-    let exe = std::env::current_exe().map_err(|e| format!("this test binary: {e}"))?;
     let test = format!("{}::{name}", config.name());
-    let mut child = std::process::Command::new(&exe)
-        .args([test.as_str(), "--exact", "--nocapture", "--test-threads", "1"])
-        .env(CHILD, "1")
-        .env("CUDA_LAUNCH_BLOCKING", "1")
-        .env_remove("GPUIO_GPU_SUITE_REPEAT")
-        // The parent says what was skipped; a child that found no GPU fails the case.
-        .env_remove("GPUIO_SKIP_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("running {}: {e}", exe.display()))?;
-    // Read both pipes on threads of their own, so that a chatty child never blocks on them.
-    let drain = |p: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            if let Some(mut p) = p {
-                let _ = p.read_to_string(&mut s);
-            }
-            s
-        })
-    };
-    let out = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let err = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() < CHILD_LIMIT => std::thread::sleep(Duration::from_millis(20)),
-            Ok(None) | Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "the child process ran past {} s and was killed",
-                    CHILD_LIMIT.as_secs()
-                ));
-            }
-        }
-    };
-    let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+    let run = crate::common::child::run_child(
+        &test,
+        "CUDA_LAUNCH_BLOCKING=1",
+        &[
+            ("CUDA_LAUNCH_BLOCKING", Some("1")),
+            ("GPUIO_GPU_SUITE_REPEAT", None),
+            // The parent says what was skipped; a child that found no GPU fails the case.
+            ("GPUIO_SKIP_LOG", None),
+        ],
+        CHILD_LIMIT,
+    );
     // The case's line (`run_case`): `cuda::name (0.12 s): what it found`.
     // (after libtest's `test NAME ... ` with `--nocapture`).
     let at = format!("{test} (");
-    match out.lines().find_map(|l| l.find(&at).map(|i| &l[i..])) {
-        Some(line) if status.success() => Ok(format!("in a child process: {line}")),
+    match run.stdout.lines().find_map(|l| l.find(&at).map(|i| &l[i..])) {
+        Some(line) if run.status.success() => Ok(format!("in a child process: {line}")),
         _ => Err(format!(
-            "in a child process ({status}): {}{}",
-            out.trim_end(),
-            err.lines()
+            "in a child process ({}): {}{}",
+            run.status,
+            run.stdout.trim_end(),
+            run.stderr
+                .lines()
                 .filter(|l| !l.is_empty())
                 .map(|l| format!("\n  {l}"))
                 .collect::<String>()
