@@ -176,11 +176,12 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     let printing = my_len > 0 || !fits;
     let v = my_len | ((!fits as u64) << UNFIT_SHIFT) | ((printing as u64) << PRINTING_SHIFT) | (1 << MEMBER_SHIFT);
     let (before, sums) = g.exclusive_sum(v);
-    // The record's part takes a turn on the SM, given back when `_turn` drops at the end,
-    // after the group's last sync: every lane has formatted its line by now (the sum is
-    // the group's first collective), so a print made by a `Display` above never waits for
-    // its own group's turn (`arch::turns` says why NVIDIA's SMs let a few groups in at a time).
-    let _turn = crate::protocol::arch::turns::PrintTurn::take(g);
+    // The record's part takes a turn on the SM, given back once the record is in the log
+    // (`emit_record`), or at the end for lines printed one lane at a time: every lane has
+    // formatted its line by now (the sum is the group's first collective), so a print made
+    // by a `Display` above never waits for its own group's turn (`arch::turns` says why
+    // NVIDIA's SMs let a few groups in at a time).
+    let turn = crate::protocol::arch::turns::PrintTurn::take(g);
     let total = sums & ((1u64 << UNFIT_SHIFT) - 1);
     // (`total` is the same on every lane, so every lane takes the same branch and runs the
     // same collectives.)
@@ -190,7 +191,9 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     let (ring, reap) = ctx.print_out();
     if as_record {
         let mine = if fits { line.bytes() } else { &[] };
-        emit_record(g, stream, ring, reap, mine, before, sums);
+        emit_record(g, stream, ring, reap, mine, before, sums, turn);
+    } else {
+        drop(turn);
     }
     // The other lines go out one lane at a time, in lane order: each reserves its own range
     // and may wait for room piece by piece, and under the lockstep rule (arch/mod.rs) no
@@ -256,9 +259,15 @@ fn fits_as_record(stream: &Stream, total: u64) -> bool {
 /// [`emit`]'s record: the group's lines that fit the stack buffer (this lane's is `mine`,
 /// empty if it did not fit), back to back in lane order, reserved as one range, written,
 /// committed and flushed by the leader. `before` and `sums` are the group's exclusive and
-/// total sums of [`emit`]'s packed lengths and counts.
+/// total sums of [`emit`]'s packed lengths and counts. `turn` is given back once the record
+/// is in the log, before the commit: the commit's system-scope fence waits for the record's
+/// stores to reach host memory, and the flush may serve others' requests, and neither adds
+/// to the crowd that turns keep out (`arch::turns`). Held until the group's end, a turn
+/// was mostly that wait, and the SM's other printing warps waited for it
+/// (docs/PROTOCOL.md, "A line a thread").
 ///
 /// Every lane of `g` must call this together (it is a collective operation).
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn emit_record<G: Group>(
     g: &G,
@@ -268,6 +277,7 @@ fn emit_record<G: Group>(
     mine: &[u8],
     before: u64,
     sums: u64,
+    turn: crate::protocol::arch::turns::PrintTurn,
 ) {
     let low = (1u64 << UNFIT_SHIFT) - 1;
     let (offset, total) = (before & low, sums & low);
@@ -300,6 +310,7 @@ fn emit_record<G: Group>(
         stream.copy_out(base, base + total, rank, lanes);
         g.sync();
     }
+    drop(turn);
     if g.is_leader() {
         stream.commit(base, base + total);
         stream.flush(ring, reap);

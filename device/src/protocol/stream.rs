@@ -84,6 +84,8 @@ mod flight;
 
 pub use flight::Flight;
 
+use core::marker::PhantomData;
+
 use crate::protocol::combine::Combiner;
 use crate::protocol::ring::Ring;
 use crate::protocol::sync::{
@@ -108,9 +110,43 @@ pub const fn chunk_bytes(cap: u64) -> u64 {
     }
 }
 
+/// Chunk counters the flusher loads at once (`Stream::complete_prefix`); under loom two,
+/// so that models check a round of several loads without exploring sixteen.
+const PREFIX_LOOKS: usize = if cfg!(loom) { 2 } else { 16 };
+// A round's full chunks are bits of a `u32`.
+const _: () = assert!(PREFIX_LOOKS <= 32);
+
 /// Commit counters a log of `cap` bytes needs: one per chunk, for two passes.
 pub const fn chunk_count(cap: u64) -> usize {
     2 * (cap / chunk_bytes(cap)) as usize
+}
+
+/// A stream's chunk counters ([`Stream::counters`]): `chunk_count(cap)` of them from
+/// `base`, for chunks of `1 << shift` bytes.
+#[derive(Clone, Copy)]
+struct Counters<'a> {
+    base: *const AtomicU32,
+    shift: u32,
+    mask: u64,
+    stream: PhantomData<&'a Stream>,
+}
+
+impl<'a> Counters<'a> {
+    /// The counter of logical chunk `k` (positions from `k << shift`). A shift, not a
+    /// division: a 64-bit division is a long subroutine on a GPU.
+    #[inline(always)]
+    fn at(self, k: u64) -> &'a AtomicU32 {
+        // SAFETY: `base` points to `mask + 1` counters (`Stream::new`: `chunk_count(cap)`, a
+        // power of two), and the index is masked below that; the counters are atomics and
+        // live as long as the stream borrowed for `'a`.
+        unsafe { &*self.base.add((k & self.mask) as usize) }
+    }
+
+    /// The counter of the chunk that holds position `pos`.
+    #[inline(always)]
+    fn of(self, pos: u64) -> &'a AtomicU32 {
+        self.at(pos >> self.shift)
+    }
 }
 
 /// A thread waiting for log space helps every this many rounds (a performance knob;
@@ -279,11 +315,18 @@ impl Stream {
         }
     }
 
-    fn chunk_counter(&self, pos: u64) -> &AtomicU32 {
-        let n = 2 * self.cap / self.chunk;
-        // SAFETY: `chunks` points to `chunk_count(cap) == n` counters (`Stream::new`), `n` a
-        // power of two, and the index is masked below it; the counters are atomics.
-        unsafe { &*self.chunks.add(((pos / self.chunk) & (n - 1)) as usize) }
+    /// The chunk counters, with what finding one takes read once: in a loop, each atomic
+    /// access would have the compiler read the stream's fields anew, a round trip to memory
+    /// each on a GPU (the flusher and the reaper walk a flight's chunks this way).
+    #[inline(always)]
+    fn counters(&self) -> Counters<'_> {
+        Counters {
+            base: self.chunks,
+            shift: self.chunk.trailing_zeros(),
+            // `chunk_count(cap)`, a power of two.
+            mask: ((self.cap >> self.chunk.trailing_zeros()) << 1) - 1,
+            stream: PhantomData,
+        }
     }
     fn flight(&self, seq: u32) -> &Flight {
         // SAFETY: `flights` points to `max_flights` flights (`Stream::new`), a power of two,
@@ -481,10 +524,11 @@ impl Stream {
     #[inline(never)] // one call per record; and tests/ptx_atomics/ finds it by name
     pub fn commit(&self, s: u64, e: u64) {
         fence(Ordering::Release);
+        let (counters, chunk) = (self.counters(), self.chunk);
         let mut p = s;
         while p < e {
-            let hi = e.min((p | (self.chunk - 1)) + 1);
-            self.chunk_counter(p).fetch_add((hi - p) as u32, Ordering::Relaxed);
+            let hi = e.min((p | (chunk - 1)) + 1);
+            counters.of(p).fetch_add((hi - p) as u32, Ordering::Relaxed);
             p = hi;
         }
         self.committed.fetch_add(e - s, Ordering::Relaxed);

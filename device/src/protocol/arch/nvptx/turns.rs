@@ -3,7 +3,7 @@
 //! Why: a kernel that prints gets gpuio's print path at 32 registers
 //! (`GPUIO_PRINT_REGISTERS`), which keeps a kernel that only might print at full occupancy:
 //! 64 warps an SM. When most of them print at once, they all take part in writing records
-//! (reserving log space, waiting for room, copying lines out, committing, flushing), in code
+//! (reserving log space, waiting for room, copying lines out), in code
 //! that spills at 32 registers, and the SM gets less done than with a few warps in that
 //! part: with every warp let in, a kernel that only prints ran well below the uncapped
 //! rate (8 warps an SM), and 8 warps an SM at a time closed about half of that gap. 4 or 16
@@ -17,6 +17,13 @@
 //! (A long line, formatted again in place inside the turn, runs its `Display`s there; the
 //! prints they make then are skipped, see `print`.) Turns count groups, not warps: a warp
 //! whose lanes print to stdout and stderr at once holds two.
+//!
+//! A turn is given back once the group's record is in the log, before its commit: the
+//! commit's system-scope fence waits for the record's stores to reach host memory, and the
+//! flush after it may serve other groups' requests; neither is the crowd turns keep out,
+//! and holding the turn through them kept the SM's other printing warps waiting (a line a
+//! thread from an FMA chain: docs/PROTOCOL.md). Lines printed one lane at a time (longer
+//! than the stack buffer, or a record larger than the log allows) hold it to the end.
 //!
 //! A turn is held while the record waits for log room, so under backpressure a warp may
 //! wait for a turn about as long as it would have waited for room. A warp that waited
@@ -84,8 +91,9 @@ impl PrintTurn {
 }
 
 impl Drop for PrintTurn {
-    /// Gives the turn back. Drop it once every lane of the group is done with its record
-    /// (after the group's last `sync`).
+    /// Gives the turn back. Drop it once every lane of the group has put its part of the
+    /// record into the log (after the `sync` that follows the copy-out), or, for lines
+    /// printed one lane at a time, after the group's last `sync`.
     #[inline(never)] // tests/ptx_atomics/ finds its GPU-scope atomic by name
     fn drop(&mut self) {
         if let Some(holders) = self.0 {
