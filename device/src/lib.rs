@@ -161,10 +161,10 @@ macro_rules! print {
 /// in flight to stay at 64 registers, 1.26-1.27x its time: declared with
 /// `#[launch_bounds(256)]` in [`kernel!`](crate::kernel), the block size it is launched with,
 /// it ran 0.99-1.00x at 72); one that runs costs in proportion to what it writes (a line
-/// from each of 262,144 threads, about 0.7 ms on an H200), and writes its lines about
-/// 80-260 times as fast as `printf`. A kernel that does nothing but print
-/// runs a little slower than uncapped: at 32 registers an SM holds 64 of its warps, and
-/// lets 8 at a time write their records. BENCHMARKS.md (`bench_observer`, five kernel
+/// from each of 262,144 threads took a 0.23 ms kernel to about 0.52 ms on an H200), and
+/// writes its lines about 80-650 times as fast as `printf`. A kernel that does nothing but
+/// print runs at 32 registers too: an SM holds 64 of its warps, and lets 8 at a time put
+/// their records into the log. BENCHMARKS.md (`bench_observer`, five kernel
 /// shapes beside CUDA C's `printf`) has the figures. A module that does file I/O from device
 /// code is not capped unless asked. A module compiled whole (the lockstep build, or
 /// `GPUIO_JIT=whole`) gets the same counts by a cap per program. docs/PROTOCOL.md, "What a

@@ -177,11 +177,11 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     let v = my_len | ((!fits as u64) << UNFIT_SHIFT) | ((printing as u64) << PRINTING_SHIFT) | (1 << MEMBER_SHIFT);
     let (before, sums) = g.exclusive_sum(v);
     // The record's part takes a turn on the SM, given back once the record is in the log
-    // (`emit_record`), or at the end for lines printed one lane at a time: every lane has
+    // (`emit_record`), or, by a group with no record, at the end: every lane has
     // formatted its line by now (the sum is the group's first collective), so a print made
     // by a `Display` above never waits for its own group's turn (`arch::turns` says why
     // NVIDIA's SMs let a few groups in at a time).
-    let turn = crate::protocol::arch::turns::PrintTurn::take(g);
+    let print_turn = crate::protocol::arch::turns::PrintTurn::take(g);
     let total = sums & ((1u64 << UNFIT_SHIFT) - 1);
     // (`total` is the same on every lane, so every lane takes the same branch and runs the
     // same collectives.)
@@ -189,12 +189,14 @@ pub fn emit<G: Group>(g: &G, ctx: &Context, stream: &Stream, newline: bool, args
     // Where the stream's writes go and how their completions are reaped, passed down to
     // each step that may flush or wait for room.
     let (ring, reap) = ctx.print_out();
-    if as_record {
+    // Held to the end by a group with no record, whose lines all go out one lane at a time.
+    let _turn_held = if as_record {
         let mine = if fits { line.bytes() } else { &[] };
-        emit_record(g, stream, ring, reap, mine, before, sums, turn);
+        emit_record(g, stream, ring, reap, mine, before, sums, print_turn);
+        None
     } else {
-        drop(turn);
-    }
+        Some(print_turn)
+    };
     // The other lines go out one lane at a time, in lane order: each reserves its own range
     // and may wait for room piece by piece, and under the lockstep rule (arch/mod.rs) no
     // lane may wait for room that only a sibling's unfinished line would free. (`turns` is
@@ -310,7 +312,7 @@ fn emit_record<G: Group>(
         stream.copy_out(base, base + total, rank, lanes);
         g.sync();
     }
-    drop(turn);
+    turn.give_back();
     if g.is_leader() {
         stream.commit(base, base + total);
         stream.flush(ring, reap);

@@ -131,5 +131,9 @@ pub mod turns {
         pub fn take<G: Group>(_g: &G) -> Self {
             PrintTurn
         }
+
+        /// Nothing to give back.
+        #[inline(always)]
+        pub fn give_back(self) {}
     }
 }

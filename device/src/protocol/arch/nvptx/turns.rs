@@ -14,16 +14,18 @@
 //! The turn is taken once every lane of the group has formatted its line (after the
 //! group's first collective, which all of them reach only then), so a print that a
 //! `Display` makes while its line is formatted never waits for a turn its own group holds.
-//! (A long line, formatted again in place inside the turn, runs its `Display`s there; the
-//! prints they make then are skipped, see `print`.) Turns count groups, not warps: a warp
+//! (A long line, formatted again in place, runs its `Display`s there, inside the turn where
+//! its group wrote no record; the prints they make then are skipped, see `print`.) Turns count groups, not warps: a warp
 //! whose lanes print to stdout and stderr at once holds two.
 //!
 //! A turn is given back once the group's record is in the log, before its commit: the
 //! commit's system-scope fence waits for the record's stores to reach host memory, and the
 //! flush after it may serve other groups' requests; neither is the crowd turns keep out,
 //! and holding the turn through them kept the SM's other printing warps waiting (a line a
-//! thread from an FMA chain: docs/PROTOCOL.md). Lines printed one lane at a time (longer
-//! than the stack buffer, or a record larger than the log allows) hold it to the end.
+//! thread from an FMA chain: docs/PROTOCOL.md). A group with no record (its lines together
+//! larger than the log allows), whose lines all go out one lane at a time, holds it to the
+//! end; a group that wrote a record prints its lines longer than the stack buffer after it
+//! gave its turn back.
 //!
 //! A turn is held while the record waits for log room, so under backpressure a warp may
 //! wait for a turn about as long as it would have waited for room. A warp that waited
@@ -90,10 +92,19 @@ impl PrintTurn {
     }
 }
 
+impl PrintTurn {
+    /// Gives the turn back now (as dropping it does; see [`Drop`] below for when).
+    #[inline(always)]
+    pub fn give_back(self) {
+        drop(self);
+    }
+}
+
 impl Drop for PrintTurn {
     /// Gives the turn back. Drop it once every lane of the group has put its part of the
-    /// record into the log (after the `sync` that follows the copy-out), or, for lines
-    /// printed one lane at a time, after the group's last `sync`.
+    /// record into the log (after the group's `sync` that follows its writes there: the
+    /// copy-out's, where the record was staged), or, for a group with no record, after the
+    /// group's last `sync`.
     #[inline(never)] // tests/ptx_atomics/ finds its GPU-scope atomic by name
     fn drop(&mut self) {
         if let Some(holders) = self.0 {
